@@ -1,0 +1,75 @@
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// The kind of request that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Read,
+    Write,
+    Flush,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Flush => "flush",
+        })
+    }
+}
+
+pub type Result<T, E = DeviceError> = std::result::Result<T, E>;
+
+/// Everything a device request or a device open can fail with. Each
+/// variant names the device and, where there is one, the request.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error("{device}: {op} of {len} bytes at offset {offset} failed: {source}")]
+    Io {
+        device: String,
+        op: Op,
+        offset: u64,
+        len: u64,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{device}: flush failed: {source}")]
+    Flush {
+        device: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "{device}: {op} of {len} bytes at offset {offset}: {what} not a multiple of {align} bytes \
+         (requests must be whole sectors; with O_DIRECT buffers must be aligned too)"
+    )]
+    Misaligned { device: String, op: Op, offset: u64, len: u64, what: &'static str, align: u64 },
+    #[error(
+        "{device}: {op} of {len} bytes at offset {offset} runs past the end of the device ({size} bytes)"
+    )]
+    OutOfRange { device: String, op: Op, offset: u64, len: u64, size: u64 },
+    #[error(
+        "{device}: {op} refused: an earlier flush failed ({cause}); what reached stable storage is \
+         unknown, so the device accepts no more writes until it is reopened"
+    )]
+    Poisoned { device: String, op: Op, cause: String },
+    #[error("{}: {what}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl DeviceError {
+    /// True when the error is an I/O failure of the medium (as opposed to a
+    /// malformed request).
+    pub fn is_io(&self) -> bool {
+        matches!(self, DeviceError::Io { .. } | DeviceError::Flush { .. })
+    }
+}

@@ -1,0 +1,245 @@
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use crate::{check_request, Device, DeviceError, Op, Result, Stats};
+
+/// How to open a file or block device.
+#[derive(Clone, Debug, Default)]
+pub struct FileOptions {
+    /// Open with O_DIRECT: bypass the page cache. Buffers, offsets and
+    /// lengths must then be aligned (see [`Device::buffer_align`]).
+    pub direct: bool,
+    /// Open read-only; writes fail with EBADF.
+    pub read_only: bool,
+    /// For a regular file: create it (sparse) if missing and extend it to
+    /// this size if shorter. Never shrinks a file. Ignored for devices.
+    pub create_bytes: Option<u64>,
+    /// Sector size for a regular file (512 by default; 4096 to emulate a 4Kn
+    /// disk). A block device always uses its own logical sector size.
+    pub sector_bytes: Option<u32>,
+}
+
+/// A regular file or a block device, read and written with positional
+/// system calls (pread/pwrite), flushed with fdatasync.
+pub struct FileDevice {
+    name: String,
+    path: PathBuf,
+    file: File,
+    size_bytes: u64,
+    sector_bytes: u32,
+    buffer_align: usize,
+    is_block_device: bool,
+    poisoned: AtomicBool,
+    poison_cause: Mutex<String>,
+    stats: Stats,
+}
+
+// ioctl request numbers from <linux/fs.h>.
+const BLKSSZGET: libc::c_ulong = 0x1268;
+const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+
+impl FileDevice {
+    pub fn open(path: impl AsRef<Path>, options: &FileOptions) -> Result<FileDevice> {
+        let path = path.as_ref();
+        let open_err = |what: &str, source: io::Error| DeviceError::Open {
+            path: path.to_path_buf(),
+            what: what.to_string(),
+            source,
+        };
+        let exists = path.exists();
+        let mut open = OpenOptions::new();
+        open.read(true).write(!options.read_only);
+        if options.create_bytes.is_some() && !options.read_only {
+            open.create(true);
+        }
+        if options.direct {
+            open.custom_flags(libc::O_DIRECT);
+        }
+        let file = match open.open(path) {
+            Ok(file) => file,
+            Err(e) if options.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                return Err(open_err(
+                    "cannot open with O_DIRECT (the file system does not support it; drop --direct)",
+                    e,
+                ))
+            }
+            Err(e) if !exists && options.create_bytes.is_none() => {
+                return Err(open_err("does not exist (give a size to create it)", e))
+            }
+            Err(e) => return Err(open_err("cannot open", e)),
+        };
+        let meta = file.metadata().map_err(|e| open_err("cannot stat", e))?;
+        let is_block_device = meta.file_type().is_block_device();
+        if !is_block_device && !meta.is_file() {
+            return Err(DeviceError::Invalid(format!(
+                "{}: not a regular file or a block device",
+                path.display()
+            )));
+        }
+        let (size_bytes, sector_bytes, buffer_align) = if is_block_device {
+            let sector =
+                block_device_sector(&file).map_err(|e| open_err("cannot read the sector size", e))?;
+            let size = block_device_size(&file).map_err(|e| open_err("cannot read the device size", e))?;
+            (size, sector, if options.direct { sector as usize } else { 1 })
+        } else {
+            let sector = options.sector_bytes.unwrap_or(512);
+            if !(sector == 512 || sector == 4096) {
+                return Err(DeviceError::Invalid(format!(
+                    "{}: sector size {sector} is not supported; use 512 or 4096",
+                    path.display()
+                )));
+            }
+            let mut size = meta.len();
+            if let Some(want) = options.create_bytes {
+                if size < want && !options.read_only {
+                    file.set_len(want).map_err(|e| open_err("cannot extend the file", e))?;
+                    size = want;
+                }
+            }
+            let (sector, align) = if options.direct {
+                let (mem_align, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
+                (sector.max(offset_align), mem_align.max(1) as usize)
+            } else {
+                (sector, 1)
+            };
+            (size, sector, align)
+        };
+        let size_bytes = size_bytes - size_bytes % u64::from(sector_bytes);
+        if size_bytes == 0 {
+            return Err(DeviceError::Invalid(format!(
+                "{}: holds less than one sector ({sector_bytes} bytes); give a size to create or extend it",
+                path.display()
+            )));
+        }
+        Ok(FileDevice {
+            name: path.display().to_string(),
+            path: path.to_path_buf(),
+            file,
+            size_bytes,
+            sector_bytes,
+            buffer_align,
+            is_block_device,
+            poisoned: AtomicBool::new(false),
+            poison_cause: Mutex::new(String::new()),
+            stats: Stats::default(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_block_device(&self) -> bool {
+        self.is_block_device
+    }
+
+    fn check_poison(&self, op: Op) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            let cause = self.poison_cause.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            return Err(DeviceError::Poisoned { device: self.name.clone(), op, cause });
+        }
+        Ok(())
+    }
+
+    fn io_error(&self, op: Op, offset: u64, len: usize, source: io::Error) -> DeviceError {
+        DeviceError::Io { device: self.name.clone(), op, offset, len: len as u64, source }
+    }
+}
+
+impl Device for FileDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    fn sector_bytes(&self) -> u32 {
+        self.sector_bytes
+    }
+
+    fn buffer_align(&self) -> usize {
+        self.buffer_align
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.stats.track(check_request(self, Op::Read, buf.as_ptr() as usize, buf.len(), offset))?;
+        let len = buf.len();
+        self.stats.track(
+            self.file.read_exact_at(buf, offset).map_err(|e| self.io_error(Op::Read, offset, len, e)),
+        )?;
+        self.stats.record_reads(1, len as u64);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.stats.track(self.check_poison(Op::Write))?;
+        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
+        self.stats.track(
+            self.file.write_all_at(buf, offset).map_err(|e| self.io_error(Op::Write, offset, buf.len(), e)),
+        )?;
+        self.stats.record_writes(1, buf.len() as u64);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.stats.track(self.check_poison(Op::Flush))?;
+        if let Err(source) = self.file.sync_data() {
+            *self.poison_cause.lock().unwrap_or_else(|e| e.into_inner()) = source.to_string();
+            self.poisoned.store(true, Ordering::Release);
+            self.stats.record_error();
+            return Err(DeviceError::Flush { device: self.name.clone(), source });
+        }
+        self.stats.record_flush();
+        Ok(())
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.file.as_raw_fd())
+    }
+}
+
+fn block_device_sector(file: &File) -> io::Result<u32> {
+    let mut sector: libc::c_int = 0;
+    // SAFETY: BLKSSZGET writes one int through the pointer.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKSSZGET as _, &mut sector) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    u32::try_from(sector).map_err(|_| io::Error::other("negative sector size"))
+}
+
+fn block_device_size(file: &File) -> io::Result<u64> {
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64 as _, &mut size) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
+/// The O_DIRECT alignment the kernel reports for a file (statx
+/// STATX_DIOALIGN, Linux 6.1+): (memory alignment, offset alignment).
+fn dio_alignment(file: &File) -> Option<(u32, u32)> {
+    // SAFETY: statx fills the zeroed struct; the empty path with
+    // AT_EMPTY_PATH refers to the descriptor itself.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx)
+    };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
+        return None;
+    }
+    Some((stx.stx_dio_mem_align, stx.stx_dio_offset_align))
+}

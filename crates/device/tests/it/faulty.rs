@@ -1,0 +1,62 @@
+use std::sync::Arc;
+
+use device::{Device, DeviceError, Fault, FaultyDevice, MemDevice, Op};
+
+fn faulty(faults: Vec<Fault>) -> FaultyDevice {
+    FaultyDevice::new(Arc::new(MemDevice::new(1 << 20).unwrap()), faults)
+}
+
+#[test]
+fn nth_write_fails_and_no_other() {
+    let dev = faulty(vec![Fault::Nth { op: Op::Write, n: 3 }]);
+    let results: Vec<bool> = (0..6).map(|i| dev.write_at(&[1; 512], i * 512).is_ok()).collect();
+    assert_eq!(results, [true, true, false, true, true, true]);
+}
+
+#[test]
+fn failed_write_does_not_reach_the_inner_device() {
+    let inner = Arc::new(MemDevice::new(1 << 20).unwrap());
+    let dev = FaultyDevice::new(inner.clone(), vec![Fault::Nth { op: Op::Write, n: 1 }]);
+    assert!(dev.write_at(&[9; 512], 0).is_err());
+    assert_eq!(inner.stats().snapshot().writes, 0);
+}
+
+#[test]
+fn nth_read_fails_with_an_io_error() {
+    let dev = faulty(vec![Fault::Nth { op: Op::Read, n: 2 }]);
+    let mut buf = [0; 512];
+    dev.read_at(&mut buf, 0).unwrap();
+    let err = dev.read_at(&mut buf, 0).unwrap_err();
+    assert!(matches!(err, DeviceError::Io { op: Op::Read, .. }), "{err}");
+    dev.read_at(&mut buf, 0).unwrap();
+}
+
+#[test]
+fn nth_flush_fails() {
+    let dev = faulty(vec![Fault::Nth { op: Op::Flush, n: 1 }]);
+    assert!(matches!(dev.flush(), Err(DeviceError::Flush { .. })));
+    dev.flush().unwrap();
+}
+
+#[test]
+fn range_fault_fails_only_overlapping_requests() {
+    let dev = faulty(vec![Fault::Range { range: 4096..8192, reads: true, writes: false }]);
+    let mut buf = [0; 512];
+    let outcomes: Vec<bool> =
+        [3584u64, 4096, 7680, 8192].iter().map(|&off| dev.read_at(&mut buf, off).is_ok()).collect();
+    assert_eq!(outcomes, [true, false, false, true]);
+    dev.write_at(&[1; 512], 4096).unwrap();
+}
+
+#[test]
+fn range_fault_catches_a_request_that_straddles_it() {
+    let dev = faulty(vec![Fault::Range { range: 4096..4097, reads: false, writes: true }]);
+    assert!(dev.write_at(&[1; 8192], 0).is_err());
+}
+
+#[test]
+fn errors_are_counted() {
+    let dev = faulty(vec![Fault::Nth { op: Op::Write, n: 1 }]);
+    let _ = dev.write_at(&[1; 512], 0);
+    assert_eq!(dev.stats().snapshot().errors, 1);
+}

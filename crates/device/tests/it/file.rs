@@ -1,0 +1,79 @@
+use device::{AlignedBuf, Device, DeviceError, FileDevice, FileOptions};
+
+fn create(dir: &tempfile::TempDir, size: u64, direct: bool) -> FileDevice {
+    let options = FileOptions { create_bytes: Some(size), direct, ..Default::default() };
+    FileDevice::open(dir.path().join("target"), &options).unwrap()
+}
+
+#[test]
+fn file_is_created_sparse_with_the_requested_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = create(&dir, 64 << 20, false);
+    assert_eq!(dev.size_bytes(), 64 << 20);
+    let meta = std::fs::metadata(dir.path().join("target")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert!(meta.blocks() * 512 < 1 << 20, "a new target must be sparse");
+}
+
+#[test]
+fn file_reads_back_what_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = create(&dir, 1 << 20, false);
+    dev.write_at(&[0xab; 4096], 8192).unwrap();
+    dev.flush().unwrap();
+    let mut back = vec![0; 4096];
+    dev.read_at(&mut back, 8192).unwrap();
+    assert_eq!(back, vec![0xab; 4096]);
+}
+
+#[test]
+fn missing_file_without_a_size_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = FileDevice::open(dir.path().join("nope"), &FileOptions::default()).err().unwrap();
+    assert!(err.to_string().contains("does not exist (give a size to create it)"), "{err}");
+}
+
+#[test]
+fn existing_file_is_never_shrunk() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(create(&dir, 2 << 20, false));
+    let dev = create(&dir, 1 << 20, false);
+    assert_eq!(dev.size_bytes(), 2 << 20);
+}
+
+#[test]
+fn direct_io_with_misaligned_buffer_is_the_documented_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = create(&dir, 1 << 20, true);
+    let buf = AlignedBuf::zeroed(4096 + 1, 4096);
+    let err = dev.write_at(&buf[1..], 0).unwrap_err();
+    assert!(matches!(err, DeviceError::Misaligned { what: "buffer address", .. }), "{err}");
+    assert_eq!(dev.stats().snapshot().writes, 0);
+}
+
+#[test]
+fn direct_io_with_misaligned_offset_is_the_documented_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = create(&dir, 1 << 20, true);
+    let buf = AlignedBuf::zeroed(4096, 4096);
+    let err = dev.write_at(&buf, 100).unwrap_err();
+    assert!(matches!(err, DeviceError::Misaligned { what: "offset and length", .. }), "{err}");
+}
+
+#[test]
+fn direct_io_with_aligned_buffer_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = create(&dir, 1 << 20, true);
+    let mut buf = AlignedBuf::zeroed(8192, 4096);
+    buf.fill(0x5a);
+    dev.write_at(&buf, 4096).unwrap();
+    let mut back = AlignedBuf::zeroed(8192, 4096);
+    dev.read_at(&mut back, 4096).unwrap();
+    assert_eq!(&back[..], &buf[..]);
+}
+
+#[test]
+fn file_exposes_its_descriptor_for_io_uring() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(create(&dir, 1 << 20, false).raw_fd().is_some());
+}

@@ -1,0 +1,5 @@
+mod crash;
+mod faulty;
+mod file;
+mod mem;
+mod signature;
