@@ -1,0 +1,23 @@
+//! A Vinum-style volume manager: drives, subdisks, plexes (concat,
+//! striped, RAID-5) and volumes (one plex, or several as a mirror).
+//!
+//! Flow: [`parse`] a configuration file into a [`Config`], [`resolve`] it
+//! against the drive sizes into a [`Layout`], then bind the layout to open
+//! drives. A bound volume implements [`device::Device`], so every layer and
+//! workload above runs on it unchanged.
+//!
+//! This crate never prints, never opens files by itself (the caller opens
+//! drives), never panics on input, and knows nothing about the layers above
+//! it (logs, file systems, validation, workloads).
+
+mod config;
+mod error;
+mod geometry;
+mod resolve;
+
+pub use config::{
+    parse, parse_size, Config, DriveSpec, PlexSpec, ReadPolicySpec, SdSpec, VolumeSpec, CONFIG_SECTOR_BYTES,
+};
+pub use error::{ConfigError, VolumeError};
+pub use geometry::{map_concat, map_striped, Extent, Org, ParityLayout, Raid5, RowSpan};
+pub use resolve::{resolve, DriveLayout, Layout, PlexLayout, SdLayout, VolumeLayout, DATA_START_BYTES};
