@@ -6,6 +6,31 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod cli;
+mod run;
+mod target;
+
+/// A bad flag value or combination: reported with exit status 2, as clap
+/// reports the errors it finds itself.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+impl From<workloads::SpecError> for UsageError {
+    fn from(e: workloads::SpecError) -> UsageError {
+        UsageError(e.to_string())
+    }
+}
+
+fn is_usage_error(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause.is::<UsageError>()
+            || cause.is::<workloads::SpecError>()
+            || matches!(
+                cause.downcast_ref::<workloads::WorkloadError>(),
+                Some(workloads::WorkloadError::Spec(_))
+            )
+    })
+}
 
 fn main() -> ExitCode {
     let args = match cli::Cli::try_parse() {
@@ -21,7 +46,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("iolab: error: {e:#}");
-            ExitCode::from(1)
+            ExitCode::from(if is_usage_error(&e) { 2 } else { 1 })
         }
     }
 }

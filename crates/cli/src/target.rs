@@ -1,0 +1,116 @@
+//! Opening what a command runs on: a file or block device path,
+//! `mem:SIZE`, `null:SIZE`, or a temporary file when none is named; and
+//! refusing to write over data the user may not mean to lose.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use device::{Device, FileDevice, FileOptions, MemDevice, NullDevice};
+use workloads::spec::parse_bytes;
+
+use crate::UsageError;
+
+/// An open target, and the temporary directory holding it if iolab made it.
+pub struct Target {
+    pub device: Arc<dyn Device>,
+    pub temp: Option<tempfile::TempDir>,
+    /// The file did not exist before this run.
+    pub created: bool,
+    /// A path whose data would be overwritten, for the safety check.
+    pub path: Option<PathBuf>,
+}
+
+pub struct OpenOptions {
+    pub direct: bool,
+    pub sector_bytes: Option<u32>,
+    /// Bytes needed if a file must be created (offset + region size).
+    pub create_bytes: Option<u64>,
+}
+
+/// Size of the temporary target made when no target is named.
+pub const DEFAULT_TARGET_BYTES: u64 = 1 << 30;
+
+pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
+    if let Some(size) = spec.strip_prefix("mem:") {
+        let bytes = parse_bytes("target", size).map_err(UsageError::from)?;
+        let sector = options.sector_bytes.unwrap_or(512);
+        let dev = MemDevice::with_sector(format!("mem:{size}"), bytes, sector)
+            .map_err(|e| UsageError(format!("--target: {e}")))?;
+        return Ok(Target { device: Arc::new(dev), temp: None, created: true, path: None });
+    }
+    if let Some(size) = spec.strip_prefix("null:") {
+        let bytes = parse_bytes("target", size).map_err(UsageError::from)?;
+        let dev = NullDevice::new(bytes).map_err(|e| UsageError(format!("--target: {e}")))?;
+        return Ok(Target { device: Arc::new(dev), temp: None, created: true, path: None });
+    }
+    let path = Path::new(spec);
+    let exists = path.exists();
+    if !exists && options.create_bytes.is_none() {
+        return Err(UsageError(format!(
+            "--target: {spec} does not exist; give --size to create it as a sparse file of that size"
+        ))
+        .into());
+    }
+    let file_options = FileOptions {
+        direct: options.direct,
+        read_only: false,
+        create_bytes: if exists { None } else { options.create_bytes },
+        sector_bytes: options.sector_bytes,
+    };
+    let dev = FileDevice::open(path, &file_options)?;
+    Ok(Target { device: Arc::new(dev), temp: None, created: !exists, path: Some(path.to_path_buf()) })
+}
+
+/// A sparse temporary file in the system's temporary directory, opened
+/// with O_DIRECT where the file system allows it. Removed when dropped.
+pub fn temporary(size_bytes: u64) -> anyhow::Result<(Target, bool)> {
+    let dir =
+        tempfile::Builder::new().prefix("iolab-").tempdir().context("cannot create a temporary directory")?;
+    let path = dir.path().join("target");
+    let mut options = FileOptions { direct: true, create_bytes: Some(size_bytes), ..Default::default() };
+    let (dev, direct) = match FileDevice::open(&path, &options) {
+        Ok(dev) => (dev, true),
+        Err(_) => {
+            options.direct = false;
+            (FileDevice::open(&path, &options)?, false)
+        }
+    };
+    Ok((Target { device: Arc::new(dev), temp: Some(dir), created: true, path: Some(path) }, direct))
+}
+
+/// Refuses to write to a target that holds a known signature or is a
+/// mounted block device, unless forced.
+pub fn check_writable(target: &Target, force: bool) -> anyhow::Result<()> {
+    if force || target.created {
+        return Ok(());
+    }
+    let Some(path) = &target.path else { return Ok(()) };
+    if let Some(mount) = mounted_at(path) {
+        bail!(
+            "{}: is mounted at {mount}; writing to it would corrupt that file system. \
+             Unmount it, or pass --force if you really mean it",
+            path.display()
+        );
+    }
+    if let Some(what) = device::signature::probe(target.device.as_ref())? {
+        bail!(
+            "{}: holds data ({what}); this workload writes and would destroy it. \
+             Use another target, or pass --force to overwrite it",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Where a block device is mounted, from /proc/self/mounts.
+fn mounted_at(path: &Path) -> Option<String> {
+    let real = std::fs::canonicalize(path).ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let source = fields.next()?;
+        let point = fields.next()?;
+        (source.starts_with('/') && std::fs::canonicalize(source).ok()? == real).then(|| point.to_string())
+    })
+}

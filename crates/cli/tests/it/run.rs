@@ -1,0 +1,120 @@
+//! `iolab run` from the outside: exit codes, refusals, JSON.
+
+use crate::cli::{iolab, stderr, stdout};
+
+#[test]
+fn run_on_memory_prints_the_table() {
+    let out = iolab(&["run", "--target", "mem:16m", "--ios", "500", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("lat(us) mean"), "{}", stdout(&out));
+}
+
+#[test]
+fn percentage_over_100_is_a_usage_error_naming_the_flag() {
+    let out = iolab(&["run", "--target", "mem:16m", "--rw", "randrw", "--rwmixread", "120"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--rwmixread: 120 is over 100"), "{}", stderr(&out));
+}
+
+#[test]
+fn unknown_unit_is_a_usage_error_naming_the_flag() {
+    let out = iolab(&["run", "--target", "mem:16m", "--bs", "4x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--bs: '4x' is not a size"), "{}", stderr(&out));
+}
+
+#[test]
+fn zero_depth_is_a_usage_error() {
+    let out = iolab(&["run", "--target", "mem:16m", "--iodepth", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--iodepth"), "{}", stderr(&out));
+}
+
+#[test]
+fn region_past_the_end_is_a_usage_error() {
+    let out = iolab(&["run", "--target", "mem:16m", "--offset", "8m", "--size", "16m"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--size: offset 8388608 + size 16777216 runs past the end"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn missing_file_without_size_says_how_to_create_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nope");
+    let out = iolab(&["run", "--target", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("does not exist; give --size"), "{}", stderr(&out));
+    assert!(!path.exists(), "nothing is created without a size");
+}
+
+#[test]
+fn missing_file_with_size_is_created_sparse() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new");
+    let out = iolab(&["run", "--target", path.to_str().unwrap(), "--size", "4m", "--ios", "100", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 4 << 20);
+}
+
+fn file_with_ext4_magic(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    let path = dir.path().join("fs.img");
+    let mut image = vec![0u8; 1 << 20];
+    image[1080] = 0x53;
+    image[1081] = 0xef;
+    std::fs::write(&path, &image).unwrap();
+    path
+}
+
+#[test]
+fn writing_over_a_file_system_is_refused_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file_with_ext4_magic(&dir);
+    let out = iolab(&["run", "--target", path.to_str().unwrap(), "--rw", "randwrite", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("holds data (ext2/ext3/ext4 file system)"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--force"));
+    let image = std::fs::read(&path).unwrap();
+    assert!(image[..1080].iter().all(|&b| b == 0), "nothing was written");
+}
+
+#[test]
+fn reading_a_file_system_needs_no_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file_with_ext4_magic(&dir);
+    let out = iolab(&["run", "--target", path.to_str().unwrap(), "--rw", "randread", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn force_allows_writing_over_a_file_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file_with_ext4_magic(&dir);
+    let out = iolab(&["run", "--target", path.to_str().unwrap(), "--rw", "write", "--force", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn json_document_has_the_documented_shape() {
+    let out = iolab(&["run", "--target", "mem:16m", "--ios", "300", "--repeat", "3", "--json", "-", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(doc["schema"], "iolab-run");
+    assert_eq!(doc["version"], 1);
+    let job = &doc["jobs"][0];
+    assert_eq!(job["runs"].as_array().unwrap().len(), 3);
+    let run = &job["runs"][0];
+    let ios = run["read"]["ios"].as_u64().unwrap() + run["write"]["ios"].as_u64().unwrap();
+    assert_eq!(ios, 300);
+    for key in ["iops", "mib_per_s"] {
+        assert!(run["read"][key].is_number(), "{key}");
+    }
+    for key in ["min_us", "mean_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"] {
+        assert!(run["write"]["latency"][key].is_number(), "{key}");
+    }
+    assert!(job["summary"]["read"]["iops"]["median"].is_number());
+    assert_eq!(job["summary"]["runs"], 3);
+}

@@ -1,0 +1,18 @@
+//! The workload engine: runs a [`JobSpec`] against a [`device::Device`]
+//! with worker threads (positional calls, or io_uring with many requests in
+//! flight), and measures it.
+//!
+//! This crate never prints; progress is published through [`Progress`] for
+//! the caller to display. It knows nothing of volumes, logs or file systems:
+//! it sees only a `Device`.
+
+mod engine;
+pub mod gen;
+pub mod spec;
+mod stats;
+
+pub use engine::{
+    data_buffer, run_job, uring_available, JobResult, Progress, ProgressSnapshot, WorkloadError,
+};
+pub use spec::{BlockSizes, Engine, JobSpec, Pattern, Region, Rw, Skew, SpecError};
+pub use stats::{CpuUsage, Latency, OpSummary, SecondSample};

@@ -1,0 +1,585 @@
+//! What a workload is: the parameters of one job, their parsing from the
+//! strings users type (`4k`, `4k/10:64k/90`, `zipf:1.2`), and their checking
+//! against a target. Every error names the parameter and what it accepts.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// A workload parameter that cannot be used, with the flag it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--{flag}: {message}")]
+pub struct SpecError {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+pub fn spec_error(flag: &'static str, message: impl Into<String>) -> SpecError {
+    SpecError { flag, message: message.into() }
+}
+
+/// Parses a byte count: a number with an optional binary suffix
+/// (`512`, `4k`, `64KiB`, `1m`, `2g`, `1t`; `s` = 512-byte sectors).
+pub fn parse_bytes(flag: &'static str, text: &str) -> Result<u64, SpecError> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(split);
+    let bad = || {
+        spec_error(flag, format!("'{text}' is not a size; use a whole number with an optional unit: 512, 4k, 64KiB, 1m, 2g, 8s (sectors)"))
+    };
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let unit: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "s" => 512,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(unit).ok_or_else(|| spec_error(flag, format!("'{text}' is too large")))
+}
+
+/// Parses a duration: seconds, or a number with `ms`, `s`, `m`, `h`.
+pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, SpecError> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, suffix) = t.split_at(split);
+    let bad = || spec_error(flag, format!("'{text}' is not a duration; use e.g. 10, 10s, 500ms, 2m, 1h"));
+    let n: f64 = number.parse().map_err(|_| bad())?;
+    let seconds = match suffix {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(bad()),
+    };
+    if !seconds.is_finite() || !(0.0..=1e9).contains(&seconds) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// The access pattern, named as fio's `rw`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    Read,
+    Write,
+    RandRead,
+    RandWrite,
+    Rw,
+    RandRw,
+}
+
+impl Rw {
+    pub fn parse(text: &str) -> Result<Rw, SpecError> {
+        Ok(match text {
+            "read" => Rw::Read,
+            "write" => Rw::Write,
+            "randread" => Rw::RandRead,
+            "randwrite" => Rw::RandWrite,
+            "rw" | "readwrite" => Rw::Rw,
+            "randrw" => Rw::RandRw,
+            _ => return Err(spec_error(
+                "rw",
+                format!(
+                    "'{text}' is not an access pattern; use read, write, randread, randwrite, rw or randrw"
+                ),
+            )),
+        })
+    }
+
+    /// Percentage of requests that seek (are placed at random).
+    pub fn default_seek_pct(self) -> u8 {
+        match self {
+            Rw::Read | Rw::Write | Rw::Rw => 0,
+            Rw::RandRead | Rw::RandWrite | Rw::RandRw => 100,
+        }
+    }
+
+    /// Percentage of requests that read, unless the mix is given.
+    pub fn default_read_pct(self) -> u8 {
+        match self {
+            Rw::Read | Rw::RandRead => 100,
+            Rw::Write | Rw::RandWrite => 0,
+            Rw::Rw | Rw::RandRw => 50,
+        }
+    }
+
+    pub fn is_mixed(self) -> bool {
+        matches!(self, Rw::Rw | Rw::RandRw)
+    }
+}
+
+impl fmt::Display for Rw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Rw::Read => "read",
+            Rw::Write => "write",
+            Rw::RandRead => "randread",
+            Rw::RandWrite => "randwrite",
+            Rw::Rw => "rw",
+            Rw::RandRw => "randrw",
+        })
+    }
+}
+
+/// The `fs` transfer mix: file-system transfers of 1 to 120 sectors,
+/// about 8 KiB on average (weights in percent; see docs/workloads.md).
+pub const FS_MIX: &[(u64, u32)] = &[
+    (512, 6),
+    (1024, 8),
+    (2048, 10),
+    (3072, 4),
+    (4096, 28),
+    (6144, 4),
+    (8192, 20),
+    (12288, 4),
+    (16384, 8),
+    (32768, 5),
+    (49152, 2),
+    (61440, 1),
+];
+
+/// Transfer sizes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BlockSizes {
+    /// One size.
+    Fixed(u64),
+    /// Sizes with weights (fio's bssplit); `name` is set for named mixes.
+    Split { name: Option<String>, sizes: Vec<(u64, u32)> },
+    /// Uniform over multiples of `step` from `min` to `max`.
+    Range { min: u64, max: u64, step: u64 },
+}
+
+impl BlockSizes {
+    /// `4k`, `fs`, `4k/10:64k/50:32k/40`, or `512-64k` (a range in steps of
+    /// 512 bytes; `512-64k/4k` for another step).
+    pub fn parse(text: &str) -> Result<BlockSizes, SpecError> {
+        let text = text.trim();
+        if text == "fs" {
+            return Ok(BlockSizes::Split { name: Some("fs".into()), sizes: FS_MIX.to_vec() });
+        }
+        if text.contains(':') || text.contains('/') && !text.contains('-') {
+            return parse_split(text);
+        }
+        if let Some((min, rest)) = text.split_once('-') {
+            let (max, step) = match rest.split_once('/') {
+                Some((max, step)) => (max, parse_bytes("bs", step)?),
+                None => (rest, 512),
+            };
+            let (min, max) = (parse_bytes("bs", min)?, parse_bytes("bs", max)?);
+            if min == 0 || step == 0 || min > max || min % step != 0 || max % step != 0 {
+                return Err(spec_error(
+                    "bs",
+                    format!("range '{text}' needs 0 < min <= max, both multiples of the step ({step} bytes)"),
+                ));
+            }
+            return Ok(BlockSizes::Range { min, max, step });
+        }
+        let size = parse_bytes("bs", text)?;
+        if size == 0 {
+            return Err(spec_error("bs", "a transfer size must be at least one sector (512 bytes)"));
+        }
+        Ok(BlockSizes::Fixed(size))
+    }
+
+    pub fn min_bytes(&self) -> u64 {
+        match self {
+            BlockSizes::Fixed(n) => *n,
+            BlockSizes::Split { sizes, .. } => sizes.iter().map(|s| s.0).min().unwrap_or(0),
+            BlockSizes::Range { min, .. } => *min,
+        }
+    }
+
+    pub fn max_bytes(&self) -> u64 {
+        match self {
+            BlockSizes::Fixed(n) => *n,
+            BlockSizes::Split { sizes, .. } => sizes.iter().map(|s| s.0).max().unwrap_or(0),
+            BlockSizes::Range { max, .. } => *max,
+        }
+    }
+
+    /// Every size a request may have (ranges give their step instead).
+    fn each_size(&self) -> Vec<u64> {
+        match self {
+            BlockSizes::Fixed(n) => vec![*n],
+            BlockSizes::Split { sizes, .. } => sizes.iter().map(|s| s.0).collect(),
+            BlockSizes::Range { min, max, step } => vec![*min, *max, *step],
+        }
+    }
+
+    /// The mean transfer size in bytes.
+    pub fn mean_bytes(&self) -> f64 {
+        match self {
+            BlockSizes::Fixed(n) => *n as f64,
+            BlockSizes::Split { sizes, .. } => {
+                let total: u64 = sizes.iter().map(|s| u64::from(s.1)).sum();
+                sizes.iter().map(|(b, w)| *b as f64 * f64::from(*w)).sum::<f64>() / total as f64
+            }
+            BlockSizes::Range { min, max, .. } => (*min + *max) as f64 / 2.0,
+        }
+    }
+}
+
+impl fmt::Display for BlockSizes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockSizes::Fixed(n) => write!(f, "{}", human_bytes(*n)),
+            BlockSizes::Split { name: Some(name), .. } => f.write_str(name),
+            BlockSizes::Split { name: None, sizes } => {
+                let parts: Vec<String> =
+                    sizes.iter().map(|(b, w)| format!("{}/{w}", human_bytes(*b))).collect();
+                f.write_str(&parts.join(":"))
+            }
+            BlockSizes::Range { min, max, step } => {
+                write!(f, "{}-{}/{}", human_bytes(*min), human_bytes(*max), human_bytes(*step))
+            }
+        }
+    }
+}
+
+fn parse_split(text: &str) -> Result<BlockSizes, SpecError> {
+    let mut sizes = Vec::new();
+    for part in text.split(':') {
+        let (size, weight) = part.split_once('/').ok_or_else(|| {
+            spec_error("bs", format!("'{part}' in '{text}' needs SIZE/WEIGHT, as in 4k/10:64k/50:32k/40"))
+        })?;
+        let size = parse_bytes("bs", size)?;
+        let weight: u32 = weight
+            .parse()
+            .map_err(|_| spec_error("bs", format!("weight '{weight}' in '{text}' is not a whole number")))?;
+        if size == 0 {
+            return Err(spec_error("bs", format!("size 0 in '{text}': transfers need at least one sector")));
+        }
+        if weight > 0 {
+            sizes.push((size, weight));
+        }
+    }
+    if sizes.is_empty() {
+        return Err(spec_error("bs", format!("'{text}' gives every size a weight of 0")));
+    }
+    Ok(BlockSizes::Split { name: None, sizes })
+}
+
+/// Writes `n` bytes in the largest binary unit that divides it.
+pub fn human_bytes(n: u64) -> String {
+    for (unit, name) in [(1u64 << 40, "t"), (1 << 30, "g"), (1 << 20, "m"), (1 << 10, "k")] {
+        if n >= unit && n % unit == 0 {
+            return format!("{}{name}", n / unit);
+        }
+    }
+    format!("{n}")
+}
+
+/// How random offsets are spread over the region.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Skew {
+    Uniform,
+    /// Zipf over the block slots with exponent `theta` (> 0), hot slots
+    /// scattered over the region.
+    Zipf {
+        theta: f64,
+    },
+    /// `io_pct` percent of requests go to the first `region_pct` percent of
+    /// the region (Vdbench's hot band), the rest uniformly elsewhere.
+    Hot {
+        io_pct: u8,
+        region_pct: u8,
+    },
+}
+
+impl Skew {
+    /// `uniform`, `zipf:1.2`, or `hot:90/10`.
+    pub fn parse(text: &str) -> Result<Skew, SpecError> {
+        let bad = || {
+            spec_error("skew", format!("'{text}' is not a skew; use uniform, zipf:THETA (e.g. zipf:1.2) or hot:IO%/REGION% (e.g. hot:90/10)"))
+        };
+        if text == "uniform" {
+            return Ok(Skew::Uniform);
+        }
+        if let Some(theta) = text.strip_prefix("zipf:") {
+            let theta: f64 = theta.parse().map_err(|_| bad())?;
+            if !(theta.is_finite() && theta > 0.0 && theta <= 10.0) {
+                return Err(spec_error("skew", format!("zipf exponent {theta} must be in (0, 10]")));
+            }
+            return Ok(Skew::Zipf { theta });
+        }
+        if let Some(rest) = text.strip_prefix("hot:") {
+            let (io, region) = rest.split_once('/').ok_or_else(bad)?;
+            let io: u8 = io.trim_end_matches('%').parse().map_err(|_| bad())?;
+            let region: u8 = region.trim_end_matches('%').parse().map_err(|_| bad())?;
+            if io > 100 || region == 0 || region >= 100 {
+                return Err(spec_error(
+                    "skew",
+                    format!("hot:{io}/{region}: I/O share must be 0..=100 and region share 1..=99 percent"),
+                ));
+            }
+            return Ok(Skew::Hot { io_pct: io, region_pct: region });
+        }
+        Err(bad())
+    }
+}
+
+impl fmt::Display for Skew {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Skew::Uniform => f.write_str("uniform"),
+            Skew::Zipf { theta } => write!(f, "zipf:{theta}"),
+            Skew::Hot { io_pct, region_pct } => write!(f, "hot:{io_pct}/{region_pct}"),
+        }
+    }
+}
+
+/// What the data written looks like.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    Random,
+    Zeros,
+    /// Random data that compresses to about `pct` percent of its size.
+    Compressible {
+        pct: u8,
+    },
+}
+
+impl Pattern {
+    /// `random`, `zeros`, or `compress:50` (compresses to about 50%).
+    pub fn parse(text: &str) -> Result<Pattern, SpecError> {
+        match text {
+            "random" => Ok(Pattern::Random),
+            "zeros" => Ok(Pattern::Zeros),
+            _ => {
+                let pct =
+                    text.strip_prefix("compress:").and_then(|p| p.trim_end_matches('%').parse::<u8>().ok());
+                match pct {
+                    Some(pct) if (1..=100).contains(&pct) => Ok(Pattern::Compressible { pct }),
+                    _ => Err(spec_error(
+                        "pattern",
+                        format!("'{text}' is not a data pattern; use random, zeros or compress:PCT (1-100, the size after compression)"),
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// How requests are submitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// One positional call at a time per thread.
+    Sync,
+    /// io_uring, `iodepth` requests in flight per thread, registered
+    /// buffers and file.
+    Uring,
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Engine::Sync => "sync",
+            Engine::Uring => "uring",
+        })
+    }
+}
+
+/// One job: everything the engine needs except the target itself.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobSpec {
+    pub name: String,
+    /// Start of the region used, in bytes.
+    pub offset_bytes: u64,
+    /// Length of the region; `None` = from the offset to the end of the target.
+    pub size_bytes: Option<u64>,
+    pub rw: Rw,
+    /// Percent of requests that read.
+    pub read_pct: u8,
+    /// Percent of requests placed at random (Vdbench's seekpct); the rest
+    /// continue where the thread's previous request ended.
+    pub seek_pct: u8,
+    pub skew: Skew,
+    pub bs: BlockSizes,
+    /// Offsets are multiples of this (fio's blockalign); `None` = the fixed
+    /// transfer size, or the sector size for mixed sizes.
+    pub align_bytes: Option<u64>,
+    pub threads: u32,
+    pub iodepth: u32,
+    pub engine: Engine,
+    /// Flush after every this many writes (per thread); 0 = never.
+    pub flush_every: u64,
+    /// Flush once at the end (included in the measurement, as fio's end_fsync).
+    pub end_flush: bool,
+    pub runtime: Option<Duration>,
+    /// Stop after this many bytes in all (across threads).
+    pub io_bytes: Option<u64>,
+    /// Stop after exactly this many requests in all (across threads).
+    pub ios: Option<u64>,
+    /// Run this long before measuring.
+    pub ramp: Duration,
+    /// Total requests per second across threads; 0 = unlimited.
+    pub rate_iops: u64,
+    pub pattern: Pattern,
+    pub seed: u64,
+}
+
+/// Upper bounds that keep a job from exhausting the machine.
+pub const MAX_THREADS: u32 = 1024;
+pub const MAX_IODEPTH: u32 = 4096;
+pub const MAX_TRANSFER_BYTES: u64 = 64 << 20;
+
+impl Default for JobSpec {
+    fn default() -> JobSpec {
+        JobSpec {
+            name: "job".into(),
+            offset_bytes: 0,
+            size_bytes: None,
+            rw: Rw::RandRw,
+            read_pct: 70,
+            seek_pct: 100,
+            skew: Skew::Uniform,
+            bs: BlockSizes::Fixed(4096),
+            align_bytes: None,
+            threads: 1,
+            iodepth: 1,
+            engine: Engine::Sync,
+            flush_every: 0,
+            end_flush: false,
+            runtime: None,
+            io_bytes: None,
+            ios: None,
+            ramp: Duration::ZERO,
+            rate_iops: 0,
+            pattern: Pattern::Random,
+            seed: 1,
+        }
+    }
+}
+
+/// The region a job works in, resolved against a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub start: u64,
+    pub len: u64,
+    pub align: u64,
+}
+
+impl JobSpec {
+    /// Checks the job's parameters on their own.
+    pub fn check(&self) -> Result<(), SpecError> {
+        if self.read_pct > 100 {
+            return Err(spec_error(
+                "rwmixread",
+                format!("{} is over 100; give a percentage 0-100", self.read_pct),
+            ));
+        }
+        if self.seek_pct > 100 {
+            return Err(spec_error(
+                "seekpct",
+                format!("{} is over 100; give a percentage 0-100", self.seek_pct),
+            ));
+        }
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(spec_error(
+                "threads",
+                format!("{} is out of range; use 1-{MAX_THREADS}", self.threads),
+            ));
+        }
+        if self.iodepth == 0 || self.iodepth > MAX_IODEPTH {
+            return Err(spec_error(
+                "iodepth",
+                format!("{} is out of range; use 1-{MAX_IODEPTH}", self.iodepth),
+            ));
+        }
+        if self.engine == Engine::Sync && self.iodepth > 1 {
+            return Err(spec_error(
+                "iodepth",
+                format!("{} needs --engine uring; the sync engine has one request in flight per thread (use --threads for more)", self.iodepth),
+            ));
+        }
+        if self.bs.max_bytes() > MAX_TRANSFER_BYTES {
+            return Err(spec_error(
+                "bs",
+                format!("transfers over {} are not supported", human_bytes(MAX_TRANSFER_BYTES)),
+            ));
+        }
+        if self.size_bytes == Some(0) {
+            return Err(spec_error(
+                "size",
+                "the region must not be empty; give a positive size or leave it out",
+            ));
+        }
+        if self.io_bytes == Some(0) || self.ios == Some(0) {
+            let flag = if self.ios == Some(0) { "ios" } else { "io-size" };
+            return Err(spec_error(flag, "must be positive"));
+        }
+        if self.runtime == Some(Duration::ZERO) {
+            return Err(spec_error("runtime", "must be positive"));
+        }
+        if let Some(align) = self.align_bytes {
+            if align == 0 {
+                return Err(spec_error("bsalign", "must be positive"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves the region on a target of `target_bytes` with `sector`-byte
+    /// sectors, checking that every transfer fits and is whole sectors.
+    pub fn region(&self, target_bytes: u64, sector: u64) -> Result<Region, SpecError> {
+        self.check()?;
+        if self.offset_bytes % sector != 0 {
+            return Err(spec_error(
+                "offset",
+                format!("{} is not a multiple of the target's {sector}-byte sector", self.offset_bytes),
+            ));
+        }
+        if self.offset_bytes >= target_bytes {
+            return Err(spec_error(
+                "offset",
+                format!("{} is at or past the end of the target ({target_bytes} bytes)", self.offset_bytes),
+            ));
+        }
+        let len = self.size_bytes.unwrap_or(target_bytes - self.offset_bytes);
+        if self.offset_bytes.checked_add(len).is_none_or(|end| end > target_bytes) {
+            return Err(spec_error(
+                "size",
+                format!("offset {} + size {len} runs past the end of the target ({target_bytes} bytes); use at most {}", self.offset_bytes, target_bytes - self.offset_bytes),
+            ));
+        }
+        for size in self.bs.each_size() {
+            if size % sector != 0 {
+                return Err(spec_error(
+                    "bs",
+                    format!("{size} bytes is not a whole number of the target's {sector}-byte sectors"),
+                ));
+            }
+        }
+        let align = match (self.align_bytes, &self.bs) {
+            (Some(a), _) => a,
+            (None, BlockSizes::Fixed(n)) => *n,
+            (None, _) => sector,
+        };
+        if align % sector != 0 {
+            return Err(spec_error(
+                "bsalign",
+                format!("{align} is not a multiple of the target's {sector}-byte sector"),
+            ));
+        }
+        let len = len - len % align;
+        if len < self.bs.max_bytes() {
+            return Err(spec_error(
+                "size",
+                format!("the region ({len} bytes after alignment) is smaller than the largest transfer ({} bytes)", self.bs.max_bytes()),
+            ));
+        }
+        Ok(Region { start: self.offset_bytes, len, align })
+    }
+}

@@ -1,0 +1,162 @@
+//! The engines stop exactly where asked, count what they did and reach the
+//! device as requested.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use device::{Device, FileDevice, FileOptions, MemDevice};
+use workloads::{run_job, BlockSizes, Engine, JobSpec, Progress, Rw};
+
+fn mem(size: u64) -> Arc<dyn Device> {
+    Arc::new(MemDevice::new(size).unwrap())
+}
+
+fn file(dir: &tempfile::TempDir, size: u64) -> Arc<dyn Device> {
+    let options = FileOptions { create_bytes: Some(size), ..Default::default() };
+    Arc::new(FileDevice::open(dir.path().join("t"), &options).unwrap())
+}
+
+fn randrw(ios: u64) -> JobSpec {
+    JobSpec { rw: Rw::RandRw, read_pct: 50, ios: Some(ios), ..JobSpec::default() }
+}
+
+#[test]
+fn ios_limit_issues_exactly_that_many_requests() {
+    let dev = mem(8 << 20);
+    let result = run_job(&randrw(1001), dev.clone(), &Progress::default()).unwrap();
+    assert_eq!(result.read.ios + result.write.ios, 1001);
+    let s = dev.stats().snapshot();
+    assert_eq!(s.reads + s.writes, 1001);
+}
+
+#[test]
+fn ios_limit_is_exact_across_threads() {
+    let job = JobSpec { threads: 3, ..randrw(1000) };
+    let result = run_job(&job, mem(8 << 20), &Progress::default()).unwrap();
+    assert_eq!(result.read.ios + result.write.ios, 1000);
+}
+
+#[test]
+fn io_size_limit_stops_after_that_many_bytes() {
+    let job =
+        JobSpec { ios: None, io_bytes: Some(1 << 20), rw: Rw::Write, read_pct: 0, ..JobSpec::default() };
+    let result = run_job(&job, mem(8 << 20), &Progress::default()).unwrap();
+    assert_eq!(result.write.bytes, 1 << 20);
+}
+
+#[test]
+fn without_an_end_condition_one_pass_over_the_region_is_made() {
+    let job = JobSpec {
+        rw: Rw::Write,
+        read_pct: 0,
+        seek_pct: 0,
+        bs: BlockSizes::Fixed(65536),
+        ..JobSpec::default()
+    };
+    let result = run_job(&job, mem(4 << 20), &Progress::default()).unwrap();
+    assert_eq!(result.write.bytes, 4 << 20);
+}
+
+#[test]
+fn flush_every_n_writes_flushes_the_device() {
+    let job = JobSpec { rw: Rw::Write, read_pct: 0, flush_every: 10, ios: Some(100), ..JobSpec::default() };
+    let dev = mem(8 << 20);
+    let result = run_job(&job, dev.clone(), &Progress::default()).unwrap();
+    assert_eq!(result.flushes, 10);
+    assert_eq!(dev.stats().snapshot().flushes, 10);
+}
+
+#[test]
+fn sequential_write_pass_writes_the_pattern_everywhere() {
+    let job = JobSpec {
+        rw: Rw::Write,
+        read_pct: 0,
+        seek_pct: 0,
+        bs: BlockSizes::Fixed(4096),
+        ..JobSpec::default()
+    };
+    let dev = Arc::new(MemDevice::new(1 << 20).unwrap());
+    run_job(&job, dev.clone(), &Progress::default()).unwrap();
+    let image = dev.to_vec();
+    assert!(image.chunks(4096).all(|c| c.iter().any(|&b| b != 0)), "every block was written");
+}
+
+#[test]
+fn uring_engine_issues_exactly_the_requested_ios() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = file(&dir, 8 << 20);
+    let job = JobSpec { engine: Engine::Uring, iodepth: 8, ..randrw(777) };
+    let result = run_job(&job, dev.clone(), &Progress::default()).unwrap();
+    assert_eq!(result.read.ios + result.write.ios, 777);
+    let s = dev.stats().snapshot();
+    assert_eq!(s.reads + s.writes, 777);
+}
+
+#[test]
+fn uring_engine_writes_reach_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = file(&dir, 1 << 20);
+    let job = JobSpec {
+        engine: Engine::Uring,
+        iodepth: 4,
+        rw: Rw::Write,
+        read_pct: 0,
+        seek_pct: 0,
+        bs: BlockSizes::Fixed(8192),
+        end_flush: true,
+        ..JobSpec::default()
+    };
+    run_job(&job, dev, &Progress::default()).unwrap();
+    let bytes = std::fs::read(dir.path().join("t")).unwrap();
+    assert!(bytes.chunks(8192).all(|c| c.iter().any(|&b| b != 0)));
+}
+
+#[test]
+fn uring_engine_flushes_every_n_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = file(&dir, 4 << 20);
+    let job = JobSpec {
+        engine: Engine::Uring,
+        iodepth: 4,
+        rw: Rw::RandWrite,
+        read_pct: 0,
+        flush_every: 25,
+        ..randrw(100)
+    };
+    let result = run_job(&job, dev.clone(), &Progress::default()).unwrap();
+    assert_eq!(result.flushes, 4);
+    assert_eq!(dev.stats().snapshot().flushes, 4);
+}
+
+#[test]
+fn uring_engine_on_memory_is_a_clear_error() {
+    let job = JobSpec { engine: Engine::Uring, iodepth: 4, ..randrw(10) };
+    let err = run_job(&job, mem(1 << 20), &Progress::default()).unwrap_err();
+    assert!(err.to_string().contains("--engine: uring needs a file or block device"), "{err}");
+}
+
+#[test]
+fn device_error_stops_the_job_with_that_error() {
+    use device::{Fault, FaultyDevice, Op};
+    let dev = Arc::new(FaultyDevice::new(mem(1 << 20), vec![Fault::Nth { op: Op::Write, n: 5 }]));
+    let job = JobSpec { rw: Rw::Write, read_pct: 0, ..randrw(100) };
+    let err = run_job(&job, dev, &Progress::default()).unwrap_err();
+    assert!(err.to_string().contains("injected on write #5"), "{err}");
+}
+
+#[test]
+fn warm_up_requests_are_neither_measured_nor_counted_against_the_quota() {
+    let job = JobSpec { ramp: Duration::from_millis(20), ..randrw(50) };
+    let dev = mem(1 << 20);
+    let result = run_job(&job, dev.clone(), &Progress::default()).unwrap();
+    assert_eq!(result.read.ios + result.write.ios, 50);
+    let s = dev.stats().snapshot();
+    assert!(s.reads + s.writes >= 50);
+}
+
+#[test]
+fn per_second_series_adds_up_to_the_totals() {
+    let result = run_job(&randrw(2000), mem(8 << 20), &Progress::default()).unwrap();
+    let ios: u64 = result.per_second.iter().map(|s| s.read_ios + s.write_ios).sum();
+    assert_eq!(ios, 2000);
+}

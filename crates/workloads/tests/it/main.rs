@@ -1,0 +1,3 @@
+mod engine;
+mod gen;
+mod spec;

@@ -1,0 +1,117 @@
+//! Parsing and checking job parameters: each bad value is an error naming
+//! its flag and what it accepts.
+
+use std::time::Duration;
+
+use workloads::spec::{parse_bytes, parse_duration};
+use workloads::{BlockSizes, Engine, JobSpec, Pattern, Rw, Skew};
+
+#[test]
+fn sizes_take_binary_suffixes_and_sectors() {
+    let cases =
+        [("512", 512), ("4k", 4096), ("64KiB", 65536), ("1m", 1 << 20), ("2G", 2 << 30), ("8s", 4096)];
+    for (text, bytes) in cases {
+        assert_eq!(parse_bytes("bs", text), Ok(bytes), "{text}");
+    }
+}
+
+#[test]
+fn unknown_unit_names_the_flag_and_the_accepted_forms() {
+    let err = parse_bytes("size", "4q").unwrap_err();
+    assert_eq!(err.flag, "size");
+    assert!(err.to_string().starts_with("--size: '4q' is not a size"), "{err}");
+}
+
+#[test]
+fn negative_size_is_refused() {
+    assert!(parse_bytes("size", "-4k").is_err());
+}
+
+#[test]
+fn durations_take_units() {
+    assert_eq!(parse_duration("runtime", "500ms"), Ok(Duration::from_millis(500)));
+    assert_eq!(parse_duration("runtime", "2m"), Ok(Duration::from_secs(120)));
+    assert!(parse_duration("runtime", "-1").is_err());
+}
+
+#[test]
+fn bssplit_parses_sizes_and_weights() {
+    let bs = BlockSizes::parse("4k/10:64k/50:32k/40").unwrap();
+    assert_eq!(bs, BlockSizes::Split { name: None, sizes: vec![(4096, 10), (65536, 50), (32768, 40)] });
+}
+
+#[test]
+fn bssplit_without_weights_is_refused() {
+    let err = BlockSizes::parse("4k:64k").unwrap_err();
+    assert!(err.to_string().contains("needs SIZE/WEIGHT"), "{err}");
+}
+
+#[test]
+fn zero_transfer_size_is_refused() {
+    assert!(BlockSizes::parse("0").is_err());
+}
+
+#[test]
+fn access_patterns_parse_and_unknown_ones_list_the_choices() {
+    assert_eq!(Rw::parse("randrw"), Ok(Rw::RandRw));
+    let err = Rw::parse("random").unwrap_err();
+    assert!(err.to_string().contains("use read, write, randread, randwrite, rw or randrw"), "{err}");
+}
+
+#[test]
+fn skews_parse() {
+    assert_eq!(Skew::parse("zipf:1.2"), Ok(Skew::Zipf { theta: 1.2 }));
+    assert_eq!(Skew::parse("hot:90/10"), Ok(Skew::Hot { io_pct: 90, region_pct: 10 }));
+    assert!(Skew::parse("hot:190/10").is_err());
+    assert!(Skew::parse("zipf:0").is_err());
+}
+
+#[test]
+fn patterns_parse() {
+    assert_eq!(Pattern::parse("compress:50"), Ok(Pattern::Compressible { pct: 50 }));
+    assert!(Pattern::parse("compress:0").is_err());
+}
+
+#[test]
+fn percentage_over_100_names_its_flag() {
+    let job = JobSpec { read_pct: 101, ..JobSpec::default() };
+    assert_eq!(job.check().unwrap_err().flag, "rwmixread");
+}
+
+#[test]
+fn zero_depth_is_refused() {
+    let job = JobSpec { iodepth: 0, ..JobSpec::default() };
+    assert_eq!(job.check().unwrap_err().flag, "iodepth");
+}
+
+#[test]
+fn depth_above_one_needs_the_uring_engine() {
+    let job = JobSpec { iodepth: 8, engine: Engine::Sync, ..JobSpec::default() };
+    assert!(job.check().unwrap_err().to_string().contains("needs --engine uring"));
+}
+
+#[test]
+fn region_past_the_end_of_the_target_is_refused_with_the_limit() {
+    let job = JobSpec { offset_bytes: 1 << 20, size_bytes: Some(2 << 20), ..JobSpec::default() };
+    let err = job.region(2 << 20, 512).unwrap_err();
+    assert_eq!(err.flag, "size");
+    assert!(err.to_string().contains("use at most 1048576"), "{err}");
+}
+
+#[test]
+fn transfer_not_whole_sectors_of_the_target_is_refused() {
+    let job = JobSpec { bs: BlockSizes::Fixed(512), ..JobSpec::default() };
+    assert_eq!(job.region(1 << 20, 4096).unwrap_err().flag, "bs");
+}
+
+#[test]
+fn region_smaller_than_a_transfer_is_refused() {
+    let job = JobSpec { size_bytes: Some(4096), bs: BlockSizes::Fixed(65536), ..JobSpec::default() };
+    assert_eq!(job.region(1 << 20, 512).unwrap_err().flag, "size");
+}
+
+#[test]
+fn fixed_size_aligns_offsets_to_itself() {
+    let job = JobSpec { bs: BlockSizes::Fixed(8192), ..JobSpec::default() };
+    assert_eq!(job.region(1 << 20, 512).unwrap().align, 8192);
+}
