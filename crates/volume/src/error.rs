@@ -50,8 +50,8 @@ pub enum ConfigError {
 pub enum VolumeError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("drive '{drive}' (line {line}) was not given a device to bind to")]
-    MissingDrive { drive: String, line: usize },
+    #[error("drive '{drive}' was not given a device to bind to")]
+    MissingDrive { drive: String },
     #[error("drive '{drive}': {problem}")]
     BadDrive { drive: String, problem: String },
     #[error("no object named '{name}' in volume '{volume}'")]

@@ -13,11 +13,19 @@
 mod config;
 mod error;
 mod geometry;
+mod lock;
+mod object;
+mod plex;
+mod raid5;
 mod resolve;
+mod volume;
 
 pub use config::{
     parse, parse_size, Config, DriveSpec, PlexSpec, ReadPolicySpec, SdSpec, VolumeSpec, CONFIG_SECTOR_BYTES,
 };
 pub use error::{ConfigError, VolumeError};
 pub use geometry::{map_concat, map_striped, Extent, Org, ParityLayout, Raid5, RowSpan};
+pub use object::{ObjectReport, PlexCountersSnapshot, State};
+pub use raid5::{ParityReport, PARITY_MISMATCHES_LISTED_MAX};
 pub use resolve::{resolve, DriveLayout, Layout, PlexLayout, SdLayout, VolumeLayout, DATA_START_BYTES};
+pub use volume::{bind, build, PlexReport, ReadPolicy, SubdiskReport, Volume, VolumeReport};

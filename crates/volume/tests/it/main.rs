@@ -1,1 +1,5 @@
+mod common;
 mod config;
+mod mirror;
+mod raid5;
+mod striped;

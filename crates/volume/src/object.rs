@@ -1,0 +1,185 @@
+//! The runtime objects below a volume: drives and subdisks, their states
+//! and counters, and the per-plex counters.
+//!
+//! A subdisk does I/O only through its drive's [`Device`] and only inside
+//! its own extent; it never decides what to read or write.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::Arc;
+
+use device::{Device, Result, Stats, StatsSnapshot};
+
+/// State of a drive, subdisk or plex.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum State {
+    /// In service.
+    Up,
+    /// Out of service: neither read nor written.
+    Down,
+    /// Holds out-of-date data: neither read nor written until revived.
+    Stale,
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            State::Up => "up",
+            State::Down => "down",
+            State::Stale => "stale",
+        })
+    }
+}
+
+/// A [`State`] that threads may read and change concurrently.
+#[derive(Debug)]
+pub(crate) struct StateCell(AtomicU8);
+
+impl StateCell {
+    pub(crate) fn new(state: State) -> StateCell {
+        StateCell(AtomicU8::new(state as u8))
+    }
+
+    pub(crate) fn get(&self) -> State {
+        match self.0.load(Relaxed) {
+            0 => State::Up,
+            1 => State::Down,
+            _ => State::Stale,
+        }
+    }
+
+    pub(crate) fn set(&self, state: State) {
+        self.0.store(state as u8, Relaxed);
+    }
+}
+
+/// A drive: an open device holding subdisks.
+pub struct Drive {
+    pub(crate) name: String,
+    pub(crate) dev: Arc<dyn Device>,
+    pub(crate) state: StateCell,
+    pub(crate) stats: Stats,
+}
+
+impl Drive {
+    pub(crate) fn new(name: String, dev: Arc<dyn Device>) -> Drive {
+        Drive { name, dev, state: StateCell::new(State::Up), stats: Stats::default() }
+    }
+}
+
+/// A contiguous region of a drive.
+pub(crate) struct Subdisk {
+    pub(crate) name: String,
+    pub(crate) drive: Arc<Drive>,
+    pub(crate) drive_offset_bytes: u64,
+    pub(crate) length_bytes: u64,
+    pub(crate) state: StateCell,
+    pub(crate) stats: Stats,
+}
+
+impl Subdisk {
+    /// True when both the subdisk and its drive are up.
+    pub(crate) fn usable(&self) -> bool {
+        self.state.get() == State::Up && self.drive.state.get() == State::Up
+    }
+
+    pub(crate) fn read(&self, buf: &mut [u8], sd_offset_bytes: u64) -> Result<()> {
+        debug_assert!(sd_offset_bytes + buf.len() as u64 <= self.length_bytes, "read inside the subdisk");
+        let result = self.drive.dev.read_at(buf, self.drive_offset_bytes + sd_offset_bytes);
+        self.stats.track(self.drive.stats.track(result))?;
+        self.stats.record_reads(1, buf.len() as u64);
+        self.drive.stats.record_reads(1, buf.len() as u64);
+        Ok(())
+    }
+
+    pub(crate) fn write(&self, buf: &[u8], sd_offset_bytes: u64) -> Result<()> {
+        debug_assert!(sd_offset_bytes + buf.len() as u64 <= self.length_bytes, "write inside the subdisk");
+        let result = self.drive.dev.write_at(buf, self.drive_offset_bytes + sd_offset_bytes);
+        self.stats.track(self.drive.stats.track(result))?;
+        self.stats.record_writes(1, buf.len() as u64);
+        self.drive.stats.record_writes(1, buf.len() as u64);
+        Ok(())
+    }
+}
+
+/// Vinum's per-plex counters, updated lock-free.
+#[derive(Debug, Default)]
+pub(crate) struct PlexCounters {
+    pub(crate) reads: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) bytes_read: AtomicU64,
+    pub(crate) bytes_written: AtomicU64,
+    pub(crate) multiblock: AtomicU64,
+    pub(crate) multistripe: AtomicU64,
+    pub(crate) recovered_reads: AtomicU64,
+    pub(crate) degraded_writes: AtomicU64,
+    pub(crate) parityless_writes: AtomicU64,
+}
+
+/// A copy of a plex's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlexCountersSnapshot {
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Stripe-unit (or subdisk) boundaries crossed by requests.
+    pub multiblock: u64,
+    /// Stripe-row boundaries crossed by requests.
+    pub multistripe: u64,
+    /// RAID-5 reads served by reconstruction from the other subdisks.
+    pub recovered_reads: u64,
+    /// RAID-5 stripe rows written while a data subdisk they touch was down.
+    pub degraded_writes: u64,
+    /// RAID-5 stripe rows written while their parity subdisk was down.
+    pub parityless_writes: u64,
+}
+
+impl PlexCounters {
+    fn all(&self) -> [&AtomicU64; 9] {
+        [
+            &self.reads,
+            &self.writes,
+            &self.bytes_read,
+            &self.bytes_written,
+            &self.multiblock,
+            &self.multistripe,
+            &self.recovered_reads,
+            &self.degraded_writes,
+            &self.parityless_writes,
+        ]
+    }
+
+    pub(crate) fn snapshot(&self) -> PlexCountersSnapshot {
+        let [reads, writes, bytes_read, bytes_written, multiblock, multistripe, recovered_reads, degraded_writes, parityless_writes] =
+            self.all().map(|c| c.load(Relaxed));
+        PlexCountersSnapshot {
+            reads,
+            writes,
+            bytes_read,
+            bytes_written,
+            multiblock,
+            multistripe,
+            recovered_reads,
+            degraded_writes,
+            parityless_writes,
+        }
+    }
+
+    pub(crate) fn reset(&self) {
+        for counter in self.all() {
+            counter.store(0, Relaxed);
+        }
+    }
+
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+}
+
+/// Counters of a subdisk or drive as reported.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectReport {
+    pub name: String,
+    pub state: State,
+    pub stats: StatsSnapshot,
+}

@@ -1,0 +1,142 @@
+//! A plex: maps its address space onto its subdisks and does the I/O for
+//! concatenated and striped organisations (RAID-5 is in `raid5.rs`).
+//!
+//! A plex never touches a subdisk that is not up, and marks a subdisk down
+//! when a write to it fails, so later reads never return what it missed.
+
+use std::io;
+
+use device::{DeviceError, Op, Result};
+
+use crate::geometry::{map_concat, map_striped, Extent, Org, Raid5};
+use crate::lock::RangeLock;
+use crate::object::{PlexCounters, State, StateCell, Subdisk};
+
+pub(crate) struct Plex {
+    pub(crate) name: String,
+    pub(crate) org: Org,
+    pub(crate) sds: Vec<Subdisk>,
+    pub(crate) size_bytes: u64,
+    pub(crate) state: StateCell,
+    pub(crate) counters: PlexCounters,
+    /// RAID-5 stripe rows under update.
+    pub(crate) rows: RangeLock,
+}
+
+/// An I/O error raised by the volume layer itself (no usable copy, two
+/// failures in one stripe row), shaped like a device's I/O error.
+pub(crate) fn io_error(object: &str, op: Op, offset: u64, len: u64, why: String) -> DeviceError {
+    DeviceError::Io { device: object.to_string(), op, offset, len, source: io::Error::other(why) }
+}
+
+impl Plex {
+    pub(crate) fn raid5(&self) -> Option<Raid5> {
+        match self.org {
+            Org::Raid5 { stripe_bytes, layout } => {
+                Some(Raid5 { stripe_bytes, disks: self.sds.len(), layout })
+            }
+            _ => None,
+        }
+    }
+
+    fn extents(&self, offset: u64, len: u64) -> Vec<Extent> {
+        match self.org {
+            Org::Concat => {
+                let lengths: Vec<u64> = self.sds.iter().map(|sd| sd.length_bytes).collect();
+                map_concat(&lengths, offset, len)
+            }
+            Org::Striped { stripe_bytes } => map_striped(stripe_bytes, self.sds.len(), offset, len),
+            Org::Raid5 { .. } => Vec::new(),
+        }
+    }
+
+    /// Adds the boundaries a request crosses to multiblock and multistripe.
+    fn count_boundaries(&self, offset: u64, len: u64) {
+        let (unit_bytes, width) = match self.org {
+            Org::Concat => {
+                let crossed = self.extents(offset, len).len().saturating_sub(1) as u64;
+                PlexCounters::add(&self.counters.multiblock, crossed);
+                return;
+            }
+            Org::Striped { stripe_bytes } => (stripe_bytes, self.sds.len() as u64),
+            Org::Raid5 { stripe_bytes, .. } => (stripe_bytes, self.sds.len() as u64 - 1),
+        };
+        let first_unit = offset / unit_bytes;
+        let last_unit = (offset + len - 1) / unit_bytes;
+        PlexCounters::add(&self.counters.multiblock, last_unit - first_unit);
+        PlexCounters::add(&self.counters.multistripe, last_unit / width - first_unit / width);
+    }
+
+    /// Reads `buf.len()` bytes at plex offset `offset` (non-empty, inside
+    /// the plex).
+    pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        debug_assert!(
+            !buf.is_empty() && offset + buf.len() as u64 <= self.size_bytes,
+            "request inside the plex"
+        );
+        let len = buf.len() as u64;
+        if self.state.get() != State::Up {
+            return Err(io_error(&self.name, Op::Read, offset, len, format!("plex is {}", self.state.get())));
+        }
+        PlexCounters::add(&self.counters.reads, 1);
+        PlexCounters::add(&self.counters.bytes_read, len);
+        self.count_boundaries(offset, len);
+        if let Some(geometry) = self.raid5() {
+            return self.raid5_read(&geometry, buf, offset);
+        }
+        for extent in self.extents(offset, len) {
+            let sd = &self.sds[extent.sd];
+            let piece = &mut buf[extent.buf_offset_bytes as usize..][..extent.len_bytes as usize];
+            if !sd.usable() {
+                let why = format!("subdisk {} is not up, and this plex has no redundancy", sd.name);
+                return Err(io_error(&self.name, Op::Read, offset, len, why));
+            }
+            sd.read(piece, extent.sd_offset_bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `buf` at plex offset `offset`. Pieces on subdisks that are not
+    /// up are skipped and make the write fail; a failed piece marks its
+    /// subdisk down.
+    pub(crate) fn write(&self, buf: &[u8], offset: u64) -> Result<()> {
+        debug_assert!(
+            !buf.is_empty() && offset + buf.len() as u64 <= self.size_bytes,
+            "request inside the plex"
+        );
+        let len = buf.len() as u64;
+        if self.state.get() != State::Up {
+            return Err(io_error(
+                &self.name,
+                Op::Write,
+                offset,
+                len,
+                format!("plex is {}", self.state.get()),
+            ));
+        }
+        PlexCounters::add(&self.counters.writes, 1);
+        PlexCounters::add(&self.counters.bytes_written, len);
+        self.count_boundaries(offset, len);
+        if let Some(geometry) = self.raid5() {
+            return self.raid5_write(&geometry, buf, offset);
+        }
+        let mut failure = None;
+        for extent in self.extents(offset, len) {
+            let sd = &self.sds[extent.sd];
+            let piece = &buf[extent.buf_offset_bytes as usize..][..extent.len_bytes as usize];
+            if !sd.usable() {
+                let why = format!("subdisk {} is not up, and this plex has no redundancy", sd.name);
+                failure = Some(io_error(&self.name, Op::Write, offset, len, why));
+            } else if let Err(err) = sd.write(piece, extent.sd_offset_bytes) {
+                sd.state.set(State::Down);
+                failure = Some(err);
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Subdisks of the plex that are not usable.
+    pub(crate) fn unusable_count(&self) -> usize {
+        self.sds.iter().filter(|sd| !sd.usable()).count()
+    }
+}

@@ -1,0 +1,389 @@
+//! RAID-5 I/O of a plex: reads (direct, or reconstructed by XOR when a
+//! subdisk is down or fails), writes by read-modify-write or
+//! reconstruct-write (whichever needs fewer reads; a full-row write needs
+//! none), degraded and parityless writes, parity check and rebuild.
+//!
+//! Every request holds the stripe rows it touches, so concurrent writes
+//! and reconstructions never see a half-updated row. With two subdisks of
+//! a row unusable, a request that needs them fails: never wrong data.
+
+use std::ops::Range;
+
+use device::{Op, Result};
+
+use crate::geometry::{Raid5, RowSpan};
+use crate::object::{PlexCounters, State};
+use crate::plex::{io_error, Plex};
+
+/// At most this many mismatching rows are listed by a parity check (all
+/// are counted).
+pub const PARITY_MISMATCHES_LISTED_MAX: usize = 64;
+
+/// Result of checking the parity of one RAID-5 plex.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ParityReport {
+    pub plex: String,
+    pub rows_checked: u64,
+    pub rows_mismatched: u64,
+    /// The first [`PARITY_MISMATCHES_LISTED_MAX`] mismatching rows.
+    pub mismatched_rows: Vec<u64>,
+}
+
+/// One touched data column of a row: column index, byte range inside its
+/// chunk, and the new data for that range (for writes).
+struct Piece<'a> {
+    column: usize,
+    range: Range<u64>,
+    data: &'a [u8],
+}
+
+fn pieces<'a>(span: &RowSpan, buf: &'a [u8]) -> Vec<Piece<'a>> {
+    let mut at = span.buf_offset_bytes as usize;
+    let mut out = Vec::new();
+    for (column, range) in span.columns.iter().enumerate() {
+        if let Some(range) = range {
+            let len = (range.end - range.start) as usize;
+            out.push(Piece { column, range: range.clone(), data: &buf[at..at + len] });
+            at += len;
+        }
+    }
+    out
+}
+
+fn xor_into(dst: &mut [u8], src: &[u8]) {
+    debug_assert_eq!(dst.len(), src.len(), "xor of equal lengths");
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d ^= s;
+    }
+}
+
+/// `outer` minus `inner`: up to two ranges.
+fn subtract(outer: &Range<u64>, inner: &Range<u64>) -> Vec<Range<u64>> {
+    [outer.start..inner.start.min(outer.end), inner.end.max(outer.start)..outer.end]
+        .into_iter()
+        .filter(|r| r.start < r.end)
+        .collect()
+}
+
+impl Plex {
+    fn row_offset(geometry: &Raid5, row: u64, range: &Range<u64>) -> u64 {
+        row * geometry.stripe_bytes + range.start
+    }
+
+    fn read_chunk(&self, geometry: &Raid5, disk: usize, row: u64, range: &Range<u64>) -> Result<Vec<u8>> {
+        let mut buf = vec![0; (range.end - range.start) as usize];
+        self.sds[disk].read(&mut buf, Self::row_offset(geometry, row, range))?;
+        Ok(buf)
+    }
+
+    fn lock_rows(&self, geometry: &Raid5, offset: u64, len: u64) -> crate::lock::RangeGuard<'_> {
+        let row_bytes = geometry.row_data_bytes();
+        self.rows.lock(offset / row_bytes, (offset + len - 1) / row_bytes + 1)
+    }
+
+    pub(crate) fn raid5_read(&self, geometry: &Raid5, buf: &mut [u8], offset: u64) -> Result<()> {
+        let _rows = self.lock_rows(geometry, offset, buf.len() as u64);
+        for span in geometry.rows(offset, buf.len() as u64) {
+            let mut at = span.buf_offset_bytes as usize;
+            for (column, range) in span.columns.iter().enumerate() {
+                let Some(range) = range else { continue };
+                let len = (range.end - range.start) as usize;
+                self.read_column(geometry, span.row, column, range, &mut buf[at..at + len])?;
+                at += len;
+            }
+        }
+        Ok(())
+    }
+
+    fn read_column(
+        &self,
+        geometry: &Raid5,
+        row: u64,
+        column: usize,
+        range: &Range<u64>,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let disk = geometry.data_disk(row, column);
+        let sd = &self.sds[disk];
+        if sd.usable() && sd.read(out, Self::row_offset(geometry, row, range)).is_ok() {
+            return Ok(());
+        }
+        self.reconstruct(geometry, row, disk, range, out)?;
+        PlexCounters::add(&self.counters.recovered_reads, 1);
+        Ok(())
+    }
+
+    /// Rebuilds `range` of `missing`'s chunk in `row` from all the others.
+    fn reconstruct(
+        &self,
+        geometry: &Raid5,
+        row: u64,
+        missing: usize,
+        range: &Range<u64>,
+        out: &mut [u8],
+    ) -> Result<()> {
+        out.fill(0);
+        for disk in (0..self.sds.len()).filter(|&d| d != missing) {
+            let sd = &self.sds[disk];
+            let offset = Self::row_offset(geometry, row, range);
+            let fail = |why: String| io_error(&self.name, Op::Read, offset, out_len(range), why);
+            if !sd.usable() {
+                return Err(fail(format!(
+                    "stripe row {row}: subdisks {} and {} are both unavailable; the data cannot be rebuilt",
+                    self.sds[missing].name, sd.name
+                )));
+            }
+            let chunk = self.read_chunk(geometry, disk, row, range).map_err(|err| {
+                fail(format!(
+                    "stripe row {row}: {} is unavailable and reading {} failed: {err}",
+                    self.sds[missing].name, sd.name
+                ))
+            })?;
+            xor_into(out, &chunk);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn raid5_write(&self, geometry: &Raid5, buf: &[u8], offset: u64) -> Result<()> {
+        let _rows = self.lock_rows(geometry, offset, buf.len() as u64);
+        for span in geometry.rows(offset, buf.len() as u64) {
+            self.write_row(geometry, span.row, &pieces(&span, buf))?;
+        }
+        Ok(())
+    }
+
+    fn write_row(&self, geometry: &Raid5, row: u64, pieces: &[Piece]) -> Result<()> {
+        let down: Vec<usize> = (0..self.sds.len()).filter(|&d| !self.sds[d].usable()).collect();
+        let parity = geometry.parity_disk(row);
+        let touched_disk = |disk: usize| pieces.iter().any(|p| geometry.data_disk(row, p.column) == disk);
+        let span = pieces.iter().map(|p| p.range.start).min().unwrap_or(0)
+            ..pieces.iter().map(|p| p.range.end).max().unwrap_or(0);
+        match down.as_slice() {
+            [] => self.write_healthy(geometry, row, pieces, &span, None),
+            [d] if *d == parity => {
+                PlexCounters::add(&self.counters.parityless_writes, 1);
+                self.store(geometry, row, pieces, None)
+            }
+            [d] if touched_disk(*d) => {
+                PlexCounters::add(&self.counters.degraded_writes, 1);
+                self.write_degraded(geometry, row, pieces, &span, *d)
+            }
+            [d] => self.write_healthy(geometry, row, pieces, &span, Some(*d)),
+            _ => {
+                let names: Vec<&str> = down.iter().map(|&d| self.sds[d].name.as_str()).collect();
+                let why = format!(
+                    "stripe row {row}: subdisks {} are unavailable; RAID-5 survives one",
+                    names.join(", ")
+                );
+                Err(io_error(
+                    &self.name,
+                    Op::Write,
+                    row * geometry.row_data_bytes(),
+                    geometry.row_data_bytes(),
+                    why,
+                ))
+            }
+        }
+    }
+
+    /// All touched subdisks and parity up; `down` is an untouched data
+    /// subdisk that is down, which rules out reconstruct-write.
+    fn write_healthy(
+        &self,
+        geometry: &Raid5,
+        row: u64,
+        pieces: &[Piece],
+        span: &Range<u64>,
+        down: Option<usize>,
+    ) -> Result<()> {
+        let rmw_reads = pieces.len() + 1;
+        let rcw_reads: usize = (0..geometry.disks - 1)
+            .map(|c| match pieces.iter().find(|p| p.column == c) {
+                Some(p) => subtract(span, &p.range).len(),
+                None => 1,
+            })
+            .sum();
+        let parity = if down.is_none() && rcw_reads < rmw_reads {
+            self.parity_by_reconstruct(geometry, row, pieces, span)?
+        } else {
+            self.parity_by_read_modify(geometry, row, pieces, span)?
+        };
+        self.store(geometry, row, pieces, Some((span, &parity)))
+    }
+
+    fn parity_by_read_modify(
+        &self,
+        geometry: &Raid5,
+        row: u64,
+        pieces: &[Piece],
+        span: &Range<u64>,
+    ) -> Result<Vec<u8>> {
+        let mut parity = self.read_chunk(geometry, geometry.parity_disk(row), row, span)?;
+        for piece in pieces {
+            let old = self.read_chunk(geometry, geometry.data_disk(row, piece.column), row, &piece.range)?;
+            let at = (piece.range.start - span.start) as usize;
+            let target = &mut parity[at..at + old.len()];
+            xor_into(target, &old);
+            xor_into(target, piece.data);
+        }
+        Ok(parity)
+    }
+
+    fn parity_by_reconstruct(
+        &self,
+        geometry: &Raid5,
+        row: u64,
+        pieces: &[Piece],
+        span: &Range<u64>,
+    ) -> Result<Vec<u8>> {
+        let mut parity = vec![0; out_len(span) as usize];
+        for column in 0..geometry.disks - 1 {
+            let disk = geometry.data_disk(row, column);
+            let piece = pieces.iter().find(|p| p.column == column);
+            let mut image = vec![0; parity.len()];
+            let missing = match piece {
+                Some(p) => {
+                    image[(p.range.start - span.start) as usize..][..p.data.len()].copy_from_slice(p.data);
+                    subtract(span, &p.range)
+                }
+                None => vec![span.clone()],
+            };
+            for range in missing {
+                let old = self.read_chunk(geometry, disk, row, &range)?;
+                image[(range.start - span.start) as usize..][..old.len()].copy_from_slice(&old);
+            }
+            xor_into(&mut parity, &image);
+        }
+        Ok(parity)
+    }
+
+    /// A touched data subdisk `missing` is down: its old contents come from
+    /// parity and the others, the new parity covers its new data.
+    fn write_degraded(
+        &self,
+        geometry: &Raid5,
+        row: u64,
+        pieces: &[Piece],
+        span: &Range<u64>,
+        missing: usize,
+    ) -> Result<()> {
+        let mut images = Vec::with_capacity(geometry.disks - 1);
+        for column in 0..geometry.disks - 1 {
+            let disk = geometry.data_disk(row, column);
+            let mut image = vec![0; out_len(span) as usize];
+            if disk == missing {
+                self.reconstruct(geometry, row, missing, span, &mut image)?;
+            } else {
+                image = self.read_chunk(geometry, disk, row, span)?;
+            }
+            if let Some(p) = pieces.iter().find(|p| p.column == column) {
+                image[(p.range.start - span.start) as usize..][..p.data.len()].copy_from_slice(p.data);
+            }
+            images.push(image);
+        }
+        let mut parity = vec![0; out_len(span) as usize];
+        for image in &images {
+            xor_into(&mut parity, image);
+        }
+        self.store(geometry, row, pieces, Some((span, &parity)))
+    }
+
+    /// Writes the new data (to subdisks that are up) and then the parity.
+    /// A failed write marks its subdisk down; the row stays readable, and
+    /// the write succeeds, as long as at most one subdisk is unusable.
+    fn store(
+        &self,
+        geometry: &Raid5,
+        row: u64,
+        pieces: &[Piece],
+        parity: Option<(&Range<u64>, &[u8])>,
+    ) -> Result<()> {
+        let mut failure = None;
+        let mut put = |disk: usize, range: &Range<u64>, data: &[u8]| {
+            let sd = &self.sds[disk];
+            if !sd.usable() {
+                return;
+            }
+            if let Err(err) = sd.write(data, Self::row_offset(geometry, row, range)) {
+                sd.state.set(State::Down);
+                failure = Some(err);
+            }
+        };
+        for piece in pieces {
+            put(geometry.data_disk(row, piece.column), &piece.range, piece.data);
+        }
+        if let Some((span, parity)) = parity {
+            put(geometry.parity_disk(row), span, parity);
+        }
+        match failure {
+            Some(err) if self.unusable_count() > 1 => Err(err),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks that every stripe row XORs to zero.
+    pub(crate) fn check_parity(&self, geometry: &Raid5) -> Result<ParityReport> {
+        let rows = self.size_bytes / geometry.row_data_bytes();
+        let mut report = ParityReport {
+            plex: self.name.clone(),
+            rows_checked: rows,
+            rows_mismatched: 0,
+            mismatched_rows: Vec::new(),
+        };
+        let chunk = 0..geometry.stripe_bytes;
+        for row in 0..rows {
+            let _row = self.rows.lock(row, row + 1);
+            let mut sum = vec![0; geometry.stripe_bytes as usize];
+            for disk in 0..geometry.disks {
+                xor_into(&mut sum, &self.read_usable(geometry, disk, row, &chunk)?);
+            }
+            if sum.iter().any(|&b| b != 0) {
+                report.rows_mismatched += 1;
+                if report.mismatched_rows.len() < PARITY_MISMATCHES_LISTED_MAX {
+                    report.mismatched_rows.push(row);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Recomputes and writes the parity of every stripe row.
+    pub(crate) fn rebuild_parity(&self, geometry: &Raid5) -> Result<()> {
+        let rows = self.size_bytes / geometry.row_data_bytes();
+        let chunk = 0..geometry.stripe_bytes;
+        for row in 0..rows {
+            let _row = self.rows.lock(row, row + 1);
+            let mut parity = vec![0; geometry.stripe_bytes as usize];
+            for column in 0..geometry.disks - 1 {
+                xor_into(
+                    &mut parity,
+                    &self.read_usable(geometry, geometry.data_disk(row, column), row, &chunk)?,
+                );
+            }
+            let disk = geometry.parity_disk(row);
+            self.read_usable(geometry, disk, row, &(0..0))?;
+            self.sds[disk].write(&parity, row * geometry.stripe_bytes)?;
+        }
+        Ok(())
+    }
+
+    fn read_usable(&self, geometry: &Raid5, disk: usize, row: u64, range: &Range<u64>) -> Result<Vec<u8>> {
+        let sd = &self.sds[disk];
+        if !sd.usable() {
+            let why = format!(
+                "subdisk {} is {}; parity can only be checked or rebuilt with every subdisk up",
+                sd.name,
+                sd.state.get()
+            );
+            return Err(io_error(&self.name, Op::Read, row * geometry.row_data_bytes(), 0, why));
+        }
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.read_chunk(geometry, disk, row, range)
+    }
+}
+
+fn out_len(range: &Range<u64>) -> u64 {
+    range.end - range.start
+}

@@ -1,0 +1,400 @@
+//! A volume: one plex, or several plexes holding the same data (a
+//! mirror), presented as a [`Device`]. Binding turns a [`Layout`] and open
+//! drives into volumes.
+//!
+//! Reads go to one plex (round-robin or preferred) and move on to the
+//! next when it fails; writes go to every plex that is up. A plex that
+//! misses a write another plex took becomes stale, so it is never read
+//! again until revived. The volume never returns data it is not sure of.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+
+use device::{check_request, Device, DeviceError, Op, Result, Stats, StatsSnapshot};
+
+use crate::config::ReadPolicySpec;
+use crate::error::VolumeError;
+use crate::geometry::Org;
+use crate::lock::RangeLock;
+use crate::object::{Drive, ObjectReport, PlexCounters, PlexCountersSnapshot, State, StateCell, Subdisk};
+use crate::plex::{io_error, Plex};
+use crate::raid5::ParityReport;
+use crate::resolve::{Layout, PlexLayout, VolumeLayout};
+
+/// How a mirrored volume picks the plex a read goes to first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ReadPolicy {
+    RoundRobin,
+    /// Index of the preferred plex.
+    Prefer(usize),
+}
+
+pub struct Volume {
+    name: String,
+    size_bytes: u64,
+    sector_bytes: u32,
+    buffer_align: usize,
+    plexes: Vec<Plex>,
+    drives: Vec<Arc<Drive>>,
+    read_policy: ReadPolicy,
+    next_plex: AtomicUsize,
+    stats: Stats,
+    recovered_reads: AtomicU64,
+    /// Byte ranges under write, so mirrored plexes see writes in one order.
+    writes: RangeLock,
+}
+
+/// Counters and states of a volume and everything below it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VolumeReport {
+    pub name: String,
+    pub size_bytes: u64,
+    pub stats: StatsSnapshot,
+    /// Reads that failed on one plex and were served by another.
+    pub recovered_reads: u64,
+    pub plexes: Vec<PlexReport>,
+    pub drives: Vec<ObjectReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlexReport {
+    pub name: String,
+    pub org: Org,
+    pub state: State,
+    pub size_bytes: u64,
+    pub counters: PlexCountersSnapshot,
+    pub subdisks: Vec<SubdiskReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SubdiskReport {
+    pub name: String,
+    pub drive: String,
+    pub state: State,
+    pub drive_offset_bytes: u64,
+    pub length_bytes: u64,
+    pub stats: StatsSnapshot,
+}
+
+/// Binds every volume of `layout` to open drives (keyed by drive name).
+/// Drives shared by several volumes are shared objects: a drive set down
+/// through one volume is down for all.
+pub fn bind(
+    layout: &Layout,
+    devices: &HashMap<String, Arc<dyn Device>>,
+) -> Result<Vec<Arc<Volume>>, VolumeError> {
+    let mut drives = Vec::with_capacity(layout.drives.len());
+    for spec in &layout.drives {
+        let dev =
+            devices.get(&spec.name).ok_or_else(|| VolumeError::MissingDrive { drive: spec.name.clone() })?;
+        drives.push(Arc::new(Drive::new(spec.name.clone(), Arc::clone(dev))));
+    }
+    layout.volumes.iter().map(|v| Volume::bind(v, &drives).map(Arc::new)).collect()
+}
+
+/// Parses nothing and opens nothing: lays `config` out on the given open
+/// drives (their sizes decide `length 0` and default offsets) and binds it.
+pub fn build(
+    config: &crate::Config,
+    devices: &HashMap<String, Arc<dyn Device>>,
+) -> Result<Vec<Arc<Volume>>, VolumeError> {
+    for drive in &config.drives {
+        if !devices.contains_key(&drive.name) {
+            return Err(VolumeError::MissingDrive { drive: drive.name.clone() });
+        }
+    }
+    let sizes = devices.iter().map(|(name, dev)| (name.clone(), dev.size_bytes())).collect();
+    bind(&crate::resolve(config, &sizes)?, devices)
+}
+
+fn bind_plex(
+    volume: &str,
+    spec: &PlexLayout,
+    drives: &[Arc<Drive>],
+    sector_bytes: u64,
+) -> Result<Plex, VolumeError> {
+    let invalid = |problem: String| VolumeError::Invalid { volume: volume.to_string(), problem };
+    if let Some(stripe_bytes) = spec.org.stripe_bytes() {
+        if stripe_bytes % sector_bytes != 0 {
+            return Err(invalid(format!(
+                "plex {}: stripe of {stripe_bytes} bytes is not a multiple of the {sector_bytes}-byte sectors",
+                spec.name
+            )));
+        }
+    }
+    let mut sds = Vec::with_capacity(spec.subdisks.len());
+    for sd in &spec.subdisks {
+        let drive =
+            drives.get(sd.drive).ok_or_else(|| invalid(format!("subdisk {} has no drive", sd.name)))?;
+        let end = sd.drive_offset_bytes + sd.length_bytes;
+        if end > drive.dev.size_bytes()
+            || sd.drive_offset_bytes % sector_bytes != 0
+            || sd.length_bytes % sector_bytes != 0
+        {
+            return Err(VolumeError::BadDrive {
+                drive: drive.name.clone(),
+                problem: format!(
+                    "subdisk {} (bytes {}..{end}) must lie inside the drive ({} bytes) on {sector_bytes}-byte sectors",
+                    sd.name,
+                    sd.drive_offset_bytes,
+                    drive.dev.size_bytes()
+                ),
+            });
+        }
+        sds.push(Subdisk {
+            name: sd.name.clone(),
+            drive: Arc::clone(drive),
+            drive_offset_bytes: sd.drive_offset_bytes,
+            length_bytes: sd.length_bytes,
+            state: StateCell::new(State::Up),
+            stats: Stats::default(),
+        });
+    }
+    let lengths: Vec<u64> = sds.iter().map(|sd| sd.length_bytes).collect();
+    let size_bytes = spec.org.plex_bytes(&lengths);
+    Ok(Plex {
+        name: spec.name.clone(),
+        org: spec.org,
+        sds,
+        size_bytes,
+        state: StateCell::new(State::Up),
+        counters: PlexCounters::default(),
+        rows: RangeLock::default(),
+    })
+}
+
+impl Volume {
+    fn bind(spec: &VolumeLayout, all_drives: &[Arc<Drive>]) -> Result<Volume, VolumeError> {
+        let invalid = |problem: String| VolumeError::Invalid { volume: spec.name.clone(), problem };
+        let mut drives: Vec<Arc<Drive>> = Vec::new();
+        for sd in spec.plexes.iter().flat_map(|p| &p.subdisks) {
+            let drive = all_drives
+                .get(sd.drive)
+                .ok_or_else(|| invalid(format!("subdisk {} has no drive", sd.name)))?;
+            if !drives.iter().any(|d| Arc::ptr_eq(d, drive)) {
+                drives.push(Arc::clone(drive));
+            }
+        }
+        let sector_bytes = drives.iter().map(|d| d.dev.sector_bytes()).max().unwrap_or(512);
+        let buffer_align = drives.iter().map(|d| d.dev.buffer_align()).max().unwrap_or(1);
+        let plexes = spec
+            .plexes
+            .iter()
+            .map(|p| bind_plex(&spec.name, p, all_drives, u64::from(sector_bytes)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let size_bytes = plexes.iter().map(|p| p.size_bytes).min().unwrap_or(0);
+        if size_bytes == 0 {
+            return Err(invalid("the volume has no plex with usable space".into()));
+        }
+        let read_policy = match &spec.read_policy {
+            ReadPolicySpec::RoundRobin => ReadPolicy::RoundRobin,
+            ReadPolicySpec::Prefer(name) => ReadPolicy::Prefer(
+                plexes
+                    .iter()
+                    .position(|p| &p.name == name)
+                    .ok_or_else(|| invalid(format!("no plex named {name}")))?,
+            ),
+        };
+        Ok(Volume {
+            name: spec.name.clone(),
+            size_bytes,
+            sector_bytes,
+            buffer_align,
+            plexes,
+            drives,
+            read_policy,
+            next_plex: AtomicUsize::new(0),
+            stats: Stats::default(),
+            recovered_reads: AtomicU64::new(0),
+            writes: RangeLock::default(),
+        })
+    }
+
+    /// Sets the state of the drive, plex or subdisk called `name`.
+    pub fn set_state(&self, name: &str, state: State) -> Result<(), VolumeError> {
+        if let Some(drive) = self.drives.iter().find(|d| d.name == name) {
+            drive.state.set(state);
+        } else if let Some(plex) = self.plexes.iter().find(|p| p.name == name) {
+            plex.state.set(state);
+        } else if let Some(sd) = self.plexes.iter().flat_map(|p| &p.sds).find(|sd| sd.name == name) {
+            sd.state.set(state);
+        } else {
+            return Err(VolumeError::UnknownObject { volume: self.name.clone(), name: name.to_string() });
+        }
+        Ok(())
+    }
+
+    /// The state of the drive, plex or subdisk called `name`.
+    pub fn state(&self, name: &str) -> Option<State> {
+        let drive = self.drives.iter().find(|d| d.name == name).map(|d| d.state.get());
+        let plex = || self.plexes.iter().find(|p| p.name == name).map(|p| p.state.get());
+        let sd =
+            || self.plexes.iter().flat_map(|p| &p.sds).find(|sd| sd.name == name).map(|sd| sd.state.get());
+        drive.or_else(plex).or_else(sd)
+    }
+
+    /// Checks the parity of every RAID-5 plex (every subdisk must be up).
+    pub fn check_parity(&self) -> Result<Vec<ParityReport>> {
+        self.plexes.iter().filter_map(|p| p.raid5().map(|g| p.check_parity(&g))).collect()
+    }
+
+    /// Recomputes the parity of every RAID-5 plex from its data.
+    pub fn rebuild_parity(&self) -> Result<()> {
+        self.plexes.iter().filter_map(|p| p.raid5().map(|g| p.rebuild_parity(&g))).collect()
+    }
+
+    pub fn report(&self) -> VolumeReport {
+        VolumeReport {
+            name: self.name.clone(),
+            size_bytes: self.size_bytes,
+            stats: self.stats.snapshot(),
+            recovered_reads: self.recovered_reads.load(Relaxed),
+            plexes: self.plexes.iter().map(plex_report).collect(),
+            drives: self
+                .drives
+                .iter()
+                .map(|d| ObjectReport {
+                    name: d.name.clone(),
+                    state: d.state.get(),
+                    stats: d.stats.snapshot(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Zeroes every counter of the volume and the objects below it.
+    pub fn reset_stats(&self) {
+        self.stats.reset();
+        self.recovered_reads.store(0, Relaxed);
+        for plex in &self.plexes {
+            plex.counters.reset();
+            plex.sds.iter().for_each(|sd| sd.stats.reset());
+        }
+        self.drives.iter().for_each(|d| d.stats.reset());
+    }
+
+    fn read_plexes(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let count = self.plexes.len();
+        let first = match self.read_policy {
+            ReadPolicy::RoundRobin => self.next_plex.fetch_add(1, Relaxed) % count,
+            ReadPolicy::Prefer(index) => index,
+        };
+        let mut failure = None;
+        for plex in (0..count).map(|k| &self.plexes[(first + k) % count]) {
+            if plex.state.get() != State::Up {
+                continue;
+            }
+            match plex.read(buf, offset) {
+                Ok(()) if failure.is_some() => {
+                    self.recovered_reads.fetch_add(1, Relaxed);
+                    return Ok(());
+                }
+                Ok(()) => return Ok(()),
+                Err(err) => failure = Some(err),
+            }
+        }
+        Err(failure.unwrap_or_else(|| self.no_plex(Op::Read, offset, buf.len())))
+    }
+
+    fn write_plexes(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let _range = (self.plexes.len() > 1).then(|| self.writes.lock(offset, offset + buf.len() as u64));
+        let mut failed = Vec::new();
+        let mut stored = 0;
+        for plex in self.plexes.iter().filter(|p| p.state.get() == State::Up) {
+            match plex.write(buf, offset) {
+                Ok(()) => stored += 1,
+                Err(err) => failed.push((plex, err)),
+            }
+        }
+        if stored == 0 {
+            let first = failed.into_iter().next().map(|(_, err)| err);
+            return Err(first.unwrap_or_else(|| self.no_plex(Op::Write, offset, buf.len())));
+        }
+        for (plex, _) in failed {
+            // The other plexes hold data this one missed.
+            plex.state.set(State::Stale);
+        }
+        Ok(())
+    }
+
+    fn no_plex(&self, op: Op, offset: u64, len: usize) -> DeviceError {
+        io_error(&self.name, op, offset, len as u64, "no plex of the volume is up".into())
+    }
+}
+
+fn plex_report(plex: &Plex) -> PlexReport {
+    PlexReport {
+        name: plex.name.clone(),
+        org: plex.org,
+        state: plex.state.get(),
+        size_bytes: plex.size_bytes,
+        counters: plex.counters.snapshot(),
+        subdisks: plex
+            .sds
+            .iter()
+            .map(|sd| SubdiskReport {
+                name: sd.name.clone(),
+                drive: sd.drive.name.clone(),
+                state: sd.state.get(),
+                drive_offset_bytes: sd.drive_offset_bytes,
+                length_bytes: sd.length_bytes,
+                stats: sd.stats.snapshot(),
+            })
+            .collect(),
+    }
+}
+
+impl Device for Volume {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    fn sector_bytes(&self) -> u32 {
+        self.sector_bytes
+    }
+
+    fn buffer_align(&self) -> usize {
+        self.buffer_align
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.stats.track(check_request(self, Op::Read, buf.as_ptr() as usize, buf.len(), offset))?;
+        if !buf.is_empty() {
+            self.stats.track(self.read_plexes(buf, offset))?;
+        }
+        self.stats.record_reads(1, buf.len() as u64);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
+        if !buf.is_empty() {
+            self.stats.track(self.write_plexes(buf, offset))?;
+        }
+        self.stats.record_writes(1, buf.len() as u64);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        for drive in self.drives.iter().filter(|d| d.state.get() == State::Up) {
+            self.stats.track(drive.dev.flush())?;
+        }
+        self.stats.record_flush();
+        Ok(())
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+}
+
+impl std::fmt::Debug for Volume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Volume({}, {} bytes, {} plexes)", self.name, self.size_bytes, self.plexes.len())
+    }
+}

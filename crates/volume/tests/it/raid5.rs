@@ -1,0 +1,181 @@
+use std::sync::{Arc, Barrier};
+
+use device::{Device, Fault, FaultyDevice, Op};
+use volume::{State, DATA_START_BYTES};
+
+use crate::common::*;
+
+fn raid5(
+    count: usize,
+    stripe: &str,
+) -> (std::collections::HashMap<String, Arc<dyn Device>>, Arc<volume::Volume>) {
+    let drives = drives_for(count, 2 * MIB);
+    let v = open(&single_plex(&format!("raid5 {stripe}"), count, "1m"), &drives);
+    (drives, v)
+}
+
+#[test]
+fn small_write_costs_two_reads_two_writes() {
+    let (_drives, v) = raid5(4, "64k");
+    v.write_at(&[5; 4096], 8192).unwrap();
+    let t = drive_totals(&v);
+    assert_eq!((t.reads, t.writes), (2, 2));
+}
+
+#[test]
+fn full_stripe_write_costs_no_reads() {
+    let (_drives, v) = raid5(4, "64k");
+    v.write_at(&pattern(3 * 64 * 1024, 1), 0).unwrap();
+    let t = drive_totals(&v);
+    assert_eq!((t.reads, t.writes), (0, 4));
+}
+
+#[test]
+fn three_drive_small_write_uses_reconstruct_write() {
+    // Reconstruct-write reads only the other data chunk: 1 read instead of 2.
+    let (_drives, v) = raid5(3, "64k");
+    v.write_at(&[5; 4096], 0).unwrap();
+    let t = drive_totals(&v);
+    assert_eq!((t.reads, t.writes), (1, 2));
+}
+
+#[test]
+fn write_lands_on_left_asymmetric_parity_disk() {
+    // Row 0 of 4 drives: parity on d3, so a write to column 0 updates d0 and d3.
+    let (drives, v) = raid5(4, "64k");
+    v.write_at(&[9; 4096], 0).unwrap();
+    let mut parity = vec![0; 4096];
+    drives["d3"].read_at(&mut parity, DATA_START_BYTES).unwrap();
+    assert_eq!(parity, vec![9; 4096]);
+}
+
+#[test]
+fn left_symmetric_row_one_data_starts_after_parity() {
+    let drives = drives_for(4, 2 * MIB);
+    let v = open(&single_plex("raid5 64k layout ls", 4, "1m"), &drives);
+    // Row 1: parity on d2, column 0 on d3.
+    v.write_at(&[4; 4096], 3 * 64 * KIB).unwrap();
+    let mut data = vec![0; 4096];
+    drives["d3"].read_at(&mut data, DATA_START_BYTES + 64 * KIB).unwrap();
+    assert_eq!(data, vec![4; 4096]);
+}
+
+#[test]
+fn degraded_read_reconstructs_and_counts() {
+    let (_drives, v) = raid5(4, "64k");
+    let data = pattern(64 * 1024, 2);
+    v.write_at(&data, 0).unwrap();
+    v.set_state("d0", State::Down).unwrap();
+    let mut back = vec![0; data.len()];
+    v.read_at(&mut back, 0).unwrap();
+    assert_eq!(back, data);
+    assert_eq!(v.report().plexes[0].counters.recovered_reads, 1);
+}
+
+#[test]
+fn degraded_write_then_read_returns_new_data() {
+    let (_drives, v) = raid5(4, "64k");
+    v.write_at(&pattern(192 * 1024, 1), 0).unwrap();
+    v.set_state("d1", State::Down).unwrap();
+    let data = pattern(8192, 77);
+    v.write_at(&data, 64 * KIB + 4096).unwrap();
+    let mut back = vec![0; 8192];
+    v.read_at(&mut back, 64 * KIB + 4096).unwrap();
+    assert_eq!(back, data);
+    assert_eq!(v.report().plexes[0].counters.degraded_writes, 1);
+}
+
+#[test]
+fn parityless_write_writes_data_only() {
+    let (_drives, v) = raid5(4, "64k");
+    v.set_state("d3", State::Down).unwrap();
+    v.write_at(&[3; 4096], 0).unwrap();
+    let t = drive_totals(&v);
+    assert_eq!((t.reads, t.writes), (0, 1));
+    assert_eq!(v.report().plexes[0].counters.parityless_writes, 1);
+}
+
+#[test]
+fn second_failure_is_an_error_not_wrong_data() {
+    let (_drives, v) = raid5(4, "64k");
+    v.write_at(&pattern(192 * 1024, 1), 0).unwrap();
+    v.set_state("d0", State::Down).unwrap();
+    v.set_state("d1", State::Down).unwrap();
+    let mut back = vec![0; 4096];
+    assert!(v.read_at(&mut back, 0).is_err());
+    assert!(v.write_at(&[1; 4096], 0).is_err());
+}
+
+#[test]
+fn read_error_is_recovered_from_parity() {
+    let mems = drives_for(4, 2 * MIB);
+    let mut drives = mems.clone();
+    let range = DATA_START_BYTES..DATA_START_BYTES + MIB;
+    let faulty =
+        FaultyDevice::new(Arc::clone(&mems["d0"]), vec![Fault::Range { range, reads: true, writes: false }]);
+    drives.insert("d0".into(), Arc::new(faulty));
+    let v = open(&single_plex("raid5 64k", 4, "1m"), &drives);
+    let data = pattern(192 * 1024, 5);
+    v.write_at(&data, 0).unwrap();
+    let mut back = vec![0; 4096];
+    v.read_at(&mut back, 0).unwrap();
+    assert_eq!(back, data[..4096]);
+    assert_eq!(v.report().plexes[0].counters.recovered_reads, 1);
+}
+
+#[test]
+fn write_error_marks_subdisk_down_and_data_survives() {
+    let mems = drives_for(4, 2 * MIB);
+    let mut drives = mems.clone();
+    drives.insert(
+        "d0".into(),
+        Arc::new(FaultyDevice::new(Arc::clone(&mems["d0"]), vec![Fault::Nth { op: Op::Write, n: 2 }])),
+    );
+    let v = open(&single_plex("raid5 64k", 4, "1m"), &drives);
+    v.write_at(&pattern(192 * 1024, 5), 0).unwrap();
+    let data = pattern(4096, 6);
+    v.write_at(&data, 0).unwrap();
+    assert_eq!(v.state("v.p0.s0"), Some(State::Down));
+    let mut back = vec![0; 4096];
+    v.read_at(&mut back, 0).unwrap();
+    assert_eq!(back, data);
+}
+
+#[test]
+fn check_parity_reports_corrupted_row() {
+    let (drives, v) = raid5(4, "64k");
+    v.write_at(&pattern(6 * 64 * 1024, 1), 0).unwrap();
+    // Flip one byte of row 1's chunk on d0, behind the volume's back.
+    drives["d0"].write_at(&[0xff; 512], DATA_START_BYTES + 64 * KIB).unwrap();
+    let report = &v.check_parity().unwrap()[0];
+    assert_eq!((report.rows_mismatched, report.mismatched_rows.clone()), (1, vec![1]));
+}
+
+#[test]
+fn rebuild_parity_makes_check_pass() {
+    let (drives, v) = raid5(4, "64k");
+    v.write_at(&pattern(6 * 64 * 1024, 1), 0).unwrap();
+    drives["d3"].write_at(&[0xff; 512], DATA_START_BYTES).unwrap();
+    v.rebuild_parity().unwrap();
+    assert_eq!(v.check_parity().unwrap()[0].rows_mismatched, 0);
+}
+
+#[test]
+fn concurrent_writes_to_one_row_keep_parity() {
+    let (_drives, v) = raid5(4, "64k");
+    let start = Arc::new(Barrier::new(4));
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (v, start) = (Arc::clone(&v), Arc::clone(&start));
+            std::thread::spawn(move || {
+                start.wait();
+                for i in 0..50u64 {
+                    let offset = ((t * 7 + i * 13) % 48) * 4096;
+                    v.write_at(&pattern(4096, t * 1000 + i), offset).unwrap();
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    assert_eq!(v.check_parity().unwrap()[0].rows_mismatched, 0);
+}
