@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use crate::error::ConfigError;
 use crate::geometry::{Org, ParityLayout};
+use crate::object::State;
 
 /// Addressing unit of configuration sizes (`s` suffix) and the alignment
 /// every size and offset must have.
@@ -20,6 +21,17 @@ pub const CONFIG_SECTOR_BYTES: u64 = 512;
 pub struct Config {
     pub drives: Vec<DriveSpec>,
     pub volumes: Vec<VolumeSpec>,
+    /// `state OBJECT up|down|stale` lines (iolab's addition, written in
+    /// saved configurations).
+    pub states: Vec<StateSpec>,
+}
+
+/// `state OBJECT up|down|stale`: the saved state of a drive, plex or subdisk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateSpec {
+    pub name: String,
+    pub state: State,
+    pub line: usize,
 }
 
 /// `drive NAME device PATH`.
@@ -99,6 +111,7 @@ pub fn parse(text: &str) -> Result<Config, ConfigError> {
                 "volume" => parser.volume(args)?,
                 "plex" => parser.plex(args)?,
                 "sd" | "subdisk" => parser.sd(args)?,
+                "state" => parser.state(args)?,
                 other => return Err(parser.syntax(format!("unknown keyword '{other}'"))),
             }
         }
@@ -325,6 +338,29 @@ impl Parser {
         };
         self.config.volumes[v].plexes[p].subdisks.push(sd);
         Ok(())
+    }
+
+    fn state(&mut self, args: &[&str]) -> Result<(), ConfigError> {
+        let [name, word] = args else {
+            return Err(self.syntax("state takes an object name and up, down or stale".into()));
+        };
+        let state = match *word {
+            "up" => State::Up,
+            "down" => State::Down,
+            "stale" => State::Stale,
+            other => return Err(self.syntax(format!("state '{other}' is not up, down or stale"))),
+        };
+        match self.names.get(*name) {
+            Some((_, "volume")) | None => Err(ConfigError::UnknownObject {
+                line: self.line,
+                what: "drive, plex or subdisk",
+                name: name.to_string(),
+            }),
+            Some(_) => {
+                self.config.states.push(StateSpec { name: name.to_string(), state, line: self.line });
+                Ok(())
+            }
+        }
     }
 
     fn finish(self) -> Result<Config, ConfigError> {

@@ -14,6 +14,7 @@ mod config;
 mod error;
 mod geometry;
 mod lock;
+mod metadata;
 mod object;
 mod plex;
 mod raid5;
@@ -25,6 +26,9 @@ pub use config::{
 };
 pub use error::{ConfigError, VolumeError};
 pub use geometry::{map_concat, map_striped, Extent, Org, ParityLayout, Raid5, RowSpan};
+pub use metadata::{
+    assemble, create, VolumeSet, CONFIG_COPY_BYTES, CONFIG_MAGIC, HEADER_BYTES, METADATA_VERSION,
+};
 pub use object::{ObjectReport, PlexCountersSnapshot, State};
 pub use raid5::{ParityReport, PARITY_MISMATCHES_LISTED_MAX};
 pub use resolve::{resolve, DriveLayout, Layout, PlexLayout, SdLayout, VolumeLayout, DATA_START_BYTES};

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use crate::config::{Config, ReadPolicySpec, SdSpec};
 use crate::error::ConfigError;
 use crate::geometry::Org;
+use crate::object::State;
 
 /// Bytes reserved at the start of every drive for iolab's volume metadata
 /// (header and two configuration copies); subdisks start at or after it.
@@ -20,6 +21,8 @@ pub const DATA_START_BYTES: u64 = 135_168;
 pub struct Layout {
     pub drives: Vec<DriveLayout>,
     pub volumes: Vec<VolumeLayout>,
+    /// Objects whose state is not up, as configured or saved.
+    pub states: Vec<(String, State)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -101,7 +104,8 @@ pub fn resolve(config: &Config, drive_bytes: &HashMap<String, u64>) -> Result<La
             plexes,
         });
     }
-    Ok(Layout { drives, volumes })
+    let states = config.states.iter().map(|s| (s.name.clone(), s.state)).collect();
+    Ok(Layout { drives, volumes, states })
 }
 
 /// Decides where `sd` goes on its drive and how long it is.
@@ -244,5 +248,54 @@ fn check_equal(org: &Org, sds: &[(&SdSpec, SdLayout)]) -> Result<(), ConfigError
             org: org.kind(),
         }),
         None => Ok(()),
+    }
+}
+
+impl Layout {
+    /// The layout in configuration file syntax, every size and offset
+    /// explicit (in 512-byte sectors) and `states` appended, so that
+    /// parsing and resolving it gives this layout back.
+    pub fn to_config_text(&self, states: &[(String, State)]) -> String {
+        let mut text = String::new();
+        for drive in &self.drives {
+            text += &format!("drive {} device {}\n", drive.name, drive.device);
+        }
+        for volume in &self.volumes {
+            text += &format!("volume {}", volume.name);
+            if let ReadPolicySpec::Prefer(plex) = &volume.read_policy {
+                text += &format!(" readpol prefer {plex}");
+            }
+            text += "\n";
+            for plex in &volume.plexes {
+                text += &format!("plex name {} org {}\n", plex.name, org_text(&plex.org));
+                for sd in &plex.subdisks {
+                    text += &format!(
+                        "sd name {} drive {} length {}s driveoffset {}s\n",
+                        sd.name,
+                        self.drives[sd.drive].name,
+                        sd.length_bytes / 512,
+                        sd.drive_offset_bytes / 512
+                    );
+                }
+            }
+        }
+        for (name, state) in states {
+            text += &format!("state {name} {state}\n");
+        }
+        text
+    }
+}
+
+fn org_text(org: &Org) -> String {
+    match org {
+        Org::Concat => "concat".into(),
+        Org::Striped { stripe_bytes } => format!("striped {}s", stripe_bytes / 512),
+        Org::Raid5 { stripe_bytes, layout } => {
+            let layout = match layout {
+                crate::geometry::ParityLayout::LeftAsymmetric => "la",
+                crate::geometry::ParityLayout::LeftSymmetric => "ls",
+            };
+            format!("raid5 {}s layout {layout}", stripe_bytes / 512)
+        }
     }
 }

@@ -90,7 +90,18 @@ pub fn bind(
             devices.get(&spec.name).ok_or_else(|| VolumeError::MissingDrive { drive: spec.name.clone() })?;
         drives.push(Arc::new(Drive::new(spec.name.clone(), Arc::clone(dev))));
     }
-    layout.volumes.iter().map(|v| Volume::bind(v, &drives).map(Arc::new)).collect()
+    let volumes: Vec<Arc<Volume>> =
+        layout.volumes.iter().map(|v| Volume::bind(v, &drives).map(Arc::new)).collect::<Result<_, _>>()?;
+    for (name, state) in &layout.states {
+        // An object belongs to one volume (a drive possibly to several);
+        // it is an error only when no volume holds it.
+        let held = volumes.iter().filter(|v| v.set_state(name, *state).is_ok()).count();
+        if held == 0 {
+            let volume = layout.volumes.first().map(|v| v.name.clone()).unwrap_or_default();
+            return Err(VolumeError::UnknownObject { volume, name: name.clone() });
+        }
+    }
+    Ok(volumes)
 }
 
 /// Parses nothing and opens nothing: lays `config` out on the given open
@@ -232,6 +243,14 @@ impl Volume {
         let sd =
             || self.plexes.iter().flat_map(|p| &p.sds).find(|sd| sd.name == name).map(|sd| sd.state.get());
         drive.or_else(plex).or_else(sd)
+    }
+
+    /// Names and states of every drive, plex and subdisk that is not up.
+    pub fn states_not_up(&self) -> Vec<(String, State)> {
+        let drives = self.drives.iter().map(|d| (d.name.clone(), d.state.get()));
+        let plexes = self.plexes.iter().map(|p| (p.name.clone(), p.state.get()));
+        let sds = self.plexes.iter().flat_map(|p| &p.sds).map(|sd| (sd.name.clone(), sd.state.get()));
+        drives.chain(plexes).chain(sds).filter(|(_, state)| *state != State::Up).collect()
     }
 
     /// Checks the parity of every RAID-5 plex (every subdisk must be up).

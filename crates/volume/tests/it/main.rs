@@ -1,5 +1,6 @@
 mod common;
 mod config;
+mod metadata;
 mod mirror;
 mod props;
 mod raid5;
