@@ -1,8 +1,10 @@
-//! `iolab run`: build the job from flags, open the target, run it (with
-//! repeats), show progress, print the table and write the JSON.
+//! `iolab run`: build the jobs from flags and the job file, open their
+//! targets, run them (in sequence or at once, with repeats), show progress,
+//! print the tables and write the JSON.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,7 +12,8 @@ use anyhow::Context;
 use workloads::spec::{parse_bytes, parse_duration};
 use workloads::{BlockSizes, Engine, JobResult, JobSpec, Pattern, Progress, Rw, Skew};
 
-use crate::cli::{EngineArg, RunArgs};
+use crate::cli::RunArgs;
+use crate::jobfile::{JobFields, JobFile};
 use crate::target::{self, Target};
 use crate::UsageError;
 
@@ -19,41 +22,66 @@ const DEFAULT_RUNTIME: Duration = Duration::from_secs(10);
 /// The default job's depth with the uring engine.
 const DEFAULT_JOB_IODEPTH: u32 = 16;
 
+/// A job ready to run: checked, its target open.
+struct Prepared {
+    spec: JobSpec,
+    target: Target,
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.repeat == 0 {
         return Err(UsageError("--repeat: must be at least 1".into()).into());
     }
-    let default_job = args.target.is_none();
-    let mut job = job_from_args(&args, default_job)?;
-    let (target, note) = open_target(&args, &job)?;
-    job.engine = resolve_engine(args.engine, target.device.as_ref());
-    if job.engine == Engine::Uring && args.iodepth.is_none() && default_job {
-        job.iodepth = DEFAULT_JOB_IODEPTH;
-    }
-    job.check().map_err(UsageError::from)?;
-    if job.read_pct < 100 {
-        target::check_writable(&target, args.force)?;
-    }
-    if let Some(note) = note {
-        eprintln!("{note}");
-    }
-    let mut runs = Vec::with_capacity(args.repeat as usize);
-    for i in 0..args.repeat {
-        let result = run_once(&job, &target, args.quiet, i, args.repeat)?;
-        if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
-            print!("{}", report::run_table(&result));
+    let (fields, concurrent) = match &args.jobfile {
+        Some(path) => {
+            let file = JobFile::load(path)?;
+            let jobs = file.jobs.iter().map(|job| args.job.over(&job.over(&file.global))).collect();
+            (jobs, file.concurrent)
         }
-        runs.push(result);
+        None => (vec![args.job.clone()], false),
+    };
+    let default_job = args.jobfile.is_none() && args.job.target.is_none();
+    let mut jobs = Vec::with_capacity(fields.len());
+    for (index, f) in fields.iter().enumerate() {
+        jobs.push(prepare(f, index, default_job, args.force)?);
     }
-    let summary = report::summarize(&runs);
-    if args.repeat > 1 && args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
-        if let Some(summary) = &summary {
-            print!("{}", report::repeat_table(summary));
+    let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
+    let mut runs: Vec<Vec<JobResult>> = jobs.iter().map(|_| Vec::new()).collect();
+    for i in 0..args.repeat {
+        let results = if concurrent {
+            run_together(&jobs, args.quiet, i, args.repeat)?
+        } else {
+            let mut results = Vec::with_capacity(jobs.len());
+            for job in &jobs {
+                results.push(run_together(std::slice::from_ref(job), args.quiet, i, args.repeat)?.remove(0));
+            }
+            results
+        };
+        for (all, result) in runs.iter_mut().zip(results) {
+            if to_stdout {
+                print!("{}", report::run_table(&result));
+            }
+            all.push(result);
+        }
+    }
+    let reports: Vec<report::JobReport> = jobs
+        .iter()
+        .zip(runs)
+        .map(|(job, runs)| report::JobReport {
+            name: job.spec.name.clone(),
+            summary: report::summarize(&runs),
+            runs,
+        })
+        .collect();
+    if args.repeat > 1 && to_stdout {
+        for r in &reports {
+            if let Some(summary) = &r.summary {
+                print!("{}: {}", r.name, report::repeat_table(summary));
+            }
         }
     }
     if let Some(path) = &args.json {
-        let jobs = vec![report::JobReport { name: job.name.clone(), runs, summary }];
-        let doc = report::RunDocument::new(env!("CARGO_PKG_VERSION"), jobs).to_json();
+        let doc = report::RunDocument::new(env!("CARGO_PKG_VERSION"), reports).to_json();
         if path.as_os_str() == "-" {
             println!("{doc}");
         } else {
@@ -61,130 +89,164 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("{}: cannot write the JSON results", path.display()))?;
         }
     }
+    for job in jobs {
+        remove_temporary(job.target)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn prepare(f: &JobFields, index: usize, default_job: bool, force: bool) -> anyhow::Result<Prepared> {
+    let mut spec = job_from_fields(f, index, default_job)?;
+    let target = open_target(f, &spec, default_job)?;
+    spec.engine = resolve_engine(f.engine.as_deref(), target.device.as_ref())?;
+    if spec.engine == Engine::Uring && f.iodepth.is_none() && default_job {
+        spec.iodepth = DEFAULT_JOB_IODEPTH;
+    }
+    spec.check().map_err(UsageError::from)?;
+    if spec.read_pct < 100 {
+        target::check_writable(&target, force)?;
+    }
+    Ok(Prepared { spec, target })
+}
+
+fn remove_temporary(target: Target) -> anyhow::Result<()> {
     if let Some(temp) = target.temp {
         let where_ = temp.path().display().to_string();
         drop(target.device);
         temp.close().with_context(|| format!("{where_}: cannot remove the temporary target"))?;
         eprintln!("the temporary target in {where_} has been removed");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn job_from_args(args: &RunArgs, default_job: bool) -> Result<JobSpec, UsageError> {
-    let rw = match &args.rw {
+fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<JobSpec, UsageError> {
+    let rw = match &f.rw {
         Some(rw) => Rw::parse(rw)?,
         None => Rw::RandRw,
     };
-    let bs = match &args.bs {
+    let bs = match &f.bs {
         Some(bs) => BlockSizes::parse(bs)?,
         None if default_job => BlockSizes::parse("fs")?,
         None => BlockSizes::Fixed(4096),
     };
-    let read_pct = match (args.rwmixread, rw.is_mixed()) {
+    let read_pct = match (f.rwmixread, rw.is_mixed()) {
         (Some(pct), true) => pct,
         (Some(_), false) => {
             return Err(UsageError(format!("--rwmixread: only applies to rw and randrw, not {rw}")));
         }
-        (None, true) if default_job || args.rw.is_none() => 70,
-        (None, _) => rw.default_read_pct(),
+        (None, true) => 70,
+        (None, false) => rw.default_read_pct(),
     };
-    let opt_bytes = |flag, v: &Option<String>| v.as_deref().map(|t| parse_bytes(flag, t)).transpose();
-    let opt_time = |flag, v: &Option<String>| v.as_deref().map(|t| parse_duration(flag, t)).transpose();
-    let mut runtime = opt_time("runtime", &args.runtime)?;
-    if default_job && runtime.is_none() && args.ios.is_none() && args.io_size.is_none() {
+    let bytes = |flag, v: &Option<String>| v.as_deref().map(|t| parse_bytes(flag, t)).transpose();
+    let time = |flag, v: &Option<String>| v.as_deref().map(|t| parse_duration(flag, t)).transpose();
+    let mut runtime = time("runtime", &f.runtime)?;
+    if default_job && runtime.is_none() && f.ios.is_none() && f.io_size.is_none() {
         runtime = Some(DEFAULT_RUNTIME);
     }
+    let name = match &f.name {
+        Some(name) => name.clone(),
+        None if default_job => "default".into(),
+        None => format!("job{}", index + 1),
+    };
     Ok(JobSpec {
-        name: args.name.clone().unwrap_or_else(|| if default_job { "default".into() } else { "job".into() }),
-        offset_bytes: opt_bytes("offset", &args.offset)?.unwrap_or(0),
-        size_bytes: opt_bytes("size", &args.size)?,
+        name,
+        offset_bytes: bytes("offset", &f.offset)?.unwrap_or(0),
+        size_bytes: bytes("size", &f.size)?,
         rw,
         read_pct,
-        seek_pct: args.seekpct.unwrap_or(rw.default_seek_pct()),
-        skew: Skew::parse(&args.skew)?,
+        seek_pct: f.seekpct.unwrap_or(rw.default_seek_pct()),
+        skew: Skew::parse(f.skew.as_deref().unwrap_or("uniform"))?,
         bs,
-        align_bytes: opt_bytes("bsalign", &args.bsalign)?,
-        threads: args.threads,
-        iodepth: args.iodepth.unwrap_or(1),
+        align_bytes: bytes("bsalign", &f.bsalign)?,
+        threads: f.threads.unwrap_or(1),
+        iodepth: f.iodepth.unwrap_or(1),
         engine: Engine::Sync,
-        flush_every: args.flush_every,
-        end_flush: args.end_flush,
+        flush_every: f.flush_every.unwrap_or(0),
+        end_flush: f.end_flush.unwrap_or(false),
         runtime,
-        io_bytes: opt_bytes("io-size", &args.io_size)?,
-        ios: args.ios,
-        ramp: opt_time("ramp", &args.ramp)?.unwrap_or(Duration::ZERO),
-        rate_iops: args.rate_iops,
-        pattern: Pattern::parse(&args.pattern)?,
-        seed: args.seed,
+        io_bytes: bytes("io-size", &f.io_size)?,
+        ios: f.ios,
+        ramp: time("ramp", &f.ramp)?.unwrap_or(Duration::ZERO),
+        rate_iops: f.rate_iops.unwrap_or(0),
+        pattern: Pattern::parse(f.pattern.as_deref().unwrap_or("random"))?,
+        seed: f.seed.unwrap_or(1),
     })
 }
 
-fn open_target(args: &RunArgs, job: &JobSpec) -> anyhow::Result<(Target, Option<String>)> {
-    if let Some(size) = args.sector_size {
+fn open_target(f: &JobFields, job: &JobSpec, default_job: bool) -> anyhow::Result<Target> {
+    if let Some(size) = f.sector_size {
         if size != 512 && size != 4096 {
             return Err(UsageError(format!("--sector-size: {size} is not supported; use 512 or 4096")).into());
         }
     }
-    match &args.target {
+    match &f.target {
         Some(spec) => {
             let options = target::OpenOptions {
-                direct: args.direct,
-                sector_bytes: args.sector_size,
+                direct: f.direct.unwrap_or(false),
+                sector_bytes: f.sector_size,
                 create_bytes: job.size_bytes.map(|s| s + job.offset_bytes),
             };
-            Ok((target::open(spec, &options)?, None))
+            target::open(spec, &options)
         }
+        None if !default_job => Err(UsageError(format!(
+            "--target: job '{}' has no target; set target in the job, in [global] or with --target",
+            job.name
+        ))
+        .into()),
         None => {
             let (t, direct) = target::temporary(target::DEFAULT_TARGET_BYTES)?;
             let path = t.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
             let how = if direct { "O_DIRECT" } else { "buffered: the file system refused O_DIRECT" };
-            Ok((
-                t,
-                Some(format!("iolab: no --target given: using a temporary sparse 1 GiB file {path} ({how})")),
-            ))
+            eprintln!("iolab: no --target given: using a temporary sparse 1 GiB file {path} ({how})");
+            Ok(t)
         }
     }
 }
 
-fn resolve_engine(arg: EngineArg, device: &dyn device::Device) -> Engine {
-    match arg {
-        EngineArg::Sync => Engine::Sync,
-        EngineArg::Uring => Engine::Uring,
-        EngineArg::Auto if device.raw_fd().is_some() && workloads::uring_available() => Engine::Uring,
-        EngineArg::Auto => Engine::Sync,
-    }
-}
-
-/// One run with a live progress line on a terminal.
-fn run_once(
-    job: &JobSpec,
-    target: &Target,
-    quiet: bool,
-    index: u32,
-    repeats: u32,
-) -> anyhow::Result<JobResult> {
-    let progress = Progress::default();
-    let show = !quiet && std::io::stderr().is_terminal();
-    let device = Arc::clone(&target.device);
-    let done = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let display = show.then(|| scope.spawn(|| show_progress(job, &progress, &done, index, repeats)));
-        let result = workloads::run_job(job, device, &progress);
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(handle) = display {
-            let _ = handle.join();
+fn resolve_engine(arg: Option<&str>, device: &dyn device::Device) -> Result<Engine, UsageError> {
+    Ok(match arg.unwrap_or("auto") {
+        "sync" => Engine::Sync,
+        "uring" => Engine::Uring,
+        "auto" if device.raw_fd().is_some() && workloads::uring_available() => Engine::Uring,
+        "auto" => Engine::Sync,
+        other => {
+            return Err(UsageError(format!("--engine: '{other}' is not an engine; use auto, sync or uring")))
         }
-        Ok(result?)
     })
 }
 
-fn show_progress(
-    job: &JobSpec,
-    progress: &Progress,
-    done: &std::sync::atomic::AtomicBool,
-    index: u32,
-    repeats: u32,
-) {
+/// Runs `jobs` at the same time (one job: just that one), with a live
+/// progress line on a terminal.
+fn run_together(jobs: &[Prepared], quiet: bool, index: u32, repeats: u32) -> anyhow::Result<Vec<JobResult>> {
+    let progress: Vec<Progress> = jobs.iter().map(|_| Progress::default()).collect();
+    let show = !quiet && std::io::stderr().is_terminal();
+    let done = AtomicBool::new(false);
+    let results = std::thread::scope(|scope| {
+        let display =
+            show.then(|| scope.spawn(|| show_progress(&jobs[0].spec, &progress, &done, index, repeats)));
+        let handles: Vec<_> = jobs
+            .iter()
+            .zip(&progress)
+            .map(|(job, p)| {
+                scope.spawn(move || workloads::run_job(&job.spec, Arc::clone(&job.target.device), p))
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        done.store(true, Ordering::Relaxed);
+        if let Some(handle) = display {
+            let _ = handle.join();
+        }
+        results
+    });
+    let mut out = Vec::with_capacity(results.len());
+    for result in results {
+        let result = result.map_err(|_| anyhow::anyhow!("a job thread panicked"))?;
+        out.push(result?);
+    }
+    Ok(out)
+}
+
+fn show_progress(job: &JobSpec, progress: &[Progress], done: &AtomicBool, index: u32, repeats: u32) {
     use indicatif::{ProgressBar, ProgressStyle};
     let total = job.runtime.map(|r| (r + job.ramp).as_millis() as u64);
     let bar = match total {
@@ -202,11 +264,21 @@ fn show_progress(
     let prefix = if repeats > 1 { format!("run {}/{}", index + 1, repeats) } else { job.name.clone() };
     bar.set_prefix(prefix);
     let start = Instant::now();
-    let mut last = (start, progress.snapshot());
-    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+    let snapshot = || {
+        progress.iter().map(|p| p.snapshot()).fold(
+            workloads::ProgressSnapshot { measuring: true, ..Default::default() },
+            |a, s| workloads::ProgressSnapshot {
+                ios: a.ios + s.ios,
+                bytes: a.bytes + s.bytes,
+                measuring: a.measuring && s.measuring,
+            },
+        )
+    };
+    let mut last = (start, snapshot());
+    while !done.load(Ordering::Relaxed) {
         std::thread::park_timeout(Duration::from_millis(250));
         let now = Instant::now();
-        let snap = progress.snapshot();
+        let snap = snapshot();
         let secs = (now - last.0).as_secs_f64();
         if secs >= 0.5 {
             let iops = (snap.ios - last.1.ios) as f64 / secs;

@@ -1,2 +1,3 @@
 mod cli;
+mod jobfile;
 mod run;

@@ -1,0 +1,169 @@
+//! Job parameters as the user gives them, from flags or from a TOML job
+//! file, before they are checked: one struct serves both, so a flag and its
+//! job-file key can never drift apart. Merging is field by field: a job
+//! section over `[global]`, flags over both.
+
+use std::path::Path;
+
+use anyhow::Context;
+use clap::Args;
+use serde::Deserialize;
+
+use crate::UsageError;
+
+/// Every workload parameter, unset unless given.
+#[derive(Clone, Debug, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct JobFields {
+    /// What to run on: a file or block device path, mem:SIZE (memory) or
+    /// null:SIZE (discards data; measures the engine alone). A missing file
+    /// is created sparse with the region's size. Default: a temporary 1 GiB file.
+    #[arg(long, short = 't', value_name = "TARGET")]
+    pub target: Option<String>,
+    /// Name of the job in reports.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Start of the region used, in bytes (suffixes k, m, g, t; s = sectors).
+    #[arg(long, value_name = "SIZE")]
+    pub offset: Option<String>,
+    /// Length of the region used; default: to the end of the target.
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// Access pattern: read, write, randread, randwrite, rw, randrw (default randrw).
+    #[arg(long, value_name = "PATTERN")]
+    pub rw: Option<String>,
+    /// Percentage of reads in a mixed pattern (default 70).
+    #[arg(long, value_name = "PCT")]
+    pub rwmixread: Option<u8>,
+    /// Percentage of requests placed at random (Vdbench seekpct); the rest
+    /// follow on from the previous request. Default: 0 for sequential
+    /// patterns, 100 for random ones.
+    #[arg(long, value_name = "PCT")]
+    pub seekpct: Option<u8>,
+    /// Spread of random offsets: uniform (default), zipf:THETA, or hot:IO%/REGION%.
+    #[arg(long, value_name = "SKEW")]
+    pub skew: Option<String>,
+    /// Transfer sizes: 4k; a weighted mix 4k/10:64k/50:32k/40; a range
+    /// 512-64k[/STEP]; or fs, the file-system mix (1-120 sectors, ~8 KiB).
+    /// Default: 4k, or fs for the default job.
+    #[arg(long, value_name = "SIZES")]
+    pub bs: Option<String>,
+    /// Offsets are multiples of this (default: the transfer size if fixed,
+    /// else the sector size).
+    #[arg(long, value_name = "SIZE")]
+    pub bsalign: Option<String>,
+    /// Worker threads (default 1).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
+    /// Requests in flight per thread, uring engine (default 1; 16 in the default job).
+    #[arg(long, value_name = "N")]
+    pub iodepth: Option<u32>,
+    /// How requests are submitted: auto (default: uring for files and block
+    /// devices where the kernel allows it, else sync), sync or uring.
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<String>,
+    /// Bypass the page cache (O_DIRECT) on files and block devices.
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    pub direct: Option<bool>,
+    /// Sector size of a file target: 512 or 4096 (to act as a 4Kn disk).
+    #[arg(long, value_name = "BYTES")]
+    pub sector_size: Option<u32>,
+    /// Flush (fdatasync) after every N writes in each thread.
+    #[arg(long, value_name = "N")]
+    pub flush_every: Option<u64>,
+    /// Flush once at the end, inside the measurement (fio's end_fsync).
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    pub end_flush: Option<bool>,
+    /// Stop after this long (10, 10s, 500ms, 2m).
+    #[arg(long, value_name = "TIME")]
+    pub runtime: Option<String>,
+    /// Stop after this many bytes in all threads together.
+    #[arg(long, value_name = "SIZE")]
+    pub io_size: Option<String>,
+    /// Stop after exactly this many requests in all threads together.
+    #[arg(long, value_name = "N")]
+    pub ios: Option<u64>,
+    /// Run this long before measuring (warm-up, excluded from results).
+    #[arg(long, value_name = "TIME")]
+    pub ramp: Option<String>,
+    /// Limit to this many requests per second in all threads together.
+    #[arg(long, value_name = "N")]
+    pub rate_iops: Option<u64>,
+    /// Data written: random (default), zeros, or compress:PCT (compresses to PCT%).
+    #[arg(long, value_name = "PATTERN")]
+    pub pattern: Option<String>,
+    /// Seed of the request sequence: the same seed gives the same requests (default 1).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+macro_rules! overlay {
+    ($over:expr, $base:expr, $($field:ident),*) => {
+        JobFields { $($field: $over.$field.clone().or_else(|| $base.$field.clone()),)* }
+    };
+}
+
+impl JobFields {
+    /// `self` where set, else `base`.
+    pub fn over(&self, base: &JobFields) -> JobFields {
+        overlay!(
+            self,
+            base,
+            target,
+            name,
+            offset,
+            size,
+            rw,
+            rwmixread,
+            seekpct,
+            skew,
+            bs,
+            bsalign,
+            threads,
+            iodepth,
+            engine,
+            direct,
+            sector_size,
+            flush_every,
+            end_flush,
+            runtime,
+            io_size,
+            ios,
+            ramp,
+            rate_iops,
+            pattern,
+            seed
+        )
+    }
+}
+
+/// A parsed job file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+    /// Run the jobs at the same time instead of one after the other.
+    #[serde(default)]
+    pub concurrent: bool,
+    #[serde(default)]
+    pub global: JobFields,
+    #[serde(default, rename = "job")]
+    pub jobs: Vec<JobFields>,
+}
+
+impl JobFile {
+    pub fn load(path: &Path) -> anyhow::Result<JobFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read the job file", path.display()))?;
+        let file: JobFile = toml::from_str(&text).map_err(|e| {
+            UsageError(format!("{}: not a valid job file: {}", path.display(), e.to_string().trim_end()))
+        })?;
+        if file.jobs.is_empty() {
+            return Err(UsageError(format!(
+                "{}: holds no [[job]] section; add at least one (keys as the flags, e.g. rw = \"randread\")",
+                path.display()
+            ))
+            .into());
+        }
+        Ok(file)
+    }
+}

@@ -1,0 +1,97 @@
+//! Job files: [global] and [[job]] sections, keys as the flags; flags
+//! override the file.
+
+use crate::cli::{iolab, stderr};
+
+fn write_jobfile(dir: &tempfile::TempDir, text: &str) -> String {
+    let path = dir.path().join("jobs.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn run_json(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["--json", "-", "-q"]);
+    let out = iolab(&all);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn ios(run: &serde_json::Value) -> u64 {
+    run["read"]["ios"].as_u64().unwrap() + run["write"]["ios"].as_u64().unwrap()
+}
+
+const TWO_JOBS: &str = r#"
+[global]
+target = "mem:16m"
+ios = 200
+
+[[job]]
+name = "reads"
+rw = "randread"
+
+[[job]]
+name = "writes"
+rw = "write"
+bs = "64k"
+"#;
+
+#[test]
+fn every_job_of_the_file_runs_with_the_global_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = run_json(&["run", &write_jobfile(&dir, TWO_JOBS)]);
+    let jobs = doc["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[0]["name"], "reads");
+    assert_eq!(jobs[0]["runs"][0]["write"]["ios"], 0);
+    assert_eq!(jobs[1]["runs"][0]["bs"], "64k");
+    assert!(jobs.iter().all(|j| ios(&j["runs"][0]) == 200));
+}
+
+#[test]
+fn flags_override_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = run_json(&["run", &write_jobfile(&dir, TWO_JOBS), "--ios", "50"]);
+    assert!(doc["jobs"].as_array().unwrap().iter().all(|j| ios(&j["runs"][0]) == 50));
+}
+
+#[test]
+fn concurrent_jobs_all_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("concurrent = true\n{TWO_JOBS}");
+    let doc = run_json(&["run", &write_jobfile(&dir, &text)]);
+    assert!(doc["jobs"].as_array().unwrap().iter().all(|j| ios(&j["runs"][0]) == 200));
+}
+
+#[test]
+fn unknown_key_is_a_usage_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_jobfile(&dir, "[[job]]\ntarget = \"mem:1m\"\nblocksize = \"4k\"\n");
+    let out = iolab(&["run", &path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unknown field `blocksize`"), "{}", stderr(&out));
+}
+
+#[test]
+fn file_without_jobs_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = iolab(&["run", &write_jobfile(&dir, "[global]\nrw = \"read\"\n")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("holds no [[job]] section"), "{}", stderr(&out));
+}
+
+#[test]
+fn job_without_a_target_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = iolab(&["run", &write_jobfile(&dir, "[[job]]\nrw = \"read\"\n")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("job 'job1' has no target"), "{}", stderr(&out));
+}
+
+#[test]
+fn bad_value_in_the_file_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = iolab(&["run", &write_jobfile(&dir, "[[job]]\ntarget = \"mem:1m\"\nbs = \"4q\"\n")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--bs: '4q' is not a size"), "{}", stderr(&out));
+}
