@@ -85,12 +85,14 @@ impl Rw {
             "randwrite" => Rw::RandWrite,
             "rw" | "readwrite" => Rw::Rw,
             "randrw" => Rw::RandRw,
-            _ => return Err(spec_error(
-                "rw",
-                format!(
+            _ => {
+                return Err(spec_error(
+                    "rw",
+                    format!(
                     "'{text}' is not an access pattern; use read, write, randread, randwrite, rw or randrw"
                 ),
-            )),
+                ))
+            }
         })
     }
 
