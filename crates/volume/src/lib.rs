@@ -19,6 +19,7 @@ mod object;
 mod plex;
 mod raid5;
 mod resolve;
+mod revive;
 mod volume;
 
 pub use config::{
@@ -32,4 +33,5 @@ pub use metadata::{
 pub use object::{ObjectReport, PlexCountersSnapshot, State};
 pub use raid5::{ParityReport, PARITY_MISMATCHES_LISTED_MAX};
 pub use resolve::{resolve, DriveLayout, Layout, PlexLayout, SdLayout, VolumeLayout, DATA_START_BYTES};
+pub use revive::REVIVE_STEP_BYTES;
 pub use volume::{bind, build, PlexReport, ReadPolicy, SubdiskReport, Volume, VolumeReport};

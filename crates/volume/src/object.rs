@@ -74,12 +74,24 @@ pub(crate) struct Subdisk {
     pub(crate) length_bytes: u64,
     pub(crate) state: StateCell,
     pub(crate) stats: Stats,
+    /// While a revive runs: bytes from the start already current, which
+    /// are read and written although the subdisk is not yet up.
+    pub(crate) revived_bytes: AtomicU64,
 }
 
 impl Subdisk {
-    /// True when both the subdisk and its drive are up.
-    pub(crate) fn usable(&self) -> bool {
-        self.state.get() == State::Up && self.drive.state.get() == State::Up
+    /// True when the drive is up and `offset..offset+len` of the subdisk
+    /// holds current data (the subdisk is up, or revived that far).
+    pub(crate) fn usable_at(&self, offset_bytes: u64, len_bytes: u64) -> bool {
+        let current =
+            self.state.get() == State::Up || offset_bytes + len_bytes <= self.revived_bytes.load(Relaxed);
+        current && self.drive.state.get() == State::Up
+    }
+
+    /// Takes the subdisk out of service after a failed write.
+    pub(crate) fn fail(&self) {
+        self.state.set(State::Down);
+        self.revived_bytes.store(0, Relaxed);
     }
 
     pub(crate) fn read(&self, buf: &mut [u8], sd_offset_bytes: u64) -> Result<()> {

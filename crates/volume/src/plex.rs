@@ -5,6 +5,7 @@
 //! when a write to it fails, so later reads never return what it missed.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use device::{DeviceError, Op, Result};
 
@@ -21,6 +22,8 @@ pub(crate) struct Plex {
     pub(crate) counters: PlexCounters,
     /// RAID-5 stripe rows under update.
     pub(crate) rows: RangeLock,
+    /// While a revive runs: plex bytes from the start already copied.
+    pub(crate) revived_bytes: AtomicU64,
 }
 
 /// An I/O error raised by the volume layer itself (no usable copy, two
@@ -87,7 +90,7 @@ impl Plex {
         for extent in self.extents(offset, len) {
             let sd = &self.sds[extent.sd];
             let piece = &mut buf[extent.buf_offset_bytes as usize..][..extent.len_bytes as usize];
-            if !sd.usable() {
+            if !sd.usable_at(extent.sd_offset_bytes, extent.len_bytes) {
                 let why = format!("subdisk {} is not up, and this plex has no redundancy", sd.name);
                 return Err(io_error(&self.name, Op::Read, offset, len, why));
             }
@@ -105,7 +108,7 @@ impl Plex {
             "request inside the plex"
         );
         let len = buf.len() as u64;
-        if self.state.get() != State::Up {
+        if !self.writable(offset, len) {
             return Err(io_error(
                 &self.name,
                 Op::Write,
@@ -124,19 +127,20 @@ impl Plex {
         for extent in self.extents(offset, len) {
             let sd = &self.sds[extent.sd];
             let piece = &buf[extent.buf_offset_bytes as usize..][..extent.len_bytes as usize];
-            if !sd.usable() {
+            if !sd.usable_at(extent.sd_offset_bytes, extent.len_bytes) {
                 let why = format!("subdisk {} is not up, and this plex has no redundancy", sd.name);
                 failure = Some(io_error(&self.name, Op::Write, offset, len, why));
             } else if let Err(err) = sd.write(piece, extent.sd_offset_bytes) {
-                sd.state.set(State::Down);
+                sd.fail();
                 failure = Some(err);
             }
         }
         failure.map_or(Ok(()), Err)
     }
 
-    /// Subdisks of the plex that are not usable.
-    pub(crate) fn unusable_count(&self) -> usize {
-        self.sds.iter().filter(|sd| !sd.usable()).count()
+    /// True when `offset..offset+len` of the plex takes writes: the plex is
+    /// up, or a revive has already copied that far.
+    pub(crate) fn writable(&self, offset: u64, len: u64) -> bool {
+        self.state.get() == State::Up || offset + len <= self.revived_bytes.load(Relaxed)
     }
 }

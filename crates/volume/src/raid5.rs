@@ -12,7 +12,7 @@ use std::ops::Range;
 use device::{Op, Result};
 
 use crate::geometry::{Raid5, RowSpan};
-use crate::object::{PlexCounters, State};
+use crate::object::PlexCounters;
 use crate::plex::{io_error, Plex};
 
 /// At most this many mismatching rows are listed by a parity check (all
@@ -66,6 +66,15 @@ fn subtract(outer: &Range<u64>, inner: &Range<u64>) -> Vec<Range<u64>> {
 }
 
 impl Plex {
+    /// True when subdisk `disk` holds current data for stripe row `row`.
+    pub(crate) fn row_usable(&self, geometry: &Raid5, disk: usize, row: u64) -> bool {
+        self.sds[disk].usable_at(row * geometry.stripe_bytes, geometry.stripe_bytes)
+    }
+
+    fn unusable_in_row(&self, geometry: &Raid5, row: u64) -> Vec<usize> {
+        (0..self.sds.len()).filter(|&d| !self.row_usable(geometry, d, row)).collect()
+    }
+
     fn row_offset(geometry: &Raid5, row: u64, range: &Range<u64>) -> u64 {
         row * geometry.stripe_bytes + range.start
     }
@@ -105,7 +114,9 @@ impl Plex {
     ) -> Result<()> {
         let disk = geometry.data_disk(row, column);
         let sd = &self.sds[disk];
-        if sd.usable() && sd.read(out, Self::row_offset(geometry, row, range)).is_ok() {
+        if self.row_usable(geometry, disk, row)
+            && sd.read(out, Self::row_offset(geometry, row, range)).is_ok()
+        {
             return Ok(());
         }
         self.reconstruct(geometry, row, disk, range, out)?;
@@ -127,7 +138,7 @@ impl Plex {
             let sd = &self.sds[disk];
             let offset = Self::row_offset(geometry, row, range);
             let fail = |why: String| io_error(&self.name, Op::Read, offset, out_len(range), why);
-            if !sd.usable() {
+            if !self.row_usable(geometry, disk, row) {
                 return Err(fail(format!(
                     "stripe row {row}: subdisks {} and {} are both unavailable; the data cannot be rebuilt",
                     self.sds[missing].name, sd.name
@@ -153,7 +164,7 @@ impl Plex {
     }
 
     fn write_row(&self, geometry: &Raid5, row: u64, pieces: &[Piece]) -> Result<()> {
-        let down: Vec<usize> = (0..self.sds.len()).filter(|&d| !self.sds[d].usable()).collect();
+        let down = self.unusable_in_row(geometry, row);
         let parity = geometry.parity_disk(row);
         let touched_disk = |disk: usize| pieces.iter().any(|p| geometry.data_disk(row, p.column) == disk);
         let span = pieces.iter().map(|p| p.range.start).min().unwrap_or(0)
@@ -301,11 +312,11 @@ impl Plex {
         let mut failure = None;
         let mut put = |disk: usize, range: &Range<u64>, data: &[u8]| {
             let sd = &self.sds[disk];
-            if !sd.usable() {
+            if !self.row_usable(geometry, disk, row) {
                 return;
             }
             if let Err(err) = sd.write(data, Self::row_offset(geometry, row, range)) {
-                sd.state.set(State::Down);
+                sd.fail();
                 failure = Some(err);
             }
         };
@@ -316,9 +327,22 @@ impl Plex {
             put(geometry.parity_disk(row), span, parity);
         }
         match failure {
-            Some(err) if self.unusable_count() > 1 => Err(err),
+            Some(err) if self.unusable_in_row(geometry, row).len() > 1 => Err(err),
             _ => Ok(()),
         }
+    }
+
+    /// Rebuilds `range` of subdisk `disk`'s chunk in `row` from the others
+    /// (for revives; the caller holds the row).
+    pub(crate) fn rebuild_chunk(
+        &self,
+        geometry: &Raid5,
+        row: u64,
+        disk: usize,
+        range: &Range<u64>,
+        out: &mut [u8],
+    ) -> Result<()> {
+        self.reconstruct(geometry, row, disk, range, out)
     }
 
     /// Checks that every stripe row XORs to zero.
@@ -369,7 +393,7 @@ impl Plex {
 
     fn read_usable(&self, geometry: &Raid5, disk: usize, row: u64, range: &Range<u64>) -> Result<Vec<u8>> {
         let sd = &self.sds[disk];
-        if !sd.usable() {
+        if !self.row_usable(geometry, disk, row) {
             let why = format!(
                 "subdisk {} is {}; parity can only be checked or rebuilt with every subdisk up",
                 sd.name,

@@ -31,18 +31,18 @@ pub enum ReadPolicy {
 }
 
 pub struct Volume {
-    name: String,
-    size_bytes: u64,
+    pub(crate) name: String,
+    pub(crate) size_bytes: u64,
     sector_bytes: u32,
     buffer_align: usize,
-    plexes: Vec<Plex>,
-    drives: Vec<Arc<Drive>>,
+    pub(crate) plexes: Vec<Plex>,
+    pub(crate) drives: Vec<Arc<Drive>>,
     read_policy: ReadPolicy,
     next_plex: AtomicUsize,
     stats: Stats,
     recovered_reads: AtomicU64,
     /// Byte ranges under write, so mirrored plexes see writes in one order.
-    writes: RangeLock,
+    pub(crate) writes: RangeLock,
 }
 
 /// Counters and states of a volume and everything below it.
@@ -160,6 +160,7 @@ fn bind_plex(
             length_bytes: sd.length_bytes,
             state: StateCell::new(State::Up),
             stats: Stats::default(),
+            revived_bytes: AtomicU64::new(0),
         });
     }
     let lengths: Vec<u64> = sds.iter().map(|sd| sd.length_bytes).collect();
@@ -172,6 +173,7 @@ fn bind_plex(
         state: StateCell::new(State::Up),
         counters: PlexCounters::default(),
         rows: RangeLock::default(),
+        revived_bytes: AtomicU64::new(0),
     })
 }
 
@@ -226,6 +228,11 @@ impl Volume {
     pub fn set_state(&self, name: &str, state: State) -> Result<(), VolumeError> {
         if let Some(drive) = self.drives.iter().find(|d| d.name == name) {
             drive.state.set(state);
+            if state != State::Up {
+                // Its subdisks will miss writes: they stay out of service
+                // after the drive returns, until revived.
+                self.subdisks_on(&drive.name).for_each(|sd| sd.state.set(State::Stale));
+            }
         } else if let Some(plex) = self.plexes.iter().find(|p| p.name == name) {
             plex.state.set(state);
         } else if let Some(sd) = self.plexes.iter().flat_map(|p| &p.sds).find(|sd| sd.name == name) {
@@ -234,6 +241,10 @@ impl Volume {
             return Err(VolumeError::UnknownObject { volume: self.name.clone(), name: name.to_string() });
         }
         Ok(())
+    }
+
+    pub(crate) fn subdisks_on<'a>(&'a self, drive: &'a str) -> impl Iterator<Item = &'a Subdisk> + 'a {
+        self.plexes.iter().flat_map(|p| &p.sds).filter(move |sd| sd.drive.name == drive)
     }
 
     /// The state of the drive, plex or subdisk called `name`.
@@ -320,7 +331,7 @@ impl Volume {
         let _range = (self.plexes.len() > 1).then(|| self.writes.lock(offset, offset + buf.len() as u64));
         let mut failed = Vec::new();
         let mut stored = 0;
-        for plex in self.plexes.iter().filter(|p| p.state.get() == State::Up) {
+        for plex in self.plexes.iter().filter(|p| p.writable(offset, buf.len() as u64)) {
             match plex.write(buf, offset) {
                 Ok(()) => stored += 1,
                 Err(err) => failed.push((plex, err)),

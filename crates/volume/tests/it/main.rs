@@ -4,4 +4,5 @@ mod metadata;
 mod mirror;
 mod props;
 mod raid5;
+mod revive;
 mod striped;

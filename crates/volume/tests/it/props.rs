@@ -38,15 +38,18 @@ fn check(
     text: &str,
     count: usize,
     steps: &[Step],
-    fail: Option<(usize, usize)>,
+    fail: Option<(usize, usize, usize)>,
 ) -> Result<(), TestCaseError> {
     let drives = drives_for(count, MIB);
     let v = open(text, &drives);
     let mut model = vec![0u8; v.size_bytes() as usize];
     for (index, step) in steps.iter().enumerate() {
-        if let Some((at, drive)) = fail {
+        if let Some((at, drive, revive_at)) = fail {
             if at == index {
                 v.set_state(&format!("d{drive}"), State::Down).unwrap();
+            }
+            if revive_at == index && revive_at > at {
+                v.revive(&format!("d{drive}")).unwrap();
             }
         }
         match *step {
@@ -70,7 +73,9 @@ fn check(
     let mut whole = vec![0; model.len()];
     v.read_at(&mut whole, 0).unwrap();
     prop_assert!(whole == model, "final image differs");
-    if fail.is_none() {
+    let all_up =
+        fail.is_none_or(|(at, _, revive_at)| revive_at > at && revive_at < steps.len() || at >= steps.len());
+    if all_up {
         for report in v.check_parity().unwrap() {
             prop_assert_eq!(report.rows_mismatched, 0, "parity of {}", report.plex);
         }
@@ -113,8 +118,8 @@ proptest! {
     }
 
     #[test]
-    fn raid5_survives_one_drive_down(steps in steps(), at in 0usize..24, drive in 0usize..4) {
-        check(&single_plex("raid5 7s", 4, "300k"), 4, &steps, Some((at, drive)))?;
+    fn raid5_survives_one_drive_down_and_revive(steps in steps(), at in 0usize..24, drive in 0usize..4, revive in 0usize..24) {
+        check(&single_plex("raid5 7s", 4, "300k"), 4, &steps, Some((at, drive, revive)))?;
     }
 
     #[test]
@@ -123,7 +128,7 @@ proptest! {
     }
 
     #[test]
-    fn mirror_survives_one_drive_down(steps in steps(), at in 0usize..24, drive in 0usize..4) {
-        check(MIRROR, 4, &steps, Some((at, drive)))?;
+    fn mirror_survives_one_drive_down_and_revive(steps in steps(), at in 0usize..24, drive in 0usize..4, revive in 0usize..24) {
+        check(MIRROR, 4, &steps, Some((at, drive, revive)))?;
     }
 }

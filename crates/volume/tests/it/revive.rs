@@ -1,0 +1,78 @@
+use device::Device;
+use volume::State;
+
+use crate::common::*;
+
+const MIRROR: &str = "drive a device A\ndrive b device B\nvolume m\n\
+                      plex org concat\nsd length 1m drive a\nplex org raid5 8k\nsd length 512k drive b\n\
+                      sd length 512k drive b\nsd length 512k drive b\n";
+
+fn read_all(v: &volume::Volume) -> Vec<u8> {
+    let mut buf = vec![0; v.size_bytes() as usize];
+    v.read_at(&mut buf, 0).unwrap();
+    buf
+}
+
+#[test]
+fn drive_down_takes_its_subdisks_stale() {
+    let drives = drives_for(3, MIB);
+    let v = open(&single_plex("raid5 8k", 3, "0"), &drives);
+    v.set_state("d1", State::Down).unwrap();
+    assert_eq!(v.state("v.p0.s1"), Some(State::Stale));
+}
+
+#[test]
+fn revived_raid5_drive_holds_writes_it_missed() {
+    let drives = drives_for(3, MIB);
+    let v = open(&single_plex("raid5 8k", 3, "0"), &drives);
+    v.write_at(&pattern(v.size_bytes() as usize, 1), 0).unwrap();
+    v.set_state("d1", State::Down).unwrap();
+    v.write_at(&pattern(64 * 1024, 2), 12 * 1024).unwrap();
+    let expected = read_all(&v);
+    v.revive("d1").unwrap();
+    v.set_state("d0", State::Down).unwrap();
+    assert_eq!(read_all(&v), expected);
+}
+
+#[test]
+fn revived_raid5_subdisk_leaves_parity_consistent() {
+    let drives = drives_for(3, MIB);
+    let v = open(&single_plex("raid5 8k", 3, "0"), &drives);
+    v.write_at(&pattern(v.size_bytes() as usize, 1), 0).unwrap();
+    v.set_state("v.p0.s2", State::Stale).unwrap();
+    v.write_at(&pattern(20 * 1024, 3), 4096).unwrap();
+    v.revive("v.p0.s2").unwrap();
+    assert_eq!(v.check_parity().unwrap()[0].rows_mismatched, 0);
+}
+
+#[test]
+fn revived_mirror_plex_serves_latest_data() {
+    let drives = mem_drives(&["a", "b"], 4 * MIB);
+    let v = open(MIRROR, &drives);
+    v.write_at(&pattern(64 * 1024, 1), 0).unwrap();
+    v.set_state("b", State::Down).unwrap();
+    v.write_at(&pattern(64 * 1024, 2), 32 * 1024).unwrap();
+    let expected = read_all(&v);
+    v.revive("b").unwrap();
+    assert_eq!(v.state("m.p1"), Some(State::Up));
+    v.set_state("a", State::Down).unwrap();
+    assert_eq!(read_all(&v), expected);
+    assert_eq!(v.check_parity().unwrap()[0].rows_mismatched, 0);
+}
+
+#[test]
+fn revive_without_source_is_an_error() {
+    let drives = drives_for(2, MIB);
+    let v = open(&single_plex("striped 8k", 2, "0"), &drives);
+    v.set_state("v.p0.s0", State::Stale).unwrap();
+    assert!(matches!(v.revive("v.p0.s0"), Err(volume::VolumeError::Invalid { .. })));
+}
+
+#[test]
+fn failed_revive_leaves_plex_up() {
+    let drives = drives_for(2, MIB);
+    let v = open(&single_plex("striped 8k", 2, "0"), &drives);
+    v.set_state("v.p0.s0", State::Stale).unwrap();
+    assert!(v.revive("v.p0.s0").is_err());
+    assert_eq!(v.state("v.p0"), Some(State::Up));
+}
