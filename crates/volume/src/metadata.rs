@@ -281,6 +281,22 @@ impl VolumeSet {
         self.save()
     }
 
+    /// Revives an object (see [`Volume::revive`]) in every volume that holds
+    /// it and records the new states on every drive.
+    pub fn revive(&self, name: &str) -> Result<(), VolumeError> {
+        let holders: Vec<&Arc<Volume>> = self.volumes.iter().filter(|v| v.state(name).is_some()).collect();
+        if holders.is_empty() {
+            return Err(VolumeError::UnknownObject {
+                volume: "any volume of the set".into(),
+                name: name.into(),
+            });
+        }
+        for volume in holders {
+            volume.revive(name)?;
+        }
+        self.save()
+    }
+
     /// Writes the next generation of the configuration to every drive that
     /// is up and flushes it.
     pub fn save(&self) -> Result<(), VolumeError> {

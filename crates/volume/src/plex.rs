@@ -108,7 +108,7 @@ impl Plex {
             "request inside the plex"
         );
         let len = buf.len() as u64;
-        if !self.writable(offset, len) {
+        if !self.writable(offset) {
             return Err(io_error(
                 &self.name,
                 Op::Write,
@@ -138,9 +138,11 @@ impl Plex {
         failure.map_or(Ok(()), Err)
     }
 
-    /// True when `offset..offset+len` of the plex takes writes: the plex is
-    /// up, or a revive has already copied that far.
-    pub(crate) fn writable(&self, offset: u64, len: u64) -> bool {
-        self.state.get() == State::Up || offset + len <= self.revived_bytes.load(Relaxed)
+    /// True when a write at `offset` must reach the plex: it is up, or a
+    /// revive has already copied past `offset` (a write straddling the
+    /// revive pointer goes in whole; the copy rewrites the part ahead of
+    /// the pointer with the same data later).
+    pub(crate) fn writable(&self, offset: u64) -> bool {
+        self.state.get() == State::Up || offset < self.revived_bytes.load(Relaxed)
     }
 }

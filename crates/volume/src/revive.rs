@@ -44,6 +44,27 @@ impl Volume {
         Err(VolumeError::UnknownObject { volume: self.name.clone(), name: name.to_string() })
     }
 
+    /// Zeroes every subdisk of the plex called `name` (Vinum's `init`): a
+    /// RAID-5 plex of zeros has consistent parity. The plex must not be in
+    /// use by other requests while this runs.
+    pub fn init_plex(&self, name: &str) -> Result<(), VolumeError> {
+        let plex = self.plexes.iter().find(|p| p.name == name);
+        let plex = plex.ok_or_else(|| VolumeError::UnknownObject {
+            volume: self.name.clone(),
+            name: name.to_string(),
+        })?;
+        let zeros = vec![0; REVIVE_STEP_BYTES as usize];
+        for sd in &plex.sds {
+            let mut offset = 0;
+            while offset < sd.length_bytes {
+                let len = REVIVE_STEP_BYTES.min(sd.length_bytes - offset);
+                sd.write(&zeros[..len as usize], offset)?;
+                offset += len;
+            }
+        }
+        Ok(())
+    }
+
     /// A RAID-5 subdisk whose plex is otherwise healthy is rebuilt from its
     /// plex; any other subdisk is brought back by copying its whole plex
     /// from another plex.

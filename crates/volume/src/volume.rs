@@ -331,7 +331,7 @@ impl Volume {
         let _range = (self.plexes.len() > 1).then(|| self.writes.lock(offset, offset + buf.len() as u64));
         let mut failed = Vec::new();
         let mut stored = 0;
-        for plex in self.plexes.iter().filter(|p| p.writable(offset, buf.len() as u64)) {
+        for plex in self.plexes.iter().filter(|p| p.writable(offset)) {
             match plex.write(buf, offset) {
                 Ok(()) => stored += 1,
                 Err(err) => failed.push((plex, err)),

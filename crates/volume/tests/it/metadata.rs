@@ -101,3 +101,12 @@ fn config_text_round_trips_through_parse() {
     let config = parse(&text).unwrap();
     assert_eq!(config.volumes[0].plexes[0].subdisks[0].drive_offset_bytes, Some(volume::DATA_START_BYTES));
 }
+
+#[test]
+fn revive_through_set_is_recorded() {
+    let (drives, set) = raid5_set();
+    set.set_state("d1", State::Down).unwrap();
+    set.revive("d1").unwrap();
+    let again = assemble(&all(&drives, 4)).unwrap();
+    assert_eq!(again.volume("v").unwrap().state("v.p0.s1"), Some(State::Up));
+}

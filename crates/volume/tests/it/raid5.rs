@@ -179,3 +179,32 @@ fn concurrent_writes_to_one_row_keep_parity() {
     threads.into_iter().for_each(|t| t.join().unwrap());
     assert_eq!(v.check_parity().unwrap()[0].rows_mismatched, 0);
 }
+
+#[test]
+fn write_across_rows_counts_units_and_rows() {
+    let (_drives, v) = raid5(4, "64k");
+    // 160k..288k: data units 2..=4 (2 unit boundaries), rows 0..=1 (1 row boundary).
+    v.write_at(&pattern(128 * 1024, 1), 160 * KIB).unwrap();
+    let c = v.report().plexes[0].counters;
+    assert_eq!((c.writes, c.bytes_written, c.multiblock, c.multistripe), (1, 128 * KIB, 2, 1));
+}
+
+#[test]
+fn misaligned_request_is_refused() {
+    let (_drives, v) = raid5(4, "64k");
+    assert!(matches!(v.write_at(&[0; 100], 0), Err(device::DeviceError::Misaligned { .. })));
+}
+
+#[test]
+fn request_past_end_is_refused() {
+    let (_drives, v) = raid5(4, "64k");
+    let mut buf = vec![0; 4096];
+    assert!(matches!(v.read_at(&mut buf, v.size_bytes()), Err(device::DeviceError::OutOfRange { .. })));
+}
+
+#[test]
+fn flush_reaches_every_drive() {
+    let (drives, v) = raid5(4, "64k");
+    v.flush().unwrap();
+    assert!(drives.values().all(|d| d.stats().snapshot().flushes == 1));
+}
