@@ -58,6 +58,8 @@ pub enum VolumeError {
     UnknownObject { volume: String, name: String },
     #[error("volume '{volume}': {problem}")]
     Invalid { volume: String, problem: String },
+    #[error("volume metadata: {0}")]
+    Metadata(String),
     #[error(transparent)]
     Device(#[from] device::DeviceError),
 }

@@ -16,7 +16,7 @@ use device::Device;
 
 use crate::config::{parse, Config};
 use crate::error::VolumeError;
-use crate::object::State;
+use crate::object::{read_aligned, write_aligned, State};
 use crate::resolve::{resolve, Layout, DATA_START_BYTES};
 use crate::volume::{bind, Volume};
 
@@ -113,10 +113,10 @@ fn decode_header(device: &str, block: &[u8]) -> Result<([u8; 16], String), Volum
 fn encode_config(set_id: &[u8; 16], generation: u64, text: &str) -> Result<Vec<u8>, VolumeError> {
     let text_max = CONFIG_COPY_BYTES as usize - CONFIG_PREFIX_BYTES;
     if text.len() > text_max {
-        return Err(VolumeError::Invalid {
-            volume: String::new(),
-            problem: format!("configuration is {} bytes; the metadata holds at most {text_max}", text.len()),
-        });
+        return Err(VolumeError::Metadata(format!(
+            "configuration is {} bytes; the metadata holds at most {text_max}",
+            text.len()
+        )));
     }
     let mut copy = vec![0u8; CONFIG_COPY_BYTES as usize];
     copy[0..8].copy_from_slice(CONFIG_MAGIC);
@@ -182,7 +182,7 @@ pub fn create(config: &Config, devices: &HashMap<String, Arc<dyn Device>>) -> Re
     let set_id = new_set_id();
     for drive in &layout.drives {
         let dev = &devices[&drive.name];
-        dev.write_at(&encode_header(&set_id, &drive.name, dev.size_bytes()), 0)?;
+        write_aligned(dev.as_ref(), &encode_header(&set_id, &drive.name, dev.size_bytes()), 0)?;
     }
     let set = VolumeSet::new(set_id, layout, devices.clone(), 0)?;
     set.save()?;
@@ -199,7 +199,7 @@ pub fn assemble(devices: &[Arc<dyn Device>]) -> Result<VolumeSet, VolumeError> {
     let mut best: Option<(u64, String)> = None;
     for dev in devices {
         let mut head = vec![0; (HEADER_BYTES + 2 * CONFIG_COPY_BYTES) as usize];
-        dev.read_at(&mut head, 0)?;
+        read_aligned(dev.as_ref(), &mut head, 0)?;
         let (id, name) = decode_header(dev.name(), &head[..HEADER_BYTES as usize])?;
         match &set_id {
             Some((first, first_dev)) if *first != id => {
@@ -220,11 +220,11 @@ pub fn assemble(devices: &[Arc<dyn Device>]) -> Result<VolumeSet, VolumeError> {
             return Err(bad(dev.name(), format!("a second drive claims the name '{name}'")));
         }
     }
-    let (set_id, _) = set_id
-        .ok_or_else(|| VolumeError::Invalid { volume: String::new(), problem: "no drives given".into() })?;
-    let (generation, text) = best.ok_or_else(|| VolumeError::Invalid {
-        volume: String::new(),
-        problem: "no drive holds a valid configuration copy".into(),
+    let (set_id, _) = set_id.ok_or_else(|| VolumeError::Metadata("no drives given to assemble".into()))?;
+    let (generation, text) = best.ok_or_else(|| {
+        VolumeError::Metadata(
+            "no drive holds a valid configuration copy (both copies damaged on every drive)".into(),
+        )
     })?;
     let config = parse(&text)?;
     for drive in &config.drives {
@@ -306,7 +306,7 @@ impl VolumeSet {
         let down: Vec<String> = self.volumes.iter().flat_map(|v| v.states_not_up()).map(|(n, _)| n).collect();
         for drive in self.layout.drives.iter().filter(|d| !down.contains(&d.name)) {
             let dev = &self.devices[&drive.name];
-            dev.write_at(&copy, slot_offset(next))?;
+            write_aligned(dev.as_ref(), &copy, slot_offset(next))?;
             dev.flush()?;
         }
         *generation = next;

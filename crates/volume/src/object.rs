@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 
-use device::{Device, Result, Stats, StatsSnapshot};
+use device::{AlignedBuf, Device, Result, Stats, StatsSnapshot};
 
 /// State of a drive, subdisk or plex.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -96,7 +96,7 @@ impl Subdisk {
 
     pub(crate) fn read(&self, buf: &mut [u8], sd_offset_bytes: u64) -> Result<()> {
         debug_assert!(sd_offset_bytes + buf.len() as u64 <= self.length_bytes, "read inside the subdisk");
-        let result = self.drive.dev.read_at(buf, self.drive_offset_bytes + sd_offset_bytes);
+        let result = read_aligned(self.drive.dev.as_ref(), buf, self.drive_offset_bytes + sd_offset_bytes);
         self.stats.track(self.drive.stats.track(result))?;
         self.stats.record_reads(1, buf.len() as u64);
         self.drive.stats.record_reads(1, buf.len() as u64);
@@ -105,12 +105,38 @@ impl Subdisk {
 
     pub(crate) fn write(&self, buf: &[u8], sd_offset_bytes: u64) -> Result<()> {
         debug_assert!(sd_offset_bytes + buf.len() as u64 <= self.length_bytes, "write inside the subdisk");
-        let result = self.drive.dev.write_at(buf, self.drive_offset_bytes + sd_offset_bytes);
+        let result = write_aligned(self.drive.dev.as_ref(), buf, self.drive_offset_bytes + sd_offset_bytes);
         self.stats.track(self.drive.stats.track(result))?;
         self.stats.record_writes(1, buf.len() as u64);
         self.drive.stats.record_writes(1, buf.len() as u64);
         Ok(())
     }
+}
+
+/// Reads through an aligned bounce buffer when `buf` is not aligned as
+/// the device requires (O_DIRECT drives; pieces of a request that start
+/// inside it, and the volume's own scratch buffers, need not be).
+pub(crate) fn read_aligned(dev: &dyn Device, buf: &mut [u8], offset: u64) -> Result<()> {
+    let align = dev.buffer_align();
+    if align <= 1 || (buf.as_ptr() as usize) % align == 0 {
+        return dev.read_at(buf, offset);
+    }
+    let mut bounce = AlignedBuf::zeroed(buf.len(), align);
+    dev.read_at(&mut bounce, offset)?;
+    buf.copy_from_slice(&bounce);
+    Ok(())
+}
+
+/// Writes through an aligned bounce buffer when needed (see
+/// [`read_aligned`]).
+pub(crate) fn write_aligned(dev: &dyn Device, buf: &[u8], offset: u64) -> Result<()> {
+    let align = dev.buffer_align();
+    if align <= 1 || (buf.as_ptr() as usize) % align == 0 {
+        return dev.write_at(buf, offset);
+    }
+    let mut bounce = AlignedBuf::zeroed(buf.len(), align);
+    bounce.copy_from_slice(buf);
+    dev.write_at(&bounce, offset)
 }
 
 /// Vinum's per-plex counters, updated lock-free.

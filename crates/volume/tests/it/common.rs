@@ -62,3 +62,46 @@ pub fn drive_totals(volume: &Volume) -> StatsSnapshot {
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
     (0..len).map(|i| ((seed as usize + i * 7) % 251) as u8).collect()
 }
+
+/// A memory drive that, like an O_DIRECT file, refuses buffers not aligned
+/// to 4096 bytes.
+pub struct AlignedOnly(pub MemDevice);
+
+impl Device for AlignedOnly {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+    fn sector_bytes(&self) -> u32 {
+        self.0.sector_bytes()
+    }
+    fn buffer_align(&self) -> usize {
+        4096
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> device::Result<()> {
+        device::check_request(self, device::Op::Read, buf.as_ptr() as usize, buf.len(), offset)?;
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> device::Result<()> {
+        device::check_request(self, device::Op::Write, buf.as_ptr() as usize, buf.len(), offset)?;
+        self.0.write_at(buf, offset)
+    }
+    fn flush(&self) -> device::Result<()> {
+        self.0.flush()
+    }
+    fn stats(&self) -> &device::Stats {
+        self.0.stats()
+    }
+}
+
+pub fn aligned_drives(count: usize, size_bytes: u64) -> HashMap<String, Arc<dyn Device>> {
+    (0..count)
+        .map(|i| {
+            let dev: Arc<dyn Device> =
+                Arc::new(AlignedOnly(MemDevice::with_sector(format!("d{i}"), size_bytes, 512).unwrap()));
+            (format!("d{i}"), dev)
+        })
+        .collect()
+}

@@ -110,3 +110,11 @@ fn revive_through_set_is_recorded() {
     let again = assemble(&all(&drives, 4)).unwrap();
     assert_eq!(again.volume("v").unwrap().state("v.p0.s1"), Some(State::Up));
 }
+
+#[test]
+fn aligned_only_drives_create_and_assemble() {
+    let drives = aligned_drives(3, MIB);
+    let set = create(&parse(&single_plex("raid5 8k", 3, "0")).unwrap(), &drives).unwrap();
+    let again = assemble(&all(&drives, 3)).unwrap();
+    assert_eq!(again.config_text(), set.config_text());
+}

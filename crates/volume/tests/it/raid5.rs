@@ -208,3 +208,16 @@ fn flush_reaches_every_drive() {
     v.flush().unwrap();
     assert!(drives.values().all(|d| d.stats().snapshot().flushes == 1));
 }
+
+#[test]
+fn aligned_only_drives_work_with_odd_stripes() {
+    let drives = aligned_drives(4, 2 * MIB);
+    let v = open(&single_plex("raid5 7s", 4, "1m"), &drives);
+    assert_eq!(v.buffer_align(), 4096);
+    let mut data = device::AlignedBuf::zeroed(40 * 1024, 4096);
+    data.copy_from_slice(&pattern(40 * 1024, 3));
+    v.write_at(&data, 3 * 4096).unwrap();
+    let mut back = device::AlignedBuf::zeroed(40 * 1024, 4096);
+    v.read_at(&mut back, 3 * 4096).unwrap();
+    assert_eq!(&back[..], &data[..]);
+}
