@@ -1,14 +1,20 @@
 //! A Vinum-style volume manager: drives, subdisks, plexes (concat,
 //! striped, RAID-5) and volumes (one plex, or several as a mirror).
 //!
-//! Flow: [`parse`] a configuration file into a [`Config`], [`resolve`] it
-//! against the drive sizes into a [`Layout`], then bind the layout to open
-//! drives. A bound volume implements [`device::Device`], so every layer and
-//! workload above runs on it unchanged.
+//! Flow: [`parse`] a configuration file into a [`Config`]; then either
+//! [`create`] a volume set on open drives (lays it out with [`resolve`],
+//! writes the on-disk metadata, binds) or [`build`] it without metadata;
+//! later [`assemble`] it from the drives alone. A bound [`Volume`]
+//! implements [`device::Device`], so every layer and workload above runs on
+//! it unchanged. States ([`Volume::set_state`], [`Volume::revive`]),
+//! counters ([`Volume::report`]) and parity ([`Volume::check_parity`],
+//! [`Volume::rebuild_parity`]) are managed per volume, or through the
+//! [`VolumeSet`] so that state changes are recorded on every drive.
 //!
 //! This crate never prints, never opens files by itself (the caller opens
-//! drives), never panics on input, and knows nothing about the layers above
-//! it (logs, file systems, validation, workloads).
+//! drives and checks their signatures), never returns data it cannot vouch
+//! for, never panics on input, and knows nothing about the layers above it
+//! (logs, file systems, validation, workloads).
 
 mod config;
 mod error;

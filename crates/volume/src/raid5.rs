@@ -91,13 +91,19 @@ impl Plex {
     }
 
     pub(crate) fn raid5_read(&self, geometry: &Raid5, buf: &mut [u8], offset: u64) -> Result<()> {
-        let _rows = self.lock_rows(geometry, offset, buf.len() as u64);
+        // Reads of a healthy plex take no lock: a direct read races a write
+        // as on any device. Reconstruction must not see a half-updated row,
+        // so a degraded plex holds its rows, and a read that fails locks
+        // its row before reconstructing.
+        let healthy = self.sds.iter().all(|sd| sd.usable_at(0, sd.length_bytes));
+        let _rows = (!healthy).then(|| self.lock_rows(geometry, offset, buf.len() as u64));
         for span in geometry.rows(offset, buf.len() as u64) {
             let mut at = span.buf_offset_bytes as usize;
             for (column, range) in span.columns.iter().enumerate() {
                 let Some(range) = range else { continue };
                 let len = (range.end - range.start) as usize;
-                self.read_column(geometry, span.row, column, range, &mut buf[at..at + len])?;
+                let out = &mut buf[at..at + len];
+                self.read_column(geometry, span.row, column, range, out, healthy)?;
                 at += len;
             }
         }
@@ -111,6 +117,7 @@ impl Plex {
         column: usize,
         range: &Range<u64>,
         out: &mut [u8],
+        lock_to_reconstruct: bool,
     ) -> Result<()> {
         let disk = geometry.data_disk(row, column);
         let sd = &self.sds[disk];
@@ -119,6 +126,7 @@ impl Plex {
         {
             return Ok(());
         }
+        let _row = lock_to_reconstruct.then(|| self.rows.lock(row, row + 1));
         self.reconstruct(geometry, row, disk, range, out)?;
         PlexCounters::add(&self.counters.recovered_reads, 1);
         Ok(())
@@ -385,25 +393,27 @@ impl Plex {
                 );
             }
             let disk = geometry.parity_disk(row);
-            self.read_usable(geometry, disk, row, &(0..0))?;
+            self.require_usable(geometry, disk, row)?;
             self.sds[disk].write(&parity, row * geometry.stripe_bytes)?;
         }
         Ok(())
     }
 
-    fn read_usable(&self, geometry: &Raid5, disk: usize, row: u64, range: &Range<u64>) -> Result<Vec<u8>> {
+    fn require_usable(&self, geometry: &Raid5, disk: usize, row: u64) -> Result<()> {
+        if self.row_usable(geometry, disk, row) {
+            return Ok(());
+        }
         let sd = &self.sds[disk];
-        if !self.row_usable(geometry, disk, row) {
-            let why = format!(
-                "subdisk {} is {}; parity can only be checked or rebuilt with every subdisk up",
-                sd.name,
-                sd.state.get()
-            );
-            return Err(io_error(&self.name, Op::Read, row * geometry.row_data_bytes(), 0, why));
-        }
-        if range.is_empty() {
-            return Ok(Vec::new());
-        }
+        let why = format!(
+            "subdisk {} is {}; parity can only be checked or rebuilt with every subdisk up",
+            sd.name,
+            sd.state.get()
+        );
+        Err(io_error(&self.name, Op::Read, row * geometry.row_data_bytes(), 0, why))
+    }
+
+    fn read_usable(&self, geometry: &Raid5, disk: usize, row: u64, range: &Range<u64>) -> Result<Vec<u8>> {
+        self.require_usable(geometry, disk, row)?;
         self.read_chunk(geometry, disk, row, range)
     }
 }

@@ -224,7 +224,10 @@ impl Volume {
         })
     }
 
-    /// Sets the state of the drive, plex or subdisk called `name`.
+    /// Sets the state of the drive, plex or subdisk called `name`, as
+    /// Vinum's `setstate`: forced, no data is copied (use [`Volume::revive`]
+    /// to bring an object back with current data). A drive that goes down
+    /// or stale takes its subdisks stale, since they miss writes.
     pub fn set_state(&self, name: &str, state: State) -> Result<(), VolumeError> {
         if let Some(drive) = self.drives.iter().find(|d| d.name == name) {
             drive.state.set(state);

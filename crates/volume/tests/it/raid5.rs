@@ -221,3 +221,44 @@ fn aligned_only_drives_work_with_odd_stripes() {
     v.read_at(&mut back, 3 * 4096).unwrap();
     assert_eq!(&back[..], &data[..]);
 }
+
+/// For rows whose data is partly on d0 (3 drives, 8k stripes): the
+/// volume offsets of the column on d0 and of the other data column.
+fn columns_on_d0(rows: u64) -> Vec<(u64, u64)> {
+    let geometry =
+        volume::Raid5 { stripe_bytes: 8192, disks: 3, layout: volume::ParityLayout::LeftAsymmetric };
+    let row_offset = |row: u64, column: u64| row * 16 * 1024 + column * 8192;
+    (0..rows)
+        .filter(|&row| geometry.parity_disk(row) != 0)
+        .map(|row| {
+            let on_d0 = if geometry.data_disk(row, 0) == 0 { 0 } else { 1 };
+            (row_offset(row, on_d0), row_offset(row, 1 - on_d0))
+        })
+        .collect()
+}
+
+#[test]
+fn degraded_reads_during_writes_to_same_rows_stay_correct() {
+    // Writers change the healthy column of each row while readers
+    // reconstruct the column on the down drive, which never changes.
+    let (_drives, v) = raid5(3, "8k");
+    let initial = pattern(v.size_bytes() as usize, 1);
+    v.write_at(&initial, 0).unwrap();
+    v.set_state("d0", State::Down).unwrap();
+    let columns = columns_on_d0(40);
+    let writer = {
+        let (v, columns) = (Arc::clone(&v), columns.clone());
+        std::thread::spawn(move || {
+            for (i, &(_, other)) in columns.iter().cycle().take(300).enumerate() {
+                v.write_at(&pattern(8192, i as u64), other).unwrap();
+            }
+        })
+    };
+    for &(on_d0, _) in columns.iter().cycle().take(300) {
+        let mut buf = vec![0; 8192];
+        v.read_at(&mut buf, on_d0).unwrap();
+        assert_eq!(buf, initial[on_d0 as usize..][..8192]);
+    }
+    writer.join().unwrap();
+    assert_eq!(v.report().plexes[0].counters.recovered_reads, 300);
+}
