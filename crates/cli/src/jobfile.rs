@@ -58,6 +58,10 @@ pub struct JobFields {
     /// Requests in flight per thread, uring engine (default 1; 16 in the default job).
     #[arg(long, value_name = "N")]
     pub iodepth: Option<u32>,
+    /// Requests queued before they are submitted together, uring engine
+    /// (fio's iodepth_batch_submit; default 1: each as soon as it is ready).
+    #[arg(long, value_name = "N")]
+    pub iodepth_batch: Option<u32>,
     /// How requests are submitted: auto (default: uring for files and block
     /// devices where the kernel allows it, else sync), sync or uring.
     #[arg(long, value_name = "ENGINE")]
@@ -121,6 +125,7 @@ impl JobFields {
             bsalign,
             threads,
             iodepth,
+            iodepth_batch,
             engine,
             direct,
             sector_size,

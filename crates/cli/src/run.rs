@@ -160,6 +160,7 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         align_bytes: bytes("bsalign", &f.bsalign)?,
         threads: f.threads.unwrap_or(1),
         iodepth: f.iodepth.unwrap_or(1),
+        submit_batch: f.iodepth_batch.unwrap_or(1),
         engine: Engine::Sync,
         flush_every: f.flush_every.unwrap_or(0),
         end_flush: f.end_flush.unwrap_or(false),

@@ -414,6 +414,9 @@ pub struct JobSpec {
     pub align_bytes: Option<u64>,
     pub threads: u32,
     pub iodepth: u32,
+    /// Requests queued before they are handed to the kernel together
+    /// (uring engine; fio's iodepth_batch_submit). 1..=iodepth.
+    pub submit_batch: u32,
     pub engine: Engine,
     /// Flush after every this many writes (per thread); 0 = never.
     pub flush_every: u64,
@@ -451,6 +454,7 @@ impl Default for JobSpec {
             align_bytes: None,
             threads: 1,
             iodepth: 1,
+            submit_batch: 1,
             engine: Engine::Sync,
             flush_every: 0,
             end_flush: false,
@@ -498,6 +502,12 @@ impl JobSpec {
             return Err(spec_error(
                 "iodepth",
                 format!("{} is out of range; use 1-{MAX_IODEPTH}", self.iodepth),
+            ));
+        }
+        if self.submit_batch == 0 || self.submit_batch > self.iodepth {
+            return Err(spec_error(
+                "iodepth-batch",
+                format!("{} is out of range; use 1 up to the depth ({})", self.submit_batch, self.iodepth),
             ));
         }
         if self.engine == Engine::Sync && self.iodepth > 1 {

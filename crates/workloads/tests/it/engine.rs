@@ -160,3 +160,12 @@ fn per_second_series_adds_up_to_the_totals() {
     let ios: u64 = result.per_second.iter().map(|s| s.read_ios + s.write_ios).sum();
     assert_eq!(ios, 2000);
 }
+
+#[test]
+fn uring_engine_with_batched_submission_issues_exactly_the_requested_ios() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = file(&dir, 8 << 20);
+    let job = JobSpec { engine: Engine::Uring, iodepth: 8, submit_batch: 8, ..randrw(333) };
+    let result = run_job(&job, dev, &Progress::default()).unwrap();
+    assert_eq!(result.read.ios + result.write.ios, 333);
+}

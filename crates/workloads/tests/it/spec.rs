@@ -115,3 +115,9 @@ fn fixed_size_aligns_offsets_to_itself() {
     let job = JobSpec { bs: BlockSizes::Fixed(8192), ..JobSpec::default() };
     assert_eq!(job.region(1 << 20, 512).unwrap().align, 8192);
 }
+
+#[test]
+fn submit_batch_above_the_depth_is_refused() {
+    let job = JobSpec { iodepth: 4, submit_batch: 8, engine: Engine::Uring, ..JobSpec::default() };
+    assert_eq!(job.check().unwrap_err().flag, "iodepth-batch");
+}
