@@ -150,6 +150,8 @@ fn is_keyword(word: &str) -> bool {
             | "device"
             | "readpol"
             | "setupstate"
+            | "state"
+            | "vol"
             | "org"
             | "layout"
             | "volume"
@@ -199,15 +201,17 @@ impl Parser {
 
     fn drive(&mut self, args: &[&str]) -> Result<(), ConfigError> {
         let (name, rest) = split_name(self, args)?;
-        let mut device = None;
+        let (mut device, mut state) = (None, None);
         for (key, values) in pairs(self, rest)? {
             match key {
                 "device" => device = Some(one(self, key, &values)?.to_string()),
+                "state" => state = Some(self.state_word(one(self, key, &values)?)?),
                 _ => return Err(self.syntax(format!("'{key}' is not a drive option"))),
             }
         }
         let device = device.ok_or_else(|| self.syntax(format!("drive '{name}' needs 'device PATH'")))?;
         self.claim("drive", &name)?;
+        self.inline_state(&name, state);
         self.config.drives.push(DriveSpec { name, device, line: self.line });
         Ok(())
     }
@@ -220,7 +224,7 @@ impl Parser {
                 ("readpol", ["round"]) => ReadPolicySpec::RoundRobin,
                 ("readpol", ["prefer", plex]) => ReadPolicySpec::Prefer(plex.to_string()),
                 ("readpol", _) => return Err(self.syntax("readpol takes 'round' or 'prefer PLEX'".into())),
-                ("setupstate", _) => read_policy,
+                ("setupstate", _) | ("state", [_]) => read_policy,
                 _ => return Err(self.syntax(format!("'{key}' is not a volume option"))),
             };
         }
@@ -231,14 +235,15 @@ impl Parser {
     }
 
     fn plex(&mut self, args: &[&str]) -> Result<(), ConfigError> {
-        let (mut name, mut org, mut layout) = (None, None, ParityLayout::LeftAsymmetric);
+        let (mut name, mut org, mut layout, mut state) = (None, None, ParityLayout::LeftAsymmetric, None);
         let mut volume = self.config.volumes.len().checked_sub(1);
         for (key, values) in pairs(self, args)? {
             match key {
                 "name" => name = Some(one(self, key, &values)?.to_string()),
                 "org" => org = Some(self.org(&values)?),
                 "layout" => layout = self.layout(one(self, key, &values)?)?,
-                "volume" => volume = Some(self.volume_index(one(self, key, &values)?)?),
+                "volume" | "vol" => volume = Some(self.volume_index(one(self, key, &values)?)?),
+                "state" => state = Some(self.state_word(one(self, key, &values)?)?),
                 _ => return Err(self.syntax(format!("'{key}' is not a plex option"))),
             }
         }
@@ -252,6 +257,7 @@ impl Parser {
         let name = name.unwrap_or_else(|| format!("{}.p{}", self.config.volumes[volume].name, plexes.len()));
         self.claim("plex", &name)?;
         check_stripe(self.line, &name, &org)?;
+        self.inline_state(&name, state);
         let plexes = &mut self.config.volumes[volume].plexes;
         plexes.push(PlexSpec { name, org, subdisks: Vec::new(), line: self.line });
         self.last_plex = Some((volume, plexes.len() - 1));
@@ -306,7 +312,7 @@ impl Parser {
 
     fn sd(&mut self, args: &[&str]) -> Result<(), ConfigError> {
         let (mut name, mut length, mut drive) = (None, None, None);
-        let (mut drive_offset, mut plex_offset, mut plex) = (None, None, self.last_plex);
+        let (mut drive_offset, mut plex_offset, mut plex, mut state) = (None, None, self.last_plex, None);
         for (key, values) in pairs(self, args)? {
             match key {
                 "name" => name = Some(one(self, key, &values)?.to_string()),
@@ -315,6 +321,7 @@ impl Parser {
                 "driveoffset" => drive_offset = Some(self.size(key, &values)?),
                 "plexoffset" => plex_offset = Some(self.size(key, &values)?),
                 "plex" => plex = Some(self.plex_index(one(self, key, &values)?)?),
+                "state" => state = Some(self.state_word(one(self, key, &values)?)?),
                 _ => return Err(self.syntax(format!("'{key}' is not a subdisk option"))),
             }
         }
@@ -328,6 +335,7 @@ impl Parser {
             return Err(ConfigError::UnknownDrive { line: self.line, sd: name, drive });
         }
         self.claim("subdisk", &name)?;
+        self.inline_state(&name, state);
         let sd = SdSpec {
             name,
             length_bytes,
@@ -340,16 +348,31 @@ impl Parser {
         Ok(())
     }
 
+    /// Vinum's object states, mapped onto iolab's three: objects Vinum
+    /// calls degraded, flaky or corrupt are up (their subdisks' states tell
+    /// what is usable); crashed, faulty or obsolete ones are down; empty,
+    /// initializing or reviving ones are stale until revived.
+    fn state_word(&self, word: &str) -> Result<State, ConfigError> {
+        match word {
+            "up" | "degraded" | "flaky" | "corrupt" => Ok(State::Up),
+            "down" | "crashed" | "faulty" | "obsolete" => Ok(State::Down),
+            "stale" | "empty" | "initializing" | "reviving" => Ok(State::Stale),
+            other => Err(self.syntax(format!("state '{other}' is not up, down or stale"))),
+        }
+    }
+
+    /// Records an inline `state S` option of the object `name`.
+    fn inline_state(&mut self, name: &str, state: Option<State>) {
+        if let Some(state) = state {
+            self.config.states.push(StateSpec { name: name.to_string(), state, line: self.line });
+        }
+    }
+
     fn state(&mut self, args: &[&str]) -> Result<(), ConfigError> {
         let [name, word] = args else {
             return Err(self.syntax("state takes an object name and up, down or stale".into()));
         };
-        let state = match *word {
-            "up" => State::Up,
-            "down" => State::Down,
-            "stale" => State::Stale,
-            other => return Err(self.syntax(format!("state '{other}' is not up, down or stale"))),
-        };
+        let state = self.state_word(word)?;
         match self.names.get(*name) {
             Some((_, "volume")) | None => Err(ConfigError::UnknownObject {
                 line: self.line,

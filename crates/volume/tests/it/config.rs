@@ -159,3 +159,28 @@ fn concat_plexoffset_orders_subdisks() {
     let names: Vec<&str> = layout.volumes[0].plexes[0].subdisks.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["y", "x"]);
 }
+
+#[test]
+fn vinum_printconfig_style_parses() {
+    let text = "drive d1 device /dev/da1s1h state up\ndrive d2 device /dev/da2s1h state crashed\n\
+                volume s state up\nplex name s.p0 org striped 986s vol s state degraded\n\
+                sd name s.p0.s0 drive d1 len 4000s driveoffset 265s state up plex s.p0 plexoffset 0s\n\
+                sd name s.p0.s1 drive d2 len 4000s driveoffset 265s state stale plex s.p0 plexoffset 986s\n";
+    let config = parse(text).unwrap();
+    let plex = &config.volumes[0].plexes[0];
+    assert_eq!(plex.org, Org::Striped { stripe_bytes: 986 * 512 });
+    assert_eq!(plex.subdisks[1].drive_offset_bytes, Some(265 * 512));
+    let down: Vec<(&str, volume::State)> = config
+        .states
+        .iter()
+        .filter(|s| s.state != volume::State::Up)
+        .map(|s| (s.name.as_str(), s.state))
+        .collect();
+    assert_eq!(down, [("d2", volume::State::Down), ("s.p0.s1", volume::State::Stale)]);
+}
+
+#[test]
+fn unknown_state_word_names_line() {
+    let err = parse("drive a device A state sleepy\n").unwrap_err();
+    assert!(matches!(err, ConfigError::Syntax { line: 1, .. }), "{err}");
+}
