@@ -5,4 +5,5 @@ mod mirror;
 mod props;
 mod raid5;
 mod revive;
+mod seed;
 mod striped;
