@@ -144,7 +144,7 @@ fn place(sd: &SdSpec, drive_size: u64, on_drive: &mut Vec<Placed>) -> Result<(u6
             (area.0, length)
         }
     };
-    let end = start + length;
+    let end = start.saturating_add(length);
     if end > drive_size {
         return Err(too_small(format!("it ends at byte {end}, the drive has {drive_size} bytes")));
     }
@@ -193,7 +193,7 @@ fn order_subdisks(
             let mut with_offsets = Vec::new();
             for (spec, sd) in sds {
                 let offset = spec.plex_offset_bytes.unwrap_or(next);
-                next = offset + sd.length_bytes;
+                next = offset.saturating_add(sd.length_bytes);
                 with_offsets.push((offset, spec, sd));
             }
             with_offsets.sort_by_key(|(offset, _, _)| *offset);
@@ -206,7 +206,7 @@ fn order_subdisks(
                         sd.name, spec.line
                     )));
                 }
-                expected += sd.length_bytes;
+                expected = expected.saturating_add(sd.length_bytes);
             }
             Ok(with_offsets.into_iter().map(|(_, _, sd)| sd).collect())
         }

@@ -126,8 +126,19 @@ fn bind_plex(
     sector_bytes: u64,
 ) -> Result<Plex, VolumeError> {
     let invalid = |problem: String| VolumeError::Invalid { volume: volume.to_string(), problem };
+    // A layout may come from outside the parser (deserialized): check the
+    // rules the geometry relies on.
+    if spec.subdisks.len() < spec.org.subdisks_min() {
+        return Err(invalid(format!(
+            "plex {}: a {} plex needs at least {} subdisks, it has {}",
+            spec.name,
+            spec.org.kind(),
+            spec.org.subdisks_min(),
+            spec.subdisks.len()
+        )));
+    }
     if let Some(stripe_bytes) = spec.org.stripe_bytes() {
-        if stripe_bytes % sector_bytes != 0 {
+        if stripe_bytes == 0 || stripe_bytes % sector_bytes != 0 {
             return Err(invalid(format!(
                 "plex {}: stripe of {stripe_bytes} bytes is not a multiple of the {sector_bytes}-byte sectors",
                 spec.name
@@ -138,7 +149,7 @@ fn bind_plex(
     for sd in &spec.subdisks {
         let drive =
             drives.get(sd.drive).ok_or_else(|| invalid(format!("subdisk {} has no drive", sd.name)))?;
-        let end = sd.drive_offset_bytes + sd.length_bytes;
+        let end = sd.drive_offset_bytes.saturating_add(sd.length_bytes);
         if end > drive.dev.size_bytes()
             || sd.drive_offset_bytes % sector_bytes != 0
             || sd.length_bytes % sector_bytes != 0

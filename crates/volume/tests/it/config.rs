@@ -184,3 +184,43 @@ fn unknown_state_word_names_line() {
     let err = parse("drive a device A state sleepy\n").unwrap_err();
     assert!(matches!(err, ConfigError::Syntax { line: 1, .. }), "{err}");
 }
+
+mod never_panics {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn word() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("drive".to_string()),
+            Just("volume".to_string()),
+            Just("plex".to_string()),
+            Just("sd".to_string()),
+            Just("org".to_string()),
+            Just("raid5".to_string()),
+            Just("striped".to_string()),
+            Just("concat".to_string()),
+            Just("length".to_string()),
+            Just("driveoffset".to_string()),
+            Just("plexoffset".to_string()),
+            Just("device".to_string()),
+            Just("name".to_string()),
+            Just("state".to_string()),
+            Just("0".to_string()),
+            Just("\n".to_string()),
+            "[a-c]{1,2}",
+            "[0-9]{1,12}[skmg]?",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn parse_and_resolve_return_errors_not_panics(words in prop::collection::vec(word(), 0..40), size in 0u64..8 * MIB) {
+            if let Ok(config) = parse(&words.join(" ")) {
+                let sizes: HashMap<String, u64> = config.drives.iter().map(|d| (d.name.clone(), size)).collect();
+                let _ = resolve(&config, &sizes);
+            }
+        }
+    }
+}

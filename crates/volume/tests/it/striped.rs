@@ -99,3 +99,21 @@ fn missing_drive_refused_by_build() {
         volume::build(&volume::parse(&single_plex("striped 4k", 2, "1m")).unwrap(), &drives).unwrap_err();
     assert!(matches!(err, volume::VolumeError::MissingDrive { ref drive } if drive == "d1"), "{err}");
 }
+
+#[test]
+fn deserialized_layout_with_zero_stripe_is_refused() {
+    let drives = drives_for(2, 2 * MIB);
+    let config = volume::parse(&single_plex("striped 4k", 2, "1m")).unwrap();
+    let sizes = drives.iter().map(|(n, d)| (n.clone(), d.size_bytes())).collect();
+    let mut layout = volume::resolve(&config, &sizes).unwrap();
+    layout.volumes[0].plexes[0].org = volume::Org::Striped { stripe_bytes: 0 };
+    assert!(matches!(volume::bind(&layout, &drives), Err(volume::VolumeError::Invalid { .. })));
+}
+
+#[test]
+fn huge_driveoffset_is_an_error_not_a_panic() {
+    let text =
+        "drive d0 device a\nvolume v\nplex org concat\nsd length 1m drive d0 driveoffset 17179869183g\n";
+    let err = volume::resolve(&volume::parse(text).unwrap(), &[("d0".to_string(), MIB)].into()).unwrap_err();
+    assert!(matches!(err, volume::ConfigError::DriveTooSmall { line: 4, .. }), "{err}");
+}
