@@ -138,6 +138,19 @@ impl Plex {
         failure.map_or(Ok(()), Err)
     }
 
+    /// True when the plex is up and every subdisk a read of
+    /// `offset..offset+len` needs is usable (for RAID-5: at most one
+    /// subdisk unusable), so a mirror does not send it reads it must fail.
+    pub(crate) fn readable(&self, offset: u64, len: u64) -> bool {
+        if self.state.get() != State::Up {
+            return false;
+        }
+        if self.raid5().is_some() {
+            return self.sds.iter().filter(|sd| !sd.usable_at(0, sd.length_bytes)).count() <= 1;
+        }
+        self.extents(offset, len).iter().all(|e| self.sds[e.sd].usable_at(e.sd_offset_bytes, e.len_bytes))
+    }
+
     /// True when a write at `offset` must reach the plex: it is up, or a
     /// revive has already copied past `offset` (a write straddling the
     /// revive pointer goes in whole; the copy rewrites the part ahead of

@@ -326,7 +326,7 @@ impl Volume {
         };
         let mut failure = None;
         for plex in (0..count).map(|k| &self.plexes[(first + k) % count]) {
-            if plex.state.get() != State::Up {
+            if !plex.readable(offset, buf.len() as u64) {
                 continue;
             }
             match plex.read(buf, offset) {
@@ -363,7 +363,14 @@ impl Volume {
     }
 
     fn no_plex(&self, op: Op, offset: u64, len: usize) -> DeviceError {
-        io_error(&self.name, op, offset, len as u64, "no plex of the volume is up".into())
+        io_error(
+            &self.name,
+            op,
+            offset,
+            len as u64,
+            "no plex can serve it: each is down or stale, or a subdisk it needs for this range is not up"
+                .into(),
+        )
     }
 }
 

@@ -76,3 +76,26 @@ fn plex_missing_a_write_becomes_stale() {
     v.write_at(&[2; 4096], 0).unwrap();
     assert_eq!(v.state("m.p1"), Some(State::Stale));
 }
+
+#[test]
+fn reads_skip_plex_with_drive_down_without_counting_recovery() {
+    let drives = mem_drives(&["a", "b"], 4 * MIB);
+    let v = open(MIRROR, &drives);
+    v.set_state("a", State::Down).unwrap();
+    let mut buf = vec![0; 4096];
+    for _ in 0..4 {
+        v.read_at(&mut buf, 0).unwrap();
+    }
+    let report = v.report();
+    assert_eq!((report.recovered_reads, report.plexes[1].counters.reads), (0, 4));
+}
+
+#[test]
+fn read_with_every_plex_unavailable_is_an_error() {
+    let drives = mem_drives(&["a", "b"], 4 * MIB);
+    let v = open(MIRROR, &drives);
+    v.set_state("a", State::Down).unwrap();
+    v.set_state("b", State::Down).unwrap();
+    let mut buf = vec![0; 4096];
+    assert!(v.read_at(&mut buf, 0).is_err());
+}
