@@ -1,0 +1,17 @@
+//! Data validation: every sector iolab writes under `--validate` carries a
+//! stamp (magic, address, key, write sequence, time, run id, crc32c) and
+//! data derived from them, so what is read back can be checked and every
+//! difference classified: lost write, misdirected write, corruption, torn
+//! write, unexpected zeros.
+//!
+//! This crate is pure computation on buffers: it never does I/O, never
+//! prints, and knows nothing of devices or workloads. The layout of a stamp
+//! is specified in docs/formats.md ("Validation stamp").
+
+mod check;
+mod keys;
+mod stamp;
+
+pub use check::{check_block, BlockVerdict, Expect, Finding, FindingKind};
+pub use keys::{next_key, KeyMap, KEY_NEVER_WRITTEN};
+pub use stamp::{fill_block, read_stamp, Stamp, StampError, STAMP_HEADER_BYTES, STAMP_MAGIC, STAMP_VERSION};

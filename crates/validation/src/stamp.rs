@@ -1,0 +1,135 @@
+//! The stamp at the start of every validated sector, and the data after it.
+//!
+//! Layout (little-endian, docs/formats.md "Validation stamp"):
+//! ```text
+//!  0  magic     [u8; 8]  "IOLABSTP"
+//!  8  version   u32      1
+//! 12  crc32c    u32      over the whole sector with this field zero
+//! 16  address   u64      byte offset of this sector on the target
+//! 24  sequence  u64      write sequence number within the run
+//! 32  time_ns   u64      write time, ns since the Unix epoch
+//! 40  run_id    u64      identifies the validation run (and the target)
+//! 48  key       u8       1..=255, the block's key at this write
+//! 49  reserved  [u8; 15] zero
+//! 64  data      words derived from (address, key, run_id)
+//! ```
+
+pub const STAMP_MAGIC: &[u8; 8] = b"IOLABSTP";
+pub const STAMP_VERSION: u32 = 1;
+pub const STAMP_HEADER_BYTES: usize = 64;
+
+/// The header fields of one stamped sector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Stamp {
+    pub address: u64,
+    pub sequence: u64,
+    pub time_ns: u64,
+    pub run_id: u64,
+    pub key: u8,
+}
+
+/// Why a sector does not hold a valid stamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum StampError {
+    /// Every byte is zero.
+    Zeros,
+    /// No iolab stamp magic (foreign or garbage data).
+    NoMagic,
+    /// A stamp of a format version this iolab does not know.
+    Version(u32),
+    /// The magic is there but the checksum does not match: the sector was
+    /// changed after it was written (or torn inside the sector).
+    Checksum { stored: u32, computed: u32 },
+}
+
+fn put_u64(buf: &mut [u8], at: usize, v: u64) {
+    buf[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn get_u64(buf: &[u8], at: usize) -> u64 {
+    // Invariant: callers pass offsets inside the 64-byte header.
+    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn get_u32(buf: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// splitmix64: a fast bijective mixer, enough to make every sector's data
+/// differ per address, key and run.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn data_seed(address: u64, key: u8, run_id: u64) -> u64 {
+    mix(address ^ mix(run_id ^ u64::from(key).rotate_left(56)))
+}
+
+/// Writes one stamped sector into `sector` (whose length is the sector size).
+fn fill_sector(sector: &mut [u8], stamp: &Stamp) {
+    debug_assert!(sector.len() >= STAMP_HEADER_BYTES && sector.len() % 8 == 0);
+    let seed = data_seed(stamp.address, stamp.key, stamp.run_id);
+    for (i, word) in sector[STAMP_HEADER_BYTES..].chunks_exact_mut(8).enumerate() {
+        word.copy_from_slice(&mix(seed.wrapping_add(i as u64)).to_le_bytes());
+    }
+    sector[..8].copy_from_slice(STAMP_MAGIC);
+    sector[8..12].copy_from_slice(&STAMP_VERSION.to_le_bytes());
+    sector[12..16].fill(0);
+    put_u64(sector, 16, stamp.address);
+    put_u64(sector, 24, stamp.sequence);
+    put_u64(sector, 32, stamp.time_ns);
+    put_u64(sector, 40, stamp.run_id);
+    sector[48] = stamp.key;
+    sector[49..64].fill(0);
+    let crc = crc32c::crc32c(sector);
+    sector[12..16].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Fills `buf` (a whole number of sectors, written at byte `offset`) with
+/// stamped sectors of `key`, all carrying the same sequence number.
+pub fn fill_block(
+    buf: &mut [u8],
+    sector_bytes: usize,
+    offset: u64,
+    key: u8,
+    sequence: u64,
+    time_ns: u64,
+    run_id: u64,
+) {
+    debug_assert!(buf.len() % sector_bytes == 0 && key != 0);
+    for (i, sector) in buf.chunks_exact_mut(sector_bytes).enumerate() {
+        let address = offset + (i * sector_bytes) as u64;
+        fill_sector(sector, &Stamp { address, sequence, time_ns, run_id, key });
+    }
+}
+
+/// Reads and checks the stamp of one sector.
+pub fn read_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
+    if sector.len() < STAMP_HEADER_BYTES || &sector[..8] != STAMP_MAGIC {
+        if sector.iter().all(|&b| b == 0) {
+            return Err(StampError::Zeros);
+        }
+        return Err(StampError::NoMagic);
+    }
+    let version = get_u32(sector, 8);
+    if version != STAMP_VERSION {
+        return Err(StampError::Version(version));
+    }
+    let stored = get_u32(sector, 12);
+    let mut digest = crc32c::crc32c(&sector[..12]);
+    digest = crc32c::crc32c_append(digest, &[0; 4]);
+    let computed = crc32c::crc32c_append(digest, &sector[16..]);
+    if stored != computed {
+        return Err(StampError::Checksum { stored, computed });
+    }
+    Ok(Stamp {
+        address: get_u64(sector, 16),
+        sequence: get_u64(sector, 24),
+        time_ns: get_u64(sector, 32),
+        run_id: get_u64(sector, 40),
+        key: sector[48],
+    })
+}

@@ -1,0 +1,95 @@
+//! Every class of fault, injected, is reported as that class.
+
+use validation::{check_block, fill_block, BlockVerdict, Expect, FindingKind};
+
+const RUN: u64 = 77;
+
+fn block(offset: u64, key: u8) -> Vec<u8> {
+    let mut buf = vec![0; 4096];
+    fill_block(&mut buf, 512, offset, key, 1, 1, RUN);
+    buf
+}
+
+fn first_finding(v: BlockVerdict) -> FindingKind {
+    match v {
+        BlockVerdict::Bad { findings } => findings[0].kind,
+        other => panic!("expected findings, got {other:?}"),
+    }
+}
+
+#[test]
+fn intact_block_is_ok() {
+    assert_eq!(check_block(&block(8192, 4), 512, 8192, Expect::Key(4), RUN), BlockVerdict::Ok);
+}
+
+#[test]
+fn lost_write_reads_back_the_older_key() {
+    let v = check_block(&block(8192, 3), 512, 8192, Expect::Key(4), RUN);
+    assert_eq!(first_finding(v), FindingKind::LostWrite { expected_key: 4, found_key: 3 });
+}
+
+#[test]
+fn misdirected_write_shows_another_address() {
+    let v = check_block(&block(0, 4), 512, 8192, Expect::Key(4), RUN);
+    assert_eq!(first_finding(v), FindingKind::Misdirected { found_address: 0 });
+}
+
+#[test]
+fn flipped_bit_is_corruption() {
+    let mut buf = block(8192, 4);
+    buf[700] ^= 0x10;
+    let v = check_block(&buf, 512, 8192, Expect::Key(4), RUN);
+    match v {
+        BlockVerdict::Bad { findings } => {
+            assert_eq!(findings.len(), 1);
+            assert_eq!(findings[0].address, 8192 + 512);
+            assert_eq!(findings[0].kind, FindingKind::Corrupt { reason: "checksum mismatch" });
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn zeros_where_data_was_written_are_reported() {
+    let v = check_block(&[0; 4096], 512, 8192, Expect::Key(4), RUN);
+    assert_eq!(first_finding(v), FindingKind::UnexpectedZeros);
+}
+
+#[test]
+fn stamp_of_another_run_is_reported() {
+    let mut buf = vec![0; 4096];
+    fill_block(&mut buf, 512, 8192, 4, 1, 1, RUN + 1);
+    let v = check_block(&buf, 512, 8192, Expect::Key(4), RUN);
+    assert_eq!(first_finding(v), FindingKind::ForeignRun { found_run_id: RUN + 1 });
+}
+
+#[test]
+fn torn_write_mixes_old_and_new_sectors() {
+    let mut buf = block(8192, 5);
+    buf[..1024].copy_from_slice(&block(8192, 4)[..1024]);
+    let v = check_block(&buf, 512, 8192, Expect::OldOrNew { old: 4, new: 5 }, RUN);
+    assert_eq!(v, BlockVerdict::Torn { new_sectors: 6, old_sectors: 2 });
+}
+
+#[test]
+fn partly_lost_completed_write_is_torn() {
+    let mut buf = block(8192, 5);
+    buf[..512].copy_from_slice(&block(8192, 4)[..512]);
+    let v = check_block(&buf, 512, 8192, Expect::OldOrNew { old: 4, new: 5 }, RUN);
+    assert!(matches!(v, BlockVerdict::Torn { .. }));
+}
+
+#[test]
+fn pending_write_may_be_wholly_old_or_wholly_new() {
+    let pending = Expect::OldOrNew { old: 4, new: 5 };
+    assert_eq!(check_block(&block(8192, 4), 512, 8192, pending, RUN), BlockVerdict::PendingOld);
+    assert_eq!(check_block(&block(8192, 5), 512, 8192, pending, RUN), BlockVerdict::PendingNew);
+}
+
+#[test]
+fn pending_first_write_accepts_zeros_or_new() {
+    let pending = Expect::OldOrNew { old: 0, new: 1 };
+    assert_eq!(check_block(&[0; 4096], 512, 8192, pending, RUN), BlockVerdict::PendingOld);
+    assert_eq!(check_block(&block(8192, 1), 512, 8192, pending, RUN), BlockVerdict::PendingNew);
+    assert!(matches!(check_block(&block(8192, 7), 512, 8192, pending, RUN), BlockVerdict::Bad { .. }));
+}
