@@ -24,6 +24,17 @@ pub struct Config {
     /// `state OBJECT up|down|stale` lines (iolab's addition, written in
     /// saved configurations).
     pub states: Vec<StateSpec>,
+    /// `revived OBJECT SIZE` lines: how far a revive of a plex or subdisk
+    /// had come when the configuration was saved.
+    pub progress: Vec<ProgressSpec>,
+}
+
+/// `revived OBJECT SIZE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgressSpec {
+    pub name: String,
+    pub revived_bytes: u64,
+    pub line: usize,
 }
 
 /// `state OBJECT up|down|stale`: the saved state of a drive, plex or subdisk.
@@ -112,6 +123,7 @@ pub fn parse(text: &str) -> Result<Config, ConfigError> {
                 "plex" => parser.plex(args)?,
                 "sd" | "subdisk" => parser.sd(args)?,
                 "state" => parser.state(args)?,
+                "revived" => parser.revived(args)?,
                 other => return Err(parser.syntax(format!("unknown keyword '{other}'"))),
             }
         }
@@ -365,6 +377,28 @@ impl Parser {
     fn inline_state(&mut self, name: &str, state: Option<State>) {
         if let Some(state) = state {
             self.config.states.push(StateSpec { name: name.to_string(), state, line: self.line });
+        }
+    }
+
+    fn revived(&mut self, args: &[&str]) -> Result<(), ConfigError> {
+        let [name, size] = args else {
+            return Err(self.syntax("revived takes a plex or subdisk name and a size".into()));
+        };
+        let revived_bytes = self.size("revived", &[size])?;
+        match self.names.get(*name) {
+            Some((_, "plex" | "subdisk")) => {
+                self.config.progress.push(ProgressSpec {
+                    name: name.to_string(),
+                    revived_bytes,
+                    line: self.line,
+                });
+                Ok(())
+            }
+            _ => Err(ConfigError::UnknownObject {
+                line: self.line,
+                what: "plex or subdisk",
+                name: name.to_string(),
+            }),
         }
     }
 

@@ -39,5 +39,5 @@ pub use metadata::{
 pub use object::{ObjectReport, PlexCountersSnapshot, State};
 pub use raid5::{ParityReport, PARITY_MISMATCHES_LISTED_MAX};
 pub use resolve::{resolve, DriveLayout, Layout, PlexLayout, SdLayout, VolumeLayout, DATA_START_BYTES};
-pub use revive::REVIVE_STEP_BYTES;
+pub use revive::{OnStep, REVIVE_STEP_BYTES};
 pub use volume::{bind, build, PlexReport, ReadPolicy, SubdiskReport, Volume, VolumeReport};

@@ -30,6 +30,10 @@ pub const HEADER_BYTES: u64 = 4096;
 pub const CONFIG_COPY_BYTES: u64 = 65_536;
 /// Bytes of the fixed part of a configuration copy before its text.
 pub const CONFIG_PREFIX_BYTES: usize = 48;
+/// A revive through [`VolumeSet::revive`] records its progress on the
+/// drives after this many steps, so an interrupted revive resumes there.
+pub const REVIVE_SAVE_EVERY_STEPS: u64 = 16;
+
 /// Longest drive name a header holds.
 pub const DRIVE_NAME_BYTES_MAX: usize = 63;
 
@@ -266,7 +270,8 @@ impl VolumeSet {
                 states.push((name, state));
             }
         }
-        self.layout.to_config_text(&states)
+        let progress: Vec<(String, u64)> = self.volumes.iter().flat_map(|v| v.revive_progress()).collect();
+        self.layout.to_config_text(&states, &progress)
     }
 
     /// Sets an object's state and records it on every drive.
@@ -291,8 +296,16 @@ impl VolumeSet {
                 name: name.into(),
             });
         }
+        let mut steps = 0u64;
+        let mut on_step = || {
+            steps += 1;
+            if steps % REVIVE_SAVE_EVERY_STEPS == 0 {
+                self.save()?;
+            }
+            Ok(())
+        };
         for volume in holders {
-            volume.revive(name)?;
+            volume.revive_with(name, &mut on_step)?;
         }
         self.save()
     }

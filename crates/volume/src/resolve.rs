@@ -23,6 +23,8 @@ pub struct Layout {
     pub volumes: Vec<VolumeLayout>,
     /// Objects whose state is not up, as configured or saved.
     pub states: Vec<(String, State)>,
+    /// Revive progress of plexes and subdisks: (name, bytes revived).
+    pub progress: Vec<(String, u64)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -105,7 +107,8 @@ pub fn resolve(config: &Config, drive_bytes: &HashMap<String, u64>) -> Result<La
         });
     }
     let states = config.states.iter().map(|s| (s.name.clone(), s.state)).collect();
-    Ok(Layout { drives, volumes, states })
+    let progress = config.progress.iter().map(|p| (p.name.clone(), p.revived_bytes)).collect();
+    Ok(Layout { drives, volumes, states, progress })
 }
 
 /// Decides where `sd` goes on its drive and how long it is.
@@ -255,7 +258,7 @@ impl Layout {
     /// The layout in configuration file syntax, every size and offset
     /// explicit (in 512-byte sectors) and `states` appended, so that
     /// parsing and resolving it gives this layout back.
-    pub fn to_config_text(&self, states: &[(String, State)]) -> String {
+    pub fn to_config_text(&self, states: &[(String, State)], progress: &[(String, u64)]) -> String {
         let mut text = String::new();
         for drive in &self.drives {
             text += &format!("drive {} device {}\n", drive.name, drive.device);
@@ -281,6 +284,9 @@ impl Layout {
         }
         for (name, state) in states {
             text += &format!("state {name} {state}\n");
+        }
+        for (name, bytes) in progress {
+            text += &format!("revived {name} {}s\n", bytes / 512);
         }
         text
     }

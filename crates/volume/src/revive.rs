@@ -19,11 +19,22 @@ use crate::volume::Volume;
 /// Bytes copied per revive step; each step holds its range locked.
 pub const REVIVE_STEP_BYTES: u64 = 256 * 1024;
 
+/// Called after every revive step; an error stops the revive.
+pub type OnStep<'a> = &'a mut dyn FnMut() -> Result<(), VolumeError>;
+
 impl Volume {
     /// Brings the drive, plex or subdisk called `name` back into service,
     /// copying or reconstructing its contents first. Reviving a drive sets
     /// it up and revives every subdisk on it.
     pub fn revive(&self, name: &str) -> Result<(), VolumeError> {
+        self.revive_with(name, &mut || Ok(()))
+    }
+
+    /// As [`Volume::revive`], calling `on_step` after every step (a stripe
+    /// row or [`REVIVE_STEP_BYTES`]) so the caller can record progress
+    /// ([`Volume::revive_progress`]); an error from it stops the revive.
+    /// A revive resumes from the progress its object already has.
+    pub fn revive_with(&self, name: &str, on_step: OnStep<'_>) -> Result<(), VolumeError> {
         if let Some(drive) = self.drives.iter().find(|d| d.name == name) {
             drive.state.set(State::Up);
             let names: Vec<String> = self
@@ -31,14 +42,14 @@ impl Volume {
                 .filter(|sd| sd.state.get() != State::Up)
                 .map(|sd| sd.name.clone())
                 .collect();
-            return names.iter().try_for_each(|sd| self.revive(sd));
+            return names.iter().try_for_each(|sd| self.revive_with(sd, on_step));
         }
         if let Some(index) = self.plexes.iter().position(|p| p.name == name) {
-            return self.revive_plex(index);
+            return self.revive_plex(index, on_step);
         }
         for (index, plex) in self.plexes.iter().enumerate() {
             if let Some(disk) = plex.sds.iter().position(|sd| sd.name == name) {
-                return self.revive_subdisk(index, disk);
+                return self.revive_subdisk(index, disk, on_step);
             }
         }
         Err(VolumeError::UnknownObject { volume: self.name.clone(), name: name.to_string() })
@@ -68,7 +79,7 @@ impl Volume {
     /// A RAID-5 subdisk whose plex is otherwise healthy is rebuilt from its
     /// plex; any other subdisk is brought back by copying its whole plex
     /// from another plex.
-    fn revive_subdisk(&self, index: usize, disk: usize) -> Result<(), VolumeError> {
+    fn revive_subdisk(&self, index: usize, disk: usize, on_step: OnStep<'_>) -> Result<(), VolumeError> {
         let plex = &self.plexes[index];
         let sd = &plex.sds[disk];
         if sd.state.get() == State::Up && plex.state.get() == State::Up {
@@ -78,14 +89,38 @@ impl Volume {
             plex.sds.iter().enumerate().all(|(d, other)| d == disk || other.usable_at(0, other.length_bytes));
         match plex.raid5() {
             Some(geometry) if plex.state.get() == State::Up && others_up => {
-                self.revive_raid5_subdisk(plex, &geometry, disk)
+                self.revive_raid5_subdisk(plex, &geometry, disk, on_step)
             }
             _ => {
                 self.check_source(index)?;
                 plex.state.set(State::Stale);
-                self.revive_plex(index)
+                self.revive_plex(index, on_step)
             }
         }
+    }
+
+    /// How far each object under revive has come: (name, bytes revived
+    /// from its start). Saved with the configuration so a revive resumes.
+    pub fn revive_progress(&self) -> Vec<(String, u64)> {
+        let plexes = self.plexes.iter().map(|p| (p.name.clone(), p.revived_bytes.load(Relaxed)));
+        let sds = self
+            .plexes
+            .iter()
+            .flat_map(|p| &p.sds)
+            .map(|sd| (sd.name.clone(), sd.revived_bytes.load(Relaxed)));
+        plexes.chain(sds).filter(|(_, bytes)| *bytes > 0).collect()
+    }
+
+    /// Restores saved revive progress of a plex or subdisk that is not up.
+    /// Returns false when this volume has no such object.
+    pub(crate) fn restore_progress(&self, name: &str, bytes: u64) -> bool {
+        if let Some(plex) = self.plexes.iter().find(|p| p.name == name && p.state.get() != State::Up) {
+            plex.revived_bytes.store(bytes.min(plex.size_bytes), Relaxed);
+            return true;
+        }
+        let sd =
+            self.plexes.iter().flat_map(|p| &p.sds).find(|sd| sd.name == name && sd.state.get() != State::Up);
+        sd.inspect(|sd| sd.revived_bytes.store(bytes.min(sd.length_bytes), Relaxed)).is_some()
     }
 
     fn check_source(&self, index: usize) -> Result<(), VolumeError> {
@@ -102,7 +137,13 @@ impl Volume {
         VolumeError::Invalid { volume: self.name.clone(), problem }
     }
 
-    fn revive_raid5_subdisk(&self, plex: &Plex, geometry: &Raid5, disk: usize) -> Result<(), VolumeError> {
+    fn revive_raid5_subdisk(
+        &self,
+        plex: &Plex,
+        geometry: &Raid5,
+        disk: usize,
+        on_step: OnStep<'_>,
+    ) -> Result<(), VolumeError> {
         let sd = &plex.sds[disk];
         if sd.drive.state.get() != State::Up {
             return Err(self.invalid(format!(
@@ -116,19 +157,22 @@ impl Volume {
         let rows = plex.size_bytes / geometry.row_data_bytes();
         let chunk = 0..geometry.stripe_bytes;
         let mut buf = vec![0; geometry.stripe_bytes as usize];
-        sd.revived_bytes.store(0, Relaxed);
-        for row in 0..rows {
-            let _row = plex.rows.lock(row, row + 1);
-            plex.rebuild_chunk(geometry, row, disk, &chunk, &mut buf)?;
-            sd.write(&buf, row * geometry.stripe_bytes)?;
-            sd.revived_bytes.store((row + 1) * geometry.stripe_bytes, Relaxed);
+        let first_row = sd.revived_bytes.load(Relaxed) / geometry.stripe_bytes;
+        for row in first_row..rows {
+            {
+                let _row = plex.rows.lock(row, row + 1);
+                plex.rebuild_chunk(geometry, row, disk, &chunk, &mut buf)?;
+                sd.write(&buf, row * geometry.stripe_bytes)?;
+                sd.revived_bytes.store((row + 1) * geometry.stripe_bytes, Relaxed);
+            }
+            on_step()?;
         }
         sd.state.set(State::Up);
         sd.revived_bytes.store(0, Relaxed);
         Ok(())
     }
 
-    fn revive_plex(&self, index: usize) -> Result<(), VolumeError> {
+    fn revive_plex(&self, index: usize, on_step: OnStep<'_>) -> Result<(), VolumeError> {
         let target = &self.plexes[index];
         if target.state.get() == State::Up {
             return Ok(());
@@ -137,13 +181,13 @@ impl Volume {
         for sd in target.sds.iter().filter(|sd| sd.drive.state.get() == State::Up) {
             sd.state.set(State::Up);
         }
-        target.revived_bytes.store(0, Relaxed);
-        let mut offset = 0;
+        let mut offset = target.revived_bytes.load(Relaxed).min(self.size_bytes);
         while offset < self.size_bytes {
             let len = REVIVE_STEP_BYTES.min(self.size_bytes - offset);
             self.copy_step(index, offset, len)?;
             offset += len;
             target.revived_bytes.store(offset, Relaxed);
+            on_step()?;
         }
         if let Some(geometry) = target.raid5() {
             // Parity was garbage where the copy did read-modify-write.

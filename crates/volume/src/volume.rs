@@ -101,6 +101,13 @@ pub fn bind(
             return Err(VolumeError::UnknownObject { volume, name: name.clone() });
         }
     }
+    // After the states: progress belongs to objects that are not up.
+    for (name, bytes) in &layout.progress {
+        if !volumes.iter().any(|v| v.restore_progress(name, *bytes)) {
+            let volume = layout.volumes.first().map(|v| v.name.clone()).unwrap_or_default();
+            return Err(VolumeError::UnknownObject { volume, name: name.clone() });
+        }
+    }
     Ok(volumes)
 }
 
@@ -244,13 +251,18 @@ impl Volume {
             drive.state.set(state);
             if state != State::Up {
                 // Its subdisks will miss writes: they stay out of service
-                // after the drive returns, until revived.
-                self.subdisks_on(&drive.name).for_each(|sd| sd.state.set(State::Stale));
+                // after the drive returns, until revived from the start.
+                self.subdisks_on(&drive.name).for_each(|sd| {
+                    sd.state.set(State::Stale);
+                    sd.revived_bytes.store(0, Relaxed);
+                });
             }
         } else if let Some(plex) = self.plexes.iter().find(|p| p.name == name) {
             plex.state.set(state);
+            plex.revived_bytes.store(0, Relaxed);
         } else if let Some(sd) = self.plexes.iter().flat_map(|p| &p.sds).find(|sd| sd.name == name) {
             sd.state.set(state);
+            sd.revived_bytes.store(0, Relaxed);
         } else {
             return Err(VolumeError::UnknownObject { volume: self.name.clone(), name: name.to_string() });
         }

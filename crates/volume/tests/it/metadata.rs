@@ -118,3 +118,49 @@ fn aligned_only_drives_create_and_assemble() {
     let again = assemble(&all(&drives, 3)).unwrap();
     assert_eq!(again.config_text(), set.config_text());
 }
+
+#[test]
+fn interrupted_revive_resumes_after_reassembly() {
+    let drives = drives_for(3, MIB);
+    let set = create(&parse(&single_plex("raid5 8k", 3, "0")).unwrap(), &drives).unwrap();
+    let v = set.volume("v").unwrap();
+    let size = v.size_bytes() as usize;
+    let mut model = pattern(size, 1);
+    v.write_at(&model, 0).unwrap();
+    set.set_state("d1", State::Down).unwrap();
+    let write = |v: &volume::Volume, model: &mut Vec<u8>, offset: usize, seed: u64| {
+        let data = pattern(8192, seed);
+        v.write_at(&data, offset as u64).unwrap();
+        model[offset..offset + 8192].copy_from_slice(&data);
+    };
+    write(&v, &mut model, 100 * 1024, 2);
+    let mut steps = 0;
+    let stop = v.revive_with("d1", &mut || {
+        steps += 1;
+        if steps == 40 {
+            return Err(volume::VolumeError::Metadata("interrupted".into()));
+        }
+        Ok(())
+    });
+    assert!(stop.is_err());
+    set.save().unwrap();
+    drop(set);
+
+    let again = assemble(&all(&drives, 3)).unwrap();
+    let v = again.volume("v").unwrap();
+    assert_eq!(v.revive_progress(), vec![("v.p0.s1".to_string(), 40 * 8192)]);
+    write(&v, &mut model, 16 * 1024, 3); // below the revive pointer
+    write(&v, &mut model, size - 16 * 1024, 4); // above it
+    let mut resumed = 0u64;
+    v.revive_with("d1", &mut || {
+        resumed += 1;
+        Ok(())
+    })
+    .unwrap();
+    let rows = v.report().plexes[0].size_bytes / (2 * 8192);
+    assert_eq!(resumed, rows - 40);
+    v.set_state("d0", State::Down).unwrap();
+    let mut back = vec![0; size];
+    v.read_at(&mut back, 0).unwrap();
+    assert_eq!(back, model);
+}
