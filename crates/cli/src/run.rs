@@ -45,15 +45,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     for (index, f) in fields.iter().enumerate() {
         jobs.push(prepare(f, index, default_job, args.force)?);
     }
+    let interrupted = catch_interrupts()?;
     let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
     let mut runs: Vec<Vec<JobResult>> = jobs.iter().map(|_| Vec::new()).collect();
     for i in 0..args.repeat {
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
         let results = if concurrent {
-            run_together(&jobs, args.quiet, i, args.repeat)?
+            run_together(&jobs, args.quiet, i, args.repeat, &interrupted)?
         } else {
             let mut results = Vec::with_capacity(jobs.len());
             for job in &jobs {
-                results.push(run_together(std::slice::from_ref(job), args.quiet, i, args.repeat)?.remove(0));
+                if interrupted.load(Ordering::Relaxed) && !results.is_empty() {
+                    break;
+                }
+                let one = std::slice::from_ref(job);
+                results.push(run_together(one, args.quiet, i, args.repeat, &interrupted)?.remove(0));
             }
             results
         };
@@ -92,7 +100,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     for job in jobs {
         remove_temporary(job.target)?;
     }
+    if interrupted.load(Ordering::Relaxed) {
+        eprintln!("iolab: interrupted: the results above cover the time before the interrupt");
+        return Ok(ExitCode::from(130));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first Ctrl-C (or SIGTERM) stops the jobs cleanly, so results are
+/// reported and temporary targets removed; a second one kills at once.
+fn catch_interrupts() -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_default(signal, Arc::clone(&flag))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&flag)))
+            .context("cannot install the interrupt handler")?;
+    }
+    Ok(flag)
 }
 
 fn prepare(f: &JobFields, index: usize, default_job: bool, force: bool) -> anyhow::Result<Prepared> {
@@ -218,13 +243,27 @@ fn resolve_engine(arg: Option<&str>, device: &dyn device::Device) -> Result<Engi
 
 /// Runs `jobs` at the same time (one job: just that one), with a live
 /// progress line on a terminal.
-fn run_together(jobs: &[Prepared], quiet: bool, index: u32, repeats: u32) -> anyhow::Result<Vec<JobResult>> {
+fn run_together(
+    jobs: &[Prepared],
+    quiet: bool,
+    index: u32,
+    repeats: u32,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<Vec<JobResult>> {
     let progress: Vec<Progress> = jobs.iter().map(|_| Progress::default()).collect();
     let show = !quiet && std::io::stderr().is_terminal();
     let done = AtomicBool::new(false);
     let results = std::thread::scope(|scope| {
         let display =
             show.then(|| scope.spawn(|| show_progress(&jobs[0].spec, &progress, &done, index, repeats)));
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if interrupted.load(Ordering::Relaxed) {
+                    progress.iter().for_each(Progress::request_stop);
+                }
+                std::thread::park_timeout(Duration::from_millis(50));
+            }
+        });
         let handles: Vec<_> = jobs
             .iter()
             .zip(&progress)

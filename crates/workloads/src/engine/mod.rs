@@ -42,6 +42,7 @@ pub struct Progress {
     ios: AtomicU64,
     bytes: AtomicU64,
     measuring: AtomicBool,
+    stop: AtomicBool,
 }
 
 /// A reading of [`Progress`].
@@ -54,6 +55,17 @@ pub struct ProgressSnapshot {
 }
 
 impl Progress {
+    /// Asks the job's workers to stop after the requests they have in
+    /// flight (on Ctrl-C, say); the job then returns what it measured.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Relaxed);
+    }
+
+    /// Whether a stop was requested.
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Relaxed)
+    }
+
     pub fn snapshot(&self) -> ProgressSnapshot {
         ProgressSnapshot {
             ios: self.ios.load(Relaxed),
@@ -119,6 +131,7 @@ impl Worker<'_> {
         self.ios_left == 0
             || self.bytes_left == 0
             || self.limits.stop.load(Relaxed)
+            || self.progress.stop.load(Relaxed)
             || self.limits.deadline.is_some_and(|d| now >= d)
     }
 

@@ -169,3 +169,12 @@ fn uring_engine_with_batched_submission_issues_exactly_the_requested_ios() {
     let result = run_job(&job, dev, &Progress::default()).unwrap();
     assert_eq!(result.read.ios + result.write.ios, 333);
 }
+
+#[test]
+fn stop_request_ends_a_time_based_job() {
+    let progress = Progress::default();
+    progress.request_stop();
+    let job = JobSpec { runtime: Some(Duration::from_secs(3600)), ..JobSpec::default() };
+    let result = run_job(&job, mem(1 << 20), &progress).unwrap();
+    assert_eq!(result.read.ios + result.write.ios, 0);
+}
