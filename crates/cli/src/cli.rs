@@ -19,7 +19,11 @@ pub enum Command {
     /// Run block workloads (fio/Vdbench kind) on a file, a block device or
     /// memory. With no target and no job file: a ~10 s random mixed run on a
     /// temporary 1 GiB file.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// Build and manage Vinum-style volumes (concat, striped, RAID-5,
+    /// mirrors) on files or block devices.
+    #[command(subcommand)]
+    Volume(crate::volume::VolumeCommand),
 }
 
 #[derive(Debug, Args)]
@@ -47,6 +51,7 @@ pub struct RunArgs {
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Run(args) => crate::run::run(args),
+        Command::Run(args) => crate::run::run(*args),
+        Command::Volume(command) => crate::volume::run(command),
     }
 }

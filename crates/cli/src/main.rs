@@ -9,6 +9,7 @@ mod cli;
 mod jobfile;
 mod run;
 mod target;
+mod volume;
 
 /// A bad flag value or combination: reported with exit status 2, as clap
 /// reports the errors it finds itself.
@@ -33,6 +34,22 @@ fn is_usage_error(e: &anyhow::Error) -> bool {
     })
 }
 
+/// The error and its causes, each cause once: library errors often repeat
+/// their source in their own message already.
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
 fn main() -> ExitCode {
     let args = match cli::Cli::try_parse() {
         Ok(args) => args,
@@ -46,7 +63,7 @@ fn main() -> ExitCode {
     match cli::dispatch(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("iolab: error: {e:#}");
+            eprintln!("iolab: error: {}", message(&e));
             ExitCode::from(if is_usage_error(&e) { 2 } else { 1 })
         }
     }

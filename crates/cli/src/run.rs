@@ -97,6 +97,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("{}: cannot write the JSON results", path.display()))?;
         }
     }
+    for job in &jobs {
+        if let Some((set, vol)) = &job.target.volumes {
+            if to_stdout {
+                print!("{}", report::volume_list(&[vol.report()], true));
+            }
+            // Record any state change (a drive that failed during the run).
+            set.save()?;
+        }
+    }
     for job in jobs {
         remove_temporary(job.target)?;
     }

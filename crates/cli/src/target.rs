@@ -19,6 +19,8 @@ pub struct Target {
     pub created: bool,
     /// A path whose data would be overwritten, for the safety check.
     pub path: Option<PathBuf>,
+    /// The volume set, when the target is one of its volumes.
+    pub volumes: Option<(volume::VolumeSet, Arc<volume::Volume>)>,
 }
 
 pub struct OpenOptions {
@@ -37,14 +39,26 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
         let sector = options.sector_bytes.unwrap_or(512);
         let dev = MemDevice::with_sector(format!("mem:{size}"), bytes, sector)
             .map_err(|e| UsageError(format!("--target: {e}")))?;
-        return Ok(Target { device: Arc::new(dev), temp: None, created: true, path: None });
+        return Ok(Target { device: Arc::new(dev), temp: None, created: true, path: None, volumes: None });
     }
     if let Some(size) = spec.strip_prefix("null:") {
         let bytes = parse_bytes("target", size).map_err(UsageError::from)?;
         let dev = NullDevice::new(bytes).map_err(|e| UsageError(format!("--target: {e}")))?;
-        return Ok(Target { device: Arc::new(dev), temp: None, created: true, path: None });
+        return Ok(Target { device: Arc::new(dev), temp: None, created: true, path: None, volumes: None });
+    }
+    if let Some(rest) = spec.strip_prefix("volume:") {
+        let (name, drives) = rest.split_once(':').ok_or_else(|| {
+            UsageError(format!(
+                "--target: '{spec}' needs volume:NAME:DRIVE[,DRIVE...] (drives or a configuration file)"
+            ))
+        })?;
+        let paths: Vec<PathBuf> = drives.split(',').map(PathBuf::from).collect();
+        return open_volume(crate::volume::assemble(&paths)?, Some(name), spec);
     }
     let path = Path::new(spec);
+    if let Some(set) = volume_config(path)? {
+        return open_volume(set, None, spec);
+    }
     let exists = path.exists();
     if !exists && options.create_bytes.is_none() {
         return Err(UsageError(format!(
@@ -59,7 +73,13 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
         sector_bytes: options.sector_bytes,
     };
     let dev = FileDevice::open(path, &file_options)?;
-    Ok(Target { device: Arc::new(dev), temp: None, created: !exists, path: Some(path.to_path_buf()) })
+    Ok(Target {
+        device: Arc::new(dev),
+        temp: None,
+        created: !exists,
+        path: Some(path.to_path_buf()),
+        volumes: None,
+    })
 }
 
 /// A sparse temporary file in the system's temporary directory, opened
@@ -76,7 +96,41 @@ pub fn temporary(size_bytes: u64) -> anyhow::Result<(Target, bool)> {
             (FileDevice::open(&path, &options)?, false)
         }
     };
-    Ok((Target { device: Arc::new(dev), temp: Some(dir), created: true, path: Some(path) }, direct))
+    Ok((
+        Target { device: Arc::new(dev), temp: Some(dir), created: true, path: Some(path), volumes: None },
+        direct,
+    ))
+}
+
+/// A Vinum configuration file given as a target: its drives are assembled.
+/// Anything else (a drive, a device, a data file) is not a configuration.
+fn volume_config(path: &Path) -> anyhow::Result<Option<volume::VolumeSet>> {
+    let small_file = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() < 1 << 20);
+    let text = if small_file { std::fs::read_to_string(path).ok() } else { None };
+    let is_config = text.and_then(|t| volume::parse(&t).ok()).is_some_and(|c| !c.drives.is_empty());
+    if !is_config {
+        return Ok(None);
+    }
+    Ok(Some(crate::volume::assemble(&[path.to_path_buf()])?))
+}
+
+fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow::Result<Target> {
+    let vol = match name {
+        Some(name) => {
+            set.volume(name).ok_or_else(|| UsageError(format!("--target: no volume '{name}' in {spec}")))?
+        }
+        None if set.volumes.len() == 1 => Arc::clone(&set.volumes[0]),
+        None => {
+            let names: Vec<&str> = set.volumes.iter().map(|v| v.name()).collect();
+            return Err(UsageError(format!(
+                "--target: {spec} holds several volumes ({}); name one: volume:NAME:{spec}",
+                names.join(", ")
+            ))
+            .into());
+        }
+    };
+    let device: Arc<dyn Device> = vol.clone();
+    Ok(Target { device, temp: None, created: false, path: None, volumes: Some((set, vol)) })
 }
 
 /// Refuses to write to a target that holds a known signature or is a
@@ -85,19 +139,20 @@ pub fn check_writable(target: &Target, force: bool) -> anyhow::Result<()> {
     if force || target.created {
         return Ok(());
     }
-    let Some(path) = &target.path else { return Ok(()) };
-    if let Some(mount) = mounted_at(path) {
-        bail!(
-            "{}: is mounted at {mount}; writing to it would corrupt that file system. \
-             Unmount it, or pass --force if you really mean it",
-            path.display()
-        );
+    if let Some(path) = &target.path {
+        if let Some(mount) = mounted_at(path) {
+            bail!(
+                "{}: is mounted at {mount}; writing to it would corrupt that file system. \
+                 Unmount it, or pass --force if you really mean it",
+                path.display()
+            );
+        }
     }
     if let Some(what) = device::signature::probe(target.device.as_ref())? {
         bail!(
             "{}: holds data ({what}); this workload writes and would destroy it. \
              Use another target, or pass --force to overwrite it",
-            path.display()
+            target.device.name()
         );
     }
     Ok(())

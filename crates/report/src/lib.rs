@@ -3,7 +3,11 @@
 //! read (schema in docs/json.md). Pure formatting: never measures, never
 //! prints; the cli crate writes what this returns.
 
+mod volumes;
+
 use std::fmt::Write as _;
+
+pub use volumes::volume_list;
 
 use serde::Serialize;
 use workloads::{JobResult, OpSummary};

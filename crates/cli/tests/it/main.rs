@@ -1,3 +1,4 @@
 mod cli;
 mod jobfile;
 mod run;
+mod volume;

@@ -1,0 +1,264 @@
+//! `iolab volume ...`: Vinum-style volumes on files or block devices.
+//! A volume set is named by its drives (any order), or by a configuration
+//! file whose `drive` lines name them.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use device::{Device, FileDevice, FileOptions};
+use volume::{State, VolumeSet};
+
+use crate::UsageError;
+
+#[derive(Debug, Subcommand)]
+pub enum VolumeCommand {
+    /// Lay out the volumes of a Vinum configuration file on its drives and
+    /// write the metadata (a header and two copies of the configuration) at
+    /// the start of each drive.
+    Create(CreateArgs),
+    /// List volumes, plexes, subdisks and drives with their states
+    /// (`-s`: Vinum's counters of this process; `--json`: everything).
+    List(ListArgs),
+    /// Print the configuration stored on the drives, states included.
+    Printconfig(SetArgs),
+    /// Revive a stale or down subdisk, plex or drive: reconstruct or copy
+    /// its data online, restartably, and mark it up.
+    Start(ObjectArgs),
+    /// Take a subdisk, plex or drive out of service (mark it down).
+    Stop(ObjectArgs),
+    /// Force an object's state (up, down or stale) without copying data,
+    /// e.g. `setstate down d2` to simulate a failed drive.
+    Setstate(SetstateArgs),
+    /// Zero a plex and make RAID-5 parity consistent before use.
+    Init(ObjectArgs),
+    /// Check the parity of RAID-5 plexes; exit 1 if any row is wrong.
+    Checkparity(ObjectArgs),
+    /// Recompute the parity of a RAID-5 plex from its data.
+    Rebuildparity(ObjectArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The configuration file (Vinum syntax: drive/volume/plex/sd lines).
+    pub config: PathBuf,
+    /// Create missing drive files, sparse, of this size.
+    #[arg(long, value_name = "SIZE")]
+    pub drive_size: Option<String>,
+    /// Overwrite drives that hold a file system, a partition table or
+    /// another iolab volume.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SetArgs {
+    /// The drives of the set (or a configuration file naming them).
+    #[arg(required = true, value_name = "DRIVE")]
+    pub drives: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub set: SetArgs,
+    /// Show the counters.
+    #[arg(short = 's', long)]
+    pub stats: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ObjectArgs {
+    /// A volume, plex, subdisk or drive name.
+    pub object: String,
+    #[command(flatten)]
+    pub set: SetArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SetstateArgs {
+    /// up, down or stale.
+    pub state: String,
+    /// A plex, subdisk or drive name.
+    pub object: String,
+    #[command(flatten)]
+    pub set: SetArgs,
+}
+
+pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        VolumeCommand::Create(args) => create(args),
+        VolumeCommand::List(args) => {
+            let set = assemble(&args.set.drives)?;
+            let reports: Vec<_> = set.volumes.iter().map(|v| v.report()).collect();
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&reports)?);
+            } else {
+                print!("{}", report::volume_list(&reports, args.stats));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        VolumeCommand::Printconfig(args) => {
+            let text = assemble(&args.drives)?.config_text();
+            print!("{text}");
+            if !text.ends_with('\n') {
+                println!();
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        VolumeCommand::Start(args) => {
+            let set = assemble(&args.set.drives)?;
+            set.revive(&args.object)?;
+            println!("{} is up", args.object);
+            Ok(ExitCode::SUCCESS)
+        }
+        VolumeCommand::Stop(args) => set_state(&args.set.drives, &args.object, State::Down),
+        VolumeCommand::Setstate(args) => {
+            let state = match args.state.as_str() {
+                "up" => State::Up,
+                "down" => State::Down,
+                "stale" => State::Stale,
+                other => {
+                    return Err(UsageError(format!(
+                        "setstate: '{other}' is not a state; use up, down or stale"
+                    ))
+                    .into())
+                }
+            };
+            set_state(&args.set.drives, &args.object, state)
+        }
+        VolumeCommand::Init(args) => {
+            let set = assemble(&args.set.drives)?;
+            let volume = holder(&set, &args.object)?;
+            volume.init_plex(&args.object)?;
+            set.save()?;
+            println!("{} initialised", args.object);
+            Ok(ExitCode::SUCCESS)
+        }
+        VolumeCommand::Checkparity(args) => check_parity(&args),
+        VolumeCommand::Rebuildparity(args) => {
+            let set = assemble(&args.set.drives)?;
+            holder(&set, &args.object)?.rebuild_parity()?;
+            println!("parity of {} rebuilt", args.object);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn set_state(drives: &[PathBuf], object: &str, state: State) -> anyhow::Result<ExitCode> {
+    let set = assemble(drives)?;
+    set.set_state(object, state)?;
+    println!("{object} is {state}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check_parity(args: &ObjectArgs) -> anyhow::Result<ExitCode> {
+    let set = assemble(&args.set.drives)?;
+    let volume = holder(&set, &args.object)?;
+    let mut bad = 0;
+    for r in volume.check_parity()? {
+        println!("{}: {} rows checked, {} with wrong parity", r.plex, r.rows_checked, r.rows_mismatched);
+        if !r.mismatched_rows.is_empty() {
+            println!("  first wrong rows: {:?}", r.mismatched_rows);
+        }
+        bad += r.rows_mismatched;
+    }
+    Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The volume holding `object` (a volume, plex, subdisk or drive name).
+fn holder(set: &VolumeSet, object: &str) -> anyhow::Result<Arc<volume::Volume>> {
+    if let Some(v) = set.volume(object) {
+        return Ok(v);
+    }
+    set.volumes.iter().find(|v| v.state(object).is_some()).cloned().ok_or_else(|| {
+        UsageError(format!("no volume, plex, subdisk or drive named '{object}' in this set")).into()
+    })
+}
+
+fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
+    let config = read_config(&args.config)?;
+    let create_bytes = args
+        .drive_size
+        .as_deref()
+        .map(|s| workloads::spec::parse_bytes("drive-size", s))
+        .transpose()
+        .map_err(UsageError::from)?;
+    let base = args.config.parent().unwrap_or(Path::new("."));
+    let mut devices: HashMap<String, Arc<dyn Device>> = HashMap::new();
+    for drive in &config.drives {
+        let path = base.join(&drive.device);
+        if !path.exists() && create_bytes.is_none() {
+            return Err(UsageError(format!(
+                "drive '{}': {} does not exist; create it or give --drive-size to make sparse files",
+                drive.name,
+                path.display()
+            ))
+            .into());
+        }
+        let existed = path.exists();
+        let dev = FileDevice::open(&path, &FileOptions { create_bytes, ..Default::default() })
+            .with_context(|| format!("drive '{}'", drive.name))?;
+        if existed && !args.force {
+            if let Some(what) = device::signature::probe(&dev)? {
+                bail!(
+                    "drive '{}': {} holds data ({what}); creating the volume would destroy it. \
+                     Use another drive, or pass --force",
+                    drive.name,
+                    path.display()
+                );
+            }
+        }
+        devices.insert(drive.name.clone(), Arc::new(dev));
+    }
+    let set = volume::create(&config, &devices)?;
+    for v in &set.volumes {
+        println!("created volume {} ({} bytes)", v.name(), v.size_bytes());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_config(path: &Path) -> anyhow::Result<volume::Config> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read the configuration", path.display()))?;
+    volume::parse(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())).into())
+}
+
+/// Drive paths from the arguments: drives themselves, or configuration
+/// files whose `drive` lines name them (relative to the file).
+fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for arg in args {
+        let mut head = [0u8; 8];
+        let is_drive = std::fs::File::open(arg)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+            .map(|_| &head == device::signature::IOLAB_VOLUME_MAGIC)
+            .unwrap_or(false);
+        if is_drive {
+            paths.push(arg.clone());
+            continue;
+        }
+        let config = read_config(arg).with_context(|| {
+            format!("{}: neither an iolab volume drive nor a configuration file", arg.display())
+        })?;
+        let base = arg.parent().unwrap_or(Path::new("."));
+        paths.extend(config.drives.iter().map(|d| base.join(&d.device)));
+    }
+    Ok(paths)
+}
+
+/// Reassembles the set from its drives.
+pub fn assemble(args: &[PathBuf]) -> anyhow::Result<VolumeSet> {
+    let mut devices: Vec<Arc<dyn Device>> = Vec::new();
+    for path in drive_paths(args)? {
+        let dev = FileDevice::open(&path, &FileOptions::default())?;
+        devices.push(Arc::new(dev));
+    }
+    Ok(volume::assemble(&devices)?)
+}
