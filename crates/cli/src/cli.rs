@@ -40,6 +40,9 @@ pub struct RunArgs {
     /// Write the results as JSON to FILE ("-" for standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write every validation error found as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub error_log: Option<PathBuf>,
     /// Write to a target even though it holds a file system, a partition
     /// table or an iolab volume.
     #[arg(long)]

@@ -96,6 +96,19 @@ pub struct JobFields {
     /// Data written: random (default), zeros, or compress:PCT (compresses to PCT%).
     #[arg(long, value_name = "PATTERN")]
     pub pattern: Option<String>,
+    /// Stamp every written block and check every block read (Vdbench-style
+    /// data validation; sync engine).
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    pub validate: Option<bool>,
+    /// With --validate: do not check a block's old contents before rewriting it.
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    pub no_preread: Option<bool>,
+    /// With --validate: read every block back right after writing it.
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    pub reread: Option<bool>,
+    /// With --validate: stop after this many bad blocks (default 50).
+    #[arg(long, value_name = "N")]
+    pub max_errors: Option<u64>,
     /// Seed of the request sequence: the same seed gives the same requests (default 1).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
@@ -137,6 +150,10 @@ impl JobFields {
             ramp,
             rate_iops,
             pattern,
+            validate,
+            no_preread,
+            reread,
+            max_errors,
             seed
         )
     }

@@ -68,6 +68,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         for (all, result) in runs.iter_mut().zip(results) {
             if to_stdout {
                 print!("{}", report::run_table(&result));
+                if let Some(v) = &result.validation {
+                    print!("{}", report::validation_summary(v));
+                }
             }
             all.push(result);
         }
@@ -87,6 +90,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 print!("{}: {}", r.name, report::repeat_table(summary));
             }
         }
+    }
+    let validation_errors: Vec<&workloads::ValidationError> = reports
+        .iter()
+        .flat_map(|r| &r.runs)
+        .filter_map(|run| run.validation.as_ref())
+        .flat_map(|v| &v.error_list)
+        .collect();
+    let bad_blocks: u64 = reports
+        .iter()
+        .flat_map(|r| &r.runs)
+        .filter_map(|run| run.validation.as_ref())
+        .map(|v| v.errors)
+        .sum();
+    if let Some(path) = &args.error_log {
+        let text = serde_json::to_string_pretty(&validation_errors)?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("{}: cannot write the error log", path.display()))?;
     }
     if let Some(path) = &args.json {
         let doc = report::RunDocument::new(env!("CARGO_PKG_VERSION"), reports).to_json();
@@ -113,6 +133,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("iolab: interrupted: the results above cover the time before the interrupt");
         return Ok(ExitCode::from(130));
     }
+    if bad_blocks > 0 {
+        eprintln!("iolab: validation found {bad_blocks} bad block(s)");
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -132,7 +156,7 @@ fn catch_interrupts() -> anyhow::Result<Arc<AtomicBool>> {
 fn prepare(f: &JobFields, index: usize, default_job: bool, force: bool) -> anyhow::Result<Prepared> {
     let mut spec = job_from_fields(f, index, default_job)?;
     let target = open_target(f, &spec, default_job)?;
-    spec.engine = resolve_engine(f.engine.as_deref(), target.device.as_ref())?;
+    spec.engine = resolve_engine(f.engine.as_deref(), target.device.as_ref(), spec.validate.is_some())?;
     if spec.engine == Engine::Uring && f.iodepth.is_none() && default_job {
         spec.iodepth = DEFAULT_JOB_IODEPTH;
     }
@@ -205,7 +229,40 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         rate_iops: f.rate_iops.unwrap_or(0),
         pattern: Pattern::parse(f.pattern.as_deref().unwrap_or("random"))?,
         seed: f.seed.unwrap_or(1),
+        validate: validate_spec(f)?,
     })
+}
+
+fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, UsageError> {
+    let validate = f.validate.unwrap_or(false);
+    let needs = [
+        ("no-preread", f.no_preread.is_some()),
+        ("reread", f.reread.is_some()),
+        ("max-errors", f.max_errors.is_some()),
+    ];
+    if let Some((flag, _)) = needs.iter().find(|(_, given)| *given && !validate) {
+        return Err(UsageError(format!("--{flag}: only applies with --validate")));
+    }
+    if f.max_errors == Some(0) {
+        return Err(UsageError("--max-errors: must be at least 1".into()));
+    }
+    Ok(validate.then(|| workloads::ValidateSpec {
+        preread: !f.no_preread.unwrap_or(false),
+        reread: f.reread.unwrap_or(false),
+        max_errors: f.max_errors.unwrap_or(50),
+        run_id: run_id(),
+    }))
+}
+
+/// A run identifier that differs between runs: time and process id mixed.
+fn run_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 fn open_target(f: &JobFields, job: &JobSpec, default_job: bool) -> anyhow::Result<Target> {
@@ -238,10 +295,15 @@ fn open_target(f: &JobFields, job: &JobSpec, default_job: bool) -> anyhow::Resul
     }
 }
 
-fn resolve_engine(arg: Option<&str>, device: &dyn device::Device) -> Result<Engine, UsageError> {
+fn resolve_engine(
+    arg: Option<&str>,
+    device: &dyn device::Device,
+    validate: bool,
+) -> Result<Engine, UsageError> {
     Ok(match arg.unwrap_or("auto") {
         "sync" => Engine::Sync,
         "uring" => Engine::Uring,
+        "auto" if validate => Engine::Sync,
         "auto" if device.raw_fd().is_some() && workloads::uring_available() => Engine::Uring,
         "auto" => Engine::Sync,
         other => {

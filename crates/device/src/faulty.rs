@@ -13,10 +13,21 @@ pub enum Fault {
     Nth { op: Op, n: u64 },
     /// Every read or write touching any byte of `range` fails.
     Range { range: Range<u64>, reads: bool, writes: bool },
+    /// The `n`th write reports success but never reaches the medium.
+    LoseWrite { n: u64 },
+    /// The `n`th write lands at `to_offset` instead of where it was aimed.
+    MisdirectWrite { n: u64, to_offset: u64 },
+    /// The `n`th write reaches the medium with one bit flipped at `byte`
+    /// (an index into the written buffer, taken modulo its length).
+    FlipBit { n: u64, byte: usize },
+    /// Only the first `keep_bytes` of the `n`th write reach the medium
+    /// (a torn write); it still reports success.
+    TearWrite { n: u64, keep_bytes: usize },
 }
 
 /// Wraps a device and fails chosen requests with EIO, without passing them
-/// to the inner device. Used to test every error path above the device.
+/// to the inner device, or silently mishandles chosen writes (lost,
+/// misdirected, a bit flipped) so that checkers can be shown to catch them.
 pub struct FaultyDevice {
     name: String,
     inner: Arc<dyn Device>,
@@ -43,6 +54,10 @@ impl FaultyDevice {
     fn should_fail(&self, op: Op, ordinal: u64, offset: u64, len: u64) -> bool {
         self.faults.iter().any(|fault| match fault {
             Fault::Nth { op: fop, n } => *fop == op && *n == ordinal,
+            Fault::LoseWrite { .. }
+            | Fault::MisdirectWrite { .. }
+            | Fault::FlipBit { .. }
+            | Fault::TearWrite { .. } => false,
             Fault::Range { range, reads, writes } => {
                 let wanted = match op {
                     Op::Read => *reads,
@@ -62,6 +77,31 @@ impl FaultyDevice {
             Op::Flush => DeviceError::Flush { device: self.name.clone(), source },
             _ => DeviceError::Io { device: self.name.clone(), op, offset, len, source },
         }
+    }
+}
+
+impl FaultyDevice {
+    /// Carries out a write, or what a silent fault makes of it.
+    fn silent_fault(&self, buf: &[u8], offset: u64, ordinal: u64) -> Result<()> {
+        for fault in &self.faults {
+            match *fault {
+                Fault::LoseWrite { n } if n == ordinal => return Ok(()),
+                Fault::MisdirectWrite { n, to_offset } if n == ordinal => {
+                    return self.inner.write_at(buf, to_offset);
+                }
+                Fault::FlipBit { n, byte } if n == ordinal && !buf.is_empty() => {
+                    let mut copy = buf.to_vec();
+                    copy[byte % buf.len()] ^= 0x01;
+                    return self.inner.write_at(&copy, offset);
+                }
+                Fault::TearWrite { n, keep_bytes } if n == ordinal => {
+                    let keep = keep_bytes.min(buf.len());
+                    return if keep == 0 { Ok(()) } else { self.inner.write_at(&buf[..keep], offset) };
+                }
+                _ => {}
+            }
+        }
+        self.inner.write_at(buf, offset)
     }
 }
 
@@ -101,7 +141,7 @@ impl Device for FaultyDevice {
             self.stats.record_error();
             return Err(self.injected(Op::Write, ordinal, offset, len));
         }
-        self.stats.track(self.inner.write_at(buf, offset))?;
+        self.stats.track(self.silent_fault(buf, offset, ordinal))?;
         self.stats.record_writes(1, len);
         Ok(())
     }

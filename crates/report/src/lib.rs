@@ -166,6 +166,30 @@ pub fn run_table(r: &JobResult) -> String {
     out
 }
 
+/// The validation line of a run, and its first errors.
+pub fn validation_summary(v: &workloads::ValidationSummary) -> String {
+    let mut out = format!(
+        "validation: {} key blocks of {} bytes written, {} checked, {} bad\n",
+        v.blocks_written, v.key_block_bytes, v.blocks_checked, v.errors
+    );
+    for e in v.error_list.iter().take(VALIDATION_ERRORS_SHOWN) {
+        let _ = writeln!(
+            out,
+            "  {} at offset {} ({} bytes, found by {:?}, expected key {}): {}",
+            e.class,
+            e.block_offset,
+            e.block_bytes,
+            e.checked_by,
+            e.expected_key,
+            serde_json::to_string(&e.findings).unwrap_or_default()
+        );
+    }
+    out
+}
+
+/// Validation errors printed in the table; the error log holds them all.
+pub const VALIDATION_ERRORS_SHOWN: usize = 10;
+
 /// Table of min / median / max over repeated runs.
 pub fn repeat_table(s: &RepeatSummary) -> String {
     let mut out = String::new();

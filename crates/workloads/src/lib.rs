@@ -10,9 +10,11 @@ mod engine;
 pub mod gen;
 pub mod spec;
 mod stats;
+pub mod validate;
 
 pub use engine::{
     data_buffer, run_job, uring_available, JobResult, Progress, ProgressSnapshot, WorkloadError,
 };
 pub use spec::{BlockSizes, Engine, JobSpec, Pattern, Region, Rw, Skew, SpecError};
 pub use stats::{CpuUsage, Latency, OpSummary, SecondSample};
+pub use validate::{ValidateSpec, ValidationError, ValidationSummary};

@@ -433,6 +433,8 @@ pub struct JobSpec {
     pub rate_iops: u64,
     pub pattern: Pattern,
     pub seed: u64,
+    /// Stamp every write and check every read (see `validate.rs`).
+    pub validate: Option<crate::validate::ValidateSpec>,
 }
 
 /// Upper bounds that keep a job from exhausting the machine.
@@ -465,6 +467,7 @@ impl Default for JobSpec {
             rate_iops: 0,
             pattern: Pattern::Random,
             seed: 1,
+            validate: None,
         }
     }
 }

@@ -118,3 +118,32 @@ fn json_document_has_the_documented_shape() {
     assert!(job["summary"]["read"]["iops"]["median"].is_number());
     assert_eq!(job["summary"]["runs"], 3);
 }
+
+#[test]
+fn validated_run_checks_blocks_and_exits_zero_when_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("errors.json");
+    let out = iolab(&[
+        "run",
+        "--target",
+        "mem:8m",
+        "--validate",
+        "--bs",
+        "fs",
+        "--ios",
+        "3000",
+        "-q",
+        "--error-log",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains(" 0 bad"), "{}", stdout(&out));
+    assert_eq!(std::fs::read_to_string(&log).unwrap().trim(), "[]");
+}
+
+#[test]
+fn validation_options_without_validate_are_a_usage_error() {
+    let out = iolab(&["run", "--target", "mem:8m", "--reread"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--reread: only applies with --validate"), "{}", stderr(&out));
+}

@@ -60,3 +60,40 @@ fn errors_are_counted() {
     let _ = dev.write_at(&[1; 512], 0);
     assert_eq!(dev.stats().snapshot().errors, 1);
 }
+
+#[test]
+fn lost_write_is_acknowledged_but_not_stored() {
+    let inner = Arc::new(MemDevice::new(1 << 20).unwrap());
+    let dev = FaultyDevice::new(inner.clone(), vec![Fault::LoseWrite { n: 2 }]);
+    dev.write_at(&[1; 512], 0).unwrap();
+    dev.write_at(&[2; 512], 0).unwrap();
+    assert_eq!(&inner.to_vec()[..512], &[1; 512]);
+}
+
+#[test]
+fn misdirected_write_lands_elsewhere() {
+    let inner = Arc::new(MemDevice::new(1 << 20).unwrap());
+    let dev = FaultyDevice::new(inner.clone(), vec![Fault::MisdirectWrite { n: 1, to_offset: 4096 }]);
+    dev.write_at(&[3; 512], 0).unwrap();
+    let image = inner.to_vec();
+    assert_eq!((&image[..512], &image[4096..4608]), (&[0; 512][..], &[3; 512][..]));
+}
+
+#[test]
+fn flipped_bit_changes_exactly_one_bit() {
+    let inner = Arc::new(MemDevice::new(1 << 20).unwrap());
+    let dev = FaultyDevice::new(inner.clone(), vec![Fault::FlipBit { n: 1, byte: 10 }]);
+    dev.write_at(&[0; 512], 0).unwrap();
+    let image = inner.to_vec();
+    assert_eq!(image[10], 1);
+    assert_eq!(image.iter().map(|b| b.count_ones()).sum::<u32>(), 1);
+}
+
+#[test]
+fn torn_write_keeps_only_its_first_bytes() {
+    let inner = Arc::new(MemDevice::new(1 << 20).unwrap());
+    let dev = FaultyDevice::new(inner.clone(), vec![Fault::TearWrite { n: 1, keep_bytes: 1024 }]);
+    dev.write_at(&[5; 4096], 0).unwrap();
+    let image = inner.to_vec();
+    assert_eq!((&image[..1024], &image[1024..4096]), (&[5; 1024][..], &[0; 3072][..]));
+}

@@ -99,6 +99,8 @@ pub struct JobResult {
     pub per_second: Vec<SecondSample>,
     /// The target's own counters over the whole run, warm-up included.
     pub device: StatsSnapshot,
+    /// What validation saw, when the job validated.
+    pub validation: Option<crate::validate::ValidationSummary>,
 }
 
 /// When a worker stops, shared by every worker of a job.
@@ -112,6 +114,7 @@ pub(crate) struct Limits {
 /// measurements and the live counters.
 pub(crate) struct Worker<'a> {
     pub job: &'a JobSpec,
+    pub validator: Option<&'a crate::validate::Validator>,
     pub device: &'a dyn Device,
     pub gen: RequestGen,
     pub ios_left: u64,
@@ -217,6 +220,17 @@ pub fn run_job(
     progress: &Progress,
 ) -> Result<JobResult, WorkloadError> {
     let region = job.region(device.size_bytes(), u64::from(device.sector_bytes()))?;
+    let validator = job
+        .validate
+        .map(|spec| crate::validate::Validator::new(job, spec, region, device.sector_bytes()))
+        .transpose()?;
+    if validator.is_some() && job.engine == Engine::Uring {
+        return Err(SpecError {
+            flag: "validate",
+            message: "validation runs on the sync engine for now; add --engine sync (and --threads for more requests in flight)".into(),
+        }
+        .into());
+    }
     if job.engine == Engine::Uring && device.raw_fd().is_none() {
         return Err(SpecError {
             flag: "engine",
@@ -241,7 +255,8 @@ pub fn run_job(
     let outcomes: Vec<Result<ThreadStats, WorkloadError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let worker = new_worker(job, device.as_ref(), region, t, &limits, progress);
+                let mut worker = new_worker(job, device.as_ref(), region, t, &limits, progress);
+                worker.validator = validator.as_ref();
                 let limits = &limits;
                 scope.spawn(move || {
                     let result = match job.engine {
@@ -272,17 +287,10 @@ pub fn run_job(
     }
     let end = Instant::now();
     let (user1, sys1) = cpu_times();
-    Ok(merge(
-        job,
-        device.as_ref(),
-        region,
-        per_thread,
-        &limits,
-        end,
-        before,
-        (user1 - user0, sys1 - sys0),
-        end - start,
-    ))
+    let cpu = (user1 - user0, sys1 - sys0);
+    let mut result = merge(job, device.as_ref(), region, per_thread, &limits, end, before, cpu, end - start);
+    result.validation = validator.map(|v| v.summary());
+    Ok(result)
 }
 
 fn new_worker<'a>(
@@ -305,6 +313,7 @@ fn new_worker<'a>(
     });
     Worker {
         job,
+        validator: None,
         device,
         gen: RequestGen::new(job, region, thread, job.threads),
         ios_left: job.ios.map_or(u64::MAX, share),
@@ -395,5 +404,6 @@ fn merge(
         },
         per_second: series,
         device: device.stats().snapshot().since(&before),
+        validation: None,
     }
 }

@@ -1,3 +1,4 @@
 mod engine;
 mod gen;
 mod spec;
+mod validate;

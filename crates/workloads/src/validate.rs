@@ -1,0 +1,249 @@
+//! Validation inside a running job: stamps every written key block with
+//! its next key, checks every read (and, before a rewrite, the old
+//! contents) against the key map, and records what it finds.
+//!
+//! Requests touching the same key blocks never overlap: a worker takes the
+//! blocks of its request before issuing it (all or nothing, so no
+//! deadlock) and gives them back when it completes.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use validation::{
+    check_block, fill_block, next_key, BlockVerdict, Expect, Finding, KeyMap, KEY_NEVER_WRITTEN,
+};
+
+use crate::gen::Request;
+use crate::spec::{spec_error, JobSpec, Region, SpecError};
+
+/// Errors kept in memory for the report; the count goes on past it.
+pub const ERRORS_KEPT_MAX: usize = 1000;
+
+/// How a job validates.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ValidateSpec {
+    /// Check a block's old contents before rewriting it (Vdbench's default).
+    pub preread: bool,
+    /// Read a block back right after writing it.
+    pub reread: bool,
+    /// Stop the job after this many errors.
+    pub max_errors: u64,
+    /// Identifies this run in every stamp.
+    pub run_id: u64,
+}
+
+/// Which read found an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckedBy {
+    Read,
+    Preread,
+    Reread,
+}
+
+/// One block that did not hold what it should.
+#[derive(Clone, Debug, Serialize)]
+pub struct ValidationError {
+    /// Byte offset of the key block on the target.
+    pub block_offset: u64,
+    pub block_bytes: u64,
+    pub expected_key: u8,
+    pub checked_by: CheckedBy,
+    /// The block's class: lost_write, misdirected, foreign_run, corrupt,
+    /// unexpected_zeros, or torn.
+    pub class: &'static str,
+    /// Sector by sector, what was found.
+    pub findings: Vec<Finding>,
+}
+
+/// What validation saw in a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ValidationSummary {
+    pub key_block_bytes: u64,
+    pub blocks_written: u64,
+    pub blocks_checked: u64,
+    pub errors: u64,
+    /// The first errors (at most [`ERRORS_KEPT_MAX`]).
+    pub error_list: Vec<ValidationError>,
+}
+
+pub(crate) struct Validator {
+    spec: ValidateSpec,
+    region: Region,
+    key_bytes: u64,
+    sector_bytes: usize,
+    keys: KeyMap,
+    busy: Vec<AtomicBool>,
+    sequence: AtomicU64,
+    written: AtomicU64,
+    checked: AtomicU64,
+    error_count: AtomicU64,
+    errors: Mutex<Vec<ValidationError>>,
+}
+
+impl Validator {
+    pub fn new(
+        job: &JobSpec,
+        spec: ValidateSpec,
+        region: Region,
+        sector_bytes: u32,
+    ) -> Result<Validator, SpecError> {
+        let key_bytes = job.bs.min_bytes();
+        let sizes_ok = match &job.bs {
+            crate::BlockSizes::Fixed(_) => true,
+            crate::BlockSizes::Split { sizes, .. } => sizes.iter().all(|(s, _)| s % key_bytes == 0),
+            crate::BlockSizes::Range { step, .. } => step % key_bytes == 0,
+        };
+        if !sizes_ok || region.align % key_bytes != 0 || region.start % key_bytes != 0 {
+            return Err(spec_error(
+                "validate",
+                format!(
+                    "every transfer size and offset must be a multiple of the smallest transfer ({key_bytes} bytes, \
+                     the key block); use sizes that are multiples of it and --bsalign {key_bytes} or more"
+                ),
+            ));
+        }
+        let blocks = region.len / key_bytes;
+        Ok(Validator {
+            spec,
+            region,
+            key_bytes,
+            sector_bytes: sector_bytes as usize,
+            keys: KeyMap::new(blocks, key_bytes),
+            busy: (0..blocks).map(|_| AtomicBool::new(false)).collect(),
+            sequence: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            checked: AtomicU64::new(0),
+            error_count: AtomicU64::new(0),
+            errors: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn spec(&self) -> &ValidateSpec {
+        &self.spec
+    }
+
+    fn blocks(&self, req: &Request) -> std::ops::Range<u64> {
+        let first = (req.offset - self.region.start) / self.key_bytes;
+        first..first + req.len / self.key_bytes
+    }
+
+    /// Takes every key block of `req`, or none (returns false).
+    pub fn try_lock(&self, req: &Request) -> bool {
+        let blocks = self.blocks(req);
+        for b in blocks.clone() {
+            if self.busy[b as usize].swap(true, Ordering::Acquire) {
+                for taken in blocks.start..b {
+                    self.busy[taken as usize].store(false, Ordering::Release);
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    pub fn unlock(&self, req: &Request) {
+        for b in self.blocks(req) {
+            self.busy[b as usize].store(false, Ordering::Release);
+        }
+    }
+
+    /// Checks `buf`, read from `req`'s blocks, against the key map. Returns
+    /// false once the error cap is reached.
+    pub fn check(&self, req: &Request, buf: &[u8], by: CheckedBy) -> bool {
+        for (i, b) in self.blocks(req).enumerate() {
+            let key = self.keys.get(b);
+            if key == KEY_NEVER_WRITTEN {
+                continue;
+            }
+            self.checked.fetch_add(1, Ordering::Relaxed);
+            let at = i * self.key_bytes as usize;
+            let block = &buf[at..at + self.key_bytes as usize];
+            let offset = self.region.start + b * self.key_bytes;
+            let verdict = check_block(block, self.sector_bytes, offset, Expect::Key(key), self.spec.run_id);
+            if verdict != BlockVerdict::Ok {
+                self.record(offset, key, by, verdict);
+            }
+        }
+        self.error_count.load(Ordering::Relaxed) < self.spec.max_errors
+    }
+
+    fn record(&self, offset: u64, key: u8, by: CheckedBy, verdict: BlockVerdict) {
+        let sectors = (self.key_bytes as usize / self.sector_bytes) as u32;
+        let (class, findings) = classify(verdict, sectors);
+        self.error_count.fetch_add(1, Ordering::Relaxed);
+        let mut errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        if errors.len() < ERRORS_KEPT_MAX {
+            errors.push(ValidationError {
+                block_offset: offset,
+                block_bytes: self.key_bytes,
+                expected_key: key,
+                checked_by: by,
+                class,
+                findings,
+            });
+        }
+    }
+
+    /// Fills `buf` with the stamps of `req`'s blocks at their next keys;
+    /// returns those keys, to be recorded once the write completes.
+    pub fn stamp(&self, req: &Request, buf: &mut [u8]) -> Vec<u8> {
+        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
+        let time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let mut keys = Vec::with_capacity((req.len / self.key_bytes) as usize);
+        for (i, b) in self.blocks(req).enumerate() {
+            let key = next_key(self.keys.get(b));
+            let at = i * self.key_bytes as usize;
+            let offset = self.region.start + b * self.key_bytes;
+            let block = &mut buf[at..at + self.key_bytes as usize];
+            fill_block(block, self.sector_bytes, offset, key, sequence, time_ns, self.spec.run_id);
+            keys.push(key);
+        }
+        keys
+    }
+
+    /// Records the keys of a completed write.
+    pub fn written(&self, req: &Request, keys: &[u8]) {
+        for (b, key) in self.blocks(req).zip(keys) {
+            self.keys.set(b, *key);
+        }
+        self.written.fetch_add(keys.len() as u64, Ordering::Relaxed);
+    }
+
+    pub fn summary(&self) -> ValidationSummary {
+        ValidationSummary {
+            key_block_bytes: self.key_bytes,
+            blocks_written: self.written.load(Ordering::Relaxed),
+            blocks_checked: self.checked.load(Ordering::Relaxed),
+            errors: self.error_count.load(Ordering::Relaxed),
+            error_list: self.errors.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        }
+    }
+}
+
+/// Names a bad block's class. A block where some sectors hold the expected
+/// key and the others an older one lost part of a write: torn.
+fn classify(verdict: BlockVerdict, sectors: u32) -> (&'static str, Vec<Finding>) {
+    use validation::FindingKind as K;
+    match verdict {
+        BlockVerdict::Torn { .. } => ("torn", Vec::new()),
+        BlockVerdict::Bad { findings } => {
+            let all_lost = findings.iter().all(|f| matches!(f.kind, K::LostWrite { .. }));
+            let class = if all_lost && (findings.len() as u32) < sectors {
+                "torn"
+            } else {
+                match findings.first().map(|f| f.kind) {
+                    Some(K::LostWrite { .. }) => "lost_write",
+                    Some(K::Misdirected { .. }) => "misdirected",
+                    Some(K::ForeignRun { .. }) => "foreign_run",
+                    Some(K::UnexpectedZeros) => "unexpected_zeros",
+                    _ => "corrupt",
+                }
+            };
+            (class, findings)
+        }
+        _ => ("corrupt", Vec::new()),
+    }
+}
