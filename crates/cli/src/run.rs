@@ -82,6 +82,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             name: job.spec.name.clone(),
             summary: report::summarize(&runs),
             runs,
+            volume: job.target.volumes.as_ref().map(|(_, v)| v.report()),
         })
         .collect();
     if args.repeat > 1 && to_stdout {
@@ -163,6 +164,10 @@ fn prepare(f: &JobFields, index: usize, default_job: bool, force: bool) -> anyho
     spec.check().map_err(UsageError::from)?;
     if spec.read_pct < 100 {
         target::check_writable(&target, force)?;
+    }
+    if let Some((_, vol)) = &target.volumes {
+        // The counters show the job's requests alone, not the safety probe.
+        vol.reset_stats();
     }
     Ok(Prepared { spec, target })
 }

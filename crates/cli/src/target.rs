@@ -53,10 +53,10 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
             ))
         })?;
         let paths: Vec<PathBuf> = drives.split(',').map(PathBuf::from).collect();
-        return open_volume(crate::volume::assemble(&paths)?, Some(name), spec);
+        return open_volume(crate::volume::assemble_with(&paths, options.direct)?, Some(name), spec);
     }
     let path = Path::new(spec);
-    if let Some(set) = volume_config(path)? {
+    if let Some(set) = volume_config(path, options.direct)? {
         return open_volume(set, None, spec);
     }
     let exists = path.exists();
@@ -104,14 +104,14 @@ pub fn temporary(size_bytes: u64) -> anyhow::Result<(Target, bool)> {
 
 /// A Vinum configuration file given as a target: its drives are assembled.
 /// Anything else (a drive, a device, a data file) is not a configuration.
-fn volume_config(path: &Path) -> anyhow::Result<Option<volume::VolumeSet>> {
+fn volume_config(path: &Path, direct: bool) -> anyhow::Result<Option<volume::VolumeSet>> {
     let small_file = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() < 1 << 20);
     let text = if small_file { std::fs::read_to_string(path).ok() } else { None };
     let is_config = text.and_then(|t| volume::parse(&t).ok()).is_some_and(|c| !c.drives.is_empty());
     if !is_config {
         return Ok(None);
     }
-    Ok(Some(crate::volume::assemble(&[path.to_path_buf()])?))
+    Ok(Some(crate::volume::assemble_with(&[path.to_path_buf()], direct)?))
 }
 
 fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow::Result<Target> {

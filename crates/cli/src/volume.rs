@@ -255,9 +255,14 @@ fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Reassembles the set from its drives.
 pub fn assemble(args: &[PathBuf]) -> anyhow::Result<VolumeSet> {
+    assemble_with(args, false)
+}
+
+/// Reassembles the set, its drives opened with O_DIRECT when `direct`.
+pub fn assemble_with(args: &[PathBuf], direct: bool) -> anyhow::Result<VolumeSet> {
     let mut devices: Vec<Arc<dyn Device>> = Vec::new();
     for path in drive_paths(args)? {
-        let dev = FileDevice::open(&path, &FileOptions::default())?;
+        let dev = FileDevice::open(&path, &FileOptions { direct, ..Default::default() })?;
         devices.push(Arc::new(dev));
     }
     Ok(volume::assemble(&devices)?)

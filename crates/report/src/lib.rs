@@ -96,6 +96,10 @@ pub struct JobReport {
     pub name: String,
     pub runs: Vec<JobResult>,
     pub summary: Option<RepeatSummary>,
+    /// When the target is a volume: its objects, states and counters after
+    /// all runs of the job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume: Option<volume::VolumeReport>,
 }
 
 /// The whole JSON document of `iolab run --json`.

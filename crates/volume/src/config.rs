@@ -443,7 +443,10 @@ fn split_name<'a>(parser: &Parser, args: &'a [&'a str]) -> Result<(String, &'a [
     match args {
         ["name", name, rest @ ..] => Ok((name.to_string(), rest)),
         [name, rest @ ..] if !is_keyword(name) => Ok((name.to_string(), rest)),
-        _ => Err(parser.syntax("missing object name".into())),
+        [keyword, ..] => Err(parser.syntax(format!(
+            "missing object name ('{keyword}' is a keyword; to use it as a name write: name {keyword})"
+        ))),
+        [] => Err(parser.syntax("missing object name".into())),
     }
 }
 
