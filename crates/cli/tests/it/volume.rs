@@ -128,3 +128,31 @@ fn unknown_state_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("use up, down or stale"), "{}", stderr(&out));
 }
+
+#[test]
+fn run_json_carries_the_volume_counters_of_the_job_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    let out = iolab(&[
+        "run",
+        "--target",
+        &conf,
+        "--rw",
+        "randwrite",
+        "--bs",
+        "4k",
+        "--ios",
+        "100",
+        "--json",
+        "-",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let volume = &doc["jobs"][0]["volume"];
+    assert_eq!(volume["stats"]["writes"], 100);
+    assert_eq!(volume["stats"]["reads"], 0, "the safety probe is not counted");
+    let drive_reads: u64 =
+        volume["drives"].as_array().unwrap().iter().map(|d| d["stats"]["reads"].as_u64().unwrap()).sum();
+    assert_eq!(drive_reads, 200, "two drive reads per small RAID-5 write");
+}
