@@ -20,6 +20,9 @@ pub enum Command {
     /// memory. With no target and no job file: a ~10 s random mixed run on a
     /// temporary 1 GiB file.
     Run(Box<RunArgs>),
+    /// The six bonnie phases (per-character and block output, rewrite,
+    /// per-character and block input, random seeks) in bonnie's table.
+    Bonnie(crate::bonnie::BonnieArgs),
     /// Build and manage Vinum-style volumes (concat, striped, RAID-5,
     /// mirrors) on files or block devices.
     #[command(subcommand)]
@@ -56,5 +59,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => crate::run::run(*args),
         Command::Volume(command) => crate::volume::run(command),
+        Command::Bonnie(args) => crate::bonnie::run(args),
     }
 }

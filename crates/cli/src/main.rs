@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod bonnie;
 mod cli;
 mod jobfile;
 mod run;

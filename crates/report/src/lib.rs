@@ -3,10 +3,12 @@
 //! read (schema in docs/json.md). Pure formatting: never measures, never
 //! prints; the cli crate writes what this returns.
 
+mod bonnie;
 mod volumes;
 
 use std::fmt::Write as _;
 
+pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_table};
 pub use volumes::volume_list;
 
 use serde::Serialize;

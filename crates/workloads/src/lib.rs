@@ -6,6 +6,7 @@
 //! the caller to display. It knows nothing of volumes, logs or file systems:
 //! it sees only a `Device`.
 
+pub mod bonnie;
 mod engine;
 pub mod gen;
 pub mod spec;

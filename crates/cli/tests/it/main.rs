@@ -1,3 +1,4 @@
+mod bonnie;
 mod cli;
 mod jobfile;
 mod run;

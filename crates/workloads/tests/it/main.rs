@@ -1,3 +1,4 @@
+mod bonnie;
 mod engine;
 mod gen;
 mod spec;
