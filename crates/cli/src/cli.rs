@@ -23,6 +23,9 @@ pub enum Command {
     /// The six bonnie phases (per-character and block output, rewrite,
     /// per-character and block input, random seeks) in bonnie's table.
     Bonnie(crate::bonnie::BonnieArgs),
+    /// The seeds' comparison tables.
+    #[command(subcommand)]
+    Sweep(crate::sweep::SweepCommand),
     /// Build and manage Vinum-style volumes (concat, striped, RAID-5,
     /// mirrors) on files or block devices.
     #[command(subcommand)]
@@ -60,5 +63,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => crate::run::run(*args),
         Command::Volume(command) => crate::volume::run(command),
         Command::Bonnie(args) => crate::bonnie::run(args),
+        Command::Sweep(command) => crate::sweep::run(command),
     }
 }

@@ -9,6 +9,7 @@ mod bonnie;
 mod cli;
 mod jobfile;
 mod run;
+mod sweep;
 mod target;
 mod volume;
 

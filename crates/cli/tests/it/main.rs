@@ -2,4 +2,5 @@ mod bonnie;
 mod cli;
 mod jobfile;
 mod run;
+mod sweep;
 mod volume;

@@ -1,0 +1,247 @@
+//! `iolab sweep stripes`: the third seed's comparison. The same drives as
+//! a plain target (`ufs`), as striped volumes of several stripe sizes and
+//! as RAID-5, each measured with bonnie (or the `fs` transfer mix), in one
+//! table with the plex counters that explain it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand, ValueEnum};
+use device::{Device, FileDevice, FileOptions};
+use serde::Serialize;
+use workloads::bonnie::{run_bonnie, BonnieResult, BonnieSpec};
+use workloads::spec::{human_bytes, parse_bytes, parse_duration};
+use workloads::{BlockSizes, Engine, JobResult, JobSpec, Progress, Rw};
+
+use crate::UsageError;
+
+#[derive(Debug, Subcommand)]
+pub enum SweepCommand {
+    /// Plain drive, striped volumes over stripe sizes, and RAID-5.
+    Stripes(StripesArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SweepWorkload {
+    /// bonnie's six phases (8 KiB transfers), as in the seed.
+    Bonnie,
+    /// Random 70/30 reads and writes with the `fs` transfer mix.
+    Fs,
+}
+
+#[derive(Debug, Args)]
+pub struct StripesArgs {
+    /// The drives (files or block devices), at least 3 for RAID-5.
+    #[arg(long, num_args = 2.., required = true, value_name = "DRIVE")]
+    pub drives: Vec<PathBuf>,
+    /// Stripe sizes of the striped volumes.
+    #[arg(long, value_delimiter = ',', default_value = "1k,8k,64k,256k,512k,4m")]
+    pub stripes: Vec<String>,
+    /// Stripe size of the RAID-5 row ("none" to skip it).
+    #[arg(long, default_value = "512k")]
+    pub raid5: String,
+    /// Bytes each layout is measured on (bonnie's file size, or the region
+    /// of the fs workload).
+    #[arg(long, default_value = "100m")]
+    pub size: String,
+    /// Create missing drive files, sparse, of this size.
+    #[arg(long, value_name = "SIZE")]
+    pub drive_size: Option<String>,
+    #[arg(long, value_enum, default_value_t = SweepWorkload::Bonnie)]
+    pub workload: SweepWorkload,
+    /// Random seeks of each bonnie run.
+    #[arg(long, default_value_t = 8192)]
+    pub seeks: u64,
+    /// Length of each fs-workload run.
+    #[arg(long, default_value = "5s")]
+    pub runtime: String,
+    /// Use the page cache (default: O_DIRECT on the drives).
+    #[arg(long)]
+    pub buffered: bool,
+    /// Write every row as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Overwrite drives that hold data.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// One row of the sweep.
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub layout: String,
+    pub bonnie: Option<BonnieResult>,
+    pub fs: Option<JobResult>,
+    /// The plex's counters (none for the plain drive).
+    pub plex: Option<volume::PlexCountersSnapshot>,
+}
+
+pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
+    let SweepCommand::Stripes(args) = command;
+    let size = parse_bytes("size", &args.size).map_err(UsageError::from)?;
+    let runtime = parse_duration("runtime", &args.runtime).map_err(UsageError::from)?;
+    let drives = open_drives(&args)?;
+    let mut layouts: Vec<(String, Option<String>)> = vec![("ufs".into(), None)];
+    for s in &args.stripes {
+        let bytes = parse_bytes("stripes", s).map_err(UsageError::from)?;
+        layouts.push((format!("s{}", human_bytes(bytes)), Some(format!("striped {bytes}"))));
+    }
+    if args.raid5 != "none" {
+        if drives.len() < 3 {
+            return Err(UsageError("--raid5: RAID-5 needs at least 3 drives (or --raid5 none)".into()).into());
+        }
+        let bytes = parse_bytes("raid5", &args.raid5).map_err(UsageError::from)?;
+        layouts.push((format!("r{}", human_bytes(bytes)), Some(format!("raid5 {bytes}"))));
+    }
+    let mut rows = Vec::with_capacity(layouts.len());
+    for (name, org) in layouts {
+        eprintln!("iolab sweep: {name}");
+        rows.push(measure(&args, &drives, &name, org.as_deref(), size, runtime)?);
+    }
+    print!("{}", table(&rows, args.workload));
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&rows)?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("{}: cannot write the JSON", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open_drives(args: &StripesArgs) -> anyhow::Result<Vec<Arc<dyn Device>>> {
+    let create_bytes = args
+        .drive_size
+        .as_deref()
+        .map(|s| parse_bytes("drive-size", s))
+        .transpose()
+        .map_err(UsageError::from)?;
+    let mut drives: Vec<Arc<dyn Device>> = Vec::new();
+    for path in &args.drives {
+        let existed = path.exists();
+        if !existed && create_bytes.is_none() {
+            return Err(UsageError(format!(
+                "--drives: {} does not exist; give --drive-size to create it",
+                path.display()
+            ))
+            .into());
+        }
+        let dev = FileDevice::open(
+            path,
+            &FileOptions { direct: !args.buffered, create_bytes, ..Default::default() },
+        )?;
+        if existed && !args.force {
+            if let Some(what) = device::signature::probe(&dev)? {
+                bail!(
+                    "{}: holds data ({what}); the sweep overwrites its drives. Pass --force to allow it",
+                    path.display()
+                );
+            }
+        }
+        drives.push(Arc::new(dev));
+    }
+    Ok(drives)
+}
+
+/// Builds the layout (without metadata: the sweep's volumes live only for
+/// the measurement) and measures it.
+fn measure(
+    args: &StripesArgs,
+    drives: &[Arc<dyn Device>],
+    name: &str,
+    org: Option<&str>,
+    size: u64,
+    runtime: Duration,
+) -> anyhow::Result<Row> {
+    let (target, vol): (Arc<dyn Device>, Option<Arc<volume::Volume>>) = match org {
+        None => (Arc::clone(&drives[0]), None),
+        Some(org) => {
+            let mut text = String::new();
+            let mut devices = HashMap::new();
+            for (i, d) in drives.iter().enumerate() {
+                text.push_str(&format!("drive d{i} device {}\n", d.name()));
+                devices.insert(format!("d{i}"), Arc::clone(d));
+            }
+            text.push_str(&format!("volume {name}\nplex org {org}\n"));
+            for i in 0..drives.len() {
+                text.push_str(&format!("sd length 0 drive d{i}\n"));
+            }
+            let config = volume::parse(&text)?;
+            let vol = volume::build(&config, &devices)?.remove(0);
+            (vol.clone(), Some(vol))
+        }
+    };
+    if size > target.size_bytes() {
+        return Err(UsageError(format!(
+            "--size: {size} bytes does not fit layout {name} ({} bytes); use a smaller --size or larger drives",
+            target.size_bytes()
+        ))
+        .into());
+    }
+    let mut row = Row { layout: name.into(), bonnie: None, fs: None, plex: None };
+    match args.workload {
+        SweepWorkload::Bonnie => {
+            let spec =
+                BonnieSpec { size_bytes: size - size % 8192, seeks: args.seeks, ..BonnieSpec::default() };
+            row.bonnie = Some(run_bonnie(target.as_ref(), &spec)?);
+        }
+        SweepWorkload::Fs => {
+            let job = JobSpec {
+                name: name.into(),
+                size_bytes: Some(size),
+                rw: Rw::RandRw,
+                read_pct: 70,
+                bs: BlockSizes::parse("fs")?,
+                threads: 4,
+                engine: Engine::Sync,
+                runtime: Some(runtime),
+                ..JobSpec::default()
+            };
+            row.fs = Some(workloads::run_job(&job, Arc::clone(&target), &Progress::default())?);
+        }
+    }
+    row.plex = vol.map(|v| v.report().plexes[0].counters);
+    Ok(row)
+}
+
+const PLEX_COLUMNS: [&str; 4] = ["Writes", "Reads", "Mblock", "Mstripe"];
+
+fn plex_values(row: &Row) -> Vec<u64> {
+    row.plex.map(|c| vec![c.writes, c.reads, c.multiblock, c.multistripe]).unwrap_or_default()
+}
+
+fn table(rows: &[Row], workload: SweepWorkload) -> String {
+    match workload {
+        SweepWorkload::Bonnie => {
+            let lines: Vec<(String, &BonnieResult, Vec<u64>)> = rows
+                .iter()
+                .filter_map(|r| r.bonnie.as_ref().map(|b| (r.layout.clone(), b, plex_values(r))))
+                .collect();
+            report::bonnie_table(&lines, &PLEX_COLUMNS)
+        }
+        SweepWorkload::Fs => {
+            let mut out = format!(
+                "{:<8} {:>10} {:>9} {:>12} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
+                "layout", "IOPS", "MiB/s", "lat mean us", "p99 us", "Writes", "Reads", "Mblock", "Mstripe"
+            );
+            for r in rows {
+                let Some(j) = &r.fs else { continue };
+                let iops = j.read.iops + j.write.iops;
+                let mibs = j.read.mib_per_s + j.write.mib_per_s;
+                let ios = (j.read.ios + j.write.ios).max(1) as f64;
+                let mean = (j.read.latency.mean_us * j.read.ios as f64
+                    + j.write.latency.mean_us * j.write.ios as f64)
+                    / ios;
+                let p99 = j.read.latency.p99_us.max(j.write.latency.p99_us);
+                out.push_str(&format!("{:<8} {iops:>10.0} {mibs:>9.1} {mean:>12.1} {p99:>10.1}", r.layout));
+                for v in plex_values(r) {
+                    out.push_str(&format!(" {v:>9}"));
+                }
+                out.push('\n');
+            }
+            out
+        }
+    }
+}
