@@ -27,6 +27,36 @@ struct Slot {
     measured: bool,
 }
 
+/// The requests in flight, by buffer slot, and the free slots.
+struct Slots {
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+}
+
+impl Slots {
+    fn new(depth: usize) -> Slots {
+        Slots { slots: (0..depth).map(|_| None).collect(), free: (0..depth).rev().collect() }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    fn fill(&mut self, slot: usize, request: Slot) {
+        debug_assert!(self.free.last() == Some(&slot) && self.slots[slot].is_none());
+        self.free.pop();
+        self.slots[slot] = Some(request);
+    }
+
+    fn release(&mut self, slot: usize) -> Slot {
+        // Invariant: every request completion carries the index of an
+        // occupied slot (flushes are reaped by Ring::flush).
+        let request = self.slots[slot].take().expect("completion for an occupied slot");
+        self.free.push(slot);
+        request
+    }
+}
+
 struct Ring {
     ring: IoUring,
     fixed: bool,
@@ -50,13 +80,11 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
     let ring = new_ring(entries).map_err(uring_err("setup"))?;
     let mut ring = Ring { ring, fixed: false, fd };
     ring.register(&mut bufs);
-    let mut slots: Vec<Option<Slot>> = (0..depth).map(|_| None).collect();
-    let mut free: Vec<usize> = (0..depth).rev().collect();
-    let mut in_flight = 0usize;
+    let mut slots = Slots::new(depth);
     let mut queued = 0u32;
     loop {
         let now = Instant::now();
-        while let Some(&slot) = free.last() {
+        while let Some(&slot) = slots.free.last() {
             if w.rate_wait(now).is_some() {
                 break;
             }
@@ -68,14 +96,12 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
                 req.len as usize,
                 req.offset,
             )?;
-            free.pop();
             let sqe = ring.entry(&mut bufs[slot], slot, req);
             // Invariant: the ring has more entries than the depth, so a
             // submission slot is always free here.
             // SAFETY: the buffer lives in `bufs` until its completion is reaped.
             unsafe { ring.ring.submission().push(&sqe).expect("submission queue has room") };
-            slots[slot] = Some(Slot { req, issued: Instant::now(), measured });
-            in_flight += 1;
+            slots.fill(slot, Slot { req, issued: Instant::now(), measured });
             queued += 1;
             if queued >= w.job.submit_batch {
                 // Handing each request to the kernel as soon as it is ready
@@ -86,7 +112,7 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
                 queued = 0;
             }
         }
-        if in_flight == 0 {
+        if slots.in_flight() == 0 {
             match w.rate_wait(Instant::now()) {
                 Some(wait) if !w.finished(now) => {
                     std::thread::sleep(wait);
@@ -97,9 +123,9 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
         }
         ring.ring.submit_and_wait(1).map_err(uring_err("submit"))?;
         queued = 0;
-        let flush_now = reap(&mut ring, &mut slots, &mut free, &mut in_flight, &mut w, &device_name)?;
+        let flush_now = reap(&mut ring, &mut slots, &mut w, &device_name)?;
         if flush_now {
-            drain(&mut ring, &mut slots, &mut free, &mut in_flight, &mut w, &device_name)?;
+            drain(&mut ring, &mut slots, &mut w, &device_name)?;
             ring.flush(&device_name)?;
             w.device.stats().record_flush();
             w.stats.flushes += 1;
@@ -186,44 +212,25 @@ impl Ring {
 }
 
 /// Waits for every request in flight (before a flush).
-fn drain(
-    ring: &mut Ring,
-    slots: &mut [Option<Slot>],
-    free: &mut Vec<usize>,
-    in_flight: &mut usize,
-    w: &mut Worker<'_>,
-    device: &str,
-) -> Result<(), WorkloadError> {
-    while *in_flight > 0 {
+fn drain(ring: &mut Ring, slots: &mut Slots, w: &mut Worker<'_>, device: &str) -> Result<(), WorkloadError> {
+    while slots.in_flight() > 0 {
         ring.ring.submit_and_wait(1).map_err(|source| WorkloadError::Uring {
             device: device.into(),
             what: "submit",
             source,
         })?;
-        reap(ring, slots, free, in_flight, w, device)?;
+        reap(ring, slots, w, device)?;
     }
     Ok(())
 }
 
 /// Takes every completion off the ring, frees its slot and measures it.
 /// Returns whether a flush is now due.
-fn reap(
-    ring: &mut Ring,
-    slots: &mut [Option<Slot>],
-    free: &mut Vec<usize>,
-    in_flight: &mut usize,
-    w: &mut Worker<'_>,
-    device: &str,
-) -> Result<bool, WorkloadError> {
+fn reap(ring: &mut Ring, slots: &mut Slots, w: &mut Worker<'_>, device: &str) -> Result<bool, WorkloadError> {
     let mut flush_due = false;
     let done = Instant::now();
     for cqe in ring.ring.completion() {
-        let slot = cqe.user_data() as usize;
-        // Invariant: every request completion carries the index of an
-        // occupied slot (flushes are reaped by Ring::flush).
-        let Slot { req, issued, measured } = slots[slot].take().expect("completion for an occupied slot");
-        free.push(slot);
-        *in_flight -= 1;
+        let Slot { req, issued, measured } = slots.release(cqe.user_data() as usize);
         check_result(device, req, cqe.result())?;
         match req.kind {
             IoKind::Read => w.device.stats().record_reads(1, req.len),
