@@ -45,6 +45,9 @@ pub struct BonnieArgs {
     /// Write the results as JSON to FILE ("-" for standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Run N times and add min / median / max rows.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub repeat: u32,
     /// Seed of the seek positions.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
@@ -76,20 +79,39 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
         (Some(_), true) => "buffered: figures include the page cache unless the size is well over RAM",
     };
     eprintln!("iolab bonnie: {} bytes of {} ({cache})", size_bytes, dev.name());
-    let result = run_bonnie(dev, &spec)?;
+    if args.repeat == 0 {
+        return Err(UsageError("--repeat: must be at least 1".into()).into());
+    }
+    let mut results = Vec::with_capacity(args.repeat as usize);
+    for _ in 0..args.repeat {
+        results.push(run_bonnie(dev, &spec)?);
+    }
     let name = args.name.clone().unwrap_or_else(|| "iolab".into());
     let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
+    let spread = if results.len() > 1 { report::bonnie_spread(&results) } else { None };
     if to_stdout {
-        print!("{}", report::bonnie_table(&[(name.clone(), &result, Vec::new())], &[]));
-        if args.csv {
-            println!("{}", report::bonnie_csv(&name, &result));
+        let mut rows: Vec<(String, &workloads::bonnie::BonnieResult, Vec<u64>)> =
+            results.iter().map(|r| (name.clone(), r, Vec::new())).collect();
+        if let Some(spread) = &spread {
+            rows.extend(
+                ["min", "median", "max"]
+                    .iter()
+                    .zip(spread.iter())
+                    .map(|(n, r)| (n.to_string(), r, Vec::new())),
+            );
         }
-        if args.csv_103 {
-            println!("{}", report::bonnie_csv_103(&name, &result));
+        print!("{}", report::bonnie_table(&rows, &[]));
+        for r in &results {
+            if args.csv {
+                println!("{}", report::bonnie_csv(&name, r));
+            }
+            if args.csv_103 {
+                println!("{}", report::bonnie_csv_103(&name, r));
+            }
         }
     }
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&result)?;
+        let text = serde_json::to_string_pretty(&serde_json::json!({ "runs": results, "spread": spread }))?;
         if path.as_os_str() == "-" {
             println!("{text}");
         } else {

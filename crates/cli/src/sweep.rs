@@ -62,6 +62,10 @@ pub struct StripesArgs {
     /// Use the page cache (default: O_DIRECT on the drives).
     #[arg(long)]
     pub buffered: bool,
+    /// Measure each layout N times; the table shows medians (min and max
+    /// of bonnie's figures as extra rows), the JSON every run.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub repeat: u32,
     /// Write every row as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -74,14 +78,19 @@ pub struct StripesArgs {
 #[derive(Debug, Serialize)]
 pub struct Row {
     pub layout: String,
-    pub bonnie: Option<BonnieResult>,
-    pub fs: Option<JobResult>,
-    /// The plex's counters (none for the plain drive).
+    /// Every bonnie run of this layout.
+    pub bonnie: Vec<BonnieResult>,
+    /// Every fs-workload run of this layout.
+    pub fs: Vec<JobResult>,
+    /// The plex's counters over one run (the last; none for the plain drive).
     pub plex: Option<volume::PlexCountersSnapshot>,
 }
 
 pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
     let SweepCommand::Stripes(args) = command;
+    if args.repeat == 0 {
+        return Err(UsageError("--repeat: must be at least 1".into()).into());
+    }
     let size = parse_bytes("size", &args.size).map_err(UsageError::from)?;
     let runtime = parse_duration("runtime", &args.runtime).map_err(UsageError::from)?;
     let drives = open_drives(&args)?;
@@ -180,12 +189,30 @@ fn measure(
         ))
         .into());
     }
-    let mut row = Row { layout: name.into(), bonnie: None, fs: None, plex: None };
+    let mut row = Row { layout: name.into(), bonnie: Vec::new(), fs: Vec::new(), plex: None };
+    for _ in 0..args.repeat {
+        if let Some(vol) = &vol {
+            vol.reset_stats();
+        }
+        measure_once(args, &target, name, size, runtime, &mut row)?;
+    }
+    row.plex = vol.map(|v| v.report().plexes[0].counters);
+    Ok(row)
+}
+
+fn measure_once(
+    args: &StripesArgs,
+    target: &Arc<dyn Device>,
+    name: &str,
+    size: u64,
+    runtime: Duration,
+    row: &mut Row,
+) -> anyhow::Result<()> {
     match args.workload {
         SweepWorkload::Bonnie => {
             let spec =
                 BonnieSpec { size_bytes: size - size % 8192, seeks: args.seeks, ..BonnieSpec::default() };
-            row.bonnie = Some(run_bonnie(target.as_ref(), &spec)?);
+            row.bonnie.push(run_bonnie(target.as_ref(), &spec)?);
         }
         SweepWorkload::Fs => {
             let job = JobSpec {
@@ -199,11 +226,10 @@ fn measure(
                 runtime: Some(runtime),
                 ..JobSpec::default()
             };
-            row.fs = Some(workloads::run_job(&job, Arc::clone(&target), &Progress::default())?);
+            row.fs.push(workloads::run_job(&job, Arc::clone(target), &Progress::default())?);
         }
     }
-    row.plex = vol.map(|v| v.report().plexes[0].counters);
-    Ok(row)
+    Ok(())
 }
 
 const PLEX_COLUMNS: [&str; 4] = ["Writes", "Reads", "Mblock", "Mstripe"];
@@ -215,10 +241,19 @@ fn plex_values(row: &Row) -> Vec<u64> {
 fn table(rows: &[Row], workload: SweepWorkload) -> String {
     match workload {
         SweepWorkload::Bonnie => {
-            let lines: Vec<(String, &BonnieResult, Vec<u64>)> = rows
-                .iter()
-                .filter_map(|r| r.bonnie.as_ref().map(|b| (r.layout.clone(), b, plex_values(r))))
-                .collect();
+            let spreads: Vec<Option<[BonnieResult; 3]>> =
+                rows.iter().map(|r| report::bonnie_spread(&r.bonnie)).collect();
+            let mut lines: Vec<(String, &BonnieResult, Vec<u64>)> = Vec::new();
+            for (r, spread) in rows.iter().zip(&spreads) {
+                let Some([min, median, max]) = spread else { continue };
+                if r.bonnie.len() == 1 {
+                    lines.push((r.layout.clone(), median, plex_values(r)));
+                } else {
+                    lines.push((format!("{}:med", r.layout), median, plex_values(r)));
+                    lines.push((format!("{}:min", r.layout), min, Vec::new()));
+                    lines.push((format!("{}:max", r.layout), max, Vec::new()));
+                }
+            }
             report::bonnie_table(&lines, &PLEX_COLUMNS)
         }
         SweepWorkload::Fs => {
@@ -227,14 +262,21 @@ fn table(rows: &[Row], workload: SweepWorkload) -> String {
                 "layout", "IOPS", "MiB/s", "lat mean us", "p99 us", "Writes", "Reads", "Mblock", "Mstripe"
             );
             for r in rows {
-                let Some(j) = &r.fs else { continue };
-                let iops = j.read.iops + j.write.iops;
-                let mibs = j.read.mib_per_s + j.write.mib_per_s;
-                let ios = (j.read.ios + j.write.ios).max(1) as f64;
-                let mean = (j.read.latency.mean_us * j.read.ios as f64
-                    + j.write.latency.mean_us * j.write.ios as f64)
-                    / ios;
-                let p99 = j.read.latency.p99_us.max(j.write.latency.p99_us);
+                if r.fs.is_empty() {
+                    continue;
+                }
+                let median = |f: &dyn Fn(&JobResult) -> f64| {
+                    report::Spread::of(&r.fs.iter().map(f).collect::<Vec<_>>()).map_or(0.0, |s| s.median)
+                };
+                let iops = median(&|j| j.read.iops + j.write.iops);
+                let mibs = median(&|j| j.read.mib_per_s + j.write.mib_per_s);
+                let mean = median(&|j| {
+                    let ios = (j.read.ios + j.write.ios).max(1) as f64;
+                    (j.read.latency.mean_us * j.read.ios as f64
+                        + j.write.latency.mean_us * j.write.ios as f64)
+                        / ios
+                });
+                let p99 = median(&|j| j.read.latency.p99_us.max(j.write.latency.p99_us));
                 out.push_str(&format!("{:<8} {iops:>10.0} {mibs:>9.1} {mean:>12.1} {p99:>10.1}", r.layout));
                 for v in plex_values(r) {
                     out.push_str(&format!(" {v:>9}"));

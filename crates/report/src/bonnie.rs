@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 
 use workloads::bonnie::{BonnieResult, PhaseResult};
 
+use crate::Spread;
+
 const HEAD: &str = "              -------Sequential Output-------- ---Sequential Input-- --Random--
               -Per Char- --Block--- -Rewrite-- -Per Char- --Block--- --Seeks---
 Machine    MB K/sec %CPU K/sec %CPU K/sec %CPU K/sec %CPU K/sec %CPU  /sec %CPU";
@@ -93,4 +95,23 @@ fn csv_cell(p: &PhaseResult) -> (String, String) {
         (false, "seeks") => (format!("{:.1}", p.rate), format!("{:.0}", p.cpu_pct)),
         (false, _) => (format!("{:.0}", p.rate), format!("{:.0}", p.cpu_pct)),
     }
+}
+
+/// Min, median and max over repeated runs, as three results (in that
+/// order) whose phases hold the spread of each figure. A phase too short
+/// to measure in any run stays too short.
+pub fn bonnie_spread(runs: &[BonnieResult]) -> Option<[BonnieResult; 3]> {
+    let first = runs.first()?;
+    let mut out = [first.clone(), first.clone(), first.clone()];
+    for (i, phase) in first.phases.iter().enumerate() {
+        let too_short = runs.iter().any(|r| r.phases[i].too_short);
+        let rate = Spread::of(&runs.iter().map(|r| r.phases[i].rate).collect::<Vec<_>>())?;
+        let cpu = Spread::of(&runs.iter().map(|r| r.phases[i].cpu_pct).collect::<Vec<_>>())?;
+        for (k, (r, c)) in
+            [(rate.min, cpu.min), (rate.median, cpu.median), (rate.max, cpu.max)].into_iter().enumerate()
+        {
+            out[k].phases[i] = PhaseResult { rate: r, cpu_pct: c, too_short, ..phase.clone() };
+        }
+    }
+    Some(out)
 }

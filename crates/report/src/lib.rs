@@ -8,7 +8,7 @@ mod volumes;
 
 use std::fmt::Write as _;
 
-pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_table};
+pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
 pub use volumes::volume_list;
 
 use serde::Serialize;

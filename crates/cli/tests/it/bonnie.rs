@@ -47,3 +47,14 @@ fn bonnie_refuses_to_overwrite_a_file_system() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
 }
+
+#[test]
+fn repeat_adds_min_median_max_rows() {
+    let out = iolab(&["bonnie", "--target", "mem:8m", "--seeks", "64", "--repeat", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().filter(|l| l.starts_with("iolab ")).count(), 3, "{text}");
+    for label in ["min ", "median ", "max "] {
+        assert!(text.lines().any(|l| l.starts_with(label)), "{label} missing:\n{text}");
+    }
+}

@@ -31,7 +31,7 @@ fn plex_columns_are_the_volume_counters() {
     let dir = tempfile::tempdir().unwrap();
     let (_, rows) = sweep(&dir, &[]);
     for row in rows.as_array().unwrap().iter().skip(1) {
-        let phases = row["bonnie"]["phases"].as_array().unwrap();
+        let phases = row["bonnie"][0]["phases"].as_array().unwrap();
         let writes: u64 = phases.iter().map(|p| p["device_writes"].as_u64().unwrap()).sum();
         let reads: u64 = phases.iter().map(|p| p["device_reads"].as_u64().unwrap()).sum();
         assert_eq!(row["plex"]["writes"].as_u64(), Some(writes), "{}", row["layout"]);
@@ -64,4 +64,14 @@ fn raid5_needs_three_drives() {
     let out = iolab(&["sweep", "stripes", "--drives", &a, &b, "--drive-size", "4m", "--size", "1m"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("RAID-5 needs at least 3 drives"), "{}", stderr(&out));
+}
+
+#[test]
+fn repeated_sweep_keeps_every_run_and_shows_the_spread() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, rows) = sweep(&dir, &["--repeat", "2", "--stripes", "64k", "--raid5", "none"]);
+    assert_eq!(rows[1]["bonnie"].as_array().unwrap().len(), 2);
+    for label in ["s64k:med", "s64k:min", "s64k:max"] {
+        assert!(text.lines().any(|l| l.starts_with(label)), "{label} missing:\n{text}");
+    }
 }
