@@ -58,3 +58,30 @@ fn repeat_adds_min_median_max_rows() {
         assert!(text.lines().any(|l| l.starts_with(label)), "{label} missing:\n{text}");
     }
 }
+
+/// bonnie++'s own reader accepts the CSV line. The tool comes from
+/// Debian's bonnie++ package; CI installs it and sets
+/// IOLAB_REQUIRE_BONNIE_TOOLS so the check cannot be skipped there.
+#[test]
+fn bon_csv2txt_reads_the_csv_line() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let spawned = Command::new("bon_csv2txt")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let Ok(mut child) = spawned else {
+        assert!(
+            std::env::var_os("IOLAB_REQUIRE_BONNIE_TOOLS").is_none(),
+            "bon_csv2txt is required but missing"
+        );
+        return;
+    };
+    let line = &csv_lines()[0];
+    child.stdin.take().unwrap().write_all(format!("{line}\n").as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.lines().any(|l| l.starts_with("box ") && l.contains("8M::64:3")), "{text}");
+}
