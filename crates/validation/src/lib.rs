@@ -9,6 +9,7 @@
 //! is specified in docs/formats.md ("Validation stamp").
 
 mod check;
+pub mod journal;
 mod keys;
 mod stamp;
 

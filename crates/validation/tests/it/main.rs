@@ -1,2 +1,3 @@
 mod check;
+mod journal;
 mod stamp;

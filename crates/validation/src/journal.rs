@@ -1,0 +1,267 @@
+//! The validation journal: the key map survives a crash of the host or the
+//! process. A file starts with a header and a snapshot of the key map;
+//! records follow. Before a data write, a `before` record names the key
+//! blocks and their new keys; after it, an `after` record marks it done.
+//! Replay rebuilds the map and lists the writes that were in flight, whose
+//! blocks may hold the old or the new contents.
+//!
+//! Layout (little-endian; docs/formats.md "Validation journal"):
+//! ```text
+//! header, 4096 bytes:
+//!   0 magic "IOLABJNL"   8 version u32 = 1   12 crc32c u32 (of the header with this field 0)
+//!  16 run_id u64        24 region_start u64  32 key_block_bytes u64
+//!  40 blocks u64        48 sector_bytes u32  52 target name length u16
+//!  54 target name (up to 256 bytes)
+//! snapshot: `blocks` bytes of keys, padded with zeros to a multiple of 4096
+//! records, each:
+//!   0 magic "JREC" (u32 0x4345524a)  4 length u32 (whole record)  8 crc32c u32 (record, this field 0)
+//!  12 kind u8 (1 before, 2 after)  13 reserved [u8; 3]  16 write_id u64
+//!  24 entries: (block u64, key u8) × n, 9 bytes each (before records only)
+//! ```
+//! A record that is truncated or fails its checksum ends the journal: it
+//! and everything after it were not durable.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::keys::KeyMap;
+
+pub const JOURNAL_MAGIC: &[u8; 8] = b"IOLABJNL";
+pub const JOURNAL_VERSION: u32 = 1;
+pub const JOURNAL_HEADER_BYTES: usize = 4096;
+const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"JREC");
+const RECORD_HEADER_BYTES: usize = 24;
+const ENTRY_BYTES: usize = 9;
+/// Longest target name the header holds.
+pub const TARGET_NAME_BYTES_MAX: usize = 256;
+
+/// What a journal describes: the run and the region it validates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalHeader {
+    pub run_id: u64,
+    pub region_start: u64,
+    pub key_block_bytes: u64,
+    pub blocks: u64,
+    pub sector_bytes: u32,
+    pub target: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum JournalError {
+    #[error("not an iolab validation journal (no IOLABJNL magic)")]
+    NotAJournal,
+    #[error("journal format version {0} is not supported (this iolab reads version {JOURNAL_VERSION})")]
+    Version(u32),
+    #[error("the journal header is damaged (checksum mismatch)")]
+    Header,
+    #[error("the journal is shorter than its header and key map snapshot ({0} bytes)")]
+    Truncated(usize),
+}
+
+/// A write that was in flight when the journal ends: its blocks may hold
+/// the old key or the new.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingWrite {
+    pub write_id: u64,
+    /// (block, old key, new key)
+    pub blocks: Vec<(u64, u8, u8)>,
+}
+
+/// The outcome of replaying a journal.
+#[derive(Debug)]
+pub struct Replay {
+    pub header: JournalHeader,
+    /// Keys of completed writes (pending writes keep their old keys here).
+    pub keys: Vec<u8>,
+    pub pending: Vec<PendingWrite>,
+    pub records: u64,
+    /// Byte offset where the valid records end, and why, when the journal
+    /// ends with a damaged or truncated record instead of cleanly.
+    pub torn_tail: Option<(u64, &'static str)>,
+}
+
+fn put_u64(buf: &mut [u8], at: usize, v: u64) {
+    buf[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn u64_at(buf: &[u8], at: usize) -> u64 {
+    // Invariant: callers check the length before reading.
+    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn u32_at(buf: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn checksum(buf: &[u8], crc_at: usize) -> u32 {
+    let head = crc32c::crc32c(&buf[..crc_at]);
+    let zeroed = crc32c::crc32c_append(head, &[0; 4]);
+    crc32c::crc32c_append(zeroed, &buf[crc_at + 4..])
+}
+
+/// The header and key-map snapshot a journal starts with.
+pub fn encode_start(header: &JournalHeader, keys: &KeyMap) -> Vec<u8> {
+    debug_assert_eq!(keys.blocks(), header.blocks);
+    let mut buf = vec![0u8; JOURNAL_HEADER_BYTES];
+    buf[..8].copy_from_slice(JOURNAL_MAGIC);
+    buf[8..12].copy_from_slice(&JOURNAL_VERSION.to_le_bytes());
+    put_u64(&mut buf, 16, header.run_id);
+    put_u64(&mut buf, 24, header.region_start);
+    put_u64(&mut buf, 32, header.key_block_bytes);
+    put_u64(&mut buf, 40, header.blocks);
+    buf[48..52].copy_from_slice(&header.sector_bytes.to_le_bytes());
+    let name = &header.target.as_bytes()[..header.target.len().min(TARGET_NAME_BYTES_MAX)];
+    buf[52..54].copy_from_slice(&(name.len() as u16).to_le_bytes());
+    buf[54..54 + name.len()].copy_from_slice(name);
+    let crc = checksum(&buf, 12);
+    buf[12..16].copy_from_slice(&crc.to_le_bytes());
+    let snapshot_bytes = (header.blocks as usize).next_multiple_of(JOURNAL_HEADER_BYTES);
+    buf.reserve(snapshot_bytes);
+    buf.extend((0..header.blocks).map(|b| keys.get(b)));
+    buf.resize(JOURNAL_HEADER_BYTES + snapshot_bytes, 0);
+    buf
+}
+
+/// A `before` record: write `write_id` will give these blocks these keys.
+pub fn encode_before(write_id: u64, entries: &[(u64, u8)]) -> Vec<u8> {
+    encode_record(1, write_id, entries)
+}
+
+/// An `after` record: write `write_id` completed.
+pub fn encode_after(write_id: u64) -> Vec<u8> {
+    encode_record(2, write_id, &[])
+}
+
+fn encode_record(kind: u8, write_id: u64, entries: &[(u64, u8)]) -> Vec<u8> {
+    let len = RECORD_HEADER_BYTES + entries.len() * ENTRY_BYTES;
+    let mut buf = vec![0u8; len];
+    buf[..4].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
+    buf[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+    buf[12] = kind;
+    put_u64(&mut buf, 16, write_id);
+    for (i, (block, key)) in entries.iter().enumerate() {
+        let at = RECORD_HEADER_BYTES + i * ENTRY_BYTES;
+        put_u64(&mut buf, at, *block);
+        buf[at + 8] = *key;
+    }
+    let crc = checksum(&buf, 8);
+    buf[8..12].copy_from_slice(&crc.to_le_bytes());
+    buf
+}
+
+fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
+    if buf.len() < JOURNAL_HEADER_BYTES {
+        return Err(if buf.starts_with(JOURNAL_MAGIC) {
+            JournalError::Truncated(buf.len())
+        } else {
+            JournalError::NotAJournal
+        });
+    }
+    if &buf[..8] != JOURNAL_MAGIC {
+        return Err(JournalError::NotAJournal);
+    }
+    let version = u32_at(buf, 8);
+    if version != JOURNAL_VERSION {
+        return Err(JournalError::Version(version));
+    }
+    let head = &buf[..JOURNAL_HEADER_BYTES];
+    if u32_at(head, 12) != checksum(head, 12) {
+        return Err(JournalError::Header);
+    }
+    let name_len = (u16::from_le_bytes([head[52], head[53]]) as usize).min(TARGET_NAME_BYTES_MAX);
+    Ok(JournalHeader {
+        run_id: u64_at(head, 16),
+        region_start: u64_at(head, 24),
+        key_block_bytes: u64_at(head, 32),
+        blocks: u64_at(head, 40),
+        sector_bytes: u32_at(head, 48),
+        target: String::from_utf8_lossy(&head[54..54 + name_len]).into_owned(),
+    })
+}
+
+/// Replays a whole journal file.
+pub fn replay(buf: &[u8]) -> Result<Replay, JournalError> {
+    let header = decode_header(buf)?;
+    let snapshot_bytes = (header.blocks as usize).next_multiple_of(JOURNAL_HEADER_BYTES);
+    let records_at = JOURNAL_HEADER_BYTES + snapshot_bytes;
+    if buf.len() < records_at {
+        return Err(JournalError::Truncated(buf.len()));
+    }
+    let mut keys = buf[JOURNAL_HEADER_BYTES..JOURNAL_HEADER_BYTES + header.blocks as usize].to_vec();
+    // In flight: write id -> its entries; block -> the write holding it.
+    let mut inflight: BTreeMap<u64, Vec<(u64, u8)>> = BTreeMap::new();
+    let mut holder: HashMap<u64, u64> = HashMap::new();
+    let mut at = records_at;
+    let mut records = 0;
+    let mut torn_tail = None;
+    while at < buf.len() {
+        let rest = &buf[at..];
+        let Some((kind, write_id, entries, len)) = decode_record(rest, header.blocks) else {
+            let why = if rest.iter().all(|&b| b == 0) { None } else { Some("damaged or truncated record") };
+            torn_tail = why.map(|w| (at as u64, w));
+            break;
+        };
+        records += 1;
+        at += len;
+        match kind {
+            1 => {
+                for (block, _) in &entries {
+                    // A block is written by one request at a time: an
+                    // earlier write still listed on it has completed.
+                    if let Some(earlier) = holder.remove(block) {
+                        complete(&mut inflight, &mut holder, &mut keys, earlier);
+                    }
+                }
+                for (block, _) in &entries {
+                    holder.insert(*block, write_id);
+                }
+                inflight.insert(write_id, entries);
+            }
+            _ => complete(&mut inflight, &mut holder, &mut keys, write_id),
+        }
+    }
+    let pending = inflight
+        .into_iter()
+        .map(|(write_id, entries)| PendingWrite {
+            write_id,
+            blocks: entries.iter().map(|(b, new)| (*b, keys[*b as usize], *new)).collect(),
+        })
+        .collect();
+    Ok(Replay { header, keys, pending, records, torn_tail })
+}
+
+fn complete(
+    inflight: &mut BTreeMap<u64, Vec<(u64, u8)>>,
+    holder: &mut HashMap<u64, u64>,
+    keys: &mut [u8],
+    id: u64,
+) {
+    if let Some(entries) = inflight.remove(&id) {
+        for (block, key) in entries {
+            keys[block as usize] = key;
+            if holder.get(&block) == Some(&id) {
+                holder.remove(&block);
+            }
+        }
+    }
+}
+
+/// One record from the start of `buf`: kind, write id, entries, length.
+fn decode_record(buf: &[u8], blocks: u64) -> Option<(u8, u64, Vec<(u64, u8)>, usize)> {
+    if buf.len() < RECORD_HEADER_BYTES || u32_at(buf, 0) != RECORD_MAGIC {
+        return None;
+    }
+    let len = u32_at(buf, 4) as usize;
+    if len < RECORD_HEADER_BYTES || len > buf.len() || (len - RECORD_HEADER_BYTES) % ENTRY_BYTES != 0 {
+        return None;
+    }
+    let record = &buf[..len];
+    if u32_at(record, 8) != checksum(record, 8) {
+        return None;
+    }
+    let kind = record[12];
+    let entries: Vec<(u64, u8)> =
+        record[RECORD_HEADER_BYTES..].chunks_exact(ENTRY_BYTES).map(|e| (u64_at(e, 0), e[8])).collect();
+    let valid = matches!((kind, entries.is_empty()), (1, false) | (2, true))
+        && entries.iter().all(|(b, k)| *b < blocks && *k != 0);
+    valid.then_some((kind, u64_at(record, 16), entries, len))
+}

@@ -1,0 +1,168 @@
+//! Replaying the validation journal against a model of the writes it
+//! recorded.
+
+use proptest::prelude::*;
+use validation::journal::{
+    encode_after, encode_before, encode_start, replay, JournalError, JournalHeader, PendingWrite,
+};
+use validation::KeyMap;
+
+const BLOCKS: u64 = 16;
+
+fn header() -> JournalHeader {
+    JournalHeader {
+        run_id: 7,
+        region_start: 0,
+        key_block_bytes: 4096,
+        blocks: BLOCKS,
+        sector_bytes: 512,
+        target: "t.img".into(),
+    }
+}
+
+fn start() -> Vec<u8> {
+    let keys = KeyMap::new(BLOCKS, 4096);
+    keys.set(3, 9);
+    encode_start(&header(), &keys)
+}
+
+#[test]
+fn header_and_snapshot_come_back() {
+    let r = replay(&start()).unwrap();
+    assert_eq!(r.header, header());
+    assert_eq!(r.keys[3], 9);
+    assert!(r.pending.is_empty() && r.torn_tail.is_none());
+}
+
+#[test]
+fn completed_write_updates_the_keys() {
+    let mut j = start();
+    j.extend(encode_before(1, &[(3, 10), (4, 1)]));
+    j.extend(encode_after(1));
+    let r = replay(&j).unwrap();
+    assert_eq!((r.keys[3], r.keys[4]), (10, 1));
+    assert!(r.pending.is_empty());
+}
+
+#[test]
+fn write_without_after_record_is_pending_old_or_new() {
+    let mut j = start();
+    j.extend(encode_before(1, &[(3, 10)]));
+    let r = replay(&j).unwrap();
+    assert_eq!(r.pending, vec![PendingWrite { write_id: 1, blocks: vec![(3, 9, 10)] }]);
+    assert_eq!(r.keys[3], 9);
+}
+
+#[test]
+fn a_later_write_to_a_block_completes_the_earlier_one() {
+    // After records are written lazily: the next before record on the same
+    // block proves the earlier write finished.
+    let mut j = start();
+    j.extend(encode_before(1, &[(3, 10)]));
+    j.extend(encode_before(2, &[(3, 11)]));
+    let r = replay(&j).unwrap();
+    assert_eq!(r.pending, vec![PendingWrite { write_id: 2, blocks: vec![(3, 10, 11)] }]);
+}
+
+#[test]
+fn truncated_record_ends_the_journal_and_says_where() {
+    let mut j = start();
+    j.extend(encode_before(1, &[(3, 10)]));
+    j.extend(encode_after(1));
+    let cut = j.len();
+    let second = encode_before(2, &[(5, 1)]);
+    j.extend(&second[..second.len() - 3]);
+    let r = replay(&j).unwrap();
+    assert_eq!(r.torn_tail.map(|t| t.0), Some(cut as u64));
+    assert_eq!((r.keys[3], r.keys[5]), (10, 0));
+    assert!(r.pending.is_empty());
+}
+
+#[test]
+fn corrupted_record_ends_the_journal() {
+    let mut j = start();
+    let at = j.len();
+    j.extend(encode_before(1, &[(3, 10)]));
+    j.extend(encode_after(1));
+    j[at + 20] ^= 0x40;
+    let r = replay(&j).unwrap();
+    assert_eq!(r.records, 0);
+    assert_eq!(r.keys[3], 9);
+    assert!(r.torn_tail.is_some());
+}
+
+#[test]
+fn zero_padding_after_the_last_record_is_a_clean_end() {
+    let mut j = start();
+    j.extend(encode_before(1, &[(3, 10)]));
+    j.extend([0; 100]);
+    assert!(replay(&j).unwrap().torn_tail.is_none());
+}
+
+#[test]
+fn damaged_header_is_refused() {
+    let mut j = start();
+    j[20] ^= 1;
+    assert_eq!(replay(&j).unwrap_err(), JournalError::Header);
+    assert_eq!(replay(b"something else entirely").unwrap_err(), JournalError::NotAJournal);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Cut the journal after any record: every write whose before record
+    /// survived is either completed (after record survived, or a later
+    /// write to one of its blocks proves it) or pending with the right old
+    /// and new keys; nothing else changed.
+    #[test]
+    fn replay_of_any_prefix_matches_the_model(
+        writes in prop::collection::vec((prop::collection::btree_set(0..BLOCKS, 1..4), any::<bool>()), 1..20),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        // Encode: each write's before record, then its after record if done.
+        let mut records: Vec<(usize, bool, Vec<u8>)> = Vec::new();
+        let mut keys = vec![0u8; BLOCKS as usize];
+        keys[3] = 9;
+        let mut new_keys = Vec::new();
+        for (id, (blocks, done)) in writes.iter().enumerate() {
+            let entries: Vec<(u64, u8)> = blocks.iter().map(|b| {
+                let k = validation::next_key(keys[*b as usize]);
+                keys[*b as usize] = k;
+                (*b, k)
+            }).collect();
+            records.push((id, true, encode_before(id as u64, &entries)));
+            if *done {
+                records.push((id, false, encode_after(id as u64)));
+            }
+            new_keys.push(entries);
+        }
+        let kept = cut.index(records.len() + 1);
+        let mut j = start();
+        for r in &records[..kept] {
+            j.extend(&r.2);
+        }
+        let replayed = replay(&j).unwrap();
+        prop_assert!(replayed.torn_tail.is_none());
+        // The model: apply every write whose before record was kept.
+        let mut expected = vec![0u8; BLOCKS as usize];
+        expected[3] = 9;
+        for (id, _, _) in records[..kept].iter().filter(|r| r.1) {
+            for (b, k) in &new_keys[*id] {
+                expected[*b as usize] = *k;
+            }
+        }
+        let mut finished = replayed.keys.clone();
+        for p in &replayed.pending {
+            for (b, old, new) in &p.blocks {
+                prop_assert_eq!(finished[*b as usize], *old);
+                finished[*b as usize] = *new;
+            }
+        }
+        prop_assert_eq!(finished, expected);
+        // A write is pending only if its after record was cut off.
+        for p in &replayed.pending {
+            let after_kept = records[..kept].iter().any(|r| r.0 == p.write_id as usize && !r.1);
+            prop_assert!(!after_kept, "write {} completed but listed as pending", p.write_id);
+        }
+    }
+}
