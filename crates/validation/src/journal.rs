@@ -195,7 +195,7 @@ pub fn replay(buf: &[u8]) -> Result<Replay, JournalError> {
     let mut torn_tail = None;
     while at < buf.len() {
         let rest = &buf[at..];
-        let Some((kind, write_id, entries, len)) = decode_record(rest, header.blocks) else {
+        let Some(Record { kind, write_id, entries, len }) = decode_record(rest, header.blocks) else {
             let why = if rest.iter().all(|&b| b == 0) { None } else { Some("damaged or truncated record") };
             torn_tail = why.map(|w| (at as u64, w));
             break;
@@ -245,8 +245,16 @@ fn complete(
     }
 }
 
-/// One record from the start of `buf`: kind, write id, entries, length.
-fn decode_record(buf: &[u8], blocks: u64) -> Option<(u8, u64, Vec<(u64, u8)>, usize)> {
+/// A decoded record.
+struct Record {
+    kind: u8,
+    write_id: u64,
+    entries: Vec<(u64, u8)>,
+    len: usize,
+}
+
+/// One record from the start of `buf`, if a valid one is there.
+fn decode_record(buf: &[u8], blocks: u64) -> Option<Record> {
     if buf.len() < RECORD_HEADER_BYTES || u32_at(buf, 0) != RECORD_MAGIC {
         return None;
     }
@@ -263,5 +271,5 @@ fn decode_record(buf: &[u8], blocks: u64) -> Option<(u8, u64, Vec<(u64, u8)>, us
         record[RECORD_HEADER_BYTES..].chunks_exact(ENTRY_BYTES).map(|e| (u64_at(e, 0), e[8])).collect();
     let valid = matches!((kind, entries.is_empty()), (1, false) | (2, true))
         && entries.iter().all(|(b, k)| *b < blocks && *k != 0);
-    valid.then_some((kind, u64_at(record, 16), entries, len))
+    valid.then(|| Record { kind, write_id: u64_at(record, 16), entries, len })
 }
