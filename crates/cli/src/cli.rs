@@ -20,6 +20,10 @@ pub enum Command {
     /// memory. With no target and no job file: a ~10 s random mixed run on a
     /// temporary 1 GiB file.
     Run(Box<RunArgs>),
+    /// Check a target against a validated run's journal (after a crash, or
+    /// any time): every block must hold what the journal says was written;
+    /// writes in flight at the crash may hold the old or the new data.
+    Validate(crate::validate::ValidateArgs),
     /// The six bonnie phases (per-character and block output, rewrite,
     /// per-character and block input, random seeks) in bonnie's table.
     Bonnie(crate::bonnie::BonnieArgs),
@@ -63,6 +67,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => crate::run::run(*args),
         Command::Volume(command) => crate::volume::run(command),
         Command::Bonnie(args) => crate::bonnie::run(args),
+        Command::Validate(args) => crate::validate::run(args),
         Command::Sweep(command) => crate::sweep::run(command),
     }
 }

@@ -106,6 +106,15 @@ pub struct JobFields {
     /// With --validate: read every block back right after writing it.
     #[arg(long, num_args = 0, default_missing_value = "true")]
     pub reread: Option<bool>,
+    /// With --validate: keep the key map in a crash-safe journal in DIR
+    /// (check the target later with `iolab validate --journal DIR`).
+    #[arg(long, value_name = "DIR")]
+    pub journal: Option<std::path::PathBuf>,
+    /// Journal writes: group (durable before each data write, flushes
+    /// shared; default), sync (two durable writes per data write, as
+    /// Vdbench -j), async (buffered until the end, as Vdbench -jn).
+    #[arg(long, value_name = "MODE")]
+    pub journal_mode: Option<String>,
     /// With --validate: stop after this many bad blocks (default 50).
     #[arg(long, value_name = "N")]
     pub max_errors: Option<u64>,
@@ -153,6 +162,8 @@ impl JobFields {
             validate,
             no_preread,
             reread,
+            journal,
+            journal_mode,
             max_errors,
             seed
         )

@@ -11,6 +11,7 @@ mod jobfile;
 mod run;
 mod sweep;
 mod target;
+mod validate;
 mod volume;
 
 /// A bad flag value or combination: reported with exit status 2, as clap

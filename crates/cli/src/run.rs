@@ -251,11 +251,26 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
     if f.max_errors == Some(0) {
         return Err(UsageError("--max-errors: must be at least 1".into()));
     }
+    use workloads::journal::JournalMode;
+    let mode = match f.journal_mode.as_deref().unwrap_or("group") {
+        "group" => JournalMode::Group,
+        "sync" => JournalMode::Sync,
+        "async" => JournalMode::Async,
+        other => {
+            return Err(UsageError(format!(
+                "--journal-mode: '{other}' is not a mode; use group, sync or async"
+            )))
+        }
+    };
+    if f.journal_mode.is_some() && f.journal.is_none() {
+        return Err(UsageError("--journal-mode: only applies with --journal DIR".into()));
+    }
     Ok(validate.then(|| workloads::ValidateSpec {
         preread: !f.no_preread.unwrap_or(false),
         reread: f.reread.unwrap_or(false),
         max_errors: f.max_errors.unwrap_or(50),
         run_id: run_id(),
+        journal: f.journal.clone().map(|dir| (dir, mode)),
     }))
 }
 

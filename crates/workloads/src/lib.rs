@@ -9,6 +9,7 @@
 pub mod bonnie;
 mod engine;
 pub mod gen;
+pub mod journal;
 pub mod spec;
 mod stats;
 pub mod validate;

@@ -16,13 +16,13 @@ use validation::{
 };
 
 use crate::gen::Request;
-use crate::spec::{spec_error, JobSpec, Region, SpecError};
+use crate::spec::{spec_error, JobSpec, Region};
 
 /// Errors kept in memory for the report; the count goes on past it.
 pub const ERRORS_KEPT_MAX: usize = 1000;
 
 /// How a job validates.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct ValidateSpec {
     /// Check a block's old contents before rewriting it (Vdbench's default).
     pub preread: bool,
@@ -32,6 +32,8 @@ pub struct ValidateSpec {
     pub max_errors: u64,
     /// Identifies this run in every stamp.
     pub run_id: u64,
+    /// Keep the key map in a crash-safe journal in this directory.
+    pub journal: Option<(std::path::PathBuf, crate::journal::JournalMode)>,
 }
 
 /// Which read found an error.
@@ -81,6 +83,7 @@ pub(crate) struct Validator {
     checked: AtomicU64,
     error_count: AtomicU64,
     errors: Mutex<Vec<ValidationError>>,
+    journal: Option<crate::journal::JournalWriter>,
 }
 
 impl Validator {
@@ -89,7 +92,8 @@ impl Validator {
         spec: ValidateSpec,
         region: Region,
         sector_bytes: u32,
-    ) -> Result<Validator, SpecError> {
+        target: &str,
+    ) -> Result<Validator, crate::WorkloadError> {
         let key_bytes = job.bs.min_bytes();
         let sizes_ok = match &job.bs {
             crate::BlockSizes::Fixed(_) => true,
@@ -97,27 +101,43 @@ impl Validator {
             crate::BlockSizes::Range { step, .. } => step % key_bytes == 0,
         };
         if !sizes_ok || region.align % key_bytes != 0 || region.start % key_bytes != 0 {
-            return Err(spec_error(
+            return Err(crate::WorkloadError::Spec(spec_error(
                 "validate",
                 format!(
                     "every transfer size and offset must be a multiple of the smallest transfer ({key_bytes} bytes, \
                      the key block); use sizes that are multiples of it and --bsalign {key_bytes} or more"
                 ),
-            ));
+            )));
         }
         let blocks = region.len / key_bytes;
+        let keys = KeyMap::new(blocks, key_bytes);
+        let journal = match &spec.journal {
+            None => None,
+            Some((dir, mode)) => {
+                let header = validation::journal::JournalHeader {
+                    run_id: spec.run_id,
+                    region_start: region.start,
+                    key_block_bytes: key_bytes,
+                    blocks,
+                    sector_bytes,
+                    target: target.to_string(),
+                };
+                Some(crate::journal::JournalWriter::create(dir, *mode, &header, &keys)?)
+            }
+        };
         Ok(Validator {
             spec,
             region,
             key_bytes,
             sector_bytes: sector_bytes as usize,
-            keys: KeyMap::new(blocks, key_bytes),
+            keys,
             busy: (0..blocks).map(|_| AtomicBool::new(false)).collect(),
             sequence: AtomicU64::new(0),
             written: AtomicU64::new(0),
             checked: AtomicU64::new(0),
             error_count: AtomicU64::new(0),
             errors: Mutex::new(Vec::new()),
+            journal,
         })
     }
 
@@ -188,8 +208,9 @@ impl Validator {
     }
 
     /// Fills `buf` with the stamps of `req`'s blocks at their next keys;
-    /// returns those keys, to be recorded once the write completes.
-    pub fn stamp(&self, req: &Request, buf: &mut [u8]) -> Vec<u8> {
+    /// returns the write's sequence number and those keys, to be recorded
+    /// once the write completes.
+    pub fn stamp(&self, req: &Request, buf: &mut [u8]) -> (u64, Vec<u8>) {
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
         let time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let mut keys = Vec::with_capacity((req.len / self.key_bytes) as usize);
@@ -201,7 +222,32 @@ impl Validator {
             fill_block(block, self.sector_bytes, offset, key, sequence, time_ns, self.spec.run_id);
             keys.push(key);
         }
-        keys
+        (sequence, keys)
+    }
+
+    /// Journals a write about to be issued (durably, in sync and group mode).
+    pub fn journal_before(&self, sequence: u64, req: &Request, keys: &[u8]) -> Result<(), crate::WorkloadError> {
+        if let Some(journal) = &self.journal {
+            let entries: Vec<(u64, u8)> = self.blocks(req).zip(keys.iter().copied()).collect();
+            journal.before(sequence, &entries)?;
+        }
+        Ok(())
+    }
+
+    /// Journals a completed write.
+    pub fn journal_after(&self, sequence: u64) -> Result<(), crate::WorkloadError> {
+        if let Some(journal) = &self.journal {
+            journal.after(sequence)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the journal durable at the end of the run.
+    pub fn finish(&self) -> Result<(), crate::WorkloadError> {
+        if let Some(journal) = &self.journal {
+            journal.finish()?;
+        }
+        Ok(())
     }
 
     /// Records the keys of a completed write.

@@ -3,4 +3,5 @@ mod cli;
 mod jobfile;
 mod run;
 mod sweep;
+mod validate;
 mod volume;

@@ -32,6 +32,8 @@ pub enum WorkloadError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Journal(#[from] crate::journal::JournalWriteError),
     #[error("a worker thread panicked: {0}")]
     Panic(String),
 }
@@ -222,7 +224,8 @@ pub fn run_job(
     let region = job.region(device.size_bytes(), u64::from(device.sector_bytes()))?;
     let validator = job
         .validate
-        .map(|spec| crate::validate::Validator::new(job, spec, region, device.sector_bytes()))
+        .clone()
+        .map(|spec| crate::validate::Validator::new(job, spec, region, device.sector_bytes(), device.name()))
         .transpose()?;
     if validator.is_some() && job.engine == Engine::Uring {
         return Err(SpecError {
@@ -284,6 +287,9 @@ pub fn run_job(
     }
     if job.end_flush {
         device.flush()?;
+    }
+    if let Some(v) = &validator {
+        v.finish()?;
     }
     let end = Instant::now();
     let (user1, sys1) = cpu_times();

@@ -76,9 +76,11 @@ fn validated(
                 w.device.read_at(&mut read_buf[..len], req.offset)?;
                 go_on &= v.check(&req, &read_buf[..len], CheckedBy::Preread);
             }
-            let keys = v.stamp(&req, &mut write_buf[..len]);
+            let (sequence, keys) = v.stamp(&req, &mut write_buf[..len]);
+            v.journal_before(sequence, &req, &keys)?;
             w.device.write_at(&write_buf[..len], req.offset)?;
             v.written(&req, &keys);
+            v.journal_after(sequence)?;
             if v.spec().reread {
                 w.device.read_at(&mut read_buf[..len], req.offset)?;
                 go_on &= v.check(&req, &read_buf[..len], CheckedBy::Reread);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use device::{Device, Fault, FaultyDevice, MemDevice};
 use workloads::{run_job, BlockSizes, JobSpec, Progress, Rw, ValidateSpec, ValidationSummary};
 
-const VALIDATE: ValidateSpec = ValidateSpec { preread: true, reread: false, max_errors: 50, run_id: 4242 };
+const VALIDATE: ValidateSpec = ValidateSpec { preread: true, reread: false, max_errors: 50, run_id: 4242, journal: None };
 
 /// A small region (16 blocks of 4 KiB) so blocks are rewritten and reread
 /// many times in a few hundred requests.
@@ -17,7 +17,7 @@ fn job(ios: u64) -> JobSpec {
         size_bytes: Some(64 << 10),
         bs: BlockSizes::Fixed(4096),
         ios: Some(ios),
-        validate: Some(VALIDATE),
+        validate: Some(VALIDATE.clone()),
         ..JobSpec::default()
     }
 }
@@ -80,7 +80,7 @@ fn torn_write_is_reported_as_torn() {
 
 #[test]
 fn error_cap_stops_the_job() {
-    let j = JobSpec { validate: Some(ValidateSpec { max_errors: 1, ..VALIDATE }), ..job(100_000) };
+    let j = JobSpec { validate: Some(ValidateSpec { max_errors: 1, ..VALIDATE.clone() }), ..job(100_000) };
     let dev = faulty(Fault::FlipBit { n: 3, byte: 7 });
     let result = run_job(&j, dev, &Progress::default()).unwrap();
     assert!(result.read.ios + result.write.ios < 100_000, "the job stopped early");
