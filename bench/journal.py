@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The second seed's table (issue 4's benchmark), in one run on one file:
+IOPS of 4 KiB random writes with validation off, on without a journal, and
+with the journal in sync, async and group mode. Every arm uses the same
+engine and concurrency (sync engine, --threads N, O_DIRECT), so only
+validation and the journal differ. The journal sits in a directory on the
+same disk as the target.
+
+Usage: bench/journal.py [--dir DIR] [--threads 32] [--runtime S] [--repeats N] [--iolab PATH]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def run(exe, args):
+    out = subprocess.run([exe, "run", *args, "--json", "-", "-q"], check=True, capture_output=True, text=True).stdout
+    doc = json.loads(out[out.index("{"):])
+    r = doc["jobs"][0]["runs"][0]
+    return r["write"]["iops"], r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--threads", type=int, default=32)
+    ap.add_argument("--runtime", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--size", default="1g")
+    ap.add_argument("--iolab", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "iolab"))
+    args = ap.parse_args()
+    exe = args.iolab
+    if not os.path.exists(exe):
+        sys.exit(f"{exe} not found: cargo build --release")
+    work = tempfile.mkdtemp(prefix="iolab-jbench-", dir=args.dir)
+    target = os.path.join(work, "target.img")
+    try:
+        subprocess.run([exe, "run", "--target", target, "--size", args.size, "--rw", "write", "--bs", "1m",
+                        "--direct", "-q"], check=True, capture_output=True)
+        common = ["--target", target, "--rw", "randwrite", "--bs", "4k", "--direct", "--engine", "sync",
+                  "--threads", str(args.threads), "--runtime", str(args.runtime), "--force"]
+        arms = {
+            "off": [],
+            "validate": ["--validate"],
+            "no preread": ["--validate", "--no-preread"],
+            "journal sync": ["--validate", "--journal-mode", "sync"],
+            "journal async": ["--validate", "--journal-mode", "async"],
+            "journal group": ["--validate", "--journal-mode", "group"],
+        }
+        results = {name: [] for name in arms}
+        for i in range(args.repeats):
+            for name, extra in arms.items():
+                flags = list(extra)
+                if "--journal-mode" in flags:
+                    jdir = os.path.join(work, f"j-{name.split()[1]}-{i}")
+                    flags += ["--journal", jdir]
+                results[name].append(run(exe, common + flags)[0])
+        off = statistics.median(results["off"])
+        print(f"# 4 KiB random writes, {args.threads} threads, {args.repeats} runs of {args.runtime} s, medians")
+        print(f"{'arm':<15} {'IOPS':>10} {'vs off':>8}   runs")
+        for name, values in results.items():
+            med = statistics.median(values)
+            print(f"{name:<15} {med:>10.0f} {med / off:>8.2f}   {' '.join(f'{v:.0f}' for v in values)}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
