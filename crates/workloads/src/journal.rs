@@ -67,7 +67,12 @@ pub struct JournalWriter {
 
 impl JournalWriter {
     /// Creates `dir/iolab.journal` with the header and the key map, durably.
-    pub fn create(dir: &Path, mode: JournalMode, header: &JournalHeader, keys: &KeyMap) -> Result<JournalWriter, JournalWriteError> {
+    pub fn create(
+        dir: &Path,
+        mode: JournalMode,
+        header: &JournalHeader,
+        keys: &KeyMap,
+    ) -> Result<JournalWriter, JournalWriteError> {
         let path = dir.join(JOURNAL_FILE);
         let io = |what| {
             let path = path.clone();
@@ -76,14 +81,17 @@ impl JournalWriter {
         std::fs::create_dir_all(dir).map_err(io("cannot create the journal directory"))?;
         let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
             Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(JournalWriteError::Exists { path }),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(JournalWriteError::Exists { path })
+            }
             Err(e) => return Err(io("cannot create")(e)),
         };
         let start = encode_start(header, keys);
         file.write_all(&start).map_err(io("cannot write"))?;
         file.sync_all().map_err(io("cannot flush"))?;
         File::open(dir).and_then(|d| d.sync_all()).map_err(io("cannot flush the directory"))?;
-        let state = State { queued: Vec::new(), queued_end: 0, durable_end: 0, flushing: false, poisoned: false };
+        let state =
+            State { queued: Vec::new(), queued_end: 0, durable_end: 0, flushing: false, poisoned: false };
         Ok(JournalWriter { path, file, mode, state: Mutex::new(state), flushed: Condvar::new() })
     }
 
@@ -161,6 +169,10 @@ impl JournalWriter {
         }
         self.flushed.notify_all();
         drop(state);
-        result.map_err(|source| JournalWriteError::Io { path: self.path.clone(), what: "cannot write or flush", source })
+        result.map_err(|source| JournalWriteError::Io {
+            path: self.path.clone(),
+            what: "cannot write or flush",
+            source,
+        })
     }
 }

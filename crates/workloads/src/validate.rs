@@ -226,7 +226,12 @@ impl Validator {
     }
 
     /// Journals a write about to be issued (durably, in sync and group mode).
-    pub fn journal_before(&self, sequence: u64, req: &Request, keys: &[u8]) -> Result<(), crate::WorkloadError> {
+    pub fn journal_before(
+        &self,
+        sequence: u64,
+        req: &Request,
+        keys: &[u8],
+    ) -> Result<(), crate::WorkloadError> {
         if let Some(journal) = &self.journal {
             let entries: Vec<(u64, u8)> = self.blocks(req).zip(keys.iter().copied()).collect();
             journal.before(sequence, &entries)?;
