@@ -23,6 +23,10 @@ pub enum Fault {
     /// Only the first `keep_bytes` of the `n`th write reach the medium
     /// (a torn write); it still reports success.
     TearWrite { n: u64, keep_bytes: usize },
+    /// Power is cut after the first `after` writes and flushes (counted
+    /// together): every later write and flush fails and reaches nothing.
+    /// Wrapped around a `CrashDevice`, this stops a stack at any instant.
+    PowerCut { after: u64 },
 }
 
 /// Wraps a device and fails chosen requests with EIO, without passing them
@@ -35,6 +39,7 @@ pub struct FaultyDevice {
     reads: AtomicU64,
     writes: AtomicU64,
     flushes: AtomicU64,
+    changes: AtomicU64,
     stats: Stats,
 }
 
@@ -47,6 +52,7 @@ impl FaultyDevice {
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
+            changes: AtomicU64::new(0),
             stats: Stats::default(),
         }
     }
@@ -57,7 +63,8 @@ impl FaultyDevice {
             Fault::LoseWrite { .. }
             | Fault::MisdirectWrite { .. }
             | Fault::FlipBit { .. }
-            | Fault::TearWrite { .. } => false,
+            | Fault::TearWrite { .. }
+            | Fault::PowerCut { .. } => false,
             Fault::Range { range, reads, writes } => {
                 let wanted = match op {
                     Op::Read => *reads,
@@ -67,6 +74,12 @@ impl FaultyDevice {
                 wanted && offset < range.end && range.start < offset + len
             }
         })
+    }
+
+    /// Counts a write or flush and says whether the power is already cut.
+    fn power_cut(&self) -> bool {
+        let change = self.changes.fetch_add(1, Ordering::Relaxed) + 1;
+        self.faults.iter().any(|fault| matches!(fault, Fault::PowerCut { after } if change > *after))
     }
 
     fn injected(&self, op: Op, ordinal: u64, offset: u64, len: u64) -> DeviceError {
@@ -137,7 +150,7 @@ impl Device for FaultyDevice {
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let ordinal = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
         let len = buf.len() as u64;
-        if self.should_fail(Op::Write, ordinal, offset, len) {
+        if self.power_cut() || self.should_fail(Op::Write, ordinal, offset, len) {
             self.stats.record_error();
             return Err(self.injected(Op::Write, ordinal, offset, len));
         }
@@ -148,7 +161,7 @@ impl Device for FaultyDevice {
 
     fn flush(&self) -> Result<()> {
         let ordinal = self.flushes.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.should_fail(Op::Flush, ordinal, 0, 0) {
+        if self.power_cut() || self.should_fail(Op::Flush, ordinal, 0, 0) {
             self.stats.record_error();
             return Err(self.injected(Op::Flush, ordinal, 0, 0));
         }

@@ -12,6 +12,9 @@ pub const PROBE_BYTES: usize = 72 * 1024;
 pub const IOLAB_VOLUME_MAGIC: &[u8; 8] = b"IOLABVOL";
 /// Magic bytes at the start of an iolab file system (see docs/formats.md).
 pub const IOLAB_FS_MAGIC: &[u8; 8] = b"IOLABFS1";
+/// Magic bytes of an iolab block log's commit headers, in two slots at 0
+/// and 4096 (see docs/formats.md, "Block log").
+pub const IOLAB_LOG_MAGIC: &[u8; 8] = b"IOLABLOG";
 
 struct Known {
     name: &'static str,
@@ -22,6 +25,8 @@ struct Known {
 const KNOWN: &[Known] = &[
     Known { name: "iolab volume", offset: 0, magic: IOLAB_VOLUME_MAGIC },
     Known { name: "iolab file system", offset: 0, magic: IOLAB_FS_MAGIC },
+    Known { name: "iolab block log", offset: 0, magic: IOLAB_LOG_MAGIC },
+    Known { name: "iolab block log", offset: 4096, magic: IOLAB_LOG_MAGIC },
     Known { name: "ext2/ext3/ext4 file system", offset: 1080, magic: &[0x53, 0xef] },
     Known { name: "XFS file system", offset: 0, magic: b"XFSB" },
     Known { name: "btrfs file system", offset: 0x10040, magic: b"_BHRfS_M" },

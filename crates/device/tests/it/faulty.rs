@@ -97,3 +97,16 @@ fn torn_write_keeps_only_its_first_bytes() {
     let image = inner.to_vec();
     assert_eq!((&image[..1024], &image[1024..4096]), (&[5; 1024][..], &[0; 3072][..]));
 }
+
+#[test]
+fn power_cut_stops_every_write_and_flush_after_the_budget() {
+    let inner = Arc::new(MemDevice::new(4096).unwrap());
+    let dev = FaultyDevice::new(inner.clone(), vec![Fault::PowerCut { after: 2 }]);
+    dev.write_at(&[1u8; 512], 0).unwrap();
+    dev.flush().unwrap();
+    assert!(dev.write_at(&[2u8; 512], 512).is_err());
+    assert!(dev.flush().is_err());
+    let mut back = [9u8; 512];
+    inner.read_at(&mut back, 512).unwrap();
+    assert_eq!(back, [0u8; 512], "a write after the cut reached the medium");
+}

@@ -1,0 +1,57 @@
+//! A write-ahead physical block log in the manner of NetBSD's WAPBL: any
+//! [`Device`] gains atomic multi-block transactions with group commit.
+//!
+//! A [`LoggedDevice`] is itself a `Device` over the data area of another
+//! device, in one of three [`Mode`]s so that the costs compare on equal
+//! terms: `sync` (each write durable in place before it returns), `async`
+//! (in place, durable at the next flush) and `log`. In `log` mode writes
+//! join the open transaction in memory; `flush` commits everything joined
+//! so far in one go (block records with full copies, revocations, then a
+//! commit header in one of two slots, each step made durable before the
+//! next), then writes the blocks home. A checkpoint (flush home, advance
+//! the tail) frees log space. Opening a device whose log holds committed
+//! records replays them first, so a crash at any instant leaves every
+//! committed transaction wholly present and no uncommitted one partly.
+//!
+//! The log lives at the start of the protected device (the data follows
+//! it) or on a device of its own. Its format is in docs/formats.md, "Block
+//! log"; every header and record carries a crc32c, and replay stops at the
+//! first record that fails and says where.
+//!
+//! This crate never prints, never panics on caller input, and never writes
+//! outside the log region and the data area it was given.
+
+mod format;
+mod logged;
+mod replay;
+
+pub use format::{Header, AREA_START, MIN_AREA_BYTES, SLOT_BYTES};
+pub use logged::{LogStats, LoggedDevice, Mode, Placement};
+pub use replay::{ReplayReport, ReplayStop};
+
+use device::DeviceError;
+
+/// The log size WAPBL would choose for a device: 1 MiB per GiB, at least
+/// 1 MiB and at most 64 MiB.
+pub fn default_log_bytes(device_bytes: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    (device_bytes / 1024).clamp(MIB, 64 * MIB) / 4096 * 4096
+}
+
+/// Everything opening, formatting or replaying a log can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error(
+        "{device}: no iolab block log found (format one first, e.g. `iolab run --log log` on a new target)"
+    )]
+    NoLog { device: String },
+    #[error(
+        "block log format version {found} is not supported (this iolab reads version {})",
+        format::VERSION
+    )]
+    Version { found: u32 },
+    #[error("{device}: {problem}")]
+    Layout { device: String, problem: String },
+}

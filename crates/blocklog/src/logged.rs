@@ -1,0 +1,735 @@
+//! The logged device: three modes behind the `Device` interface, and in
+//! `log` mode the open transaction, group commit and checkpoints.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use device::{check_request, AlignedBuf, Device, DeviceError, Op, Result, Stats};
+use serde::Serialize;
+
+use crate::format::{
+    encode_record, Extent, Header, RecordKind, RecordPlace, AREA_START, FLAG_SEPARATE, MAX_ENTRIES,
+    MAX_RECORD_DATA, MIN_AREA_BYTES, RECORD_LAST, SLOT_BYTES,
+};
+use crate::replay::{self, extents_of, ReplayReport};
+use crate::LogError;
+
+/// How writes reach stable storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Each write is made durable in place before it returns.
+    Sync,
+    /// Writes go in place; a flush makes them durable. No atomicity.
+    Async,
+    /// Writes join a transaction committed through the log at a flush.
+    Log,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Sync => "sync",
+            Mode::Async => "async",
+            Mode::Log => "log",
+        })
+    }
+}
+
+/// Where a new log goes.
+pub enum Placement {
+    /// The first `log_bytes` of the data device; the data follows.
+    Inside { log_bytes: u64 },
+    /// A device of its own (all of it); the data device is all data.
+    Separate { log: Arc<dyn Device> },
+}
+
+/// The log's counters.
+#[derive(Debug, Default)]
+struct Counters {
+    transactions: AtomicU64,
+    commits: AtomicU64,
+    forced_commits: AtomicU64,
+    sectors_logged: AtomicU64,
+    log_bytes_written: AtomicU64,
+    checkpoints: AtomicU64,
+    revocations: AtomicU64,
+}
+
+/// A copy of the log's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LogStats {
+    /// Operations that joined a transaction (each write or atomic group).
+    pub transactions: u64,
+    pub commits: u64,
+    /// Commits forced because the open transaction reached half the log.
+    pub forced_commits: u64,
+    pub sectors_logged: u64,
+    /// Bytes written to the log: records and commit headers.
+    pub log_bytes_written: u64,
+    pub checkpoints: u64,
+    pub revocations: u64,
+    /// 1 when opening replayed committed records.
+    pub replays: u64,
+    pub sectors_replayed: u64,
+}
+
+/// One logged sector: a shared copy of the write it came from and its index.
+#[derive(Clone)]
+struct Sector {
+    data: Arc<[u8]>,
+    index: u32,
+}
+
+type SectorMap = BTreeMap<u64, Sector>;
+
+#[derive(Default)]
+struct Txn {
+    sectors: SectorMap,
+    revokes: Vec<Extent>,
+}
+
+struct State {
+    open: Txn,
+    /// The transaction being committed, visible to reads until it is home.
+    committing: Option<Arc<SectorMap>>,
+    /// The open transaction's number; `durable` is the last one committed.
+    open_id: u64,
+    durable_id: u64,
+    /// Unlogged writes since the last commit (they need a data flush).
+    unlogged_dirty: bool,
+    poisoned: Option<String>,
+}
+
+/// What the committer owns: the current header.
+struct Committer {
+    header: Header,
+}
+
+/// A device whose writes are sync, async or logged (see the crate docs).
+pub struct LoggedDevice {
+    name: String,
+    mode: Mode,
+    data: Arc<dyn Device>,
+    log: Arc<dyn Device>,
+    separate: bool,
+    data_offset: u64,
+    data_bytes: u64,
+    sector_bytes: u32,
+    /// A transaction is committed before its records would pass this.
+    max_txn_bytes: u64,
+    state: Mutex<State>,
+    committer: Mutex<Committer>,
+    counters: Counters,
+    replay: ReplayReport,
+    stats: Stats,
+}
+
+impl LoggedDevice {
+    /// Writes a new, empty log and opens the device on it. Whatever the
+    /// log region held is lost; the data area is left as it is.
+    pub fn format(data: Arc<dyn Device>, placement: Placement, mode: Mode) -> Result<LoggedDevice, LogError> {
+        let (log, separate, log_bytes) = match placement {
+            Placement::Inside { log_bytes } => (Arc::clone(&data), false, log_bytes),
+            Placement::Separate { log } => {
+                let bytes = log.size_bytes();
+                (log, true, bytes)
+            }
+        };
+        let sector = data.sector_bytes().max(log.sector_bytes());
+        let log_bytes = log_bytes / 4096 * 4096;
+        if log_bytes < AREA_START + MIN_AREA_BYTES {
+            return Err(LogError::Layout {
+                device: log.name().to_string(),
+                problem: format!(
+                    "a log of {log_bytes} bytes is too small; it needs at least {} bytes",
+                    AREA_START + MIN_AREA_BYTES
+                ),
+            });
+        }
+        let data_offset = if separate { 0 } else { log_bytes };
+        let data_bytes =
+            data.size_bytes().saturating_sub(data_offset) / u64::from(sector) * u64::from(sector);
+        if data_bytes == 0 || log_bytes > log.size_bytes() {
+            return Err(LogError::Layout {
+                device: data.name().to_string(),
+                problem: format!(
+                    "{} bytes cannot hold a log of {log_bytes} bytes and data; give a larger target or a smaller --log-size",
+                    data.size_bytes()
+                ),
+            });
+        }
+        let header = Header {
+            sector_bytes: sector,
+            flags: if separate { FLAG_SEPARATE } else { 0 },
+            generation: 0,
+            log_id: new_log_id(),
+            log_bytes,
+            data_offset,
+            data_bytes,
+            tail: 0,
+            head: 0,
+            commits: 0,
+        };
+        // Slot 1 is cleared so that a header of an earlier log cannot win.
+        write_slot(log.as_ref(), 1, &vec![0u8; SLOT_BYTES as usize])?;
+        write_slot(log.as_ref(), 0, &header.encode())?;
+        log.flush()?;
+        Ok(LoggedDevice::assemble(data, log, separate, header, mode, ReplayReport::default()))
+    }
+
+    /// Opens a device whose log was formatted earlier, replaying every
+    /// committed record first. `log` is the separate log device, if any.
+    pub fn open(
+        data: Arc<dyn Device>,
+        log: Option<Arc<dyn Device>>,
+        mode: Mode,
+    ) -> Result<LoggedDevice, LogError> {
+        let separate = log.is_some();
+        let log = log.unwrap_or_else(|| Arc::clone(&data));
+        let Some(mut header) = replay::newest_header(log.as_ref())? else {
+            return Err(LogError::NoLog { device: log.name().to_string() });
+        };
+        check_layout(&header, data.as_ref(), log.as_ref(), separate)?;
+        let mut report = ReplayReport::default();
+        if header.head > header.tail {
+            report = replay::replay(log.as_ref(), data.as_ref(), &header)?;
+            header.generation += 1;
+            header.tail = header.head;
+            write_slot(log.as_ref(), header.slot(), &header.encode())?;
+            log.flush()?;
+        }
+        Ok(LoggedDevice::assemble(data, log, separate, header, mode, report))
+    }
+
+    /// The newest valid log header on `log`, if it holds one.
+    pub fn probe(log: &dyn Device) -> Result<Option<Header>, LogError> {
+        replay::newest_header(log)
+    }
+
+    fn assemble(
+        data: Arc<dyn Device>,
+        log: Arc<dyn Device>,
+        separate: bool,
+        header: Header,
+        mode: Mode,
+        replay: ReplayReport,
+    ) -> LoggedDevice {
+        let state = State {
+            open: Txn::default(),
+            committing: None,
+            open_id: 1,
+            durable_id: 0,
+            unlogged_dirty: false,
+            poisoned: None,
+        };
+        LoggedDevice {
+            name: format!("{mode}-logged({})", data.name()),
+            mode,
+            separate,
+            data_offset: header.data_offset,
+            data_bytes: header.data_bytes,
+            sector_bytes: header.sector_bytes,
+            max_txn_bytes: header.area_bytes() / 2,
+            data,
+            log,
+            state: Mutex::new(state),
+            committer: Mutex::new(Committer { header }),
+            counters: Counters::default(),
+            replay,
+            stats: Stats::default(),
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// What opening replayed.
+    pub fn replay_report(&self) -> &ReplayReport {
+        &self.replay
+    }
+
+    /// The current commit header (for reports).
+    pub fn header(&self) -> Header {
+        self.lock_committer().header
+    }
+
+    pub fn log_stats(&self) -> LogStats {
+        let c = &self.counters;
+        LogStats {
+            transactions: c.transactions.load(Relaxed),
+            commits: c.commits.load(Relaxed),
+            forced_commits: c.forced_commits.load(Relaxed),
+            sectors_logged: c.sectors_logged.load(Relaxed),
+            log_bytes_written: c.log_bytes_written.load(Relaxed),
+            checkpoints: c.checkpoints.load(Relaxed),
+            revocations: c.revocations.load(Relaxed),
+            replays: u64::from(self.replay.commits > 0 || self.replay.records > 0),
+            sectors_replayed: self.replay.sectors_written_home,
+        }
+    }
+
+    /// Writes every `(offset, data)` pair as one transaction: after a crash
+    /// either all of them are present or none (in `log` mode; the other
+    /// modes write them one by one, which is what they are compared for).
+    pub fn write_atomic(&self, writes: &[(u64, &[u8])]) -> Result<()> {
+        for (offset, buf) in writes {
+            self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), *offset))?;
+        }
+        if self.mode != Mode::Log {
+            for (offset, buf) in writes {
+                self.write_in_place(buf, *offset)?;
+            }
+            return Ok(());
+        }
+        let sectors: u64 = writes.iter().map(|(_, b)| b.len() as u64 / u64::from(self.sector_bytes)).sum();
+        if self.txn_bytes_bound(sectors, 0) > self.max_txn_bytes {
+            return Err(self.too_large(sectors));
+        }
+        let mut state = self.lock_state();
+        self.check_poison(&state, Op::Write)?;
+        if self.txn_bytes_bound(state.open.sectors.len() as u64 + sectors, state.open.revokes.len() as u64)
+            > self.max_txn_bytes
+        {
+            drop(state);
+            self.counters.forced_commits.fetch_add(1, Relaxed);
+            self.commit()?;
+            state = self.lock_state();
+            self.check_poison(&state, Op::Write)?;
+        }
+        for (offset, buf) in writes {
+            self.join(&mut state.open, buf, *offset);
+        }
+        drop(state);
+        self.counters.transactions.fetch_add(1, Relaxed);
+        let bytes: usize = writes.iter().map(|(_, b)| b.len()).sum();
+        self.stats.record_writes(writes.len() as u64, bytes as u64);
+        Ok(())
+    }
+
+    /// Writes in place without logging (file data in a file system whose
+    /// log holds metadata only). Earlier logged copies of these sectors are
+    /// revoked in the next commit so replay cannot bring them back.
+    pub fn write_unlogged(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
+        if self.mode != Mode::Log {
+            return self.write_in_place(buf, offset);
+        }
+        // Holding the committer keeps a commit from writing an older logged
+        // copy home over this write.
+        let _committer = self.lock_committer();
+        let mut state = self.lock_state();
+        self.check_poison(&state, Op::Write)?;
+        let sector = u64::from(self.sector_bytes);
+        let first = offset / sector;
+        let count = buf.len() as u64 / sector;
+        for s in first..first + count {
+            state.open.sectors.remove(&s);
+        }
+        state.open.revokes.push(Extent { sector: first, sectors: count as u32 });
+        state.unlogged_dirty = true;
+        drop(state);
+        self.counters.revocations.fetch_add(1, Relaxed);
+        self.stats.track(self.data.write_at(buf, self.data_offset + offset))?;
+        self.stats.record_writes(1, buf.len() as u64);
+        Ok(())
+    }
+
+    /// Writes every committed block home, flushes, and empties the log.
+    pub fn checkpoint(&self) -> Result<()> {
+        if self.mode != Mode::Log {
+            return self.flush();
+        }
+        self.flush()?;
+        let mut committer = self.lock_committer();
+        let result = self.checkpoint_locked(&mut committer);
+        self.poison_on_error(result)
+    }
+
+    fn write_in_place(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.stats.track(self.data.write_at(buf, self.data_offset + offset))?;
+        if self.mode == Mode::Sync {
+            self.stats.track(self.data.flush())?;
+        }
+        self.counters.transactions.fetch_add(1, Relaxed);
+        self.stats.record_writes(1, buf.len() as u64);
+        Ok(())
+    }
+
+    fn join(&self, txn: &mut Txn, buf: &[u8], offset: u64) {
+        let sector = self.sector_bytes as usize;
+        let copy: Arc<[u8]> = Arc::from(buf);
+        let first = offset / sector as u64;
+        for index in 0..(buf.len() / sector) as u32 {
+            txn.sectors.insert(first + u64::from(index), Sector { data: Arc::clone(&copy), index });
+        }
+    }
+
+    /// An upper bound on the log bytes a transaction of `sectors` logged
+    /// sectors and `revokes` revocations takes (headers included).
+    fn txn_bytes_bound(&self, sectors: u64, revokes: u64) -> u64 {
+        let data = sectors * u64::from(self.sector_bytes);
+        let records =
+            2 + sectors / MAX_ENTRIES as u64 + data / MAX_RECORD_DATA as u64 + revokes / MAX_ENTRIES as u64;
+        data + records * 4096 + SLOT_BYTES
+    }
+
+    fn too_large(&self, sectors: u64) -> DeviceError {
+        DeviceError::Invalid(format!(
+            "{}: a transaction of {} bytes does not fit in half the log ({} bytes); use a larger log (--log-size)",
+            self.name,
+            sectors * u64::from(self.sector_bytes),
+            self.max_txn_bytes
+        ))
+    }
+
+    /// Commits the open transaction now (the group-commit leader's work).
+    fn commit(&self) -> Result<()> {
+        let mut committer = self.lock_committer();
+        let result = self.commit_locked(&mut committer);
+        self.poison_on_error(result)
+    }
+
+    fn commit_locked(&self, committer: &mut Committer) -> Result<()> {
+        let (txn, id, unlogged) = {
+            let mut state = self.lock_state();
+            self.check_poison(&state, Op::Flush)?;
+            let txn = std::mem::take(&mut state.open);
+            let id = state.open_id;
+            state.open_id += 1;
+            let unlogged = std::mem::take(&mut state.unlogged_dirty);
+            (txn, id, unlogged)
+        };
+        let sectors = Arc::new(txn.sectors);
+        if !sectors.is_empty() || !txn.revokes.is_empty() {
+            self.lock_state().committing = Some(Arc::clone(&sectors));
+            self.write_commit(committer, &sectors, &txn.revokes, unlogged)?;
+            self.write_home(&sectors)?;
+        } else if unlogged {
+            self.data.flush()?;
+        }
+        let mut state = self.lock_state();
+        state.committing = None;
+        state.durable_id = state.durable_id.max(id);
+        Ok(())
+    }
+
+    /// Records, flush, header, flush: the commit is durable when this returns.
+    fn write_commit(
+        &self,
+        committer: &mut Committer,
+        sectors: &SectorMap,
+        revokes: &[Extent],
+        unlogged: bool,
+    ) -> Result<()> {
+        let commit = committer.header.commits + 1;
+        let records =
+            self.encode_commit(committer.header.log_id, committer.header.head, commit, sectors, revokes);
+        let bytes = records.len() as u64;
+        let header = &committer.header;
+        if header.head + bytes - header.tail > header.area_bytes() {
+            self.checkpoint_locked(committer)?;
+        }
+        let header = committer.header;
+        debug_assert!(header.head == header.tail || header.head + bytes - header.tail <= header.area_bytes());
+        if bytes > header.area_bytes() {
+            return Err(self.too_large(sectors.len() as u64));
+        }
+        if unlogged && self.separate {
+            // Unlogged writes this commit revokes must be durable first.
+            self.data.flush()?;
+        }
+        self.write_circular(&header, header.head, &records)?;
+        self.log.flush()?;
+        let mut next = header;
+        next.generation += 1;
+        next.head += bytes;
+        next.commits = commit;
+        write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
+        self.log.flush()?;
+        committer.header = next;
+        self.counters.commits.fetch_add(1, Relaxed);
+        self.counters.sectors_logged.fetch_add(sectors.len() as u64, Relaxed);
+        self.counters.log_bytes_written.fetch_add(bytes + SLOT_BYTES, Relaxed);
+        Ok(())
+    }
+
+    /// Revocation records first, then block records; the last is flagged.
+    fn encode_commit(
+        &self,
+        log_id: u64,
+        head: u64,
+        commit: u64,
+        sectors: &SectorMap,
+        revokes: &[Extent],
+    ) -> Vec<u8> {
+        let sector = self.sector_bytes as usize;
+        let mut pieces: Vec<(RecordKind, Vec<Extent>, Vec<u8>)> = Vec::new();
+        for chunk in revokes.chunks(MAX_ENTRIES) {
+            pieces.push((RecordKind::Revoke, chunk.to_vec(), Vec::new()));
+        }
+        let mut extents: Vec<Extent> = Vec::new();
+        let mut payload: Vec<u8> = Vec::new();
+        for extent in extents_of(sectors.keys().copied()) {
+            let mut left = extent;
+            while left.sectors > 0 {
+                let room = (MAX_RECORD_DATA - payload.len()) / sector;
+                if extents.len() == MAX_ENTRIES || room == 0 {
+                    pieces.push((
+                        RecordKind::Blocks,
+                        std::mem::take(&mut extents),
+                        std::mem::take(&mut payload),
+                    ));
+                    continue;
+                }
+                let take = (left.sectors as usize).min(room) as u32;
+                for s in left.sector..left.sector + u64::from(take) {
+                    let entry = &sectors[&s];
+                    let at = entry.index as usize * sector;
+                    payload.extend_from_slice(&entry.data[at..at + sector]);
+                }
+                extents.push(Extent { sector: left.sector, sectors: take });
+                left = Extent { sector: left.sector + u64::from(take), sectors: left.sectors - take };
+            }
+        }
+        if !extents.is_empty() {
+            pieces.push((RecordKind::Blocks, extents, payload));
+        }
+        let mut out = Vec::new();
+        let count = pieces.len();
+        for (i, (kind, extents, payload)) in pieces.into_iter().enumerate() {
+            let flags = if i + 1 == count { RECORD_LAST } else { 0 };
+            let lsn = head + out.len() as u64;
+            out.extend(encode_record(
+                kind,
+                flags,
+                RecordPlace { log_id, lsn, commit },
+                &extents,
+                &payload,
+                self.sector_bytes,
+            ));
+        }
+        out
+    }
+
+    fn write_circular(&self, header: &Header, lsn: u64, bytes: &[u8]) -> Result<()> {
+        let area = header.area_bytes();
+        let start = lsn % area;
+        let first = (bytes.len() as u64).min(area - start) as usize;
+        let mut buf = AlignedBuf::zeroed(bytes.len(), self.log.buffer_align());
+        buf.copy_from_slice(bytes);
+        self.log.write_at(&buf[..first], AREA_START + start)?;
+        if first < bytes.len() {
+            self.log.write_at(&buf[first..], AREA_START)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a committed transaction's sectors in place (not flushed: the
+    /// next checkpoint flushes them before the tail passes their records).
+    fn write_home(&self, sectors: &SectorMap) -> Result<()> {
+        let sector = self.sector_bytes as usize;
+        for extent in extents_of(sectors.keys().copied()) {
+            let mut buf = AlignedBuf::zeroed(extent.sectors as usize * sector, self.data.buffer_align());
+            for (i, s) in (extent.sector..extent.sector + u64::from(extent.sectors)).enumerate() {
+                let entry = &sectors[&s];
+                let at = entry.index as usize * sector;
+                buf[i * sector..(i + 1) * sector].copy_from_slice(&entry.data[at..at + sector]);
+            }
+            self.data.write_at(&buf, self.data_offset + extent.sector * sector as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes home writes, then moves the tail to the head.
+    fn checkpoint_locked(&self, committer: &mut Committer) -> Result<()> {
+        if committer.header.tail == committer.header.head {
+            return Ok(());
+        }
+        self.data.flush()?;
+        let mut next = committer.header;
+        next.generation += 1;
+        next.tail = next.head;
+        write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
+        self.log.flush()?;
+        committer.header = next;
+        self.counters.checkpoints.fetch_add(1, Relaxed);
+        self.counters.log_bytes_written.fetch_add(SLOT_BYTES, Relaxed);
+        Ok(())
+    }
+
+    fn poison_on_error(&self, result: Result<()>) -> Result<()> {
+        if let Err(e) = &result {
+            let mut state = self.lock_state();
+            if state.poisoned.is_none() && !matches!(e, DeviceError::Poisoned { .. }) {
+                state.poisoned = Some(e.to_string());
+            }
+            state.committing = None;
+            drop(state);
+            self.stats.record_error();
+        }
+        result
+    }
+
+    fn check_poison(&self, state: &State, op: Op) -> Result<()> {
+        match &state.poisoned {
+            Some(cause) => Err(DeviceError::Poisoned { device: self.name.clone(), op, cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads in log mode: home contents overlaid with the sectors of the
+    /// transaction being committed and then of the open one.
+    fn read_logged(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let sector = u64::from(self.sector_bytes);
+        let first = offset / sector;
+        let last = first + buf.len() as u64 / sector;
+        let overlay: Vec<(u64, Sector)> = {
+            let state = self.lock_state();
+            let mut found: BTreeMap<u64, Sector> = BTreeMap::new();
+            if let Some(committing) = &state.committing {
+                found.extend(committing.range(first..last).map(|(s, e)| (*s, e.clone())));
+            }
+            found.extend(state.open.sectors.range(first..last).map(|(s, e)| (*s, e.clone())));
+            found.into_iter().collect()
+        };
+        if overlay.len() as u64 != last - first {
+            self.data.read_at(buf, self.data_offset + offset)?;
+        }
+        let sector = sector as usize;
+        for (s, entry) in overlay {
+            let to = (s - first) as usize * sector;
+            let at = entry.index as usize * sector;
+            buf[to..to + sector].copy_from_slice(&entry.data[at..at + sector]);
+        }
+        Ok(())
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere cannot leave State half-updated: every update
+        // is a single assignment or a take.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_committer(&self) -> MutexGuard<'_, Committer> {
+        self.committer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Device for LoggedDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.data_bytes
+    }
+
+    fn sector_bytes(&self) -> u32 {
+        self.sector_bytes
+    }
+
+    fn buffer_align(&self) -> usize {
+        self.data.buffer_align()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.stats.track(check_request(self, Op::Read, buf.as_ptr() as usize, buf.len(), offset))?;
+        let result = match self.mode {
+            Mode::Log => self.read_logged(buf, offset),
+            Mode::Sync | Mode::Async => self.data.read_at(buf, self.data_offset + offset),
+        };
+        self.stats.track(result)?;
+        self.stats.record_reads(1, buf.len() as u64);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.write_atomic(&[(offset, buf)])
+    }
+
+    /// Sync and async: the data device's flush. Log: commits the open
+    /// transaction, unless another caller's commit already covered every
+    /// write that completed before this call (group commit).
+    fn flush(&self) -> Result<()> {
+        if self.mode != Mode::Log {
+            self.stats.track(self.data.flush())?;
+            self.stats.record_flush();
+            return Ok(());
+        }
+        let target = {
+            let state = self.lock_state();
+            self.check_poison(&state, Op::Flush)?;
+            state.open_id
+        };
+        let mut committer = self.lock_committer();
+        if self.lock_state().durable_id < target {
+            let result = self.commit_locked(&mut committer);
+            self.poison_on_error(result)?;
+        }
+        drop(committer);
+        self.stats.record_flush();
+        Ok(())
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+}
+
+fn check_layout(
+    header: &Header,
+    data: &dyn Device,
+    log: &dyn Device,
+    separate: bool,
+) -> Result<(), LogError> {
+    let bad = |problem: String| Err(LogError::Layout { device: data.name().to_string(), problem });
+    if (header.flags & FLAG_SEPARATE != 0) != separate {
+        return bad(if separate {
+            "this log was made inside its data device, not on a separate one".to_string()
+        } else {
+            "this log lives on a separate device; name it (--log-device)".to_string()
+        });
+    }
+    if header.log_bytes > log.size_bytes() {
+        return bad(format!(
+            "the log says it is {} bytes but its device has {}",
+            header.log_bytes,
+            log.size_bytes()
+        ));
+    }
+    if header.data_offset + header.data_bytes > data.size_bytes() {
+        return bad(format!(
+            "the log protects {} bytes at offset {} but the device has {}",
+            header.data_bytes,
+            header.data_offset,
+            data.size_bytes()
+        ));
+    }
+    if header.sector_bytes < data.sector_bytes() || header.sector_bytes % data.sector_bytes() != 0 {
+        return bad(format!(
+            "the log's {} B sectors do not suit the device's {} B",
+            header.sector_bytes,
+            data.sector_bytes()
+        ));
+    }
+    Ok(())
+}
+
+fn write_slot(log: &dyn Device, slot: u64, block: &[u8]) -> Result<()> {
+    let mut buf = AlignedBuf::zeroed(block.len(), log.buffer_align());
+    buf.copy_from_slice(block);
+    log.write_at(&buf, slot * SLOT_BYTES)
+}
+
+/// A random log id from the process's randomly seeded hasher state.
+fn new_log_id() -> u64 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    hasher.write_u128(now);
+    hasher.write_u32(std::process::id());
+    hasher.finish() | 1
+}

@@ -1,0 +1,211 @@
+//! Replay: read the newer commit header, walk the committed records from
+//! tail to head, keep the latest copy of each sector (revocations drop
+//! earlier copies), write them home, flush, and reset the log. Nothing is
+//! written before the walk ends, so a replay interrupted by another crash
+//! is simply run again.
+
+use std::collections::BTreeMap;
+
+use device::{AlignedBuf, Device};
+use serde::Serialize;
+
+use crate::format::{self, Extent, Header, RecordFault, RecordKind, RECORD_LAST, SLOT_BYTES};
+use crate::LogError;
+
+/// Where replay stopped early, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReplayStop {
+    /// The LSN of the record that failed, and its byte offset on the log device.
+    pub lsn: u64,
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// What a replay found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReplayReport {
+    pub records: u64,
+    pub commits: u64,
+    pub sectors_written_home: u64,
+    pub revoked_sectors: u64,
+    /// Set when a committed record failed its checks: commits from there
+    /// on were not replayed.
+    pub stopped: Option<ReplayStop>,
+}
+
+/// Reads both header slots and returns the valid one with the higher
+/// generation, or `None` when neither is valid.
+pub fn newest_header(log: &dyn Device) -> Result<Option<Header>, LogError> {
+    if log.size_bytes() < 2 * SLOT_BYTES {
+        return Ok(None);
+    }
+    let mut buf = AlignedBuf::zeroed(2 * SLOT_BYTES as usize, log.buffer_align().max(4096));
+    log.read_at(&mut buf, 0)?;
+    let first = Header::decode(&buf[..SLOT_BYTES as usize])?;
+    let second = Header::decode(&buf[SLOT_BYTES as usize..])?;
+    Ok(match (first, second) {
+        (Some(a), Some(b)) => Some(if a.generation >= b.generation { a } else { b }),
+        (Some(a), None) | (None, Some(a)) => Some(a),
+        (None, None) => None,
+    })
+}
+
+/// Reads `buf.len()` bytes of the circular area starting at `lsn`.
+pub fn read_circular(log: &dyn Device, header: &Header, lsn: u64, buf: &mut [u8]) -> Result<(), LogError> {
+    let area = header.area_bytes();
+    let start = lsn % area;
+    let first = (buf.len() as u64).min(area - start) as usize;
+    log.read_at(&mut buf[..first], format::AREA_START + start)?;
+    if first < buf.len() {
+        log.read_at(&mut buf[first..], format::AREA_START)?;
+    }
+    Ok(())
+}
+
+/// One sector's latest logged contents.
+type SectorMap = BTreeMap<u64, Vec<u8>>;
+
+/// Walks the committed records and writes the latest copy of every
+/// sector home; returns the header to write next (tail = head).
+pub fn replay(log: &dyn Device, data: &dyn Device, header: &Header) -> Result<ReplayReport, LogError> {
+    let sector = u64::from(header.sector_bytes);
+    let mut report = ReplayReport::default();
+    let mut latest = SectorMap::new();
+    let mut commit: Vec<(format::RecordHeader, Vec<u8>)> = Vec::new();
+    let mut lsn = header.tail;
+    while lsn < header.head {
+        match read_record(log, header, lsn) {
+            Ok((record, payload)) => {
+                lsn += record.total_bytes;
+                report.records += 1;
+                let last = record.flags & RECORD_LAST != 0;
+                commit.push((record, payload));
+                if last {
+                    apply_commit(&mut latest, &mut report, std::mem::take(&mut commit), sector);
+                }
+            }
+            Err(fault) => {
+                let offset = format::AREA_START + lsn % header.area_bytes();
+                report.stopped = Some(ReplayStop { lsn, offset, reason: fault.to_string() });
+                break;
+            }
+        }
+    }
+    if report.stopped.is_none() && !commit.is_empty() {
+        let offset = format::AREA_START + lsn % header.area_bytes();
+        let reason = "the head was reached inside a commit".to_string();
+        report.stopped = Some(ReplayStop { lsn, offset, reason });
+    }
+    write_home(data, header, &latest, &mut report)?;
+    data.flush()?;
+    Ok(report)
+}
+
+fn read_record(
+    log: &dyn Device,
+    header: &Header,
+    lsn: u64,
+) -> Result<(format::RecordHeader, Vec<u8>), RecordFault> {
+    let room = header.head - lsn;
+    let first_len = room.min(4096) as usize;
+    let align = log.buffer_align().max(512);
+    let mut first = AlignedBuf::zeroed(first_len, align);
+    read_circular(log, header, lsn, &mut first).map_err(|_| RecordFault::BadLength)?;
+    let record = format::decode_record_header(&first, header.log_id, lsn, room)?;
+    let sector = u64::from(header.sector_bytes);
+    let data_bytes: u64 = match record.kind {
+        RecordKind::Blocks => record.extents.iter().map(|e| u64::from(e.sectors) * sector).sum(),
+        RecordKind::Revoke => 0,
+    };
+    if record.header_bytes + data_bytes > record.total_bytes {
+        return Err(RecordFault::BadLength);
+    }
+    let mut payload = AlignedBuf::zeroed((record.total_bytes - record.header_bytes) as usize, align);
+    if !payload.is_empty() {
+        read_circular(log, header, lsn + record.header_bytes, &mut payload)
+            .map_err(|_| RecordFault::BadLength)?;
+    }
+    let payload = payload[..data_bytes as usize].to_vec();
+    if crc32c::crc32c(&payload) != record.payload_crc {
+        return Err(RecordFault::PayloadChecksum);
+    }
+    Ok((record, payload))
+}
+
+/// Applies one whole commit: its revocations first (they cancel copies of
+/// earlier commits), then its blocks in order.
+fn apply_commit(
+    latest: &mut SectorMap,
+    report: &mut ReplayReport,
+    commit: Vec<(format::RecordHeader, Vec<u8>)>,
+    sector: u64,
+) {
+    for (record, _) in commit.iter().filter(|(r, _)| r.kind == RecordKind::Revoke) {
+        for extent in &record.extents {
+            for s in extent.sector..extent.sector + u64::from(extent.sectors) {
+                if latest.remove(&s).is_some() {
+                    report.revoked_sectors += 1;
+                }
+            }
+        }
+    }
+    for (record, payload) in commit.iter().filter(|(r, _)| r.kind == RecordKind::Blocks) {
+        let mut at = 0usize;
+        for extent in &record.extents {
+            for s in extent.sector..extent.sector + u64::from(extent.sectors) {
+                latest.insert(s, payload[at..at + sector as usize].to_vec());
+                at += sector as usize;
+            }
+        }
+    }
+    report.commits += 1;
+}
+
+fn write_home(
+    data: &dyn Device,
+    header: &Header,
+    latest: &SectorMap,
+    report: &mut ReplayReport,
+) -> Result<(), LogError> {
+    let sector = u64::from(header.sector_bytes);
+    let data_sectors = header.data_bytes / sector;
+    let mut run: Vec<u8> = Vec::new();
+    let mut run_start = 0u64;
+    let flush_run = |run: &mut Vec<u8>, start: u64| -> Result<(), LogError> {
+        if !run.is_empty() {
+            let mut buf = AlignedBuf::zeroed(run.len(), data.buffer_align());
+            buf.copy_from_slice(run);
+            data.write_at(&buf, header.data_offset + start * sector)?;
+            run.clear();
+        }
+        Ok(())
+    };
+    for (&s, bytes) in latest {
+        if s >= data_sectors {
+            return Err(LogError::Layout {
+                device: data.name().to_string(),
+                problem: format!("the log holds sector {s}, past the data area of {data_sectors} sectors"),
+            });
+        }
+        let contiguous = !run.is_empty() && run_start + run.len() as u64 / sector == s;
+        if !contiguous || run.len() >= format::MAX_RECORD_DATA {
+            flush_run(&mut run, run_start)?;
+            run_start = s;
+        }
+        run.extend_from_slice(bytes);
+        report.sectors_written_home += 1;
+    }
+    flush_run(&mut run, run_start)
+}
+
+/// Coalesces sorted sector numbers into extents.
+pub fn extents_of(sectors: impl Iterator<Item = u64>) -> Vec<Extent> {
+    let mut extents: Vec<Extent> = Vec::new();
+    for s in sectors {
+        match extents.last_mut() {
+            Some(e) if e.sector + u64::from(e.sectors) == s && e.sectors < u32::MAX => e.sectors += 1,
+            _ => extents.push(Extent { sector: s, sectors: 1 }),
+        }
+    }
+    extents
+}
