@@ -121,6 +121,20 @@ pub struct JobFields {
     /// Seed of the request sequence: the same seed gives the same requests (default 1).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Run through iolab's write-ahead block log in this mode: log (writes
+    /// join a transaction committed at each flush; a crash keeps every
+    /// committed transaction whole), async (in place, durable at a flush)
+    /// or sync (each write durable in place). The log sits at the start of
+    /// the target (or on --log-device); it is formatted on first use and
+    /// replayed whenever the target is opened again.
+    #[arg(long, value_name = "MODE")]
+    pub log: Option<String>,
+    /// Size of a new log (default: 1 MiB per GiB of target, 1 to 64 MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub log_size: Option<String>,
+    /// Keep the log on this file or device instead of inside the target.
+    #[arg(long, value_name = "PATH")]
+    pub log_device: Option<std::path::PathBuf>,
 }
 
 macro_rules! overlay {
@@ -165,7 +179,10 @@ impl JobFields {
             journal,
             journal_mode,
             max_errors,
-            seed
+            seed,
+            log,
+            log_size,
+            log_device
         )
     }
 }

@@ -83,6 +83,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             summary: report::summarize(&runs),
             runs,
             volume: job.target.volumes.as_ref().map(|(_, v)| v.report()),
+            log: job
+                .target
+                .log
+                .as_ref()
+                .map(|l| report::LogReport { mode: l.mode(), counters: l.log_stats() }),
         })
         .collect();
     if args.repeat > 1 && to_stdout {
@@ -119,6 +124,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     for job in &jobs {
+        if let Some(log) = &job.target.log {
+            // A clean end, as an unmount: everything committed and home.
+            log.checkpoint().with_context(|| {
+                format!("{}: cannot checkpoint the block log", device::Device::name(log.as_ref()))
+            })?;
+            if to_stdout {
+                let counters = log.log_stats();
+                print!("{}", report::log_line(&report::LogReport { mode: log.mode(), counters }));
+            }
+        }
         if let Some((set, vol)) = &job.target.volumes {
             if to_stdout {
                 print!("{}", report::volume_list(&[vol.report()], true));
@@ -156,7 +171,18 @@ fn catch_interrupts() -> anyhow::Result<Arc<AtomicBool>> {
 
 fn prepare(f: &JobFields, index: usize, default_job: bool, force: bool) -> anyhow::Result<Prepared> {
     let mut spec = job_from_fields(f, index, default_job)?;
-    let target = open_target(f, &spec, default_job)?;
+    let mut log = log_options(f, force)?;
+    if let (Some(l), Some(size), Some(path)) = (log.as_mut(), spec.size_bytes, f.target.as_deref()) {
+        // A file created for a logged job gets room for the log as well.
+        let new_file = !path.contains(':') && !std::path::Path::new(path).exists();
+        if new_file && l.log_device.is_none() && l.log_bytes.is_none() {
+            l.log_bytes = Some(blocklog::default_log_bytes(size + spec.offset_bytes));
+        }
+    }
+    let mut target = open_target(f, &spec, default_job, log.as_ref())?;
+    if let Some(options) = &log {
+        target = target::add_log(target, options)?;
+    }
     spec.engine = resolve_engine(f.engine.as_deref(), target.device.as_ref(), spec.validate.is_some())?;
     if spec.engine == Engine::Uring && f.iodepth.is_none() && default_job {
         spec.iodepth = DEFAULT_JOB_IODEPTH;
@@ -285,7 +311,12 @@ fn run_id() -> u64 {
     h.finish()
 }
 
-fn open_target(f: &JobFields, job: &JobSpec, default_job: bool) -> anyhow::Result<Target> {
+fn open_target(
+    f: &JobFields,
+    job: &JobSpec,
+    default_job: bool,
+    log: Option<&target::LogOptions>,
+) -> anyhow::Result<Target> {
     if let Some(size) = f.sector_size {
         if size != 512 && size != 4096 {
             return Err(UsageError(format!("--sector-size: {size} is not supported; use 512 or 4096")).into());
@@ -296,7 +327,14 @@ fn open_target(f: &JobFields, job: &JobSpec, default_job: bool) -> anyhow::Resul
             let options = target::OpenOptions {
                 direct: f.direct.unwrap_or(false),
                 sector_bytes: f.sector_size,
-                create_bytes: job.size_bytes.map(|s| s + job.offset_bytes),
+                // A new file holds the job's region, and the log before it.
+                create_bytes: job.size_bytes.map(|s| {
+                    let region = s + job.offset_bytes;
+                    match log {
+                        Some(l) if l.log_device.is_none() => region + l.log_bytes.unwrap_or(0),
+                        _ => region,
+                    }
+                }),
             };
             target::open(spec, &options)
         }
@@ -313,6 +351,29 @@ fn open_target(f: &JobFields, job: &JobSpec, default_job: bool) -> anyhow::Resul
             Ok(t)
         }
     }
+}
+
+fn log_options(f: &JobFields, force: bool) -> Result<Option<target::LogOptions>, UsageError> {
+    let Some(mode) = &f.log else {
+        if f.log_size.is_some() || f.log_device.is_some() {
+            return Err(UsageError("--log-size and --log-device only apply with --log MODE".into()));
+        }
+        return Ok(None);
+    };
+    let mode = match mode.as_str() {
+        "log" => blocklog::Mode::Log,
+        "async" => blocklog::Mode::Async,
+        "sync" => blocklog::Mode::Sync,
+        other => return Err(UsageError(format!("--log: '{other}' is not a mode; use log, async or sync"))),
+    };
+    let log_bytes = f.log_size.as_deref().map(|s| parse_bytes("log-size", s)).transpose()?;
+    Ok(Some(target::LogOptions {
+        mode,
+        log_bytes,
+        log_device: f.log_device.clone(),
+        direct: f.direct.unwrap_or(false),
+        force,
+    }))
 }
 
 fn resolve_engine(

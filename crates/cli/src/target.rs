@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
+use blocklog::{LoggedDevice, Mode, Placement};
 use device::{Device, FileDevice, FileOptions, MemDevice, NullDevice};
 use workloads::spec::parse_bytes;
 
@@ -21,6 +22,106 @@ pub struct Target {
     pub path: Option<PathBuf>,
     /// The volume set, when the target is one of its volumes.
     pub volumes: Option<(volume::VolumeSet, Arc<volume::Volume>)>,
+    /// The block log the target runs through, if `--log` was given.
+    pub log: Option<Arc<LoggedDevice>>,
+}
+
+/// How to put a target behind the block log (`--log`).
+pub struct LogOptions {
+    pub mode: Mode,
+    pub log_bytes: Option<u64>,
+    pub log_device: Option<PathBuf>,
+    pub direct: bool,
+    pub force: bool,
+}
+
+/// Puts `target` behind the block log: replays the log if the target (or
+/// the log device) holds one, else formats a new one, which writes the log
+/// region and so is refused on a target holding data without `--force`.
+pub fn add_log(mut target: Target, options: &LogOptions) -> anyhow::Result<Target> {
+    let log_dev: Option<Arc<dyn Device>> = match &options.log_device {
+        Some(path) => {
+            let file_options = FileOptions { direct: options.direct, ..Default::default() };
+            let dev = FileDevice::open(path, &file_options).map_err(|e| {
+                UsageError(format!(
+                    "--log-device: {e} (create it first, e.g. truncate -s 16m {})",
+                    path.display()
+                ))
+            })?;
+            Some(Arc::new(dev))
+        }
+        None => None,
+    };
+    let holder: Arc<dyn Device> = log_dev.clone().unwrap_or_else(|| Arc::clone(&target.device));
+    let mut existing = LoggedDevice::probe(holder.as_ref())?;
+    if let Some(header) =
+        existing.filter(|h| options.log_bytes.is_some_and(|b| b / 4096 * 4096 != h.log_bytes))
+    {
+        if !options.force {
+            bail!(
+                "{}: already holds a block log of {} bytes, not {}; drop --log-size to use it, \
+                 or pass --force to replay it and format a new one",
+                holder.name(),
+                header.log_bytes,
+                options.log_bytes.unwrap_or(0)
+            );
+        }
+        // Replay what the old log committed before its region is reused.
+        let old = LoggedDevice::open(Arc::clone(&target.device), log_dev.clone(), options.mode)?;
+        report_replay(&old, holder.name());
+        existing = None;
+    }
+    let logged = match existing {
+        Some(_) => {
+            let logged = LoggedDevice::open(Arc::clone(&target.device), log_dev, options.mode)?;
+            report_replay(&logged, holder.name());
+            logged
+        }
+        None => {
+            check_writable(&target, options.force)?;
+            let placement = match log_dev {
+                Some(log) => {
+                    let probe_target = Target {
+                        device: Arc::clone(&log),
+                        temp: None,
+                        created: false,
+                        path: options.log_device.clone(),
+                        volumes: None,
+                        log: None,
+                    };
+                    check_writable(&probe_target, options.force)?;
+                    Placement::Separate { log }
+                }
+                None => Placement::Inside {
+                    log_bytes: options
+                        .log_bytes
+                        .unwrap_or_else(|| blocklog::default_log_bytes(target.device.size_bytes())),
+                },
+            };
+            LoggedDevice::format(Arc::clone(&target.device), placement, options.mode)
+                .map_err(|e| UsageError(format!("--log: {e}")))?
+        }
+    };
+    let logged = Arc::new(logged);
+    target.device = logged.clone();
+    target.log = Some(logged);
+    Ok(target)
+}
+
+fn report_replay(logged: &LoggedDevice, holder: &str) {
+    let replay = logged.replay_report();
+    if replay.records > 0 {
+        eprintln!(
+            "iolab: replayed the block log of {holder}: {} commits, {} sectors written home",
+            replay.commits, replay.sectors_written_home
+        );
+    }
+    if let Some(stop) = &replay.stopped {
+        eprintln!(
+            "iolab: warning: log replay stopped at LSN {} (byte {} of the log): {}; later commits are lost",
+            stop.lsn, stop.offset, stop.reason
+        );
+    }
 }
 
 pub struct OpenOptions {
@@ -39,12 +140,26 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
         let sector = options.sector_bytes.unwrap_or(512);
         let dev = MemDevice::with_sector(format!("mem:{size}"), bytes, sector)
             .map_err(|e| UsageError(format!("--target: {e}")))?;
-        return Ok(Target { device: Arc::new(dev), temp: None, created: true, path: None, volumes: None });
+        return Ok(Target {
+            device: Arc::new(dev),
+            temp: None,
+            created: true,
+            path: None,
+            volumes: None,
+            log: None,
+        });
     }
     if let Some(size) = spec.strip_prefix("null:") {
         let bytes = parse_bytes("target", size).map_err(UsageError::from)?;
         let dev = NullDevice::new(bytes).map_err(|e| UsageError(format!("--target: {e}")))?;
-        return Ok(Target { device: Arc::new(dev), temp: None, created: true, path: None, volumes: None });
+        return Ok(Target {
+            device: Arc::new(dev),
+            temp: None,
+            created: true,
+            path: None,
+            volumes: None,
+            log: None,
+        });
     }
     if let Some(rest) = spec.strip_prefix("volume:") {
         let (name, drives) = rest.split_once(':').ok_or_else(|| {
@@ -79,6 +194,7 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
         created: !exists,
         path: Some(path.to_path_buf()),
         volumes: None,
+        log: None,
     })
 }
 
@@ -97,7 +213,14 @@ pub fn temporary(size_bytes: u64) -> anyhow::Result<(Target, bool)> {
         }
     };
     Ok((
-        Target { device: Arc::new(dev), temp: Some(dir), created: true, path: Some(path), volumes: None },
+        Target {
+            device: Arc::new(dev),
+            temp: Some(dir),
+            created: true,
+            path: Some(path),
+            volumes: None,
+            log: None,
+        },
         direct,
     ))
 }
@@ -130,7 +253,7 @@ fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow
         }
     };
     let device: Arc<dyn Device> = vol.clone();
-    Ok(Target { device, temp: None, created: false, path: None, volumes: Some((set, vol)) })
+    Ok(Target { device, temp: None, created: false, path: None, volumes: Some((set, vol)), log: None })
 }
 
 /// Refuses to write to a target that holds a known signature or is a

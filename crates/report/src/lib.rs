@@ -102,6 +102,34 @@ pub struct JobReport {
     /// all runs of the job.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub volume: Option<volume::VolumeReport>,
+    /// When the job ran through the block log: its counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogReport>,
+}
+
+/// The block log a job ran through: its mode and counters.
+#[derive(Clone, Debug, Serialize)]
+pub struct LogReport {
+    pub mode: blocklog::Mode,
+    pub counters: blocklog::LogStats,
+}
+
+/// One line of the block log's counters after a job.
+pub fn log_line(log: &LogReport) -> String {
+    let c = &log.counters;
+    if log.mode != blocklog::Mode::Log {
+        return format!("block log: mode {} (writes in place, nothing logged)\n", log.mode);
+    }
+    format!(
+        "block log: mode log, {} transactions, {} commits ({} forced), {} sectors logged, {:.1} MiB to the log, {} checkpoints{}\n",
+        c.transactions,
+        c.commits,
+        c.forced_commits,
+        c.sectors_logged,
+        c.log_bytes_written as f64 / 1048576.0,
+        c.checkpoints,
+        if c.replays > 0 { format!(", replayed {} sectors at open", c.sectors_replayed) } else { String::new() }
+    )
 }
 
 /// The whole JSON document of `iolab run --json`.

@@ -1,6 +1,7 @@
 mod bonnie;
 mod cli;
 mod jobfile;
+mod log;
 mod run;
 mod sweep;
 mod validate;

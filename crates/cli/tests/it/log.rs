@@ -1,0 +1,124 @@
+//! `iolab run --log MODE`: jobs through the block log, from the outside.
+
+use std::sync::Arc;
+
+use blocklog::{LoggedDevice, Mode, Placement};
+use device::{Device, FileDevice, FileOptions};
+
+use crate::cli::{iolab, stderr, stdout};
+
+#[test]
+fn a_logged_run_reports_its_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let args =
+        ["run", "--target", img.to_str().unwrap(), "--size", "8m", "--log", "log", "--rw", "randwrite"];
+    let out = iolab(&[&args[..], &["--flush-every", "10", "--ios", "200", "--json", "-", "-q"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let log = &doc["jobs"][0]["log"];
+    assert_eq!(log["mode"], "log");
+    assert_eq!(log["counters"]["commits"], 20, "{log}");
+}
+
+#[test]
+fn a_file_made_for_a_logged_job_has_room_for_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let out = iolab(&[
+        "run",
+        "--target",
+        img.to_str().unwrap(),
+        "--size",
+        "8m",
+        "--log",
+        "async",
+        "--ios",
+        "10",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::metadata(&img).unwrap().len(), 9 << 20);
+}
+
+#[test]
+fn committed_records_left_in_the_log_are_replayed_at_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let options = FileOptions { create_bytes: Some(9 << 20), ..Default::default() };
+    let file: Arc<dyn Device> = Arc::new(FileDevice::open(&img, &options).unwrap());
+    let logged =
+        LoggedDevice::format(file.clone(), Placement::Inside { log_bytes: 1 << 20 }, Mode::Log).unwrap();
+    logged.write_at(&[0x5a; 4096], 8192).unwrap();
+    logged.flush().unwrap();
+    // Undo the home write, as a crash before it reached the disk would.
+    file.write_at(&[0; 4096], (1 << 20) + 8192).unwrap();
+    drop(logged);
+    let out = iolab(&[
+        "run",
+        "--target",
+        img.to_str().unwrap(),
+        "--log",
+        "log",
+        "--rw",
+        "read",
+        "--ios",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("replayed the block log"), "{}", stderr(&out));
+    let mut back = [0u8; 4096];
+    file.read_at(&mut back, (1 << 20) + 8192).unwrap();
+    assert_eq!(back, [0x5a; 4096]);
+}
+
+#[test]
+fn a_target_holding_a_log_is_not_written_without_the_log_or_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let target = img.to_str().unwrap();
+    let out = iolab(&["run", "--target", target, "--size", "8m", "--log", "log", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = iolab(&["run", "--target", target, "--rw", "randwrite", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("holds data (iolab block log)"), "{}", stderr(&out));
+}
+
+#[test]
+fn another_log_size_on_an_existing_log_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let target = img.to_str().unwrap();
+    let out = iolab(&["run", "--target", target, "--size", "8m", "--log", "log", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = iolab(&["run", "--target", target, "--log", "log", "--log-size", "2m", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("already holds a block log of 1048576 bytes"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_unknown_log_mode_is_a_usage_error() {
+    let out = iolab(&["run", "--target", "mem:16m", "--log", "journal"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--log: 'journal' is not a mode"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_transaction_larger_than_half_the_log_fails_with_advice() {
+    let out = iolab(&[
+        "run",
+        "--target",
+        "mem:16m",
+        "--log",
+        "log",
+        "--log-size",
+        "520k",
+        "--bs",
+        "256k",
+        "--ios",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--log-size"), "{}", stderr(&out));
+}
