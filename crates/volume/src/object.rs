@@ -218,6 +218,68 @@ impl PlexCounters {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectReport {
     pub name: String,
+    /// The device the drive is bound to (its path, or the drive name when
+    /// the drive is missing).
+    pub device: String,
     pub state: State,
     pub stats: StatsSnapshot,
+}
+
+/// Stands in for a drive whose device is missing: the drive is bound down
+/// and every request fails with an error naming it, so nothing is ever
+/// read from or written to a drive that is not there.
+pub(crate) struct AbsentDevice {
+    name: String,
+    size_bytes: u64,
+    sector_bytes: u32,
+    stats: Stats,
+}
+
+impl AbsentDevice {
+    pub(crate) fn new(drive: &str, size_bytes: u64, sector_bytes: u32) -> AbsentDevice {
+        AbsentDevice { name: drive.to_string(), size_bytes, sector_bytes, stats: Stats::default() }
+    }
+
+    fn missing(&self, op: device::Op, offset: u64, len: u64) -> device::DeviceError {
+        device::DeviceError::Io {
+            device: self.name.clone(),
+            op,
+            offset,
+            len,
+            source: std::io::Error::other(format!(
+                "drive '{}' is missing: its device was not given or could not be read",
+                self.name
+            )),
+        }
+    }
+}
+
+impl Device for AbsentDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    fn sector_bytes(&self) -> u32 {
+        self.sector_bytes
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        Err(self.missing(device::Op::Read, offset, buf.len() as u64))
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        Err(self.missing(device::Op::Write, offset, buf.len() as u64))
+    }
+
+    fn flush(&self) -> Result<()> {
+        Err(self.missing(device::Op::Flush, 0, 0))
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
 }
