@@ -119,13 +119,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     for job in &jobs {
-        if let Some((set, vol)) = &job.target.volumes {
+        if let Some((_, vol)) = &job.target.volumes {
             if to_stdout {
                 print!("{}", report::volume_list(&[vol.report()], true));
             }
-            // Record any state change (a drive that failed during the run).
-            set.save()?;
         }
+        // Record any state change (a drive that failed during the run) and
+        // add the job's counters to those on the drives.
+        target::finish(&job.target)?;
     }
     for job in jobs {
         remove_temporary(job.target)?;
