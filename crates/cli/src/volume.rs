@@ -308,11 +308,15 @@ fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, Option<String>)
     Ok(paths)
 }
 
-/// Opens a drive and reads its header sector, so an unreadable drive is
-/// found here rather than half-way through assembly.
+/// Opens a drive and reads its metadata area, so an unreadable drive is
+/// found (and left out) here rather than failing the assembly.
 fn open_drive(path: &Path, direct: bool) -> anyhow::Result<Arc<dyn Device>> {
     let dev = FileDevice::open(path, &FileOptions { direct, ..Default::default() })?;
-    let mut head = device::AlignedBuf::zeroed(4096, dev.buffer_align().max(4096));
+    let metadata_bytes = volume::DATA_START_BYTES as usize;
+    if dev.size_bytes() < metadata_bytes as u64 {
+        bail!("{}: {} bytes, too small to be a volume drive", path.display(), dev.size_bytes());
+    }
+    let mut head = device::AlignedBuf::zeroed(metadata_bytes, dev.buffer_align().max(4096));
     dev.read_at(&mut head, 0)?;
     Ok(Arc::new(dev))
 }

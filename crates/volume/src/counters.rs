@@ -265,6 +265,11 @@ pub fn encode_stats(set_id: &[u8; 16], sequence: u64, record: &StatsRecord) -> R
     slot[STATS_PREFIX_BYTES..STATS_PREFIX_BYTES + body.len()].copy_from_slice(&body);
     let crc = crc32c::crc32c(&slot[..STATS_PREFIX_BYTES + body.len()]);
     slot[12..16].copy_from_slice(&crc.to_le_bytes());
+    debug_assert_eq!(slot.len() as u64, STATS_SLOT_BYTES, "a record fills exactly one slot");
+    debug_assert!(
+        decode_stats(set_id, &slot).is_ok_and(|(s, r)| s == sequence && r == *record),
+        "round trip"
+    );
     Ok(slot)
 }
 

@@ -206,7 +206,10 @@ fn slot_offset(generation: u64) -> u64 {
 /// Byte offset of the statistics slot that sequence `sequence` goes to:
 /// the same alternation as the configuration, in an area of its own.
 fn stats_slot_offset(sequence: u64) -> u64 {
-    STATS_AREA_BYTES_AT + (sequence % 2) * STATS_SLOT_BYTES
+    let at = STATS_AREA_BYTES_AT + (sequence % 2) * STATS_SLOT_BYTES;
+    debug_assert!(at >= slot_offset(1) + CONFIG_COPY_BYTES, "statistics never overlap a configuration slot");
+    debug_assert!(at + STATS_SLOT_BYTES <= DATA_START_BYTES, "statistics stay in the metadata area");
+    at
 }
 
 /// Lays `config` out on `devices` (keyed by drive name), writes a header,
