@@ -301,3 +301,14 @@ fn raid5_with_two_drive_files_deleted_fails_reads_clearly() {
     assert!(err.contains("plex 'raid.p0' is down"), "{err}");
     assert!(err.contains("no plex can serve it (raid.p0 down)"), "{err}");
 }
+
+#[test]
+fn a_failed_run_still_records_its_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    std::fs::remove_file(dir.path().join("d1.img")).unwrap();
+    std::fs::remove_file(dir.path().join("d3.img")).unwrap();
+    let out = iolab(&["run", "--target", &conf, "--rw", "randread", "--bs", "4k", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(listed(&conf)[0]["stats"]["errors"].as_u64() > Some(0), "the failed read is counted");
+}
