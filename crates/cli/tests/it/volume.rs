@@ -312,3 +312,22 @@ fn a_failed_run_still_records_its_counters() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(listed(&conf)[0]["stats"]["errors"].as_u64() > Some(0), "the failed read is counted");
 }
+
+#[test]
+fn resetstats_r_of_a_plex_clears_its_subdisks() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    random_writes(&conf, "30");
+    run_ok(&["volume", "resetstats", "-r", "raid.p0", &conf]);
+    let subdisks = listed(&conf)[0]["plexes"][0]["subdisks"].as_array().unwrap().clone();
+    assert!(subdisks.iter().all(|sd| sd["stats"]["writes"] == 0), "{subdisks:?}");
+}
+
+#[test]
+fn resetstats_of_an_unknown_object_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    let out = iolab(&["volume", "resetstats", "nosuch.p9", &conf]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("nosuch.p9"), "{}", stderr(&out));
+}
