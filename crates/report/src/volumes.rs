@@ -58,7 +58,9 @@ pub fn volume_list(reports: &[VolumeReport], stats: bool) -> String {
             }
         }
         for d in &v.drives {
-            let _ = writeln!(out, "D {:<24} {:<5}", d.name, d.state.to_string());
+            let missing =
+                if d.missing { "  missing: its device was not given or could not be read" } else { "" };
+            let _ = writeln!(out, "D {:<24} {:<5}{missing}", d.name, d.state.to_string());
         }
         if stats {
             out.push_str(&stats_table(v));
@@ -193,7 +195,8 @@ pub fn volume_list_verbose(reports: &[VolumeReport], stats: bool) -> String {
             }
         }
         for d in &v.drives {
-            let _ = writeln!(out, "Drive {}:\tDevice {}\n\t\tState: {}", d.name, d.device, d.state);
+            let missing = if d.missing { " (missing)" } else { "" };
+            let _ = writeln!(out, "Drive {}:\tDevice {}{missing}\n\t\tState: {}", d.name, d.device, d.state);
         }
         if stats {
             out.push_str(&stats_table(v));

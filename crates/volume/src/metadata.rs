@@ -309,7 +309,8 @@ pub fn assemble(devices: &[Arc<dyn Device>]) -> Result<VolumeSet, VolumeError> {
     let mut missing = Vec::new();
     for drive in &config.drives {
         if !devices.contains_key(&drive.name) {
-            let absent = AbsentDevice::new(&drive.name, extent_end_bytes(&config, &drive.name), sector_bytes);
+            let size_bytes = extent_end_bytes(&config, &drive.name);
+            let absent = AbsentDevice::new(&drive.name, &drive.device, size_bytes, sector_bytes);
             devices.insert(drive.name.clone(), Arc::new(absent));
             missing.push(drive.name.clone());
         }
@@ -363,7 +364,7 @@ impl VolumeSet {
         for drive in &missing {
             for volume in &self.volumes {
                 // Only the volumes holding the drive know it.
-                let _ = volume.set_state(drive, State::Down);
+                volume.mark_missing(drive);
             }
             self.warnings.push(format!(
                 "drive '{drive}' is missing (its device was not given or could not be read): it is down \

@@ -4,7 +4,7 @@
 //! A subdisk does I/O only through its drive's [`Device`] and only inside
 //! its own extent; it never decides what to read or write.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 
 use device::{AlignedBuf, Device, Result, Stats, StatsSnapshot};
@@ -58,11 +58,19 @@ pub struct Drive {
     pub(crate) dev: Arc<dyn Device>,
     pub(crate) state: StateCell,
     pub(crate) stats: Stats,
+    /// Bound to an [`AbsentDevice`]: its device was not there at assembly.
+    pub(crate) missing: AtomicBool,
 }
 
 impl Drive {
     pub(crate) fn new(name: String, dev: Arc<dyn Device>) -> Drive {
-        Drive { name, dev, state: StateCell::new(State::Up), stats: Stats::default() }
+        Drive {
+            name,
+            dev,
+            state: StateCell::new(State::Up),
+            stats: Stats::default(),
+            missing: AtomicBool::new(false),
+        }
     }
 }
 
@@ -218,10 +226,13 @@ impl PlexCounters {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectReport {
     pub name: String,
-    /// The device the drive is bound to (its path, or the drive name when
-    /// the drive is missing).
+    /// The device the drive is bound to (for a missing drive, the path
+    /// its configuration names).
     pub device: String,
     pub state: State,
+    /// The drive's device was not there at assembly (drives only).
+    #[serde(default)]
+    pub missing: bool,
     pub stats: StatsSnapshot,
 }
 
@@ -229,6 +240,8 @@ pub struct ObjectReport {
 /// and every request fails with an error naming it, so nothing is ever
 /// read from or written to a drive that is not there.
 pub(crate) struct AbsentDevice {
+    drive: String,
+    /// The path the configuration names, as the device's name.
     name: String,
     size_bytes: u64,
     sector_bytes: u32,
@@ -236,8 +249,14 @@ pub(crate) struct AbsentDevice {
 }
 
 impl AbsentDevice {
-    pub(crate) fn new(drive: &str, size_bytes: u64, sector_bytes: u32) -> AbsentDevice {
-        AbsentDevice { name: drive.to_string(), size_bytes, sector_bytes, stats: Stats::default() }
+    pub(crate) fn new(drive: &str, path: &str, size_bytes: u64, sector_bytes: u32) -> AbsentDevice {
+        AbsentDevice {
+            drive: drive.to_string(),
+            name: path.to_string(),
+            size_bytes,
+            sector_bytes,
+            stats: Stats::default(),
+        }
     }
 
     fn missing(&self, op: device::Op, offset: u64, len: u64) -> device::DeviceError {
@@ -248,7 +267,7 @@ impl AbsentDevice {
             len,
             source: std::io::Error::other(format!(
                 "drive '{}' is missing: its device was not given or could not be read",
-                self.name
+                self.drive
             )),
         }
     }

@@ -277,6 +277,14 @@ impl Volume {
         Ok(())
     }
 
+    /// Marks the drive called `name` missing and down (its subdisks stale);
+    /// false when this volume has no such drive.
+    pub(crate) fn mark_missing(&self, name: &str) -> bool {
+        let Some(drive) = self.drives.iter().find(|d| d.name == name) else { return false };
+        drive.missing.store(true, Relaxed);
+        self.set_state(name, State::Down).is_ok()
+    }
+
     pub(crate) fn subdisks_on<'a>(&'a self, drive: &'a str) -> impl Iterator<Item = &'a Subdisk> + 'a {
         self.plexes.iter().flat_map(|p| &p.sds).filter(move |sd| sd.drive.name == drive)
     }
@@ -346,6 +354,7 @@ impl Volume {
                     name: d.name.clone(),
                     device: d.dev.name().to_string(),
                     state: d.state.get(),
+                    missing: d.missing.load(Relaxed),
                     stats: d.stats.snapshot(),
                 })
                 .collect(),

@@ -285,7 +285,8 @@ fn list_with_a_drive_file_deleted_shows_it_down() {
     let conf = created(&dir);
     std::fs::remove_file(dir.path().join("d4.img")).unwrap();
     let out = run_ok(&["volume", "list", &conf]);
-    assert!(stdout(&out).lines().any(|l| l.starts_with("D d4") && l.contains("down")), "{}", stdout(&out));
+    let d4 = stdout(&out).lines().find(|l| l.starts_with("D d4")).map(str::to_string);
+    assert!(d4.as_deref().is_some_and(|l| l.contains("down") && l.contains("missing")), "{d4:?}");
 }
 
 #[test]

@@ -30,6 +30,7 @@ fn report() -> VolumeReport {
         name: name.into(),
         device: format!("/dev/{name}"),
         state: State::Up,
+        missing: false,
         stats: StatsSnapshot::default(),
     };
     VolumeReport {

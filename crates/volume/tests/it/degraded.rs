@@ -49,6 +49,15 @@ fn missing_drive_is_named_and_down() {
 }
 
 #[test]
+fn report_marks_only_the_missing_drive_missing() {
+    let (drives, _) = filled_raid5();
+    let set = assemble(&except(&drives, &["d2"])).unwrap();
+    let missing: Vec<String> =
+        set.volume("v").unwrap().report().drives.into_iter().filter(|d| d.missing).map(|d| d.name).collect();
+    assert_eq!(missing, ["d2"]);
+}
+
+#[test]
 fn degraded_writes_read_back_after_the_drive_returns_stale() {
     let (drives, mut data) = filled_raid5();
     let set = assemble(&except(&drives, &["d1"])).unwrap();
