@@ -332,3 +332,18 @@ fn resetstats_of_an_unknown_object_fails_naming_it() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("nosuch.p9"), "{}", stderr(&out));
 }
+
+#[test]
+fn drive_returning_after_degraded_writes_is_stale_until_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    let (d2, away) = (dir.path().join("d2.img"), dir.path().join("d2.away"));
+    std::fs::rename(&d2, &away).unwrap();
+    random_writes(&conf, "50");
+    std::fs::rename(&away, &d2).unwrap();
+    let list = listed(&conf);
+    assert_eq!(list[0]["plexes"][0]["subdisks"][1]["state"], "Stale", "d2 missed the writes");
+    run_ok(&["volume", "start", "d2", &conf]);
+    let check = run_ok(&["volume", "checkparity", "raid", &conf]);
+    assert!(stdout(&check).contains("0 with wrong parity"), "{}", stdout(&check));
+}
