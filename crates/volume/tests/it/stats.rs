@@ -158,3 +158,26 @@ fn garbage_over_the_whole_statistics_area_leaves_the_configuration() {
     }
     assert_eq!(assemble(&all(&drives)).unwrap().config_text(), text);
 }
+
+#[test]
+fn torn_statistics_write_keeps_configuration_and_previous_counters() {
+    let drives = raid5_drives();
+    session(&drives, 3);
+    let before = session(&drives, 5);
+    let (text, generation) = (before.config_text(), before.generation());
+    drop(before);
+    // The next write to each drive (the statistics slot) lands only its first sector.
+    let tearing: Vec<Arc<dyn Device>> = all(&drives)
+        .into_iter()
+        .map(|d| {
+            let fault = device::Fault::TearWrite { n: 1, keep_bytes: 512 };
+            Arc::new(device::FaultyDevice::new(d, vec![fault])) as Arc<dyn Device>
+        })
+        .collect();
+    // Zeroed counters: the new record differs from the last past its first sector.
+    assemble(&tearing).unwrap().reset_stats(None, false).unwrap();
+    let again = assemble(&all(&drives)).unwrap();
+    assert_eq!((again.config_text(), again.generation()), (text, generation));
+    assert_eq!(volume_writes(&again), 8, "the previous record is used");
+    assert!(again.warnings().iter().any(|w| w.contains("checksum mismatch")), "{:?}", again.warnings());
+}
