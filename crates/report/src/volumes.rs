@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use volume::{Org, VolumeReport};
+use volume::{Org, PlexReport, State, VolumeReport};
 
 fn mib(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64)
@@ -17,6 +17,17 @@ fn org_name(org: &Org) -> String {
             format!("raid5 {} {layout:?}", workloads::spec::human_bytes(*stripe_bytes)).to_lowercase()
         }
     }
+}
+
+/// A plex's state as Vinum shows it: a RAID-5 plex that is up with one
+/// subdisk out of service is `degraded` (it serves every request, by
+/// reconstruction); otherwise the state itself.
+fn plex_state(p: &PlexReport) -> String {
+    let out_of_service = p.subdisks.iter().filter(|s| s.state != State::Up).count();
+    if matches!(p.org, Org::Raid5 { .. }) && p.state == State::Up && out_of_service == 1 {
+        return "degraded".into();
+    }
+    p.state.to_string()
 }
 
 /// Percentage of `part` in `whole`, 0 when there were no requests.
@@ -38,9 +49,9 @@ pub fn volume_list(reports: &[VolumeReport], stats: bool) -> String {
         for p in &v.plexes {
             let _ = writeln!(
                 out,
-                "P {:<24} {:<5} size {:>10}  subdisks {}  {}",
+                "P {:<24} {:<8} size {:>10}  subdisks {}  {}",
                 p.name,
-                p.state.to_string(),
+                plex_state(p),
                 mib(p.size_bytes),
                 p.subdisks.len(),
                 org_name(&p.org)
@@ -48,7 +59,7 @@ pub fn volume_list(reports: &[VolumeReport], stats: bool) -> String {
             for s in &p.subdisks {
                 let _ = writeln!(
                     out,
-                    "S {:<24} {:<5} size {:>10}  drive {} at offset {}",
+                    "S {:<24} {:<8} size {:>10}  drive {} at offset {}",
                     s.name,
                     s.state.to_string(),
                     mib(s.length_bytes),
@@ -60,7 +71,8 @@ pub fn volume_list(reports: &[VolumeReport], stats: bool) -> String {
         for d in &v.drives {
             let missing =
                 if d.missing { "  missing: its device was not given or could not be read" } else { "" };
-            let _ = writeln!(out, "D {:<24} {:<5}{missing}", d.name, d.state.to_string());
+            let line = format!("D {:<24} {:<8}{missing}", d.name, d.state.to_string());
+            let _ = writeln!(out, "{}", line.trim_end());
         }
         if stats {
             out.push_str(&stats_table(v));
@@ -169,7 +181,7 @@ pub fn volume_list_verbose(reports: &[VolumeReport], stats: bool) -> String {
         let _ = writeln!(out, "\t\tPlexes: {}", v.plexes.len());
         for p in &v.plexes {
             let _ = writeln!(out, "Plex {}:\tSize: {}", p.name, bytes_and_mib(p.size_bytes));
-            let _ = writeln!(out, "\t\tSubdisks: {}\n\t\tState: {}", p.subdisks.len(), p.state);
+            let _ = writeln!(out, "\t\tSubdisks: {}\n\t\tState: {}", p.subdisks.len(), plex_state(p));
             let organisation = match &p.org {
                 Org::Raid5 { layout, .. } => {
                     format!("{} {}", p.org.kind(), format!("{layout:?}").to_lowercase())

@@ -81,3 +81,12 @@ fn verbose_listing_shows_the_revive_pointer_of_a_subdisk_under_revive() {
     let text = report::volume_list_verbose(&[report()], false);
     assert!(text.contains("Revive pointer:\t262144 bytes (256.0 KiB) (25.0%)"), "{text}");
 }
+
+#[test]
+fn raid5_plex_with_one_subdisk_out_is_listed_degraded() {
+    let mut v = report();
+    v.plexes[0].org = Org::Raid5 { stripe_bytes: 512 * 1024, layout: volume::ParityLayout::LeftAsymmetric };
+    let text = report::volume_list(&[v], false);
+    let plex = text.lines().find(|l| l.starts_with("P ")).unwrap();
+    assert!(plex.contains(" degraded "), "{plex}");
+}
