@@ -119,8 +119,6 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("{}: cannot write the JSON", path.display()))?;
         }
     }
-    if let Some((set, _)) = &target.volumes {
-        set.save()?;
-    }
+    target::finish(&target)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -53,7 +53,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             break;
         }
         let results = if concurrent {
-            run_together(&jobs, args.quiet, i, args.repeat, &interrupted)?
+            run_together(&jobs, args.quiet, i, args.repeat, &interrupted).map_err(|e| abandon(&jobs, e))?
         } else {
             let mut results = Vec::with_capacity(jobs.len());
             for job in &jobs {
@@ -61,7 +61,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     break;
                 }
                 let one = std::slice::from_ref(job);
-                results.push(run_together(one, args.quiet, i, args.repeat, &interrupted)?.remove(0));
+                let mut result = run_together(one, args.quiet, i, args.repeat, &interrupted)
+                    .map_err(|e| abandon(&jobs, e))?;
+                results.push(result.remove(0));
             }
             results
         };
@@ -134,13 +136,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 print!("{}", report::log_line(&report::LogReport { mode: log.mode(), counters }));
             }
         }
-        if let Some((set, vol)) = &job.target.volumes {
+        if let Some((_, vol)) = &job.target.volumes {
             if to_stdout {
                 print!("{}", report::volume_list(&[vol.report()], true));
             }
-            // Record any state change (a drive that failed during the run).
-            set.save()?;
         }
+        // Record any state change (a drive that failed during the run) and
+        // add the job's counters to those on the drives.
+        target::finish(&job.target)?;
     }
     for job in jobs {
         remove_temporary(job.target)?;
@@ -154,6 +157,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A run failed: still record on each volume target the state changes it
+/// caused (a subdisk that failed) and the counters of the requests that
+/// did run, then pass the failure on.
+fn abandon(jobs: &[Prepared], err: anyhow::Error) -> anyhow::Error {
+    for job in jobs {
+        if let Err(also) = target::finish(&job.target) {
+            eprintln!("iolab: warning: could not record the volume's states and counters: {also:#}");
+        }
+    }
+    err
 }
 
 /// The first Ctrl-C (or SIGTERM) stops the jobs cleanly, so results are

@@ -168,7 +168,7 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
             ))
         })?;
         let paths: Vec<PathBuf> = drives.split(',').map(PathBuf::from).collect();
-        return open_volume(crate::volume::assemble_with(&paths, options.direct)?, Some(name), spec);
+        return open_volume(crate::volume::assemble_for_io(&paths, options.direct)?, Some(name), spec);
     }
     let path = Path::new(spec);
     if let Some(set) = volume_config(path, options.direct)? {
@@ -234,7 +234,7 @@ fn volume_config(path: &Path, direct: bool) -> anyhow::Result<Option<volume::Vol
     if !is_config {
         return Ok(None);
     }
-    Ok(Some(crate::volume::assemble_with(&[path.to_path_buf()], direct)?))
+    Ok(Some(crate::volume::assemble_for_io(&[path.to_path_buf()], direct)?))
 }
 
 fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow::Result<Target> {
@@ -254,6 +254,16 @@ fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow
     };
     let device: Arc<dyn Device> = vol.clone();
     Ok(Target { device, temp: None, created: false, path: None, volumes: Some((set, vol)), log: None })
+}
+
+/// After a command used a volume target: records state changes (a drive
+/// that failed) and adds the counters to the statistics on the drives.
+pub fn finish(target: &Target) -> anyhow::Result<()> {
+    if let Some((set, _)) = &target.volumes {
+        set.save()?;
+        set.save_stats()?;
+    }
+    Ok(())
 }
 
 /// Refuses to write to a target that holds a known signature or is a

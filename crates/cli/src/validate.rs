@@ -105,6 +105,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         + verdict.foreign
         == 0;
     print_verdict(&verdict, &args)?;
+    target::finish(&target)?;
     Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 

@@ -1,6 +1,10 @@
 //! `iolab volume ...`: Vinum-style volumes on files or block devices.
 //! A volume set is named by its drives (any order), or by a configuration
-//! file whose `drive` lines name them.
+//! file whose `drive` lines name them. A drive whose file is absent or
+//! unreadable is left out with a warning and the set assembles without it
+//! (the drive down); commands that do I/O record that on the other drives
+//! first, and every command that used the volumes adds their counters to
+//! the statistics record on the drives.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +25,8 @@ pub enum VolumeCommand {
     /// the start of each drive.
     Create(CreateArgs),
     /// List volumes, plexes, subdisks and drives with their states
-    /// (`-s`: Vinum's counters of this process; `--json`: everything).
+    /// (`-s`: Vinum's counters accumulated since creation or the last
+    /// resetstats; `-v`: sizes, offsets and devices; `--json`: everything).
     List(ListArgs),
     /// Print the configuration stored on the drives, states included.
     Printconfig(SetArgs),
@@ -39,6 +44,22 @@ pub enum VolumeCommand {
     Checkparity(ObjectArgs),
     /// Recompute the parity of a RAID-5 plex from its data.
     Rebuildparity(ObjectArgs),
+    /// Zero the counters of OBJECT (`-r`: and of the plexes and subdisks
+    /// below it), or of every object when no OBJECT is given:
+    /// `resetstats [-r] [OBJECT] DRIVE...`. The first argument is taken as
+    /// the object when it is not an existing file.
+    Resetstats(ResetstatsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ResetstatsArgs {
+    /// Also reset the objects below OBJECT.
+    #[arg(short = 'r', long)]
+    pub recursive: bool,
+    /// An optional object name, then the drives of the set (or a
+    /// configuration file naming them).
+    #[arg(required = true, value_name = "[OBJECT] DRIVE")]
+    pub args: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +89,10 @@ pub struct ListArgs {
     /// Show the counters.
     #[arg(short = 's', long)]
     pub stats: bool,
+    /// Verbose: sizes, organisation, subdisk offsets on the drive and in
+    /// the plex, drive devices, revive progress.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -96,9 +121,11 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
         VolumeCommand::Create(args) => create(args),
         VolumeCommand::List(args) => {
             let set = assemble(&args.set.drives)?;
-            let reports: Vec<_> = set.volumes.iter().map(|v| v.report()).collect();
+            let reports = set.accumulated_reports();
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&reports)?);
+            } else if args.verbose {
+                print!("{}", report::volume_list_verbose(&reports, args.stats));
             } else {
                 print!("{}", report::volume_list(&reports, args.stats));
             }
@@ -113,8 +140,9 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         VolumeCommand::Start(args) => {
-            let set = assemble(&args.set.drives)?;
+            let set = assemble_for_io(&args.set.drives, false)?;
             set.revive(&args.object)?;
+            set.save_stats()?;
             println!("{} is up", args.object);
             Ok(ExitCode::SUCCESS)
         }
@@ -134,35 +162,60 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
             set_state(&args.set.drives, &args.object, state)
         }
         VolumeCommand::Init(args) => {
-            let set = assemble(&args.set.drives)?;
+            let set = assemble_for_io(&args.set.drives, false)?;
             let volume = holder(&set, &args.object)?;
             volume.init_plex(&args.object)?;
             set.save()?;
+            set.save_stats()?;
             println!("{} initialised", args.object);
             Ok(ExitCode::SUCCESS)
         }
         VolumeCommand::Checkparity(args) => check_parity(&args),
         VolumeCommand::Rebuildparity(args) => {
-            let set = assemble(&args.set.drives)?;
+            let set = assemble_for_io(&args.set.drives, false)?;
             holder(&set, &args.object)?.rebuild_parity()?;
+            set.save_stats()?;
             println!("parity of {} rebuilt", args.object);
             Ok(ExitCode::SUCCESS)
         }
+        VolumeCommand::Resetstats(args) => reset_stats(&args),
     }
 }
 
-fn set_state(drives: &[PathBuf], object: &str, state: State) -> anyhow::Result<ExitCode> {
+fn reset_stats(args: &ResetstatsArgs) -> anyhow::Result<ExitCode> {
+    let (object, drives) = match args.args.split_first() {
+        Some((first, rest)) if !rest.is_empty() && !first.exists() => {
+            let name = first
+                .to_str()
+                .ok_or_else(|| UsageError("resetstats: the object name is not valid UTF-8".into()))?;
+            (Some(name), rest)
+        }
+        _ => (None, args.args.as_slice()),
+    };
     let set = assemble(drives)?;
+    set.reset_stats(object, args.recursive)?;
+    match object {
+        Some(name) if args.recursive => println!("counters of {name} and the objects below it reset"),
+        Some(name) => println!("counters of {name} reset"),
+        None => println!("counters of every object reset"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn set_state(drives: &[PathBuf], object: &str, state: State) -> anyhow::Result<ExitCode> {
+    let set = assemble_for_io(drives, false)?;
     set.set_state(object, state)?;
     println!("{object} is {state}");
     Ok(ExitCode::SUCCESS)
 }
 
 fn check_parity(args: &ObjectArgs) -> anyhow::Result<ExitCode> {
-    let set = assemble(&args.set.drives)?;
+    let set = assemble_for_io(&args.set.drives, false)?;
     let volume = holder(&set, &args.object)?;
     let mut bad = 0;
-    for r in volume.check_parity()? {
+    let reports = volume.check_parity();
+    set.save_stats()?;
+    for r in reports? {
         println!("{}: {} rows checked, {} with wrong parity", r.plex, r.rows_checked, r.rows_mismatched);
         if !r.mismatched_rows.is_empty() {
             println!("  first wrong rows: {:?}", r.mismatched_rows);
@@ -231,8 +284,10 @@ fn read_config(path: &Path) -> anyhow::Result<volume::Config> {
 }
 
 /// Drive paths from the arguments: drives themselves, or configuration
-/// files whose `drive` lines name them (relative to the file).
-fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+/// files whose `drive` lines name them (relative to the file), with the
+/// drive name when a configuration gives it. A path that does not exist
+/// is taken as a drive (a missing one).
+fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, Option<String>)>> {
     let mut paths = Vec::new();
     for arg in args {
         let mut head = [0u8; 8];
@@ -240,17 +295,30 @@ fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
             .map(|_| &head == device::signature::IOLAB_VOLUME_MAGIC)
             .unwrap_or(false);
-        if is_drive {
-            paths.push(arg.clone());
+        if is_drive || !arg.exists() {
+            paths.push((arg.clone(), None));
             continue;
         }
         let config = read_config(arg).with_context(|| {
             format!("{}: neither an iolab volume drive nor a configuration file", arg.display())
         })?;
         let base = arg.parent().unwrap_or(Path::new("."));
-        paths.extend(config.drives.iter().map(|d| base.join(&d.device)));
+        paths.extend(config.drives.iter().map(|d| (base.join(&d.device), Some(d.name.clone()))));
     }
     Ok(paths)
+}
+
+/// Opens a drive and reads its metadata area, so an unreadable drive is
+/// found (and left out) here rather than failing the assembly.
+fn open_drive(path: &Path, direct: bool) -> anyhow::Result<Arc<dyn Device>> {
+    let dev = FileDevice::open(path, &FileOptions { direct, ..Default::default() })?;
+    let metadata_bytes = volume::DATA_START_BYTES as usize;
+    if dev.size_bytes() < metadata_bytes as u64 {
+        bail!("{}: {} bytes, too small to be a volume drive", path.display(), dev.size_bytes());
+    }
+    let mut head = device::AlignedBuf::zeroed(metadata_bytes, dev.buffer_align().max(4096));
+    dev.read_at(&mut head, 0)?;
+    Ok(Arc::new(dev))
 }
 
 /// Reassembles the set from its drives.
@@ -259,11 +327,46 @@ pub fn assemble(args: &[PathBuf]) -> anyhow::Result<VolumeSet> {
 }
 
 /// Reassembles the set, its drives opened with O_DIRECT when `direct`.
+/// Drives that cannot be opened or read are left out with a warning; the
+/// set assembles without them, and its warnings are printed.
 pub fn assemble_with(args: &[PathBuf], direct: bool) -> anyhow::Result<VolumeSet> {
     let mut devices: Vec<Arc<dyn Device>> = Vec::new();
-    for path in drive_paths(args)? {
-        let dev = FileDevice::open(&path, &FileOptions { direct, ..Default::default() })?;
-        devices.push(Arc::new(dev));
+    for (path, name) in drive_paths(args)? {
+        match open_drive(&path, direct) {
+            Ok(dev) => devices.push(dev),
+            Err(err) => {
+                let drive = name.map(|n| format!("drive '{n}': ")).unwrap_or_default();
+                let why = if path.exists() {
+                    format!("{err}")
+                } else {
+                    format!("{} does not exist", path.display())
+                };
+                eprintln!("iolab: warning: {drive}{why}; assembling without it");
+            }
+        }
     }
-    Ok(volume::assemble(&devices)?)
+    if devices.is_empty() {
+        bail!("none of the drives given could be opened and read; nothing to assemble");
+    }
+    let set = volume::assemble(&devices)?;
+    for warning in set.warnings() {
+        eprintln!("iolab: warning: {warning}");
+    }
+    Ok(set)
+}
+
+/// Reassembles the set for a command that does I/O: a missing drive is
+/// first recorded down on the drives present, so that when it returns it
+/// is known to have missed writes and is revived, never trusted.
+pub fn assemble_for_io(args: &[PathBuf], direct: bool) -> anyhow::Result<VolumeSet> {
+    let set = assemble_with(args, direct)?;
+    if !set.missing_drives().is_empty() {
+        set.save()?;
+        eprintln!(
+            "iolab: warning: recorded {} down on the drives present; when a drive returns, revive it with \
+             `iolab volume start DRIVE ...`",
+            set.missing_drives().join(", ")
+        );
+    }
+    Ok(set)
 }

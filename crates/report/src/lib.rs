@@ -9,7 +9,7 @@ mod volumes;
 use std::fmt::Write as _;
 
 pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
-pub use volumes::volume_list;
+pub use volumes::{volume_list, volume_list_verbose};
 
 use serde::Serialize;
 use workloads::{JobResult, OpSummary};

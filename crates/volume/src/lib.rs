@@ -17,6 +17,7 @@
 //! (logs, file systems, validation, workloads).
 
 mod config;
+mod counters;
 mod error;
 mod geometry;
 mod lock;
@@ -31,10 +32,15 @@ mod volume;
 pub use config::{
     parse, parse_size, Config, DriveSpec, PlexSpec, ReadPolicySpec, SdSpec, VolumeSpec, CONFIG_SECTOR_BYTES,
 };
+pub use counters::{
+    decode_stats, encode_stats, Counters, ObjectKind, StatsRecord, StatsSlotError, STATS_MAGIC,
+    STATS_SLOT_BYTES, STATS_VERSION,
+};
 pub use error::{ConfigError, VolumeError};
 pub use geometry::{map_concat, map_striped, Extent, Org, ParityLayout, Raid5, RowSpan};
 pub use metadata::{
     assemble, create, VolumeSet, CONFIG_COPY_BYTES, CONFIG_MAGIC, HEADER_BYTES, METADATA_VERSION,
+    STATS_AREA_BYTES_AT,
 };
 pub use object::{ObjectReport, PlexCountersSnapshot, State};
 pub use raid5::{ParityReport, PARITY_MISMATCHES_LISTED_MAX};

@@ -1,11 +1,14 @@
 //! On-disk metadata of a volume set (docs/formats.md, "Volume metadata"):
-//! a header at byte 0 of every drive and two checksummed, generation-
-//! numbered copies of the configuration, data after [`DATA_START_BYTES`].
+//! a header at byte 0 of every drive, two checksummed, generation-
+//! numbered copies of the configuration, two checksummed, sequence-
+//! numbered statistics records, data after [`DATA_START_BYTES`].
 //!
 //! [`create`] writes it, [`assemble`] rebuilds the volumes from the drives
-//! alone, [`VolumeSet::save`] records state changes. A copy whose checksum
-//! fails is ignored, never trusted; drives of different sets are refused.
-//! This module writes only the metadata area of the drives it is given.
+//! present (a drive that is missing is bound down), [`VolumeSet::save`]
+//! records state changes, [`VolumeSet::save_stats`] the counters. A copy
+//! whose checksum fails is ignored, never trusted; drives of different
+//! sets are refused. This module writes only the metadata area of the
+//! drives it is given.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -15,19 +18,23 @@ use device::signature::IOLAB_VOLUME_MAGIC;
 use device::Device;
 
 use crate::config::{parse, Config};
+use crate::counters::{decode_stats, encode_stats, ObjectKind, StatsRecord, STATS_SLOT_BYTES};
 use crate::error::VolumeError;
-use crate::object::{read_aligned, write_aligned, State};
+use crate::object::{read_aligned, write_aligned, AbsentDevice, State};
 use crate::resolve::{resolve, Layout, DATA_START_BYTES};
-use crate::volume::{bind, Volume};
+use crate::volume::{bind, Volume, VolumeReport};
 
-/// Version of the header and configuration copy layouts.
-pub const METADATA_VERSION: u32 = 1;
+/// Version of the header and configuration copy layouts (2: the
+/// configuration slots shrank to make room for the statistics slots).
+pub const METADATA_VERSION: u32 = 2;
 /// Magic of a configuration copy.
 pub const CONFIG_MAGIC: &[u8; 8] = b"IOLABCFG";
 /// Bytes of the drive header (one 4Kn sector).
 pub const HEADER_BYTES: u64 = 4096;
 /// Bytes of one configuration copy.
-pub const CONFIG_COPY_BYTES: u64 = 65_536;
+pub const CONFIG_COPY_BYTES: u64 = 49_152;
+/// Byte offset of the first of the two statistics slots.
+pub const STATS_AREA_BYTES_AT: u64 = HEADER_BYTES + 2 * CONFIG_COPY_BYTES;
 /// Bytes of the fixed part of a configuration copy before its text.
 pub const CONFIG_PREFIX_BYTES: usize = 48;
 /// A revive through [`VolumeSet::revive`] records its progress on the
@@ -38,8 +45,10 @@ pub const REVIVE_SAVE_EVERY_STEPS: u64 = 16;
 pub const DRIVE_NAME_BYTES_MAX: usize = 63;
 
 const NAME_AT: usize = 32;
-const _: () =
-    assert!(HEADER_BYTES + 2 * CONFIG_COPY_BYTES == DATA_START_BYTES, "metadata fills the reserved area");
+const _: () = assert!(
+    STATS_AREA_BYTES_AT + 2 * STATS_SLOT_BYTES == DATA_START_BYTES,
+    "metadata fills the reserved area"
+);
 const NAME_FIELD_BYTES: usize = 64;
 
 /// A bound, assembled set of volumes and the metadata that describes it.
@@ -49,6 +58,20 @@ pub struct VolumeSet {
     layout: Layout,
     devices: HashMap<String, Arc<dyn Device>>,
     generation: Mutex<u64>,
+    stats: Mutex<StoredStats>,
+    /// Drives of the configuration whose device was not given.
+    missing: Vec<String>,
+    /// What assembly found wrong but could live with (a damaged copy, a
+    /// missing drive), for the caller to show.
+    warnings: Vec<String>,
+}
+
+/// The counters as last read from or written to the drives: the base the
+/// live counters of this process add to.
+#[derive(Debug, Default)]
+struct StoredStats {
+    base: StatsRecord,
+    sequence: u64,
 }
 
 impl std::fmt::Debug for VolumeSet {
@@ -84,6 +107,8 @@ fn encode_header(set_id: &[u8; 16], drive: &str, drive_bytes: u64) -> Vec<u8> {
     block[96..104].copy_from_slice(&drive_bytes.to_le_bytes());
     block[104..112].copy_from_slice(&DATA_START_BYTES.to_le_bytes());
     block[112..120].copy_from_slice(&CONFIG_COPY_BYTES.to_le_bytes());
+    block[120..128].copy_from_slice(&STATS_SLOT_BYTES.to_le_bytes());
+    block[128..136].copy_from_slice(&STATS_AREA_BYTES_AT.to_le_bytes());
     let crc = crc32c::crc32c(&block);
     block[12..16].copy_from_slice(&crc.to_le_bytes());
     block
@@ -98,13 +123,23 @@ fn decode_header(device: &str, block: &[u8]) -> Result<([u8; 16], String), Volum
     if version != METADATA_VERSION {
         return Err(bad(
             device,
-            format!("header version {version}; this iolab reads version {METADATA_VERSION}"),
+            format!(
+                "header version {version}; this iolab reads version {METADATA_VERSION} (version 1 had no \
+                 statistics area: re-create the set with `iolab volume create --force`)"
+            ),
         ));
     }
     let mut copy = block.to_vec();
     copy[12..16].fill(0);
     if crc32c::crc32c(&copy) != u32_at(block, 12) {
         return Err(bad(device, "header checksum mismatch: the header is damaged"));
+    }
+    let layout = [u64_at(block, 104), u64_at(block, 112), u64_at(block, 120), u64_at(block, 128)];
+    if layout != [DATA_START_BYTES, CONFIG_COPY_BYTES, STATS_SLOT_BYTES, STATS_AREA_BYTES_AT] {
+        return Err(bad(
+            device,
+            format!("header describes a metadata layout {layout:?} this iolab does not use"),
+        ));
     }
     let name_field = &block[NAME_AT..NAME_AT + NAME_FIELD_BYTES];
     let name_len = name_field.iter().position(|&b| b == 0).unwrap_or(NAME_FIELD_BYTES);
@@ -168,10 +203,19 @@ fn slot_offset(generation: u64) -> u64 {
     HEADER_BYTES + (generation % 2) * CONFIG_COPY_BYTES
 }
 
-/// Lays `config` out on `devices` (keyed by drive name), writes a header
-/// and generation 1 of the configuration (in both slots) to every drive,
-/// and binds the volumes. Overwrites the metadata area of every drive:
-/// the caller checks signatures first.
+/// Byte offset of the statistics slot that sequence `sequence` goes to:
+/// the same alternation as the configuration, in an area of its own.
+fn stats_slot_offset(sequence: u64) -> u64 {
+    let at = STATS_AREA_BYTES_AT + (sequence % 2) * STATS_SLOT_BYTES;
+    debug_assert!(at >= slot_offset(1) + CONFIG_COPY_BYTES, "statistics never overlap a configuration slot");
+    debug_assert!(at + STATS_SLOT_BYTES <= DATA_START_BYTES, "statistics stay in the metadata area");
+    at
+}
+
+/// Lays `config` out on `devices` (keyed by drive name), writes a header,
+/// generation 1 and 2 of the configuration and two empty statistics
+/// records to every drive, and binds the volumes. Overwrites the metadata
+/// area of every drive: the caller checks signatures first.
 pub fn create(config: &Config, devices: &HashMap<String, Arc<dyn Device>>) -> Result<VolumeSet, VolumeError> {
     for drive in &config.drives {
         if drive.name.len() > DRIVE_NAME_BYTES_MAX {
@@ -191,54 +235,107 @@ pub fn create(config: &Config, devices: &HashMap<String, Arc<dyn Device>>) -> Re
     let set = VolumeSet::new(set_id, layout, devices.clone(), 0)?;
     set.save()?;
     set.save()?;
+    set.save_stats()?;
+    set.save_stats()?;
     Ok(set)
 }
 
-/// Rebuilds a volume set from its drives alone: checks every header,
-/// refuses drives of different sets, takes the valid configuration copy
-/// with the highest generation found on any drive.
-pub fn assemble(devices: &[Arc<dyn Device>]) -> Result<VolumeSet, VolumeError> {
-    let mut set_id: Option<([u8; 16], String)> = None;
-    let mut by_name = HashMap::new();
-    let mut best: Option<(u64, String)> = None;
-    for dev in devices {
-        let mut head = vec![0; (HEADER_BYTES + 2 * CONFIG_COPY_BYTES) as usize];
+/// What the drives given to [`assemble`] hold.
+#[derive(Default)]
+struct Found {
+    set_id: Option<([u8; 16], String)>,
+    by_name: HashMap<String, Arc<dyn Device>>,
+    config: Option<(u64, String)>,
+    stats: Option<(u64, StatsRecord)>,
+    warnings: Vec<String>,
+}
+
+impl Found {
+    /// Reads one drive's metadata area and keeps what is newest.
+    fn read_drive(&mut self, dev: &Arc<dyn Device>) -> Result<(), VolumeError> {
+        let mut head = vec![0; DATA_START_BYTES as usize];
         read_aligned(dev.as_ref(), &mut head, 0)?;
         let (id, name) = decode_header(dev.name(), &head[..HEADER_BYTES as usize])?;
-        match &set_id {
+        match &self.set_id {
             Some((first, first_dev)) if *first != id => {
                 return Err(bad(dev.name(), format!("belongs to a different volume set than {first_dev}")));
             }
             Some(_) => {}
-            None => set_id = Some((id, dev.name().to_string())),
+            None => self.set_id = Some((id, dev.name().to_string())),
         }
         for slot in 0..2 {
             let copy = &head[slot_offset(slot) as usize..][..CONFIG_COPY_BYTES as usize];
             if let Some(found) = decode_config(&id, copy) {
-                if best.as_ref().is_none_or(|b| found.0 > b.0) {
-                    best = Some(found);
+                if self.config.as_ref().is_none_or(|b| found.0 > b.0) {
+                    self.config = Some(found);
                 }
             }
+            let record = &head[stats_slot_offset(slot) as usize..][..STATS_SLOT_BYTES as usize];
+            match decode_stats(&id, record) {
+                Ok(found) if self.stats.as_ref().is_none_or(|b| found.0 > b.0) => self.stats = Some(found),
+                Ok(_) => {}
+                Err(err) => self
+                    .warnings
+                    .push(format!("drive '{name}' ({}): statistics slot {slot}: {err}; ignored", dev.name())),
+            }
         }
-        if by_name.insert(name.clone(), Arc::clone(dev)).is_some() {
+        if self.by_name.insert(name.clone(), Arc::clone(dev)).is_some() {
             return Err(bad(dev.name(), format!("a second drive claims the name '{name}'")));
         }
+        Ok(())
     }
-    let (set_id, _) = set_id.ok_or_else(|| VolumeError::Metadata("no drives given to assemble".into()))?;
-    let (generation, text) = best.ok_or_else(|| {
+}
+
+/// Rebuilds a volume set from its drives alone: checks every header,
+/// refuses drives of different sets, takes the valid configuration copy
+/// and statistics record with the highest generation and sequence found
+/// on any drive. A drive the configuration names but `devices` lacks is
+/// bound down, its subdisks stale (see [`VolumeSet::missing_drives`]).
+pub fn assemble(devices: &[Arc<dyn Device>]) -> Result<VolumeSet, VolumeError> {
+    let mut found = Found::default();
+    for dev in devices {
+        found.read_drive(dev)?;
+    }
+    let (set_id, _) =
+        found.set_id.ok_or_else(|| VolumeError::Metadata("no drives given to assemble".into()))?;
+    let (generation, text) = found.config.ok_or_else(|| {
         VolumeError::Metadata(
             "no drive holds a valid configuration copy (both copies damaged on every drive)".into(),
         )
     })?;
     let config = parse(&text)?;
+    let mut devices = found.by_name;
+    let sector_bytes = devices.values().map(|d| d.sector_bytes()).max().unwrap_or(512);
+    let mut missing = Vec::new();
     for drive in &config.drives {
-        if !by_name.contains_key(&drive.name) {
-            return Err(VolumeError::MissingDrive { drive: drive.name.clone() });
+        if !devices.contains_key(&drive.name) {
+            let size_bytes = extent_end_bytes(&config, &drive.name);
+            let absent = AbsentDevice::new(&drive.name, &drive.device, size_bytes, sector_bytes);
+            devices.insert(drive.name.clone(), Arc::new(absent));
+            missing.push(drive.name.clone());
         }
     }
-    let sizes = by_name.iter().map(|(name, dev)| (name.clone(), dev.size_bytes())).collect();
+    let sizes = devices.iter().map(|(name, dev)| (name.clone(), dev.size_bytes())).collect();
     let layout = resolve(&config, &sizes)?;
-    VolumeSet::new(set_id, layout, by_name, generation)
+    let mut set = VolumeSet::new(set_id, layout, devices, generation)?;
+    let (sequence, base) = found.stats.unwrap_or_default();
+    if sequence == 0 {
+        found.warnings.push("no drive holds a valid statistics record: the counters start from zero".into());
+    }
+    set.stats = Mutex::new(StoredStats { base, sequence });
+    set.warnings = found.warnings;
+    set.bind_missing(missing);
+    Ok(set)
+}
+
+/// Where the last subdisk on `drive` ends: the size a missing drive is
+/// bound with (a saved configuration gives every offset and length).
+fn extent_end_bytes(config: &Config, drive: &str) -> u64 {
+    let sds = config.volumes.iter().flat_map(|v| &v.plexes).flat_map(|p| &p.subdisks);
+    sds.filter(|sd| sd.drive == drive)
+        .map(|sd| sd.drive_offset_bytes.unwrap_or(DATA_START_BYTES).saturating_add(sd.length_bytes))
+        .max()
+        .unwrap_or(DATA_START_BYTES)
 }
 
 impl VolumeSet {
@@ -249,7 +346,46 @@ impl VolumeSet {
         generation: u64,
     ) -> Result<VolumeSet, VolumeError> {
         let volumes = bind(&layout, &devices)?;
-        Ok(VolumeSet { set_id, volumes, layout, devices, generation: Mutex::new(generation) })
+        Ok(VolumeSet {
+            set_id,
+            volumes,
+            layout,
+            devices,
+            generation: Mutex::new(generation),
+            stats: Mutex::new(StoredStats::default()),
+            missing: Vec::new(),
+            warnings: Vec::new(),
+        })
+    }
+
+    /// Takes missing drives down (their subdisks go stale) and a RAID-5
+    /// plex that has lost more than one subdisk down, saying so.
+    fn bind_missing(&mut self, missing: Vec<String>) {
+        for drive in &missing {
+            for volume in &self.volumes {
+                // Only the volumes holding the drive know it.
+                volume.mark_missing(drive);
+            }
+            self.warnings.push(format!(
+                "drive '{drive}' is missing (its device was not given or could not be read): it is down \
+                 and its subdisks are stale"
+            ));
+        }
+        for volume in &self.volumes {
+            self.warnings.extend(volume.down_unrecoverable_plexes());
+        }
+        self.missing = missing;
+    }
+
+    /// Drives of the configuration that had no device at assembly.
+    pub fn missing_drives(&self) -> &[String] {
+        &self.missing
+    }
+
+    /// What assembly found wrong but could live with: damaged statistics
+    /// slots, missing drives, plexes that went down because of them.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The volume called `name`.
@@ -274,8 +410,18 @@ impl VolumeSet {
         self.layout.to_config_text(&states, &progress)
     }
 
+    fn refuse_missing(&self, name: &str) -> Result<(), VolumeError> {
+        if self.missing.iter().any(|m| m == name) {
+            return Err(bad(name, "is missing: give its device to bring it back"));
+        }
+        Ok(())
+    }
+
     /// Sets an object's state and records it on every drive.
     pub fn set_state(&self, name: &str, state: State) -> Result<(), VolumeError> {
+        if state == State::Up {
+            self.refuse_missing(name)?;
+        }
         let held = self.volumes.iter().filter(|v| v.set_state(name, state).is_ok()).count();
         if held == 0 {
             return Err(VolumeError::UnknownObject {
@@ -289,6 +435,7 @@ impl VolumeSet {
     /// Revives an object (see [`Volume::revive`]) in every volume that holds
     /// it and records the new states on every drive.
     pub fn revive(&self, name: &str) -> Result<(), VolumeError> {
+        self.refuse_missing(name)?;
         let holders: Vec<&Arc<Volume>> = self.volumes.iter().filter(|v| v.state(name).is_some()).collect();
         if holders.is_empty() {
             return Err(VolumeError::UnknownObject {
@@ -310,19 +457,90 @@ impl VolumeSet {
         self.save()
     }
 
+    /// Drives metadata goes to: present and up.
+    fn writable_drives(&self) -> Vec<&Arc<dyn Device>> {
+        let down: Vec<String> = self.volumes.iter().flat_map(|v| v.states_not_up()).map(|(n, _)| n).collect();
+        self.layout
+            .drives
+            .iter()
+            .filter(|d| !down.contains(&d.name) && !self.missing.contains(&d.name))
+            .map(|d| &self.devices[&d.name])
+            .collect()
+    }
+
     /// Writes the next generation of the configuration to every drive that
-    /// is up and flushes it.
+    /// is present and up, and flushes it.
     pub fn save(&self) -> Result<(), VolumeError> {
         let mut generation = self.generation.lock().unwrap_or_else(|e| e.into_inner());
         let next = *generation + 1;
         let copy = encode_config(&self.set_id, next, &self.config_text())?;
-        let down: Vec<String> = self.volumes.iter().flat_map(|v| v.states_not_up()).map(|(n, _)| n).collect();
-        for drive in self.layout.drives.iter().filter(|d| !down.contains(&d.name)) {
-            let dev = &self.devices[&drive.name];
+        for dev in self.writable_drives() {
             write_aligned(dev.as_ref(), &copy, slot_offset(next))?;
             dev.flush()?;
         }
         *generation = next;
         Ok(())
+    }
+
+    /// The counters of every volume and the objects below it, accumulated
+    /// since creation or the last reset: the stored record plus what this
+    /// process counted.
+    pub fn accumulated_reports(&self) -> Vec<VolumeReport> {
+        let stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        self.volumes
+            .iter()
+            .map(|v| {
+                let mut report = v.report();
+                stats.base.add_to_report(&mut report);
+                report
+            })
+            .collect()
+    }
+
+    /// Writes the accumulated counters (see [`Self::accumulated_reports`])
+    /// as the next statistics record to every drive that is present and
+    /// up, and flushes it. Leaves the configuration alone; calling it again
+    /// writes the same totals plus what was counted since, never twice.
+    pub fn save_stats(&self) -> Result<(), VolumeError> {
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        let live: Vec<VolumeReport> = self.volumes.iter().map(|v| v.report()).collect();
+        let total = stats.base.plus(&StatsRecord::from_reports(&live));
+        let next = stats.sequence + 1;
+        let slot = encode_stats(&self.set_id, next, &total).map_err(VolumeError::Metadata)?;
+        for dev in self.writable_drives() {
+            write_aligned(dev.as_ref(), &slot, stats_slot_offset(next))?;
+            dev.flush()?;
+        }
+        stats.sequence = next;
+        Ok(())
+    }
+
+    /// Zeroes the counters of `object` (with `recursive`, and of the
+    /// objects below it), or of every object when `object` is `None`, and
+    /// records that on the drives.
+    pub fn reset_stats(&self, object: Option<&str>, recursive: bool) -> Result<(), VolumeError> {
+        {
+            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(name) = object else {
+                stats.base = StatsRecord::default();
+                self.volumes.iter().for_each(|v| v.reset_stats());
+                drop(stats);
+                return self.save_stats();
+            };
+            let mut cleared: Vec<(ObjectKind, String)> = Vec::new();
+            for volume in &self.volumes {
+                cleared.extend(volume.reset_object_stats(name, recursive));
+            }
+            if cleared.is_empty() {
+                return Err(VolumeError::UnknownObject {
+                    volume: "any volume of the set".into(),
+                    name: name.into(),
+                });
+            }
+            for key in cleared {
+                stats.base.objects.remove(&key);
+            }
+        }
+        self.save_stats()
     }
 }

@@ -4,7 +4,7 @@
 //! A subdisk does I/O only through its drive's [`Device`] and only inside
 //! its own extent; it never decides what to read or write.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 
 use device::{AlignedBuf, Device, Result, Stats, StatsSnapshot};
@@ -58,11 +58,19 @@ pub struct Drive {
     pub(crate) dev: Arc<dyn Device>,
     pub(crate) state: StateCell,
     pub(crate) stats: Stats,
+    /// Bound to an [`AbsentDevice`]: its device was not there at assembly.
+    pub(crate) missing: AtomicBool,
 }
 
 impl Drive {
     pub(crate) fn new(name: String, dev: Arc<dyn Device>) -> Drive {
-        Drive { name, dev, state: StateCell::new(State::Up), stats: Stats::default() }
+        Drive {
+            name,
+            dev,
+            state: StateCell::new(State::Up),
+            stats: Stats::default(),
+            missing: AtomicBool::new(false),
+        }
     }
 }
 
@@ -218,6 +226,79 @@ impl PlexCounters {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectReport {
     pub name: String,
+    /// The device the drive is bound to (for a missing drive, the path
+    /// its configuration names).
+    pub device: String,
     pub state: State,
+    /// The drive's device was not there at assembly (drives only).
+    #[serde(default)]
+    pub missing: bool,
     pub stats: StatsSnapshot,
+}
+
+/// Stands in for a drive whose device is missing: the drive is bound down
+/// and every request fails with an error naming it, so nothing is ever
+/// read from or written to a drive that is not there.
+pub(crate) struct AbsentDevice {
+    drive: String,
+    /// The path the configuration names, as the device's name.
+    name: String,
+    size_bytes: u64,
+    sector_bytes: u32,
+    stats: Stats,
+}
+
+impl AbsentDevice {
+    pub(crate) fn new(drive: &str, path: &str, size_bytes: u64, sector_bytes: u32) -> AbsentDevice {
+        AbsentDevice {
+            drive: drive.to_string(),
+            name: path.to_string(),
+            size_bytes,
+            sector_bytes,
+            stats: Stats::default(),
+        }
+    }
+
+    fn missing(&self, op: device::Op, offset: u64, len: u64) -> device::DeviceError {
+        device::DeviceError::Io {
+            device: self.name.clone(),
+            op,
+            offset,
+            len,
+            source: std::io::Error::other(format!(
+                "drive '{}' is missing: its device was not given or could not be read",
+                self.drive
+            )),
+        }
+    }
+}
+
+impl Device for AbsentDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    fn sector_bytes(&self) -> u32 {
+        self.sector_bytes
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        Err(self.missing(device::Op::Read, offset, buf.len() as u64))
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        Err(self.missing(device::Op::Write, offset, buf.len() as u64))
+    }
+
+    fn flush(&self) -> Result<()> {
+        Err(self.missing(device::Op::Flush, 0, 0))
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
 }

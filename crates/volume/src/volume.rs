@@ -14,6 +14,7 @@ use std::sync::Arc;
 use device::{check_request, Device, DeviceError, Op, Result, Stats, StatsSnapshot};
 
 use crate::config::ReadPolicySpec;
+use crate::counters::ObjectKind;
 use crate::error::VolumeError;
 use crate::geometry::Org;
 use crate::lock::RangeLock;
@@ -63,6 +64,8 @@ pub struct PlexReport {
     pub org: Org,
     pub state: State,
     pub size_bytes: u64,
+    /// While a revive runs: plex bytes from the start already current.
+    pub revived_bytes: u64,
     pub counters: PlexCountersSnapshot,
     pub subdisks: Vec<SubdiskReport>,
 }
@@ -73,7 +76,12 @@ pub struct SubdiskReport {
     pub drive: String,
     pub state: State,
     pub drive_offset_bytes: u64,
+    /// Where the subdisk's first byte lies in the plex (for striped and
+    /// RAID-5 plexes, the start of its first stripe unit, as Vinum shows).
+    pub plex_offset_bytes: u64,
     pub length_bytes: u64,
+    /// While a revive runs: subdisk bytes from the start already current.
+    pub revived_bytes: u64,
     pub stats: StatsSnapshot,
 }
 
@@ -269,6 +277,14 @@ impl Volume {
         Ok(())
     }
 
+    /// Marks the drive called `name` missing and down (its subdisks stale);
+    /// false when this volume has no such drive.
+    pub(crate) fn mark_missing(&self, name: &str) -> bool {
+        let Some(drive) = self.drives.iter().find(|d| d.name == name) else { return false };
+        drive.missing.store(true, Relaxed);
+        self.set_state(name, State::Down).is_ok()
+    }
+
     pub(crate) fn subdisks_on<'a>(&'a self, drive: &'a str) -> impl Iterator<Item = &'a Subdisk> + 'a {
         self.plexes.iter().flat_map(|p| &p.sds).filter(move |sd| sd.drive.name == drive)
     }
@@ -288,6 +304,30 @@ impl Volume {
         let plexes = self.plexes.iter().map(|p| (p.name.clone(), p.state.get()));
         let sds = self.plexes.iter().flat_map(|p| &p.sds).map(|sd| (sd.name.clone(), sd.state.get()));
         drives.chain(plexes).chain(sds).filter(|(_, state)| *state != State::Up).collect()
+    }
+
+    /// Takes down every RAID-5 plex with more than one subdisk out of
+    /// service (RAID-5 survives one), so its I/O fails with a clear error
+    /// instead of touching rows it cannot rebuild. Returns what it did.
+    pub(crate) fn down_unrecoverable_plexes(&self) -> Vec<String> {
+        let mut said = Vec::new();
+        for plex in self.plexes.iter().filter(|p| p.raid5().is_some() && p.state.get() == State::Up) {
+            let lost: Vec<&str> = plex
+                .sds
+                .iter()
+                .filter(|sd| !sd.usable_at(0, sd.length_bytes))
+                .map(|sd| sd.name.as_str())
+                .collect();
+            if lost.len() > 1 {
+                plex.state.set(State::Down);
+                said.push(format!(
+                    "plex '{}' is down: subdisks {} are unavailable and RAID-5 survives the loss of one",
+                    plex.name,
+                    lost.join(", ")
+                ));
+            }
+        }
+        said
     }
 
     /// Checks the parity of every RAID-5 plex (every subdisk must be up).
@@ -312,7 +352,9 @@ impl Volume {
                 .iter()
                 .map(|d| ObjectReport {
                     name: d.name.clone(),
+                    device: d.dev.name().to_string(),
                     state: d.state.get(),
+                    missing: d.missing.load(Relaxed),
                     stats: d.stats.snapshot(),
                 })
                 .collect(),
@@ -328,6 +370,38 @@ impl Volume {
             plex.sds.iter().for_each(|sd| sd.stats.reset());
         }
         self.drives.iter().for_each(|d| d.stats.reset());
+    }
+
+    /// Zeroes the counters of the object called `name` (with `recursive`,
+    /// also of the plexes and subdisks below it) and returns the objects
+    /// cleared; none when this volume has no such object.
+    pub fn reset_object_stats(&self, name: &str, recursive: bool) -> Vec<(ObjectKind, String)> {
+        let mut cleared = Vec::new();
+        let reset_plex = |plex: &Plex, cleared: &mut Vec<(ObjectKind, String)>, below: bool| {
+            plex.counters.reset();
+            cleared.push((ObjectKind::Plex, plex.name.clone()));
+            for sd in plex.sds.iter().filter(|_| below) {
+                sd.stats.reset();
+                cleared.push((ObjectKind::Subdisk, sd.name.clone()));
+            }
+        };
+        if name == self.name {
+            self.stats.reset();
+            self.recovered_reads.store(0, Relaxed);
+            cleared.push((ObjectKind::Volume, self.name.clone()));
+            for plex in self.plexes.iter().filter(|_| recursive) {
+                reset_plex(plex, &mut cleared, true);
+            }
+        } else if let Some(plex) = self.plexes.iter().find(|p| p.name == name) {
+            reset_plex(plex, &mut cleared, recursive);
+        } else if let Some(sd) = self.plexes.iter().flat_map(|p| &p.sds).find(|sd| sd.name == name) {
+            sd.stats.reset();
+            cleared.push((ObjectKind::Subdisk, sd.name.clone()));
+        } else if let Some(drive) = self.drives.iter().find(|d| d.name == name) {
+            drive.stats.reset();
+            cleared.push((ObjectKind::Drive, drive.name.clone()));
+        }
+        cleared
     }
 
     fn read_plexes(&self, buf: &mut [u8], offset: u64) -> Result<()> {
@@ -375,13 +449,18 @@ impl Volume {
     }
 
     fn no_plex(&self, op: Op, offset: u64, len: usize) -> DeviceError {
+        let states: Vec<String> =
+            self.plexes.iter().map(|p| format!("{} {}", p.name, p.state.get())).collect();
         io_error(
             &self.name,
             op,
             offset,
             len as u64,
-            "no plex can serve it: each is down or stale, or a subdisk it needs for this range is not up"
-                .into(),
+            format!(
+                "no plex can serve it ({}): each is down or stale, or a subdisk it needs for this range is \
+                 not up",
+                states.join(", ")
+            ),
         )
     }
 }
@@ -392,17 +471,27 @@ fn plex_report(plex: &Plex) -> PlexReport {
         org: plex.org,
         state: plex.state.get(),
         size_bytes: plex.size_bytes,
+        revived_bytes: plex.revived_bytes.load(Relaxed),
         counters: plex.counters.snapshot(),
         subdisks: plex
             .sds
             .iter()
-            .map(|sd| SubdiskReport {
-                name: sd.name.clone(),
-                drive: sd.drive.name.clone(),
-                state: sd.state.get(),
-                drive_offset_bytes: sd.drive_offset_bytes,
-                length_bytes: sd.length_bytes,
-                stats: sd.stats.snapshot(),
+            .enumerate()
+            .scan(0u64, |concat_at, (index, sd)| {
+                let plex_offset_bytes = match plex.org.stripe_bytes() {
+                    Some(stripe_bytes) => index as u64 * stripe_bytes,
+                    None => std::mem::replace(concat_at, *concat_at + sd.length_bytes),
+                };
+                Some(SubdiskReport {
+                    name: sd.name.clone(),
+                    drive: sd.drive.name.clone(),
+                    state: sd.state.get(),
+                    drive_offset_bytes: sd.drive_offset_bytes,
+                    plex_offset_bytes,
+                    length_bytes: sd.length_bytes,
+                    revived_bytes: sd.revived_bytes.load(Relaxed),
+                    stats: sd.stats.snapshot(),
+                })
             })
             .collect(),
     }

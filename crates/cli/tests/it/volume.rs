@@ -156,3 +156,194 @@ fn run_json_carries_the_volume_counters_of_the_job_alone() {
         volume["drives"].as_array().unwrap().iter().map(|d| d["stats"]["reads"].as_u64().unwrap()).sum();
     assert_eq!(drive_reads, 200, "two drive reads per small RAID-5 write");
 }
+
+fn run_ok(args: &[&str]) -> std::process::Output {
+    let out = iolab(args);
+    assert_eq!(out.status.code(), Some(0), "{:?}: {}{}", args, stdout(&out), stderr(&out));
+    out
+}
+
+fn random_writes(conf: &str, ios: &str) {
+    run_ok(&["run", "--target", conf, "--rw", "randwrite", "--bs", "4k", "--ios", ios, "-q"]);
+}
+
+/// `volume list --json`: the reports with the accumulated counters.
+fn listed(conf: &str) -> serde_json::Value {
+    serde_json::from_slice(&run_ok(&["volume", "list", "--json", conf]).stdout).unwrap()
+}
+
+#[test]
+fn counters_accumulate_over_two_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    random_writes(&conf, "100");
+    random_writes(&conf, "50");
+    assert_eq!(listed(&conf)[0]["stats"]["writes"], 150);
+}
+
+#[test]
+fn list_s_shows_the_accumulated_counters_with_percentages() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    run_ok(&["run", "--target", &conf, "--rw", "randread", "--bs", "1m", "--ios", "40", "-q"]);
+    let text = stdout(&run_ok(&["volume", "list", "-s", &conf]));
+    let plex = text.lines().find(|l| l.trim_start().starts_with("raid.p0 ")).expect(&text);
+    // Every 1 MiB read crosses at least one 512 KiB stripe-unit boundary.
+    assert!(plex.contains(" 40 ") && plex.contains("(100.0%)"), "{plex}");
+}
+
+#[test]
+fn resetstats_without_an_object_zeroes_every_counter() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    random_writes(&conf, "30");
+    run_ok(&["volume", "resetstats", &conf]);
+    let list = listed(&conf);
+    assert_eq!(list[0]["stats"]["writes"], 0);
+    assert_eq!(list[0]["drives"][0]["stats"]["writes"], 0);
+}
+
+#[test]
+fn resetstats_of_a_plex_keeps_the_volume_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    random_writes(&conf, "30");
+    run_ok(&["volume", "resetstats", "raid.p0", &conf]);
+    let list = listed(&conf);
+    assert_eq!(
+        (list[0]["stats"]["writes"].as_u64(), list[0]["plexes"][0]["counters"]["writes"].as_u64()),
+        (Some(30), Some(0))
+    );
+}
+
+#[test]
+fn corrupted_statistics_record_is_reported_and_the_set_still_assembles() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    random_writes(&conf, "30");
+    for drive in ["d1.img", "d2.img", "d3.img", "d4.img"] {
+        let path = dir.path().join(drive);
+        let mut image = std::fs::read(&path).unwrap();
+        let stats_area = volume::STATS_AREA_BYTES_AT as usize;
+        image[stats_area + 60] ^= 0x01;
+        image[stats_area + volume::STATS_SLOT_BYTES as usize + 60] ^= 0x01;
+        std::fs::write(&path, image).unwrap();
+    }
+    let out = run_ok(&["volume", "list", "--json", &conf]);
+    assert!(stderr(&out).contains("checksum mismatch"), "{}", stderr(&out));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["stats"]["writes"], 0);
+}
+
+#[test]
+fn list_v_shows_subdisk_offsets_and_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    let text = stdout(&run_ok(&["volume", "list", "-v", &conf]));
+    assert!(text.contains("Plex raid.p0 at offset 1048576 bytes"), "{text}");
+    let d3 = dir.path().join("d3.img");
+    let on_drive = format!("Drive d3 ({}) at offset 135168 bytes", d3.display());
+    assert!(text.contains(&on_drive), "{on_drive} missing from\n{text}");
+    assert!(text.contains("Organization: raid5 leftasymmetric\tStripe size: 524288 bytes"), "{text}");
+}
+
+/// The whole volume written under a validation journal.
+fn written_with_journal(dir: &tempfile::TempDir, conf: &str) -> String {
+    let journal = dir.path().join("j").to_str().unwrap().to_string();
+    run_ok(&[
+        "run",
+        "--target",
+        conf,
+        "--rw",
+        "write",
+        "--bs",
+        "64k",
+        "--validate",
+        "--journal",
+        &journal,
+        "-q",
+    ]);
+    journal
+}
+
+#[test]
+fn raid5_with_a_drive_file_deleted_validates_every_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    let journal = written_with_journal(&dir, &conf);
+    std::fs::remove_file(dir.path().join("d2.img")).unwrap();
+    let out = run_ok(&["validate", "--target", &conf, "--journal", &journal]);
+    assert!(stderr(&out).contains("drive 'd2' is missing"), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("0 lost, 0 misdirected, 0 corrupt, 0 zeroed"), "{text}");
+    assert!(!text.contains(" 0 verified"), "{text}");
+}
+
+#[test]
+fn list_with_a_drive_file_deleted_shows_it_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    std::fs::remove_file(dir.path().join("d4.img")).unwrap();
+    let out = run_ok(&["volume", "list", &conf]);
+    let d4 = stdout(&out).lines().find(|l| l.starts_with("D d4")).map(str::to_string);
+    assert!(d4.as_deref().is_some_and(|l| l.contains("down") && l.contains("missing")), "{d4:?}");
+}
+
+#[test]
+fn raid5_with_two_drive_files_deleted_fails_reads_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    random_writes(&conf, "20");
+    std::fs::remove_file(dir.path().join("d1.img")).unwrap();
+    std::fs::remove_file(dir.path().join("d3.img")).unwrap();
+    let out = iolab(&["run", "--target", &conf, "--rw", "randread", "--bs", "4k", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("plex 'raid.p0' is down"), "{err}");
+    assert!(err.contains("no plex can serve it (raid.p0 down)"), "{err}");
+}
+
+#[test]
+fn a_failed_run_still_records_its_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    std::fs::remove_file(dir.path().join("d1.img")).unwrap();
+    std::fs::remove_file(dir.path().join("d3.img")).unwrap();
+    let out = iolab(&["run", "--target", &conf, "--rw", "randread", "--bs", "4k", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(listed(&conf)[0]["stats"]["errors"].as_u64() > Some(0), "the failed read is counted");
+}
+
+#[test]
+fn resetstats_r_of_a_plex_clears_its_subdisks() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    random_writes(&conf, "30");
+    run_ok(&["volume", "resetstats", "-r", "raid.p0", &conf]);
+    let subdisks = listed(&conf)[0]["plexes"][0]["subdisks"].as_array().unwrap().clone();
+    assert!(subdisks.iter().all(|sd| sd["stats"]["writes"] == 0), "{subdisks:?}");
+}
+
+#[test]
+fn resetstats_of_an_unknown_object_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    let out = iolab(&["volume", "resetstats", "nosuch.p9", &conf]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("nosuch.p9"), "{}", stderr(&out));
+}
+
+#[test]
+fn drive_returning_after_degraded_writes_is_stale_until_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    let (d2, away) = (dir.path().join("d2.img"), dir.path().join("d2.away"));
+    std::fs::rename(&d2, &away).unwrap();
+    random_writes(&conf, "50");
+    std::fs::rename(&away, &d2).unwrap();
+    let list = listed(&conf);
+    assert_eq!(list[0]["plexes"][0]["subdisks"][1]["state"], "Stale", "d2 missed the writes");
+    run_ok(&["volume", "start", "d2", &conf]);
+    let check = run_ok(&["volume", "checkparity", "raid", &conf]);
+    assert!(stdout(&check).contains("0 with wrong parity"), "{}", stdout(&check));
+}

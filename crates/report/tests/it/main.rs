@@ -1,1 +1,2 @@
 mod spread;
+mod volumes;

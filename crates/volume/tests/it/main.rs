@@ -1,9 +1,11 @@
 mod common;
 mod config;
+mod degraded;
 mod metadata;
 mod mirror;
 mod props;
 mod raid5;
 mod revive;
 mod seed;
+mod stats;
 mod striped;

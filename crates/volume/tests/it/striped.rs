@@ -117,3 +117,27 @@ fn huge_driveoffset_is_an_error_not_a_panic() {
     let err = volume::resolve(&volume::parse(text).unwrap(), &[("d0".to_string(), MIB)].into()).unwrap_err();
     assert!(matches!(err, volume::ConfigError::DriveTooSmall { line: 4, .. }), "{err}");
 }
+
+#[test]
+fn report_gives_plex_offsets_of_concat_subdisks_end_to_end() {
+    let drives = mem_drives(&["a", "b"], MIB);
+    let v = open("drive a device a\ndrive b device b\nvolume v\nplex org concat\nsd length 300k drive a\nsd length 200k drive b\n", &drives);
+    let offsets: Vec<u64> = v.report().plexes[0].subdisks.iter().map(|sd| sd.plex_offset_bytes).collect();
+    assert_eq!(offsets, [0, 300 * KIB]);
+}
+
+#[test]
+fn report_gives_plex_offsets_of_striped_subdisks_one_stripe_apart() {
+    let drives = drives_for(3, MIB);
+    let v = open(&single_plex("striped 279k", 3, "500k"), &drives);
+    let offsets: Vec<u64> = v.report().plexes[0].subdisks.iter().map(|sd| sd.plex_offset_bytes).collect();
+    assert_eq!(offsets, [0, 279 * KIB, 558 * KIB]);
+}
+
+#[test]
+fn report_names_each_drive_device() {
+    let drives = drives_for(3, MIB);
+    let v = open(&single_plex("striped 279k", 3, "500k"), &drives);
+    let devices: Vec<String> = v.report().drives.into_iter().map(|d| d.device).collect();
+    assert_eq!(devices, ["d0", "d1", "d2"]);
+}

@@ -1,0 +1,378 @@
+//! The statistics record (docs/formats.md, "Volume metadata"): Vinum's
+//! counters of every object of a set, accumulated over the processes that
+//! used it, kept in two checksummed slots of their own on every drive.
+//!
+//! This module only encodes and decodes; `metadata.rs` decides where the
+//! record goes. The record is never written together with the
+//! configuration, so a torn write of it can lose at most the latest
+//! counters, never a configuration copy.
+
+use std::collections::BTreeMap;
+
+use device::StatsSnapshot;
+
+use crate::object::PlexCountersSnapshot;
+use crate::volume::VolumeReport;
+
+/// Magic of a statistics record.
+pub const STATS_MAGIC: &[u8; 8] = b"IOLABSTS";
+/// Version of the statistics record layout.
+pub const STATS_VERSION: u32 = 1;
+/// Bytes of one statistics slot (two per drive).
+pub const STATS_SLOT_BYTES: u64 = 16_384;
+/// Bytes of the fixed part of a record before its entries.
+pub const STATS_PREFIX_BYTES: usize = 48;
+/// Counters per entry in version 1.
+pub const COUNTERS_PER_ENTRY: usize = 11;
+
+/// What kind of object an entry is about (names are unique per kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum ObjectKind {
+    Drive = 1,
+    Subdisk = 2,
+    Plex = 3,
+    Volume = 4,
+}
+
+impl ObjectKind {
+    fn from_byte(byte: u8) -> Option<ObjectKind> {
+        match byte {
+            1 => Some(ObjectKind::Drive),
+            2 => Some(ObjectKind::Subdisk),
+            3 => Some(ObjectKind::Plex),
+            4 => Some(ObjectKind::Volume),
+            _ => None,
+        }
+    }
+}
+
+/// Every counter any object has; an object leaves the ones it lacks at 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Counters {
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub flushes: u64,
+    pub errors: u64,
+    pub multiblock: u64,
+    pub multistripe: u64,
+    pub recovered_reads: u64,
+    pub degraded_writes: u64,
+    pub parityless_writes: u64,
+}
+
+impl Counters {
+    fn to_array(self) -> [u64; COUNTERS_PER_ENTRY] {
+        [
+            self.reads,
+            self.writes,
+            self.bytes_read,
+            self.bytes_written,
+            self.flushes,
+            self.errors,
+            self.multiblock,
+            self.multistripe,
+            self.recovered_reads,
+            self.degraded_writes,
+            self.parityless_writes,
+        ]
+    }
+
+    fn from_array(a: [u64; COUNTERS_PER_ENTRY]) -> Counters {
+        Counters {
+            reads: a[0],
+            writes: a[1],
+            bytes_read: a[2],
+            bytes_written: a[3],
+            flushes: a[4],
+            errors: a[5],
+            multiblock: a[6],
+            multistripe: a[7],
+            recovered_reads: a[8],
+            degraded_writes: a[9],
+            parityless_writes: a[10],
+        }
+    }
+
+    /// The sum, saturating (counters never wrap to small numbers).
+    pub fn plus(self, other: Counters) -> Counters {
+        let (a, b) = (self.to_array(), other.to_array());
+        Counters::from_array(std::array::from_fn(|i| a[i].saturating_add(b[i])))
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.to_array().iter().all(|&c| c == 0)
+    }
+
+    pub fn from_stats(s: &StatsSnapshot) -> Counters {
+        Counters {
+            reads: s.reads,
+            writes: s.writes,
+            bytes_read: s.bytes_read,
+            bytes_written: s.bytes_written,
+            flushes: s.flushes,
+            errors: s.errors,
+            ..Counters::default()
+        }
+    }
+
+    pub fn from_plex(p: &PlexCountersSnapshot) -> Counters {
+        Counters {
+            reads: p.reads,
+            writes: p.writes,
+            bytes_read: p.bytes_read,
+            bytes_written: p.bytes_written,
+            multiblock: p.multiblock,
+            multistripe: p.multistripe,
+            recovered_reads: p.recovered_reads,
+            degraded_writes: p.degraded_writes,
+            parityless_writes: p.parityless_writes,
+            ..Counters::default()
+        }
+    }
+
+    fn add_to_stats(&self, s: &mut StatsSnapshot) {
+        let sum = Counters::from_stats(s).plus(*self);
+        *s = StatsSnapshot {
+            reads: sum.reads,
+            writes: sum.writes,
+            bytes_read: sum.bytes_read,
+            bytes_written: sum.bytes_written,
+            flushes: sum.flushes,
+            errors: sum.errors,
+        };
+    }
+
+    fn add_to_plex(&self, p: &mut PlexCountersSnapshot) {
+        let sum = Counters::from_plex(p).plus(*self);
+        *p = PlexCountersSnapshot {
+            reads: sum.reads,
+            writes: sum.writes,
+            bytes_read: sum.bytes_read,
+            bytes_written: sum.bytes_written,
+            multiblock: sum.multiblock,
+            multistripe: sum.multistripe,
+            recovered_reads: sum.recovered_reads,
+            degraded_writes: sum.degraded_writes,
+            parityless_writes: sum.parityless_writes,
+        };
+    }
+}
+
+/// The counters of a set's objects, keyed by kind and name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatsRecord {
+    pub objects: BTreeMap<(ObjectKind, String), Counters>,
+}
+
+impl StatsRecord {
+    /// The counters of every object in `reports` (drives shared by several
+    /// volumes are taken once).
+    pub fn from_reports(reports: &[VolumeReport]) -> StatsRecord {
+        let mut objects = BTreeMap::new();
+        for v in reports {
+            let mut volume = Counters::from_stats(&v.stats);
+            volume.recovered_reads = v.recovered_reads;
+            objects.insert((ObjectKind::Volume, v.name.clone()), volume);
+            for p in &v.plexes {
+                objects.insert((ObjectKind::Plex, p.name.clone()), Counters::from_plex(&p.counters));
+                for sd in &p.subdisks {
+                    objects.insert((ObjectKind::Subdisk, sd.name.clone()), Counters::from_stats(&sd.stats));
+                }
+            }
+            for d in &v.drives {
+                objects.insert((ObjectKind::Drive, d.name.clone()), Counters::from_stats(&d.stats));
+            }
+        }
+        StatsRecord { objects }
+    }
+
+    /// Object by object sum of two records.
+    pub fn plus(&self, other: &StatsRecord) -> StatsRecord {
+        let mut objects = self.objects.clone();
+        for (key, counters) in &other.objects {
+            let entry = objects.entry(key.clone()).or_default();
+            *entry = entry.plus(*counters);
+        }
+        StatsRecord { objects }
+    }
+
+    pub fn get(&self, kind: ObjectKind, name: &str) -> Counters {
+        self.objects.get(&(kind, name.to_string())).copied().unwrap_or_default()
+    }
+
+    /// Adds this record's counters to the objects of `report`.
+    pub fn add_to_report(&self, report: &mut VolumeReport) {
+        let volume = self.get(ObjectKind::Volume, &report.name);
+        volume.add_to_stats(&mut report.stats);
+        report.recovered_reads = report.recovered_reads.saturating_add(volume.recovered_reads);
+        for p in &mut report.plexes {
+            self.get(ObjectKind::Plex, &p.name).add_to_plex(&mut p.counters);
+            for sd in &mut p.subdisks {
+                self.get(ObjectKind::Subdisk, &sd.name).add_to_stats(&mut sd.stats);
+            }
+        }
+        for d in &mut report.drives {
+            self.get(ObjectKind::Drive, &d.name).add_to_stats(&mut d.stats);
+        }
+    }
+}
+
+/// Why a statistics slot was not used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StatsSlotError {
+    #[error("no statistics record (magic IOLABSTS missing)")]
+    NoMagic,
+    #[error("statistics record version {0}; this iolab reads version {STATS_VERSION}")]
+    Version(u32),
+    #[error("statistics record of another volume set")]
+    OtherSet,
+    #[error("statistics record checksum mismatch: the record is damaged (torn or overwritten)")]
+    Checksum,
+    #[error("statistics record malformed: {0}")]
+    Malformed(String),
+}
+
+/// One slot's bytes: the record with its sequence number, or why it is
+/// too big for a slot (the bound is [`STATS_SLOT_BYTES`]).
+pub fn encode_stats(set_id: &[u8; 16], sequence: u64, record: &StatsRecord) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    for ((kind, name), counters) in &record.objects {
+        let name_len = u8::try_from(name.len()).map_err(|_| format!("object name '{name}' is too long"))?;
+        body.push(*kind as u8);
+        body.push(name_len);
+        body.extend_from_slice(name.as_bytes());
+        for c in counters.to_array() {
+            body.extend_from_slice(&c.to_le_bytes());
+        }
+    }
+    let body_max = STATS_SLOT_BYTES as usize - STATS_PREFIX_BYTES;
+    if body.len() > body_max {
+        return Err(format!(
+            "the counters of {} objects take {} bytes; a statistics slot holds at most {body_max}",
+            record.objects.len(),
+            body.len()
+        ));
+    }
+    let mut slot = vec![0u8; STATS_SLOT_BYTES as usize];
+    slot[0..8].copy_from_slice(STATS_MAGIC);
+    slot[8..12].copy_from_slice(&STATS_VERSION.to_le_bytes());
+    slot[16..32].copy_from_slice(set_id);
+    slot[32..40].copy_from_slice(&sequence.to_le_bytes());
+    slot[40..44].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    slot[44..48].copy_from_slice(&(record.objects.len() as u32).to_le_bytes());
+    slot[STATS_PREFIX_BYTES..STATS_PREFIX_BYTES + body.len()].copy_from_slice(&body);
+    let crc = crc32c::crc32c(&slot[..STATS_PREFIX_BYTES + body.len()]);
+    slot[12..16].copy_from_slice(&crc.to_le_bytes());
+    debug_assert_eq!(slot.len() as u64, STATS_SLOT_BYTES, "a record fills exactly one slot");
+    debug_assert!(
+        decode_stats(set_id, &slot).is_ok_and(|(s, r)| s == sequence && r == *record),
+        "round trip"
+    );
+    Ok(slot)
+}
+
+/// A slot that passes every check: (sequence, record).
+pub fn decode_stats(set_id: &[u8; 16], slot: &[u8]) -> Result<(u64, StatsRecord), StatsSlotError> {
+    if slot.len() < STATS_PREFIX_BYTES || &slot[0..8] != STATS_MAGIC {
+        return Err(StatsSlotError::NoMagic);
+    }
+    let version = u32_at(slot, 8);
+    if version != STATS_VERSION {
+        return Err(StatsSlotError::Version(version));
+    }
+    if &slot[16..32] != set_id {
+        return Err(StatsSlotError::OtherSet);
+    }
+    let body_len = u32_at(slot, 40) as usize;
+    if body_len > slot.len() - STATS_PREFIX_BYTES {
+        return Err(StatsSlotError::Checksum);
+    }
+    let mut checked = slot[..STATS_PREFIX_BYTES + body_len].to_vec();
+    checked[12..16].fill(0);
+    if crc32c::crc32c(&checked) != u32_at(slot, 12) {
+        return Err(StatsSlotError::Checksum);
+    }
+    let record = decode_entries(&slot[STATS_PREFIX_BYTES..][..body_len], u32_at(slot, 44) as usize)?;
+    Ok((u64_at(slot, 32), record))
+}
+
+fn decode_entries(mut body: &[u8], count: usize) -> Result<StatsRecord, StatsSlotError> {
+    let malformed = |why: &str| StatsSlotError::Malformed(why.to_string());
+    let mut objects = BTreeMap::new();
+    for _ in 0..count {
+        let [kind, name_len, rest @ ..] = body else { return Err(malformed("entry header cut short")) };
+        let kind = ObjectKind::from_byte(*kind).ok_or_else(|| malformed("unknown object kind"))?;
+        let entry_bytes = usize::from(*name_len) + 8 * COUNTERS_PER_ENTRY;
+        if rest.len() < entry_bytes {
+            return Err(malformed("entry cut short"));
+        }
+        let (name, counters) = rest[..entry_bytes].split_at(usize::from(*name_len));
+        let name = std::str::from_utf8(name).map_err(|_| malformed("object name is not UTF-8"))?;
+        let counters = Counters::from_array(std::array::from_fn(|i| u64_at(counters, 8 * i)));
+        objects.insert((kind, name.to_string()), counters);
+        body = &rest[entry_bytes..];
+    }
+    if !body.is_empty() {
+        return Err(malformed("bytes after the last entry"));
+    }
+    Ok(StatsRecord { objects })
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("a 4-byte slice converts to [u8; 4]"))
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("an 8-byte slice converts to [u8; 8]"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> StatsRecord {
+        let mut objects = BTreeMap::new();
+        objects.insert(
+            (ObjectKind::Plex, "v.p0".into()),
+            Counters { reads: 3, multiblock: 2, ..Counters::default() },
+        );
+        objects.insert(
+            (ObjectKind::Drive, "d0".into()),
+            Counters { bytes_written: 1 << 40, ..Counters::default() },
+        );
+        StatsRecord { objects }
+    }
+
+    #[test]
+    fn record_round_trips() {
+        let slot = encode_stats(&[7; 16], 9, &record()).unwrap();
+        assert_eq!(decode_stats(&[7; 16], &slot).unwrap(), (9, record()));
+    }
+
+    #[test]
+    fn flipped_counter_byte_fails_the_checksum() {
+        let mut slot = encode_stats(&[7; 16], 9, &record()).unwrap();
+        slot[STATS_PREFIX_BYTES + 10] ^= 1;
+        assert_eq!(decode_stats(&[7; 16], &slot), Err(StatsSlotError::Checksum));
+    }
+
+    #[test]
+    fn record_of_another_set_refused() {
+        let slot = encode_stats(&[7; 16], 9, &record()).unwrap();
+        assert_eq!(decode_stats(&[8; 16], &slot), Err(StatsSlotError::OtherSet));
+    }
+
+    #[test]
+    fn too_many_objects_refused_not_truncated() {
+        let mut big = StatsRecord::default();
+        for i in 0..200 {
+            big.objects.insert(
+                (ObjectKind::Subdisk, format!("volume-with-a-long-name.p0.s{i}")),
+                Counters::default(),
+            );
+        }
+        assert!(encode_stats(&[7; 16], 1, &big).unwrap_err().contains("at most"));
+    }
+}
