@@ -106,6 +106,9 @@ struct State {
 /// What the committer owns: the current header.
 struct Committer {
     header: Header,
+    /// The head after the last commit whose blocks were all written home
+    /// (not necessarily durable yet).
+    home_head: u64,
 }
 
 /// A device whose writes are sync, async or logged (see the crate docs).
@@ -124,6 +127,9 @@ pub struct LoggedDevice {
     committer: Mutex<Committer>,
     counters: Counters,
     replay: ReplayReport,
+    /// Free records as soon as a flush made their blocks durable at home
+    /// (default); when false, only a checkpoint frees them, as in WAPBL.
+    eager_tail: std::sync::atomic::AtomicBool,
     stats: Stats,
 }
 
@@ -236,11 +242,19 @@ impl LoggedDevice {
             data,
             log,
             state: Mutex::new(state),
-            committer: Mutex::new(Committer { header }),
+            committer: Mutex::new(Committer { header, home_head: header.head }),
             counters: Counters::default(),
             replay,
+            eager_tail: std::sync::atomic::AtomicBool::new(true),
             stats: Stats::default(),
         }
+    }
+
+    /// `false`: records stay in the log until a checkpoint, as in WAPBL,
+    /// instead of being freed by the next commit's flush. For comparisons
+    /// and for tests that need several commits live at once.
+    pub fn set_eager_tail(&self, eager: bool) {
+        self.eager_tail.store(eager, Relaxed);
     }
 
     pub fn mode(&self) -> Mode {
@@ -408,6 +422,7 @@ impl LoggedDevice {
             self.lock_state().committing = Some(Arc::clone(&sectors));
             self.write_commit(committer, &sectors, &txn.revokes, unlogged)?;
             self.write_home(&sectors)?;
+            committer.home_head = committer.header.head;
         } else if unlogged {
             self.data.flush()?;
         }
@@ -442,10 +457,20 @@ impl LoggedDevice {
             // Unlogged writes this commit revokes must be durable first.
             self.data.flush()?;
         }
+        // Blocks of earlier commits written home before the data device's
+        // next flush are durable after it: the header may free their
+        // records. With the log inside the data device, the records' own
+        // flush is such a flush, so the tail follows one commit behind the
+        // head and no separate checkpoint is ever needed.
+        let data_flushed = (!self.separate || unlogged) && self.eager_tail.load(Relaxed);
+        let home_head = committer.home_head;
         self.write_circular(&header, header.head, &records)?;
         self.log.flush()?;
         let mut next = header;
         next.generation += 1;
+        if data_flushed {
+            next.tail = next.tail.max(home_head);
+        }
         next.head += bytes;
         next.commits = commit;
         write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
@@ -556,6 +581,7 @@ impl LoggedDevice {
         write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
         self.log.flush()?;
         committer.header = next;
+        committer.home_head = next.head;
         self.counters.checkpoints.fetch_add(1, Relaxed);
         self.counters.log_bytes_written.fetch_add(SLOT_BYTES, Relaxed);
         Ok(())

@@ -87,6 +87,7 @@ fn sync_mode_makes_each_write_durable_and_async_does_not() {
 fn a_revoked_block_is_not_replayed_over_a_newer_unlogged_write() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
+    dev.set_eager_tail(false);
     dev.write_at(&block(1, 8), 0).unwrap();
     dev.flush().unwrap();
     dev.write_unlogged(&block(2, 8), 0).unwrap();
@@ -95,6 +96,18 @@ fn a_revoked_block_is_not_replayed_over_a_newer_unlogged_write() {
     let image = crash.crash(CrashPolicy::KeepAll, 1).unwrap().image;
     let back = reopen(image, Mode::Log);
     assert_eq!(read_all(&back)[..4096], block(2, 8)[..]);
+}
+
+#[test]
+fn the_tail_follows_one_commit_behind_the_head_without_checkpoints() {
+    let dev = format(crash_stack(), Mode::Log);
+    for round in 0..40u64 {
+        dev.write_at(&block(1, 16), (round % 30) * 8192).unwrap();
+        dev.flush().unwrap();
+    }
+    let header = dev.header();
+    assert_eq!(dev.log_stats().checkpoints, 0);
+    assert_eq!(header.head - header.tail, 512 + 16 * 512, "only the last commit is live");
 }
 
 #[test]
@@ -130,6 +143,7 @@ fn a_corrupt_header_slot_falls_back_to_the_other() {
 fn replay_stops_at_a_corrupt_record_and_says_where() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
+    dev.set_eager_tail(false);
     dev.write_at(&block(1, 1), 0).unwrap();
     dev.flush().unwrap();
     let second_lsn = dev.header().head;
@@ -154,6 +168,7 @@ fn replay_stops_at_a_corrupt_record_and_says_where() {
 fn an_interrupted_replay_is_rerun_cleanly() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
+    dev.set_eager_tail(false);
     for i in 0..6u8 {
         dev.write_at(&block(i + 1, 8), u64::from(i) * 4096).unwrap();
         dev.flush().unwrap();
@@ -175,6 +190,7 @@ fn an_interrupted_replay_is_rerun_cleanly() {
 fn the_log_wraps_and_checkpoints() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
+    dev.set_eager_tail(false);
     for round in 0..40u64 {
         let byte = (round % 250) as u8 + 1;
         dev.write_at(&block(byte, 16), (round % 30) * 8192).unwrap();
@@ -290,10 +306,12 @@ proptest! {
         cut in 0u64..400,
         policy in policy(),
         seed in any::<u64>(),
+        eager in any::<bool>(),
     ) {
         let crash = crash_stack();
         let cut_dev = Arc::new(FaultyDevice::new(crash.clone(), vec![Fault::PowerCut { after: cut + 3 }]));
         let dev = format(cut_dev, Mode::Log);
+        dev.set_eager_tail(eager);
         let (states, durable) = run(&dev, &steps);
         let image = crash.crash(policy, seed).unwrap().image;
         let back = reopen(image, Mode::Log);
