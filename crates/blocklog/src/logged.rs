@@ -286,44 +286,6 @@ impl LoggedDevice {
         }
     }
 
-    /// Writes every `(offset, data)` pair as one transaction: after a crash
-    /// either all of them are present or none (in `log` mode; the other
-    /// modes write them one by one, which is what they are compared for).
-    pub fn write_atomic(&self, writes: &[(u64, &[u8])]) -> Result<()> {
-        for (offset, buf) in writes {
-            self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), *offset))?;
-        }
-        if self.mode != Mode::Log {
-            for (offset, buf) in writes {
-                self.write_in_place(buf, *offset)?;
-            }
-            return Ok(());
-        }
-        let sectors: u64 = writes.iter().map(|(_, b)| b.len() as u64 / u64::from(self.sector_bytes)).sum();
-        if self.txn_bytes_bound(sectors, 0) > self.max_txn_bytes {
-            return Err(self.too_large(sectors));
-        }
-        let mut state = self.lock_state();
-        self.check_poison(&state, Op::Write)?;
-        if self.txn_bytes_bound(state.open.sectors.len() as u64 + sectors, state.open.revokes.len() as u64)
-            > self.max_txn_bytes
-        {
-            drop(state);
-            self.counters.forced_commits.fetch_add(1, Relaxed);
-            self.commit()?;
-            state = self.lock_state();
-            self.check_poison(&state, Op::Write)?;
-        }
-        for (offset, buf) in writes {
-            self.join(&mut state.open, buf, *offset);
-        }
-        drop(state);
-        self.counters.transactions.fetch_add(1, Relaxed);
-        let bytes: usize = writes.iter().map(|(_, b)| b.len()).sum();
-        self.stats.record_writes(writes.len() as u64, bytes as u64);
-        Ok(())
-    }
-
     /// Writes in place without logging (file data in a file system whose
     /// log holds metadata only). Earlier logged copies of these sectors are
     /// revoked in the next commit so replay cannot bring them back.
@@ -675,6 +637,44 @@ impl Device for LoggedDevice {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.write_atomic(&[(offset, buf)])
+    }
+
+    /// Writes every `(offset, data)` pair as one transaction: after a crash
+    /// either all of them are present or none (in `log` mode; the other
+    /// modes write them one by one, which is what they are compared for).
+    fn write_atomic(&self, writes: &[(u64, &[u8])]) -> Result<()> {
+        for (offset, buf) in writes {
+            self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), *offset))?;
+        }
+        if self.mode != Mode::Log {
+            for (offset, buf) in writes {
+                self.write_in_place(buf, *offset)?;
+            }
+            return Ok(());
+        }
+        let sectors: u64 = writes.iter().map(|(_, b)| b.len() as u64 / u64::from(self.sector_bytes)).sum();
+        if self.txn_bytes_bound(sectors, 0) > self.max_txn_bytes {
+            return Err(self.too_large(sectors));
+        }
+        let mut state = self.lock_state();
+        self.check_poison(&state, Op::Write)?;
+        if self.txn_bytes_bound(state.open.sectors.len() as u64 + sectors, state.open.revokes.len() as u64)
+            > self.max_txn_bytes
+        {
+            drop(state);
+            self.counters.forced_commits.fetch_add(1, Relaxed);
+            self.commit()?;
+            state = self.lock_state();
+            self.check_poison(&state, Op::Write)?;
+        }
+        for (offset, buf) in writes {
+            self.join(&mut state.open, buf, *offset);
+        }
+        drop(state);
+        self.counters.transactions.fetch_add(1, Relaxed);
+        let bytes: usize = writes.iter().map(|(_, b)| b.len()).sum();
+        self.stats.record_writes(writes.len() as u64, bytes as u64);
+        Ok(())
     }
 
     /// Sync and async: the data device's flush. Log: commits the open

@@ -34,6 +34,11 @@ pub enum Command {
     /// mirrors) on files or block devices.
     #[command(subcommand)]
     Volume(crate::volume::VolumeCommand),
+    /// Crash a stack on purpose: run transactions on it over recording
+    /// devices, rebuild the images a power cut could leave at every flush
+    /// and between flushes, reopen the stack on each and check that every
+    /// acknowledged transaction is whole and none is partly present.
+    Crash(crate::crash::CrashArgs),
 }
 
 #[derive(Debug, Args)]
@@ -66,6 +71,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => crate::run::run(*args),
         Command::Volume(command) => crate::volume::run(command),
+        Command::Crash(args) => crate::crash::run(args),
         Command::Bonnie(args) => crate::bonnie::run(args),
         Command::Validate(args) => crate::validate::run(args),
         Command::Sweep(command) => crate::sweep::run(command),

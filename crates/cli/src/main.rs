@@ -7,6 +7,7 @@ use clap::Parser;
 
 mod bonnie;
 mod cli;
+mod crash;
 mod jobfile;
 mod run;
 mod sweep;

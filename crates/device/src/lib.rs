@@ -22,6 +22,7 @@ mod faulty;
 mod file;
 mod mem;
 mod null;
+mod recording;
 pub mod signature;
 mod stats;
 
@@ -32,6 +33,7 @@ pub use faulty::{Fault, FaultyDevice};
 pub use file::{FileDevice, FileOptions};
 pub use mem::MemDevice;
 pub use null::NullDevice;
+pub use recording::{CrashPoint, Event, Overlay, Recording, RecordingDevice, Replayer};
 pub use stats::{Stats, StatsSnapshot};
 
 use std::os::fd::RawFd;
@@ -74,6 +76,17 @@ pub trait Device: Send + Sync {
 
     /// Makes every write that completed before this call durable.
     fn flush(&self) -> Result<()>;
+
+    /// Writes several `(offset, data)` ranges as one transaction where the
+    /// device can make that atomic (a block log in `log` mode: after a
+    /// crash all of them are present or none); elsewhere they are written
+    /// one after another, which is exactly what a crash test should see.
+    fn write_atomic(&self, writes: &[(u64, &[u8])]) -> Result<()> {
+        for (offset, buf) in writes {
+            self.write_at(buf, *offset)?;
+        }
+        Ok(())
+    }
 
     /// The device's own counters.
     fn stats(&self) -> &Stats;

@@ -7,6 +7,7 @@
 //! it sees only a `Device`.
 
 pub mod bonnie;
+pub mod crash;
 mod engine;
 pub mod gen;
 pub mod journal;

@@ -1,5 +1,6 @@
 mod bonnie;
 mod cli;
+mod crash;
 mod jobfile;
 mod log;
 mod run;

@@ -2,4 +2,5 @@ mod crash;
 mod faulty;
 mod file;
 mod mem;
+mod recording;
 mod signature;

@@ -1,0 +1,43 @@
+//! `iolab crash` from the outside.
+
+use crate::cli::{iolab, stderr, stdout};
+
+fn crash(stack: &str) -> (Option<i32>, serde_json::Value) {
+    let out = iolab(&["crash", "--stack", stack, "--transactions", "80", "--states", "300", "--json", "-"]);
+    let doc = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    (out.status.code(), doc)
+}
+
+#[test]
+fn the_log_stack_keeps_its_promise_in_every_state() {
+    let (code, doc) = crash("log");
+    assert_eq!(doc["report"]["violations"], 0, "{doc}");
+    assert!(doc["report"]["states_checked"].as_u64().unwrap() > 300, "{doc}");
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn the_async_stack_is_caught_breaking_it_and_exits_1() {
+    let (code, doc) = crash("async");
+    assert!(doc["report"]["violations"].as_u64().unwrap() > 0, "{doc}");
+    assert!(doc["report"]["first_violation"]["state"].is_u64(), "{doc}");
+    assert_eq!(code, Some(1));
+}
+
+#[test]
+fn the_report_names_the_command_that_rechecks_the_first_violation() {
+    let out = iolab(&["crash", "--stack", "sync", "--transactions", "40", "--states", "100"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    let line = text.lines().find(|l| l.starts_with("check it again: ")).unwrap_or_else(|| panic!("{text}"));
+    let args: Vec<&str> = line["check it again: iolab ".len()..].split_whitespace().collect();
+    let again = iolab(&args);
+    assert!(stdout(&again).contains("states checked: 1 "), "{}", stdout(&again));
+}
+
+#[test]
+fn a_region_too_small_for_a_transaction_is_a_usage_error() {
+    let out = iolab(&["crash", "--size", "8k", "--block-size", "4k", "--max-blocks", "4"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("fewer than a transaction's 4"), "{}", stderr(&out));
+}
