@@ -27,6 +27,9 @@ pub const MIN_AREA_BYTES: u64 = 256 * 1024;
 
 /// Header flag: the log lives on a device of its own.
 pub const FLAG_SEPARATE: u32 = 1;
+/// Header flag: a stripe log, whose records name several home devices
+/// (their count is in the data-bytes field).
+pub const FLAG_STRIPE: u32 = 2;
 
 /// The commit header: which part of the circle holds committed records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,11 +127,13 @@ pub enum RecordKind {
 /// Record flag: the last record of a commit.
 pub const RECORD_LAST: u32 = 1;
 
-/// A run of `sectors` sectors starting at sector `sector` of the data area.
+/// A run of `sectors` sectors starting at sector `sector` of home device
+/// `device` (always 0 for a logged device; a stripe log has several).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
     pub sector: u64,
     pub sectors: u32,
+    pub device: u32,
 }
 
 /// A decoded record header.
@@ -186,6 +191,7 @@ pub fn encode_record(
         let at = RECORD_FIXED + i * ENTRY_BYTES;
         put_u64(&mut record, at, extent.sector);
         put_u32(&mut record, at + 8, extent.sectors);
+        put_u32(&mut record, at + 12, extent.device);
     }
     let entries_end = RECORD_FIXED + extents.len() * ENTRY_BYTES;
     let crc = crc32c::crc32c_append(crc32c::crc32c(&record[..60]), &record[64..entries_end]);
@@ -258,7 +264,7 @@ pub fn decode_record_header(
     let extents = (0..count)
         .map(|i| {
             let at = RECORD_FIXED + i * ENTRY_BYTES;
-            Extent { sector: get_u64(buf, at), sectors: get_u32(buf, at + 8) }
+            Extent { sector: get_u64(buf, at), sectors: get_u32(buf, at + 8), device: get_u32(buf, at + 12) }
         })
         .collect();
     Ok(RecordHeader {

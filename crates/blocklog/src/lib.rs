@@ -18,16 +18,24 @@
 //! log"; every header and record carries a crc32c, and replay stops at the
 //! first record that fails and says where.
 //!
+//! A [`StripeLog`] uses the same format on a device of its own for writes
+//! that must land together on several devices: a RAID-5 volume logs each
+//! row's new data and parity there before writing them in place (through
+//! `device::WriteAheadLog`), which closes the RAID-5 write hole.
+//!
 //! This crate never prints, never panics on caller input, and never writes
 //! outside the log region and the data area it was given.
 
+mod core;
 mod format;
 mod logged;
 mod replay;
+mod stripe;
 
 pub use format::{Header, AREA_START, MIN_AREA_BYTES, SLOT_BYTES};
 pub use logged::{LogStats, LoggedDevice, Mode, Placement};
 pub use replay::{ReplayReport, ReplayStop};
+pub use stripe::{StripeLog, StripeLogStats};
 
 use device::DeviceError;
 

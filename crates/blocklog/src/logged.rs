@@ -2,18 +2,18 @@
 //! `log` mode the open transaction, group commit and checkpoints.
 
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use device::{check_request, AlignedBuf, Device, DeviceError, Op, Result, Stats};
 use serde::Serialize;
 
-use crate::format::{
-    encode_record, Extent, Header, RecordKind, RecordPlace, AREA_START, FLAG_SEPARATE, MAX_ENTRIES,
-    MAX_RECORD_DATA, MIN_AREA_BYTES, RECORD_LAST, SLOT_BYTES,
+use crate::core::{
+    encode_commit, extents_of, join, new_log_id, txn_bytes_bound, write_circular, write_slot, Sector,
+    SectorMap,
 };
-use crate::replay::{self, extents_of, ReplayReport};
+use crate::format::{Extent, Header, AREA_START, FLAG_SEPARATE, MIN_AREA_BYTES, SLOT_BYTES};
+use crate::replay::{self, ReplayReport};
 use crate::LogError;
 
 /// How writes reach stable storage.
@@ -75,15 +75,6 @@ pub struct LogStats {
     pub replays: u64,
     pub sectors_replayed: u64,
 }
-
-/// One logged sector: a shared copy of the write it came from and its index.
-#[derive(Clone)]
-struct Sector {
-    data: Arc<[u8]>,
-    index: u32,
-}
-
-type SectorMap = BTreeMap<u64, Sector>;
 
 #[derive(Default)]
 struct Txn {
@@ -201,7 +192,7 @@ impl LoggedDevice {
         check_layout(&header, data.as_ref(), log.as_ref(), separate)?;
         let mut report = ReplayReport::default();
         if header.head > header.tail {
-            report = replay::replay(log.as_ref(), data.as_ref(), &header)?;
+            report = replay::replay(log.as_ref(), &[home(data.as_ref(), &header)], &header)?;
             header.generation += 1;
             header.tail = header.head;
             write_slot(log.as_ref(), header.slot(), &header.encode())?;
@@ -305,7 +296,7 @@ impl LoggedDevice {
         for s in first..first + count {
             state.open.sectors.remove(&s);
         }
-        state.open.revokes.push(Extent { sector: first, sectors: count as u32 });
+        state.open.revokes.push(Extent { sector: first, sectors: count as u32, device: 0 });
         state.unlogged_dirty = true;
         drop(state);
         self.counters.revocations.fetch_add(1, Relaxed);
@@ -335,22 +326,10 @@ impl LoggedDevice {
         Ok(())
     }
 
-    fn join(&self, txn: &mut Txn, buf: &[u8], offset: u64) {
-        let sector = self.sector_bytes as usize;
-        let copy: Arc<[u8]> = Arc::from(buf);
-        let first = offset / sector as u64;
-        for index in 0..(buf.len() / sector) as u32 {
-            txn.sectors.insert(first + u64::from(index), Sector { data: Arc::clone(&copy), index });
-        }
-    }
-
     /// An upper bound on the log bytes a transaction of `sectors` logged
     /// sectors and `revokes` revocations takes (headers included).
     fn txn_bytes_bound(&self, sectors: u64, revokes: u64) -> u64 {
-        let data = sectors * u64::from(self.sector_bytes);
-        let records =
-            2 + sectors / MAX_ENTRIES as u64 + data / MAX_RECORD_DATA as u64 + revokes / MAX_ENTRIES as u64;
-        data + records * 4096 + SLOT_BYTES
+        txn_bytes_bound(sectors, revokes, self.sector_bytes)
     }
 
     fn too_large(&self, sectors: u64) -> DeviceError {
@@ -403,8 +382,9 @@ impl LoggedDevice {
         unlogged: bool,
     ) -> Result<()> {
         let commit = committer.header.commits + 1;
+        let header = committer.header;
         let records =
-            self.encode_commit(committer.header.log_id, committer.header.head, commit, sectors, revokes);
+            encode_commit(header.log_id, header.head, commit, &[(0, sectors)], revokes, self.sector_bytes);
         let bytes = records.len() as u64;
         let header = &committer.header;
         if header.head + bytes - header.tail > header.area_bytes() {
@@ -426,7 +406,7 @@ impl LoggedDevice {
         // head and no separate checkpoint is ever needed.
         let data_flushed = (!self.separate || unlogged) && self.eager_tail.load(Relaxed);
         let home_head = committer.home_head;
-        self.write_circular(&header, header.head, &records)?;
+        write_circular(self.log.as_ref(), &header, header.head, &records)?;
         self.log.flush()?;
         let mut next = header;
         next.generation += 1;
@@ -444,82 +424,11 @@ impl LoggedDevice {
         Ok(())
     }
 
-    /// Revocation records first, then block records; the last is flagged.
-    fn encode_commit(
-        &self,
-        log_id: u64,
-        head: u64,
-        commit: u64,
-        sectors: &SectorMap,
-        revokes: &[Extent],
-    ) -> Vec<u8> {
-        let sector = self.sector_bytes as usize;
-        let mut pieces: Vec<(RecordKind, Vec<Extent>, Vec<u8>)> = Vec::new();
-        for chunk in revokes.chunks(MAX_ENTRIES) {
-            pieces.push((RecordKind::Revoke, chunk.to_vec(), Vec::new()));
-        }
-        let mut extents: Vec<Extent> = Vec::new();
-        let mut payload: Vec<u8> = Vec::new();
-        for extent in extents_of(sectors.keys().copied()) {
-            let mut left = extent;
-            while left.sectors > 0 {
-                let room = (MAX_RECORD_DATA - payload.len()) / sector;
-                if extents.len() == MAX_ENTRIES || room == 0 {
-                    pieces.push((
-                        RecordKind::Blocks,
-                        std::mem::take(&mut extents),
-                        std::mem::take(&mut payload),
-                    ));
-                    continue;
-                }
-                let take = (left.sectors as usize).min(room) as u32;
-                for s in left.sector..left.sector + u64::from(take) {
-                    let entry = &sectors[&s];
-                    let at = entry.index as usize * sector;
-                    payload.extend_from_slice(&entry.data[at..at + sector]);
-                }
-                extents.push(Extent { sector: left.sector, sectors: take });
-                left = Extent { sector: left.sector + u64::from(take), sectors: left.sectors - take };
-            }
-        }
-        if !extents.is_empty() {
-            pieces.push((RecordKind::Blocks, extents, payload));
-        }
-        let mut out = Vec::new();
-        let count = pieces.len();
-        for (i, (kind, extents, payload)) in pieces.into_iter().enumerate() {
-            let flags = if i + 1 == count { RECORD_LAST } else { 0 };
-            let lsn = head + out.len() as u64;
-            out.extend(encode_record(
-                kind,
-                flags,
-                RecordPlace { log_id, lsn, commit },
-                &extents,
-                &payload,
-                self.sector_bytes,
-            ));
-        }
-        out
-    }
-
-    fn write_circular(&self, header: &Header, lsn: u64, bytes: &[u8]) -> Result<()> {
-        let area = header.area_bytes();
-        let start = lsn % area;
-        let first = (bytes.len() as u64).min(area - start) as usize;
-        let mut buf = AlignedBuf::zeroed(bytes.len(), self.log.buffer_align());
-        buf.copy_from_slice(bytes);
-        self.log.write_at(&buf[..first], AREA_START + start)?;
-        if first < bytes.len() {
-            self.log.write_at(&buf[first..], AREA_START)?;
-        }
-        Ok(())
-    }
-
     /// Writes a committed transaction's sectors in place (not flushed: the
     /// next checkpoint flushes them before the tail passes their records).
     fn write_home(&self, sectors: &SectorMap) -> Result<()> {
         let sector = self.sector_bytes as usize;
-        for extent in extents_of(sectors.keys().copied()) {
+        for extent in extents_of(0, sectors.keys().copied()) {
             let mut buf = AlignedBuf::zeroed(extent.sectors as usize * sector, self.data.buffer_align());
             for (i, s) in (extent.sector..extent.sector + u64::from(extent.sectors)).enumerate() {
                 let entry = &sectors[&s];
@@ -668,7 +577,7 @@ impl Device for LoggedDevice {
             self.check_poison(&state, Op::Write)?;
         }
         for (offset, buf) in writes {
-            self.join(&mut state.open, buf, *offset);
+            join(&mut state.open.sectors, buf, *offset, self.sector_bytes);
         }
         drop(state);
         self.counters.transactions.fetch_add(1, Relaxed);
@@ -706,6 +615,10 @@ impl Device for LoggedDevice {
     }
 }
 
+fn home<'a>(data: &'a dyn Device, header: &Header) -> replay::Home<'a> {
+    replay::Home { dev: data, offset: header.data_offset, bytes: header.data_bytes }
+}
+
 fn check_layout(
     header: &Header,
     data: &dyn Device,
@@ -713,6 +626,9 @@ fn check_layout(
     separate: bool,
 ) -> Result<(), LogError> {
     let bad = |problem: String| Err(LogError::Layout { device: data.name().to_string(), problem });
+    if header.flags & crate::format::FLAG_STRIPE != 0 {
+        return bad("this is a RAID-5 stripe log, not a device's block log".to_string());
+    }
     if (header.flags & FLAG_SEPARATE != 0) != separate {
         return bad(if separate {
             "this log was made inside its data device, not on a separate one".to_string()
@@ -743,19 +659,4 @@ fn check_layout(
         ));
     }
     Ok(())
-}
-
-fn write_slot(log: &dyn Device, slot: u64, block: &[u8]) -> Result<()> {
-    let mut buf = AlignedBuf::zeroed(block.len(), log.buffer_align());
-    buf.copy_from_slice(block);
-    log.write_at(&buf, slot * SLOT_BYTES)
-}
-
-/// A random log id from the process's randomly seeded hasher state.
-fn new_log_id() -> u64 {
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    hasher.write_u128(now);
-    hasher.write_u32(std::process::id());
-    hasher.finish() | 1
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use device::{AlignedBuf, Device};
 use serde::Serialize;
 
-use crate::format::{self, Extent, Header, RecordFault, RecordKind, RECORD_LAST, SLOT_BYTES};
+use crate::format::{self, Header, RecordFault, RecordKind, RECORD_LAST, SLOT_BYTES};
 use crate::LogError;
 
 /// Where replay stopped early, and why.
@@ -62,19 +62,27 @@ pub fn read_circular(log: &dyn Device, header: &Header, lsn: u64, buf: &mut [u8]
     Ok(())
 }
 
-/// One sector's latest logged contents.
-type SectorMap = BTreeMap<u64, Vec<u8>>;
+/// Each sector's latest logged contents, by home device and sector.
+type SectorMap = BTreeMap<(u32, u64), Vec<u8>>;
+
+/// Where replay writes the blocks of one home device: `bytes` bytes from
+/// byte `offset` of `dev`.
+pub struct Home<'a> {
+    pub dev: &'a dyn Device,
+    pub offset: u64,
+    pub bytes: u64,
+}
 
 /// Walks the committed records and writes the latest copy of every
 /// sector home; returns the header to write next (tail = head).
-pub fn replay(log: &dyn Device, data: &dyn Device, header: &Header) -> Result<ReplayReport, LogError> {
+pub fn replay(log: &dyn Device, homes: &[Home<'_>], header: &Header) -> Result<ReplayReport, LogError> {
     let sector = u64::from(header.sector_bytes);
     let mut report = ReplayReport::default();
     let mut latest = SectorMap::new();
     let mut commit: Vec<(format::RecordHeader, Vec<u8>)> = Vec::new();
     let mut lsn = header.tail;
     while lsn < header.head {
-        match read_record(log, header, lsn) {
+        match read_record(log, header, lsn, homes.len()) {
             Ok((record, payload)) => {
                 lsn += record.total_bytes;
                 report.records += 1;
@@ -96,8 +104,10 @@ pub fn replay(log: &dyn Device, data: &dyn Device, header: &Header) -> Result<Re
         let reason = "the head was reached inside a commit".to_string();
         report.stopped = Some(ReplayStop { lsn, offset, reason });
     }
-    write_home(data, header, &latest, &mut report)?;
-    data.flush()?;
+    write_home(homes, header, &latest, &mut report)?;
+    for home in homes {
+        home.dev.flush()?;
+    }
     Ok(report)
 }
 
@@ -105,6 +115,7 @@ fn read_record(
     log: &dyn Device,
     header: &Header,
     lsn: u64,
+    homes: usize,
 ) -> Result<(format::RecordHeader, Vec<u8>), RecordFault> {
     let room = header.head - lsn;
     let first_len = room.min(4096) as usize;
@@ -112,6 +123,9 @@ fn read_record(
     let mut first = AlignedBuf::zeroed(first_len, align);
     read_circular(log, header, lsn, &mut first).map_err(|_| RecordFault::BadLength)?;
     let record = format::decode_record_header(&first, header.log_id, lsn, room)?;
+    if record.extents.iter().any(|e| e.device as usize >= homes) {
+        return Err(RecordFault::BadLength);
+    }
     let sector = u64::from(header.sector_bytes);
     let data_bytes: u64 = match record.kind {
         RecordKind::Blocks => record.extents.iter().map(|e| u64::from(e.sectors) * sector).sum(),
@@ -143,7 +157,7 @@ fn apply_commit(
     for (record, _) in commit.iter().filter(|(r, _)| r.kind == RecordKind::Revoke) {
         for extent in &record.extents {
             for s in extent.sector..extent.sector + u64::from(extent.sectors) {
-                if latest.remove(&s).is_some() {
+                if latest.remove(&(extent.device, s)).is_some() {
                     report.revoked_sectors += 1;
                 }
             }
@@ -153,7 +167,7 @@ fn apply_commit(
         let mut at = 0usize;
         for extent in &record.extents {
             for s in extent.sector..extent.sector + u64::from(extent.sectors) {
-                latest.insert(s, payload[at..at + sector as usize].to_vec());
+                latest.insert((extent.device, s), payload[at..at + sector as usize].to_vec());
                 at += sector as usize;
             }
         }
@@ -162,50 +176,40 @@ fn apply_commit(
 }
 
 fn write_home(
-    data: &dyn Device,
+    homes: &[Home<'_>],
     header: &Header,
     latest: &SectorMap,
     report: &mut ReplayReport,
 ) -> Result<(), LogError> {
     let sector = u64::from(header.sector_bytes);
-    let data_sectors = header.data_bytes / sector;
     let mut run: Vec<u8> = Vec::new();
-    let mut run_start = 0u64;
-    let flush_run = |run: &mut Vec<u8>, start: u64| -> Result<(), LogError> {
+    let mut run_start = (0u32, 0u64);
+    let flush_run = |run: &mut Vec<u8>, (device, start): (u32, u64)| -> Result<(), LogError> {
         if !run.is_empty() {
-            let mut buf = AlignedBuf::zeroed(run.len(), data.buffer_align());
+            let home = &homes[device as usize];
+            let mut buf = AlignedBuf::zeroed(run.len(), home.dev.buffer_align());
             buf.copy_from_slice(run);
-            data.write_at(&buf, header.data_offset + start * sector)?;
+            home.dev.write_at(&buf, home.offset + start * sector)?;
             run.clear();
         }
         Ok(())
     };
-    for (&s, bytes) in latest {
-        if s >= data_sectors {
+    for (&(device, s), bytes) in latest {
+        let home = &homes[device as usize];
+        if (s + 1) * sector > home.bytes {
             return Err(LogError::Layout {
-                device: data.name().to_string(),
-                problem: format!("the log holds sector {s}, past the data area of {data_sectors} sectors"),
+                device: home.dev.name().to_string(),
+                problem: format!("the log holds sector {s}, past the {} bytes it protects", home.bytes),
             });
         }
-        let contiguous = !run.is_empty() && run_start + run.len() as u64 / sector == s;
+        let contiguous =
+            !run.is_empty() && run_start.0 == device && run_start.1 + run.len() as u64 / sector == s;
         if !contiguous || run.len() >= format::MAX_RECORD_DATA {
             flush_run(&mut run, run_start)?;
-            run_start = s;
+            run_start = (device, s);
         }
         run.extend_from_slice(bytes);
         report.sectors_written_home += 1;
     }
     flush_run(&mut run, run_start)
-}
-
-/// Coalesces sorted sector numbers into extents.
-pub fn extents_of(sectors: impl Iterator<Item = u64>) -> Vec<Extent> {
-    let mut extents: Vec<Extent> = Vec::new();
-    for s in sectors {
-        match extents.last_mut() {
-            Some(e) if e.sector + u64::from(e.sectors) == s && e.sectors < u32::MAX => e.sectors += 1,
-            _ => extents.push(Extent { sector: s, sectors: 1 }),
-        }
-    }
-    extents
 }

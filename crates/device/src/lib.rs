@@ -99,6 +99,22 @@ pub trait Device: Send + Sync {
     }
 }
 
+/// A write-ahead log for writes that must land together on several
+/// devices (a RAID-5 row's data and parity): they are made durable in the
+/// log first, then written in place by the caller; after a crash the log's
+/// owner replays them. This is how a volume closes the RAID-5 write hole
+/// without knowing how the log works.
+pub trait WriteAheadLog: Send + Sync {
+    /// Makes `writes` — (home device index, byte offset, data) — durable
+    /// as one transaction. Returns a ticket to hand to [`Self::written`]
+    /// once the caller has written them in place.
+    fn log(&self, writes: &[(u32, u64, &[u8])]) -> Result<u64>;
+
+    /// The in-place writes of `ticket` are done (successfully or not): the
+    /// log may free its records after the next flush of the homes.
+    fn written(&self, ticket: u64);
+}
+
 /// Checks a request against a device's geometry: sector-aligned offset and
 /// length, buffer address aligned to [`Device::buffer_align`], inside the
 /// device. Every backend calls this before transferring anything.

@@ -24,6 +24,9 @@ pub(crate) struct Plex {
     pub(crate) rows: RangeLock,
     /// While a revive runs: plex bytes from the start already copied.
     pub(crate) revived_bytes: AtomicU64,
+    /// RAID-5: the log each row update goes through before it is written
+    /// in place (home device i = the drive of subdisk i).
+    pub(crate) wal: std::sync::OnceLock<std::sync::Arc<dyn device::WriteAheadLog>>,
 }
 
 /// An I/O error raised by the volume layer itself (no usable copy, two

@@ -317,6 +317,7 @@ impl Plex {
         pieces: &[Piece],
         parity: Option<(&Range<u64>, &[u8])>,
     ) -> Result<()> {
+        let ticket = self.log_row(geometry, row, pieces, parity)?;
         let mut failure = None;
         let mut put = |disk: usize, range: &Range<u64>, data: &[u8]| {
             let sd = &self.sds[disk];
@@ -334,10 +335,37 @@ impl Plex {
         if let Some((span, parity)) = parity {
             put(geometry.parity_disk(row), span, parity);
         }
+        if let (Some(wal), Some(ticket)) = (self.wal.get(), ticket) {
+            wal.written(ticket);
+        }
         match failure {
             Some(err) if self.unusable_in_row(geometry, row).len() > 1 => Err(err),
             _ => Ok(()),
         }
+    }
+
+    /// With a write-ahead log: makes the row's new data and parity durable
+    /// there before any of it is written in place. Writes to subdisks that
+    /// cannot take them are left out, as `store` leaves them out.
+    fn log_row(
+        &self,
+        geometry: &Raid5,
+        row: u64,
+        pieces: &[Piece],
+        parity: Option<(&Range<u64>, &[u8])>,
+    ) -> Result<Option<u64>> {
+        let Some(wal) = self.wal.get() else { return Ok(None) };
+        let data = pieces.iter().map(|p| (geometry.data_disk(row, p.column), &p.range, p.data));
+        let parity = parity.map(|(span, bytes)| (geometry.parity_disk(row), span, bytes));
+        let writes: Vec<(u32, u64, &[u8])> = data
+            .chain(parity)
+            .filter(|(disk, _, _)| self.row_usable(geometry, *disk, row))
+            .map(|(disk, range, bytes)| {
+                let offset = self.sds[disk].drive_offset_bytes + Self::row_offset(geometry, row, range);
+                (disk as u32, offset, bytes)
+            })
+            .collect();
+        wal.log(&writes).map(Some)
     }
 
     /// Rebuilds `range` of subdisk `disk`'s chunk in `row` from the others

@@ -200,6 +200,7 @@ fn bind_plex(
         counters: PlexCounters::default(),
         rows: RangeLock::default(),
         revived_bytes: AtomicU64::new(0),
+        wal: std::sync::OnceLock::new(),
     })
 }
 
@@ -338,6 +339,33 @@ impl Volume {
     /// Recomputes the parity of every RAID-5 plex from its data.
     pub fn rebuild_parity(&self) -> Result<()> {
         self.plexes.iter().filter_map(|p| p.raid5().map(|g| p.rebuild_parity(&g))).collect()
+    }
+
+    /// The drives of the volume's RAID-5 plex, in subdisk order: the home
+    /// devices of its write-ahead log. `None` when it has no RAID-5 plex or
+    /// more than one.
+    pub fn raid5_homes(&self) -> Option<Vec<Arc<dyn Device>>> {
+        self.raid5_plex().map(|plex| plex.sds.iter().map(|sd| Arc::clone(&sd.drive.dev)).collect())
+    }
+
+    /// Sends every row update of the RAID-5 plex through `wal` (made with
+    /// [`Volume::raid5_homes`] as its homes) before it is written in place,
+    /// so a crash between data and parity writes cannot leave a row whose
+    /// parity lies. Replay the log before calling this.
+    pub fn set_write_ahead_log(&self, wal: Arc<dyn device::WriteAheadLog>) -> Result<(), VolumeError> {
+        let invalid =
+            |problem: &str| VolumeError::Invalid { volume: self.name.clone(), problem: problem.to_string() };
+        let plex =
+            self.raid5_plex().ok_or_else(|| invalid("a write-ahead log needs exactly one RAID-5 plex"))?;
+        plex.wal.set(wal).map_err(|_| invalid("its RAID-5 plex already has a write-ahead log"))
+    }
+
+    fn raid5_plex(&self) -> Option<&Plex> {
+        let mut raid5 = self.plexes.iter().filter(|p| p.raid5().is_some());
+        match (raid5.next(), raid5.next()) {
+            (Some(plex), None) => Some(plex),
+            _ => None,
+        }
     }
 
     pub fn report(&self) -> VolumeReport {

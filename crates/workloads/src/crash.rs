@@ -105,6 +105,13 @@ pub enum CrashError {
 /// Builds a stack on the given (recording) devices; returns its top.
 pub type BuildStack<'a> = dyn Fn(Vec<Arc<dyn Device>>) -> Result<Arc<dyn Device>, String> + 'a;
 
+/// Views of a reopened stack to check, each named (one view, or one per
+/// failed drive of a redundant stack).
+pub type Views = Vec<(String, Arc<dyn Device>)>;
+
+/// Reopens a stack on crash images; returns the views of it to check.
+pub type ReopenStack<'a> = dyn Fn(Vec<Arc<dyn Device>>) -> Result<Views, String> + 'a;
+
 /// Runs the workload and checks every crash state.
 ///
 /// `sizes` are the sizes of the stack's raw devices (fresh and zeroed);
@@ -114,7 +121,7 @@ pub fn enumerate(
     spec: &CrashSpec,
     sizes: &[u64],
     build: &BuildStack<'_>,
-    reopen: &BuildStack<'_>,
+    reopen: &ReopenStack<'_>,
 ) -> Result<CrashReport, CrashError> {
     check_spec(spec)?;
     let recording = Recording::new();
@@ -157,7 +164,13 @@ pub fn enumerate(
             replayer.images_at(point)?.into_iter().map(|i| Arc::new(i) as Arc<dyn Device>).collect();
         let (lo, hi) = bounds.at(point.after_events, spec.transactions);
         let verdict = match reopen(images) {
-            Ok(dev) => check_state(spec, dev.as_ref(), &history, lo, hi),
+            Ok(views) => views.iter().find_map(|(name, dev)| {
+                let found = check_state(spec, dev.as_ref(), &history, lo, hi);
+                found.map(|(class, detail)| match name.is_empty() {
+                    true => (class, detail),
+                    false => (class, format!("{name}: {detail}")),
+                })
+            }),
             Err(e) => Some((ViolationClass::OpenFailed, e)),
         };
         report.states_checked += 1;

@@ -41,3 +41,25 @@ fn a_region_too_small_for_a_transaction_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("fewer than a transaction's 4"), "{}", stderr(&out));
 }
+
+fn crash_small(stack: &str) -> (Option<i32>, serde_json::Value) {
+    let out = iolab(&["crash", "--stack", stack, "--transactions", "60", "--states", "150", "--json", "-"]);
+    let doc = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    (out.status.code(), doc)
+}
+
+#[test]
+fn raid5_without_a_log_loses_data_to_the_write_hole_when_a_drive_fails() {
+    let (code, doc) = crash_small("raid5");
+    let r = &doc["report"];
+    let hole = r["corrupt"].as_u64().unwrap() + r["lost"].as_u64().unwrap();
+    assert!(hole > 0, "{doc}");
+    assert_eq!(code, Some(1));
+}
+
+#[test]
+fn raid5_with_a_stripe_log_loses_nothing_in_any_state_or_drive_failure() {
+    let (code, doc) = crash_small("raid5-log");
+    assert_eq!(doc["report"]["violations"], 0, "{doc}");
+    assert_eq!(code, Some(0));
+}

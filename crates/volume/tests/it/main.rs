@@ -9,3 +9,4 @@ mod revive;
 mod seed;
 mod stats;
 mod striped;
+mod wal;

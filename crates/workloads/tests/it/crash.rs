@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use device::{Device, Fault, FaultyDevice};
-use workloads::crash::{enumerate, BuildStack, CrashReport, CrashSpec, ViolationClass};
+use workloads::crash::{enumerate, BuildStack, CrashReport, CrashSpec, ReopenStack, Views, ViolationClass};
 
 fn spec(block_bytes: u64, max_blocks: u32, sync_every: u64) -> CrashSpec {
     CrashSpec {
@@ -24,9 +24,10 @@ fn plain(spec: &CrashSpec, faults: Vec<Fault>) -> CrashReport {
     let build = move |raw: Vec<Arc<dyn Device>>| -> Result<Arc<dyn Device>, String> {
         Ok(Arc::new(FaultyDevice::new(Arc::clone(&raw[0]), faults.clone())))
     };
-    let reopen =
-        |images: Vec<Arc<dyn Device>>| -> Result<Arc<dyn Device>, String> { Ok(Arc::clone(&images[0])) };
-    let (build, reopen): (&BuildStack<'_>, &BuildStack<'_>) = (&build, &reopen);
+    let reopen = |images: Vec<Arc<dyn Device>>| -> Result<Views, String> {
+        Ok(vec![(String::new(), Arc::clone(&images[0]))])
+    };
+    let (build, reopen): (&BuildStack<'_>, &ReopenStack<'_>) = (&build, &reopen);
     enumerate(spec, &[spec.region_blocks * spec.block_bytes], build, reopen).unwrap()
 }
 

@@ -1,0 +1,147 @@
+//! What the logged device and the stripe log share: the in-memory form of
+//! logged sectors, encoding a commit into records, and writing records and
+//! header slots.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+
+use device::{AlignedBuf, Device, Result};
+
+use crate::format::{
+    encode_record, Extent, Header, RecordKind, RecordPlace, AREA_START, MAX_ENTRIES, MAX_RECORD_DATA,
+    RECORD_LAST, SLOT_BYTES,
+};
+
+/// One logged sector: a shared copy of the write it came from and its index.
+#[derive(Clone)]
+pub(crate) struct Sector {
+    pub(crate) data: Arc<[u8]>,
+    pub(crate) index: u32,
+}
+
+impl Sector {
+    pub(crate) fn bytes(&self, sector_bytes: usize) -> &[u8] {
+        let at = self.index as usize * sector_bytes;
+        &self.data[at..at + sector_bytes]
+    }
+}
+
+/// Logged sectors of one home device, by sector number.
+pub(crate) type SectorMap = BTreeMap<u64, Sector>;
+
+/// Adds `buf`, written at byte `offset`, to `map` sector by sector.
+pub(crate) fn join(map: &mut SectorMap, buf: &[u8], offset: u64, sector_bytes: u32) {
+    let sector = sector_bytes as usize;
+    let copy: Arc<[u8]> = Arc::from(buf);
+    let first = offset / u64::from(sector_bytes);
+    for index in 0..(buf.len() / sector) as u32 {
+        map.insert(first + u64::from(index), Sector { data: Arc::clone(&copy), index });
+    }
+}
+
+/// An upper bound on the log bytes of a commit of `sectors` logged sectors
+/// and `revokes` revocations, headers included.
+pub(crate) fn txn_bytes_bound(sectors: u64, revokes: u64, sector_bytes: u32) -> u64 {
+    let data = sectors * u64::from(sector_bytes);
+    let records =
+        2 + sectors / MAX_ENTRIES as u64 + data / MAX_RECORD_DATA as u64 + revokes / MAX_ENTRIES as u64;
+    data + records * 4096 + SLOT_BYTES
+}
+
+/// Coalesces sorted sector numbers of home `device` into extents.
+pub(crate) fn extents_of(device: u32, sectors: impl Iterator<Item = u64>) -> Vec<Extent> {
+    let mut extents: Vec<Extent> = Vec::new();
+    for s in sectors {
+        match extents.last_mut() {
+            Some(e) if e.sector + u64::from(e.sectors) == s && e.sectors < u32::MAX => e.sectors += 1,
+            _ => extents.push(Extent { sector: s, sectors: 1, device }),
+        }
+    }
+    extents
+}
+
+/// Encodes one commit starting at LSN `head`: revocation records first,
+/// then block records for every home device's sectors; the last record is
+/// flagged.
+pub(crate) fn encode_commit(
+    log_id: u64,
+    head: u64,
+    commit: u64,
+    groups: &[(u32, &SectorMap)],
+    revokes: &[Extent],
+    sector_bytes: u32,
+) -> Vec<u8> {
+    let sector = sector_bytes as usize;
+    let mut pieces: Vec<(RecordKind, Vec<Extent>, Vec<u8>)> = Vec::new();
+    for chunk in revokes.chunks(MAX_ENTRIES) {
+        pieces.push((RecordKind::Revoke, chunk.to_vec(), Vec::new()));
+    }
+    let mut extents: Vec<Extent> = Vec::new();
+    let mut payload: Vec<u8> = Vec::new();
+    for (device, sectors) in groups {
+        for extent in extents_of(*device, sectors.keys().copied()) {
+            let mut left = extent;
+            while left.sectors > 0 {
+                let room = (MAX_RECORD_DATA - payload.len()) / sector;
+                if extents.len() == MAX_ENTRIES || room == 0 {
+                    let full =
+                        (RecordKind::Blocks, std::mem::take(&mut extents), std::mem::take(&mut payload));
+                    pieces.push(full);
+                    continue;
+                }
+                let take = (left.sectors as usize).min(room) as u32;
+                for s in left.sector..left.sector + u64::from(take) {
+                    payload.extend_from_slice(sectors[&s].bytes(sector));
+                }
+                extents.push(Extent { sector: left.sector, sectors: take, device: *device });
+                left = Extent {
+                    sector: left.sector + u64::from(take),
+                    sectors: left.sectors - take,
+                    device: *device,
+                };
+            }
+        }
+    }
+    if !extents.is_empty() {
+        pieces.push((RecordKind::Blocks, extents, payload));
+    }
+    let mut out = Vec::new();
+    let count = pieces.len();
+    for (i, (kind, extents, payload)) in pieces.into_iter().enumerate() {
+        let flags = if i + 1 == count { RECORD_LAST } else { 0 };
+        let place = RecordPlace { log_id, lsn: head + out.len() as u64, commit };
+        out.extend(encode_record(kind, flags, place, &extents, &payload, sector_bytes));
+    }
+    out
+}
+
+/// Writes `bytes` into the circular area at `lsn`, wrapping at its end.
+pub(crate) fn write_circular(log: &dyn Device, header: &Header, lsn: u64, bytes: &[u8]) -> Result<()> {
+    let area = header.area_bytes();
+    let start = lsn % area;
+    let first = (bytes.len() as u64).min(area - start) as usize;
+    let mut buf = AlignedBuf::zeroed(bytes.len(), log.buffer_align());
+    buf.copy_from_slice(bytes);
+    log.write_at(&buf[..first], AREA_START + start)?;
+    if first < bytes.len() {
+        log.write_at(&buf[first..], AREA_START)?;
+    }
+    Ok(())
+}
+
+/// Writes one header slot.
+pub(crate) fn write_slot(log: &dyn Device, slot: u64, block: &[u8]) -> Result<()> {
+    let mut buf = AlignedBuf::zeroed(block.len(), log.buffer_align());
+    buf.copy_from_slice(block);
+    log.write_at(&buf, slot * SLOT_BYTES)
+}
+
+/// A random log id from the process's randomly seeded hasher state.
+pub(crate) fn new_log_id() -> u64 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    hasher.write_u128(now);
+    hasher.write_u32(std::process::id());
+    hasher.finish() | 1
+}

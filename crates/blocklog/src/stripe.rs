@@ -1,0 +1,314 @@
+//! The stripe log: the same log format on a device of its own, with
+//! records naming one of several home devices. A RAID-5 volume logs each
+//! row update (new data and new parity) here before writing it in place,
+//! so a crash between the data and the parity writes is repaired by
+//! replay instead of leaving a row whose parity lies (the write hole).
+//!
+//! Unlike the logged device, the caller writes the homes itself; it tells
+//! the log when a ticket's in-place writes are done, and only records of
+//! done transactions are freed, after a flush of every home.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use device::{Device, DeviceError, Result, WriteAheadLog};
+use serde::Serialize;
+
+use crate::core::{encode_commit, join, new_log_id, txn_bytes_bound, write_circular, write_slot, SectorMap};
+use crate::format::{Header, AREA_START, FLAG_SEPARATE, FLAG_STRIPE, MIN_AREA_BYTES, SLOT_BYTES};
+use crate::replay::{self, Home, ReplayReport};
+use crate::LogError;
+
+/// The stripe log's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StripeLogStats {
+    pub commits: u64,
+    pub sectors_logged: u64,
+    pub log_bytes_written: u64,
+    pub checkpoints: u64,
+    pub sectors_replayed: u64,
+}
+
+/// A committed transaction whose records are still needed.
+struct Live {
+    ticket: u64,
+    start: u64,
+    done: bool,
+}
+
+struct State {
+    live: VecDeque<Live>,
+    next_ticket: u64,
+    poisoned: Option<String>,
+}
+
+/// A write-ahead log for several home devices (see the module docs).
+pub struct StripeLog {
+    name: String,
+    log: Arc<dyn Device>,
+    homes: Vec<Arc<dyn Device>>,
+    sector_bytes: u32,
+    max_txn_bytes: u64,
+    committer: Mutex<Header>,
+    state: Mutex<State>,
+    done: Condvar,
+    commits: AtomicU64,
+    sectors_logged: AtomicU64,
+    log_bytes_written: AtomicU64,
+    checkpoints: AtomicU64,
+    replay: ReplayReport,
+}
+
+impl StripeLog {
+    /// Writes a new, empty stripe log on `log` (all of it) for `homes`.
+    pub fn format(log: Arc<dyn Device>, homes: Vec<Arc<dyn Device>>) -> Result<StripeLog, LogError> {
+        let log_bytes = log.size_bytes() / 4096 * 4096;
+        if log_bytes < AREA_START + MIN_AREA_BYTES {
+            return Err(LogError::Layout {
+                device: log.name().to_string(),
+                problem: format!(
+                    "a log of {log_bytes} bytes is too small; it needs {}",
+                    AREA_START + MIN_AREA_BYTES
+                ),
+            });
+        }
+        let sector = homes.iter().map(|h| h.sector_bytes()).chain([log.sector_bytes()]).max().unwrap_or(512);
+        let header = Header {
+            sector_bytes: sector,
+            flags: FLAG_SEPARATE | FLAG_STRIPE,
+            generation: 0,
+            log_id: new_log_id(),
+            log_bytes,
+            data_offset: 0,
+            data_bytes: homes.len() as u64,
+            tail: 0,
+            head: 0,
+            commits: 0,
+        };
+        write_slot(log.as_ref(), 1, &vec![0u8; SLOT_BYTES as usize])?;
+        write_slot(log.as_ref(), 0, &header.encode())?;
+        log.flush()?;
+        Ok(StripeLog::assemble(log, homes, header, ReplayReport::default()))
+    }
+
+    /// Opens a stripe log and replays every committed transaction into
+    /// `homes` (given in the order they had when it was formatted).
+    pub fn open(log: Arc<dyn Device>, homes: Vec<Arc<dyn Device>>) -> Result<StripeLog, LogError> {
+        let Some(mut header) = replay::newest_header(log.as_ref())? else {
+            return Err(LogError::NoLog { device: log.name().to_string() });
+        };
+        if header.flags & FLAG_STRIPE == 0 || header.data_bytes != homes.len() as u64 {
+            return Err(LogError::Layout {
+                device: log.name().to_string(),
+                problem: format!(
+                    "not a stripe log for {} devices (it is {})",
+                    homes.len(),
+                    if header.flags & FLAG_STRIPE == 0 {
+                        "a device's block log".to_string()
+                    } else {
+                        format!("for {} devices", header.data_bytes)
+                    }
+                ),
+            });
+        }
+        let mut report = ReplayReport::default();
+        if header.head > header.tail {
+            let targets: Vec<Home<'_>> =
+                homes.iter().map(|h| Home { dev: h.as_ref(), offset: 0, bytes: h.size_bytes() }).collect();
+            report = replay::replay(log.as_ref(), &targets, &header)?;
+            header.generation += 1;
+            header.tail = header.head;
+            write_slot(log.as_ref(), header.slot(), &header.encode())?;
+            log.flush()?;
+        }
+        Ok(StripeLog::assemble(log, homes, header, report))
+    }
+
+    fn assemble(
+        log: Arc<dyn Device>,
+        homes: Vec<Arc<dyn Device>>,
+        header: Header,
+        replay: ReplayReport,
+    ) -> StripeLog {
+        StripeLog {
+            name: format!("stripe log on {}", log.name()),
+            sector_bytes: header.sector_bytes,
+            max_txn_bytes: header.area_bytes() / 2,
+            log,
+            homes,
+            committer: Mutex::new(header),
+            state: Mutex::new(State { live: VecDeque::new(), next_ticket: 1, poisoned: None }),
+            done: Condvar::new(),
+            commits: AtomicU64::new(0),
+            sectors_logged: AtomicU64::new(0),
+            log_bytes_written: AtomicU64::new(0),
+            checkpoints: AtomicU64::new(0),
+            replay,
+        }
+    }
+
+    pub fn replay_report(&self) -> &ReplayReport {
+        &self.replay
+    }
+
+    pub fn header(&self) -> Header {
+        *self.lock_committer()
+    }
+
+    pub fn stats(&self) -> StripeLogStats {
+        StripeLogStats {
+            commits: self.commits.load(Relaxed),
+            sectors_logged: self.sectors_logged.load(Relaxed),
+            log_bytes_written: self.log_bytes_written.load(Relaxed),
+            checkpoints: self.checkpoints.load(Relaxed),
+            sectors_replayed: self.replay.sectors_written_home,
+        }
+    }
+
+    /// Flushes the homes and frees every done transaction's records (at
+    /// a clean stop).
+    pub fn checkpoint(&self) -> Result<()> {
+        let mut header = self.lock_committer();
+        let result = self.free(&mut header, true);
+        self.poison_on_error(result)
+    }
+
+    /// Groups `writes` by home device, checking each against its home.
+    fn group(&self, writes: &[(u32, u64, &[u8])]) -> Result<(BTreeMap<u32, SectorMap>, u64)> {
+        let sector = u64::from(self.sector_bytes);
+        let mut groups: BTreeMap<u32, SectorMap> = BTreeMap::new();
+        let mut sectors = 0;
+        for &(device, offset, data) in writes {
+            let Some(home) = self.homes.get(device as usize) else {
+                return Err(DeviceError::Invalid(format!("{}: no home device {device}", self.name)));
+            };
+            let len = data.len() as u64;
+            if offset % sector != 0 || len % sector != 0 || offset + len > home.size_bytes() {
+                return Err(DeviceError::Invalid(format!(
+                    "{}: {len} bytes at {offset} do not fit {} in whole {sector}-byte sectors",
+                    self.name,
+                    home.name()
+                )));
+            }
+            join(groups.entry(device).or_default(), data, offset, self.sector_bytes);
+            sectors += len / sector;
+        }
+        Ok((groups, sectors))
+    }
+
+    fn commit(&self, writes: &[(u32, u64, &[u8])]) -> Result<u64> {
+        let (groups, sectors) = self.group(writes)?;
+        if txn_bytes_bound(sectors, 0, self.sector_bytes) > self.max_txn_bytes {
+            return Err(DeviceError::Invalid(format!(
+                "{}: a row update of {sectors} sectors does not fit in half the log; use a larger log",
+                self.name
+            )));
+        }
+        let mut header = self.lock_committer();
+        if let Some(cause) = &self.lock_state().poisoned {
+            return Err(DeviceError::Poisoned {
+                device: self.name.clone(),
+                op: device::Op::Write,
+                cause: cause.clone(),
+            });
+        }
+        let commit = header.commits + 1;
+        let refs: Vec<(u32, &SectorMap)> = groups.iter().map(|(d, m)| (*d, m)).collect();
+        let records = encode_commit(header.log_id, header.head, commit, &refs, &[], self.sector_bytes);
+        let bytes = records.len() as u64;
+        while header.head + bytes - header.tail > header.area_bytes() {
+            self.free(&mut header, false)?;
+        }
+        write_circular(self.log.as_ref(), &header, header.head, &records)?;
+        self.log.flush()?;
+        let mut next = *header;
+        next.generation += 1;
+        next.head += bytes;
+        next.commits = commit;
+        write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
+        self.log.flush()?;
+        let ticket = {
+            let mut state = self.lock_state();
+            let ticket = state.next_ticket;
+            state.next_ticket += 1;
+            state.live.push_back(Live { ticket, start: header.head, done: false });
+            ticket
+        };
+        *header = next;
+        self.commits.fetch_add(1, Relaxed);
+        self.sectors_logged.fetch_add(sectors, Relaxed);
+        self.log_bytes_written.fetch_add(bytes + SLOT_BYTES, Relaxed);
+        Ok(ticket)
+    }
+
+    /// Frees the records of done transactions: waits until the oldest is
+    /// done (or all are, when `all`), flushes every home, then writes a
+    /// header whose tail has moved past them.
+    fn free(&self, header: &mut Header, all: bool) -> Result<()> {
+        let new_tail = {
+            let mut state = self.lock_state();
+            loop {
+                let pending = state.live.iter().find(|c| !c.done).map(|c| c.start);
+                match pending {
+                    Some(start) if start > header.tail && !all => break start,
+                    Some(_) => state = self.done.wait(state).unwrap_or_else(|e| e.into_inner()),
+                    None => break header.head,
+                }
+            }
+        };
+        if new_tail == header.tail {
+            return Ok(());
+        }
+        for home in &self.homes {
+            home.flush()?;
+        }
+        let mut next = *header;
+        next.generation += 1;
+        next.tail = new_tail;
+        write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
+        self.log.flush()?;
+        *header = next;
+        self.lock_state().live.retain(|c| c.start >= new_tail);
+        self.checkpoints.fetch_add(1, Relaxed);
+        self.log_bytes_written.fetch_add(SLOT_BYTES, Relaxed);
+        Ok(())
+    }
+
+    fn poison_on_error<T>(&self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            let mut state = self.lock_state();
+            if state.poisoned.is_none()
+                && !matches!(e, DeviceError::Poisoned { .. } | DeviceError::Invalid(_))
+            {
+                state.poisoned = Some(e.to_string());
+            }
+        }
+        result
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, State> {
+        // Every update of State is a single push, retain or assignment.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_committer(&self) -> MutexGuard<'_, Header> {
+        self.committer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl WriteAheadLog for StripeLog {
+    fn log(&self, writes: &[(u32, u64, &[u8])]) -> Result<u64> {
+        let result = self.commit(writes);
+        self.poison_on_error(result)
+    }
+
+    fn written(&self, ticket: u64) {
+        let mut state = self.lock_state();
+        if let Some(live) = state.live.iter_mut().find(|c| c.ticket == ticket) {
+            live.done = true;
+        }
+        drop(state);
+        self.done.notify_all();
+    }
+}
