@@ -33,7 +33,7 @@ mod replay;
 mod stripe;
 
 pub use format::{Header, AREA_START, MIN_AREA_BYTES, SLOT_BYTES};
-pub use logged::{LogStats, LoggedDevice, Mode, Placement};
+pub use logged::{HomeWrites, LogStats, LoggedDevice, Mode, Placement};
 pub use replay::{ReplayReport, ReplayStop};
 pub use stripe::{StripeLog, StripeLogStats};
 

@@ -38,6 +38,20 @@ impl std::fmt::Display for Mode {
     }
 }
 
+/// When a commit's blocks are written in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HomeWrites {
+    /// Kept in memory and written home at the next checkpoint, when the log
+    /// fills or the device is closed (WAPBL's delayed metadata writes):
+    /// blocks rewritten between checkpoints go home once.
+    AtCheckpoint,
+    /// Written home right after each commit; with the log inside the data
+    /// device the next commit's flush makes them durable, so the tail
+    /// follows two commits behind and checkpoints are never needed.
+    AfterCommit,
+}
+
 /// Where a new log goes.
 pub enum Placement {
     /// The first `log_bytes` of the data device; the data follows.
@@ -86,6 +100,12 @@ struct State {
     open: Txn,
     /// The transaction being committed, visible to reads until it is home.
     committing: Option<Arc<SectorMap>>,
+    /// Committed sectors not yet written home (home writes at checkpoints):
+    /// the latest committed copy of each, bounded by the log's size since
+    /// each has a live record.
+    pending_home: SectorMap,
+    /// The pending sectors a checkpoint is writing home.
+    checkpointing: Option<Arc<SectorMap>>,
     /// The open transaction's number; `durable` is the last one committed.
     open_id: u64,
     durable_id: u64,
@@ -96,10 +116,18 @@ struct State {
 
 /// What the committer owns: the current header.
 struct Committer {
+    /// The last header written (and flushed).
     header: Header,
-    /// The head after the last commit whose blocks were all written home
-    /// (not necessarily durable yet).
+    /// Where the next record goes: every record before it is durable.
+    end: u64,
+    /// Commits durable so far.
+    commits: u64,
+    /// The end of the last commit whose blocks were all written home (not
+    /// necessarily durable yet).
     home_head: u64,
+    /// The end of the commits whose home writes a completed flush of the
+    /// data device covers: their records may be freed.
+    home_durable: u64,
 }
 
 /// A device whose writes are sync, async or logged (see the crate docs).
@@ -120,7 +148,7 @@ pub struct LoggedDevice {
     replay: ReplayReport,
     /// Free records as soon as a flush made their blocks durable at home
     /// (default); when false, only a checkpoint frees them, as in WAPBL.
-    eager_tail: std::sync::atomic::AtomicBool,
+    home_writes: Mutex<HomeWrites>,
     stats: Stats,
 }
 
@@ -190,15 +218,16 @@ impl LoggedDevice {
             return Err(LogError::NoLog { device: log.name().to_string() });
         };
         check_layout(&header, data.as_ref(), log.as_ref(), separate)?;
-        let mut report = ReplayReport::default();
-        if header.head > header.tail {
-            report = replay::replay(log.as_ref(), &[home(data.as_ref(), &header)], &header)?;
+        let replayed = replay::replay(log.as_ref(), &[home(data.as_ref(), &header)], &header)?;
+        if replayed.end != header.tail {
             header.generation += 1;
-            header.tail = header.head;
+            header.commits += replayed.report.commits;
+            header.tail = replayed.end;
+            header.head = replayed.end;
             write_slot(log.as_ref(), header.slot(), &header.encode())?;
             log.flush()?;
         }
-        Ok(LoggedDevice::assemble(data, log, separate, header, mode, report))
+        Ok(LoggedDevice::assemble(data, log, separate, header, mode, replayed.report))
     }
 
     /// The newest valid log header on `log`, if it holds one.
@@ -217,6 +246,8 @@ impl LoggedDevice {
         let state = State {
             open: Txn::default(),
             committing: None,
+            pending_home: SectorMap::new(),
+            checkpointing: None,
             open_id: 1,
             durable_id: 0,
             unlogged_dirty: false,
@@ -233,19 +264,28 @@ impl LoggedDevice {
             data,
             log,
             state: Mutex::new(state),
-            committer: Mutex::new(Committer { header, home_head: header.head }),
+            committer: Mutex::new(Committer {
+                header,
+                end: header.head,
+                commits: header.commits,
+                home_head: header.head,
+                home_durable: header.tail,
+            }),
             counters: Counters::default(),
             replay,
-            eager_tail: std::sync::atomic::AtomicBool::new(true),
+            home_writes: Mutex::new(HomeWrites::AtCheckpoint),
             stats: Stats::default(),
         }
     }
 
-    /// `false`: records stay in the log until a checkpoint, as in WAPBL,
-    /// instead of being freed by the next commit's flush. For comparisons
-    /// and for tests that need several commits live at once.
-    pub fn set_eager_tail(&self, eager: bool) {
-        self.eager_tail.store(eager, Relaxed);
+    /// When committed blocks are written home (see [`HomeWrites`]).
+    pub fn set_home_writes(&self, policy: HomeWrites) {
+        let _committer = self.lock_committer();
+        *self.home_writes.lock().unwrap_or_else(|e| e.into_inner()) = policy;
+    }
+
+    fn home_writes(&self) -> HomeWrites {
+        *self.home_writes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn mode(&self) -> Mode {
@@ -295,6 +335,8 @@ impl LoggedDevice {
         let count = buf.len() as u64 / sector;
         for s in first..first + count {
             state.open.sectors.remove(&s);
+            // A checkpoint must not write an older logged copy over it.
+            state.pending_home.remove(&s);
         }
         state.open.revokes.push(Extent { sector: first, sectors: count as u32, device: 0 });
         state.unlogged_dirty = true;
@@ -362,8 +404,16 @@ impl LoggedDevice {
         if !sectors.is_empty() || !txn.revokes.is_empty() {
             self.lock_state().committing = Some(Arc::clone(&sectors));
             self.write_commit(committer, &sectors, &txn.revokes, unlogged)?;
-            self.write_home(&sectors)?;
-            committer.home_head = committer.header.head;
+            match self.home_writes() {
+                HomeWrites::AfterCommit => {
+                    self.write_home(&sectors)?;
+                    committer.home_head = committer.end;
+                }
+                HomeWrites::AtCheckpoint => {
+                    let mut state = self.lock_state();
+                    state.pending_home.extend(sectors.iter().map(|(s, e)| (*s, e.clone())));
+                }
+            }
         } else if unlogged {
             self.data.flush()?;
         }
@@ -373,7 +423,10 @@ impl LoggedDevice {
         Ok(())
     }
 
-    /// Records, flush, header, flush: the commit is durable when this returns.
+    /// Records and the next header, then one flush: the commit is durable
+    /// when this returns. The header names the commits durable before this
+    /// one; this commit's own records are found by replay past the head
+    /// (their checksums, log id and LSNs say they are whole and current).
     fn write_commit(
         &self,
         committer: &mut Committer,
@@ -381,43 +434,54 @@ impl LoggedDevice {
         revokes: &[Extent],
         unlogged: bool,
     ) -> Result<()> {
-        let commit = committer.header.commits + 1;
-        let header = committer.header;
-        let records =
-            encode_commit(header.log_id, header.head, commit, &[(0, sectors)], revokes, self.sector_bytes);
+        let commit = committer.commits + 1;
+        let area = committer.header.area_bytes();
+        let records = encode_commit(
+            committer.header.log_id,
+            committer.end,
+            commit,
+            &[(0, sectors)],
+            revokes,
+            self.sector_bytes,
+        );
         let bytes = records.len() as u64;
-        let header = &committer.header;
-        if header.head + bytes - header.tail > header.area_bytes() {
-            self.checkpoint_locked(committer)?;
-        }
-        let header = committer.header;
-        debug_assert!(header.head == header.tail || header.head + bytes - header.tail <= header.area_bytes());
-        if bytes > header.area_bytes() {
+        if bytes > area {
             return Err(self.too_large(sectors.len() as u64));
         }
+        // A crash may leave the last header written as the newest: its tail
+        // bounds what these records may overwrite.
+        if committer.end + bytes - committer.header.tail > area {
+            self.checkpoint_locked(committer)?;
+        }
         if unlogged && self.separate {
-            // Unlogged writes this commit revokes must be durable first.
+            // Unlogged writes this commit revokes must be durable first;
+            // the flush makes the home writes done so far durable too.
+            let done = committer.home_head;
             self.data.flush()?;
+            committer.home_durable = done;
         }
-        // Blocks of earlier commits written home before the data device's
-        // next flush are durable after it: the header may free their
-        // records. With the log inside the data device, the records' own
-        // flush is such a flush, so the tail follows one commit behind the
-        // head and no separate checkpoint is ever needed.
-        let data_flushed = (!self.separate || unlogged) && self.eager_tail.load(Relaxed);
-        let home_head = committer.home_head;
-        write_circular(self.log.as_ref(), &header, header.head, &records)?;
-        self.log.flush()?;
-        let mut next = header;
+        let mut next = committer.header;
         next.generation += 1;
-        if data_flushed {
-            next.tail = next.tail.max(home_head);
+        next.head = committer.end;
+        next.commits = committer.commits;
+        if self.home_writes() == HomeWrites::AfterCommit {
+            // Records whose blocks are durable at home are free: with the
+            // log inside the data device the previous commit's flush made
+            // the commit before it durable at home, so the tail follows
+            // two commits behind and no checkpoint is needed.
+            next.tail = next.tail.max(committer.home_durable);
         }
-        next.head += bytes;
-        next.commits = commit;
+        debug_assert!(next.tail <= next.head && next.head <= committer.end);
+        write_circular(self.log.as_ref(), &next, committer.end, &records)?;
         write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
+        let done = committer.home_head;
         self.log.flush()?;
         committer.header = next;
+        committer.end += bytes;
+        committer.commits = commit;
+        if !self.separate {
+            committer.home_durable = done;
+        }
         self.counters.commits.fetch_add(1, Relaxed);
         self.counters.sectors_logged.fetch_add(sectors.len() as u64, Relaxed);
         self.counters.log_bytes_written.fetch_add(bytes + SLOT_BYTES, Relaxed);
@@ -440,19 +504,32 @@ impl LoggedDevice {
         Ok(())
     }
 
-    /// Flushes home writes, then moves the tail to the head.
+    /// Flushes home writes, then writes a header freeing every record.
     fn checkpoint_locked(&self, committer: &mut Committer) -> Result<()> {
-        if committer.header.tail == committer.header.head {
+        if committer.header.tail == committer.end {
             return Ok(());
         }
+        // The blocks must be durable at home before a header frees their
+        // records: two flushes, never one.
+        let pending = {
+            let mut state = self.lock_state();
+            let pending = Arc::new(std::mem::take(&mut state.pending_home));
+            state.checkpointing = Some(Arc::clone(&pending));
+            pending
+        };
+        self.write_home(&pending)?;
         self.data.flush()?;
         let mut next = committer.header;
         next.generation += 1;
-        next.tail = next.head;
+        next.tail = committer.end;
+        next.head = committer.end;
+        next.commits = committer.commits;
         write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
         self.log.flush()?;
         committer.header = next;
-        committer.home_head = next.head;
+        committer.home_head = committer.end;
+        committer.home_durable = committer.end;
+        self.lock_state().checkpointing = None;
         self.counters.checkpoints.fetch_add(1, Relaxed);
         self.counters.log_bytes_written.fetch_add(SLOT_BYTES, Relaxed);
         Ok(())
@@ -478,8 +555,9 @@ impl LoggedDevice {
         }
     }
 
-    /// Reads in log mode: home contents overlaid with the sectors of the
-    /// transaction being committed and then of the open one.
+    /// Reads in log mode: home contents overlaid with the committed
+    /// sectors not yet home, then those of the transaction being
+    /// committed, then those of the open one.
     fn read_logged(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let sector = u64::from(self.sector_bytes);
         let first = offset / sector;
@@ -487,6 +565,10 @@ impl LoggedDevice {
         let overlay: Vec<(u64, Sector)> = {
             let state = self.lock_state();
             let mut found: BTreeMap<u64, Sector> = BTreeMap::new();
+            if let Some(checkpointing) = &state.checkpointing {
+                found.extend(checkpointing.range(first..last).map(|(s, e)| (*s, e.clone())));
+            }
+            found.extend(state.pending_home.range(first..last).map(|(s, e)| (*s, e.clone())));
             if let Some(committing) = &state.committing {
                 found.extend(committing.range(first..last).map(|(s, e)| (*s, e.clone())));
             }

@@ -75,14 +75,16 @@ pub struct Home<'a> {
 
 /// Walks the committed records and writes the latest copy of every
 /// sector home; returns the header to write next (tail = head).
-pub fn replay(log: &dyn Device, homes: &[Home<'_>], header: &Header) -> Result<ReplayReport, LogError> {
+pub fn replay(log: &dyn Device, homes: &[Home<'_>], header: &Header) -> Result<Replayed, LogError> {
     let sector = u64::from(header.sector_bytes);
     let mut report = ReplayReport::default();
     let mut latest = SectorMap::new();
     let mut commit: Vec<(format::RecordHeader, Vec<u8>)> = Vec::new();
+    let limit = header.tail + header.area_bytes();
     let mut lsn = header.tail;
-    while lsn < header.head {
-        match read_record(log, header, lsn, homes.len()) {
+    let mut end = header.tail;
+    while lsn < limit {
+        match read_record(log, header, lsn, limit, homes.len()) {
             Ok((record, payload)) => {
                 lsn += record.total_bytes;
                 report.records += 1;
@@ -90,34 +92,46 @@ pub fn replay(log: &dyn Device, homes: &[Home<'_>], header: &Header) -> Result<R
                 commit.push((record, payload));
                 if last {
                     apply_commit(&mut latest, &mut report, std::mem::take(&mut commit), sector);
+                    end = lsn;
                 }
             }
-            Err(fault) => {
+            // Before the head every record is committed: a failure there
+            // is damage, reported. After it, the first record that fails
+            // is simply where the log ends.
+            Err(fault) if lsn < header.head => {
                 let offset = format::AREA_START + lsn % header.area_bytes();
                 report.stopped = Some(ReplayStop { lsn, offset, reason: fault.to_string() });
                 break;
             }
+            Err(_) => break,
         }
     }
-    if report.stopped.is_none() && !commit.is_empty() {
-        let offset = format::AREA_START + lsn % header.area_bytes();
+    if report.stopped.is_none() && end < header.head {
+        let offset = format::AREA_START + end % header.area_bytes();
         let reason = "the head was reached inside a commit".to_string();
-        report.stopped = Some(ReplayStop { lsn, offset, reason });
+        report.stopped = Some(ReplayStop { lsn: end, offset, reason });
     }
     write_home(homes, header, &latest, &mut report)?;
     for home in homes {
         home.dev.flush()?;
     }
-    Ok(report)
+    Ok(Replayed { report, end: end.max(header.head) })
+}
+
+/// What replay did, and where the log's valid records end.
+pub struct Replayed {
+    pub report: ReplayReport,
+    pub end: u64,
 }
 
 fn read_record(
     log: &dyn Device,
     header: &Header,
     lsn: u64,
+    limit: u64,
     homes: usize,
 ) -> Result<(format::RecordHeader, Vec<u8>), RecordFault> {
-    let room = header.head - lsn;
+    let room = limit - lsn;
     let first_len = room.min(4096) as usize;
     let align = log.buffer_align().max(512);
     let mut first = AlignedBuf::zeroed(first_len, align);

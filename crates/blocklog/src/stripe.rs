@@ -112,17 +112,17 @@ impl StripeLog {
                 ),
             });
         }
-        let mut report = ReplayReport::default();
-        if header.head > header.tail {
-            let targets: Vec<Home<'_>> =
-                homes.iter().map(|h| Home { dev: h.as_ref(), offset: 0, bytes: h.size_bytes() }).collect();
-            report = replay::replay(log.as_ref(), &targets, &header)?;
+        let targets: Vec<Home<'_>> =
+            homes.iter().map(|h| Home { dev: h.as_ref(), offset: 0, bytes: h.size_bytes() }).collect();
+        let replayed = replay::replay(log.as_ref(), &targets, &header)?;
+        if replayed.end != header.tail {
             header.generation += 1;
-            header.tail = header.head;
+            header.tail = replayed.end;
+            header.head = replayed.end;
             write_slot(log.as_ref(), header.slot(), &header.encode())?;
             log.flush()?;
         }
-        Ok(StripeLog::assemble(log, homes, header, report))
+        Ok(StripeLog::assemble(log, homes, header, replayed.report))
     }
 
     fn assemble(

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use blocklog::{LogError, LoggedDevice, Mode, Placement, AREA_START};
+use blocklog::{HomeWrites, LogError, LoggedDevice, Mode, Placement, AREA_START};
 use device::{CrashDevice, CrashPolicy, Device, DeviceError, Fault, FaultyDevice, MemDevice, Op};
 use proptest::prelude::*;
 
@@ -87,7 +87,7 @@ fn sync_mode_makes_each_write_durable_and_async_does_not() {
 fn a_revoked_block_is_not_replayed_over_a_newer_unlogged_write() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
-    dev.set_eager_tail(false);
+    dev.set_home_writes(HomeWrites::AtCheckpoint);
     dev.write_at(&block(1, 8), 0).unwrap();
     dev.flush().unwrap();
     dev.write_unlogged(&block(2, 8), 0).unwrap();
@@ -99,15 +99,16 @@ fn a_revoked_block_is_not_replayed_over_a_newer_unlogged_write() {
 }
 
 #[test]
-fn the_tail_follows_one_commit_behind_the_head_without_checkpoints() {
+fn the_tail_follows_two_commits_behind_without_checkpoints() {
     let dev = format(crash_stack(), Mode::Log);
+    dev.set_home_writes(HomeWrites::AfterCommit);
     for round in 0..40u64 {
         dev.write_at(&block(1, 16), (round % 30) * 8192).unwrap();
         dev.flush().unwrap();
     }
     let header = dev.header();
     assert_eq!(dev.log_stats().checkpoints, 0);
-    assert_eq!(header.head - header.tail, 512 + 16 * 512, "only the last commit is live");
+    assert_eq!(header.head - header.tail, 512 + 16 * 512, "the header frees all but the last two commits");
 }
 
 #[test]
@@ -126,49 +127,72 @@ fn opening_a_device_without_a_log_says_so() {
 }
 
 #[test]
-fn a_corrupt_header_slot_falls_back_to_the_other() {
+fn a_corrupt_header_slot_falls_back_to_the_other_and_loses_nothing() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
     dev.write_at(&block(4, 1), 0).unwrap();
     dev.flush().unwrap(); // generation 1 lands in slot 1
-    let image = crash.crash(CrashPolicy::KeepAll, 1).unwrap().image;
+    let image = crash.crash(CrashPolicy::DropUnflushed, 1).unwrap().image;
     image.write_at(&[0xffu8; 512], 4096).unwrap();
     let back = reopen(image, Mode::Log);
-    // Slot 0 (generation 0) is an empty log; the commit is lost with its
-    // header but nothing is misread.
-    assert_eq!(back.header().commits, 0);
+    // Slot 0 (generation 0) names an empty log, but the commit's records
+    // prove themselves whole and current past its head.
+    assert_eq!(back.replay_report().commits, 1);
+    assert_eq!(read_all(&back)[0], 4);
 }
 
-#[test]
-fn replay_stops_at_a_corrupt_record_and_says_where() {
+/// Three commits of one sector each (bytes 1, 2, 3 at sectors 0, 1, 2),
+/// their home writes undone; returns the image and each commit's LSN.
+fn three_commits() -> (MemDevice, Vec<u64>) {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
-    dev.set_eager_tail(false);
-    dev.write_at(&block(1, 1), 0).unwrap();
-    dev.flush().unwrap();
-    let second_lsn = dev.header().head;
-    dev.write_at(&block(2, 1), 512).unwrap();
-    dev.flush().unwrap();
+    dev.set_home_writes(HomeWrites::AtCheckpoint);
+    let mut lsns = Vec::new();
+    for i in 0..3u8 {
+        dev.write_at(&block(i + 1, 1), u64::from(i) * 512).unwrap();
+        dev.flush().unwrap();
+        lsns.push(dev.header().head);
+    }
     let image = crash.crash(CrashPolicy::DropUnflushed, 1).unwrap().image;
-    // Flip a byte in the second commit's record payload.
-    let at = AREA_START + second_lsn + 512 + 10;
+    image.write_at(&vec![0u8; 1536], LOG_BYTES).unwrap();
+    (image, lsns)
+}
+
+fn flip_payload_byte(image: &MemDevice, lsn: u64) {
+    let at = AREA_START + lsn + 512 + 10;
     let mut sector = vec![0u8; 512];
     image.read_at(&mut sector, at / 512 * 512).unwrap();
     sector[(at % 512) as usize] ^= 1;
     image.write_at(&sector, at / 512 * 512).unwrap();
+}
+
+#[test]
+fn replay_stops_at_a_corrupt_committed_record_and_says_where() {
+    let (image, lsns) = three_commits();
+    flip_payload_byte(&image, lsns[1]);
     let back = reopen(image, Mode::Log);
     let stop = back.replay_report().stopped.clone().expect("replay must report the bad record");
-    assert_eq!(stop.lsn, second_lsn);
+    assert_eq!(stop.lsn, lsns[1]);
     assert!(stop.reason.contains("checksum"), "{}", stop.reason);
     let data = read_all(&back);
-    assert_eq!((data[0], data[512]), (1, 0), "the first commit replays, the second does not");
+    assert_eq!((data[0], data[512], data[1024]), (1, 0, 0), "the first commit replays, no later one");
+}
+
+#[test]
+fn a_torn_last_commit_past_the_head_ends_the_log_quietly() {
+    let (image, lsns) = three_commits();
+    flip_payload_byte(&image, lsns[2]);
+    let back = reopen(image, Mode::Log);
+    assert_eq!(back.replay_report().stopped, None);
+    let data = read_all(&back);
+    assert_eq!((data[0], data[512], data[1024]), (1, 2, 0));
 }
 
 #[test]
 fn an_interrupted_replay_is_rerun_cleanly() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
-    dev.set_eager_tail(false);
+    dev.set_home_writes(HomeWrites::AtCheckpoint);
     for i in 0..6u8 {
         dev.write_at(&block(i + 1, 8), u64::from(i) * 4096).unwrap();
         dev.flush().unwrap();
@@ -190,7 +214,7 @@ fn an_interrupted_replay_is_rerun_cleanly() {
 fn the_log_wraps_and_checkpoints() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
-    dev.set_eager_tail(false);
+    dev.set_home_writes(HomeWrites::AtCheckpoint);
     for round in 0..40u64 {
         let byte = (round % 250) as u8 + 1;
         dev.write_at(&block(byte, 16), (round % 30) * 8192).unwrap();
@@ -306,12 +330,12 @@ proptest! {
         cut in 0u64..400,
         policy in policy(),
         seed in any::<u64>(),
-        eager in any::<bool>(),
+        after_commit in any::<bool>(),
     ) {
         let crash = crash_stack();
         let cut_dev = Arc::new(FaultyDevice::new(crash.clone(), vec![Fault::PowerCut { after: cut + 3 }]));
         let dev = format(cut_dev, Mode::Log);
-        dev.set_eager_tail(eager);
+        dev.set_home_writes(if after_commit { HomeWrites::AfterCommit } else { HomeWrites::AtCheckpoint });
         let (states, durable) = run(&dev, &steps);
         let image = crash.crash(policy, seed).unwrap().image;
         let back = reopen(image, Mode::Log);
@@ -331,4 +355,29 @@ fn a_formatted_log_is_recognised_as_holding_data() {
     let mem: Arc<dyn Device> = Arc::new(MemDevice::new(LOG_BYTES + DATA_BYTES).unwrap());
     format(mem.clone(), Mode::Log);
     assert_eq!(device::signature::probe(mem.as_ref()).unwrap(), Some("iolab block log"));
+}
+
+#[test]
+fn an_unlogged_write_is_not_overwritten_by_a_later_checkpoint() {
+    let dev = format(crash_stack(), Mode::Log);
+    dev.write_at(&block(1, 8), 0).unwrap();
+    dev.flush().unwrap();
+    dev.write_unlogged(&block(2, 8), 0).unwrap();
+    dev.checkpoint().unwrap();
+    assert_eq!(read_all(&dev)[..4096], block(2, 8)[..]);
+}
+
+#[test]
+fn blocks_wait_in_memory_until_a_checkpoint_writes_them_home() {
+    let crash = crash_stack();
+    let dev = format(crash.clone(), Mode::Log);
+    dev.write_at(&block(6, 8), 8192).unwrap();
+    dev.flush().unwrap();
+    let mut home = vec![0u8; 4096];
+    crash.read_at(&mut home, LOG_BYTES + 8192).unwrap();
+    assert_eq!(home, block(0, 8), "written home before a checkpoint");
+    assert_eq!(read_all(&dev)[8192..12288], block(6, 8)[..], "reads see the committed block");
+    dev.checkpoint().unwrap();
+    crash.read_at(&mut home, LOG_BYTES + 8192).unwrap();
+    assert_eq!(home, block(6, 8));
 }
