@@ -135,6 +135,11 @@ pub struct JobFields {
     /// Keep the log on this file or device instead of inside the target.
     #[arg(long, value_name = "PATH")]
     pub log_device: Option<std::path::PathBuf>,
+    /// When committed blocks are written in place: checkpoint (default:
+    /// kept in memory and written once at the next checkpoint, as WAPBL
+    /// delays metadata writes) or commit (right after each commit).
+    #[arg(long, value_name = "WHEN")]
+    pub log_home: Option<String>,
 }
 
 macro_rules! overlay {
@@ -182,7 +187,8 @@ impl JobFields {
             seed,
             log,
             log_size,
-            log_device
+            log_device,
+            log_home
         )
     }
 }

@@ -370,8 +370,10 @@ fn open_target(
 
 fn log_options(f: &JobFields, force: bool) -> Result<Option<target::LogOptions>, UsageError> {
     let Some(mode) = &f.log else {
-        if f.log_size.is_some() || f.log_device.is_some() {
-            return Err(UsageError("--log-size and --log-device only apply with --log MODE".into()));
+        if f.log_size.is_some() || f.log_device.is_some() || f.log_home.is_some() {
+            return Err(UsageError(
+                "--log-size, --log-device and --log-home only apply with --log MODE".into(),
+            ));
         }
         return Ok(None);
     };
@@ -382,10 +384,20 @@ fn log_options(f: &JobFields, force: bool) -> Result<Option<target::LogOptions>,
         other => return Err(UsageError(format!("--log: '{other}' is not a mode; use log, async or sync"))),
     };
     let log_bytes = f.log_size.as_deref().map(|s| parse_bytes("log-size", s)).transpose()?;
+    let home_writes = match f.log_home.as_deref().unwrap_or("checkpoint") {
+        "checkpoint" => blocklog::HomeWrites::AtCheckpoint,
+        "commit" => blocklog::HomeWrites::AfterCommit,
+        other => {
+            return Err(UsageError(format!(
+                "--log-home: '{other}' is not a choice; use checkpoint or commit"
+            )))
+        }
+    };
     Ok(Some(target::LogOptions {
         mode,
         log_bytes,
         log_device: f.log_device.clone(),
+        home_writes,
         direct: f.direct.unwrap_or(false),
         force,
     }))

@@ -31,6 +31,7 @@ pub struct LogOptions {
     pub mode: Mode,
     pub log_bytes: Option<u64>,
     pub log_device: Option<PathBuf>,
+    pub home_writes: blocklog::HomeWrites,
     pub direct: bool,
     pub force: bool,
 }
@@ -102,6 +103,7 @@ pub fn add_log(mut target: Target, options: &LogOptions) -> anyhow::Result<Targe
                 .map_err(|e| UsageError(format!("--log: {e}")))?
         }
     };
+    logged.set_home_writes(options.home_writes);
     let logged = Arc::new(logged);
     target.device = logged.clone();
     target.log = Some(logged);

@@ -122,3 +122,10 @@ fn a_transaction_larger_than_half_the_log_fails_with_advice() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("--log-size"), "{}", stderr(&out));
 }
+
+#[test]
+fn an_unknown_home_write_policy_is_a_usage_error() {
+    let out = iolab(&["run", "--target", "mem:16m", "--log", "log", "--log-home", "never", "--ios", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--log-home: 'never' is not a choice"), "{}", stderr(&out));
+}
