@@ -148,6 +148,11 @@ impl StripeLog {
         }
     }
 
+    /// The newest valid header on `log`, if it holds a log.
+    pub fn probe(log: &dyn Device) -> Result<Option<Header>, LogError> {
+        replay::newest_header(log)
+    }
+
     pub fn replay_report(&self) -> &ReplayReport {
         &self.replay
     }
@@ -164,14 +169,6 @@ impl StripeLog {
             checkpoints: self.checkpoints.load(Relaxed),
             sectors_replayed: self.replay.sectors_written_home,
         }
-    }
-
-    /// Flushes the homes and frees every done transaction's records (at
-    /// a clean stop).
-    pub fn checkpoint(&self) -> Result<()> {
-        let mut header = self.lock_committer();
-        let result = self.free(&mut header, true);
-        self.poison_on_error(result)
     }
 
     /// Groups `writes` by home device, checking each against its home.
@@ -300,6 +297,12 @@ impl StripeLog {
 impl WriteAheadLog for StripeLog {
     fn log(&self, writes: &[(u32, u64, &[u8])]) -> Result<u64> {
         let result = self.commit(writes);
+        self.poison_on_error(result)
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        let mut header = self.lock_committer();
+        let result = self.free(&mut header, true);
         self.poison_on_error(result)
     }
 

@@ -261,7 +261,8 @@ fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow
 /// After a command used a volume target: records state changes (a drive
 /// that failed) and adds the counters to the statistics on the drives.
 pub fn finish(target: &Target) -> anyhow::Result<()> {
-    if let Some((set, _)) = &target.volumes {
+    if let Some((set, vol)) = &target.volumes {
+        vol.checkpoint_write_ahead_log()?;
         set.save()?;
         set.save_stats()?;
     }

@@ -271,8 +271,12 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         devices.insert(drive.name.clone(), Arc::new(dev));
     }
     let set = volume::create(&config, &devices)?;
+    attach_stripe_logs(&set, true)?;
     for v in &set.volumes {
         println!("created volume {} ({} bytes)", v.name(), v.size_bytes());
+        if let Some((drive, _, _)) = v.raid5_log_drive() {
+            println!("  its RAID-5 row updates go through the stripe log on drive {drive}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -352,7 +356,56 @@ pub fn assemble_with(args: &[PathBuf], direct: bool) -> anyhow::Result<VolumeSet
     for warning in set.warnings() {
         eprintln!("iolab: warning: {warning}");
     }
+    attach_stripe_logs(&set, false)?;
     Ok(set)
+}
+
+/// Opens the stripe log of every RAID-5 plex that names a log drive
+/// (replaying what it holds into the drives) and sends the plex's row
+/// updates through it. `fresh`: the set was just created, so whatever the
+/// log area holds is from an earlier life and a new log is formatted.
+fn attach_stripe_logs(set: &VolumeSet, fresh: bool) -> anyhow::Result<()> {
+    for vol in &set.volumes {
+        let Some((drive, dev, present)) = vol.raid5_log_drive() else { continue };
+        if !present {
+            eprintln!(
+                "iolab: warning: volume {}: log drive {drive} is missing; RAID-5 writes go without the \
+                 stripe log and a crash can leave rows whose parity lies (the write hole)",
+                vol.name()
+            );
+            continue;
+        }
+        let area = dev.size_bytes().saturating_sub(volume::DATA_START_BYTES);
+        let log: Arc<dyn Device> =
+            Arc::new(device::Slice::new(dev, volume::DATA_START_BYTES, area / 4096 * 4096)?);
+        let homes = vol.raid5_homes().context("a volume with a log drive has one RAID-5 plex")?;
+        let existing = blocklog::StripeLog::probe(log.as_ref())?.is_some();
+        let wal = if fresh || !existing {
+            blocklog::StripeLog::format(log, homes)?
+        } else {
+            let wal = blocklog::StripeLog::open(log, homes)?;
+            let replay = wal.replay_report();
+            if replay.commits > 0 {
+                eprintln!(
+                    "iolab: volume {}: replayed {} row updates ({} sectors) from the stripe log on {drive}",
+                    vol.name(),
+                    replay.commits,
+                    replay.sectors_written_home
+                );
+            }
+            if let Some(stop) = &replay.stopped {
+                eprintln!(
+                    "iolab: warning: volume {}: stripe log replay stopped at LSN {}: {}; later row updates were not replayed, run `iolab volume checkparity`",
+                    vol.name(),
+                    stop.lsn,
+                    stop.reason
+                );
+            }
+            wal
+        };
+        vol.set_write_ahead_log(Arc::new(wal))?;
+    }
+    Ok(())
 }
 
 /// Reassembles the set for a command that does I/O: a missing drive is

@@ -24,6 +24,7 @@ mod mem;
 mod null;
 mod recording;
 pub mod signature;
+mod slice;
 mod stats;
 
 pub use align::AlignedBuf;
@@ -34,6 +35,7 @@ pub use file::{FileDevice, FileOptions};
 pub use mem::MemDevice;
 pub use null::NullDevice;
 pub use recording::{CrashPoint, Event, Overlay, Recording, RecordingDevice, Replayer};
+pub use slice::Slice;
 pub use stats::{Stats, StatsSnapshot};
 
 use std::os::fd::RawFd;
@@ -113,6 +115,10 @@ pub trait WriteAheadLog: Send + Sync {
     /// The in-place writes of `ticket` are done (successfully or not): the
     /// log may free its records after the next flush of the homes.
     fn written(&self, ticket: u64);
+
+    /// Flushes the homes and frees every record whose writes are done (a
+    /// clean stop: nothing is left to replay).
+    fn checkpoint(&self) -> Result<()>;
 }
 
 /// Checks a request against a device's geometry: sector-aligned offset and

@@ -75,6 +75,8 @@ pub struct PlexSpec {
     pub name: String,
     pub org: Org,
     pub subdisks: Vec<SdSpec>,
+    /// RAID-5: the drive holding the plex's write-ahead (stripe) log.
+    pub log_drive: Option<String>,
     pub line: usize,
 }
 
@@ -173,6 +175,7 @@ fn is_keyword(word: &str) -> bool {
             | "driveoffset"
             | "plexoffset"
             | "plex"
+            | "log"
     )
 }
 
@@ -248,6 +251,7 @@ impl Parser {
 
     fn plex(&mut self, args: &[&str]) -> Result<(), ConfigError> {
         let (mut name, mut org, mut layout, mut state) = (None, None, ParityLayout::LeftAsymmetric, None);
+        let mut log_drive = None;
         let mut volume = self.config.volumes.len().checked_sub(1);
         for (key, values) in pairs(self, args)? {
             match key {
@@ -256,6 +260,7 @@ impl Parser {
                 "layout" => layout = self.layout(one(self, key, &values)?)?,
                 "volume" | "vol" => volume = Some(self.volume_index(one(self, key, &values)?)?),
                 "state" => state = Some(self.state_word(one(self, key, &values)?)?),
+                "log" => log_drive = Some(one(self, key, &values)?.to_string()),
                 _ => return Err(self.syntax(format!("'{key}' is not a plex option"))),
             }
         }
@@ -269,9 +274,12 @@ impl Parser {
         let name = name.unwrap_or_else(|| format!("{}.p{}", self.config.volumes[volume].name, plexes.len()));
         self.claim("plex", &name)?;
         check_stripe(self.line, &name, &org)?;
+        if log_drive.is_some() && !matches!(org, Org::Raid5 { .. }) {
+            return Err(self.syntax(format!("plex {name}: only a RAID-5 plex takes a log drive")));
+        }
         self.inline_state(&name, state);
         let plexes = &mut self.config.volumes[volume].plexes;
-        plexes.push(PlexSpec { name, org, subdisks: Vec::new(), line: self.line });
+        plexes.push(PlexSpec { name, org, subdisks: Vec::new(), log_drive, line: self.line });
         self.last_plex = Some((volume, plexes.len() - 1));
         Ok(())
     }

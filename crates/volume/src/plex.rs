@@ -27,6 +27,8 @@ pub(crate) struct Plex {
     /// RAID-5: the log each row update goes through before it is written
     /// in place (home device i = the drive of subdisk i).
     pub(crate) wal: std::sync::OnceLock<std::sync::Arc<dyn device::WriteAheadLog>>,
+    /// RAID-5: the drive the configuration names for that log.
+    pub(crate) log_drive: Option<std::sync::Arc<crate::object::Drive>>,
 }
 
 /// An I/O error raised by the volume layer itself (no usable copy, two

@@ -47,6 +47,10 @@ pub struct PlexLayout {
     pub org: Org,
     /// Subdisks in plex order (by plex offset for concat plexes).
     pub subdisks: Vec<SdLayout>,
+    /// RAID-5: index into [`Layout::drives`] of the drive holding the
+    /// plex's stripe log (all of it after the metadata area).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_drive: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -98,7 +102,11 @@ pub fn resolve(config: &Config, drive_bytes: &HashMap<String, u64>) -> Result<La
                 ));
             }
             let subdisks = order_subdisks(&plex.name, plex.line, &plex.org, sds)?;
-            plexes.push(PlexLayout { name: plex.name.clone(), org: plex.org, subdisks });
+            let log_drive = match &plex.log_drive {
+                Some(name) => Some(log_drive(config, &drives, plex.line, &plex.name, name)?),
+                None => None,
+            };
+            plexes.push(PlexLayout { name: plex.name.clone(), org: plex.org, subdisks, log_drive });
         }
         volumes.push(VolumeLayout {
             name: volume.name.clone(),
@@ -109,6 +117,30 @@ pub fn resolve(config: &Config, drive_bytes: &HashMap<String, u64>) -> Result<La
     let states = config.states.iter().map(|s| (s.name.clone(), s.state)).collect();
     let progress = config.progress.iter().map(|p| (p.name.clone(), p.revived_bytes)).collect();
     Ok(Layout { drives, volumes, states, progress })
+}
+
+/// The index of a plex's log drive, which must exist and hold no subdisk.
+fn log_drive(
+    config: &Config,
+    drives: &[DriveLayout],
+    line: usize,
+    plex: &str,
+    name: &str,
+) -> Result<usize, ConfigError> {
+    let syntax = |problem: String| ConfigError::Syntax { line, problem };
+    let index = drives
+        .iter()
+        .position(|d| d.name == name)
+        .ok_or_else(|| syntax(format!("plex {plex}: log drive '{name}' is not defined by a drive line")))?;
+    let used =
+        config.volumes.iter().flat_map(|v| &v.plexes).flat_map(|p| &p.subdisks).find(|sd| sd.drive == name);
+    if let Some(sd) = used {
+        return Err(syntax(format!(
+            "plex {plex}: log drive '{name}' also holds subdisk {}; a log needs a drive of its own",
+            sd.name
+        )));
+    }
+    Ok(index)
 }
 
 /// Decides where `sd` goes on its drive and how long it is.
@@ -270,7 +302,11 @@ impl Layout {
             }
             text += "\n";
             for plex in &volume.plexes {
-                text += &format!("plex name {} org {}\n", plex.name, org_text(&plex.org));
+                text += &format!("plex name {} org {}", plex.name, org_text(&plex.org));
+                if let Some(d) = plex.log_drive {
+                    text += &format!(" log {}", self.drives[d].name);
+                }
+                text += "\n";
                 for sd in &plex.subdisks {
                     text += &format!(
                         "sd name {} drive {} length {}s driveoffset {}s\n",

@@ -201,6 +201,12 @@ fn bind_plex(
         rows: RangeLock::default(),
         revived_bytes: AtomicU64::new(0),
         wal: std::sync::OnceLock::new(),
+        log_drive: match spec.log_drive {
+            Some(d) => Some(Arc::clone(
+                drives.get(d).ok_or_else(|| invalid(format!("plex {} has no log drive", spec.name)))?,
+            )),
+            None => None,
+        },
     })
 }
 
@@ -348,6 +354,18 @@ impl Volume {
         self.raid5_plex().map(|plex| plex.sds.iter().map(|sd| Arc::clone(&sd.drive.dev)).collect())
     }
 
+    /// The drive the configuration names as the RAID-5 plex's log drive
+    /// (`plex org raid5 SIZE log DRIVE`), and whether it is there: the
+    /// stripe log lives on it after the metadata area.
+    pub fn raid5_log_drive(&self) -> Option<(String, Arc<dyn Device>, bool)> {
+        let drive = self.raid5_plex()?.log_drive.as_ref()?;
+        Some((
+            drive.name.clone(),
+            Arc::clone(&drive.dev),
+            !drive.missing.load(std::sync::atomic::Ordering::Relaxed),
+        ))
+    }
+
     /// Sends every row update of the RAID-5 plex through `wal` (made with
     /// [`Volume::raid5_homes`] as its homes) before it is written in place,
     /// so a crash between data and parity writes cannot leave a row whose
@@ -358,6 +376,15 @@ impl Volume {
         let plex =
             self.raid5_plex().ok_or_else(|| invalid("a write-ahead log needs exactly one RAID-5 plex"))?;
         plex.wal.set(wal).map_err(|_| invalid("its RAID-5 plex already has a write-ahead log"))
+    }
+
+    /// At a clean stop: the RAID-5 plex's write-ahead log, if any, flushes
+    /// the drives and frees its records, leaving nothing to replay.
+    pub fn checkpoint_write_ahead_log(&self) -> Result<(), device::DeviceError> {
+        match self.raid5_plex().and_then(|p| p.wal.get()) {
+            Some(wal) => wal.checkpoint(),
+            None => Ok(()),
+        }
     }
 
     fn raid5_plex(&self) -> Option<&Plex> {

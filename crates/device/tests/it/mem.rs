@@ -76,3 +76,15 @@ fn null_device_counts_but_stores_nothing() {
     assert_eq!(buf, vec![3; 512]);
     assert_eq!(dev.stats().snapshot().writes, 1);
 }
+
+#[test]
+fn a_slice_addresses_its_window_from_zero_and_stays_inside_it() {
+    let inner = std::sync::Arc::new(MemDevice::new(8192).unwrap());
+    let slice = device::Slice::new(inner.clone(), 4096, 2048).unwrap();
+    slice.write_at(&[7u8; 512], 512).unwrap();
+    let mut back = [0u8; 512];
+    inner.read_at(&mut back, 4608).unwrap();
+    assert_eq!(back, [7u8; 512]);
+    assert!(slice.write_at(&[7u8; 512], 2048).is_err(), "past the window");
+    assert!(device::Slice::new(inner, 4096, 8192).is_err(), "window past the device");
+}

@@ -224,3 +224,44 @@ mod never_panics {
         }
     }
 }
+
+const LOGGED: &str = "drive a device a
+drive b device b
+drive c device c
+drive j device j
+volume v
+plex org raid5 64k log j
+sd length 1m drive a
+sd length 1m drive b
+sd length 1m drive c
+";
+
+fn four_drives() -> HashMap<String, u64> {
+    sizes(&[("a", 8 * MIB), ("b", 8 * MIB), ("c", 8 * MIB), ("j", 8 * MIB)])
+}
+
+#[test]
+fn a_raid5_log_drive_is_resolved_and_printed_back() {
+    let layout = resolve(&parse(LOGGED).unwrap(), &four_drives()).unwrap();
+    assert_eq!(layout.volumes[0].plexes[0].log_drive, Some(3));
+    let text = layout.to_config_text(&[], &[]);
+    assert!(text.contains("org raid5 128s layout la log j"), "{text}");
+    assert_eq!(resolve(&parse(&text).unwrap(), &four_drives()).unwrap(), layout);
+}
+
+#[test]
+fn only_a_raid5_plex_takes_a_log_drive() {
+    let text = LOGGED.replace("org raid5 64k log j", "org striped 64k log j");
+    let err = parse(&text).unwrap_err();
+    assert!(err.to_string().contains("only a RAID-5 plex takes a log drive"), "{err}");
+}
+
+#[test]
+fn a_log_drive_must_be_defined_and_hold_no_subdisk() {
+    let unknown = LOGGED.replace("log j", "log k");
+    let err = resolve(&parse(&unknown).unwrap(), &four_drives()).unwrap_err();
+    assert!(err.to_string().contains("log drive 'k' is not defined"), "{err}");
+    let shared = LOGGED.replace("sd length 1m drive c", "sd length 1m drive j");
+    let err = resolve(&parse(&shared).unwrap(), &four_drives()).unwrap_err();
+    assert!(err.to_string().contains("a log needs a drive of its own"), "{err}");
+}

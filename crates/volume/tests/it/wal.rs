@@ -31,6 +31,10 @@ impl WriteAheadLog for Spy {
         Ok(logged.len() as u64)
     }
 
+    fn checkpoint(&self) -> Result<()> {
+        Ok(())
+    }
+
     fn written(&self, ticket: u64) {
         self.written.lock().unwrap().push(ticket);
     }
