@@ -6,7 +6,9 @@
 //!
 //! Unlike the logged device, the caller writes the homes itself; it tells
 //! the log when a ticket's in-place writes are done, and only records of
-//! done transactions are freed, after a flush of every home.
+//! done transactions are freed, after a flush of every home. Concurrent
+//! row updates share a commit (group commit), and a commit is one flush:
+//! records and the next header together, as in the logged device.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -30,17 +32,38 @@ pub struct StripeLogStats {
     pub sectors_replayed: u64,
 }
 
-/// A committed transaction whose records are still needed.
+/// A committed transaction whose records are still needed, and how many
+/// of the writers it carried have not yet written in place.
 struct Live {
-    ticket: u64,
+    commit: u64,
     start: u64,
-    done: bool,
+    writers: usize,
+}
+
+/// A row update waiting for the next commit (group commit).
+struct Request {
+    id: u64,
+    groups: BTreeMap<u32, SectorMap>,
 }
 
 struct State {
     live: VecDeque<Live>,
-    next_ticket: u64,
+    queue: Vec<Request>,
+    next_request: u64,
+    /// Requests committed, with their commit number (the ticket).
+    committed: BTreeMap<u64, u64>,
+    /// A writer is committing the queue.
+    leading: bool,
     poisoned: Option<String>,
+}
+
+/// What the committer owns.
+struct Committer {
+    /// The last header written.
+    header: Header,
+    /// Where the next record goes; every record before it is durable.
+    end: u64,
+    commits: u64,
 }
 
 /// A write-ahead log for several home devices (see the module docs).
@@ -50,9 +73,10 @@ pub struct StripeLog {
     homes: Vec<Arc<dyn Device>>,
     sector_bytes: u32,
     max_txn_bytes: u64,
-    committer: Mutex<Header>,
+    committer: Mutex<Committer>,
     state: Mutex<State>,
-    done: Condvar,
+    /// Signalled when a commit ends, a writer finishes, or the log is poisoned.
+    changed: Condvar,
     commits: AtomicU64,
     sectors_logged: AtomicU64,
     log_bytes_written: AtomicU64,
@@ -137,9 +161,16 @@ impl StripeLog {
             max_txn_bytes: header.area_bytes() / 2,
             log,
             homes,
-            committer: Mutex::new(header),
-            state: Mutex::new(State { live: VecDeque::new(), next_ticket: 1, poisoned: None }),
-            done: Condvar::new(),
+            committer: Mutex::new(Committer { header, end: header.head, commits: header.commits }),
+            state: Mutex::new(State {
+                live: VecDeque::new(),
+                queue: Vec::new(),
+                next_request: 1,
+                committed: BTreeMap::new(),
+                leading: false,
+                poisoned: None,
+            }),
+            changed: Condvar::new(),
             commits: AtomicU64::new(0),
             sectors_logged: AtomicU64::new(0),
             log_bytes_written: AtomicU64::new(0),
@@ -158,7 +189,7 @@ impl StripeLog {
     }
 
     pub fn header(&self) -> Header {
-        *self.lock_committer()
+        self.lock_committer().header
     }
 
     pub fn stats(&self) -> StripeLogStats {
@@ -194,6 +225,9 @@ impl StripeLog {
         Ok((groups, sectors))
     }
 
+    /// Queues the row update and returns once a commit holding it is
+    /// durable: the first writer to find no commit running commits the
+    /// whole queue in one (group commit), the others wait for it.
     fn commit(&self, writes: &[(u32, u64, &[u8])]) -> Result<u64> {
         let (groups, sectors) = self.group(writes)?;
         if txn_bytes_bound(sectors, 0, self.sector_bytes) > self.max_txn_bytes {
@@ -202,71 +236,119 @@ impl StripeLog {
                 self.name
             )));
         }
-        let mut header = self.lock_committer();
-        if let Some(cause) = &self.lock_state().poisoned {
-            return Err(DeviceError::Poisoned {
-                device: self.name.clone(),
-                op: device::Op::Write,
-                cause: cause.clone(),
-            });
+        let mut state = self.lock_state();
+        let id = state.next_request;
+        state.next_request += 1;
+        state.queue.push(Request { id, groups });
+        loop {
+            if let Some(commit) = state.committed.remove(&id) {
+                return Ok(commit);
+            }
+            if let Some(cause) = &state.poisoned {
+                let cause = cause.clone();
+                return Err(DeviceError::Poisoned {
+                    device: self.name.clone(),
+                    op: device::Op::Write,
+                    cause,
+                });
+            }
+            if !state.leading {
+                state.leading = true;
+                let batch = std::mem::take(&mut state.queue);
+                drop(state);
+                let result = self.commit_batch(batch);
+                state = self.lock_state();
+                state.leading = false;
+                if let Err(e) = result {
+                    if state.poisoned.is_none() {
+                        state.poisoned = Some(e.to_string());
+                    }
+                    self.changed.notify_all();
+                    return Err(e);
+                }
+                self.changed.notify_all();
+                continue;
+            }
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
-        let commit = header.commits + 1;
-        let refs: Vec<(u32, &SectorMap)> = groups.iter().map(|(d, m)| (*d, m)).collect();
-        let records = encode_commit(header.log_id, header.head, commit, &refs, &[], self.sector_bytes);
+    }
+
+    /// Commits a batch of row updates as one transaction: records and the
+    /// next header, then one flush (replay finds the commit past the
+    /// header's head by its checksums).
+    fn commit_batch(&self, batch: Vec<Request>) -> Result<()> {
+        let mut merged: BTreeMap<u32, SectorMap> = BTreeMap::new();
+        for request in &batch {
+            for (device, map) in &request.groups {
+                merged.entry(*device).or_default().extend(map.iter().map(|(s, e)| (*s, e.clone())));
+            }
+        }
+        let sectors: u64 = merged.values().map(|m| m.len() as u64).sum();
+        let mut c = self.lock_committer();
+        let commit = c.commits + 1;
+        let refs: Vec<(u32, &SectorMap)> = merged.iter().map(|(d, m)| (*d, m)).collect();
+        let records = encode_commit(c.header.log_id, c.end, commit, &refs, &[], self.sector_bytes);
         let bytes = records.len() as u64;
-        while header.head + bytes - header.tail > header.area_bytes() {
-            self.free(&mut header, false)?;
+        if bytes > c.header.area_bytes() {
+            return Err(DeviceError::Invalid(format!(
+                "{}: {bytes} bytes of row updates exceed the log",
+                self.name
+            )));
         }
-        write_circular(self.log.as_ref(), &header, header.head, &records)?;
-        self.log.flush()?;
-        let mut next = *header;
+        while c.end + bytes - c.header.tail > c.header.area_bytes() {
+            self.free(&mut c, false)?;
+        }
+        let mut next = c.header;
         next.generation += 1;
-        next.head += bytes;
-        next.commits = commit;
+        next.head = c.end;
+        next.commits = c.commits;
+        write_circular(self.log.as_ref(), &next, c.end, &records)?;
         write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
         self.log.flush()?;
-        let ticket = {
+        {
             let mut state = self.lock_state();
-            let ticket = state.next_ticket;
-            state.next_ticket += 1;
-            state.live.push_back(Live { ticket, start: header.head, done: false });
-            ticket
-        };
-        *header = next;
+            state.live.push_back(Live { commit, start: c.end, writers: batch.len() });
+            state.committed.extend(batch.iter().map(|r| (r.id, commit)));
+        }
+        c.header = next;
+        c.end += bytes;
+        c.commits = commit;
         self.commits.fetch_add(1, Relaxed);
         self.sectors_logged.fetch_add(sectors, Relaxed);
         self.log_bytes_written.fetch_add(bytes + SLOT_BYTES, Relaxed);
-        Ok(ticket)
+        Ok(())
     }
 
     /// Frees the records of done transactions: waits until the oldest is
     /// done (or all are, when `all`), flushes every home, then writes a
     /// header whose tail has moved past them.
-    fn free(&self, header: &mut Header, all: bool) -> Result<()> {
+    fn free(&self, c: &mut Committer, all: bool) -> Result<()> {
         let new_tail = {
             let mut state = self.lock_state();
             loop {
-                let pending = state.live.iter().find(|c| !c.done).map(|c| c.start);
+                let pending = state.live.iter().find(|l| l.writers > 0).map(|l| l.start);
                 match pending {
-                    Some(start) if start > header.tail && !all => break start,
-                    Some(_) => state = self.done.wait(state).unwrap_or_else(|e| e.into_inner()),
-                    None => break header.head,
+                    Some(start) if start > c.header.tail && !all => break start,
+                    Some(_) => state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner()),
+                    None => break c.end,
                 }
             }
         };
-        if new_tail == header.tail {
+        if new_tail == c.header.tail {
             return Ok(());
         }
         for home in &self.homes {
             home.flush()?;
         }
-        let mut next = *header;
+        let mut next = c.header;
         next.generation += 1;
         next.tail = new_tail;
+        next.head = c.end;
+        next.commits = c.commits;
         write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
         self.log.flush()?;
-        *header = next;
-        self.lock_state().live.retain(|c| c.start >= new_tail);
+        c.header = next;
+        self.lock_state().live.retain(|l| l.start >= new_tail);
         self.checkpoints.fetch_add(1, Relaxed);
         self.log_bytes_written.fetch_add(SLOT_BYTES, Relaxed);
         Ok(())
@@ -289,7 +371,7 @@ impl StripeLog {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lock_committer(&self) -> MutexGuard<'_, Header> {
+    fn lock_committer(&self) -> MutexGuard<'_, Committer> {
         self.committer.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -301,17 +383,17 @@ impl WriteAheadLog for StripeLog {
     }
 
     fn checkpoint(&self) -> Result<()> {
-        let mut header = self.lock_committer();
-        let result = self.free(&mut header, true);
+        let mut c = self.lock_committer();
+        let result = self.free(&mut c, true);
         self.poison_on_error(result)
     }
 
     fn written(&self, ticket: u64) {
         let mut state = self.lock_state();
-        if let Some(live) = state.live.iter_mut().find(|c| c.ticket == ticket) {
-            live.done = true;
+        if let Some(live) = state.live.iter_mut().find(|l| l.commit == ticket) {
+            live.writers = live.writers.saturating_sub(1);
         }
         drop(state);
-        self.done.notify_all();
+        self.changed.notify_all();
     }
 }
