@@ -145,3 +145,12 @@ pub(crate) fn new_log_id() -> u64 {
     hasher.write_u32(std::process::id());
     hasher.finish() | 1
 }
+
+/// Starts a log: slot 1 cleared (so a header of an earlier log cannot win),
+/// `header` (generation 0) in slot 0, flushed.
+pub(crate) fn write_new_log(log: &dyn Device, header: &Header) -> Result<()> {
+    debug_assert_eq!(header.generation, 0);
+    write_slot(log, 1, &vec![0u8; SLOT_BYTES as usize])?;
+    write_slot(log, 0, &header.encode())?;
+    log.flush()
+}

@@ -9,8 +9,8 @@ use device::{check_request, AlignedBuf, Device, DeviceError, Op, Result, Stats};
 use serde::Serialize;
 
 use crate::core::{
-    encode_commit, extents_of, join, new_log_id, txn_bytes_bound, write_circular, write_slot, Sector,
-    SectorMap,
+    encode_commit, extents_of, join, new_log_id, txn_bytes_bound, write_circular, write_new_log, write_slot,
+    Sector, SectorMap,
 };
 use crate::format::{Extent, Header, AREA_START, FLAG_SEPARATE, MIN_AREA_BYTES, SLOT_BYTES};
 use crate::replay::{self, ReplayReport};
@@ -198,10 +198,7 @@ impl LoggedDevice {
             head: 0,
             commits: 0,
         };
-        // Slot 1 is cleared so that a header of an earlier log cannot win.
-        write_slot(log.as_ref(), 1, &vec![0u8; SLOT_BYTES as usize])?;
-        write_slot(log.as_ref(), 0, &header.encode())?;
-        log.flush()?;
+        write_new_log(log.as_ref(), &header)?;
         Ok(LoggedDevice::assemble(data, log, separate, header, mode, ReplayReport::default()))
     }
 

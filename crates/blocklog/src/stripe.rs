@@ -17,7 +17,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use device::{Device, DeviceError, Result, WriteAheadLog};
 use serde::Serialize;
 
-use crate::core::{encode_commit, join, new_log_id, txn_bytes_bound, write_circular, write_slot, SectorMap};
+use crate::core::{
+    encode_commit, join, new_log_id, txn_bytes_bound, write_circular, write_new_log, write_slot, SectorMap,
+};
 use crate::format::{Header, AREA_START, FLAG_SEPARATE, FLAG_STRIPE, MIN_AREA_BYTES, SLOT_BYTES};
 use crate::replay::{self, Home, ReplayReport};
 use crate::LogError;
@@ -110,9 +112,7 @@ impl StripeLog {
             head: 0,
             commits: 0,
         };
-        write_slot(log.as_ref(), 1, &vec![0u8; SLOT_BYTES as usize])?;
-        write_slot(log.as_ref(), 0, &header.encode())?;
-        log.flush()?;
+        write_new_log(log.as_ref(), &header)?;
         Ok(StripeLog::assemble(log, homes, header, ReplayReport::default()))
     }
 

@@ -26,6 +26,13 @@ pub struct Target {
     pub log: Option<Arc<LoggedDevice>>,
 }
 
+impl Target {
+    /// A target iolab made itself in memory (nothing to protect).
+    fn in_memory(device: Arc<dyn Device>) -> Target {
+        Target { device, temp: None, created: true, path: None, volumes: None, log: None }
+    }
+}
+
 /// How to put a target behind the block log (`--log`).
 pub struct LogOptions {
     pub mode: Mode,
@@ -142,26 +149,12 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
         let sector = options.sector_bytes.unwrap_or(512);
         let dev = MemDevice::with_sector(format!("mem:{size}"), bytes, sector)
             .map_err(|e| UsageError(format!("--target: {e}")))?;
-        return Ok(Target {
-            device: Arc::new(dev),
-            temp: None,
-            created: true,
-            path: None,
-            volumes: None,
-            log: None,
-        });
+        return Ok(Target::in_memory(Arc::new(dev)));
     }
     if let Some(size) = spec.strip_prefix("null:") {
         let bytes = parse_bytes("target", size).map_err(UsageError::from)?;
         let dev = NullDevice::new(bytes).map_err(|e| UsageError(format!("--target: {e}")))?;
-        return Ok(Target {
-            device: Arc::new(dev),
-            temp: None,
-            created: true,
-            path: None,
-            volumes: None,
-            log: None,
-        });
+        return Ok(Target::in_memory(Arc::new(dev)));
     }
     if let Some(rest) = spec.strip_prefix("volume:") {
         let (name, drives) = rest.split_once(':').ok_or_else(|| {
