@@ -8,10 +8,10 @@
 //! Layout (little-endian; docs/formats.md "Validation journal"):
 //! ```text
 //! header, 4096 bytes:
-//!   0 magic "IOLABJNL"   8 version u32 = 1   12 crc32c u32 (of the header with this field 0)
+//!   0 magic "IOLABJNL"   8 version u32 = 2   12 crc32c u32 (of the header with this field 0)
 //!  16 run_id u64        24 region_start u64  32 key_block_bytes u64
 //!  40 blocks u64        48 sector_bytes u32  52 target name length u16
-//!  54 target name (up to 256 bytes)
+//!  54 target name (up to 256 bytes)          310 mode u8 (1 sync, 2 async, 3 group)
 //! snapshot: `blocks` bytes of keys, padded with zeros to a multiple of 4096
 //! records, each:
 //!   0 magic "JREC" (u32 0x4345524a)  4 length u32 (whole record)  8 crc32c u32 (record, this field 0)
@@ -19,20 +19,58 @@
 //!  24 entries: (block u64, key u8) × n, 9 bytes each (before records only)
 //! ```
 //! A record that is truncated or fails its checksum ends the journal: it
-//! and everything after it were not durable.
+//! and everything after it were not durable. The journal lives on a
+//! preallocated, zero-filled device, so zeros after the last record are
+//! its clean end.
 
 use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
 
 use crate::keys::KeyMap;
 
 pub const JOURNAL_MAGIC: &[u8; 8] = b"IOLABJNL";
-pub const JOURNAL_VERSION: u32 = 1;
+pub const JOURNAL_VERSION: u32 = 2;
+const MODE_AT: usize = 54 + TARGET_NAME_BYTES_MAX;
 pub const JOURNAL_HEADER_BYTES: usize = 4096;
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"JREC");
 const RECORD_HEADER_BYTES: usize = 24;
 const ENTRY_BYTES: usize = 9;
 /// Longest target name the header holds.
 pub const TARGET_NAME_BYTES_MAX: usize = 256;
+
+/// How the journal's records were made durable, which says what a crash
+/// can have cost it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JournalMode {
+    /// Every record durable before the run goes on (Vdbench's `-j`).
+    Sync,
+    /// Records written without flushes until the end (Vdbench's `-jn`):
+    /// a host crash loses the journal's recent history.
+    Async,
+    /// `before` records durable before their data write, flushes shared.
+    Group,
+}
+
+impl JournalMode {
+    fn code(self) -> u8 {
+        match self {
+            JournalMode::Sync => 1,
+            JournalMode::Async => 2,
+            JournalMode::Group => 3,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<JournalMode> {
+        [JournalMode::Sync, JournalMode::Async, JournalMode::Group].into_iter().find(|m| m.code() == code)
+    }
+
+    /// Whether the journal survives a crash of the host (power cut).
+    pub fn host_crash_safe(self) -> bool {
+        self != JournalMode::Async
+    }
+}
 
 /// What a journal describes: the run and the region it validates.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +81,7 @@ pub struct JournalHeader {
     pub blocks: u64,
     pub sector_bytes: u32,
     pub target: String,
+    pub mode: JournalMode,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -55,6 +94,8 @@ pub enum JournalError {
     Header,
     #[error("the journal is shorter than its header and key map snapshot ({0} bytes)")]
     Truncated(usize),
+    #[error("the journal header names an unknown journal mode {0}")]
+    Mode(u8),
 }
 
 /// A write that was in flight when the journal ends: its blocks may hold
@@ -98,6 +139,12 @@ fn checksum(buf: &[u8], crc_at: usize) -> u32 {
     crc32c::crc32c_append(zeroed, &buf[crc_at + 4..])
 }
 
+/// Bytes of the header and key-map snapshot of a journal over `blocks` key
+/// blocks: where its records begin (a multiple of 4096).
+pub fn start_bytes(blocks: u64) -> u64 {
+    JOURNAL_HEADER_BYTES as u64 + blocks.next_multiple_of(JOURNAL_HEADER_BYTES as u64)
+}
+
 /// The header and key-map snapshot a journal starts with.
 pub fn encode_start(header: &JournalHeader, keys: &KeyMap) -> Vec<u8> {
     debug_assert_eq!(keys.blocks(), header.blocks);
@@ -112,12 +159,14 @@ pub fn encode_start(header: &JournalHeader, keys: &KeyMap) -> Vec<u8> {
     let name = &header.target.as_bytes()[..header.target.len().min(TARGET_NAME_BYTES_MAX)];
     buf[52..54].copy_from_slice(&(name.len() as u16).to_le_bytes());
     buf[54..54 + name.len()].copy_from_slice(name);
+    buf[MODE_AT] = header.mode.code();
     let crc = checksum(&buf, 12);
     buf[12..16].copy_from_slice(&crc.to_le_bytes());
     let snapshot_bytes = (header.blocks as usize).next_multiple_of(JOURNAL_HEADER_BYTES);
     buf.reserve(snapshot_bytes);
     buf.extend((0..header.blocks).map(|b| keys.get(b)));
     buf.resize(JOURNAL_HEADER_BYTES + snapshot_bytes, 0);
+    debug_assert_eq!(buf.len() as u64, start_bytes(header.blocks));
     buf
 }
 
@@ -168,6 +217,7 @@ fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
         return Err(JournalError::Header);
     }
     let name_len = (u16::from_le_bytes([head[52], head[53]]) as usize).min(TARGET_NAME_BYTES_MAX);
+    let mode = JournalMode::from_code(head[MODE_AT]).ok_or(JournalError::Mode(head[MODE_AT]))?;
     Ok(JournalHeader {
         run_id: u64_at(head, 16),
         region_start: u64_at(head, 24),
@@ -175,14 +225,15 @@ fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
         blocks: u64_at(head, 40),
         sector_bytes: u32_at(head, 48),
         target: String::from_utf8_lossy(&head[54..54 + name_len]).into_owned(),
+        mode,
     })
 }
 
 /// Replays a whole journal file.
 pub fn replay(buf: &[u8]) -> Result<Replay, JournalError> {
     let header = decode_header(buf)?;
-    let snapshot_bytes = (header.blocks as usize).next_multiple_of(JOURNAL_HEADER_BYTES);
-    let records_at = JOURNAL_HEADER_BYTES + snapshot_bytes;
+    let records_at =
+        usize::try_from(start_bytes(header.blocks)).map_err(|_| JournalError::Truncated(buf.len()))?;
     if buf.len() < records_at {
         return Err(JournalError::Truncated(buf.len()));
     }

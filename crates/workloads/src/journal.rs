@@ -1,35 +1,97 @@
 //! Writing the validation journal (format and replay: `validation::journal`)
-//! beside a validated run, in one of three modes:
+//! through a [`Device`] beside a validated run, in one of three modes:
 //!
 //! - `sync`: every record is written and made durable before the run goes
-//!   on (Vdbench's `-j`: two synchronous journal writes per data write);
-//! - `async`: records are buffered and made durable at the end (Vdbench's
-//!   `-jn`): fast, but a host crash loses the map's recent history;
+//!   on (Vdbench's `-j`: two durable journal writes per data write);
+//! - `async`: records are written in batches without flushes and made
+//!   durable at the end (Vdbench's `-jn`): fast, but a host crash loses the
+//!   map's recent history;
 //! - `group`: a writer waits until its `before` record is durable, but the
-//!   flush is shared: whoever finds no flush running writes and flushes
+//!   flush is shared: whoever finds no commit running writes and flushes
 //!   every record queued so far, the others wait for it (group commit).
-//!   `after` records ride along with the next flush.
+//!   `after` records ride along with the next commit.
 //!
-//! A failed flush poisons the journal: every later call fails.
+//! Every durable commit first flushes the *target*, then writes and
+//! flushes the journal. So a durable `after` record, and a durable
+//! `before` record on a block an earlier write held, both mean that the
+//! earlier data write is durable on the target too: a volatile write cache
+//! on the target cannot make replay wrong.
+//!
+//! Records form one byte stream after the start (header and key-map
+//! snapshot). The device is written in whole sectors: each commit rewrites
+//! the partial sector at the end of the stream with the same prefix plus
+//! the new records, so a sector holds either its old or its new contents,
+//! and both contain every record made durable before.
+//!
+//! A failed write or flush poisons the journal: every later call fails.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use serde::Serialize;
-use validation::journal::{encode_after, encode_before, encode_start, JournalHeader};
+use device::{AlignedBuf, Device, DeviceError, FileDevice, FileOptions};
+pub use validation::journal::JournalMode;
+use validation::journal::{encode_after, encode_before, encode_start, start_bytes, JournalHeader};
 use validation::KeyMap;
 
 /// The journal's file name inside the journal directory.
 pub const JOURNAL_FILE: &str = "iolab.journal";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JournalMode {
-    Sync,
-    Async,
-    Group,
+/// Room for records in a journal file the cli creates (after the start):
+/// [`JOURNAL_RECORD_BYTES_PER_BLOCK`] per key block, within these bounds
+/// (64 MiB is about 1.1 million writes of one key block).
+pub const JOURNAL_RECORD_BYTES_MIN: u64 = 1 << 20;
+pub const JOURNAL_RECORD_BYTES_MAX: u64 = 64 << 20;
+pub const JOURNAL_RECORD_BYTES_PER_BLOCK: u64 = 256;
+
+/// The room for records a journal file over `blocks` key blocks gets.
+pub fn journal_record_bytes(blocks: u64) -> u64 {
+    blocks
+        .saturating_mul(JOURNAL_RECORD_BYTES_PER_BLOCK)
+        .clamp(JOURNAL_RECORD_BYTES_MIN, JOURNAL_RECORD_BYTES_MAX)
+}
+
+/// In async mode, queued records are written (not flushed) once they reach
+/// this many bytes.
+pub const ASYNC_BATCH_BYTES: usize = 64 << 10;
+
+/// Zeros are written in chunks of this size when a journal is created.
+const ZERO_CHUNK_BYTES: usize = 1 << 20;
+
+/// Where a validated run keeps its journal, and how it writes it.
+#[derive(Clone, serde::Serialize)]
+pub struct JournalSpec {
+    pub mode: JournalMode,
+    pub place: JournalPlace,
+}
+
+/// A journal directory (the cli's `--journal DIR`: a new file is created
+/// in it) or a device the caller opened (tests put it on a crash device).
+#[derive(Clone)]
+pub enum JournalPlace {
+    Dir(PathBuf),
+    Device(Arc<dyn Device>),
+}
+
+impl JournalPlace {
+    fn describe(&self) -> String {
+        match self {
+            JournalPlace::Dir(dir) => dir.display().to_string(),
+            JournalPlace::Device(dev) => dev.name().to_string(),
+        }
+    }
+}
+
+impl std::fmt::Debug for JournalSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "JournalSpec {{ mode: {:?}, place: {} }}", self.mode, self.place.describe())
+    }
+}
+
+impl serde::Serialize for JournalPlace {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.describe())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -41,77 +103,153 @@ pub enum JournalWriteError {
         #[source]
         source: std::io::Error,
     },
+    #[error("journal: {what}: {source}")]
+    Device {
+        what: &'static str,
+        #[source]
+        source: DeviceError,
+    },
     #[error("{}: holds a journal from an earlier run; check the target with `iolab validate`, then remove it", path.display())]
     Exists { path: PathBuf },
-    #[error("{}: an earlier journal write or flush failed; the journal is no longer trustworthy", path.display())]
-    Poisoned { path: PathBuf },
+    #[error("{device}: the journal is full ({bytes} bytes); give it more room")]
+    Full { device: String, bytes: u64 },
+    #[error("{device}: an earlier journal write or flush failed; the journal is no longer trustworthy")]
+    Poisoned { device: String },
+}
+
+/// Creates `dir/iolab.journal` (never overwriting one) with room for the
+/// start of a journal over `blocks` key blocks and `record_bytes` of
+/// records, and opens it as a device. Its contents are written by
+/// [`JournalWriter::create`], which zero-fills it.
+pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDevice, JournalWriteError> {
+    let path = dir.join(JOURNAL_FILE);
+    let io = |what| {
+        let path = path.clone();
+        move |source| JournalWriteError::Io { path, what, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io("cannot create the journal directory"))?;
+    match OpenOptions::new().write(true).create_new(true).open(&path) {
+        Ok(file) => {
+            file.set_len(start_bytes(blocks) + record_bytes).map_err(io("cannot size"))?;
+            file.sync_all().map_err(io("cannot flush"))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(JournalWriteError::Exists { path })
+        }
+        Err(e) => return Err(io("cannot create")(e)),
+    }
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io("cannot flush the directory"))?;
+    FileDevice::open(&path, &FileOptions::default())
+        .map_err(|source| JournalWriteError::Device { what: "cannot open", source })
 }
 
 struct State {
-    /// Records not yet handed to the file.
+    /// Records not yet handed to the device.
     queued: Vec<u8>,
-    /// Bytes ever queued, and bytes known durable.
+    /// Stream bytes ever queued, written to the device, known durable.
     queued_end: u64,
+    written_end: u64,
     durable_end: u64,
-    flushing: bool,
+    /// A commit is running (only its leader touches the device).
+    committing: bool,
     poisoned: bool,
 }
 
 pub struct JournalWriter {
-    path: PathBuf,
-    file: File,
+    device: Arc<dyn Device>,
+    /// The validated target, flushed before each durable commit.
+    target: Arc<dyn Device>,
     mode: JournalMode,
+    /// Device offset of stream byte 0.
+    records_at: u64,
     state: Mutex<State>,
-    flushed: Condvar,
+    committed: Condvar,
+}
+
+fn device_error(what: &'static str) -> impl FnOnce(DeviceError) -> JournalWriteError {
+    move |source| JournalWriteError::Device { what, source }
 }
 
 impl JournalWriter {
-    /// Creates `dir/iolab.journal` with the header and the key map, durably.
+    /// Writes the header and the key map at the start of `device`, zeros
+    /// over the rest (so the first bytes past the last record are always
+    /// zeros, and later flushes change no file metadata), and makes it
+    /// durable.
     pub fn create(
-        dir: &Path,
-        mode: JournalMode,
+        device: Arc<dyn Device>,
+        target: Arc<dyn Device>,
         header: &JournalHeader,
         keys: &KeyMap,
     ) -> Result<JournalWriter, JournalWriteError> {
-        let path = dir.join(JOURNAL_FILE);
-        let io = |what| {
-            let path = path.clone();
-            move |source| JournalWriteError::Io { path, what, source }
-        };
-        std::fs::create_dir_all(dir).map_err(io("cannot create the journal directory"))?;
-        let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(JournalWriteError::Exists { path })
-            }
-            Err(e) => return Err(io("cannot create")(e)),
-        };
         let start = encode_start(header, keys);
-        file.write_all(&start).map_err(io("cannot write"))?;
-        file.sync_all().map_err(io("cannot flush"))?;
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io("cannot flush the directory"))?;
-        let state =
-            State { queued: Vec::new(), queued_end: 0, durable_end: 0, flushing: false, poisoned: false };
-        Ok(JournalWriter { path, file, mode, state: Mutex::new(state), flushed: Condvar::new() })
+        let records_at = start.len() as u64;
+        let sector = device.sector_bytes() as usize;
+        if device.size_bytes() < records_at + sector as u64 || records_at % sector as u64 != 0 {
+            return Err(JournalWriteError::Full {
+                device: device.name().to_string(),
+                bytes: device.size_bytes(),
+            });
+        }
+        let align = device.buffer_align().max(4096);
+        let mut buf = AlignedBuf::zeroed(start.len(), align);
+        buf.copy_from_slice(&start);
+        device.write_at(&buf, 0).map_err(device_error("cannot write the start"))?;
+        let zeros = AlignedBuf::zeroed(ZERO_CHUNK_BYTES, align);
+        let mut at = records_at;
+        while at < device.size_bytes() {
+            let len = (device.size_bytes() - at).min(ZERO_CHUNK_BYTES as u64) as usize;
+            device.write_at(&zeros[..len], at).map_err(device_error("cannot zero-fill"))?;
+            at += len as u64;
+        }
+        device.flush().map_err(device_error("cannot flush"))?;
+        let state = State {
+            queued: Vec::new(),
+            queued_end: 0,
+            written_end: 0,
+            durable_end: 0,
+            committing: false,
+            poisoned: false,
+        };
+        Ok(JournalWriter {
+            device,
+            target,
+            mode: header.mode,
+            records_at,
+            state: Mutex::new(state),
+            committed: Condvar::new(),
+        })
     }
 
     pub fn mode(&self) -> JournalMode {
         self.mode
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock means a panic elsewhere; the state is only ever
+        // changed by whole assignments, so it stays consistent.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues a record; returns the position its durability is measured by.
+    fn poisoned(&self) -> JournalWriteError {
+        JournalWriteError::Poisoned { device: self.device.name().to_string() }
+    }
+
+    /// Queues a record; returns the stream position its durability is
+    /// measured by.
     fn queue(&self, record: &[u8]) -> Result<u64, JournalWriteError> {
         let mut state = self.lock();
         if state.poisoned {
-            return Err(JournalWriteError::Poisoned { path: self.path.clone() });
+            return Err(self.poisoned());
         }
         state.queued.extend_from_slice(record);
         state.queued_end += record.len() as u64;
-        Ok(state.queued_end)
+        let ticket = state.queued_end;
+        // Async: the thread that fills a batch writes it, unless a write
+        // is already running (the next filler will).
+        if self.mode == JournalMode::Async && state.queued.len() >= ASYNC_BATCH_BYTES && !state.committing {
+            self.commit(state, false)?;
+        }
+        Ok(ticket)
     }
 
     /// Records that write `write_id` is about to give these blocks these
@@ -125,7 +263,7 @@ impl JournalWriter {
     }
 
     /// Records that write `write_id` completed (durable at once in sync mode,
-    /// with the next flush otherwise).
+    /// with the next commit otherwise).
     pub fn after(&self, write_id: u64) -> Result<(), JournalWriteError> {
         let ticket = self.queue(&encode_after(write_id))?;
         match self.mode {
@@ -140,39 +278,85 @@ impl JournalWriter {
         self.durable(ticket)
     }
 
-    /// Returns once every byte up to `ticket` is durable, flushing as the
-    /// leader when no flush is running.
+    /// Returns once every stream byte up to `ticket` is durable, committing
+    /// as the leader when no commit is running.
     fn durable(&self, ticket: u64) -> Result<(), JournalWriteError> {
         let mut state = self.lock();
         loop {
             if state.poisoned {
-                return Err(JournalWriteError::Poisoned { path: self.path.clone() });
+                return Err(self.poisoned());
             }
             if state.durable_end >= ticket {
                 return Ok(());
             }
-            if !state.flushing {
+            if !state.committing {
                 break;
             }
-            state = self.flushed.wait(state).unwrap_or_else(|e| e.into_inner());
+            state = self.committed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
-        state.flushing = true;
+        // The commit takes every record queued so far, this one too.
+        self.commit(state, true)
+    }
+
+    /// As the leader: writes every queued record and, when `durable`,
+    /// flushes the target and then the journal. Releases the lock for the
+    /// I/O; other threads queue meanwhile.
+    fn commit(&self, mut state: MutexGuard<'_, State>, durable: bool) -> Result<(), JournalWriteError> {
+        debug_assert!(!state.committing && !state.poisoned);
+        state.committing = true;
         let batch = std::mem::take(&mut state.queued);
-        let end = state.queued_end;
+        let (start, end) = (state.written_end, state.queued_end);
         drop(state);
-        let result = (&self.file).write_all(&batch).and_then(|_| self.file.sync_data());
+        let result = self.write_batch(start, &batch, durable);
         let mut state = self.lock();
-        state.flushing = false;
+        state.committing = false;
         match result {
-            Ok(()) => state.durable_end = end,
+            Ok(()) => {
+                state.written_end = end;
+                if durable {
+                    state.durable_end = end;
+                }
+            }
             Err(_) => state.poisoned = true,
         }
-        self.flushed.notify_all();
-        drop(state);
-        result.map_err(|source| JournalWriteError::Io {
-            path: self.path.clone(),
-            what: "cannot write or flush",
-            source,
-        })
+        self.committed.notify_all();
+        result
+    }
+
+    /// Writes stream bytes `start..start + batch.len()`: the partial sector
+    /// the stream ends in is read back and rewritten with the batch after
+    /// its old bytes, padded with zeros to whole sectors.
+    fn write_batch(&self, start: u64, batch: &[u8], durable: bool) -> Result<(), JournalWriteError> {
+        if durable {
+            // The target first: what the records about to become durable
+            // say completed must be durable before they are.
+            self.target.flush().map_err(device_error("cannot flush the target before a commit"))?;
+        }
+        if !batch.is_empty() {
+            let sector = u64::from(self.device.sector_bytes());
+            let first = self.records_at + start - start % sector;
+            let end = self.records_at + start + batch.len() as u64;
+            let len = (end - first).next_multiple_of(sector);
+            if first + len > self.device.size_bytes() {
+                return Err(JournalWriteError::Full {
+                    device: self.device.name().to_string(),
+                    bytes: self.device.size_bytes(),
+                });
+            }
+            let mut buf = AlignedBuf::zeroed(len as usize, self.device.buffer_align().max(4096));
+            let kept = (start % sector) as usize;
+            if kept > 0 {
+                self.device
+                    .read_at(&mut buf[..sector as usize], first)
+                    .map_err(device_error("cannot read the last sector back"))?;
+                buf[kept..sector as usize].fill(0);
+            }
+            buf[kept..kept + batch.len()].copy_from_slice(batch);
+            self.device.write_at(&buf, first).map_err(device_error("cannot write"))?;
+        }
+        if durable {
+            self.device.flush().map_err(device_error("cannot flush"))?;
+        }
+        Ok(())
     }
 }

@@ -10,6 +10,7 @@ pub mod bonnie;
 mod engine;
 pub mod gen;
 pub mod journal;
+pub mod recover;
 pub mod spec;
 mod stats;
 pub mod validate;

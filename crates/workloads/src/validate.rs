@@ -32,8 +32,8 @@ pub struct ValidateSpec {
     pub max_errors: u64,
     /// Identifies this run in every stamp.
     pub run_id: u64,
-    /// Keep the key map in a crash-safe journal in this directory.
-    pub journal: Option<(std::path::PathBuf, crate::journal::JournalMode)>,
+    /// Keep the key map in a crash-safe journal.
+    pub journal: Option<crate::journal::JournalSpec>,
 }
 
 /// Which read found an error.
@@ -91,9 +91,9 @@ impl Validator {
         job: &JobSpec,
         spec: ValidateSpec,
         region: Region,
-        sector_bytes: u32,
-        target: &str,
+        target: &std::sync::Arc<dyn device::Device>,
     ) -> Result<Validator, crate::WorkloadError> {
+        let sector_bytes = target.sector_bytes();
         let key_bytes = job.bs.min_bytes();
         let sizes_ok = match &job.bs {
             crate::BlockSizes::Fixed(_) => true,
@@ -113,16 +113,24 @@ impl Validator {
         let keys = KeyMap::new(blocks, key_bytes);
         let journal = match &spec.journal {
             None => None,
-            Some((dir, mode)) => {
+            Some(journal) => {
+                use crate::journal::{create_file, journal_record_bytes, JournalPlace, JournalWriter};
                 let header = validation::journal::JournalHeader {
                     run_id: spec.run_id,
                     region_start: region.start,
                     key_block_bytes: key_bytes,
                     blocks,
                     sector_bytes,
-                    target: target.to_string(),
+                    target: target.name().to_string(),
+                    mode: journal.mode,
                 };
-                Some(crate::journal::JournalWriter::create(dir, *mode, &header, &keys)?)
+                let device: std::sync::Arc<dyn device::Device> = match &journal.place {
+                    JournalPlace::Device(dev) => dev.clone(),
+                    JournalPlace::Dir(dir) => {
+                        std::sync::Arc::new(create_file(dir, blocks, journal_record_bytes(blocks))?)
+                    }
+                };
+                Some(JournalWriter::create(device, target.clone(), &header, &keys)?)
             }
         };
         Ok(Validator {

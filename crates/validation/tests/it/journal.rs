@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use validation::journal::{
-    encode_after, encode_before, encode_start, replay, JournalError, JournalHeader, PendingWrite,
+    encode_after, encode_before, encode_start, replay, JournalError, JournalHeader, JournalMode, PendingWrite,
 };
 use validation::KeyMap;
 
@@ -17,6 +17,7 @@ fn header() -> JournalHeader {
         blocks: BLOCKS,
         sector_bytes: 512,
         target: "t.img".into(),
+        mode: JournalMode::Group,
     }
 }
 
@@ -165,4 +166,26 @@ proptest! {
             prop_assert!(!after_kept, "write {} completed but listed as pending", p.write_id);
         }
     }
+}
+
+#[test]
+fn journal_mode_comes_back_from_the_header() {
+    for mode in [JournalMode::Sync, JournalMode::Async, JournalMode::Group] {
+        let h = JournalHeader { mode, ..header() };
+        let j = encode_start(&h, &KeyMap::new(BLOCKS, 4096));
+        assert_eq!(replay(&j).unwrap().header.mode, mode);
+    }
+}
+
+#[test]
+fn version_1_journal_is_refused_naming_its_version() {
+    let mut j = start();
+    j[8..12].copy_from_slice(&1u32.to_le_bytes());
+    assert_eq!(replay(&j).unwrap_err(), JournalError::Version(1));
+}
+
+#[test]
+fn start_bytes_is_where_records_begin() {
+    assert_eq!(validation::journal::start_bytes(BLOCKS), start().len() as u64);
+    assert_eq!(validation::journal::start_bytes(4097), 4096 + 8192);
 }
