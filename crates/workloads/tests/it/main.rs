@@ -1,4 +1,5 @@
 mod bonnie;
+mod crash;
 mod engine;
 mod gen;
 mod spec;
