@@ -9,13 +9,16 @@
 //! - `group`: a writer waits until its `before` record is durable, but the
 //!   flush is shared: whoever finds no commit running writes and flushes
 //!   every record queued so far, the others wait for it (group commit).
-//!   `after` records ride along with the next commit.
+//!   `after` records are lazy: they ride along with a commit that flushes
+//!   the target, at most every [`AFTERS_PER_TARGET_FLUSH`] records.
 //!
-//! Every durable commit first flushes the *target*, then writes and
-//! flushes the journal. So a durable `after` record, and a durable
-//! `before` record on a block an earlier write held, both mean that the
-//! earlier data write is durable on the target too: a volatile write cache
-//! on the target cannot make replay wrong.
+//! A durable `after` record, and a durable `before` record on a block an
+//! earlier write held, both mean that the earlier data write is durable on
+//! the target too, so a volatile write cache on the target cannot make
+//! replay wrong: a commit that carries `after` records, or a `before` on a
+//! block written since the last target flush began, flushes the *target*
+//! first, then writes and flushes the journal. Other commits flush the
+//! journal only.
 //!
 //! Records form one byte stream after the start (header and key-map
 //! snapshot). The device is written in whole sectors: each commit rewrites
@@ -25,6 +28,7 @@
 //!
 //! A failed write or flush poisons the journal: every later call fails.
 
+use std::collections::HashSet;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -54,6 +58,10 @@ pub fn journal_record_bytes(blocks: u64) -> u64 {
 /// In async mode, queued records are written (not flushed) once they reach
 /// this many bytes.
 pub const ASYNC_BATCH_BYTES: usize = 64 << 10;
+
+/// Group mode: at most this many `after` records wait for a commit that
+/// flushes the target.
+pub const AFTERS_PER_TARGET_FLUSH: usize = 1024;
 
 /// Zeros are written in chunks of this size when a journal is created.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
@@ -144,12 +152,22 @@ pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDev
 }
 
 struct State {
-    /// Records not yet handed to the device.
+    /// Records for the next commit (in group mode, `before` records only).
     queued: Vec<u8>,
-    /// Stream bytes ever queued, written to the device, known durable.
-    queued_end: u64,
+    /// Group mode: `after` records waiting for a commit that flushes the
+    /// target, how many, and the key blocks written since the last target
+    /// flush began (a `before` on one of them needs a target flush).
+    afters: Vec<u8>,
+    afters_queued: usize,
+    dirty: HashSet<u64>,
+    /// The next durable commit must flush the target first.
+    target_flush_due: bool,
+    /// Records queued now belong to commit `open_commit`; every commit
+    /// below `durable_commit` is durable.
+    open_commit: u64,
+    durable_commit: u64,
+    /// Stream bytes written to the device.
     written_end: u64,
-    durable_end: u64,
     /// A commit is running (only its leader touches the device).
     committing: bool,
     poisoned: bool,
@@ -157,7 +175,8 @@ struct State {
 
 pub struct JournalWriter {
     device: Arc<dyn Device>,
-    /// The validated target, flushed before each durable commit.
+    /// The validated target, flushed before a durable commit that carries
+    /// `after` records or proves an earlier write complete.
     target: Arc<dyn Device>,
     mode: JournalMode,
     /// Device offset of stream byte 0.
@@ -168,6 +187,15 @@ pub struct JournalWriter {
 
 fn device_error(what: &'static str) -> impl FnOnce(DeviceError) -> JournalWriteError {
     move |source| JournalWriteError::Device { what, source }
+}
+
+/// What one commit writes.
+struct Batch {
+    bytes: Vec<u8>,
+    commit: u64,
+    start: u64,
+    flush_target: bool,
+    durable: bool,
 }
 
 impl JournalWriter {
@@ -204,9 +232,13 @@ impl JournalWriter {
         device.flush().map_err(device_error("cannot flush"))?;
         let state = State {
             queued: Vec::new(),
-            queued_end: 0,
+            afters: Vec::new(),
+            afters_queued: 0,
+            dirty: HashSet::new(),
+            target_flush_due: false,
+            open_commit: 0,
+            durable_commit: 0,
             written_end: 0,
-            durable_end: 0,
             committing: false,
             poisoned: false,
         };
@@ -234,59 +266,103 @@ impl JournalWriter {
         JournalWriteError::Poisoned { device: self.device.name().to_string() }
     }
 
-    /// Queues a record; returns the stream position its durability is
-    /// measured by.
-    fn queue(&self, record: &[u8]) -> Result<u64, JournalWriteError> {
+    /// Queues a `before` record: write `write_id` is about to give these
+    /// blocks these keys. Returns the ticket [`JournalWriter::wait`] takes
+    /// to learn that it is durable. Queuing early, and waiting only right
+    /// before the data write, lets the commit overlap other work.
+    pub fn queue_before(&self, write_id: u64, entries: &[(u64, u8)]) -> Result<u64, JournalWriteError> {
+        let record = encode_before(write_id, entries);
         let mut state = self.lock();
         if state.poisoned {
             return Err(self.poisoned());
         }
-        state.queued.extend_from_slice(record);
-        state.queued_end += record.len() as u64;
-        let ticket = state.queued_end;
-        // Async: the thread that fills a batch writes it, unless a write
-        // is already running (the next filler will).
-        if self.mode == JournalMode::Async && state.queued.len() >= ASYNC_BATCH_BYTES && !state.committing {
-            self.commit(state, false)?;
+        if !state.dirty.is_empty() && entries.iter().any(|(b, _)| state.dirty.contains(b)) {
+            // This record will prove that the block's last write completed:
+            // that write must be durable on the target first.
+            state.target_flush_due = true;
         }
+        state.queued.extend_from_slice(&record);
+        let ticket = state.open_commit;
+        self.maybe_write_async(state)?;
         Ok(ticket)
+    }
+
+    /// Returns once the record behind `ticket` is durable (sync and group
+    /// modes; at once in async mode).
+    pub fn wait(&self, ticket: u64) -> Result<(), JournalWriteError> {
+        match self.mode {
+            JournalMode::Async => Ok(()),
+            JournalMode::Sync | JournalMode::Group => self.durable(ticket, false),
+        }
     }
 
     /// Records that write `write_id` is about to give these blocks these
     /// keys; returns once that is durable (sync and group modes).
     pub fn before(&self, write_id: u64, entries: &[(u64, u8)]) -> Result<(), JournalWriteError> {
-        let ticket = self.queue(&encode_before(write_id, entries))?;
+        let ticket = self.queue_before(write_id, entries)?;
+        self.wait(ticket)
+    }
+
+    /// Records that write `write_id`, on these key blocks, completed:
+    /// durable at once in sync mode; in group mode with the next commit
+    /// that flushes the target (every [`AFTERS_PER_TARGET_FLUSH`] records
+    /// at the latest); in async mode, at the end.
+    pub fn after(
+        &self,
+        write_id: u64,
+        blocks: impl IntoIterator<Item = u64>,
+    ) -> Result<(), JournalWriteError> {
+        let record = encode_after(write_id);
+        let mut state = self.lock();
+        if state.poisoned {
+            return Err(self.poisoned());
+        }
         match self.mode {
-            JournalMode::Async => Ok(()),
-            JournalMode::Sync | JournalMode::Group => self.durable(ticket),
+            JournalMode::Group => {
+                state.afters.extend_from_slice(&record);
+                state.afters_queued += 1;
+                state.dirty.extend(blocks);
+                Ok(())
+            }
+            JournalMode::Async => {
+                state.queued.extend_from_slice(&record);
+                self.maybe_write_async(state)
+            }
+            JournalMode::Sync => {
+                state.queued.extend_from_slice(&record);
+                state.target_flush_due = true;
+                let ticket = state.open_commit;
+                drop(state);
+                self.durable(ticket, false)
+            }
         }
     }
 
-    /// Records that write `write_id` completed (durable at once in sync mode,
-    /// with the next commit otherwise).
-    pub fn after(&self, write_id: u64) -> Result<(), JournalWriteError> {
-        let ticket = self.queue(&encode_after(write_id))?;
-        match self.mode {
-            JournalMode::Sync => self.durable(ticket),
-            JournalMode::Async | JournalMode::Group => Ok(()),
-        }
-    }
-
-    /// Makes everything queued durable (at the end of a run).
+    /// Makes everything queued durable, the target first (at the end of a
+    /// run).
     pub fn finish(&self) -> Result<(), JournalWriteError> {
-        let ticket = self.lock().queued_end;
-        self.durable(ticket)
+        let ticket = self.lock().open_commit;
+        self.durable(ticket, true)
     }
 
-    /// Returns once every stream byte up to `ticket` is durable, committing
-    /// as the leader when no commit is running.
-    fn durable(&self, ticket: u64) -> Result<(), JournalWriteError> {
+    /// Async mode: the thread that fills a batch writes it, unless a
+    /// write is already running (the next filler will).
+    fn maybe_write_async(&self, state: MutexGuard<'_, State>) -> Result<(), JournalWriteError> {
+        if self.mode == JournalMode::Async && state.queued.len() >= ASYNC_BATCH_BYTES && !state.committing {
+            self.commit(state, false, false)?;
+        }
+        Ok(())
+    }
+
+    /// Returns once commit `ticket` is durable, committing as the leader
+    /// when no commit is running.
+    fn durable(&self, ticket: u64, flush_target: bool) -> Result<(), JournalWriteError> {
         let mut state = self.lock();
         loop {
             if state.poisoned {
                 return Err(self.poisoned());
             }
-            if state.durable_end >= ticket {
+            if state.durable_commit > ticket {
                 return Ok(());
             }
             if !state.committing {
@@ -295,26 +371,50 @@ impl JournalWriter {
             state = self.committed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
         // The commit takes every record queued so far, this one too.
-        self.commit(state, true)
+        self.commit(state, true, flush_target)
     }
 
-    /// As the leader: writes every queued record and, when `durable`,
-    /// flushes the target and then the journal. Releases the lock for the
-    /// I/O; other threads queue meanwhile.
-    fn commit(&self, mut state: MutexGuard<'_, State>, durable: bool) -> Result<(), JournalWriteError> {
+    /// Takes what the next commit writes.
+    fn take_batch(&self, state: &mut State, durable: bool, flush_target: bool) -> Batch {
+        let flush_target = durable
+            && (flush_target || state.target_flush_due || state.afters_queued >= AFTERS_PER_TARGET_FLUSH);
+        let mut bytes = Vec::new();
+        if flush_target {
+            // Every after record and dirty block taken here belongs to a
+            // write that completed before the target flush is issued.
+            bytes = std::mem::take(&mut state.afters);
+            state.afters_queued = 0;
+            state.dirty.clear();
+            state.target_flush_due = false;
+        }
+        bytes.append(&mut state.queued);
+        let batch =
+            Batch { bytes, commit: state.open_commit, start: state.written_end, flush_target, durable };
+        state.open_commit += 1;
+        batch
+    }
+
+    /// As the leader: writes the batch and, when `durable`, flushes (the
+    /// target first when the batch needs it, then the journal). Releases
+    /// the lock for the I/O; other threads queue meanwhile.
+    fn commit(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        durable: bool,
+        flush_target: bool,
+    ) -> Result<(), JournalWriteError> {
         debug_assert!(!state.committing && !state.poisoned);
         state.committing = true;
-        let batch = std::mem::take(&mut state.queued);
-        let (start, end) = (state.written_end, state.queued_end);
+        let batch = self.take_batch(&mut state, durable, flush_target);
         drop(state);
-        let result = self.write_batch(start, &batch, durable);
+        let result = self.write_batch(&batch);
         let mut state = self.lock();
         state.committing = false;
         match result {
             Ok(()) => {
-                state.written_end = end;
-                if durable {
-                    state.durable_end = end;
+                state.written_end = batch.start + batch.bytes.len() as u64;
+                if batch.durable {
+                    state.durable_commit = batch.commit + 1;
                 }
             }
             Err(_) => state.poisoned = true,
@@ -326,8 +426,9 @@ impl JournalWriter {
     /// Writes stream bytes `start..start + batch.len()`: the partial sector
     /// the stream ends in is read back and rewritten with the batch after
     /// its old bytes, padded with zeros to whole sectors.
-    fn write_batch(&self, start: u64, batch: &[u8], durable: bool) -> Result<(), JournalWriteError> {
-        if durable {
+    fn write_batch(&self, b: &Batch) -> Result<(), JournalWriteError> {
+        let (start, batch) = (b.start, &b.bytes[..]);
+        if b.flush_target {
             // The target first: what the records about to become durable
             // say completed must be durable before they are.
             self.target.flush().map_err(device_error("cannot flush the target before a commit"))?;
@@ -354,7 +455,7 @@ impl JournalWriter {
             buf[kept..kept + batch.len()].copy_from_slice(batch);
             self.device.write_at(&buf, first).map_err(device_error("cannot write"))?;
         }
-        if durable {
+        if b.durable {
             self.device.flush().map_err(device_error("cannot flush"))?;
         }
         Ok(())

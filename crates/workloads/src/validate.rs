@@ -248,9 +248,9 @@ impl Validator {
     }
 
     /// Journals a completed write.
-    pub fn journal_after(&self, sequence: u64) -> Result<(), crate::WorkloadError> {
+    pub fn journal_after(&self, sequence: u64, req: &Request) -> Result<(), crate::WorkloadError> {
         if let Some(journal) = &self.journal {
-            journal.after(sequence)?;
+            journal.after(sequence, self.blocks(req))?;
         }
         Ok(())
     }

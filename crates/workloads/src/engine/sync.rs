@@ -80,7 +80,7 @@ fn validated(
             v.journal_before(sequence, &req, &keys)?;
             w.device.write_at(&write_buf[..len], req.offset)?;
             v.written(&req, &keys);
-            v.journal_after(sequence)?;
+            v.journal_after(sequence, &req)?;
             if v.spec().reread {
                 w.device.read_at(&mut read_buf[..len], req.offset)?;
                 go_on &= v.check(&req, &read_buf[..len], CheckedBy::Reread);
