@@ -18,6 +18,9 @@ use validation::{
 use crate::gen::Request;
 use crate::spec::{spec_error, JobSpec, Region};
 
+/// With a group-commit journal, how many requests a worker prepares ahead.
+pub const JOURNAL_LOOKAHEAD: usize = 8;
+
 /// Errors kept in memory for the report; the count goes on past it.
 pub const ERRORS_KEPT_MAX: usize = 1000;
 
@@ -233,16 +236,36 @@ impl Validator {
         (sequence, keys)
     }
 
-    /// Journals a write about to be issued (durably, in sync and group mode).
-    pub fn journal_before(
+    /// How many requests a worker prepares ahead: with a group-commit
+    /// journal, [`JOURNAL_LOOKAHEAD`], so that the commit of the next
+    /// requests' `before` records overlaps the current data write; one
+    /// otherwise (sync mode keeps one durable record per write; without a
+    /// durable journal there is nothing to overlap).
+    pub fn lookahead(&self) -> usize {
+        match self.journal.as_ref().map(|j| j.mode()) {
+            Some(crate::journal::JournalMode::Group) => JOURNAL_LOOKAHEAD,
+            _ => 1,
+        }
+    }
+
+    /// Queues the `before` record of a write about to be issued; returns
+    /// the ticket [`Validator::journal_wait`] takes.
+    pub fn journal_queue_before(
         &self,
         sequence: u64,
         req: &Request,
         keys: &[u8],
-    ) -> Result<(), crate::WorkloadError> {
-        if let Some(journal) = &self.journal {
-            let entries: Vec<(u64, u8)> = self.blocks(req).zip(keys.iter().copied()).collect();
-            journal.before(sequence, &entries)?;
+    ) -> Result<Option<u64>, crate::WorkloadError> {
+        let Some(journal) = &self.journal else { return Ok(None) };
+        let entries: Vec<(u64, u8)> = self.blocks(req).zip(keys.iter().copied()).collect();
+        Ok(Some(journal.queue_before(sequence, &entries)?))
+    }
+
+    /// Returns once the `before` record behind `ticket` is durable (sync
+    /// and group mode).
+    pub fn journal_wait(&self, ticket: Option<u64>) -> Result<(), crate::WorkloadError> {
+        if let (Some(journal), Some(ticket)) = (&self.journal, ticket) {
+            journal.wait(ticket)?;
         }
         Ok(())
     }
