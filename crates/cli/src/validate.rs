@@ -67,6 +67,14 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
              may be short (blocks it lost are not checked, blocks it kept may look lost)"
         );
     }
+    println!(
+        "journal: {} records replayed{}",
+        v.records,
+        match v.journal_generation {
+            0 => String::new(),
+            n => format!(" after {n} compactions"),
+        }
+    );
     if let Some(at) = v.journal_torn_at {
         println!("journal: ends with a damaged or truncated record at byte {at} (not durable; ignored)");
     }

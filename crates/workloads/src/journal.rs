@@ -35,8 +35,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use device::{AlignedBuf, Device, DeviceError, FileDevice, FileOptions};
 pub use validation::journal::JournalMode;
-use validation::journal::{encode_after, encode_before, encode_start, start_bytes, JournalHeader};
-use validation::KeyMap;
+use validation::journal::{
+    append_after, append_before, encode_start_carrying, slot_bytes, start_bytes, JournalHeader, KeyState,
+};
 
 /// The journal's file name inside the journal directory.
 pub const JOURNAL_FILE: &str = "iolab.journal";
@@ -55,9 +56,9 @@ pub fn journal_record_bytes(blocks: u64) -> u64 {
         .clamp(JOURNAL_RECORD_BYTES_MIN, JOURNAL_RECORD_BYTES_MAX)
 }
 
-/// In async mode, queued records are written (not flushed) once they reach
-/// this many bytes.
-pub const ASYNC_BATCH_BYTES: usize = 64 << 10;
+/// In async mode, queued records are written (not flushed) once there are
+/// this many.
+pub const ASYNC_BATCH_RECORDS: usize = 2048;
 
 /// Group mode: at most this many `after` records wait for a commit that
 /// flushes the target.
@@ -125,9 +126,9 @@ pub enum JournalWriteError {
     Poisoned { device: String },
 }
 
-/// Creates `dir/iolab.journal` (never overwriting one) with room for the
-/// start of a journal over `blocks` key blocks and `record_bytes` of
-/// records, and opens it as a device. Its contents are written by
+/// Creates `dir/iolab.journal` (never overwriting one) with two slots, each
+/// with room for the start of a journal over `blocks` key blocks and
+/// `record_bytes` of records, and opens it as a device. Its contents are written by
 /// [`JournalWriter::create`], which zero-fills it.
 pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDevice, JournalWriteError> {
     let path = dir.join(JOURNAL_FILE);
@@ -138,7 +139,9 @@ pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDev
     std::fs::create_dir_all(dir).map_err(io("cannot create the journal directory"))?;
     match OpenOptions::new().write(true).create_new(true).open(&path) {
         Ok(file) => {
-            file.set_len(start_bytes(blocks) + record_bytes).map_err(io("cannot size"))?;
+            // Two slots, each a start and room for records (compaction
+            // switches between them).
+            file.set_len(2 * (start_bytes(blocks) + record_bytes)).map_err(io("cannot size"))?;
             file.sync_all().map_err(io("cannot flush"))?;
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -151,14 +154,20 @@ pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDev
         .map_err(|source| JournalWriteError::Device { what: "cannot open", source })
 }
 
+/// A record waiting for a commit (encoded by the leader, who knows the
+/// generation).
+enum Rec {
+    Before(u64, Vec<(u64, u8)>),
+    After(u64),
+}
+
 struct State {
     /// Records for the next commit (in group mode, `before` records only).
-    queued: Vec<u8>,
+    queued: Vec<Rec>,
     /// Group mode: `after` records waiting for a commit that flushes the
-    /// target, how many, and the key blocks written since the last target
-    /// flush began (a `before` on one of them needs a target flush).
-    afters: Vec<u8>,
-    afters_queued: usize,
+    /// target, and the key blocks written since the last target flush
+    /// began (a `before` on one of them needs a target flush).
+    afters: Vec<Rec>,
     dirty: HashSet<u64>,
     /// The next durable commit must flush the target first.
     target_flush_due: bool,
@@ -166,11 +175,22 @@ struct State {
     /// below `durable_commit` is durable.
     open_commit: u64,
     durable_commit: u64,
-    /// Stream bytes written to the device.
-    written_end: u64,
     /// A commit is running (only its leader touches the device).
     committing: bool,
     poisoned: bool,
+}
+
+/// Where the records end, and what they say: touched by the commit
+/// leader only.
+struct Tail {
+    /// The slot (0 or 1) and generation of the live journal.
+    slot: u64,
+    generation: u64,
+    /// Stream bytes written in the slot after its snapshot.
+    written_end: u64,
+    /// Replay's state after every record written: what a compacted start
+    /// holds.
+    mirror: KeyState,
 }
 
 pub struct JournalWriter {
@@ -178,11 +198,13 @@ pub struct JournalWriter {
     /// The validated target, flushed before a durable commit that carries
     /// `after` records or proves an earlier write complete.
     target: Arc<dyn Device>,
-    mode: JournalMode,
-    /// Device offset of stream byte 0.
+    header: JournalHeader,
+    /// Bytes of a slot, and the offset of the records in one.
+    slot_bytes: u64,
     records_at: u64,
     state: Mutex<State>,
     committed: Condvar,
+    tail: Mutex<Tail>,
 }
 
 fn device_error(what: &'static str) -> impl FnOnce(DeviceError) -> JournalWriteError {
@@ -191,28 +213,29 @@ fn device_error(what: &'static str) -> impl FnOnce(DeviceError) -> JournalWriteE
 
 /// What one commit writes.
 struct Batch {
-    bytes: Vec<u8>,
+    records: Vec<Rec>,
     commit: u64,
-    start: u64,
     flush_target: bool,
     durable: bool,
 }
 
 impl JournalWriter {
-    /// Writes the header and the key map at the start of `device`, zeros
-    /// over the rest (so the first bytes past the last record are always
-    /// zeros, and later flushes change no file metadata), and makes it
-    /// durable.
+    /// Writes the header and the key map (one key per block) at the start
+    /// of `device`'s first slot, zeros over the rest (so the first bytes
+    /// past the last record are zeros, and later flushes change no file
+    /// metadata), and makes it durable.
     pub fn create(
         device: Arc<dyn Device>,
         target: Arc<dyn Device>,
         header: &JournalHeader,
-        keys: &KeyMap,
+        keys: &[u8],
     ) -> Result<JournalWriter, JournalWriteError> {
-        let start = encode_start(header, keys);
+        let header = JournalHeader { generation: 0, ..header.clone() };
+        let start = encode_start_carrying(&header, keys, &[]);
         let records_at = start.len() as u64;
-        let sector = device.sector_bytes() as usize;
-        if device.size_bytes() < records_at + sector as u64 || records_at % sector as u64 != 0 {
+        let sector = u64::from(device.sector_bytes());
+        let slot_bytes = slot_bytes(device.size_bytes());
+        if slot_bytes < records_at + sector || records_at % sector != 0 {
             return Err(JournalWriteError::Full {
                 device: device.name().to_string(),
                 bytes: device.size_bytes(),
@@ -233,27 +256,33 @@ impl JournalWriter {
         let state = State {
             queued: Vec::new(),
             afters: Vec::new(),
-            afters_queued: 0,
             dirty: HashSet::new(),
             target_flush_due: false,
             open_commit: 0,
             durable_commit: 0,
-            written_end: 0,
             committing: false,
             poisoned: false,
         };
+        let tail = Tail { slot: 0, generation: 0, written_end: 0, mirror: KeyState::new(keys.to_vec()) };
         Ok(JournalWriter {
             device,
             target,
-            mode: header.mode,
+            header,
+            slot_bytes,
             records_at,
             state: Mutex::new(state),
             committed: Condvar::new(),
+            tail: Mutex::new(tail),
         })
     }
 
     pub fn mode(&self) -> JournalMode {
-        self.mode
+        self.header.mode
+    }
+
+    /// How many times the journal was compacted.
+    pub fn generation(&self) -> u64 {
+        self.tail.lock().unwrap_or_else(|e| e.into_inner()).generation
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -271,7 +300,6 @@ impl JournalWriter {
     /// to learn that it is durable. Queuing early, and waiting only right
     /// before the data write, lets the commit overlap other work.
     pub fn queue_before(&self, write_id: u64, entries: &[(u64, u8)]) -> Result<u64, JournalWriteError> {
-        let record = encode_before(write_id, entries);
         let mut state = self.lock();
         if state.poisoned {
             return Err(self.poisoned());
@@ -281,7 +309,7 @@ impl JournalWriter {
             // that write must be durable on the target first.
             state.target_flush_due = true;
         }
-        state.queued.extend_from_slice(&record);
+        state.queued.push(Rec::Before(write_id, entries.to_vec()));
         let ticket = state.open_commit;
         self.maybe_write_async(state)?;
         Ok(ticket)
@@ -290,7 +318,7 @@ impl JournalWriter {
     /// Returns once the record behind `ticket` is durable (sync and group
     /// modes; at once in async mode).
     pub fn wait(&self, ticket: u64) -> Result<(), JournalWriteError> {
-        match self.mode {
+        match self.header.mode {
             JournalMode::Async => Ok(()),
             JournalMode::Sync | JournalMode::Group => self.durable(ticket, false),
         }
@@ -312,24 +340,22 @@ impl JournalWriter {
         write_id: u64,
         blocks: impl IntoIterator<Item = u64>,
     ) -> Result<(), JournalWriteError> {
-        let record = encode_after(write_id);
         let mut state = self.lock();
         if state.poisoned {
             return Err(self.poisoned());
         }
-        match self.mode {
+        match self.header.mode {
             JournalMode::Group => {
-                state.afters.extend_from_slice(&record);
-                state.afters_queued += 1;
+                state.afters.push(Rec::After(write_id));
                 state.dirty.extend(blocks);
                 Ok(())
             }
             JournalMode::Async => {
-                state.queued.extend_from_slice(&record);
+                state.queued.push(Rec::After(write_id));
                 self.maybe_write_async(state)
             }
             JournalMode::Sync => {
-                state.queued.extend_from_slice(&record);
+                state.queued.push(Rec::After(write_id));
                 state.target_flush_due = true;
                 let ticket = state.open_commit;
                 drop(state);
@@ -348,7 +374,10 @@ impl JournalWriter {
     /// Async mode: the thread that fills a batch writes it, unless a
     /// write is already running (the next filler will).
     fn maybe_write_async(&self, state: MutexGuard<'_, State>) -> Result<(), JournalWriteError> {
-        if self.mode == JournalMode::Async && state.queued.len() >= ASYNC_BATCH_BYTES && !state.committing {
+        if self.header.mode == JournalMode::Async
+            && state.queued.len() >= ASYNC_BATCH_RECORDS
+            && !state.committing
+        {
             self.commit(state, false, false)?;
         }
         Ok(())
@@ -377,19 +406,17 @@ impl JournalWriter {
     /// Takes what the next commit writes.
     fn take_batch(&self, state: &mut State, durable: bool, flush_target: bool) -> Batch {
         let flush_target = durable
-            && (flush_target || state.target_flush_due || state.afters_queued >= AFTERS_PER_TARGET_FLUSH);
-        let mut bytes = Vec::new();
+            && (flush_target || state.target_flush_due || state.afters.len() >= AFTERS_PER_TARGET_FLUSH);
+        let mut records = Vec::new();
         if flush_target {
             // Every after record and dirty block taken here belongs to a
             // write that completed before the target flush is issued.
-            bytes = std::mem::take(&mut state.afters);
-            state.afters_queued = 0;
+            records = std::mem::take(&mut state.afters);
             state.dirty.clear();
             state.target_flush_due = false;
         }
-        bytes.append(&mut state.queued);
-        let batch =
-            Batch { bytes, commit: state.open_commit, start: state.written_end, flush_target, durable };
+        records.append(&mut state.queued);
+        let batch = Batch { records, commit: state.open_commit, flush_target, durable };
         state.open_commit += 1;
         batch
     }
@@ -407,57 +434,110 @@ impl JournalWriter {
         state.committing = true;
         let batch = self.take_batch(&mut state, durable, flush_target);
         drop(state);
-        let result = self.write_batch(&batch);
+        let commit = batch.commit;
+        let result = self.write_batch(batch);
         let mut state = self.lock();
         state.committing = false;
         match result {
-            Ok(()) => {
-                state.written_end = batch.start + batch.bytes.len() as u64;
-                if batch.durable {
-                    state.durable_commit = batch.commit + 1;
-                }
-            }
+            Ok(()) if durable => state.durable_commit = commit + 1,
+            Ok(()) => {}
             Err(_) => state.poisoned = true,
         }
         self.committed.notify_all();
         result
     }
 
-    /// Writes stream bytes `start..start + batch.len()`: the partial sector
-    /// the stream ends in is read back and rewritten with the batch after
-    /// its old bytes, padded with zeros to whole sectors.
-    fn write_batch(&self, b: &Batch) -> Result<(), JournalWriteError> {
-        let (start, batch) = (b.start, &b.bytes[..]);
-        if b.flush_target {
+    /// Writes a batch after the records in the live slot; when it does not
+    /// fit, compacts instead.
+    fn write_batch(&self, batch: Batch) -> Result<(), JournalWriteError> {
+        if batch.flush_target {
             // The target first: what the records about to become durable
             // say completed must be durable before they are.
             self.target.flush().map_err(device_error("cannot flush the target before a commit"))?;
         }
-        if !batch.is_empty() {
-            let sector = u64::from(self.device.sector_bytes());
-            let first = self.records_at + start - start % sector;
-            let end = self.records_at + start + batch.len() as u64;
-            let len = (end - first).next_multiple_of(sector);
-            if first + len > self.device.size_bytes() {
-                return Err(JournalWriteError::Full {
-                    device: self.device.name().to_string(),
-                    bytes: self.device.size_bytes(),
-                });
+        let mut tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bytes = Vec::new();
+        for rec in &batch.records {
+            match rec {
+                Rec::Before(id, entries) => append_before(&mut bytes, tail.generation, *id, entries),
+                Rec::After(id) => append_after(&mut bytes, tail.generation, *id),
             }
-            let mut buf = AlignedBuf::zeroed(len as usize, self.device.buffer_align().max(4096));
-            let kept = (start % sector) as usize;
-            if kept > 0 {
-                self.device
-                    .read_at(&mut buf[..sector as usize], first)
-                    .map_err(device_error("cannot read the last sector back"))?;
-                buf[kept..sector as usize].fill(0);
-            }
-            buf[kept..kept + batch.len()].copy_from_slice(batch);
-            self.device.write_at(&buf, first).map_err(device_error("cannot write"))?;
         }
-        if b.durable {
+        for rec in batch.records {
+            match rec {
+                Rec::Before(id, entries) => tail.mirror.before(id, entries),
+                Rec::After(id) => tail.mirror.after(id),
+            }
+        }
+        if self.records_at + tail.written_end + bytes.len() as u64 > self.slot_bytes {
+            return self.compact(&mut tail);
+        }
+        if !bytes.is_empty() {
+            let at = tail.slot * self.slot_bytes + self.records_at;
+            self.write_records(at, tail.written_end, &bytes)?;
+            tail.written_end += bytes.len() as u64;
+        }
+        if batch.durable {
             self.device.flush().map_err(device_error("cannot flush"))?;
         }
         Ok(())
+    }
+
+    /// Writes a new start, of the next generation, in the other slot: the
+    /// key map and the `before` records of the writes still in flight,
+    /// equivalent to the live slot plus the batch just applied to the
+    /// mirror. The live slot stays whole until the flush makes the new one
+    /// durable, so at every instant one of them is complete.
+    fn compact(&self, tail: &mut Tail) -> Result<(), JournalWriteError> {
+        let generation = tail.generation + 1;
+        let mut carried = Vec::new();
+        for (id, entries) in tail.mirror.inflight() {
+            append_before(&mut carried, generation, id, entries);
+        }
+        let header = JournalHeader { generation, ..self.header.clone() };
+        let start = encode_start_carrying(&header, tail.mirror.keys(), &carried);
+        let sector = u64::from(self.device.sector_bytes());
+        let len = (start.len() as u64).next_multiple_of(sector);
+        if len > self.slot_bytes {
+            return Err(JournalWriteError::Full {
+                device: self.device.name().to_string(),
+                bytes: self.slot_bytes,
+            });
+        }
+        let mut buf = AlignedBuf::zeroed(len as usize, self.device.buffer_align().max(4096));
+        buf[..start.len()].copy_from_slice(&start);
+        let slot = 1 - tail.slot;
+        self.device
+            .write_at(&buf, slot * self.slot_bytes)
+            .map_err(device_error("cannot write a compacted start"))?;
+        self.device.flush().map_err(device_error("cannot flush"))?;
+        *tail = Tail {
+            slot,
+            generation,
+            written_end: carried.len() as u64,
+            mirror: std::mem::take(&mut tail.mirror),
+        };
+        Ok(())
+    }
+
+    /// Writes stream bytes at stream offset `start` of the records at
+    /// device offset `at`: the partial sector the stream ends in is read
+    /// back and rewritten with the new bytes after its old ones, padded
+    /// with zeros to whole sectors.
+    fn write_records(&self, at: u64, start: u64, batch: &[u8]) -> Result<(), JournalWriteError> {
+        let sector = u64::from(self.device.sector_bytes());
+        let first = at + start - start % sector;
+        let end = at + start + batch.len() as u64;
+        let len = (end - first).next_multiple_of(sector);
+        let mut buf = AlignedBuf::zeroed(len as usize, self.device.buffer_align().max(4096));
+        let kept = (start % sector) as usize;
+        if kept > 0 {
+            self.device
+                .read_at(&mut buf[..sector as usize], first)
+                .map_err(device_error("cannot read the last sector back"))?;
+            buf[kept..sector as usize].fill(0);
+        }
+        buf[kept..kept + batch.len()].copy_from_slice(batch);
+        self.device.write_at(&buf, first).map_err(device_error("cannot write"))
     }
 }

@@ -56,6 +56,8 @@ pub struct Verdict {
     pub journal_mode: Option<JournalMode>,
     /// The target the journal was written for.
     pub journal_target: String,
+    /// How many times the journal was compacted.
+    pub journal_generation: u64,
 }
 
 impl Verdict {
@@ -110,6 +112,7 @@ pub fn recover(target: &dyn Device, journal: &dyn Device, torn_ok: bool) -> Resu
         journal_torn_at: replayed.torn_tail.map(|t| t.0),
         journal_mode: Some(h.mode),
         journal_target: h.target.clone(),
+        journal_generation: h.generation,
         ..Verdict::default()
     };
     let mut buf = AlignedBuf::zeroed(h.key_block_bytes as usize, target.buffer_align().max(4096));

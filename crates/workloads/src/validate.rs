@@ -126,6 +126,7 @@ impl Validator {
                     sector_bytes,
                     target: target.name().to_string(),
                     mode: journal.mode,
+                    generation: 0,
                 };
                 let device: std::sync::Arc<dyn device::Device> = match &journal.place {
                     JournalPlace::Device(dev) => dev.clone(),
@@ -133,7 +134,7 @@ impl Validator {
                         std::sync::Arc::new(create_file(dir, blocks, journal_record_bytes(blocks))?)
                     }
                 };
-                Some(JournalWriter::create(device, target.clone(), &header, &keys)?)
+                Some(JournalWriter::create(device, target.clone(), &header, &vec![0; blocks as usize])?)
             }
         };
         Ok(Validator {

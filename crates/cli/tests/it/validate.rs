@@ -162,3 +162,36 @@ fn journal_mode_without_journal_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--journal-mode: only applies with --journal"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_long_run_compacts_its_journal_and_still_validates() {
+    // 1 MiB target: 256 key blocks, 1 MiB of records per slot, about 18,000
+    // writes' worth; 30,000 writes compact at least once.
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img").to_str().unwrap().to_string();
+    let journal = dir.path().join("j").to_str().unwrap().to_string();
+    let out = iolab(&[
+        "run",
+        "--target",
+        &target,
+        "--size",
+        "1m",
+        "--rw",
+        "randwrite",
+        "--bs",
+        "4k",
+        "--ios",
+        "30000",
+        "--validate",
+        "--no-preread",
+        "--journal",
+        &journal,
+        "--journal-mode",
+        "async",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("compactions"), "{}", stdout(&out));
+}

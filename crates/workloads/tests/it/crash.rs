@@ -18,7 +18,15 @@ use workloads::{run_job, BlockSizes, JobSpec, Progress, Rw, ValidateSpec};
 const KEY_BLOCK_BYTES: u64 = 4096;
 /// 16 key blocks: blocks are rewritten often in a few hundred writes.
 const TARGET_BYTES: u64 = 64 << 10;
+/// Room for records in each of the journal's two slots: enough for a run
+/// without compaction, and small enough to compact every few commits.
 const JOURNAL_RECORD_BYTES: u64 = 64 << 10;
+const JOURNAL_RECORD_BYTES_COMPACTING: u64 = 4 << 10;
+
+/// A journal device with two slots of `record_bytes` of records each.
+fn journal_device(record_bytes: u64) -> Arc<CrashDevice> {
+    crash_device(2 * (start_bytes(TARGET_BYTES / KEY_BLOCK_BYTES) + record_bytes))
+}
 
 #[derive(Default)]
 struct GateState {
@@ -205,9 +213,13 @@ fn policies(
 
 /// Runs the job, stopping it every few requests; at each stop recovers
 /// every pair of crash images. Returns the verdicts with what made them.
-fn crash_everywhere(mode: JournalMode, seed: u64) -> Vec<(u64, (CrashPolicy, CrashPolicy), Verdict)> {
+fn crash_everywhere(
+    mode: JournalMode,
+    seed: u64,
+    record_bytes: u64,
+) -> Vec<(u64, (CrashPolicy, CrashPolicy), Verdict)> {
     let target = crash_device(TARGET_BYTES);
-    let journal = crash_device(start_bytes(TARGET_BYTES / KEY_BLOCK_BYTES) + JOURNAL_RECORD_BYTES);
+    let journal = journal_device(record_bytes);
     let gate = Arc::new(Gate::default());
     let gated_target: Arc<dyn Device> = Arc::new(Gated { inner: target.clone(), gate: gate.clone() });
     let gated_journal: Arc<dyn Device> = Arc::new(Gated { inner: journal.clone(), gate: gate.clone() });
@@ -240,9 +252,9 @@ fn crash_everywhere(mode: JournalMode, seed: u64) -> Vec<(u64, (CrashPolicy, Cra
     verdicts
 }
 
-fn assert_no_errors(mode: JournalMode) {
+fn assert_no_errors(mode: JournalMode, record_bytes: u64) {
     for seed in 1..=3 {
-        let verdicts = crash_everywhere(mode, seed);
+        let verdicts = crash_everywhere(mode, seed, record_bytes);
         assert!(verdicts.len() > 50, "too few crash points: {}", verdicts.len());
         for (stop, pair, v) in &verdicts {
             assert_eq!(v.errors(), 0, "seed {seed}, stop {stop}, policies {pair:?}: {v:?}");
@@ -254,12 +266,32 @@ fn assert_no_errors(mode: JournalMode) {
 
 #[test]
 fn group_mode_recovers_every_crash_image_without_errors() {
-    assert_no_errors(JournalMode::Group);
+    assert_no_errors(JournalMode::Group, JOURNAL_RECORD_BYTES);
 }
 
 #[test]
 fn sync_mode_recovers_every_crash_image_without_errors() {
-    assert_no_errors(JournalMode::Sync);
+    assert_no_errors(JournalMode::Sync, JOURNAL_RECORD_BYTES);
+}
+
+/// With room for a few commits per slot the journal compacts again and
+/// again, and every crash image still recovers with no error: at every
+/// instant the old or the new slot is complete.
+#[test]
+fn compacting_journal_recovers_every_crash_image_without_errors() {
+    assert_no_errors(JournalMode::Group, JOURNAL_RECORD_BYTES_COMPACTING);
+    assert_no_errors(JournalMode::Sync, JOURNAL_RECORD_BYTES_COMPACTING);
+}
+
+#[test]
+fn a_small_journal_compacts_instead_of_filling_up() {
+    let journal = journal_device(JOURNAL_RECORD_BYTES_COMPACTING);
+    let target: Arc<dyn Device> = crash_device(TARGET_BYTES);
+    let spec = job(JournalMode::Group, journal.clone(), 1);
+    run_job(&spec, target, &Progress::default()).unwrap();
+    let bytes = workloads::recover::read_journal(journal.as_ref()).unwrap();
+    let generation = validation::journal::replay(&bytes).unwrap().header.generation;
+    assert!(generation >= 2, "compacted {generation} times");
 }
 
 /// Async mode writes its records without flushes (Vdbench's `-jn`): after
@@ -268,7 +300,7 @@ fn sync_mode_recovers_every_crash_image_without_errors() {
 #[test]
 fn async_mode_after_a_host_crash_has_lost_its_history_and_checks_no_block() {
     let target = crash_device(TARGET_BYTES);
-    let journal = crash_device(start_bytes(TARGET_BYTES / KEY_BLOCK_BYTES) + JOURNAL_RECORD_BYTES);
+    let journal = journal_device(JOURNAL_RECORD_BYTES);
     let gate = Arc::new(Gate::default());
     let gated_target: Arc<dyn Device> = Arc::new(Gated { inner: target.clone(), gate: gate.clone() });
     let gated_journal: Arc<dyn Device> = Arc::new(Gated { inner: journal.clone(), gate: gate.clone() });
@@ -301,10 +333,10 @@ fn async_mode_after_a_host_crash_has_lost_its_history_and_checks_no_block() {
 fn failed_journal_flush_poisons_the_journal() {
     use device::{Fault, FaultyDevice, Op};
     use validation::journal::JournalHeader;
-    use validation::KeyMap;
     use workloads::journal::{JournalWriteError, JournalWriter};
     let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
-    let mem: Arc<dyn Device> = Arc::new(MemDevice::new(start_bytes(blocks) + JOURNAL_RECORD_BYTES).unwrap());
+    let mem: Arc<dyn Device> =
+        Arc::new(MemDevice::new(2 * (start_bytes(blocks) + JOURNAL_RECORD_BYTES)).unwrap());
     // Flush 1 makes the start durable; flush 2, the first commit, fails.
     let journal = Arc::new(FaultyDevice::new(mem, vec![Fault::Nth { op: Op::Flush, n: 2 }]));
     let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
@@ -316,10 +348,9 @@ fn failed_journal_flush_poisons_the_journal() {
         sector_bytes: 512,
         target: "t".into(),
         mode: JournalMode::Group,
+        generation: 0,
     };
-    let writer =
-        JournalWriter::create(journal.clone(), target, &header, &KeyMap::new(blocks, KEY_BLOCK_BYTES))
-            .unwrap();
+    let writer = JournalWriter::create(journal.clone(), target, &header, &vec![0; blocks as usize]).unwrap();
     assert!(matches!(writer.before(0, &[(1, 1)]), Err(JournalWriteError::Device { .. })));
     let writes = journal.stats().snapshot().writes;
     assert!(matches!(writer.before(1, &[(2, 1)]), Err(JournalWriteError::Poisoned { .. })));
