@@ -66,12 +66,16 @@ def main():
                 results[name].append(run(exe, common + flags)[0])
                 if "--journal-mode" in flags:
                     shutil.rmtree(jdir, ignore_errors=True)
-        off = statistics.median(results["off"])
+        # Each repeat runs every arm back to back, so the ratio to "off" of
+        # the same repeat cancels most of the drift of a shared machine;
+        # "vs off" is the median of those per-repeat ratios.
         print(f"# 4 KiB random writes, {args.threads} threads, {args.repeats} runs of {args.runtime} s, medians")
-        print(f"{'arm':<15} {'IOPS':>10} {'vs off':>8}   runs")
+        print(f"{'arm':<15} {'IOPS':>10} {'vs off':>8}   runs (IOPS / ratio to off in the same repeat)")
         for name, values in results.items():
             med = statistics.median(values)
-            print(f"{name:<15} {med:>10.0f} {med / off:>8.2f}   {' '.join(f'{v:.0f}' for v in values)}")
+            ratios = [v / o for v, o in zip(values, results["off"])]
+            runs = " ".join(f"{v:.0f}/{r:.2f}" for v, r in zip(values, ratios))
+            print(f"{name:<15} {med:>10.0f} {statistics.median(ratios):>8.2f}   {runs}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
