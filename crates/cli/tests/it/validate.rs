@@ -195,3 +195,12 @@ fn a_long_run_compacts_its_journal_and_still_validates() {
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("compactions"), "{}", stdout(&out));
 }
+
+#[test]
+fn an_async_journal_is_reported_as_not_crash_safe() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled(&dir, "async");
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("does not survive a host crash"), "{}", stdout(&out));
+}
