@@ -120,8 +120,8 @@ pub enum JournalWriteError {
     },
     #[error("{}: holds a journal from an earlier run; check the target with `iolab validate`, then remove it", path.display())]
     Exists { path: PathBuf },
-    #[error("{device}: the journal is full ({bytes} bytes); give it more room")]
-    Full { device: String, bytes: u64 },
+    #[error("{device}: the journal has no room ({slot_bytes}-byte slots): {why}")]
+    Full { device: String, slot_bytes: u64, why: &'static str },
     #[error("{device}: an earlier journal write or flush failed; the journal is no longer trustworthy")]
     Poisoned { device: String },
 }
@@ -238,7 +238,8 @@ impl JournalWriter {
         if slot_bytes < records_at + sector || records_at % sector != 0 {
             return Err(JournalWriteError::Full {
                 device: device.name().to_string(),
-                bytes: device.size_bytes(),
+                slot_bytes,
+                why: "a slot must hold the header, the key map and a sector of records",
             });
         }
         let align = device.buffer_align().max(4096);
@@ -501,7 +502,9 @@ impl JournalWriter {
         if len > self.slot_bytes {
             return Err(JournalWriteError::Full {
                 device: self.device.name().to_string(),
-                bytes: self.slot_bytes,
+                slot_bytes: self.slot_bytes,
+                why: "the key map and the writes in flight do not fit in a slot (use fewer threads or \
+                      smaller transfers)",
             });
         }
         let mut buf = AlignedBuf::zeroed(len as usize, self.device.buffer_align().max(4096));

@@ -356,3 +356,24 @@ fn failed_journal_flush_poisons_the_journal() {
     assert!(matches!(writer.before(1, &[(2, 1)]), Err(JournalWriteError::Poisoned { .. })));
     assert_eq!(journal.stats().snapshot().writes, writes, "a poisoned journal wrote again");
 }
+
+#[test]
+fn a_journal_device_too_small_for_its_start_is_refused() {
+    use validation::journal::JournalHeader;
+    use workloads::journal::{JournalWriteError, JournalWriter};
+    let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
+    let journal: Arc<dyn Device> = Arc::new(MemDevice::new(start_bytes(blocks)).unwrap());
+    let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
+    let header = JournalHeader {
+        run_id: 1,
+        region_start: 0,
+        key_block_bytes: KEY_BLOCK_BYTES,
+        blocks,
+        sector_bytes: 512,
+        target: "t".into(),
+        mode: JournalMode::Group,
+        generation: 0,
+    };
+    let created = JournalWriter::create(journal, target, &header, &vec![0; blocks as usize]);
+    assert!(matches!(created, Err(JournalWriteError::Full { .. })));
+}
