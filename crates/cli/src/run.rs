@@ -311,7 +311,10 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
         reread: f.reread.unwrap_or(false),
         max_errors: f.max_errors.unwrap_or(50),
         run_id: run_id(),
-        journal: f.journal.clone().map(|dir| (dir, mode)),
+        journal: f.journal.clone().map(|dir| workloads::journal::JournalSpec {
+            mode,
+            place: workloads::journal::JournalPlace::Dir(dir),
+        }),
     }))
 }
 

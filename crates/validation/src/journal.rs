@@ -5,34 +5,79 @@
 //! Replay rebuilds the map and lists the writes that were in flight, whose
 //! blocks may hold the old or the new contents.
 //!
-//! Layout (little-endian; docs/formats.md "Validation journal"):
+//! Layout (little-endian; docs/formats.md "Validation journal"): the
+//! device is cut into two slots of half its size (rounded down to 4096);
+//! the slot with the newer valid start holds the journal. Each slot:
 //! ```text
 //! header, 4096 bytes:
-//!   0 magic "IOLABJNL"   8 version u32 = 1   12 crc32c u32 (of the header with this field 0)
+//!   0 magic "IOLABJNL"   8 version u32 = 2   12 crc32c u32 (of the header with this field 0)
 //!  16 run_id u64        24 region_start u64  32 key_block_bytes u64
 //!  40 blocks u64        48 sector_bytes u32  52 target name length u16
-//!  54 target name (up to 256 bytes)
+//!  54 target name (up to 256 bytes)          310 mode u8 (1 sync, 2 async, 3 group)
+//! 312 generation u64   320 carried_bytes u32  324 start_crc u32 (snapshot and carried records)
 //! snapshot: `blocks` bytes of keys, padded with zeros to a multiple of 4096
-//! records, each:
-//!   0 magic "JREC" (u32 0x4345524a)  4 length u32 (whole record)  8 crc32c u32 (record, this field 0)
+//! records (the first `carried_bytes` of them written with the start), each:
+//!   0 magic "JREC" (u32 0x4345524a)  4 length u32 (whole record)
+//!   8 crc32c u32 (of the generation, u64, then the record with this field 0)
 //!  12 kind u8 (1 before, 2 after)  13 reserved [u8; 3]  16 write_id u64
 //!  24 entries: (block u64, key u8) × n, 9 bytes each (before records only)
 //! ```
 //! A record that is truncated or fails its checksum ends the journal: it
-//! and everything after it were not durable.
+//! and everything after it were not durable. The journal lives on a
+//! preallocated, zero-filled device, so zeros after the last record are
+//! its clean end.
 
 use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
 
 use crate::keys::KeyMap;
 
 pub const JOURNAL_MAGIC: &[u8; 8] = b"IOLABJNL";
-pub const JOURNAL_VERSION: u32 = 1;
+pub const JOURNAL_VERSION: u32 = 2;
+const MODE_AT: usize = 54 + TARGET_NAME_BYTES_MAX;
+const GENERATION_AT: usize = 312;
+const CARRIED_AT: usize = 320;
+const START_CRC_AT: usize = 324;
 pub const JOURNAL_HEADER_BYTES: usize = 4096;
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"JREC");
 const RECORD_HEADER_BYTES: usize = 24;
 const ENTRY_BYTES: usize = 9;
 /// Longest target name the header holds.
 pub const TARGET_NAME_BYTES_MAX: usize = 256;
+
+/// How the journal's records were made durable, which says what a crash
+/// can have cost it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JournalMode {
+    /// Every record durable before the run goes on (Vdbench's `-j`).
+    Sync,
+    /// Records written without flushes until the end (Vdbench's `-jn`):
+    /// a host crash loses the journal's recent history.
+    Async,
+    /// `before` records durable before their data write, flushes shared.
+    Group,
+}
+
+impl JournalMode {
+    fn code(self) -> u8 {
+        match self {
+            JournalMode::Sync => 1,
+            JournalMode::Async => 2,
+            JournalMode::Group => 3,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<JournalMode> {
+        [JournalMode::Sync, JournalMode::Async, JournalMode::Group].into_iter().find(|m| m.code() == code)
+    }
+
+    /// Whether the journal survives a crash of the host (power cut).
+    pub fn host_crash_safe(self) -> bool {
+        self != JournalMode::Async
+    }
+}
 
 /// What a journal describes: the run and the region it validates.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +88,10 @@ pub struct JournalHeader {
     pub blocks: u64,
     pub sector_bytes: u32,
     pub target: String,
+    pub mode: JournalMode,
+    /// Bumped by every compaction; a record's checksum covers it, so
+    /// records of an older generation never pass for current ones.
+    pub generation: u64,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -55,6 +104,10 @@ pub enum JournalError {
     Header,
     #[error("the journal is shorter than its header and key map snapshot ({0} bytes)")]
     Truncated(usize),
+    #[error("the journal header names an unknown journal mode {0}")]
+    Mode(u8),
+    #[error("the journal's key-map snapshot is damaged (checksum mismatch)")]
+    Snapshot,
 }
 
 /// A write that was in flight when the journal ends: its blocks may hold
@@ -98,9 +151,29 @@ fn checksum(buf: &[u8], crc_at: usize) -> u32 {
     crc32c::crc32c_append(zeroed, &buf[crc_at + 4..])
 }
 
-/// The header and key-map snapshot a journal starts with.
+/// Bytes of the header and key-map snapshot of a journal over `blocks` key
+/// blocks: where its records begin (a multiple of 4096).
+pub fn start_bytes(blocks: u64) -> u64 {
+    JOURNAL_HEADER_BYTES as u64 + blocks.next_multiple_of(JOURNAL_HEADER_BYTES as u64)
+}
+
+/// Bytes of each of the two slots of a journal device of `device_bytes`.
+pub fn slot_bytes(device_bytes: u64) -> u64 {
+    device_bytes / 2 / JOURNAL_HEADER_BYTES as u64 * JOURNAL_HEADER_BYTES as u64
+}
+
+/// The start of a journal (header and key-map snapshot) from a key map.
 pub fn encode_start(header: &JournalHeader, keys: &KeyMap) -> Vec<u8> {
     debug_assert_eq!(keys.blocks(), header.blocks);
+    let keys: Vec<u8> = (0..header.blocks).map(|b| keys.get(b)).collect();
+    encode_start_carrying(header, &keys, &[])
+}
+
+/// The start of a journal slot: header, snapshot of `keys` (one byte per
+/// block), then `carried` records (the `before` records of writes still in
+/// flight at a compaction), all covered by the header's start checksum.
+pub fn encode_start_carrying(header: &JournalHeader, keys: &[u8], carried: &[u8]) -> Vec<u8> {
+    debug_assert_eq!(keys.len() as u64, header.blocks);
     let mut buf = vec![0u8; JOURNAL_HEADER_BYTES];
     buf[..8].copy_from_slice(JOURNAL_MAGIC);
     buf[8..12].copy_from_slice(&JOURNAL_VERSION.to_le_bytes());
@@ -112,40 +185,70 @@ pub fn encode_start(header: &JournalHeader, keys: &KeyMap) -> Vec<u8> {
     let name = &header.target.as_bytes()[..header.target.len().min(TARGET_NAME_BYTES_MAX)];
     buf[52..54].copy_from_slice(&(name.len() as u16).to_le_bytes());
     buf[54..54 + name.len()].copy_from_slice(name);
-    let crc = checksum(&buf, 12);
-    buf[12..16].copy_from_slice(&crc.to_le_bytes());
+    buf[MODE_AT] = header.mode.code();
+    put_u64(&mut buf, GENERATION_AT, header.generation);
+    buf[CARRIED_AT..CARRIED_AT + 4].copy_from_slice(&(carried.len() as u32).to_le_bytes());
     let snapshot_bytes = (header.blocks as usize).next_multiple_of(JOURNAL_HEADER_BYTES);
-    buf.reserve(snapshot_bytes);
-    buf.extend((0..header.blocks).map(|b| keys.get(b)));
+    buf.reserve(snapshot_bytes + carried.len());
+    buf.extend_from_slice(keys);
     buf.resize(JOURNAL_HEADER_BYTES + snapshot_bytes, 0);
+    debug_assert_eq!(buf.len() as u64, start_bytes(header.blocks));
+    buf.extend_from_slice(carried);
+    let start_crc = crc32c::crc32c(&buf[JOURNAL_HEADER_BYTES..]);
+    buf[START_CRC_AT..START_CRC_AT + 4].copy_from_slice(&start_crc.to_le_bytes());
+    let crc = checksum(&buf[..JOURNAL_HEADER_BYTES], 12);
+    buf[12..16].copy_from_slice(&crc.to_le_bytes());
     buf
 }
 
-/// A `before` record: write `write_id` will give these blocks these keys.
-pub fn encode_before(write_id: u64, entries: &[(u64, u8)]) -> Vec<u8> {
-    encode_record(1, write_id, entries)
+/// A `before` record of generation `generation`: write `write_id` will
+/// give these blocks these keys.
+pub fn encode_before(generation: u64, write_id: u64, entries: &[(u64, u8)]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    append_record(&mut buf, generation, 1, write_id, entries);
+    buf
 }
 
-/// An `after` record: write `write_id` completed.
-pub fn encode_after(write_id: u64) -> Vec<u8> {
-    encode_record(2, write_id, &[])
+/// An `after` record of generation `generation`: write `write_id` completed.
+pub fn encode_after(generation: u64, write_id: u64) -> Vec<u8> {
+    let mut buf = Vec::new();
+    append_record(&mut buf, generation, 2, write_id, &[]);
+    buf
 }
 
-fn encode_record(kind: u8, write_id: u64, entries: &[(u64, u8)]) -> Vec<u8> {
+/// Appends a `before` record to `out`.
+pub fn append_before(out: &mut Vec<u8>, generation: u64, write_id: u64, entries: &[(u64, u8)]) {
+    append_record(out, generation, 1, write_id, entries);
+}
+
+/// Appends an `after` record to `out`.
+pub fn append_after(out: &mut Vec<u8>, generation: u64, write_id: u64) {
+    append_record(out, generation, 2, write_id, &[]);
+}
+
+fn record_checksum(generation: u64, record: &[u8]) -> u32 {
+    let seed = crc32c::crc32c(&generation.to_le_bytes());
+    let head = crc32c::crc32c_append(seed, &record[..8]);
+    let zeroed = crc32c::crc32c_append(head, &[0; 4]);
+    crc32c::crc32c_append(zeroed, &record[12..])
+}
+
+fn append_record(out: &mut Vec<u8>, generation: u64, kind: u8, write_id: u64, entries: &[(u64, u8)]) {
+    let at0 = out.len();
     let len = RECORD_HEADER_BYTES + entries.len() * ENTRY_BYTES;
-    let mut buf = vec![0u8; len];
+    out.resize(at0 + len, 0);
+    let buf = &mut out[at0..];
     buf[..4].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
     buf[4..8].copy_from_slice(&(len as u32).to_le_bytes());
     buf[12] = kind;
-    put_u64(&mut buf, 16, write_id);
+    put_u64(buf, 16, write_id);
     for (i, (block, key)) in entries.iter().enumerate() {
         let at = RECORD_HEADER_BYTES + i * ENTRY_BYTES;
-        put_u64(&mut buf, at, *block);
+        put_u64(buf, at, *block);
         buf[at + 8] = *key;
     }
-    let crc = checksum(&buf, 8);
+    let crc = record_checksum(generation, buf);
     buf[8..12].copy_from_slice(&crc.to_le_bytes());
-    buf
 }
 
 fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
@@ -168,6 +271,7 @@ fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
         return Err(JournalError::Header);
     }
     let name_len = (u16::from_le_bytes([head[52], head[53]]) as usize).min(TARGET_NAME_BYTES_MAX);
+    let mode = JournalMode::from_code(head[MODE_AT]).ok_or(JournalError::Mode(head[MODE_AT]))?;
     Ok(JournalHeader {
         run_id: u64_at(head, 16),
         region_start: u64_at(head, 24),
@@ -175,73 +279,123 @@ fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
         blocks: u64_at(head, 40),
         sector_bytes: u32_at(head, 48),
         target: String::from_utf8_lossy(&head[54..54 + name_len]).into_owned(),
+        mode,
+        generation: u64_at(head, GENERATION_AT),
     })
 }
 
-/// Replays a whole journal file.
+/// Replays a whole journal device: the slot with the newest valid start.
 pub fn replay(buf: &[u8]) -> Result<Replay, JournalError> {
+    let half = slot_bytes(buf.len() as u64) as usize;
+    if half < JOURNAL_HEADER_BYTES {
+        return replay_slot(buf);
+    }
+    match (replay_slot(&buf[..half]), replay_slot(&buf[half..2 * half])) {
+        (Ok(a), Ok(b)) => Ok(if b.header.generation > a.header.generation { b } else { a }),
+        (Ok(a), Err(_)) => Ok(a),
+        (Err(_), Ok(b)) => Ok(b),
+        (Err(e), Err(_)) => Err(e),
+    }
+}
+
+/// Replays one slot.
+fn replay_slot(buf: &[u8]) -> Result<Replay, JournalError> {
     let header = decode_header(buf)?;
-    let snapshot_bytes = (header.blocks as usize).next_multiple_of(JOURNAL_HEADER_BYTES);
-    let records_at = JOURNAL_HEADER_BYTES + snapshot_bytes;
-    if buf.len() < records_at {
+    let records_at =
+        usize::try_from(start_bytes(header.blocks)).map_err(|_| JournalError::Truncated(buf.len()))?;
+    let carried = u32_at(buf, CARRIED_AT) as usize;
+    if buf.len() < records_at + carried {
         return Err(JournalError::Truncated(buf.len()));
     }
-    let mut keys = buf[JOURNAL_HEADER_BYTES..JOURNAL_HEADER_BYTES + header.blocks as usize].to_vec();
-    // In flight: write id -> its entries; block -> the write holding it.
-    let mut inflight: BTreeMap<u64, Vec<(u64, u8)>> = BTreeMap::new();
-    let mut holder: HashMap<u64, u64> = HashMap::new();
+    if crc32c::crc32c(&buf[JOURNAL_HEADER_BYTES..records_at + carried]) != u32_at(buf, START_CRC_AT) {
+        return Err(JournalError::Snapshot);
+    }
+    let mut state =
+        KeyState::new(buf[JOURNAL_HEADER_BYTES..JOURNAL_HEADER_BYTES + header.blocks as usize].to_vec());
     let mut at = records_at;
     let mut records = 0;
     let mut torn_tail = None;
     while at < buf.len() {
         let rest = &buf[at..];
-        let Some(Record { kind, write_id, entries, len }) = decode_record(rest, header.blocks) else {
-            let why = if rest.iter().all(|&b| b == 0) { None } else { Some("damaged or truncated record") };
+        let Some(Record { kind, write_id, entries, len }) = decode_record(rest, &header) else {
+            let why =
+                if rest.iter().all(|&b| b == 0) { None } else { Some("damaged, truncated or older record") };
             torn_tail = why.map(|w| (at as u64, w));
             break;
         };
         records += 1;
         at += len;
         match kind {
-            1 => {
-                for (block, _) in &entries {
-                    // A block is written by one request at a time: an
-                    // earlier write still listed on it has completed.
-                    if let Some(earlier) = holder.remove(block) {
-                        complete(&mut inflight, &mut holder, &mut keys, earlier);
-                    }
-                }
-                for (block, _) in &entries {
-                    holder.insert(*block, write_id);
-                }
-                inflight.insert(write_id, entries);
-            }
-            _ => complete(&mut inflight, &mut holder, &mut keys, write_id),
+            1 => state.before(write_id, entries),
+            _ => state.after(write_id),
         }
     }
-    let pending = inflight
-        .into_iter()
-        .map(|(write_id, entries)| PendingWrite {
-            write_id,
-            blocks: entries.iter().map(|(b, new)| (*b, keys[*b as usize], *new)).collect(),
-        })
-        .collect();
-    Ok(Replay { header, keys, pending, records, torn_tail })
+    let pending = state.pending();
+    Ok(Replay { header, keys: state.keys, pending, records, torn_tail })
 }
 
-fn complete(
-    inflight: &mut BTreeMap<u64, Vec<(u64, u8)>>,
-    holder: &mut HashMap<u64, u64>,
-    keys: &mut [u8],
-    id: u64,
-) {
-    if let Some(entries) = inflight.remove(&id) {
-        for (block, key) in entries {
-            keys[block as usize] = key;
-            if holder.get(&block) == Some(&id) {
-                holder.remove(&block);
+/// Replay's state: the keys of completed writes and the writes in flight,
+/// advanced record by record. The journal writer keeps one too, from which
+/// it writes a compacted start.
+#[derive(Clone, Debug, Default)]
+pub struct KeyState {
+    keys: Vec<u8>,
+    /// In flight: write id -> its entries; block -> the write holding it.
+    inflight: BTreeMap<u64, Vec<(u64, u8)>>,
+    holder: HashMap<u64, u64>,
+}
+
+impl KeyState {
+    /// Starts from a snapshot: one key per block.
+    pub fn new(keys: Vec<u8>) -> KeyState {
+        KeyState { keys, inflight: BTreeMap::new(), holder: HashMap::new() }
+    }
+
+    /// The keys of completed writes (pending writes keep their old keys).
+    pub fn keys(&self) -> &[u8] {
+        &self.keys
+    }
+
+    /// Applies a `before` record. A block is written by one request at a
+    /// time: an earlier write still listed on one of its blocks completed.
+    pub fn before(&mut self, write_id: u64, entries: Vec<(u64, u8)>) {
+        for (block, _) in &entries {
+            if let Some(earlier) = self.holder.remove(block) {
+                self.after(earlier);
             }
         }
+        for (block, _) in &entries {
+            self.holder.insert(*block, write_id);
+        }
+        self.inflight.insert(write_id, entries);
+    }
+
+    /// Applies an `after` record.
+    pub fn after(&mut self, write_id: u64) {
+        if let Some(entries) = self.inflight.remove(&write_id) {
+            for (block, key) in entries {
+                self.keys[block as usize] = key;
+                if self.holder.get(&block) == Some(&write_id) {
+                    self.holder.remove(&block);
+                }
+            }
+        }
+    }
+
+    /// The writes in flight, by write id, with their entries.
+    pub fn inflight(&self) -> impl Iterator<Item = (u64, &[(u64, u8)])> {
+        self.inflight.iter().map(|(id, e)| (*id, e.as_slice()))
+    }
+
+    /// The writes in flight, each block with its old and new key.
+    pub fn pending(&self) -> Vec<PendingWrite> {
+        self.inflight
+            .iter()
+            .map(|(write_id, entries)| PendingWrite {
+                write_id: *write_id,
+                blocks: entries.iter().map(|(b, new)| (*b, self.keys[*b as usize], *new)).collect(),
+            })
+            .collect()
     }
 }
 
@@ -253,8 +407,10 @@ struct Record {
     len: usize,
 }
 
-/// One record from the start of `buf`, if a valid one is there.
-fn decode_record(buf: &[u8], blocks: u64) -> Option<Record> {
+/// One record of the header's generation from the start of `buf`, if a
+/// valid one is there.
+fn decode_record(buf: &[u8], header: &JournalHeader) -> Option<Record> {
+    let blocks = header.blocks;
     if buf.len() < RECORD_HEADER_BYTES || u32_at(buf, 0) != RECORD_MAGIC {
         return None;
     }
@@ -263,7 +419,7 @@ fn decode_record(buf: &[u8], blocks: u64) -> Option<Record> {
         return None;
     }
     let record = &buf[..len];
-    if u32_at(record, 8) != checksum(record, 8) {
+    if u32_at(record, 8) != record_checksum(header.generation, record) {
         return None;
     }
     let kind = record[12];

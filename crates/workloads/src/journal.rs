@@ -1,35 +1,106 @@
 //! Writing the validation journal (format and replay: `validation::journal`)
-//! beside a validated run, in one of three modes:
+//! through a [`Device`] beside a validated run, in one of three modes:
 //!
 //! - `sync`: every record is written and made durable before the run goes
-//!   on (Vdbench's `-j`: two synchronous journal writes per data write);
-//! - `async`: records are buffered and made durable at the end (Vdbench's
-//!   `-jn`): fast, but a host crash loses the map's recent history;
+//!   on (Vdbench's `-j`: two durable journal writes per data write);
+//! - `async`: records are written in batches without flushes and made
+//!   durable at the end (Vdbench's `-jn`): fast, but a host crash loses the
+//!   map's recent history;
 //! - `group`: a writer waits until its `before` record is durable, but the
-//!   flush is shared: whoever finds no flush running writes and flushes
+//!   flush is shared: whoever finds no commit running writes and flushes
 //!   every record queued so far, the others wait for it (group commit).
-//!   `after` records ride along with the next flush.
+//!   `after` records are lazy: they ride along with a commit that flushes
+//!   the target, at most every [`AFTERS_PER_TARGET_FLUSH`] records.
 //!
-//! A failed flush poisons the journal: every later call fails.
+//! A durable `after` record, and a durable `before` record on a block an
+//! earlier write held, both mean that the earlier data write is durable on
+//! the target too, so a volatile write cache on the target cannot make
+//! replay wrong: a commit that carries `after` records, or a `before` on a
+//! block written since the last target flush began, flushes the *target*
+//! first, then writes and flushes the journal. Other commits flush the
+//! journal only.
+//!
+//! Records form one byte stream after the start (header and key-map
+//! snapshot). The device is written in whole sectors: each commit rewrites
+//! the partial sector at the end of the stream with the same prefix plus
+//! the new records, so a sector holds either its old or its new contents,
+//! and both contain every record made durable before.
+//!
+//! A failed write or flush poisons the journal: every later call fails.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::collections::HashSet;
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use serde::Serialize;
-use validation::journal::{encode_after, encode_before, encode_start, JournalHeader};
-use validation::KeyMap;
+use device::{AlignedBuf, Device, DeviceError, FileDevice, FileOptions};
+pub use validation::journal::JournalMode;
+use validation::journal::{
+    append_after, append_before, encode_start_carrying, slot_bytes, start_bytes, JournalHeader, KeyState,
+};
 
 /// The journal's file name inside the journal directory.
 pub const JOURNAL_FILE: &str = "iolab.journal";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JournalMode {
-    Sync,
-    Async,
-    Group,
+/// Room for records in a journal file the cli creates (after the start):
+/// [`JOURNAL_RECORD_BYTES_PER_BLOCK`] per key block, within these bounds
+/// (64 MiB is about 1.1 million writes of one key block).
+pub const JOURNAL_RECORD_BYTES_MIN: u64 = 1 << 20;
+pub const JOURNAL_RECORD_BYTES_MAX: u64 = 64 << 20;
+pub const JOURNAL_RECORD_BYTES_PER_BLOCK: u64 = 256;
+
+/// The room for records a journal file over `blocks` key blocks gets.
+pub fn journal_record_bytes(blocks: u64) -> u64 {
+    blocks
+        .saturating_mul(JOURNAL_RECORD_BYTES_PER_BLOCK)
+        .clamp(JOURNAL_RECORD_BYTES_MIN, JOURNAL_RECORD_BYTES_MAX)
+}
+
+/// In async mode, queued records are written (not flushed) once there are
+/// this many.
+pub const ASYNC_BATCH_RECORDS: usize = 2048;
+
+/// Group mode: at most this many `after` records wait for a commit that
+/// flushes the target.
+pub const AFTERS_PER_TARGET_FLUSH: usize = 1024;
+
+/// Zeros are written in chunks of this size when a journal is created.
+const ZERO_CHUNK_BYTES: usize = 1 << 20;
+
+/// Where a validated run keeps its journal, and how it writes it.
+#[derive(Clone, serde::Serialize)]
+pub struct JournalSpec {
+    pub mode: JournalMode,
+    pub place: JournalPlace,
+}
+
+/// A journal directory (the cli's `--journal DIR`: a new file is created
+/// in it) or a device the caller opened (tests put it on a crash device).
+#[derive(Clone)]
+pub enum JournalPlace {
+    Dir(PathBuf),
+    Device(Arc<dyn Device>),
+}
+
+impl JournalPlace {
+    fn describe(&self) -> String {
+        match self {
+            JournalPlace::Dir(dir) => dir.display().to_string(),
+            JournalPlace::Device(dev) => dev.name().to_string(),
+        }
+    }
+}
+
+impl std::fmt::Debug for JournalSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "JournalSpec {{ mode: {:?}, place: {} }}", self.mode, self.place.describe())
+    }
+}
+
+impl serde::Serialize for JournalPlace {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.describe())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -41,138 +112,435 @@ pub enum JournalWriteError {
         #[source]
         source: std::io::Error,
     },
+    #[error("journal: {what}: {source}")]
+    Device {
+        what: &'static str,
+        #[source]
+        source: DeviceError,
+    },
     #[error("{}: holds a journal from an earlier run; check the target with `iolab validate`, then remove it", path.display())]
     Exists { path: PathBuf },
-    #[error("{}: an earlier journal write or flush failed; the journal is no longer trustworthy", path.display())]
-    Poisoned { path: PathBuf },
+    #[error("{device}: the journal has no room ({slot_bytes}-byte slots): {why}")]
+    Full { device: String, slot_bytes: u64, why: &'static str },
+    #[error("{device}: an earlier journal write or flush failed; the journal is no longer trustworthy")]
+    Poisoned { device: String },
+}
+
+/// Creates `dir/iolab.journal` (never overwriting one) with two slots, each
+/// with room for the start of a journal over `blocks` key blocks and
+/// `record_bytes` of records, and opens it as a device. Its contents are written by
+/// [`JournalWriter::create`], which zero-fills it.
+pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDevice, JournalWriteError> {
+    let path = dir.join(JOURNAL_FILE);
+    let io = |what| {
+        let path = path.clone();
+        move |source| JournalWriteError::Io { path, what, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io("cannot create the journal directory"))?;
+    match OpenOptions::new().write(true).create_new(true).open(&path) {
+        Ok(file) => {
+            // Two slots, each a start and room for records (compaction
+            // switches between them).
+            file.set_len(2 * (start_bytes(blocks) + record_bytes)).map_err(io("cannot size"))?;
+            file.sync_all().map_err(io("cannot flush"))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(JournalWriteError::Exists { path })
+        }
+        Err(e) => return Err(io("cannot create")(e)),
+    }
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io("cannot flush the directory"))?;
+    FileDevice::open(&path, &FileOptions::default())
+        .map_err(|source| JournalWriteError::Device { what: "cannot open", source })
+}
+
+/// A record waiting for a commit (encoded by the leader, who knows the
+/// generation).
+enum Rec {
+    Before(u64, Vec<(u64, u8)>),
+    After(u64),
 }
 
 struct State {
-    /// Records not yet handed to the file.
-    queued: Vec<u8>,
-    /// Bytes ever queued, and bytes known durable.
-    queued_end: u64,
-    durable_end: u64,
-    flushing: bool,
+    /// Records for the next commit (in group mode, `before` records only).
+    queued: Vec<Rec>,
+    /// Group mode: `after` records waiting for a commit that flushes the
+    /// target, and the key blocks written since the last target flush
+    /// began (a `before` on one of them needs a target flush).
+    afters: Vec<Rec>,
+    dirty: HashSet<u64>,
+    /// The next durable commit must flush the target first.
+    target_flush_due: bool,
+    /// Records queued now belong to commit `open_commit`; every commit
+    /// below `durable_commit` is durable.
+    open_commit: u64,
+    durable_commit: u64,
+    /// A commit is running (only its leader touches the device).
+    committing: bool,
     poisoned: bool,
 }
 
+/// Where the records end, and what they say: touched by the commit
+/// leader only.
+struct Tail {
+    /// The slot (0 or 1) and generation of the live journal.
+    slot: u64,
+    generation: u64,
+    /// Stream bytes written in the slot after its snapshot.
+    written_end: u64,
+    /// Replay's state after every record written: what a compacted start
+    /// holds.
+    mirror: KeyState,
+}
+
 pub struct JournalWriter {
-    path: PathBuf,
-    file: File,
-    mode: JournalMode,
+    device: Arc<dyn Device>,
+    /// The validated target, flushed before a durable commit that carries
+    /// `after` records or proves an earlier write complete.
+    target: Arc<dyn Device>,
+    header: JournalHeader,
+    /// Bytes of a slot, and the offset of the records in one.
+    slot_bytes: u64,
+    records_at: u64,
     state: Mutex<State>,
-    flushed: Condvar,
+    committed: Condvar,
+    tail: Mutex<Tail>,
+}
+
+fn device_error(what: &'static str) -> impl FnOnce(DeviceError) -> JournalWriteError {
+    move |source| JournalWriteError::Device { what, source }
+}
+
+/// What one commit writes.
+struct Batch {
+    records: Vec<Rec>,
+    commit: u64,
+    flush_target: bool,
+    durable: bool,
 }
 
 impl JournalWriter {
-    /// Creates `dir/iolab.journal` with the header and the key map, durably.
+    /// Writes the header and the key map (one key per block) at the start
+    /// of `device`'s first slot, zeros over the rest (so the first bytes
+    /// past the last record are zeros, and later flushes change no file
+    /// metadata), and makes it durable.
     pub fn create(
-        dir: &Path,
-        mode: JournalMode,
+        device: Arc<dyn Device>,
+        target: Arc<dyn Device>,
         header: &JournalHeader,
-        keys: &KeyMap,
+        keys: &[u8],
     ) -> Result<JournalWriter, JournalWriteError> {
-        let path = dir.join(JOURNAL_FILE);
-        let io = |what| {
-            let path = path.clone();
-            move |source| JournalWriteError::Io { path, what, source }
+        let header = JournalHeader { generation: 0, ..header.clone() };
+        let start = encode_start_carrying(&header, keys, &[]);
+        let records_at = start.len() as u64;
+        let sector = u64::from(device.sector_bytes());
+        let slot_bytes = slot_bytes(device.size_bytes());
+        if slot_bytes < records_at + sector || records_at % sector != 0 {
+            return Err(JournalWriteError::Full {
+                device: device.name().to_string(),
+                slot_bytes,
+                why: "a slot must hold the header, the key map and a sector of records",
+            });
+        }
+        let align = device.buffer_align().max(4096);
+        let mut buf = AlignedBuf::zeroed(start.len(), align);
+        buf.copy_from_slice(&start);
+        device.write_at(&buf, 0).map_err(device_error("cannot write the start"))?;
+        let zeros = AlignedBuf::zeroed(ZERO_CHUNK_BYTES, align);
+        let mut at = records_at;
+        while at < device.size_bytes() {
+            let len = (device.size_bytes() - at).min(ZERO_CHUNK_BYTES as u64) as usize;
+            device.write_at(&zeros[..len], at).map_err(device_error("cannot zero-fill"))?;
+            at += len as u64;
+        }
+        device.flush().map_err(device_error("cannot flush"))?;
+        let state = State {
+            queued: Vec::new(),
+            afters: Vec::new(),
+            dirty: HashSet::new(),
+            target_flush_due: false,
+            open_commit: 0,
+            durable_commit: 0,
+            committing: false,
+            poisoned: false,
         };
-        std::fs::create_dir_all(dir).map_err(io("cannot create the journal directory"))?;
-        let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(JournalWriteError::Exists { path })
-            }
-            Err(e) => return Err(io("cannot create")(e)),
-        };
-        let start = encode_start(header, keys);
-        file.write_all(&start).map_err(io("cannot write"))?;
-        file.sync_all().map_err(io("cannot flush"))?;
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io("cannot flush the directory"))?;
-        let state =
-            State { queued: Vec::new(), queued_end: 0, durable_end: 0, flushing: false, poisoned: false };
-        Ok(JournalWriter { path, file, mode, state: Mutex::new(state), flushed: Condvar::new() })
+        let tail = Tail { slot: 0, generation: 0, written_end: 0, mirror: KeyState::new(keys.to_vec()) };
+        Ok(JournalWriter {
+            device,
+            target,
+            header,
+            slot_bytes,
+            records_at,
+            state: Mutex::new(state),
+            committed: Condvar::new(),
+            tail: Mutex::new(tail),
+        })
     }
 
     pub fn mode(&self) -> JournalMode {
-        self.mode
+        self.header.mode
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    /// How many times the journal was compacted.
+    pub fn generation(&self) -> u64 {
+        self.tail.lock().unwrap_or_else(|e| e.into_inner()).generation
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock means a panic elsewhere; the state is only ever
+        // changed by whole assignments, so it stays consistent.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues a record; returns the position its durability is measured by.
-    fn queue(&self, record: &[u8]) -> Result<u64, JournalWriteError> {
+    fn poisoned(&self) -> JournalWriteError {
+        JournalWriteError::Poisoned { device: self.device.name().to_string() }
+    }
+
+    /// Queues a `before` record: write `write_id` is about to give these
+    /// blocks these keys. Returns the ticket [`JournalWriter::wait`] takes
+    /// to learn that it is durable. Queuing early, and waiting only right
+    /// before the data write, lets the commit overlap other work.
+    pub fn queue_before(&self, write_id: u64, entries: &[(u64, u8)]) -> Result<u64, JournalWriteError> {
         let mut state = self.lock();
         if state.poisoned {
-            return Err(JournalWriteError::Poisoned { path: self.path.clone() });
+            return Err(self.poisoned());
         }
-        state.queued.extend_from_slice(record);
-        state.queued_end += record.len() as u64;
-        Ok(state.queued_end)
+        if !state.dirty.is_empty() && entries.iter().any(|(b, _)| state.dirty.contains(b)) {
+            // This record will prove that the block's last write completed:
+            // that write must be durable on the target first.
+            state.target_flush_due = true;
+        }
+        state.queued.push(Rec::Before(write_id, entries.to_vec()));
+        let ticket = state.open_commit;
+        self.maybe_write_async(state)?;
+        Ok(ticket)
+    }
+
+    /// Returns once the record behind `ticket` is durable (sync and group
+    /// modes; at once in async mode).
+    pub fn wait(&self, ticket: u64) -> Result<(), JournalWriteError> {
+        match self.header.mode {
+            JournalMode::Async => Ok(()),
+            JournalMode::Sync | JournalMode::Group => self.durable(ticket, false),
+        }
     }
 
     /// Records that write `write_id` is about to give these blocks these
     /// keys; returns once that is durable (sync and group modes).
     pub fn before(&self, write_id: u64, entries: &[(u64, u8)]) -> Result<(), JournalWriteError> {
-        let ticket = self.queue(&encode_before(write_id, entries))?;
-        match self.mode {
-            JournalMode::Async => Ok(()),
-            JournalMode::Sync | JournalMode::Group => self.durable(ticket),
+        let ticket = self.queue_before(write_id, entries)?;
+        self.wait(ticket)
+    }
+
+    /// Records that write `write_id`, on these key blocks, completed:
+    /// durable at once in sync mode; in group mode with the next commit
+    /// that flushes the target (every [`AFTERS_PER_TARGET_FLUSH`] records
+    /// at the latest); in async mode, at the end.
+    pub fn after(
+        &self,
+        write_id: u64,
+        blocks: impl IntoIterator<Item = u64>,
+    ) -> Result<(), JournalWriteError> {
+        let mut state = self.lock();
+        if state.poisoned {
+            return Err(self.poisoned());
+        }
+        match self.header.mode {
+            JournalMode::Group => {
+                state.afters.push(Rec::After(write_id));
+                state.dirty.extend(blocks);
+                Ok(())
+            }
+            JournalMode::Async => {
+                state.queued.push(Rec::After(write_id));
+                self.maybe_write_async(state)
+            }
+            JournalMode::Sync => {
+                state.queued.push(Rec::After(write_id));
+                state.target_flush_due = true;
+                let ticket = state.open_commit;
+                drop(state);
+                self.durable(ticket, false)
+            }
         }
     }
 
-    /// Records that write `write_id` completed (durable at once in sync mode,
-    /// with the next flush otherwise).
-    pub fn after(&self, write_id: u64) -> Result<(), JournalWriteError> {
-        let ticket = self.queue(&encode_after(write_id))?;
-        match self.mode {
-            JournalMode::Sync => self.durable(ticket),
-            JournalMode::Async | JournalMode::Group => Ok(()),
-        }
-    }
-
-    /// Makes everything queued durable (at the end of a run).
+    /// Makes everything queued durable, the target first (at the end of a
+    /// run).
     pub fn finish(&self) -> Result<(), JournalWriteError> {
-        let ticket = self.lock().queued_end;
-        self.durable(ticket)
+        let ticket = self.lock().open_commit;
+        self.durable(ticket, true)
     }
 
-    /// Returns once every byte up to `ticket` is durable, flushing as the
-    /// leader when no flush is running.
-    fn durable(&self, ticket: u64) -> Result<(), JournalWriteError> {
+    /// Async mode: the thread that fills a batch writes it, unless a
+    /// write is already running (the next filler will).
+    fn maybe_write_async(&self, state: MutexGuard<'_, State>) -> Result<(), JournalWriteError> {
+        if self.header.mode == JournalMode::Async
+            && state.queued.len() >= ASYNC_BATCH_RECORDS
+            && !state.committing
+        {
+            self.commit(state, false, false)?;
+        }
+        Ok(())
+    }
+
+    /// Returns once commit `ticket` is durable, committing as the leader
+    /// when no commit is running.
+    fn durable(&self, ticket: u64, flush_target: bool) -> Result<(), JournalWriteError> {
         let mut state = self.lock();
         loop {
             if state.poisoned {
-                return Err(JournalWriteError::Poisoned { path: self.path.clone() });
+                return Err(self.poisoned());
             }
-            if state.durable_end >= ticket {
+            if state.durable_commit > ticket {
                 return Ok(());
             }
-            if !state.flushing {
+            if !state.committing {
                 break;
             }
-            state = self.flushed.wait(state).unwrap_or_else(|e| e.into_inner());
+            state = self.committed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
-        state.flushing = true;
-        let batch = std::mem::take(&mut state.queued);
-        let end = state.queued_end;
+        // The commit takes every record queued so far, this one too.
+        self.commit(state, true, flush_target)
+    }
+
+    /// Takes what the next commit writes.
+    fn take_batch(&self, state: &mut State, durable: bool, flush_target: bool) -> Batch {
+        let flush_target = durable
+            && (flush_target || state.target_flush_due || state.afters.len() >= AFTERS_PER_TARGET_FLUSH);
+        let mut records = Vec::new();
+        if flush_target {
+            // Every after record and dirty block taken here belongs to a
+            // write that completed before the target flush is issued.
+            records = std::mem::take(&mut state.afters);
+            state.dirty.clear();
+            state.target_flush_due = false;
+        }
+        records.append(&mut state.queued);
+        let batch = Batch { records, commit: state.open_commit, flush_target, durable };
+        state.open_commit += 1;
+        batch
+    }
+
+    /// As the leader: writes the batch and, when `durable`, flushes (the
+    /// target first when the batch needs it, then the journal). Releases
+    /// the lock for the I/O; other threads queue meanwhile.
+    fn commit(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        durable: bool,
+        flush_target: bool,
+    ) -> Result<(), JournalWriteError> {
+        debug_assert!(!state.committing && !state.poisoned);
+        state.committing = true;
+        let batch = self.take_batch(&mut state, durable, flush_target);
         drop(state);
-        let result = (&self.file).write_all(&batch).and_then(|_| self.file.sync_data());
+        let commit = batch.commit;
+        let result = self.write_batch(batch);
         let mut state = self.lock();
-        state.flushing = false;
+        state.committing = false;
         match result {
-            Ok(()) => state.durable_end = end,
+            Ok(()) if durable => state.durable_commit = commit + 1,
+            Ok(()) => {}
             Err(_) => state.poisoned = true,
         }
-        self.flushed.notify_all();
-        drop(state);
-        result.map_err(|source| JournalWriteError::Io {
-            path: self.path.clone(),
-            what: "cannot write or flush",
-            source,
-        })
+        self.committed.notify_all();
+        result
+    }
+
+    /// Writes a batch after the records in the live slot; when it does not
+    /// fit, compacts instead.
+    fn write_batch(&self, batch: Batch) -> Result<(), JournalWriteError> {
+        if batch.flush_target {
+            // The target first: what the records about to become durable
+            // say completed must be durable before they are.
+            self.target.flush().map_err(device_error("cannot flush the target before a commit"))?;
+        }
+        let mut tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bytes = Vec::new();
+        for rec in &batch.records {
+            match rec {
+                Rec::Before(id, entries) => append_before(&mut bytes, tail.generation, *id, entries),
+                Rec::After(id) => append_after(&mut bytes, tail.generation, *id),
+            }
+        }
+        for rec in batch.records {
+            match rec {
+                Rec::Before(id, entries) => tail.mirror.before(id, entries),
+                Rec::After(id) => tail.mirror.after(id),
+            }
+        }
+        if self.records_at + tail.written_end + bytes.len() as u64 > self.slot_bytes {
+            return self.compact(&mut tail);
+        }
+        if !bytes.is_empty() {
+            let at = tail.slot * self.slot_bytes + self.records_at;
+            self.write_records(at, tail.written_end, &bytes)?;
+            tail.written_end += bytes.len() as u64;
+        }
+        if batch.durable {
+            self.device.flush().map_err(device_error("cannot flush"))?;
+        }
+        Ok(())
+    }
+
+    /// Writes a new start, of the next generation, in the other slot: the
+    /// key map and the `before` records of the writes still in flight,
+    /// equivalent to the live slot plus the batch just applied to the
+    /// mirror. The live slot stays whole until the flush makes the new one
+    /// durable, so at every instant one of them is complete.
+    fn compact(&self, tail: &mut Tail) -> Result<(), JournalWriteError> {
+        let generation = tail.generation + 1;
+        let mut carried = Vec::new();
+        for (id, entries) in tail.mirror.inflight() {
+            append_before(&mut carried, generation, id, entries);
+        }
+        let header = JournalHeader { generation, ..self.header.clone() };
+        let start = encode_start_carrying(&header, tail.mirror.keys(), &carried);
+        let sector = u64::from(self.device.sector_bytes());
+        let len = (start.len() as u64).next_multiple_of(sector);
+        if len > self.slot_bytes {
+            return Err(JournalWriteError::Full {
+                device: self.device.name().to_string(),
+                slot_bytes: self.slot_bytes,
+                why: "the key map and the writes in flight do not fit in a slot (use fewer threads or \
+                      smaller transfers)",
+            });
+        }
+        let mut buf = AlignedBuf::zeroed(len as usize, self.device.buffer_align().max(4096));
+        buf[..start.len()].copy_from_slice(&start);
+        let slot = 1 - tail.slot;
+        self.device
+            .write_at(&buf, slot * self.slot_bytes)
+            .map_err(device_error("cannot write a compacted start"))?;
+        self.device.flush().map_err(device_error("cannot flush"))?;
+        *tail = Tail {
+            slot,
+            generation,
+            written_end: carried.len() as u64,
+            mirror: std::mem::take(&mut tail.mirror),
+        };
+        Ok(())
+    }
+
+    /// Writes stream bytes at stream offset `start` of the records at
+    /// device offset `at`: the partial sector the stream ends in is read
+    /// back and rewritten with the new bytes after its old ones, padded
+    /// with zeros to whole sectors.
+    fn write_records(&self, at: u64, start: u64, batch: &[u8]) -> Result<(), JournalWriteError> {
+        let sector = u64::from(self.device.sector_bytes());
+        let first = at + start - start % sector;
+        let end = at + start + batch.len() as u64;
+        let len = (end - first).next_multiple_of(sector);
+        let mut buf = AlignedBuf::zeroed(len as usize, self.device.buffer_align().max(4096));
+        let kept = (start % sector) as usize;
+        if kept > 0 {
+            self.device
+                .read_at(&mut buf[..sector as usize], first)
+                .map_err(device_error("cannot read the last sector back"))?;
+            buf[kept..sector as usize].fill(0);
+        }
+        buf[kept..kept + batch.len()].copy_from_slice(batch);
+        self.device.write_at(&buf, first).map_err(device_error("cannot write"))
     }
 }

@@ -11,6 +11,7 @@ pub mod crash;
 mod engine;
 pub mod gen;
 pub mod journal;
+pub mod recover;
 pub mod spec;
 mod stats;
 pub mod validate;

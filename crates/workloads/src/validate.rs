@@ -18,6 +18,9 @@ use validation::{
 use crate::gen::Request;
 use crate::spec::{spec_error, JobSpec, Region};
 
+/// With a group-commit journal, how many requests a worker prepares ahead.
+pub const JOURNAL_LOOKAHEAD: usize = 8;
+
 /// Errors kept in memory for the report; the count goes on past it.
 pub const ERRORS_KEPT_MAX: usize = 1000;
 
@@ -32,8 +35,8 @@ pub struct ValidateSpec {
     pub max_errors: u64,
     /// Identifies this run in every stamp.
     pub run_id: u64,
-    /// Keep the key map in a crash-safe journal in this directory.
-    pub journal: Option<(std::path::PathBuf, crate::journal::JournalMode)>,
+    /// Keep the key map in a crash-safe journal.
+    pub journal: Option<crate::journal::JournalSpec>,
 }
 
 /// Which read found an error.
@@ -91,9 +94,9 @@ impl Validator {
         job: &JobSpec,
         spec: ValidateSpec,
         region: Region,
-        sector_bytes: u32,
-        target: &str,
+        target: &std::sync::Arc<dyn device::Device>,
     ) -> Result<Validator, crate::WorkloadError> {
+        let sector_bytes = target.sector_bytes();
         let key_bytes = job.bs.min_bytes();
         let sizes_ok = match &job.bs {
             crate::BlockSizes::Fixed(_) => true,
@@ -113,16 +116,25 @@ impl Validator {
         let keys = KeyMap::new(blocks, key_bytes);
         let journal = match &spec.journal {
             None => None,
-            Some((dir, mode)) => {
+            Some(journal) => {
+                use crate::journal::{create_file, journal_record_bytes, JournalPlace, JournalWriter};
                 let header = validation::journal::JournalHeader {
                     run_id: spec.run_id,
                     region_start: region.start,
                     key_block_bytes: key_bytes,
                     blocks,
                     sector_bytes,
-                    target: target.to_string(),
+                    target: target.name().to_string(),
+                    mode: journal.mode,
+                    generation: 0,
                 };
-                Some(crate::journal::JournalWriter::create(dir, *mode, &header, &keys)?)
+                let device: std::sync::Arc<dyn device::Device> = match &journal.place {
+                    JournalPlace::Device(dev) => dev.clone(),
+                    JournalPlace::Dir(dir) => {
+                        std::sync::Arc::new(create_file(dir, blocks, journal_record_bytes(blocks))?)
+                    }
+                };
+                Some(JournalWriter::create(device, target.clone(), &header, &vec![0; blocks as usize])?)
             }
         };
         Ok(Validator {
@@ -225,24 +237,44 @@ impl Validator {
         (sequence, keys)
     }
 
-    /// Journals a write about to be issued (durably, in sync and group mode).
-    pub fn journal_before(
+    /// How many requests a worker prepares ahead: with a group-commit
+    /// journal, [`JOURNAL_LOOKAHEAD`], so that the commit of the next
+    /// requests' `before` records overlaps the current data write; one
+    /// otherwise (sync mode keeps one durable record per write; without a
+    /// durable journal there is nothing to overlap).
+    pub fn lookahead(&self) -> usize {
+        match self.journal.as_ref().map(|j| j.mode()) {
+            Some(crate::journal::JournalMode::Group) => JOURNAL_LOOKAHEAD,
+            _ => 1,
+        }
+    }
+
+    /// Queues the `before` record of a write about to be issued; returns
+    /// the ticket [`Validator::journal_wait`] takes.
+    pub fn journal_queue_before(
         &self,
         sequence: u64,
         req: &Request,
         keys: &[u8],
-    ) -> Result<(), crate::WorkloadError> {
-        if let Some(journal) = &self.journal {
-            let entries: Vec<(u64, u8)> = self.blocks(req).zip(keys.iter().copied()).collect();
-            journal.before(sequence, &entries)?;
+    ) -> Result<Option<u64>, crate::WorkloadError> {
+        let Some(journal) = &self.journal else { return Ok(None) };
+        let entries: Vec<(u64, u8)> = self.blocks(req).zip(keys.iter().copied()).collect();
+        Ok(Some(journal.queue_before(sequence, &entries)?))
+    }
+
+    /// Returns once the `before` record behind `ticket` is durable (sync
+    /// and group mode).
+    pub fn journal_wait(&self, ticket: Option<u64>) -> Result<(), crate::WorkloadError> {
+        if let (Some(journal), Some(ticket)) = (&self.journal, ticket) {
+            journal.wait(ticket)?;
         }
         Ok(())
     }
 
     /// Journals a completed write.
-    pub fn journal_after(&self, sequence: u64) -> Result<(), crate::WorkloadError> {
+    pub fn journal_after(&self, sequence: u64, req: &Request) -> Result<(), crate::WorkloadError> {
         if let Some(journal) = &self.journal {
-            journal.after(sequence)?;
+            journal.after(sequence, self.blocks(req))?;
         }
         Ok(())
     }

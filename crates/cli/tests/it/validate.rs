@@ -162,3 +162,86 @@ fn journal_mode_without_journal_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--journal-mode: only applies with --journal"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_long_run_compacts_its_journal_and_still_validates() {
+    // 1 MiB target: 256 key blocks, 1 MiB of records per slot, about 18,000
+    // writes' worth; 30,000 writes compact at least once.
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img").to_str().unwrap().to_string();
+    let journal = dir.path().join("j").to_str().unwrap().to_string();
+    let out = iolab(&[
+        "run",
+        "--target",
+        &target,
+        "--size",
+        "1m",
+        "--rw",
+        "randwrite",
+        "--bs",
+        "4k",
+        "--ios",
+        "30000",
+        "--validate",
+        "--no-preread",
+        "--journal",
+        &journal,
+        "--journal-mode",
+        "async",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("compactions"), "{}", stdout(&out));
+}
+
+#[test]
+fn an_async_journal_is_reported_as_not_crash_safe() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled(&dir, "async");
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("does not survive a host crash"), "{}", stdout(&out));
+}
+
+/// `kill -9` in the middle of a group-mode run (a process crash: the page
+/// cache survives), then `iolab validate`: no error. The test waits, without
+/// sleeping, until the journal holds records, so the kill lands mid-run.
+#[test]
+fn killed_run_validates_without_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img").to_str().unwrap().to_string();
+    let journal = dir.path().join("j");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["run", "--target", &target, "--size", "1m", "--rw", "randwrite", "--bs", "4k"])
+        .args([
+            "--runtime",
+            "60",
+            "--threads",
+            "4",
+            "--validate",
+            "--journal",
+            journal.to_str().unwrap(),
+            "-q",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = journal.join("iolab.journal");
+    let mut records = 0;
+    for _ in 0..1_000_000 {
+        let replayed = std::fs::read(&file).ok().and_then(|b| validation::journal::replay(&b).ok());
+        records = replayed.map_or(0, |r| r.records);
+        if records >= 200 || child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(records >= 200, "the run wrote only {records} journal records before it was killed");
+    let out = validate(&target, journal.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+}

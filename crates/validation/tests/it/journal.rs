@@ -3,7 +3,8 @@
 
 use proptest::prelude::*;
 use validation::journal::{
-    encode_after, encode_before, encode_start, replay, JournalError, JournalHeader, PendingWrite,
+    encode_after, encode_before, encode_start, encode_start_carrying, replay, JournalError, JournalHeader,
+    JournalMode, PendingWrite,
 };
 use validation::KeyMap;
 
@@ -17,6 +18,8 @@ fn header() -> JournalHeader {
         blocks: BLOCKS,
         sector_bytes: 512,
         target: "t.img".into(),
+        mode: JournalMode::Group,
+        generation: 0,
     }
 }
 
@@ -26,9 +29,19 @@ fn start() -> Vec<u8> {
     encode_start(&header(), &keys)
 }
 
+/// Bytes of one slot of the test journals.
+const SLOT: usize = 64 << 10;
+
+/// A journal device: `slot0` in the first slot, the second slot zeros.
+fn dev(slot0: &[u8]) -> Vec<u8> {
+    let mut d = slot0.to_vec();
+    d.resize(2 * SLOT, 0);
+    d
+}
+
 #[test]
 fn header_and_snapshot_come_back() {
-    let r = replay(&start()).unwrap();
+    let r = replay(&dev(&start())).unwrap();
     assert_eq!(r.header, header());
     assert_eq!(r.keys[3], 9);
     assert!(r.pending.is_empty() && r.torn_tail.is_none());
@@ -37,9 +50,9 @@ fn header_and_snapshot_come_back() {
 #[test]
 fn completed_write_updates_the_keys() {
     let mut j = start();
-    j.extend(encode_before(1, &[(3, 10), (4, 1)]));
-    j.extend(encode_after(1));
-    let r = replay(&j).unwrap();
+    j.extend(encode_before(0, 1, &[(3, 10), (4, 1)]));
+    j.extend(encode_after(0, 1));
+    let r = replay(&dev(&j)).unwrap();
     assert_eq!((r.keys[3], r.keys[4]), (10, 1));
     assert!(r.pending.is_empty());
 }
@@ -47,8 +60,8 @@ fn completed_write_updates_the_keys() {
 #[test]
 fn write_without_after_record_is_pending_old_or_new() {
     let mut j = start();
-    j.extend(encode_before(1, &[(3, 10)]));
-    let r = replay(&j).unwrap();
+    j.extend(encode_before(0, 1, &[(3, 10)]));
+    let r = replay(&dev(&j)).unwrap();
     assert_eq!(r.pending, vec![PendingWrite { write_id: 1, blocks: vec![(3, 9, 10)] }]);
     assert_eq!(r.keys[3], 9);
 }
@@ -58,21 +71,21 @@ fn a_later_write_to_a_block_completes_the_earlier_one() {
     // After records are written lazily: the next before record on the same
     // block proves the earlier write finished.
     let mut j = start();
-    j.extend(encode_before(1, &[(3, 10)]));
-    j.extend(encode_before(2, &[(3, 11)]));
-    let r = replay(&j).unwrap();
+    j.extend(encode_before(0, 1, &[(3, 10)]));
+    j.extend(encode_before(0, 2, &[(3, 11)]));
+    let r = replay(&dev(&j)).unwrap();
     assert_eq!(r.pending, vec![PendingWrite { write_id: 2, blocks: vec![(3, 10, 11)] }]);
 }
 
 #[test]
 fn truncated_record_ends_the_journal_and_says_where() {
     let mut j = start();
-    j.extend(encode_before(1, &[(3, 10)]));
-    j.extend(encode_after(1));
+    j.extend(encode_before(0, 1, &[(3, 10)]));
+    j.extend(encode_after(0, 1));
     let cut = j.len();
-    let second = encode_before(2, &[(5, 1)]);
+    let second = encode_before(0, 2, &[(5, 1)]);
     j.extend(&second[..second.len() - 3]);
-    let r = replay(&j).unwrap();
+    let r = replay(&dev(&j)).unwrap();
     assert_eq!(r.torn_tail.map(|t| t.0), Some(cut as u64));
     assert_eq!((r.keys[3], r.keys[5]), (10, 0));
     assert!(r.pending.is_empty());
@@ -82,10 +95,10 @@ fn truncated_record_ends_the_journal_and_says_where() {
 fn corrupted_record_ends_the_journal() {
     let mut j = start();
     let at = j.len();
-    j.extend(encode_before(1, &[(3, 10)]));
-    j.extend(encode_after(1));
+    j.extend(encode_before(0, 1, &[(3, 10)]));
+    j.extend(encode_after(0, 1));
     j[at + 20] ^= 0x40;
-    let r = replay(&j).unwrap();
+    let r = replay(&dev(&j)).unwrap();
     assert_eq!(r.records, 0);
     assert_eq!(r.keys[3], 9);
     assert!(r.torn_tail.is_some());
@@ -94,16 +107,16 @@ fn corrupted_record_ends_the_journal() {
 #[test]
 fn zero_padding_after_the_last_record_is_a_clean_end() {
     let mut j = start();
-    j.extend(encode_before(1, &[(3, 10)]));
+    j.extend(encode_before(0, 1, &[(3, 10)]));
     j.extend([0; 100]);
-    assert!(replay(&j).unwrap().torn_tail.is_none());
+    assert!(replay(&dev(&j)).unwrap().torn_tail.is_none());
 }
 
 #[test]
 fn damaged_header_is_refused() {
     let mut j = start();
     j[20] ^= 1;
-    assert_eq!(replay(&j).unwrap_err(), JournalError::Header);
+    assert_eq!(replay(&dev(&j)).unwrap_err(), JournalError::Header);
     assert_eq!(replay(b"something else entirely").unwrap_err(), JournalError::NotAJournal);
 }
 
@@ -130,9 +143,9 @@ proptest! {
                 keys[*b as usize] = k;
                 (*b, k)
             }).collect();
-            records.push((id, true, encode_before(id as u64, &entries)));
+            records.push((id, true, encode_before(0, id as u64, &entries)));
             if *done {
-                records.push((id, false, encode_after(id as u64)));
+                records.push((id, false, encode_after(0, id as u64)));
             }
             new_keys.push(entries);
         }
@@ -141,7 +154,7 @@ proptest! {
         for r in &records[..kept] {
             j.extend(&r.2);
         }
-        let replayed = replay(&j).unwrap();
+        let replayed = replay(&dev(&j)).unwrap();
         prop_assert!(replayed.torn_tail.is_none());
         // The model: apply every write whose before record was kept.
         let mut expected = vec![0u8; BLOCKS as usize];
@@ -165,4 +178,68 @@ proptest! {
             prop_assert!(!after_kept, "write {} completed but listed as pending", p.write_id);
         }
     }
+}
+
+#[test]
+fn journal_mode_comes_back_from_the_header() {
+    for mode in [JournalMode::Sync, JournalMode::Async, JournalMode::Group] {
+        let h = JournalHeader { mode, ..header() };
+        let j = encode_start(&h, &KeyMap::new(BLOCKS, 4096));
+        assert_eq!(replay(&dev(&j)).unwrap().header.mode, mode);
+    }
+}
+
+#[test]
+fn version_1_journal_is_refused_naming_its_version() {
+    let mut j = start();
+    j[8..12].copy_from_slice(&1u32.to_le_bytes());
+    assert_eq!(replay(&dev(&j)).unwrap_err(), JournalError::Version(1));
+}
+
+#[test]
+fn start_bytes_is_where_records_begin() {
+    assert_eq!(validation::journal::start_bytes(BLOCKS), start().len() as u64);
+    assert_eq!(validation::journal::start_bytes(4097), 4096 + 8192);
+}
+
+/// A device with a gen-0 journal in slot 0 (block 3 at key 10 done) and a
+/// compacted gen-1 start in slot 1 carrying write 2 (block 5) in flight.
+fn compacted() -> Vec<u8> {
+    let mut old = start();
+    old.extend(encode_before(0, 1, &[(3, 10)]));
+    old.extend(encode_after(0, 1));
+    old.extend(encode_before(0, 2, &[(5, 1)]));
+    let mut d = dev(&old);
+    let mut keys = vec![0u8; BLOCKS as usize];
+    keys[3] = 10;
+    let h = JournalHeader { generation: 1, ..header() };
+    let new = encode_start_carrying(&h, &keys, &encode_before(1, 2, &[(5, 1)]));
+    d[SLOT..SLOT + new.len()].copy_from_slice(&new);
+    d
+}
+
+#[test]
+fn the_newer_generation_holds_the_journal_with_its_carried_writes() {
+    let r = replay(&compacted()).unwrap();
+    assert_eq!(r.header.generation, 1);
+    assert_eq!(r.keys[3], 10);
+    assert_eq!(r.pending, vec![PendingWrite { write_id: 2, blocks: vec![(5, 0, 1)] }]);
+}
+
+#[test]
+fn a_damaged_compacted_start_falls_back_to_the_older_slot() {
+    let mut d = compacted();
+    d[SLOT + 4096 + 3] ^= 1; // a snapshot byte of the new start
+    let r = replay(&d).unwrap();
+    assert_eq!((r.header.generation, r.keys[3], r.pending.len()), (0, 10, 1));
+}
+
+#[test]
+fn records_of_an_older_generation_end_the_journal() {
+    let h = JournalHeader { generation: 1, ..header() };
+    let mut j = encode_start_carrying(&h, &[0; BLOCKS as usize], &[]);
+    j.extend(encode_before(0, 1, &[(3, 10)]));
+    let r = replay(&dev(&j)).unwrap();
+    assert_eq!(r.records, 0);
+    assert!(r.torn_tail.is_some());
 }

@@ -225,7 +225,7 @@ pub fn run_job(
     let validator = job
         .validate
         .clone()
-        .map(|spec| crate::validate::Validator::new(job, spec, region, device.sector_bytes(), device.name()))
+        .map(|spec| crate::validate::Validator::new(job, spec, region, &device))
         .transpose()?;
     if validator.is_some() && job.engine == Engine::Uring {
         return Err(SpecError {

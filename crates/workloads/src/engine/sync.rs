@@ -1,6 +1,7 @@
 //! The sync engine: each worker thread issues one positional call at a
 //! time. Works on every device.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use device::AlignedBuf;
@@ -11,9 +12,12 @@ use crate::stats::ThreadStats;
 use crate::validate::{CheckedBy, Validator};
 
 pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
+    if let Some(v) = w.validator {
+        return run_validated(w, v);
+    }
     let max = w.job.bs.max_bytes() as usize;
     let align = w.device.buffer_align().max(4096);
-    let mut write_buf = data_buffer(max, align, w.job.pattern, w.job.seed);
+    let write_buf = data_buffer(max, align, w.job.pattern, w.job.seed);
     let mut read_buf = AlignedBuf::zeroed(max, align);
     loop {
         let now = Instant::now();
@@ -26,16 +30,6 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
         }
         let Some((req, measured)) = w.next_request(now) else { break };
         let len = req.len as usize;
-        if let Some(v) = w.validator {
-            let go_on = validated(&w, v, req, &mut read_buf, &mut write_buf);
-            v.unlock(&req);
-            if !go_on? {
-                w.limits.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            let done = Instant::now();
-            w.complete(req.kind, req.len, done - now, done, measured);
-            continue;
-        }
         let start = Instant::now();
         match req.kind {
             IoKind::Read => w.device.read_at(&mut read_buf[..len], req.offset)?,
@@ -51,41 +45,141 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
     Ok(w.stats)
 }
 
-/// One request under validation: take its key blocks, pre-read and check
-/// before a write, stamp and write, re-read if asked; check every read.
-/// Returns false once the error cap is reached. The caller unlocks.
-fn validated(
+/// A request a validating worker has prepared: its key blocks taken and,
+/// for a write, its old contents checked, its buffer stamped and its
+/// `before` record queued in the journal.
+struct Prepared {
+    req: Request,
+    measured: bool,
+    at: Instant,
+    /// Writes: the stamped buffer, sequence, keys, journal ticket.
+    write: Option<(AlignedBuf, u64, Vec<u8>, Option<u64>)>,
+    go_on: bool,
+}
+
+/// Under validation: requests are prepared up to [`Validator::lookahead`]
+/// ahead (with a group-commit journal, the commit of the next requests'
+/// `before` records then overlaps this request's data write), then issued
+/// in order. Requests touching the same key blocks never overlap: a
+/// prepared request holds its blocks until it completes, and a worker
+/// waits for a block only when it holds none.
+fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, WorkloadError> {
+    let max = w.job.bs.max_bytes() as usize;
+    let align = w.device.buffer_align().max(4096);
+    let mut free: Vec<AlignedBuf> = (0..v.lookahead()).map(|_| AlignedBuf::zeroed(max, align)).collect();
+    let mut read_buf = AlignedBuf::zeroed(max, align);
+    let mut ready: VecDeque<Prepared> = VecDeque::new();
+    let mut blocked: Option<(Request, bool)> = None;
+    let mut last_done = Instant::now();
+    let mut outcome = Ok(());
+    while outcome.is_ok() {
+        while ready.len() < v.lookahead() {
+            let now = Instant::now();
+            if let (None, Some(wait)) = (&blocked, w.rate_wait(now)) {
+                if !ready.is_empty() || w.finished(now) {
+                    break;
+                }
+                std::thread::sleep(wait);
+                continue;
+            }
+            let Some((req, measured)) = blocked.take().or_else(|| w.next_request(Instant::now())) else {
+                break;
+            };
+            if !v.try_lock(&req) {
+                if !ready.is_empty() {
+                    blocked = Some((req, measured));
+                    break;
+                }
+                while !v.try_lock(&req) {
+                    std::thread::yield_now();
+                }
+            }
+            match prepare(&w, v, req, measured, &mut free, &mut read_buf) {
+                Ok(p) => ready.push_back(p),
+                Err(e) => {
+                    v.unlock(&req);
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        let Some(p) = ready.pop_front() else { break };
+        let start = p.at.max(last_done);
+        let (req, measured) = (p.req, p.measured);
+        let issued = issue(&w, v, p, &mut read_buf, &mut free);
+        v.unlock(&req);
+        match issued {
+            Ok(true) => {}
+            Ok(false) => w.limits.stop.store(true, std::sync::atomic::Ordering::Relaxed),
+            Err(e) => outcome = Err(e),
+        }
+        last_done = Instant::now();
+        w.complete(req.kind, req.len, last_done - start, last_done, measured);
+    }
+    // After an error: give back the blocks of what was prepared, unissued.
+    for p in ready {
+        v.unlock(&p.req);
+    }
+    outcome.map(|()| w.stats)
+}
+
+/// Prepares a request whose key blocks the caller took.
+fn prepare(
     w: &Worker<'_>,
     v: &Validator,
     req: Request,
+    measured: bool,
+    free: &mut Vec<AlignedBuf>,
     read_buf: &mut AlignedBuf,
-    write_buf: &mut AlignedBuf,
-) -> Result<bool, WorkloadError> {
-    while !v.try_lock(&req) {
-        std::thread::yield_now();
-    }
+) -> Result<Prepared, WorkloadError> {
+    let at = Instant::now();
     let len = req.len as usize;
     let mut go_on = true;
-    match req.kind {
-        IoKind::Read => {
-            w.device.read_at(&mut read_buf[..len], req.offset)?;
-            go_on &= v.check(&req, &read_buf[..len], CheckedBy::Read);
-        }
+    let write = match req.kind {
+        IoKind::Read => None,
         IoKind::Write => {
             if v.spec().preread {
                 w.device.read_at(&mut read_buf[..len], req.offset)?;
                 go_on &= v.check(&req, &read_buf[..len], CheckedBy::Preread);
             }
-            let (sequence, keys) = v.stamp(&req, &mut write_buf[..len]);
-            v.journal_before(sequence, &req, &keys)?;
-            w.device.write_at(&write_buf[..len], req.offset)?;
-            v.written(&req, &keys);
-            v.journal_after(sequence)?;
-            if v.spec().reread {
-                w.device.read_at(&mut read_buf[..len], req.offset)?;
-                go_on &= v.check(&req, &read_buf[..len], CheckedBy::Reread);
+            // Invariant: one buffer per prepared request, at most lookahead.
+            let mut buf = free.pop().expect("a free buffer per prepared request");
+            let (sequence, keys) = v.stamp(&req, &mut buf[..len]);
+            match v.journal_queue_before(sequence, &req, &keys) {
+                Ok(ticket) => Some((buf, sequence, keys, ticket)),
+                Err(e) => {
+                    free.push(buf);
+                    return Err(e);
+                }
             }
         }
+    };
+    Ok(Prepared { req, measured, at, write, go_on })
+}
+
+/// Issues a prepared request: a read is checked; a write waits for its
+/// `before` record to be durable, then goes out, then is recorded.
+fn issue(
+    w: &Worker<'_>,
+    v: &Validator,
+    p: Prepared,
+    read_buf: &mut AlignedBuf,
+    free: &mut Vec<AlignedBuf>,
+) -> Result<bool, WorkloadError> {
+    let (req, len) = (p.req, p.req.len as usize);
+    let mut go_on = p.go_on;
+    let Some((buf, sequence, keys, ticket)) = p.write else {
+        w.device.read_at(&mut read_buf[..len], req.offset)?;
+        return Ok(go_on & v.check(&req, &read_buf[..len], CheckedBy::Read));
+    };
+    let written = v.journal_wait(ticket).and_then(|()| Ok(w.device.write_at(&buf[..len], req.offset)?));
+    free.push(buf);
+    written?;
+    v.written(&req, &keys);
+    v.journal_after(sequence, &req)?;
+    if v.spec().reread {
+        w.device.read_at(&mut read_buf[..len], req.offset)?;
+        go_on &= v.check(&req, &read_buf[..len], CheckedBy::Reread);
     }
     Ok(go_on)
 }

@@ -2,5 +2,6 @@ mod bonnie;
 mod crash;
 mod engine;
 mod gen;
+mod journal_crash;
 mod spec;
 mod validate;

@@ -1,0 +1,406 @@
+//! Crash tests of validation with its journal: the target and the journal
+//! each sit on a crash-injecting device; the workload is stopped at many
+//! points (every device request passes one gate), and while it is held
+//! stopped, with no request in flight, crash images of both devices are
+//! taken: the same instant. Recovery (the code `iolab validate` runs) must
+//! find no error in any pair of images in group and sync mode.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use device::{CrashDevice, CrashPolicy, Device, MemDevice, Stats};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use validation::journal::start_bytes;
+use workloads::journal::{JournalMode, JournalPlace, JournalSpec};
+use workloads::recover::{recover, RecoverError, Verdict};
+use workloads::{run_job, BlockSizes, JobSpec, Progress, Rw, ValidateSpec};
+
+const KEY_BLOCK_BYTES: u64 = 4096;
+/// 16 key blocks: blocks are rewritten often in a few hundred writes.
+const TARGET_BYTES: u64 = 64 << 10;
+/// Room for records in each of the journal's two slots: enough for a run
+/// without compaction, and small enough to compact every few commits.
+const JOURNAL_RECORD_BYTES: u64 = 64 << 10;
+const JOURNAL_RECORD_BYTES_COMPACTING: u64 = 4 << 10;
+
+/// A journal device with two slots of `record_bytes` of records each.
+fn journal_device(record_bytes: u64) -> Arc<CrashDevice> {
+    crash_device(2 * (start_bytes(TARGET_BYTES / KEY_BLOCK_BYTES) + record_bytes))
+}
+
+#[derive(Default)]
+struct GateState {
+    /// Requests that passed the gate.
+    ops: u64,
+    /// Pause when `ops` reaches this.
+    pause_at: u64,
+    paused: bool,
+    /// Requests inside a device now.
+    inside: usize,
+    /// The job returned.
+    finished: bool,
+}
+
+/// Every request on both devices passes here; at `pause_at` the gate
+/// closes and every later request waits until it reopens.
+#[derive(Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap()
+    }
+
+    fn enter(&self) {
+        let mut s = self.lock();
+        s.ops += 1;
+        if s.ops == s.pause_at && !s.finished {
+            s.paused = true;
+            self.changed.notify_all();
+        }
+        while s.paused {
+            s = self.changed.wait(s).unwrap();
+        }
+        s.inside += 1;
+    }
+
+    fn exit(&self) {
+        self.lock().inside -= 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits until the workload is held with nothing in flight (true) or
+    /// the job has returned (false).
+    fn wait_stopped(&self) -> bool {
+        let mut s = self.lock();
+        loop {
+            if s.paused && s.inside == 0 {
+                return true;
+            }
+            if s.finished {
+                return false;
+            }
+            s = self.changed.wait(s).unwrap();
+        }
+    }
+
+    fn resume(&self, pause_after: u64) {
+        let mut s = self.lock();
+        s.pause_at = s.ops + pause_after;
+        s.paused = false;
+        self.changed.notify_all();
+    }
+
+    fn finish(&self) {
+        let mut s = self.lock();
+        s.finished = true;
+        s.paused = false;
+        self.changed.notify_all();
+    }
+}
+
+/// Opens the gate for good when dropped, so a failed assertion in the test
+/// thread does not leave the workload waiting forever.
+struct OpenOnDrop(Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.finish();
+    }
+}
+
+/// A crash device whose requests pass the gate.
+struct Gated {
+    inner: Arc<CrashDevice>,
+    gate: Arc<Gate>,
+}
+
+impl Gated {
+    fn through<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.gate.enter();
+        let out = f();
+        self.gate.exit();
+        out
+    }
+}
+
+impl Device for Gated {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn sector_bytes(&self) -> u32 {
+        self.inner.sector_bytes()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> device::Result<()> {
+        self.through(|| self.inner.read_at(buf, offset))
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> device::Result<()> {
+        self.through(|| self.inner.write_at(buf, offset))
+    }
+    fn flush(&self) -> device::Result<()> {
+        self.through(|| self.inner.flush())
+    }
+    fn stats(&self) -> &Stats {
+        self.inner.stats()
+    }
+}
+
+fn crash_device(bytes: u64) -> Arc<CrashDevice> {
+    Arc::new(CrashDevice::new(Arc::new(MemDevice::new(bytes).unwrap())).unwrap())
+}
+
+fn job(mode: JournalMode, journal: Arc<dyn Device>, seed: u64) -> JobSpec {
+    job_with(mode, journal, seed, BlockSizes::Fixed(KEY_BLOCK_BYTES))
+}
+
+fn job_with(mode: JournalMode, journal: Arc<dyn Device>, seed: u64, bs: BlockSizes) -> JobSpec {
+    JobSpec {
+        rw: Rw::RandRw,
+        read_pct: 30,
+        size_bytes: Some(TARGET_BYTES),
+        bs,
+        align_bytes: Some(KEY_BLOCK_BYTES),
+        threads: 4,
+        ios: Some(300),
+        seed,
+        validate: Some(ValidateSpec {
+            preread: true,
+            reread: false,
+            max_errors: 50,
+            run_id: 77,
+            journal: Some(JournalSpec { mode, place: JournalPlace::Device(journal) }),
+        }),
+        ..JobSpec::default()
+    }
+}
+
+/// Power-cut images of both devices at one instant under these policies.
+fn recover_images(
+    target: &CrashDevice,
+    journal: &CrashDevice,
+    (tp, jp): (CrashPolicy, CrashPolicy),
+    seed: u64,
+) -> Verdict {
+    let t = target.crash(tp, seed).unwrap();
+    let j = journal.crash(jp, seed ^ 0x5eed).unwrap();
+    match recover(&t.image, &j.image, tp == CrashPolicy::TornWrite) {
+        // A crash while the journal was being created: nothing was written
+        // to the target yet, so there is nothing to check.
+        Err(RecoverError::Journal { .. }) if target.stats().snapshot().writes == 0 => Verdict::default(),
+        other => other.unwrap(),
+    }
+}
+
+fn policies(
+    rng: &mut Xoshiro256PlusPlus,
+    target: &CrashDevice,
+    journal: &CrashDevice,
+) -> Vec<(CrashPolicy, CrashPolicy)> {
+    use CrashPolicy::*;
+    let prefix_t = Prefix(rng.random_range(0..=target.pending_writes()));
+    let prefix_j = Prefix(rng.random_range(0..=journal.pending_writes()));
+    vec![
+        (DropUnflushed, DropUnflushed),
+        (KeepAll, KeepAll),
+        (DropUnflushed, KeepAll),
+        (KeepAll, DropUnflushed),
+        (KeepSubset, KeepSubset),
+        (TornWrite, TornWrite),
+        (prefix_t, prefix_j),
+    ]
+}
+
+/// Runs the job, stopping it every few requests; at each stop recovers
+/// every pair of crash images. Returns the verdicts with what made them.
+fn crash_everywhere(
+    mode: JournalMode,
+    seed: u64,
+    record_bytes: u64,
+) -> Vec<(u64, (CrashPolicy, CrashPolicy), Verdict)> {
+    crash_everywhere_with(mode, seed, record_bytes, BlockSizes::Fixed(KEY_BLOCK_BYTES))
+}
+
+fn crash_everywhere_with(
+    mode: JournalMode,
+    seed: u64,
+    record_bytes: u64,
+    bs: BlockSizes,
+) -> Vec<(u64, (CrashPolicy, CrashPolicy), Verdict)> {
+    let target = crash_device(TARGET_BYTES);
+    let journal = journal_device(record_bytes);
+    let gate = Arc::new(Gate::default());
+    let gated_target: Arc<dyn Device> = Arc::new(Gated { inner: target.clone(), gate: gate.clone() });
+    let gated_journal: Arc<dyn Device> = Arc::new(Gated { inner: journal.clone(), gate: gate.clone() });
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    gate.resume(rng.random_range(1..20));
+    let mut verdicts = Vec::new();
+    std::thread::scope(|scope| {
+        let spec = job_with(mode, gated_journal, seed, bs);
+        let gate_done = gate.clone();
+        let runner = scope.spawn(move || {
+            let result = run_job(&spec, gated_target, &Progress::default());
+            gate_done.finish();
+            result
+        });
+        let _open = OpenOnDrop(gate.clone());
+        let mut stop = 0;
+        while gate.wait_stopped() {
+            for pair in policies(&mut rng, &target, &journal) {
+                verdicts.push((stop, pair, recover_images(&target, &journal, pair, rng.random())));
+            }
+            stop += 1;
+            gate.resume(rng.random_range(1..20));
+        }
+        let summary = runner.join().unwrap().unwrap().validation.unwrap();
+        assert_eq!(summary.errors, 0, "the live run found errors: {:?}", summary.error_list);
+    });
+    // And after the run, when everything is durable.
+    let pair = (CrashPolicy::DropUnflushed, CrashPolicy::DropUnflushed);
+    verdicts.push((u64::MAX, pair, recover_images(&target, &journal, pair, 0)));
+    verdicts
+}
+
+fn assert_no_errors(mode: JournalMode, record_bytes: u64) {
+    for seed in 1..=3 {
+        let verdicts = crash_everywhere(mode, seed, record_bytes);
+        assert!(verdicts.len() > 50, "too few crash points: {}", verdicts.len());
+        for (stop, pair, v) in &verdicts {
+            assert_eq!(v.errors(), 0, "seed {seed}, stop {stop}, policies {pair:?}: {v:?}");
+        }
+        let last = &verdicts.last().unwrap().2;
+        assert!(last.verified > 0 && last.pending_old + last.pending_new == 0, "after the run: {last:?}");
+    }
+}
+
+#[test]
+fn group_mode_recovers_every_crash_image_without_errors() {
+    assert_no_errors(JournalMode::Group, JOURNAL_RECORD_BYTES);
+}
+
+#[test]
+fn sync_mode_recovers_every_crash_image_without_errors() {
+    assert_no_errors(JournalMode::Sync, JOURNAL_RECORD_BYTES);
+}
+
+/// With room for a few commits per slot the journal compacts again and
+/// again, and every crash image still recovers with no error: at every
+/// instant the old or the new slot is complete.
+#[test]
+fn compacting_journal_recovers_every_crash_image_without_errors() {
+    assert_no_errors(JournalMode::Group, JOURNAL_RECORD_BYTES_COMPACTING);
+    assert_no_errors(JournalMode::Sync, JOURNAL_RECORD_BYTES_COMPACTING);
+}
+
+#[test]
+fn a_small_journal_compacts_instead_of_filling_up() {
+    let journal = journal_device(JOURNAL_RECORD_BYTES_COMPACTING);
+    let target: Arc<dyn Device> = crash_device(TARGET_BYTES);
+    let spec = job(JournalMode::Group, journal.clone(), 1);
+    run_job(&spec, target, &Progress::default()).unwrap();
+    let bytes = workloads::recover::read_journal(journal.as_ref()).unwrap();
+    let generation = validation::journal::replay(&bytes).unwrap().header.generation;
+    assert!(generation >= 2, "compacted {generation} times");
+}
+
+/// Async mode writes its records without flushes (Vdbench's `-jn`): after
+/// a host crash the journal may hold nothing past its start, so recovery
+/// knows of no write and checks no block, though the target kept them.
+#[test]
+fn async_mode_after_a_host_crash_has_lost_its_history_and_checks_no_block() {
+    let target = crash_device(TARGET_BYTES);
+    let journal = journal_device(JOURNAL_RECORD_BYTES);
+    let gate = Arc::new(Gate::default());
+    let gated_target: Arc<dyn Device> = Arc::new(Gated { inner: target.clone(), gate: gate.clone() });
+    let gated_journal: Arc<dyn Device> = Arc::new(Gated { inner: journal.clone(), gate: gate.clone() });
+    gate.resume(200);
+    std::thread::scope(|scope| {
+        let spec = job(JournalMode::Async, gated_journal, 1);
+        let gate_done = gate.clone();
+        let runner = scope.spawn(move || {
+            let result = run_job(&spec, gated_target, &Progress::default());
+            gate_done.finish();
+            result
+        });
+        let _open = OpenOnDrop(gate.clone());
+        assert!(gate.wait_stopped(), "the job ended before the crash point");
+        let written = target.stats().snapshot().writes;
+        let t = target.crash(CrashPolicy::KeepAll, 0).unwrap();
+        let j = journal.crash(CrashPolicy::DropUnflushed, 0).unwrap();
+        let v = recover(&t.image, &j.image, false).unwrap();
+        assert!(written > 0, "no data write before the crash point");
+        let looked_at = v.verified + v.pending_old + v.pending_new + v.errors();
+        assert_eq!((v.journal_mode, v.records, looked_at), (Some(JournalMode::Async), 0, 0), "{v:?}");
+        gate.finish();
+        runner.join().unwrap().unwrap();
+    });
+}
+
+/// A failed journal flush poisons the journal: the next record is refused
+/// without touching the device again (a failed flush is never retried).
+#[test]
+fn failed_journal_flush_poisons_the_journal() {
+    use device::{Fault, FaultyDevice, Op};
+    use validation::journal::JournalHeader;
+    use workloads::journal::{JournalWriteError, JournalWriter};
+    let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
+    let mem: Arc<dyn Device> =
+        Arc::new(MemDevice::new(2 * (start_bytes(blocks) + JOURNAL_RECORD_BYTES)).unwrap());
+    // Flush 1 makes the start durable; flush 2, the first commit, fails.
+    let journal = Arc::new(FaultyDevice::new(mem, vec![Fault::Nth { op: Op::Flush, n: 2 }]));
+    let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
+    let header = JournalHeader {
+        run_id: 1,
+        region_start: 0,
+        key_block_bytes: KEY_BLOCK_BYTES,
+        blocks,
+        sector_bytes: 512,
+        target: "t".into(),
+        mode: JournalMode::Group,
+        generation: 0,
+    };
+    let writer = JournalWriter::create(journal.clone(), target, &header, &vec![0; blocks as usize]).unwrap();
+    assert!(matches!(writer.before(0, &[(1, 1)]), Err(JournalWriteError::Device { .. })));
+    let writes = journal.stats().snapshot().writes;
+    assert!(matches!(writer.before(1, &[(2, 1)]), Err(JournalWriteError::Poisoned { .. })));
+    assert_eq!(journal.stats().snapshot().writes, writes, "a poisoned journal wrote again");
+}
+
+#[test]
+fn a_journal_device_too_small_for_its_start_is_refused() {
+    use validation::journal::JournalHeader;
+    use workloads::journal::{JournalWriteError, JournalWriter};
+    let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
+    let journal: Arc<dyn Device> = Arc::new(MemDevice::new(start_bytes(blocks)).unwrap());
+    let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
+    let header = JournalHeader {
+        run_id: 1,
+        region_start: 0,
+        key_block_bytes: KEY_BLOCK_BYTES,
+        blocks,
+        sector_bytes: 512,
+        target: "t".into(),
+        mode: JournalMode::Group,
+        generation: 0,
+    };
+    let created = JournalWriter::create(journal, target, &header, &vec![0; blocks as usize]);
+    assert!(matches!(created, Err(JournalWriteError::Full { .. })));
+}
+
+/// Writes of one to four key blocks: a `before` record lists several
+/// blocks, a torn write may tear between them, and a worker's lookahead
+/// often finds a block its own prepared request holds.
+#[test]
+fn multi_block_writes_recover_every_crash_image_without_errors() {
+    for seed in 1..=2 {
+        let bs = BlockSizes::parse("4k/40:8k/30:16k/30").unwrap();
+        for (stop, pair, v) in crash_everywhere_with(JournalMode::Group, seed, JOURNAL_RECORD_BYTES, bs) {
+            assert_eq!(v.errors(), 0, "seed {seed}, stop {stop}, policies {pair:?}: {v:?}");
+        }
+    }
+}
