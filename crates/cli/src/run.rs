@@ -403,6 +403,7 @@ fn log_options(f: &JobFields, force: bool) -> Result<Option<target::LogOptions>,
         home_writes,
         direct: f.direct.unwrap_or(false),
         force,
+        must_exist: false,
     }))
 }
 

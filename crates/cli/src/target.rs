@@ -41,6 +41,8 @@ pub struct LogOptions {
     pub home_writes: blocklog::HomeWrites,
     pub direct: bool,
     pub force: bool,
+    /// Refuse to format: the log must be there already (checking a target).
+    pub must_exist: bool,
 }
 
 /// Puts `target` behind the block log: replays the log if the target (or
@@ -84,6 +86,9 @@ pub fn add_log(mut target: Target, options: &LogOptions) -> anyhow::Result<Targe
             let logged = LoggedDevice::open(Arc::clone(&target.device), log_dev, options.mode)?;
             report_replay(&logged, holder.name());
             logged
+        }
+        None if options.must_exist => {
+            bail!("{}: holds no iolab block log to replay (was the run made with --log?)", holder.name());
         }
         None => {
             check_writable(&target, options.force)?;

@@ -30,6 +30,14 @@ pub struct ValidateArgs {
     /// Write the verdict as JSON to FILE ("-" for standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// The run went through iolab's block log (`iolab run --log`): replay
+    /// the log first (this writes the target, as any reopening does) and
+    /// check the data through it.
+    #[arg(long)]
+    pub log: bool,
+    /// With --log: the log is on this file or device, not inside the target.
+    #[arg(long, value_name = "PATH")]
+    pub log_device: Option<PathBuf>,
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
@@ -37,7 +45,29 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let journal = FileDevice::open(&path, &FileOptions { read_only: true, ..FileOptions::default() })
         .with_context(|| format!("{}: cannot open the journal", path.display()))?;
     let options = target::OpenOptions { direct: args.direct, sector_bytes: None, create_bytes: None };
-    let target = target::open(&args.target, &options)?;
+    let mut target = target::open(&args.target, &options)?;
+    if args.log {
+        let log = target::LogOptions {
+            mode: blocklog::Mode::Async,
+            log_bytes: None,
+            log_device: args.log_device.clone(),
+            home_writes: blocklog::HomeWrites::AtCheckpoint,
+            direct: args.direct,
+            force: false,
+            must_exist: true,
+        };
+        target = target::add_log(target, &log)?;
+    } else if args.log_device.is_some() {
+        return Err(crate::UsageError("--log-device: only applies with --log".into()).into());
+    } else if let Some(what) = device::signature::probe(target.device.as_ref())? {
+        if what == "iolab block log" {
+            return Err(crate::UsageError(format!(
+                "{}: holds an iolab block log; pass --log to replay it and check the data through it",
+                args.target
+            ))
+            .into());
+        }
+    }
     let dev = target.device.as_ref();
     let verdict = recover(dev, &journal, args.torn_ok)?;
     if dev.name() != verdict.journal_target {

@@ -129,3 +129,48 @@ fn an_unknown_home_write_policy_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--log-home: 'never' is not a choice"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_validated_run_through_the_log_is_checked_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let journal = dir.path().join("j");
+    let (target, j) = (img.to_str().unwrap(), journal.to_str().unwrap());
+    let run = [
+        "run",
+        "--target",
+        target,
+        "--size",
+        "8m",
+        "--log",
+        "log",
+        "--rw",
+        "randwrite",
+        "--flush-every",
+        "8",
+    ];
+    let out = iolab(&[&run[..], &["--ios", "300", "--validate", "--journal", j, "-q"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let plain = iolab(&["validate", "--target", target, "--journal", j]);
+    assert_eq!(plain.status.code(), Some(2));
+    assert!(stderr(&plain).contains("pass --log"), "{}", stderr(&plain));
+    let through = iolab(&["validate", "--target", target, "--journal", j, "--log"]);
+    assert_eq!(through.status.code(), Some(0), "{}{}", stdout(&through), stderr(&through));
+    assert!(stdout(&through).contains(" 0 lost"), "{}", stdout(&through));
+}
+
+#[test]
+fn validating_through_a_log_that_is_not_there_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let journal = dir.path().join("j");
+    let (target, j) = (img.to_str().unwrap(), journal.to_str().unwrap());
+    let out =
+        iolab(&["run", "--target", target, "--size", "4m", "--rw", "randwrite", "--ios", "50", "--validate"]);
+    let out2 =
+        iolab(&["run", "--target", target, "--rw", "randwrite", "--ios", "50", "--validate", "--journal", j]);
+    assert_eq!((out.status.code(), out2.status.code()), (Some(0), Some(0)), "{}", stderr(&out2));
+    let out = iolab(&["validate", "--target", target, "--journal", j, "--log"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("holds no iolab block log"), "{}", stderr(&out));
+}
