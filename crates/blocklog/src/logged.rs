@@ -275,10 +275,17 @@ impl LoggedDevice {
         }
     }
 
-    /// When committed blocks are written home (see [`HomeWrites`]).
-    pub fn set_home_writes(&self, policy: HomeWrites) {
-        let _committer = self.lock_committer();
+    /// When committed blocks are written home (see [`HomeWrites`]). Blocks
+    /// still waiting for a checkpoint are written home first, so that no
+    /// header frees their records early under the new policy.
+    pub fn set_home_writes(&self, policy: HomeWrites) -> Result<()> {
+        let mut committer = self.lock_committer();
+        if !self.lock_state().pending_home.is_empty() {
+            let result = self.checkpoint_locked(&mut committer);
+            self.poison_on_error(result)?;
+        }
         *self.home_writes.lock().unwrap_or_else(|e| e.into_inner()) = policy;
+        Ok(())
     }
 
     fn home_writes(&self) -> HomeWrites {

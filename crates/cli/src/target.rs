@@ -115,7 +115,7 @@ pub fn add_log(mut target: Target, options: &LogOptions) -> anyhow::Result<Targe
                 .map_err(|e| UsageError(format!("--log: {e}")))?
         }
     };
-    logged.set_home_writes(options.home_writes);
+    logged.set_home_writes(options.home_writes)?;
     let logged = Arc::new(logged);
     target.device = logged.clone();
     target.log = Some(logged);

@@ -87,7 +87,7 @@ fn sync_mode_makes_each_write_durable_and_async_does_not() {
 fn a_revoked_block_is_not_replayed_over_a_newer_unlogged_write() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
-    dev.set_home_writes(HomeWrites::AtCheckpoint);
+    dev.set_home_writes(HomeWrites::AtCheckpoint).unwrap();
     dev.write_at(&block(1, 8), 0).unwrap();
     dev.flush().unwrap();
     dev.write_unlogged(&block(2, 8), 0).unwrap();
@@ -101,7 +101,7 @@ fn a_revoked_block_is_not_replayed_over_a_newer_unlogged_write() {
 #[test]
 fn the_tail_follows_two_commits_behind_without_checkpoints() {
     let dev = format(crash_stack(), Mode::Log);
-    dev.set_home_writes(HomeWrites::AfterCommit);
+    dev.set_home_writes(HomeWrites::AfterCommit).unwrap();
     for round in 0..40u64 {
         dev.write_at(&block(1, 16), (round % 30) * 8192).unwrap();
         dev.flush().unwrap();
@@ -146,7 +146,7 @@ fn a_corrupt_header_slot_falls_back_to_the_other_and_loses_nothing() {
 fn three_commits() -> (MemDevice, Vec<u64>) {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
-    dev.set_home_writes(HomeWrites::AtCheckpoint);
+    dev.set_home_writes(HomeWrites::AtCheckpoint).unwrap();
     let mut lsns = Vec::new();
     for i in 0..3u8 {
         dev.write_at(&block(i + 1, 1), u64::from(i) * 512).unwrap();
@@ -192,7 +192,7 @@ fn a_torn_last_commit_past_the_head_ends_the_log_quietly() {
 fn an_interrupted_replay_is_rerun_cleanly() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
-    dev.set_home_writes(HomeWrites::AtCheckpoint);
+    dev.set_home_writes(HomeWrites::AtCheckpoint).unwrap();
     for i in 0..6u8 {
         dev.write_at(&block(i + 1, 8), u64::from(i) * 4096).unwrap();
         dev.flush().unwrap();
@@ -214,7 +214,7 @@ fn an_interrupted_replay_is_rerun_cleanly() {
 fn the_log_wraps_and_checkpoints() {
     let crash = crash_stack();
     let dev = format(crash.clone(), Mode::Log);
-    dev.set_home_writes(HomeWrites::AtCheckpoint);
+    dev.set_home_writes(HomeWrites::AtCheckpoint).unwrap();
     for round in 0..40u64 {
         let byte = (round % 250) as u8 + 1;
         dev.write_at(&block(byte, 16), (round % 30) * 8192).unwrap();
@@ -335,7 +335,7 @@ proptest! {
         let crash = crash_stack();
         let cut_dev = Arc::new(FaultyDevice::new(crash.clone(), vec![Fault::PowerCut { after: cut + 3 }]));
         let dev = format(cut_dev, Mode::Log);
-        dev.set_home_writes(if after_commit { HomeWrites::AfterCommit } else { HomeWrites::AtCheckpoint });
+        dev.set_home_writes(if after_commit { HomeWrites::AfterCommit } else { HomeWrites::AtCheckpoint }).unwrap();
         let (states, durable) = run(&dev, &steps);
         let image = crash.crash(policy, seed).unwrap().image;
         let back = reopen(image, Mode::Log);
@@ -380,4 +380,19 @@ fn blocks_wait_in_memory_until_a_checkpoint_writes_them_home() {
     dev.checkpoint().unwrap();
     crash.read_at(&mut home, LOG_BYTES + 8192).unwrap();
     assert_eq!(home, block(6, 8));
+}
+
+#[test]
+fn switching_home_writes_after_commits_keeps_every_committed_block() {
+    let crash = crash_stack();
+    let dev = format(crash.clone(), Mode::Log);
+    dev.write_at(&block(1, 8), 0).unwrap();
+    dev.flush().unwrap();
+    dev.set_home_writes(HomeWrites::AfterCommit).unwrap();
+    for i in 1..4u64 {
+        dev.write_at(&block(2, 8), i * 4096).unwrap();
+        dev.flush().unwrap();
+    }
+    let image = crash.crash(CrashPolicy::DropUnflushed, 1).unwrap().image;
+    assert_eq!(read_all(&reopen(image, Mode::Log))[..4096], block(1, 8)[..]);
 }
