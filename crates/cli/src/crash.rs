@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use blocklog::{LoggedDevice, Mode, Placement, StripeLog};
+use blocklog::{HomeWrites, LoggedDevice, Mode, Placement, StripeLog};
 use clap::{Args, ValueEnum};
 use device::Device;
 use workloads::crash::{enumerate, BuildStack, CrashError, CrashReport, CrashSpec, ReopenStack, Views};
@@ -19,6 +19,9 @@ use crate::UsageError;
 pub enum Stack {
     /// A device behind the block log in log mode (transactions committed at each flush).
     Log,
+    /// A device behind the block log kept on a second device (both crashed
+    /// at the same instant).
+    LogSeparate,
     /// The same device written in place, durable at each flush (no log).
     Async,
     /// The same device written in place, each write durable at once (no log).
@@ -35,6 +38,7 @@ impl Stack {
     fn name(self) -> &'static str {
         match self {
             Stack::Log => "log",
+            Stack::LogSeparate => "log-separate",
             Stack::Async => "async",
             Stack::Sync => "sync",
             Stack::Raid5 => "raid5",
@@ -73,6 +77,9 @@ pub struct CrashArgs {
     /// Block size (a metadata block).
     #[arg(long, value_name = "SIZE", default_value = "4k")]
     pub block_size: String,
+    /// Log stacks: when committed blocks go home: checkpoint (default) or commit.
+    #[arg(long, value_name = "WHEN", default_value = "checkpoint")]
+    pub log_home: String,
     /// Flush after every N transactions.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub sync_every: u64,
@@ -113,7 +120,19 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
         only_state: args.state,
     };
     let report = match args.stack {
-        Stack::Log | Stack::Async | Stack::Sync => crash_logged(&spec, args.stack, data_bytes, log_bytes),
+        Stack::Log | Stack::LogSeparate | Stack::Async | Stack::Sync => {
+            let home = match args.log_home.as_str() {
+                "checkpoint" => HomeWrites::AtCheckpoint,
+                "commit" => HomeWrites::AfterCommit,
+                other => {
+                    return Err(UsageError(format!(
+                        "--log-home: '{other}' is not a choice; use checkpoint or commit"
+                    ))
+                    .into())
+                }
+            };
+            crash_logged(&spec, args.stack, home, data_bytes, log_bytes)
+        }
         Stack::Raid5 | Stack::Raid5Log => {
             crash_raid5(&spec, args.stack == Stack::Raid5Log, data_bytes, log_bytes)
         }
@@ -167,10 +186,11 @@ fn text(args: &CrashArgs, r: &CrashReport) -> String {
             v.state, v.after_events, r.events, v.policy, v.seed, v.class, v.detail
         );
         out += &format!(
-            "check it again: iolab crash --stack {stack} --size {} --log-size {} --transactions {} --max-blocks {} \
-             --block-size {} --sync-every {} --states {} --seed {} --state {}\n",
+            "check it again: iolab crash --stack {stack} --size {} --log-size {} --log-home {} --transactions {} \
+             --max-blocks {} --block-size {} --sync-every {} --states {} --seed {} --state {}\n",
             args.size,
             args.log_size,
+            args.log_home,
             args.transactions,
             max_blocks,
             args.block_size,
@@ -190,6 +210,7 @@ fn max_blocks(args: &CrashArgs) -> u32 {
 fn crash_logged(
     spec: &CrashSpec,
     stack: Stack,
+    home: HomeWrites,
     data_bytes: u64,
     log_bytes: u64,
 ) -> Result<CrashReport, CrashError> {
@@ -198,20 +219,27 @@ fn crash_logged(
         Stack::Sync => Mode::Sync,
         _ => Mode::Log,
     };
+    let separate = stack == Stack::LogSeparate;
     let build = move |raw: Vec<Arc<dyn Device>>| -> Result<Arc<dyn Device>, String> {
-        let dev = LoggedDevice::format(Arc::clone(&raw[0]), Placement::Inside { log_bytes }, mode)
-            .map_err(|e| e.to_string())?;
+        let placement = match separate {
+            true => Placement::Separate { log: Arc::clone(&raw[1]) },
+            false => Placement::Inside { log_bytes },
+        };
+        let dev = LoggedDevice::format(Arc::clone(&raw[0]), placement, mode).map_err(|e| e.to_string())?;
+        dev.set_home_writes(home).map_err(|e| e.to_string())?;
         Ok(Arc::new(dev))
     };
     let reopen = move |images: Vec<Arc<dyn Device>>| -> Result<Views, String> {
-        let dev = LoggedDevice::open(Arc::clone(&images[0]), None, mode).map_err(|e| e.to_string())?;
+        let log = separate.then(|| Arc::clone(&images[1]));
+        let dev = LoggedDevice::open(Arc::clone(&images[0]), log, mode).map_err(|e| e.to_string())?;
         match &dev.replay_report().stopped {
             Some(stop) => Err(format!("log replay stopped at LSN {}: {}", stop.lsn, stop.reason)),
             None => Ok(vec![(String::new(), Arc::new(dev) as Arc<dyn Device>)]),
         }
     };
     let (build, reopen): (&BuildStack<'_>, &ReopenStack<'_>) = (&build, &reopen);
-    enumerate(spec, &[log_bytes + data_bytes], build, reopen)
+    let sizes = if separate { vec![data_bytes, log_bytes] } else { vec![log_bytes + data_bytes] };
+    enumerate(spec, &sizes, build, reopen)
 }
 
 /// Four drives sized for `data_bytes` of volume, and a log device.

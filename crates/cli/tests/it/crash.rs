@@ -63,3 +63,26 @@ fn raid5_with_a_stripe_log_loses_nothing_in_any_state_or_drive_failure() {
     assert_eq!(doc["report"]["violations"], 0, "{doc}");
     assert_eq!(code, Some(0));
 }
+
+#[test]
+fn a_log_on_its_own_device_keeps_the_promise_with_either_home_write_policy() {
+    for home in ["checkpoint", "commit"] {
+        let out = iolab(&[
+            "crash",
+            "--stack",
+            "log-separate",
+            "--log-home",
+            home,
+            "--transactions",
+            "80",
+            "--states",
+            "200",
+            "--json",
+            "-",
+        ]);
+        let doc: serde_json::Value =
+            serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        assert_eq!(doc["report"]["violations"], 0, "{home}: {doc}");
+        assert_eq!(out.status.code(), Some(0));
+    }
+}
