@@ -121,20 +121,28 @@ pub(crate) fn write_circular(log: &dyn Device, header: &Header, lsn: u64, bytes:
     let area = header.area_bytes();
     let start = lsn % area;
     let first = (bytes.len() as u64).min(area - start) as usize;
-    let mut buf = AlignedBuf::zeroed(bytes.len(), log.buffer_align());
-    buf.copy_from_slice(bytes);
-    log.write_at(&buf[..first], AREA_START + start)?;
+    write_aligned(log, &bytes[..first], AREA_START + start)?;
     if first < bytes.len() {
-        log.write_at(&buf[first..], AREA_START)?;
+        write_aligned(log, &bytes[first..], AREA_START)?;
     }
     Ok(())
 }
 
 /// Writes one header slot.
 pub(crate) fn write_slot(log: &dyn Device, slot: u64, block: &[u8]) -> Result<()> {
-    let mut buf = AlignedBuf::zeroed(block.len(), log.buffer_align());
-    buf.copy_from_slice(block);
-    log.write_at(&buf, slot * SLOT_BYTES)
+    write_aligned(log, block, slot * SLOT_BYTES)
+}
+
+/// Writes `buf`, through an aligned copy only when the device needs one
+/// (O_DIRECT) and `buf` is not aligned already.
+pub(crate) fn write_aligned(dev: &dyn Device, buf: &[u8], offset: u64) -> Result<()> {
+    let align = dev.buffer_align();
+    if align <= 1 || (buf.as_ptr() as usize) % align == 0 {
+        return dev.write_at(buf, offset);
+    }
+    let mut copy = AlignedBuf::zeroed(buf.len(), align);
+    copy.copy_from_slice(buf);
+    dev.write_at(&copy, offset)
 }
 
 /// A random log id from the process's randomly seeded hasher state.

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use device::{check_request, AlignedBuf, Device, DeviceError, Op, Result, Stats};
+use device::{check_request, Device, DeviceError, Op, Result, Stats};
 use serde::Serialize;
 
 use crate::core::{
-    encode_commit, extents_of, join, new_log_id, txn_bytes_bound, write_circular, write_new_log, write_slot,
-    Sector, SectorMap,
+    encode_commit, extents_of, join, new_log_id, txn_bytes_bound, write_aligned, write_circular,
+    write_new_log, write_slot, Sector, SectorMap,
 };
 use crate::format::{Extent, Header, AREA_START, FLAG_SEPARATE, MIN_AREA_BYTES, SLOT_BYTES};
 use crate::replay::{self, ReplayReport};
@@ -497,13 +497,11 @@ impl LoggedDevice {
     fn write_home(&self, sectors: &SectorMap) -> Result<()> {
         let sector = self.sector_bytes as usize;
         for extent in extents_of(0, sectors.keys().copied()) {
-            let mut buf = AlignedBuf::zeroed(extent.sectors as usize * sector, self.data.buffer_align());
-            for (i, s) in (extent.sector..extent.sector + u64::from(extent.sectors)).enumerate() {
-                let entry = &sectors[&s];
-                let at = entry.index as usize * sector;
-                buf[i * sector..(i + 1) * sector].copy_from_slice(&entry.data[at..at + sector]);
+            let mut buf = Vec::with_capacity(extent.sectors as usize * sector);
+            for s in extent.sector..extent.sector + u64::from(extent.sectors) {
+                buf.extend_from_slice(sectors[&s].bytes(sector));
             }
-            self.data.write_at(&buf, self.data_offset + extent.sector * sector as u64)?;
+            write_aligned(self.data.as_ref(), &buf, self.data_offset + extent.sector * sector as u64)?;
         }
         Ok(())
     }
