@@ -396,3 +396,15 @@ fn switching_home_writes_after_commits_keeps_every_committed_block() {
     let image = crash.crash(CrashPolicy::DropUnflushed, 1).unwrap().image;
     assert_eq!(read_all(&reopen(image, Mode::Log))[..4096], block(1, 8)[..]);
 }
+
+#[test]
+fn a_separate_log_cut_short_is_refused_with_its_sizes() {
+    let data = Arc::new(MemDevice::new(DATA_BYTES).unwrap());
+    let log = Arc::new(MemDevice::new(LOG_BYTES).unwrap());
+    let dev = LoggedDevice::format(data.clone(), Placement::Separate { log: log.clone() }, Mode::Log).unwrap();
+    dev.write_at(&block(1, 8), 0).unwrap();
+    dev.flush().unwrap();
+    let short = MemDevice::from_bytes("short log", &log.to_vec()[..(LOG_BYTES / 2) as usize], 512).unwrap();
+    let err = LoggedDevice::open(data, Some(Arc::new(short)), Mode::Log).err().unwrap();
+    assert!(err.to_string().contains("the log says it is"), "{err}");
+}
