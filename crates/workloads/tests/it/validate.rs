@@ -280,3 +280,45 @@ mod uring {
         assert_eq!((summary.blocks_written, summary.blocks_checked), (1000, 0));
     }
 }
+
+mod uring_journal {
+    //! A data write goes to the kernel only once its `before` record is
+    //! durable: when the journal's first commit fails, nothing reaches the
+    //! target.
+
+    use std::sync::Arc;
+
+    use device::{Device, Fault, FaultyDevice, FileDevice, FileOptions, Op};
+    use workloads::journal::{create_file, journal_record_bytes, JournalMode, JournalPlace, JournalSpec};
+    use workloads::{run_job, BlockSizes, Engine, JobSpec, Progress, Rw, ValidateSpec};
+
+    use super::VALIDATE;
+
+    #[test]
+    fn failed_first_commit_lets_no_data_write_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let options = FileOptions { create_bytes: Some(1 << 20), ..Default::default() };
+        let target: Arc<dyn Device> = Arc::new(FileDevice::open(&path, &options).unwrap());
+        let blocks = (256 << 10) / 4096;
+        let file = create_file(dir.path(), blocks, journal_record_bytes(blocks)).unwrap();
+        // Flush 1 makes the journal's start durable; flush 2 is the first commit.
+        let journal: Arc<dyn Device> =
+            Arc::new(FaultyDevice::new(Arc::new(file), vec![Fault::Nth { op: Op::Flush, n: 2 }]));
+        let spec = JournalSpec { mode: JournalMode::Group, place: JournalPlace::Device(journal) };
+        let job = JobSpec {
+            engine: Engine::Uring,
+            iodepth: 32,
+            rw: Rw::RandWrite,
+            read_pct: 0,
+            size_bytes: Some(256 << 10),
+            bs: BlockSizes::Fixed(4096),
+            ios: Some(500),
+            validate: Some(ValidateSpec { preread: false, journal: Some(spec), ..VALIDATE.clone() }),
+            ..JobSpec::default()
+        };
+        assert!(run_job(&job, target, &Progress::default()).is_err());
+        let image = std::fs::read(&path).unwrap();
+        assert!(image.iter().all(|&b| b == 0), "a data write went out before its record was durable");
+    }
+}
