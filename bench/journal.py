@@ -7,7 +7,11 @@ engine and concurrency (sync engine, --threads N, O_DIRECT), so only
 validation and the journal differ. The journal sits in a directory on the
 same disk as the target.
 
-Usage: bench/journal.py [--dir DIR] [--threads 32] [--runtime S] [--repeats N] [--iolab PATH]
+With --engine uring every arm runs on one thread with --iodepth requests in
+flight (default 32) instead of --threads threads on the sync engine.
+
+Usage: bench/journal.py [--dir DIR] [--engine sync|uring] [--threads 32] [--iodepth 32]
+                        [--runtime S] [--repeats N] [--iolab PATH]
 """
 import argparse
 import json
@@ -29,7 +33,9 @@ def run(exe, args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--engine", choices=["sync", "uring"], default="sync")
     ap.add_argument("--threads", type=int, default=32)
+    ap.add_argument("--iodepth", type=int, default=32)
     ap.add_argument("--runtime", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--size", default="1g")
@@ -43,8 +49,14 @@ def main():
     try:
         subprocess.run([exe, "run", "--target", target, "--size", args.size, "--rw", "write", "--bs", "1m",
                         "--direct", "-q"], check=True, capture_output=True)
-        common = ["--target", target, "--rw", "randwrite", "--bs", "4k", "--direct", "--engine", "sync",
-                  "--threads", str(args.threads), "--runtime", str(args.runtime), "--force"]
+        if args.engine == "uring":
+            concurrency = ["--engine", "uring", "--threads", "1", "--iodepth", str(args.iodepth)]
+            shape = f"uring engine, 1 thread, depth {args.iodepth}"
+        else:
+            concurrency = ["--engine", "sync", "--threads", str(args.threads)]
+            shape = f"sync engine, {args.threads} threads"
+        common = ["--target", target, "--rw", "randwrite", "--bs", "4k", "--direct", *concurrency,
+                  "--runtime", str(args.runtime), "--force"]
         # The journal arms run without the pre-read, so they compare with
         # "no preread": the pre-read doubles the I/O whatever the journal.
         arms = {
@@ -69,7 +81,7 @@ def main():
         # Each repeat runs every arm back to back, so the ratio to "off" of
         # the same repeat cancels most of the drift of a shared machine;
         # "vs off" is the median of those per-repeat ratios.
-        print(f"# 4 KiB random writes, {args.threads} threads, {args.repeats} runs of {args.runtime} s, medians")
+        print(f"# 4 KiB random writes, {shape}, {args.repeats} runs of {args.runtime} s, medians")
         print(f"{'arm':<15} {'IOPS':>10} {'vs off':>8}   runs (IOPS / ratio to off in the same repeat)")
         for name, values in results.items():
             med = statistics.median(values)

@@ -97,7 +97,7 @@ pub struct JobFields {
     #[arg(long, value_name = "PATTERN")]
     pub pattern: Option<String>,
     /// Stamp every written block and check every block read (Vdbench-style
-    /// data validation; sync engine).
+    /// data validation; sync or uring engine).
     #[arg(long, num_args = 0, default_missing_value = "true")]
     pub validate: Option<bool>,
     /// With --validate: do not check a block's old contents before rewriting it.

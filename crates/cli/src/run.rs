@@ -198,7 +198,7 @@ fn prepare(f: &JobFields, index: usize, default_job: bool, force: bool) -> anyho
     if let Some(options) = &log {
         target = target::add_log(target, options)?;
     }
-    spec.engine = resolve_engine(f.engine.as_deref(), target.device.as_ref(), spec.validate.is_some())?;
+    spec.engine = resolve_engine(f.engine.as_deref(), target.device.as_ref())?;
     if spec.engine == Engine::Uring && f.iodepth.is_none() && default_job {
         spec.iodepth = DEFAULT_JOB_IODEPTH;
     }
@@ -407,15 +407,10 @@ fn log_options(f: &JobFields, force: bool) -> Result<Option<target::LogOptions>,
     }))
 }
 
-fn resolve_engine(
-    arg: Option<&str>,
-    device: &dyn device::Device,
-    validate: bool,
-) -> Result<Engine, UsageError> {
+fn resolve_engine(arg: Option<&str>, device: &dyn device::Device) -> Result<Engine, UsageError> {
     Ok(match arg.unwrap_or("auto") {
         "sync" => Engine::Sync,
         "uring" => Engine::Uring,
-        "auto" if validate => Engine::Sync,
         "auto" if device.raw_fd().is_some() && workloads::uring_available() => Engine::Uring,
         "auto" => Engine::Sync,
         other => {

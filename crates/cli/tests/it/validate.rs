@@ -245,3 +245,37 @@ fn killed_run_validates_without_errors() {
     let out = validate(&target, journal.to_str().unwrap());
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
 }
+
+#[test]
+fn journaled_uring_run_at_depth_validates_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img").to_str().unwrap().to_string();
+    let journal = dir.path().join("j").to_str().unwrap().to_string();
+    let run = iolab(&[
+        "run",
+        "--target",
+        &target,
+        "--size",
+        "1m",
+        "--rw",
+        "randrw",
+        "--bs",
+        "4k",
+        "--ios",
+        "3000",
+        "--engine",
+        "uring",
+        "--iodepth",
+        "32",
+        "--validate",
+        "--journal",
+        &journal,
+        "--journal-mode",
+        "group",
+        "-q",
+    ]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains(" verified"), "{}", stdout(&out));
+}

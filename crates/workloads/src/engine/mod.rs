@@ -3,6 +3,7 @@
 
 mod sync;
 mod uring;
+mod uring_validated;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -227,13 +228,6 @@ pub fn run_job(
         .clone()
         .map(|spec| crate::validate::Validator::new(job, spec, region, &device))
         .transpose()?;
-    if validator.is_some() && job.engine == Engine::Uring {
-        return Err(SpecError {
-            flag: "validate",
-            message: "validation runs on the sync engine for now; add --engine sync (and --threads for more requests in flight)".into(),
-        }
-        .into());
-    }
     if job.engine == Engine::Uring && device.raw_fd().is_none() {
         return Err(SpecError {
             flag: "engine",

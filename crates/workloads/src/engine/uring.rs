@@ -57,13 +57,16 @@ impl Slots {
     }
 }
 
-struct Ring {
-    ring: IoUring,
-    fixed: bool,
-    fd: RawFd,
+pub(super) struct Ring {
+    pub(super) ring: IoUring,
+    pub(super) fixed: bool,
+    pub(super) fd: RawFd,
 }
 
 pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
+    if let Some(v) = w.validator {
+        return super::uring_validated::run(w, v);
+    }
     let device_name = w.device.name().to_string();
     let uring_err = |what: &'static str| {
         let device = device_name.clone();
@@ -137,7 +140,7 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
 /// A ring owned by this thread alone: completions are processed only when
 /// the thread asks for them (single issuer, deferred task work), which
 /// saves an interruption per completion. Older kernels get a plain ring.
-fn new_ring(entries: u32) -> io::Result<IoUring> {
+pub(super) fn new_ring(entries: u32) -> io::Result<IoUring> {
     IoUring::builder()
         .setup_coop_taskrun()
         .setup_single_issuer()
@@ -147,7 +150,7 @@ fn new_ring(entries: u32) -> io::Result<IoUring> {
 }
 
 impl Ring {
-    fn register(&mut self, bufs: &mut [AlignedBuf]) {
+    pub(super) fn register(&mut self, bufs: &mut [AlignedBuf]) {
         let iovecs: Vec<libc::iovec> = bufs
             .iter_mut()
             .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
@@ -162,7 +165,7 @@ impl Ring {
         }
     }
 
-    fn entry(&self, buf: &mut AlignedBuf, slot: usize, req: Request) -> squeue::Entry {
+    pub(super) fn entry(&self, buf: &mut AlignedBuf, slot: usize, req: Request) -> squeue::Entry {
         let ptr = buf.as_mut_ptr();
         let len = req.len as u32;
         let entry = match (req.kind, self.fixed) {
@@ -242,14 +245,14 @@ fn reap(ring: &mut Ring, slots: &mut Slots, w: &mut Worker<'_>, device: &str) ->
     Ok(flush_due)
 }
 
-fn op_of(kind: IoKind) -> Op {
+pub(super) fn op_of(kind: IoKind) -> Op {
     match kind {
         IoKind::Read => Op::Read,
         IoKind::Write => Op::Write,
     }
 }
 
-fn check_result(device: &str, req: Request, result: i32) -> Result<(), WorkloadError> {
+pub(super) fn check_result(device: &str, req: Request, result: i32) -> Result<(), WorkloadError> {
     if result == req.len as i32 {
         return Ok(());
     }

@@ -94,3 +94,231 @@ fn transfer_sizes_not_multiples_of_the_key_block_are_refused() {
     let err = run_job(&j, Arc::new(MemDevice::new(1 << 20).unwrap()), &Progress::default()).unwrap_err();
     assert!(err.to_string().starts_with("--validate:"), "{err}");
 }
+
+mod uring {
+    //! The same faults on the uring engine. The engine writes through the
+    //! file descriptor, past any wrapping device, so the faults are done
+    //! to the file itself, at target flushes (a sync journal flushes the
+    //! target after every write).
+
+    use std::os::unix::fs::FileExt;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+
+    use device::{Device, FileDevice, FileOptions, Stats};
+    use workloads::journal::{JournalMode, JournalPlace, JournalSpec};
+    use workloads::{run_job, BlockSizes, Engine, JobSpec, Progress, Rw, ValidationSummary};
+
+    use super::{classes, VALIDATE};
+
+    const BLOCK_BYTES: u64 = 4096;
+    const REGION_BYTES: u64 = 64 * BLOCK_BYTES;
+
+    #[derive(Clone, Copy)]
+    enum Tamper {
+        /// At the 5th flush, flip a byte in every block written so far.
+        FlipByte,
+        /// Snapshot the file at the 30th flush; at the 60th, put back every
+        /// written block that changed since (their writes are lost).
+        RollBack,
+        Nothing,
+    }
+
+    /// A file target that damages itself at chosen flushes.
+    struct Tampered {
+        inner: FileDevice,
+        path: PathBuf,
+        tamper: Tamper,
+        flushes: AtomicU64,
+        snapshot: Mutex<Vec<u8>>,
+    }
+
+    impl Tampered {
+        fn damage(&self, flush: u64) {
+            let file = std::fs::OpenOptions::new().read(true).write(true).open(&self.path).unwrap();
+            let image = std::fs::read(&self.path).unwrap();
+            let blocks = image[..REGION_BYTES as usize].chunks(BLOCK_BYTES as usize).enumerate();
+            match (self.tamper, flush) {
+                (Tamper::FlipByte, 5) => {
+                    for (i, block) in blocks.filter(|(_, b)| b.iter().any(|&x| x != 0)) {
+                        let at = i * BLOCK_BYTES as usize + 2000;
+                        file.write_all_at(&[block[2000] ^ 0x10], at as u64).unwrap();
+                    }
+                }
+                (Tamper::RollBack, 30) => *self.snapshot.lock().unwrap() = image,
+                (Tamper::RollBack, 60) => {
+                    let old = self.snapshot.lock().unwrap();
+                    for (i, block) in blocks {
+                        let before = &old[i * BLOCK_BYTES as usize..][..BLOCK_BYTES as usize];
+                        if before.iter().any(|&x| x != 0) && before != block {
+                            file.write_all_at(before, i as u64 * BLOCK_BYTES).unwrap();
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    impl Device for Tampered {
+        fn name(&self) -> &str {
+            self.inner.name()
+        }
+        fn size_bytes(&self) -> u64 {
+            self.inner.size_bytes()
+        }
+        fn sector_bytes(&self) -> u32 {
+            self.inner.sector_bytes()
+        }
+        fn buffer_align(&self) -> usize {
+            self.inner.buffer_align()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> device::Result<()> {
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> device::Result<()> {
+            self.inner.write_at(buf, offset)
+        }
+        fn flush(&self) -> device::Result<()> {
+            self.inner.flush()?;
+            self.damage(self.flushes.fetch_add(1, Ordering::Relaxed) + 1);
+            Ok(())
+        }
+        fn stats(&self) -> &Stats {
+            self.inner.stats()
+        }
+        fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+            self.inner.raw_fd()
+        }
+    }
+
+    fn target(dir: &tempfile::TempDir, tamper: Tamper) -> Arc<dyn Device> {
+        let path = dir.path().join("t");
+        let options = FileOptions { create_bytes: Some(1 << 20), ..Default::default() };
+        let inner = FileDevice::open(&path, &options).unwrap();
+        Arc::new(Tampered {
+            inner,
+            path,
+            tamper,
+            flushes: AtomicU64::new(0),
+            snapshot: Mutex::new(Vec::new()),
+        })
+    }
+
+    use std::sync::Arc;
+
+    fn job(dir: &tempfile::TempDir, ios: u64, mode: JournalMode) -> JobSpec {
+        let journal = JournalSpec { mode, place: JournalPlace::Dir(dir.path().join("j")) };
+        JobSpec {
+            engine: Engine::Uring,
+            iodepth: 8,
+            rw: Rw::RandRw,
+            read_pct: 50,
+            size_bytes: Some(REGION_BYTES),
+            bs: BlockSizes::Fixed(BLOCK_BYTES),
+            ios: Some(ios),
+            validate: Some(ValidateSpec { journal: Some(journal), ..VALIDATE.clone() }),
+            ..JobSpec::default()
+        }
+    }
+
+    use workloads::ValidateSpec;
+
+    fn run(dev: Arc<dyn Device>, job: &JobSpec) -> ValidationSummary {
+        run_job(job, dev, &Progress::default()).unwrap().validation.expect("validation summary")
+    }
+
+    #[test]
+    fn clean_run_checks_blocks_and_finds_nothing() {
+        for mode in [JournalMode::Group, JournalMode::Sync, JournalMode::Async] {
+            let dir = tempfile::tempdir().unwrap();
+            let summary = run(target(&dir, Tamper::Nothing), &job(&dir, 2000, mode));
+            assert_eq!(summary.errors, 0, "{mode:?}: {:?}", summary.error_list.first());
+            assert!(summary.blocks_written > 0 && summary.blocks_checked > 0, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn flipped_byte_is_reported_as_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let summary = run(target(&dir, Tamper::FlipByte), &job(&dir, 2000, JournalMode::Sync));
+        assert!(summary.errors > 0);
+        assert!(classes(&summary).iter().all(|c| *c == "corrupt"), "{:?}", classes(&summary));
+    }
+
+    #[test]
+    fn rolled_back_writes_are_reported_as_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let summary = run(target(&dir, Tamper::RollBack), &job(&dir, 2000, JournalMode::Sync));
+        assert!(classes(&summary).contains(&"lost_write"), "{:?}", classes(&summary));
+    }
+
+    #[test]
+    fn requests_on_one_block_never_overlap_in_flight() {
+        // Every request of 32 in flight hits the same key block: a read
+        // racing a write, or two writes stamping the same next key, would
+        // be found as errors.
+        let dir = tempfile::tempdir().unwrap();
+        let j = JobSpec { iodepth: 32, size_bytes: Some(BLOCK_BYTES), ..job(&dir, 3000, JournalMode::Group) };
+        let summary = run(target(&dir, Tamper::Nothing), &j);
+        assert_eq!(summary.errors, 0, "{:?}", summary.error_list.first());
+        assert!(summary.blocks_written > 100 && summary.blocks_checked > 100);
+    }
+
+    #[test]
+    fn without_preread_writes_are_not_checked_before_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = ValidateSpec { preread: false, ..VALIDATE.clone() };
+        let j = JobSpec {
+            rw: Rw::RandWrite,
+            read_pct: 0,
+            validate: Some(spec),
+            ..job(&dir, 1000, JournalMode::Group)
+        };
+        let summary = run(target(&dir, Tamper::Nothing), &j);
+        assert_eq!((summary.blocks_written, summary.blocks_checked), (1000, 0));
+    }
+}
+
+mod uring_journal {
+    //! A data write goes to the kernel only once its `before` record is
+    //! durable: when the journal's first commit fails, nothing reaches the
+    //! target.
+
+    use std::sync::Arc;
+
+    use device::{Device, Fault, FaultyDevice, FileDevice, FileOptions, Op};
+    use workloads::journal::{create_file, journal_record_bytes, JournalMode, JournalPlace, JournalSpec};
+    use workloads::{run_job, BlockSizes, Engine, JobSpec, Progress, Rw, ValidateSpec};
+
+    use super::VALIDATE;
+
+    #[test]
+    fn failed_first_commit_lets_no_data_write_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let options = FileOptions { create_bytes: Some(1 << 20), ..Default::default() };
+        let target: Arc<dyn Device> = Arc::new(FileDevice::open(&path, &options).unwrap());
+        let blocks = (256 << 10) / 4096;
+        let file = create_file(dir.path(), blocks, journal_record_bytes(blocks)).unwrap();
+        // Flush 1 makes the journal's start durable; flush 2 is the first commit.
+        let journal: Arc<dyn Device> =
+            Arc::new(FaultyDevice::new(Arc::new(file), vec![Fault::Nth { op: Op::Flush, n: 2 }]));
+        let spec = JournalSpec { mode: JournalMode::Group, place: JournalPlace::Device(journal) };
+        let job = JobSpec {
+            engine: Engine::Uring,
+            iodepth: 32,
+            rw: Rw::RandWrite,
+            read_pct: 0,
+            size_bytes: Some(256 << 10),
+            bs: BlockSizes::Fixed(4096),
+            ios: Some(500),
+            validate: Some(ValidateSpec { preread: false, journal: Some(spec), ..VALIDATE.clone() }),
+            ..JobSpec::default()
+        };
+        assert!(run_job(&job, target, &Progress::default()).is_err());
+        let image = std::fs::read(&path).unwrap();
+        assert!(image.iter().all(|&b| b == 0), "a data write went out before its record was durable");
+    }
+}
