@@ -63,7 +63,8 @@ pub struct JobFields {
     #[arg(long, value_name = "N")]
     pub iodepth_batch: Option<u32>,
     /// How requests are submitted: auto (default: uring for files and block
-    /// devices where the kernel allows it, else sync), sync or uring.
+    /// devices where the kernel allows it, else sync; sync under a group or
+    /// sync validation journal), sync or uring.
     #[arg(long, value_name = "ENGINE")]
     pub engine: Option<String>,
     /// Bypass the page cache (O_DIRECT) on files and block devices.

@@ -401,7 +401,8 @@ fn switching_home_writes_after_commits_keeps_every_committed_block() {
 fn a_separate_log_cut_short_is_refused_with_its_sizes() {
     let data = Arc::new(MemDevice::new(DATA_BYTES).unwrap());
     let log = Arc::new(MemDevice::new(LOG_BYTES).unwrap());
-    let dev = LoggedDevice::format(data.clone(), Placement::Separate { log: log.clone() }, Mode::Log).unwrap();
+    let dev =
+        LoggedDevice::format(data.clone(), Placement::Separate { log: log.clone() }, Mode::Log).unwrap();
     dev.write_at(&block(1, 8), 0).unwrap();
     dev.flush().unwrap();
     let short = MemDevice::from_bytes("short log", &log.to_vec()[..(LOG_BYTES / 2) as usize], 512).unwrap();
