@@ -346,7 +346,6 @@ fn async_mode_after_a_host_crash_has_lost_its_history_and_checks_no_block() {
 #[test]
 fn failed_journal_flush_poisons_the_journal() {
     use device::{Fault, FaultyDevice, Op};
-    use validation::journal::JournalHeader;
     use workloads::journal::{JournalWriteError, JournalWriter};
     let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
     let mem: Arc<dyn Device> =
@@ -354,16 +353,7 @@ fn failed_journal_flush_poisons_the_journal() {
     // Flush 1 makes the start durable; flush 2, the first commit, fails.
     let journal = Arc::new(FaultyDevice::new(mem, vec![Fault::Nth { op: Op::Flush, n: 2 }]));
     let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
-    let header = JournalHeader {
-        run_id: 1,
-        region_start: 0,
-        key_block_bytes: KEY_BLOCK_BYTES,
-        blocks,
-        sector_bytes: 512,
-        target: "t".into(),
-        mode: JournalMode::Group,
-        generation: 0,
-    };
+    let header = group_header(blocks);
     let writer = JournalWriter::create(journal.clone(), target, &header, &vec![0; blocks as usize]).unwrap();
     assert!(matches!(writer.before(0, &[(1, 1)]), Err(JournalWriteError::Device { .. })));
     let writes = journal.stats().snapshot().writes;
@@ -373,21 +363,11 @@ fn failed_journal_flush_poisons_the_journal() {
 
 #[test]
 fn a_journal_device_too_small_for_its_start_is_refused() {
-    use validation::journal::JournalHeader;
     use workloads::journal::{JournalWriteError, JournalWriter};
     let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
     let journal: Arc<dyn Device> = Arc::new(MemDevice::new(start_bytes(blocks)).unwrap());
     let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
-    let header = JournalHeader {
-        run_id: 1,
-        region_start: 0,
-        key_block_bytes: KEY_BLOCK_BYTES,
-        blocks,
-        sector_bytes: 512,
-        target: "t".into(),
-        mode: JournalMode::Group,
-        generation: 0,
-    };
+    let header = group_header(blocks);
     let created = JournalWriter::create(journal, target, &header, &vec![0; blocks as usize]);
     assert!(matches!(created, Err(JournalWriteError::Full { .. })));
 }
@@ -402,5 +382,19 @@ fn multi_block_writes_recover_every_crash_image_without_errors() {
         for (stop, pair, v) in crash_everywhere_with(JournalMode::Group, seed, JOURNAL_RECORD_BYTES, bs) {
             assert_eq!(v.errors(), 0, "seed {seed}, stop {stop}, policies {pair:?}: {v:?}");
         }
+    }
+}
+
+/// The header of a group-mode journal over `blocks` key blocks of target "t".
+fn group_header(blocks: u64) -> validation::journal::JournalHeader {
+    validation::journal::JournalHeader {
+        run_id: 1,
+        region_start: 0,
+        key_block_bytes: KEY_BLOCK_BYTES,
+        blocks,
+        sector_bytes: 512,
+        target: "t".into(),
+        mode: JournalMode::Group,
+        generation: 0,
     }
 }
