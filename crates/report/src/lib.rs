@@ -206,6 +206,20 @@ pub fn validation_summary(v: &workloads::ValidationSummary) -> String {
         "validation: {} key blocks of {} bytes written, {} checked, {} bad\n",
         v.blocks_written, v.key_block_bytes, v.blocks_checked, v.errors
     );
+    if let Some(j) = &v.journal {
+        let _ = writeln!(
+            out,
+            "journal: {} records in {} commits ({} writes), {} target flushes, {} compactions; \
+             {} waits for a commit, {:.1} us mean",
+            j.records,
+            j.commits,
+            j.writes,
+            j.target_flushes,
+            j.compactions,
+            j.waits,
+            j.wait_us as f64 / j.waits.max(1) as f64
+        );
+    }
     for e in v.error_list.iter().take(VALIDATION_ERRORS_SHOWN) {
         let _ = writeln!(
             out,

@@ -10,8 +10,10 @@ use crate::stamp::{read_stamp, StampError};
 pub enum Expect {
     /// The write of this key completed.
     Key(u8),
-    /// A write of `new` was in flight (at a crash): the block may hold the
-    /// old contents (`old`, 0 = never written, read as zeros) or the new.
+    /// Writes up to the one of `new` were in flight (at a crash): the block
+    /// may hold the old contents (`old`, 0 = never written, read as zeros)
+    /// or any key after `old` up to `new` (one, when a single write was in
+    /// flight).
     OldOrNew { old: u8, new: u8 },
 }
 
@@ -104,7 +106,11 @@ pub fn check_block(
         Expect::Key(k) => (None, k),
         Expect::OldOrNew { old, new } => (Some(old), new),
     };
-    let is_new = |s: &SectorState| matches!(s, SectorState::Key(k) if *k == new);
+    let is_new = |s: &SectorState| match (s, old) {
+        (SectorState::Key(k), Some(o)) => key_in_chain(*k, o, new),
+        (SectorState::Key(k), None) => *k == new,
+        _ => false,
+    };
     let is_old = |s: &SectorState| match (s, old) {
         (SectorState::Key(k), Some(o)) => *k == o && o != 0,
         (SectorState::Zeros, Some(0)) => true,
@@ -113,7 +119,10 @@ pub fn check_block(
     let new_count = states.iter().filter(|(_, s)| is_new(s)).count() as u32;
     let old_count = states.iter().filter(|(_, s)| is_old(s)).count() as u32;
     let total = states.len() as u32;
-    if new_count == total {
+    let one_key = states
+        .windows(2)
+        .all(|w| matches!(w, [(_, SectorState::Key(a)), (_, SectorState::Key(b))] if a == b));
+    if new_count == total && one_key {
         return if old.is_some() { BlockVerdict::PendingNew } else { BlockVerdict::Ok };
     }
     if old.is_some() && old_count == total {
@@ -135,4 +144,17 @@ pub fn check_block(
         })
         .collect();
     BlockVerdict::Bad { findings }
+}
+
+/// Whether `key` is one of the keys after `old` up to `new`, in the order
+/// rewrites give them (`next_key`, wrapping past 255 to 1).
+fn key_in_chain(key: u8, old: u8, new: u8) -> bool {
+    let mut k = old;
+    while k != new {
+        k = crate::keys::next_key(k);
+        if k == key {
+            return true;
+        }
+    }
+    false
 }

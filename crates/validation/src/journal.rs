@@ -10,7 +10,7 @@
 //! the slot with the newer valid start holds the journal. Each slot:
 //! ```text
 //! header, 4096 bytes:
-//!   0 magic "IOLABJNL"   8 version u32 = 2   12 crc32c u32 (of the header with this field 0)
+//!   0 magic "IOLABJNL"   8 version u32 = 3   12 crc32c u32 (of the header with this field 0)
 //!  16 run_id u64        24 region_start u64  32 key_block_bytes u64
 //!  40 blocks u64        48 sector_bytes u32  52 target name length u16
 //!  54 target name (up to 256 bytes)          310 mode u8 (1 sync, 2 async, 3 group)
@@ -27,14 +27,18 @@
 //! preallocated, zero-filled device, so zeros after the last record are
 //! its clean end.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::keys::KeyMap;
 
 pub const JOURNAL_MAGIC: &[u8; 8] = b"IOLABJNL";
-pub const JOURNAL_VERSION: u32 = 2;
+pub const JOURNAL_VERSION: u32 = 3;
+/// Version 2 journals read the same; there, a `before` on a block with a
+/// write in flight also proved that write complete, which version 3 no
+/// longer promises (replay of either accepts the whole chain).
+pub const JOURNAL_VERSION_MIN: u32 = 2;
 const MODE_AT: usize = 54 + TARGET_NAME_BYTES_MAX;
 const GENERATION_AT: usize = 312;
 const CARRIED_AT: usize = 320;
@@ -98,7 +102,7 @@ pub struct JournalHeader {
 pub enum JournalError {
     #[error("not an iolab validation journal (no IOLABJNL magic)")]
     NotAJournal,
-    #[error("journal format version {0} is not supported (this iolab reads version {JOURNAL_VERSION})")]
+    #[error("journal format version {0} is not supported (this iolab reads versions {JOURNAL_VERSION_MIN} to {JOURNAL_VERSION})")]
     Version(u32),
     #[error("the journal header is damaged (checksum mismatch)")]
     Header,
@@ -216,6 +220,11 @@ pub fn encode_after(generation: u64, write_id: u64) -> Vec<u8> {
     buf
 }
 
+/// Bytes of a record with `entries` entries (0 for an `after` record).
+pub fn record_bytes(entries: usize) -> u64 {
+    (RECORD_HEADER_BYTES + ENTRY_BYTES * entries) as u64
+}
+
 /// Appends a `before` record to `out`.
 pub fn append_before(out: &mut Vec<u8>, generation: u64, write_id: u64, entries: &[(u64, u8)]) {
     append_record(out, generation, 1, write_id, entries);
@@ -263,7 +272,7 @@ fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
         return Err(JournalError::NotAJournal);
     }
     let version = u32_at(buf, 8);
-    if version != JOURNAL_VERSION {
+    if !(JOURNAL_VERSION_MIN..=JOURNAL_VERSION).contains(&version) {
         return Err(JournalError::Version(version));
     }
     let head = &buf[..JOURNAL_HEADER_BYTES];
@@ -340,15 +349,14 @@ fn replay_slot(buf: &[u8]) -> Result<Replay, JournalError> {
 #[derive(Clone, Debug, Default)]
 pub struct KeyState {
     keys: Vec<u8>,
-    /// In flight: write id -> its entries; block -> the write holding it.
+    /// In flight: write id -> its entries.
     inflight: BTreeMap<u64, Vec<(u64, u8)>>,
-    holder: HashMap<u64, u64>,
 }
 
 impl KeyState {
     /// Starts from a snapshot: one key per block.
     pub fn new(keys: Vec<u8>) -> KeyState {
-        KeyState { keys, inflight: BTreeMap::new(), holder: HashMap::new() }
+        KeyState { keys, inflight: BTreeMap::new() }
     }
 
     /// The keys of completed writes (pending writes keep their old keys).
@@ -356,28 +364,20 @@ impl KeyState {
         &self.keys
     }
 
-    /// Applies a `before` record. A block is written by one request at a
-    /// time: an earlier write still listed on one of its blocks completed.
+    /// Applies a `before` record. An earlier write still in flight on one
+    /// of its blocks stays in flight: without its `after` record nothing
+    /// says it reached stable storage, so the block may hold any key of
+    /// the chain (see [`KeyState::pending`]).
     pub fn before(&mut self, write_id: u64, entries: Vec<(u64, u8)>) {
-        for (block, _) in &entries {
-            if let Some(earlier) = self.holder.remove(block) {
-                self.after(earlier);
-            }
-        }
-        for (block, _) in &entries {
-            self.holder.insert(*block, write_id);
-        }
         self.inflight.insert(write_id, entries);
     }
 
-    /// Applies an `after` record.
+    /// Applies an `after` record. Writes to one block complete in order, so
+    /// the block's key becomes this write's.
     pub fn after(&mut self, write_id: u64) {
         if let Some(entries) = self.inflight.remove(&write_id) {
             for (block, key) in entries {
                 self.keys[block as usize] = key;
-                if self.holder.get(&block) == Some(&write_id) {
-                    self.holder.remove(&block);
-                }
             }
         }
     }
@@ -387,7 +387,10 @@ impl KeyState {
         self.inflight.iter().map(|(id, e)| (*id, e.as_slice()))
     }
 
-    /// The writes in flight, each block with its old and new key.
+    /// The writes in flight, by write id, each block with its old key (of
+    /// its last completed write) and new key. A block several writes in
+    /// flight name forms a chain: it may hold the old key or any key up
+    /// to the newest write's (`Expect::OldOrNew` of the last one).
     pub fn pending(&self) -> Vec<PendingWrite> {
         self.inflight
             .iter()

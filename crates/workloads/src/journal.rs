@@ -12,13 +12,16 @@
 //!   `after` records are lazy: they ride along with a commit that flushes
 //!   the target, at most every [`AFTERS_PER_TARGET_FLUSH`] records.
 //!
-//! A durable `after` record, and a durable `before` record on a block an
-//! earlier write held, both mean that the earlier data write is durable on
-//! the target too, so a volatile write cache on the target cannot make
-//! replay wrong: a commit that carries `after` records, or a `before` on a
-//! block written since the last target flush began, flushes the *target*
+//! A durable `after` record means that its data write is durable on the
+//! target too, so a volatile write cache on the target cannot make replay
+//! wrong: a commit that carries `after` records flushes the *target*
 //! first, then writes and flushes the journal. Other commits flush the
-//! journal only.
+//! journal only. A `before` record on a block whose earlier writes have no
+//! durable `after` yet proves nothing about them: replay then expects any
+//! key of that chain (the block's volatile cache may have kept any of
+//! them). So that a chain never wraps the 255 keys, a block rewritten
+//! [`CHAIN_MAX`] times since the last target flush began makes the next
+//! commit flush the target.
 //!
 //! Records form one byte stream after the start (header and key-map
 //! snapshot). The device is written in whole sectors: each commit rewrites
@@ -28,15 +31,18 @@
 //!
 //! A failed write or flush poisons the journal: every later call fails.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
 
 use device::{AlignedBuf, Device, DeviceError, FileDevice, FileOptions};
 pub use validation::journal::JournalMode;
 use validation::journal::{
-    append_after, append_before, encode_start_carrying, slot_bytes, start_bytes, JournalHeader, KeyState,
+    append_after, append_before, encode_start_carrying, record_bytes, slot_bytes, start_bytes, JournalHeader,
+    KeyState,
 };
 
 /// The journal's file name inside the journal directory.
@@ -63,6 +69,11 @@ pub const ASYNC_BATCH_RECORDS: usize = 2048;
 /// Group mode: at most this many `after` records wait for a commit that
 /// flushes the target.
 pub const AFTERS_PER_TARGET_FLUSH: usize = 1024;
+
+/// Group mode: a `before` on a block written this many times since the last
+/// target flush began makes the commit flush the target (and write the
+/// `after` records), so replay's chain of possible keys stays short.
+pub const CHAIN_MAX: u32 = 16;
 
 /// Zeros are written in chunks of this size when a journal is created.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
@@ -162,13 +173,21 @@ enum Rec {
 }
 
 struct State {
-    /// Records for the next commit (in group mode, `before` records only).
+    /// Records for the next commit (in group mode, `before` records only),
+    /// and their encoded bytes.
     queued: Vec<Rec>,
+    queued_bytes: u64,
     /// Group mode: `after` records waiting for a commit that flushes the
-    /// target, and the key blocks written since the last target flush
-    /// began (a `before` on one of them needs a target flush).
+    /// target, and how often each key block was written since the last
+    /// target flush began (a `before` on one written [`CHAIN_MAX`] times
+    /// needs a target flush).
     afters: Vec<Rec>,
-    dirty: HashSet<u64>,
+    dirty: HashMap<u64, u32>,
+    /// Bytes left for records in the live slot after the last commit: a
+    /// commit whose records would not fit compacts, and takes the `after`
+    /// records with it (flushing the target) so that the new start
+    /// carries only the writes really in flight.
+    room: u64,
     /// The next durable commit must flush the target first.
     target_flush_due: bool,
     /// Records queued now belong to commit `open_commit`; every commit
@@ -177,7 +196,33 @@ struct State {
     durable_commit: u64,
     /// A commit is running (only its leader touches the device).
     committing: bool,
+    /// Group mode: every commit below this one is wanted durable soon
+    /// ([`JournalWriter::kick`]); the committer thread makes it so.
+    wanted_end: u64,
+    /// The committer thread is asked to return.
+    stopping: bool,
     poisoned: bool,
+    stats: JournalStats,
+}
+
+/// What a journal writer did in a run: how many commits its records
+/// took, and how often and how long writers waited for one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct JournalStats {
+    /// Records written (`before` and `after`).
+    pub records: u64,
+    /// Batches written, and of those, the ones made durable with a flush of
+    /// the journal device.
+    pub writes: u64,
+    pub commits: u64,
+    /// Commits that flushed the target first.
+    pub target_flushes: u64,
+    /// New snapshots written into the other slot.
+    pub compactions: u64,
+    /// Times a writer found its `before` record not yet durable and
+    /// waited, and the total time it waited (microseconds).
+    pub waits: u64,
+    pub wait_us: u64,
 }
 
 /// Where the records end, and what they say: touched by the commit
@@ -204,6 +249,12 @@ pub struct JournalWriter {
     records_at: u64,
     state: Mutex<State>,
     committed: Condvar,
+    /// Wakes the committer thread: a kick, the end of a commit, or a stop.
+    kicked: Condvar,
+    /// Copies of `State::durable_commit` and `State::wanted_end`, so that a
+    /// writer whose record is durable, or already kicked, takes no lock.
+    durable_end: AtomicU64,
+    wanted_end: AtomicU64,
     tail: Mutex<Tail>,
 }
 
@@ -256,13 +307,18 @@ impl JournalWriter {
         device.flush().map_err(device_error("cannot flush"))?;
         let state = State {
             queued: Vec::new(),
+            queued_bytes: 0,
             afters: Vec::new(),
-            dirty: HashSet::new(),
+            dirty: HashMap::new(),
+            room: slot_bytes - records_at,
             target_flush_due: false,
             open_commit: 0,
             durable_commit: 0,
             committing: false,
+            wanted_end: 0,
+            stopping: false,
             poisoned: false,
+            stats: JournalStats::default(),
         };
         let tail = Tail { slot: 0, generation: 0, written_end: 0, mirror: KeyState::new(keys.to_vec()) };
         Ok(JournalWriter {
@@ -273,12 +329,20 @@ impl JournalWriter {
             records_at,
             state: Mutex::new(state),
             committed: Condvar::new(),
+            kicked: Condvar::new(),
+            durable_end: AtomicU64::new(0),
+            wanted_end: AtomicU64::new(0),
             tail: Mutex::new(tail),
         })
     }
 
     pub fn mode(&self) -> JournalMode {
         self.header.mode
+    }
+
+    /// What the journal did so far.
+    pub fn stats(&self) -> JournalStats {
+        self.lock().stats
     }
 
     /// How many times the journal was compacted.
@@ -305,12 +369,13 @@ impl JournalWriter {
         if state.poisoned {
             return Err(self.poisoned());
         }
-        if !state.dirty.is_empty() && entries.iter().any(|(b, _)| state.dirty.contains(b)) {
-            // This record will prove that the block's last write completed:
-            // that write must be durable on the target first.
+        if !state.dirty.is_empty() && entries.iter().any(|(b, _)| state.dirty.get(b) >= Some(&CHAIN_MAX)) {
+            // The block's chain of possible keys is long: end it by making
+            // its writes' `after` records durable.
             state.target_flush_due = true;
         }
         state.queued.push(Rec::Before(write_id, entries.to_vec()));
+        state.queued_bytes += record_bytes(entries.len());
         let ticket = state.open_commit;
         self.maybe_write_async(state)?;
         Ok(ticket)
@@ -323,6 +388,58 @@ impl JournalWriter {
             JournalMode::Async => Ok(()),
             JournalMode::Sync | JournalMode::Group => self.durable(ticket, false),
         }
+    }
+
+    /// Asks for the record behind `ticket` to be made durable soon, without
+    /// waiting: a worker kicks the ticket of a request it will issue a few
+    /// requests from now, so that the commit runs on the committer thread
+    /// ([`JournalWriter::run_committer`]) while the worker goes on, and is
+    /// done by the time the worker waits. Nothing happens without a
+    /// committer thread (group mode only).
+    pub fn kick(&self, ticket: u64) {
+        if self.wanted_end.load(Ordering::Relaxed) > ticket {
+            return;
+        }
+        let mut state = self.lock();
+        if state.durable_commit > ticket || state.wanted_end > ticket {
+            return;
+        }
+        state.wanted_end = ticket + 1;
+        self.wanted_end.store(ticket + 1, Ordering::Relaxed);
+        if !state.committing {
+            self.kicked.notify_one();
+        }
+    }
+
+    /// The committer thread's body (group mode): commits whenever a kicked
+    /// ticket is not yet durable and no commit is running, until
+    /// [`JournalWriter::stop_committer`] (after committing what was kicked)
+    /// or an error (which poisons the journal, so the workers see it).
+    pub fn run_committer(&self) {
+        let mut state = self.lock();
+        loop {
+            if state.poisoned {
+                return;
+            }
+            let wanted = state.wanted_end > state.durable_commit && !state.queued.is_empty();
+            if state.stopping && !wanted {
+                return;
+            }
+            if !state.committing && wanted {
+                if self.commit(state, true, false).is_err() {
+                    return;
+                }
+                state = self.lock();
+                continue;
+            }
+            state = self.kicked.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Makes [`JournalWriter::run_committer`] return.
+    pub fn stop_committer(&self) {
+        self.lock().stopping = true;
+        self.kicked.notify_all();
     }
 
     /// Records that write `write_id` is about to give these blocks these
@@ -348,15 +465,19 @@ impl JournalWriter {
         match self.header.mode {
             JournalMode::Group => {
                 state.afters.push(Rec::After(write_id));
-                state.dirty.extend(blocks);
+                for b in blocks {
+                    *state.dirty.entry(b).or_default() += 1;
+                }
                 Ok(())
             }
             JournalMode::Async => {
                 state.queued.push(Rec::After(write_id));
+                state.queued_bytes += record_bytes(0);
                 self.maybe_write_async(state)
             }
             JournalMode::Sync => {
                 state.queued.push(Rec::After(write_id));
+                state.queued_bytes += record_bytes(0);
                 state.target_flush_due = true;
                 let ticket = state.open_commit;
                 drop(state);
@@ -387,27 +508,43 @@ impl JournalWriter {
     /// Returns once commit `ticket` is durable, committing as the leader
     /// when no commit is running.
     fn durable(&self, ticket: u64, flush_target: bool) -> Result<(), JournalWriteError> {
+        if !flush_target && self.durable_end.load(Ordering::Acquire) > ticket {
+            return Ok(());
+        }
         let mut state = self.lock();
-        loop {
+        if state.durable_commit > ticket && !state.poisoned {
+            return Ok(());
+        }
+        let began = Instant::now();
+        let result = loop {
             if state.poisoned {
-                return Err(self.poisoned());
+                break Err(self.poisoned());
             }
             if state.durable_commit > ticket {
-                return Ok(());
+                break Ok(());
             }
             if !state.committing {
-                break;
+                // The commit takes every record queued so far, this one too.
+                let result = self.commit(state, true, flush_target);
+                state = self.lock();
+                break result;
             }
             state = self.committed.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-        // The commit takes every record queued so far, this one too.
-        self.commit(state, true, flush_target)
+        };
+        state.stats.waits += 1;
+        state.stats.wait_us += began.elapsed().as_micros() as u64;
+        result
     }
 
     /// Takes what the next commit writes.
     fn take_batch(&self, state: &mut State, durable: bool, flush_target: bool) -> Batch {
+        let afters_bytes = record_bytes(0) * state.afters.len() as u64;
+        let compacting = state.queued_bytes + afters_bytes > state.room;
         let flush_target = durable
-            && (flush_target || state.target_flush_due || state.afters.len() >= AFTERS_PER_TARGET_FLUSH);
+            && (flush_target
+                || state.target_flush_due
+                || compacting
+                || state.afters.len() >= AFTERS_PER_TARGET_FLUSH);
         let mut records = Vec::new();
         if flush_target {
             // Every after record and dirty block taken here belongs to a
@@ -417,6 +554,7 @@ impl JournalWriter {
             state.target_flush_due = false;
         }
         records.append(&mut state.queued);
+        state.queued_bytes = 0;
         let batch = Batch { records, commit: state.open_commit, flush_target, durable };
         state.open_commit += 1;
         batch
@@ -436,21 +574,40 @@ impl JournalWriter {
         let batch = self.take_batch(&mut state, durable, flush_target);
         drop(state);
         let commit = batch.commit;
+        let counted = JournalStats {
+            records: batch.records.len() as u64,
+            writes: 1,
+            commits: u64::from(durable),
+            target_flushes: u64::from(batch.flush_target),
+            ..JournalStats::default()
+        };
         let result = self.write_batch(batch);
         let mut state = self.lock();
         state.committing = false;
         match result {
-            Ok(()) if durable => state.durable_commit = commit + 1,
-            Ok(()) => {}
+            Ok((compacted, room)) => {
+                state.room = room;
+                let s = &mut state.stats;
+                s.records += counted.records;
+                s.writes += counted.writes;
+                s.commits += counted.commits;
+                s.target_flushes += counted.target_flushes;
+                s.compactions += u64::from(compacted);
+                if durable {
+                    state.durable_commit = commit + 1;
+                    self.durable_end.store(commit + 1, Ordering::Release);
+                }
+            }
             Err(_) => state.poisoned = true,
         }
         self.committed.notify_all();
-        result
+        self.kicked.notify_all();
+        result.map(|_| ())
     }
 
     /// Writes a batch after the records in the live slot; when it does not
-    /// fit, compacts instead.
-    fn write_batch(&self, batch: Batch) -> Result<(), JournalWriteError> {
+    /// fit, compacts instead. Says whether it compacted, and the room left.
+    fn write_batch(&self, batch: Batch) -> Result<(bool, u64), JournalWriteError> {
         if batch.flush_target {
             // The target first: what the records about to become durable
             // say completed must be durable before they are.
@@ -471,7 +628,8 @@ impl JournalWriter {
             }
         }
         if self.records_at + tail.written_end + bytes.len() as u64 > self.slot_bytes {
-            return self.compact(&mut tail);
+            self.compact(&mut tail)?;
+            return Ok((true, self.slot_bytes - self.records_at - tail.written_end));
         }
         if !bytes.is_empty() {
             let at = tail.slot * self.slot_bytes + self.records_at;
@@ -481,7 +639,7 @@ impl JournalWriter {
         if batch.durable {
             self.device.flush().map_err(device_error("cannot flush"))?;
         }
-        Ok(())
+        Ok((false, self.slot_bytes - self.records_at - tail.written_end))
     }
 
     /// Writes a new start, of the next generation, in the other slot: the

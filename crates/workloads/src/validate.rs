@@ -18,8 +18,11 @@ use validation::{
 use crate::gen::Request;
 use crate::spec::{spec_error, JobSpec, Region};
 
-/// With a group-commit journal, how many requests a worker prepares ahead.
-pub const JOURNAL_LOOKAHEAD: usize = 8;
+/// With a group-commit journal, how many requests a worker prepares ahead
+/// at most, and the buffer bytes it may hold for them (larger transfers
+/// get fewer, at least two).
+pub const JOURNAL_LOOKAHEAD: usize = 64;
+pub const JOURNAL_LOOKAHEAD_BYTES: u64 = 4 << 20;
 
 /// Errors kept in memory for the report; the count goes on past it.
 pub const ERRORS_KEPT_MAX: usize = 1000;
@@ -72,6 +75,8 @@ pub struct ValidationSummary {
     pub errors: u64,
     /// The first errors (at most [`ERRORS_KEPT_MAX`]).
     pub error_list: Vec<ValidationError>,
+    /// What the journal did, when there was one.
+    pub journal: Option<crate::journal::JournalStats>,
 }
 
 pub(crate) struct Validator {
@@ -87,6 +92,7 @@ pub(crate) struct Validator {
     error_count: AtomicU64,
     errors: Mutex<Vec<ValidationError>>,
     journal: Option<crate::journal::JournalWriter>,
+    lookahead: usize,
 }
 
 impl Validator {
@@ -149,6 +155,7 @@ impl Validator {
             checked: AtomicU64::new(0),
             error_count: AtomicU64::new(0),
             errors: Mutex::new(Vec::new()),
+            lookahead: lookahead(job, journal.as_ref()),
             journal,
         })
     }
@@ -237,16 +244,9 @@ impl Validator {
         (sequence, keys)
     }
 
-    /// How many requests a worker prepares ahead: with a group-commit
-    /// journal, [`JOURNAL_LOOKAHEAD`], so that the commit of the next
-    /// requests' `before` records overlaps the current data write; one
-    /// otherwise (sync mode keeps one durable record per write; without a
-    /// durable journal there is nothing to overlap).
+    /// How many requests a worker prepares ahead (see [`lookahead`]).
     pub fn lookahead(&self) -> usize {
-        match self.journal.as_ref().map(|j| j.mode()) {
-            Some(crate::journal::JournalMode::Group) => JOURNAL_LOOKAHEAD,
-            _ => 1,
-        }
+        self.lookahead
     }
 
     /// Queues the `before` record of a write about to be issued; returns
@@ -269,6 +269,20 @@ impl Validator {
             journal.wait(ticket)?;
         }
         Ok(())
+    }
+
+    /// Asks for the `before` record behind `ticket` to become durable soon
+    /// (group mode; see [`crate::journal::JournalWriter::kick`]).
+    pub fn journal_kick(&self, ticket: Option<u64>) {
+        if let (Some(journal), Some(ticket)) = (&self.journal, ticket) {
+            journal.kick(ticket);
+        }
+    }
+
+    /// The journal, when a committer thread should run beside the workers
+    /// (group mode).
+    pub fn group_journal(&self) -> Option<&crate::journal::JournalWriter> {
+        self.journal.as_ref().filter(|j| j.mode() == crate::journal::JournalMode::Group)
     }
 
     /// Journals a completed write.
@@ -302,7 +316,23 @@ impl Validator {
             blocks_checked: self.checked.load(Ordering::Relaxed),
             errors: self.error_count.load(Ordering::Relaxed),
             error_list: self.errors.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            journal: self.journal.as_ref().map(|j| j.stats()),
         }
+    }
+}
+
+/// How many requests a worker prepares ahead: with a group-commit journal,
+/// up to [`JOURNAL_LOOKAHEAD`] within [`JOURNAL_LOOKAHEAD_BYTES`], so that
+/// the commit of later requests' `before` records overlaps the data writes
+/// before them; one otherwise (sync mode keeps one durable record per
+/// write; without a durable journal there is nothing to overlap).
+fn lookahead(job: &JobSpec, journal: Option<&crate::journal::JournalWriter>) -> usize {
+    match journal.map(|j| j.mode()) {
+        Some(crate::journal::JournalMode::Group) => {
+            let fit = (JOURNAL_LOOKAHEAD_BYTES / job.bs.max_bytes().max(1)) as usize;
+            fit.clamp(2, JOURNAL_LOOKAHEAD)
+        }
+        _ => 1,
     }
 }
 

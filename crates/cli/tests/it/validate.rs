@@ -279,3 +279,35 @@ fn journaled_uring_run_at_depth_validates_clean() {
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains(" verified"), "{}", stdout(&out));
 }
+
+#[test]
+fn a_journaled_run_reports_its_journal_counters_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img").to_str().unwrap().to_string();
+    let journal = dir.path().join("j").to_str().unwrap().to_string();
+    let out = iolab(&[
+        "run",
+        "--target",
+        &target,
+        "--size",
+        "1m",
+        "--rw",
+        "randwrite",
+        "--bs",
+        "4k",
+        "--ios",
+        "500",
+        "--validate",
+        "--journal",
+        &journal,
+        "--json",
+        "-",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let doc: serde_json::Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
+    let j = &doc["jobs"][0]["runs"][0]["validation"]["journal"];
+    // 500 before records, and an after record for each once the run ends.
+    assert_eq!(j["records"], 1000, "{j}");
+}

@@ -93,3 +93,32 @@ fn pending_first_write_accepts_zeros_or_new() {
     assert_eq!(check_block(&block(8192, 1), 512, 8192, pending, RUN), BlockVerdict::PendingNew);
     assert!(matches!(check_block(&block(8192, 7), 512, 8192, pending, RUN), BlockVerdict::Bad { .. }));
 }
+
+#[test]
+fn pending_chain_accepts_any_key_of_the_chain() {
+    // Writes of keys 5, 6 and 7 in flight over key 4: the volatile cache
+    // may have kept any of them.
+    let chain = Expect::OldOrNew { old: 4, new: 7 };
+    assert_eq!(check_block(&block(8192, 6), 512, 8192, chain, RUN), BlockVerdict::PendingNew);
+}
+
+#[test]
+fn pending_chain_refuses_a_key_past_its_end() {
+    let chain = Expect::OldOrNew { old: 4, new: 7 };
+    let v = check_block(&block(8192, 8), 512, 8192, chain, RUN);
+    assert_eq!(first_finding(v), FindingKind::LostWrite { expected_key: 7, found_key: 8 });
+}
+
+#[test]
+fn pending_chain_wraps_past_255() {
+    let chain = Expect::OldOrNew { old: 254, new: 2 };
+    assert_eq!(check_block(&block(8192, 1), 512, 8192, chain, RUN), BlockVerdict::PendingNew);
+}
+
+#[test]
+fn sectors_of_two_keys_of_a_chain_are_torn() {
+    let mut buf = block(8192, 7);
+    buf[..512].copy_from_slice(&block(8192, 6)[..512]);
+    let v = check_block(&buf, 512, 8192, Expect::OldOrNew { old: 4, new: 7 }, RUN);
+    assert!(matches!(v, BlockVerdict::Torn { .. }));
+}

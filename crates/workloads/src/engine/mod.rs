@@ -250,6 +250,10 @@ pub fn run_job(
     progress.measuring.store(job.ramp.is_zero(), Relaxed);
     let threads = job.threads;
     let outcomes: Vec<Result<ThreadStats, WorkloadError>> = std::thread::scope(|scope| {
+        // A group-commit journal commits on its own thread when workers
+        // kick it, so that no worker stalls for a commit it can see coming.
+        let journal = validator.as_ref().and_then(|v| v.group_journal());
+        let committer = journal.map(|j| scope.spawn(move || j.run_committer()));
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let mut worker = new_worker(job, device.as_ref(), region, t, &limits, progress);
@@ -270,10 +274,16 @@ pub fn run_job(
         if !job.ramp.is_zero() {
             watch_ramp(&limits, progress, &handles);
         }
-        handles
+        let outcomes = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|p| Err(WorkloadError::Panic(panic_message(&p)))))
-            .collect()
+            .collect();
+        if let (Some(j), Some(c)) = (journal, committer) {
+            j.stop_committer();
+            // A panic in the committer shows as a poisoned journal.
+            let _ = c.join();
+        }
+        outcomes
     });
     let mut per_thread = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {

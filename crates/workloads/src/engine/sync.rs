@@ -72,6 +72,9 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
     let mut blocked: Option<(Request, bool)> = None;
     let mut last_done = Instant::now();
     let mut outcome = Ok(());
+    // The request issued half the lookahead from now: its commit should
+    // start now, on the committer thread, to be durable by then.
+    let kick_at = v.lookahead() / 2;
     while outcome.is_ok() {
         while ready.len() < v.lookahead() {
             let now = Instant::now();
@@ -104,6 +107,9 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
             }
         }
         let Some(p) = ready.pop_front() else { break };
+        if let Some(Prepared { write: Some((_, _, _, ticket)), .. }) = ready.get(kick_at) {
+            v.journal_kick(*ticket);
+        }
         let start = p.at.max(last_done);
         let (req, measured) = (p.req, p.measured);
         let issued = issue(&w, v, p, &mut read_buf, &mut free);

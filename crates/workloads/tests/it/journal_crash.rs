@@ -398,3 +398,74 @@ fn group_header(blocks: u64) -> validation::journal::JournalHeader {
         generation: 0,
     }
 }
+
+/// Group mode's lazy `after` records: a block rewritten before any target
+/// flush forms a chain. The earlier write, acknowledged but never flushed,
+/// is lost with the target's cache, and recovery accepts the old contents
+/// instead of calling them a lost write; no target flush was needed.
+#[test]
+fn a_rewrite_before_a_target_flush_recovers_with_the_first_write_lost() {
+    use workloads::journal::JournalWriter;
+    let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
+    let journal = journal_device(JOURNAL_RECORD_BYTES);
+    let target = crash_device(TARGET_BYTES);
+    let header = group_header(blocks);
+    let writer =
+        JournalWriter::create(journal.clone(), target.clone(), &header, &vec![0; blocks as usize]).unwrap();
+    let mut block = device::AlignedBuf::zeroed(KEY_BLOCK_BYTES as usize, 4096);
+    validation::fill_block(&mut block, 512, 0, 1, 0, 0, header.run_id);
+    writer.before(0, &[(0, 1)]).unwrap();
+    target.write_at(&block, 0).unwrap();
+    writer.after(0, [0]).unwrap();
+    writer.before(1, &[(0, 2)]).unwrap();
+    assert_eq!(target.stats().snapshot().flushes, 0, "a rewrite flushed the target");
+    let pair = (CrashPolicy::DropUnflushed, CrashPolicy::DropUnflushed);
+    let v = recover_images(&target, &journal, pair, 0);
+    assert_eq!((v.errors(), v.pending_old), (0, 1), "{v:?}");
+}
+
+/// A kicked record is made durable by the committer thread: the worker
+/// that kicked it never waits.
+#[test]
+fn the_committer_makes_a_kicked_record_durable_without_a_wait() {
+    use workloads::journal::JournalWriter;
+    let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
+    let journal = journal_device(JOURNAL_RECORD_BYTES);
+    let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
+    let writer =
+        JournalWriter::create(journal.clone(), target, &group_header(blocks), &vec![0; blocks as usize])
+            .unwrap();
+    std::thread::scope(|scope| {
+        let committer = scope.spawn(|| writer.run_committer());
+        let ticket = writer.queue_before(0, &[(3, 1)]).unwrap();
+        writer.kick(ticket);
+        writer.stop_committer();
+        committer.join().unwrap();
+    });
+    let stats = writer.stats();
+    assert_eq!((stats.commits, stats.waits), (1, 0));
+    let image = journal.crash(CrashPolicy::DropUnflushed, 0).unwrap().image;
+    let bytes = workloads::recover::read_journal(&image).unwrap();
+    assert_eq!(validation::journal::replay(&bytes).unwrap().pending.len(), 1);
+}
+
+/// A chain never grows past `CHAIN_MAX` rewrites: the next `before` on the
+/// block flushes the target and makes the chain's `after` records durable.
+#[test]
+fn a_long_chain_of_rewrites_flushes_the_target() {
+    use workloads::journal::{JournalWriter, CHAIN_MAX};
+    let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
+    let journal = journal_device(JOURNAL_RECORD_BYTES);
+    let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
+    let writer =
+        JournalWriter::create(journal, target, &group_header(blocks), &vec![0; blocks as usize]).unwrap();
+    let mut key = 0;
+    for id in 0..u64::from(CHAIN_MAX) {
+        key = validation::next_key(key);
+        writer.before(id, &[(0, key)]).unwrap();
+        writer.after(id, [0]).unwrap();
+    }
+    assert_eq!(writer.stats().target_flushes, 0);
+    writer.before(u64::from(CHAIN_MAX), &[(0, validation::next_key(key))]).unwrap();
+    assert_eq!(writer.stats().target_flushes, 1);
+}
