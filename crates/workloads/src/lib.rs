@@ -7,6 +7,7 @@
 //! it sees only a `Device`.
 
 pub mod bonnie;
+mod busy;
 pub mod crash;
 mod engine;
 pub mod gen;

@@ -4,9 +4,9 @@
 //!
 //! Requests touching the same key blocks never overlap: a worker takes the
 //! blocks of its request before issuing it (all or nothing, so no
-//! deadlock) and gives them back when it completes.
+//! deadlock; `busy.rs`) and gives them back when it completes.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -15,6 +15,7 @@ use validation::{
     check_block, fill_block, next_key, BlockVerdict, Expect, Finding, KeyMap, KEY_NEVER_WRITTEN,
 };
 
+use crate::busy::BusyTable;
 use crate::gen::Request;
 use crate::spec::{spec_error, JobSpec, Region};
 
@@ -80,7 +81,7 @@ pub(crate) struct Validator {
     key_bytes: u64,
     sector_bytes: usize,
     keys: KeyMap,
-    busy: Vec<AtomicBool>,
+    busy: BusyTable,
     sequence: AtomicU64,
     written: AtomicU64,
     checked: AtomicU64,
@@ -143,7 +144,7 @@ impl Validator {
             key_bytes,
             sector_bytes: sector_bytes as usize,
             keys,
-            busy: (0..blocks).map(|_| AtomicBool::new(false)).collect(),
+            busy: BusyTable::new(blocks),
             sequence: AtomicU64::new(0),
             written: AtomicU64::new(0),
             checked: AtomicU64::new(0),
@@ -164,22 +165,11 @@ impl Validator {
 
     /// Takes every key block of `req`, or none (returns false).
     pub fn try_lock(&self, req: &Request) -> bool {
-        let blocks = self.blocks(req);
-        for b in blocks.clone() {
-            if self.busy[b as usize].swap(true, Ordering::Acquire) {
-                for taken in blocks.start..b {
-                    self.busy[taken as usize].store(false, Ordering::Release);
-                }
-                return false;
-            }
-        }
-        true
+        self.busy.try_lock(self.blocks(req))
     }
 
     pub fn unlock(&self, req: &Request) {
-        for b in self.blocks(req) {
-            self.busy[b as usize].store(false, Ordering::Release);
-        }
+        self.busy.unlock(self.blocks(req))
     }
 
     /// Checks `buf`, read from `req`'s blocks, against the key map. Returns
