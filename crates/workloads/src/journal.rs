@@ -38,6 +38,7 @@ pub use validation::journal::JournalMode;
 use validation::journal::{
     append_after, append_before, encode_start_carrying, slot_bytes, start_bytes, JournalHeader, KeyState,
 };
+use validation::KeyBytes;
 
 /// The journal's file name inside the journal directory.
 pub const JOURNAL_FILE: &str = "iolab.journal";
@@ -264,7 +265,12 @@ impl JournalWriter {
             committing: false,
             poisoned: false,
         };
-        let tail = Tail { slot: 0, generation: 0, written_end: 0, mirror: KeyState::new(keys.to_vec()) };
+        let tail = Tail {
+            slot: 0,
+            generation: 0,
+            written_end: 0,
+            mirror: KeyState::new(KeyBytes::from(keys.to_vec())),
+        };
         Ok(JournalWriter {
             device,
             target,
