@@ -318,6 +318,7 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
             mode,
             place: workloads::journal::JournalPlace::Dir(dir),
         }),
+        key_map: workloads::KeyMapSpec::AUTO,
     }))
 }
 

@@ -69,7 +69,8 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let dev = target.device.as_ref();
-    let verdict = recover(dev, &journal, args.torn_ok)?;
+    let key_map = workloads::KeyMapSpec { dir: Some(args.journal.clone()), ..workloads::KeyMapSpec::AUTO };
+    let verdict = recover(dev, &journal, args.torn_ok, &key_map)?;
     if dev.name() != verdict.journal_target {
         eprintln!(
             "iolab validate: note: the journal was written for {}, checking {}",

@@ -22,4 +22,4 @@ pub use engine::{
 };
 pub use spec::{BlockSizes, Engine, JobSpec, Pattern, Region, Rw, Skew, SpecError};
 pub use stats::{CpuUsage, Latency, OpSummary, SecondSample};
-pub use validate::{ValidateSpec, ValidationError, ValidationSummary};
+pub use validate::{KeyMapSpec, ValidateSpec, ValidationError, ValidationSummary};
