@@ -468,7 +468,11 @@ fn read_start<S: JournalSource>(
 
 /// Reads the snapshot into `keys` a chunk at a time; returns whether the
 /// start checksum (snapshot and carried records) holds.
-fn read_snapshot<S: JournalSource>(source: &mut S, start: &Start, keys: &mut [u8]) -> Result<bool, S::Error> {
+fn read_snapshot<S: JournalSource>(
+    source: &mut S,
+    start: &Start,
+    keys: &mut KeyBytes,
+) -> Result<bool, S::Error> {
     debug_assert_eq!(keys.len() as u64, start.header.blocks);
     let body_end = start.records_at + start.carried;
     let mut buf = vec![0u8; SNAPSHOT_CHUNK_BYTES];
@@ -481,6 +485,7 @@ fn read_snapshot<S: JournalSource>(source: &mut S, start: &Start, keys: &mut [u8
         if key < keys.len() as u64 {
             let len = chunk.len().min(keys.len() - key as usize);
             keys[key as usize..][..len].copy_from_slice(&chunk[..len]);
+            keys.evict(key as usize..key as usize + len);
         }
         at += chunk.len() as u64;
     }
@@ -538,7 +543,7 @@ impl KeyState {
     }
 
     /// The keys of completed writes (pending writes keep their old keys).
-    pub fn keys(&self) -> &[u8] {
+    pub fn keys(&self) -> &KeyBytes {
         &self.keys
     }
 

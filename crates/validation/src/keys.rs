@@ -9,7 +9,10 @@
 //! cold pages out and drop them instead of the process holding them all.
 //! The scratch file is unlinked as soon as it is mapped: nothing is left
 //! behind, whatever ends the process. It is not a format: nothing reads
-//! it but the mapping.
+//! it but the mapping. A mapping is advised random access (no read-ahead
+//! into the resident set), and passes over a whole map (writing or reading
+//! a journal start, recovery's scan) evict what they are done with
+//! ([`KeyBytes::evict`]), so the process keeps resident only keys in use.
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
@@ -101,8 +104,30 @@ impl KeyBytes {
         // SAFETY (of mapping a file): the file was unlinked before this
         // point, so no other process can open it, change or truncate it.
         let map = unsafe { memmap2::MmapOptions::new().len(len_usize).map_mut(&file) }.map_err(err("map"))?;
+        // Keys are touched at random: no read-ahead, no faulting in of
+        // neighbouring pages, which would only swell the resident set.
+        map.advise(memmap2::Advice::Random).map_err(err("advise"))?;
         debug_assert_eq!(map.len(), len_usize);
         Ok(KeyBytes { store: Store::File(map) })
+    }
+
+    /// Lets the kernel drop the pages of `range` from this process's
+    /// resident memory (a mapped file's only; their contents stay in the
+    /// file and come back on the next access): for a pass over the whole
+    /// map, such as writing or reading a journal start, which would
+    /// otherwise leave all of it resident. Advice: a failure changes
+    /// nothing, so it is ignored.
+    pub fn evict(&self, range: std::ops::Range<usize>) {
+        if let Store::File(map) = &self.store {
+            // SAFETY: the mapping is shared (MAP_SHARED over a file), for
+            // which MADV_DONTNEED keeps the contents: the next access reads
+            // them back from the page cache or the file, unchanged, so no
+            // reference into the range sees a different value.
+            let advised = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len())
+            };
+            debug_assert!(advised.is_ok(), "madvise(DONTNEED) on a mapped key file: {advised:?}");
+        }
     }
 
     /// Whether the bytes are a mapped file.

@@ -177,7 +177,7 @@ fn write_start(
     device: &dyn Device,
     at: u64,
     header: &JournalHeader,
-    keys: &[u8],
+    keys: &KeyBytes,
     carried: &[u8],
 ) -> Result<(), JournalWriteError> {
     let sector = device.sector_bytes() as usize;
@@ -195,6 +195,9 @@ fn write_start(
         let len = filled.next_multiple_of(sector);
         buf[filled..len].fill(0);
         device.write_at(&buf[..len], offset).map_err(device_error("cannot write a start"))?;
+        // The keys written are not needed resident (when they are a file).
+        let body_done = (offset - at) as usize - JOURNAL_HEADER_BYTES;
+        keys.evict(body_done.min(keys.len())..(body_done + filled).min(keys.len()));
         offset += len as u64;
     }
     let mut head = AlignedBuf::zeroed(JOURNAL_HEADER_BYTES, align);

@@ -182,6 +182,10 @@ pub fn recover(
     };
     let mut buf = AlignedBuf::zeroed(h.key_block_bytes as usize, target.buffer_align().max(4096));
     for (block, &key) in replayed.keys.iter().enumerate() {
+        if block % READ_CHUNK_BYTES == 0 {
+            // The keys checked are not needed resident (when they are a file).
+            replayed.keys.evict(block.saturating_sub(READ_CHUNK_BYTES)..block);
+        }
         let expect = match pending.get(&(block as u64)) {
             Some(e) => *e,
             None if key == 0 => continue,

@@ -54,3 +54,15 @@ fn auto_goes_to_a_file_only_above_the_memory_bound() {
     assert_eq!(KeyMapChoice::Auto.place(KEY_MAP_MEMORY_BYTES_MAX + 1, dir), KeyPlace::File(dir.into()));
     assert_eq!(KeyMapChoice::Memory.place(u64::MAX, dir), KeyPlace::Memory);
 }
+
+/// Evicting a mapped range from memory keeps what it holds.
+#[test]
+fn evicted_keys_come_back_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keys = KeyBytes::zeroed(3 << 20, &KeyPlace::File(dir.path().into())).unwrap();
+    for (i, k) in keys.iter_mut().enumerate() {
+        *k = (i % 253) as u8;
+    }
+    keys.evict(5..(2 << 20) + 7);
+    assert!(keys.iter().enumerate().all(|(i, &k)| k == (i % 253) as u8));
+}
