@@ -116,6 +116,20 @@ pub struct JobFields {
     /// Vdbench -j), async (buffered until the end, as Vdbench -jn).
     #[arg(long, value_name = "MODE")]
     pub journal_mode: Option<String>,
+    /// With --validate: where the key map (one byte per key block; a second
+    /// copy with --journal) lives: auto (default: memory up to 256 MiB of
+    /// keys, i.e. a 1 TiB region in 4 KiB key blocks, a file above), memory,
+    /// or file (a sparse scratch file in --key-map-dir, mapped and unlinked
+    /// at once: the kernel pages it in and out, so memory stays bounded,
+    /// and nothing is left behind however the run ends).
+    #[arg(long, value_name = "WHERE")]
+    pub key_map: Option<String>,
+    /// With --validate: the directory of the key map's scratch files
+    /// (default: the --journal directory, else the system's temporary
+    /// directory). It needs room for a byte per key block, twice with a
+    /// journal.
+    #[arg(long, value_name = "DIR")]
+    pub key_map_dir: Option<std::path::PathBuf>,
     /// With --validate: stop after this many bad blocks (default 50).
     #[arg(long, value_name = "N")]
     pub max_errors: Option<u64>,
@@ -184,6 +198,8 @@ impl JobFields {
             reread,
             journal,
             journal_mode,
+            key_map,
+            key_map_dir,
             max_errors,
             seed,
             log,

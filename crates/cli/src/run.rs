@@ -288,6 +288,8 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
         ("no-preread", f.no_preread.is_some()),
         ("reread", f.reread.is_some()),
         ("max-errors", f.max_errors.is_some()),
+        ("key-map", f.key_map.is_some()),
+        ("key-map-dir", f.key_map_dir.is_some()),
     ];
     if let Some((flag, _)) = needs.iter().find(|(_, given)| *given && !validate) {
         return Err(UsageError(format!("--{flag}: only applies with --validate")));
@@ -309,6 +311,7 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
     if f.journal_mode.is_some() && f.journal.is_none() {
         return Err(UsageError("--journal-mode: only applies with --journal DIR".into()));
     }
+    let key_map = key_map_spec(f.key_map.as_deref(), f.key_map_dir.as_deref())?;
     Ok(validate.then(|| workloads::ValidateSpec {
         preread: !f.no_preread.unwrap_or(false),
         reread: f.reread.unwrap_or(false),
@@ -318,7 +321,41 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
             mode,
             place: workloads::journal::JournalPlace::Dir(dir),
         }),
+        key_map,
     }))
+}
+
+/// Where key maps live, from `--key-map` and `--key-map-dir`. A directory
+/// given is tried at once (a scratch file created, mapped and dropped), so
+/// a bad one is a usage error before anything runs.
+pub(crate) fn key_map_spec(
+    choice: Option<&str>,
+    dir: Option<&std::path::Path>,
+) -> Result<workloads::KeyMapSpec, UsageError> {
+    use validation::{KeyBytes, KeyMapChoice, KeyPlace};
+    let choice = match choice.unwrap_or("auto") {
+        "auto" => KeyMapChoice::Auto,
+        "memory" => KeyMapChoice::Memory,
+        "file" => KeyMapChoice::File,
+        other => {
+            return Err(UsageError(format!("--key-map: '{other}' is not a choice; use auto, memory or file")))
+        }
+    };
+    if let Some(dir) = dir {
+        if choice == KeyMapChoice::Memory {
+            return Err(UsageError("--key-map-dir: only applies with --key-map auto or file".into()));
+        }
+        KeyBytes::zeroed(4096, &KeyPlace::File(dir.to_path_buf())).map_err(|e| {
+            UsageError(format!(
+                "--key-map-dir: {}: cannot {} a scratch file there ({}); give an existing directory \
+                 you can write to, or use --key-map memory",
+                dir.display(),
+                e.what,
+                e.source
+            ))
+        })?;
+    }
+    Ok(workloads::KeyMapSpec { choice, dir: dir.map(|d| d.to_path_buf()) })
 }
 
 /// A run identifier that differs between runs: time and process id mixed.

@@ -38,9 +38,20 @@ pub struct ValidateArgs {
     /// With --log: the log is on this file or device, not inside the target.
     #[arg(long, value_name = "PATH")]
     pub log_device: Option<PathBuf>,
+    /// Where the replayed key map lives: auto (default: memory up to 256 MiB
+    /// of keys, a file above), memory, or file (a sparse scratch file in
+    /// --key-map-dir, mapped and unlinked at once).
+    #[arg(long, value_name = "WHERE")]
+    pub key_map: Option<String>,
+    /// The directory of the key map's scratch file (default: the journal
+    /// directory).
+    #[arg(long, value_name = "DIR")]
+    pub key_map_dir: Option<PathBuf>,
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let mut key_map = crate::run::key_map_spec(args.key_map.as_deref(), args.key_map_dir.as_deref())?;
+    key_map.dir.get_or_insert_with(|| args.journal.clone());
     let path = args.journal.join(JOURNAL_FILE);
     let journal = FileDevice::open(&path, &FileOptions { read_only: true, ..FileOptions::default() })
         .with_context(|| format!("{}: cannot open the journal", path.display()))?;
@@ -69,7 +80,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let dev = target.device.as_ref();
-    let verdict = recover(dev, &journal, args.torn_ok)?;
+    let verdict = recover(dev, &journal, args.torn_ok, &key_map)?;
     if dev.name() != verdict.journal_target {
         eprintln!(
             "iolab validate: note: the journal was written for {}, checking {}",

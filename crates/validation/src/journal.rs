@@ -26,12 +26,17 @@
 //! and everything after it were not durable. The journal lives on a
 //! preallocated, zero-filled device, so zeros after the last record are
 //! its clean end.
+//!
+//! A start is produced ([`StartStream`]) and read back ([`replay_from`])
+//! piece by piece, its checksum computed as the pieces go, and replay's
+//! keys go into a [`KeyBytes`] store the caller chooses: a key map of a
+//! very large target is never copied whole into one buffer.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::keys::KeyMap;
+use crate::keys::{KeyBytes, KeyMap};
 
 pub const JOURNAL_MAGIC: &[u8; 8] = b"IOLABJNL";
 pub const JOURNAL_VERSION: u32 = 3;
@@ -128,7 +133,7 @@ pub struct PendingWrite {
 pub struct Replay {
     pub header: JournalHeader,
     /// Keys of completed writes (pending writes keep their old keys here).
-    pub keys: Vec<u8>,
+    pub keys: KeyBytes,
     pub pending: Vec<PendingWrite>,
     pub records: u64,
     /// Byte offset where the valid records end, and why, when the journal
@@ -176,8 +181,85 @@ pub fn encode_start(header: &JournalHeader, keys: &KeyMap) -> Vec<u8> {
 /// The start of a journal slot: header, snapshot of `keys` (one byte per
 /// block), then `carried` records (the `before` records of writes still in
 /// flight at a compaction), all covered by the header's start checksum.
+/// In one buffer: for small journals and tests; writers stream a start
+/// with [`StartStream`].
 pub fn encode_start_carrying(header: &JournalHeader, keys: &[u8], carried: &[u8]) -> Vec<u8> {
-    debug_assert_eq!(keys.len() as u64, header.blocks);
+    let mut stream = StartStream::new(header, keys, carried);
+    let mut buf = vec![0u8; JOURNAL_HEADER_BYTES + stream.body_bytes() as usize];
+    let filled = stream.fill(&mut buf[JOURNAL_HEADER_BYTES..]);
+    debug_assert_eq!(filled as u64, stream.body_bytes());
+    buf[..JOURNAL_HEADER_BYTES].copy_from_slice(&stream.header());
+    buf
+}
+
+/// A start produced piece by piece, so that a large key map is never
+/// copied whole: first its body (the snapshot, zero-padded to a multiple
+/// of 4096, then the carried records) in pieces of any size, its checksum
+/// computed as they go; then the header, which holds that checksum.
+pub struct StartStream<'a> {
+    header: JournalHeader,
+    keys: &'a [u8],
+    carried: &'a [u8],
+    /// Body bytes produced so far, and their crc32c.
+    at: u64,
+    crc: u32,
+}
+
+impl<'a> StartStream<'a> {
+    pub fn new(header: &JournalHeader, keys: &'a [u8], carried: &'a [u8]) -> StartStream<'a> {
+        debug_assert_eq!(keys.len() as u64, header.blocks);
+        StartStream { header: header.clone(), keys, carried, at: 0, crc: 0 }
+    }
+
+    /// Bytes of the body: the padded snapshot and the carried records.
+    pub fn body_bytes(&self) -> u64 {
+        self.snapshot_bytes() + self.carried.len() as u64
+    }
+
+    fn snapshot_bytes(&self) -> u64 {
+        start_bytes(self.header.blocks) - JOURNAL_HEADER_BYTES as u64
+    }
+
+    /// Fills the front of `buf` with the next bytes of the body; returns
+    /// how many (0 once the body is complete).
+    pub fn fill(&mut self, buf: &mut [u8]) -> usize {
+        let (keys, snapshot) = (self.keys.len() as u64, self.snapshot_bytes());
+        let mut filled = 0;
+        while filled < buf.len() && self.at < self.body_bytes() {
+            let room = (buf.len() - filled) as u64;
+            let out = &mut buf[filled..];
+            let len = if self.at < keys {
+                let len = room.min(keys - self.at) as usize;
+                out[..len].copy_from_slice(&self.keys[self.at as usize..][..len]);
+                len
+            } else if self.at < snapshot {
+                let len = room.min(snapshot - self.at) as usize;
+                out[..len].fill(0);
+                len
+            } else {
+                let from = &self.carried[(self.at - snapshot) as usize..];
+                let len = from.len().min(room as usize);
+                out[..len].copy_from_slice(&from[..len]);
+                len
+            };
+            self.crc = crc32c::crc32c_append(self.crc, &out[..len]);
+            filled += len;
+            self.at += len as u64;
+        }
+        filled
+    }
+
+    /// The header (4096 bytes). Call once [`StartStream::fill`] has
+    /// produced the whole body: the header's start checksum covers it.
+    pub fn header(&self) -> Vec<u8> {
+        assert_eq!(self.at, self.body_bytes(), "the header follows the whole body");
+        encode_header(&self.header, self.carried.len() as u32, self.crc)
+    }
+}
+
+/// A header whose start is followed by `carried_bytes` of records and
+/// whose body has crc32c `start_crc`.
+fn encode_header(header: &JournalHeader, carried_bytes: u32, start_crc: u32) -> Vec<u8> {
     let mut buf = vec![0u8; JOURNAL_HEADER_BYTES];
     buf[..8].copy_from_slice(JOURNAL_MAGIC);
     buf[8..12].copy_from_slice(&JOURNAL_VERSION.to_le_bytes());
@@ -191,16 +273,9 @@ pub fn encode_start_carrying(header: &JournalHeader, keys: &[u8], carried: &[u8]
     buf[54..54 + name.len()].copy_from_slice(name);
     buf[MODE_AT] = header.mode.code();
     put_u64(&mut buf, GENERATION_AT, header.generation);
-    buf[CARRIED_AT..CARRIED_AT + 4].copy_from_slice(&(carried.len() as u32).to_le_bytes());
-    let snapshot_bytes = (header.blocks as usize).next_multiple_of(JOURNAL_HEADER_BYTES);
-    buf.reserve(snapshot_bytes + carried.len());
-    buf.extend_from_slice(keys);
-    buf.resize(JOURNAL_HEADER_BYTES + snapshot_bytes, 0);
-    debug_assert_eq!(buf.len() as u64, start_bytes(header.blocks));
-    buf.extend_from_slice(carried);
-    let start_crc = crc32c::crc32c(&buf[JOURNAL_HEADER_BYTES..]);
+    buf[CARRIED_AT..CARRIED_AT + 4].copy_from_slice(&carried_bytes.to_le_bytes());
     buf[START_CRC_AT..START_CRC_AT + 4].copy_from_slice(&start_crc.to_le_bytes());
-    let crc = checksum(&buf[..JOURNAL_HEADER_BYTES], 12);
+    let crc = checksum(&buf, 12);
     buf[12..16].copy_from_slice(&crc.to_le_bytes());
     buf
 }
@@ -293,35 +368,151 @@ fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
     })
 }
 
-/// Replays a whole journal device: the slot with the newest valid start.
-pub fn replay(buf: &[u8]) -> Result<Replay, JournalError> {
-    let half = slot_bytes(buf.len() as u64) as usize;
-    if half < JOURNAL_HEADER_BYTES {
-        return replay_slot(buf);
+/// Where replay reads a journal: positional reads of a journal device's
+/// bytes. Replay reads a slot's header, then its snapshot a chunk at a
+/// time, then its records, so a large key map is never read whole into
+/// one buffer. `Error` carries both read failures and [`JournalError`]s.
+pub trait JournalSource {
+    type Error: From<JournalError>;
+    /// Bytes of the journal device.
+    fn bytes(&self) -> u64;
+    fn read_at(&mut self, buf: &mut [u8], at: u64) -> Result<(), Self::Error>;
+}
+
+struct SliceSource<'a>(&'a [u8]);
+
+impl JournalSource for SliceSource<'_> {
+    type Error = JournalError;
+    fn bytes(&self) -> u64 {
+        self.0.len() as u64
     }
-    match (replay_slot(&buf[..half]), replay_slot(&buf[half..2 * half])) {
-        (Ok(a), Ok(b)) => Ok(if b.header.generation > a.header.generation { b } else { a }),
-        (Ok(a), Err(_)) => Ok(a),
-        (Err(_), Ok(b)) => Ok(b),
-        (Err(e), Err(_)) => Err(e),
+    fn read_at(&mut self, buf: &mut [u8], at: u64) -> Result<(), JournalError> {
+        buf.copy_from_slice(&self.0[at as usize..at as usize + buf.len()]);
+        Ok(())
     }
 }
 
-/// Replays one slot.
-fn replay_slot(buf: &[u8]) -> Result<Replay, JournalError> {
-    let header = decode_header(buf)?;
-    let records_at =
-        usize::try_from(start_bytes(header.blocks)).map_err(|_| JournalError::Truncated(buf.len()))?;
-    let carried = u32_at(buf, CARRIED_AT) as usize;
-    if buf.len() < records_at + carried {
-        return Err(JournalError::Truncated(buf.len()));
+/// The snapshot is read in chunks of this size.
+pub const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+
+/// Replays a whole journal device held in memory: the slot with the newest
+/// valid start, its keys in memory.
+pub fn replay(buf: &[u8]) -> Result<Replay, JournalError> {
+    replay_from(&mut SliceSource(buf), |blocks| Ok(KeyBytes::from(vec![0; blocks as usize])))
+}
+
+/// Replays the journal `source` reads: the slot whose header and start
+/// checksums hold with the higher generation. `zeroed_keys(blocks)` makes
+/// the store the keys are read into (memory or a mapped file), once the
+/// header has shown the slot holds that many.
+pub fn replay_from<S: JournalSource>(
+    source: &mut S,
+    mut zeroed_keys: impl FnMut(u64) -> Result<KeyBytes, S::Error>,
+) -> Result<Replay, S::Error> {
+    let device_bytes = source.bytes();
+    let half = slot_bytes(device_bytes);
+    let slots = if half < JOURNAL_HEADER_BYTES as u64 {
+        vec![(0, device_bytes)]
+    } else {
+        vec![(0, half), (half, half)]
+    };
+    let mut starts = Vec::with_capacity(slots.len());
+    let mut first_error = None;
+    for (at, len) in slots {
+        match read_start(source, at, len)? {
+            Ok(start) => starts.push(start),
+            Err(e) => _ = first_error.get_or_insert(e),
+        }
     }
-    if crc32c::crc32c(&buf[JOURNAL_HEADER_BYTES..records_at + carried]) != u32_at(buf, START_CRC_AT) {
-        return Err(JournalError::Snapshot);
+    // Newest first; on a tie, the first slot (a stable sort).
+    starts.sort_by_key(|s| std::cmp::Reverse(s.header.generation));
+    let mut keys: Option<KeyBytes> = None;
+    for start in starts {
+        let mut store = match keys.take() {
+            Some(k) if k.len() as u64 == start.header.blocks => k,
+            _ => zeroed_keys(start.header.blocks)?,
+        };
+        if read_snapshot(source, &start, &mut store)? {
+            return replay_records(source, start, store);
+        }
+        first_error.get_or_insert(JournalError::Snapshot);
+        keys = Some(store);
     }
-    let mut state =
-        KeyState::new(buf[JOURNAL_HEADER_BYTES..JOURNAL_HEADER_BYTES + header.blocks as usize].to_vec());
-    let mut at = records_at;
+    Err(first_error.unwrap_or(JournalError::NotAJournal).into())
+}
+
+/// A slot's header, checked against the slot's size.
+struct Start {
+    header: JournalHeader,
+    /// The slot's place on the device.
+    at: u64,
+    len: u64,
+    records_at: u64,
+    carried: u64,
+    start_crc: u32,
+}
+
+/// Reads and checks the header of the slot at `at`.
+fn read_start<S: JournalSource>(
+    source: &mut S,
+    at: u64,
+    len: u64,
+) -> Result<Result<Start, JournalError>, S::Error> {
+    let mut buf = vec![0u8; (len as usize).min(JOURNAL_HEADER_BYTES)];
+    source.read_at(&mut buf, at)?;
+    let header = match decode_header(&buf) {
+        Ok(h) => h,
+        Err(e) => return Ok(Err(e)),
+    };
+    if header.blocks > len {
+        return Ok(Err(JournalError::Truncated(len as usize)));
+    }
+    let records_at = start_bytes(header.blocks);
+    let carried = u64::from(u32_at(&buf, CARRIED_AT));
+    if len < records_at.saturating_add(carried) {
+        return Ok(Err(JournalError::Truncated(len as usize)));
+    }
+    Ok(Ok(Start { header, at, len, records_at, carried, start_crc: u32_at(&buf, START_CRC_AT) }))
+}
+
+/// Reads the snapshot into `keys` a chunk at a time; returns whether the
+/// start checksum (snapshot and carried records) holds.
+fn read_snapshot<S: JournalSource>(
+    source: &mut S,
+    start: &Start,
+    keys: &mut KeyBytes,
+) -> Result<bool, S::Error> {
+    debug_assert_eq!(keys.len() as u64, start.header.blocks);
+    let body_end = start.records_at + start.carried;
+    let mut buf = vec![0u8; SNAPSHOT_CHUNK_BYTES];
+    let (mut at, mut crc) = (JOURNAL_HEADER_BYTES as u64, 0);
+    while at < body_end {
+        let chunk = &mut buf[..(body_end - at).min(SNAPSHOT_CHUNK_BYTES as u64) as usize];
+        source.read_at(chunk, start.at + at)?;
+        crc = crc32c::crc32c_append(crc, chunk);
+        let key = at - JOURNAL_HEADER_BYTES as u64;
+        if key < keys.len() as u64 {
+            let len = chunk.len().min(keys.len() - key as usize);
+            keys[key as usize..][..len].copy_from_slice(&chunk[..len]);
+            keys.evict(key as usize..key as usize + len);
+        }
+        at += chunk.len() as u64;
+    }
+    Ok(crc == start.start_crc)
+}
+
+/// Reads the slot's records (carried ones included) and applies them to
+/// the snapshot in `keys`.
+fn replay_records<S: JournalSource>(
+    source: &mut S,
+    start: Start,
+    keys: KeyBytes,
+) -> Result<Replay, S::Error> {
+    let mut buf = vec![0u8; (start.len - start.records_at) as usize];
+    source.read_at(&mut buf, start.at + start.records_at)?;
+    let header = start.header;
+    let mut state = KeyState::new(keys);
+    let mut at = 0;
     let mut records = 0;
     let mut torn_tail = None;
     while at < buf.len() {
@@ -329,7 +520,7 @@ fn replay_slot(buf: &[u8]) -> Result<Replay, JournalError> {
         let Some(Record { kind, write_id, entries, len }) = decode_record(rest, &header) else {
             let why =
                 if rest.iter().all(|&b| b == 0) { None } else { Some("damaged, truncated or older record") };
-            torn_tail = why.map(|w| (at as u64, w));
+            torn_tail = why.map(|w| (start.records_at + at as u64, w));
             break;
         };
         records += 1;
@@ -346,21 +537,21 @@ fn replay_slot(buf: &[u8]) -> Result<Replay, JournalError> {
 /// Replay's state: the keys of completed writes and the writes in flight,
 /// advanced record by record. The journal writer keeps one too, from which
 /// it writes a compacted start.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct KeyState {
-    keys: Vec<u8>,
+    keys: KeyBytes,
     /// In flight: write id -> its entries.
     inflight: BTreeMap<u64, Vec<(u64, u8)>>,
 }
 
 impl KeyState {
     /// Starts from a snapshot: one key per block.
-    pub fn new(keys: Vec<u8>) -> KeyState {
+    pub fn new(keys: KeyBytes) -> KeyState {
         KeyState { keys, inflight: BTreeMap::new() }
     }
 
     /// The keys of completed writes (pending writes keep their old keys).
-    pub fn keys(&self) -> &[u8] {
+    pub fn keys(&self) -> &KeyBytes {
         &self.keys
     }
 

@@ -4,8 +4,9 @@
 //! difference classified: lost write, misdirected write, corruption, torn
 //! write, unexpected zeros.
 //!
-//! This crate is pure computation on buffers: it never does I/O, never
-//! prints, and knows nothing of devices or workloads. The layout of a stamp
+//! This crate is pure computation on buffers: it never does I/O (the one
+//! exception: a large key map may live in a mapped scratch file, see
+//! `keys.rs`), never prints, and knows nothing of devices or workloads. The layout of a stamp
 //! is specified in docs/formats.md ("Validation stamp").
 
 mod check;
@@ -14,5 +15,8 @@ mod keys;
 mod stamp;
 
 pub use check::{check_block, BlockVerdict, Expect, Finding, FindingKind};
-pub use keys::{next_key, KeyMap, KEY_NEVER_WRITTEN};
+pub use keys::{
+    next_key, KeyBytes, KeyMap, KeyMapChoice, KeyMapError, KeyPlace, KEY_MAP_MEMORY_BYTES_MAX,
+    KEY_NEVER_WRITTEN,
+};
 pub use stamp::{fill_block, read_stamp, Stamp, StampError, STAMP_HEADER_BYTES, STAMP_MAGIC, STAMP_VERSION};

@@ -41,9 +41,10 @@ use std::time::Instant;
 use device::{AlignedBuf, Device, DeviceError, FileDevice, FileOptions};
 pub use validation::journal::JournalMode;
 use validation::journal::{
-    append_after, append_before, encode_start_carrying, record_bytes, slot_bytes, start_bytes, JournalHeader,
-    KeyState,
+    append_after, append_before, record_bytes, slot_bytes, start_bytes, JournalHeader, KeyState, StartStream,
+    JOURNAL_HEADER_BYTES,
 };
+use validation::KeyBytes;
 
 /// The journal's file name inside the journal directory.
 pub const JOURNAL_FILE: &str = "iolab.journal";
@@ -77,6 +78,10 @@ pub const CHAIN_MAX: u32 = 16;
 
 /// Zeros are written in chunks of this size when a journal is created.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
+
+/// A start (the key-map snapshot) is written in chunks of this size, so
+/// that no copy of the whole map is ever made.
+const START_CHUNK_BYTES: usize = 1 << 20;
 
 /// Where a validated run keeps its journal, and how it writes it.
 #[derive(Clone, serde::Serialize)]
@@ -147,7 +152,7 @@ pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDev
         let path = path.clone();
         move |source| JournalWriteError::Io { path, what, source }
     };
-    std::fs::create_dir_all(dir).map_err(io("cannot create the journal directory"))?;
+    create_dir(dir)?;
     match OpenOptions::new().write(true).create_new(true).open(&path) {
         Ok(file) => {
             // Two slots, each a start and room for records (compaction
@@ -163,6 +168,51 @@ pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDev
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io("cannot flush the directory"))?;
     FileDevice::open(&path, &FileOptions::default())
         .map_err(|source| JournalWriteError::Device { what: "cannot open", source })
+}
+
+/// Creates the journal directory `dir` if it does not exist.
+pub(crate) fn create_dir(dir: &Path) -> Result<(), JournalWriteError> {
+    std::fs::create_dir_all(dir).map_err(|source| JournalWriteError::Io {
+        path: dir.to_path_buf(),
+        what: "cannot create the journal directory",
+        source,
+    })
+}
+
+/// Writes a start at `at`, the first byte of a slot, a chunk at a time:
+/// the body (snapshot and carried records, zero-padded to whole sectors)
+/// first, then the header that holds its checksum. Not durable until the
+/// caller flushes; until then a torn start fails its checksums.
+fn write_start(
+    device: &dyn Device,
+    at: u64,
+    header: &JournalHeader,
+    keys: &KeyBytes,
+    carried: &[u8],
+) -> Result<(), JournalWriteError> {
+    let sector = device.sector_bytes() as usize;
+    let align = device.buffer_align().max(4096);
+    debug_assert_eq!(START_CHUNK_BYTES % sector, 0);
+    let mut stream = StartStream::new(header, keys, carried);
+    let mut buf = AlignedBuf::zeroed(START_CHUNK_BYTES, align);
+    let mut offset = at + JOURNAL_HEADER_BYTES as u64;
+    loop {
+        let filled = stream.fill(&mut buf);
+        if filled == 0 {
+            break;
+        }
+        // Only the last chunk is short: padded, it ends the start.
+        let len = filled.next_multiple_of(sector);
+        buf[filled..len].fill(0);
+        device.write_at(&buf[..len], offset).map_err(device_error("cannot write a start"))?;
+        // The keys written are not needed resident (when they are a file).
+        let body_done = (offset - at) as usize - JOURNAL_HEADER_BYTES;
+        keys.evict(body_done.min(keys.len())..(body_done + filled).min(keys.len()));
+        offset += len as u64;
+    }
+    let mut head = AlignedBuf::zeroed(JOURNAL_HEADER_BYTES, align);
+    head.copy_from_slice(&stream.header());
+    device.write_at(&head, at).map_err(device_error("cannot write a start's header"))
 }
 
 /// A record waiting for a commit (encoded by the leader, who knows the
@@ -274,16 +324,17 @@ impl JournalWriter {
     /// Writes the header and the key map (one key per block) at the start
     /// of `device`'s first slot, zeros over the rest (so the first bytes
     /// past the last record are zeros, and later flushes change no file
-    /// metadata), and makes it durable.
+    /// metadata), and makes it durable. The writer keeps `keys` as its
+    /// copy of the map, from which it writes compacted starts.
     pub fn create(
         device: Arc<dyn Device>,
         target: Arc<dyn Device>,
         header: &JournalHeader,
-        keys: &[u8],
+        keys: KeyBytes,
     ) -> Result<JournalWriter, JournalWriteError> {
         let header = JournalHeader { generation: 0, ..header.clone() };
-        let start = encode_start_carrying(&header, keys, &[]);
-        let records_at = start.len() as u64;
+        assert_eq!(keys.len() as u64, header.blocks, "one key per block");
+        let records_at = start_bytes(header.blocks);
         let sector = u64::from(device.sector_bytes());
         let slot_bytes = slot_bytes(device.size_bytes());
         if slot_bytes < records_at + sector || records_at % sector != 0 {
@@ -293,10 +344,8 @@ impl JournalWriter {
                 why: "a slot must hold the header, the key map and a sector of records",
             });
         }
+        write_start(device.as_ref(), 0, &header, &keys, &[])?;
         let align = device.buffer_align().max(4096);
-        let mut buf = AlignedBuf::zeroed(start.len(), align);
-        buf.copy_from_slice(&start);
-        device.write_at(&buf, 0).map_err(device_error("cannot write the start"))?;
         let zeros = AlignedBuf::zeroed(ZERO_CHUNK_BYTES, align);
         let mut at = records_at;
         while at < device.size_bytes() {
@@ -320,7 +369,7 @@ impl JournalWriter {
             poisoned: false,
             stats: JournalStats::default(),
         };
-        let tail = Tail { slot: 0, generation: 0, written_end: 0, mirror: KeyState::new(keys.to_vec()) };
+        let tail = Tail { slot: 0, generation: 0, written_end: 0, mirror: KeyState::new(keys) };
         Ok(JournalWriter {
             device,
             target,
@@ -654,9 +703,8 @@ impl JournalWriter {
             append_before(&mut carried, generation, id, entries);
         }
         let header = JournalHeader { generation, ..self.header.clone() };
-        let start = encode_start_carrying(&header, tail.mirror.keys(), &carried);
         let sector = u64::from(self.device.sector_bytes());
-        let len = (start.len() as u64).next_multiple_of(sector);
+        let len = (self.records_at + carried.len() as u64).next_multiple_of(sector);
         if len > self.slot_bytes {
             return Err(JournalWriteError::Full {
                 device: self.device.name().to_string(),
@@ -665,12 +713,8 @@ impl JournalWriter {
                       smaller transfers)",
             });
         }
-        let mut buf = AlignedBuf::zeroed(len as usize, self.device.buffer_align().max(4096));
-        buf[..start.len()].copy_from_slice(&start);
         let slot = 1 - tail.slot;
-        self.device
-            .write_at(&buf, slot * self.slot_bytes)
-            .map_err(device_error("cannot write a compacted start"))?;
+        write_start(self.device.as_ref(), slot * self.slot_bytes, &header, tail.mirror.keys(), &carried)?;
         self.device.flush().map_err(device_error("cannot flush"))?;
         *tail = Tail {
             slot,

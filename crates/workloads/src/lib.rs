@@ -7,6 +7,7 @@
 //! it sees only a `Device`.
 
 pub mod bonnie;
+mod busy;
 pub mod crash;
 mod engine;
 pub mod gen;
@@ -21,4 +22,4 @@ pub use engine::{
 };
 pub use spec::{BlockSizes, Engine, JobSpec, Pattern, Region, Rw, Skew, SpecError};
 pub use stats::{CpuUsage, Latency, OpSummary, SecondSample};
-pub use validate::{ValidateSpec, ValidationError, ValidationSummary};
+pub use validate::{KeyMapSpec, ValidateSpec, ValidationError, ValidationSummary};

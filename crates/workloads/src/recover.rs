@@ -3,10 +3,14 @@
 //! Reads only. `iolab validate` is this plus printing; the crash tests call
 //! it on crash images.
 
+use std::collections::HashMap;
+
 use device::{AlignedBuf, Device, DeviceError};
 use serde::Serialize;
-use validation::journal::{replay, JournalError, JournalHeader, JournalMode};
-use validation::{check_block, BlockVerdict, Expect, FindingKind};
+use validation::journal::{replay_from, JournalError, JournalHeader, JournalMode, JournalSource};
+use validation::{check_block, BlockVerdict, Expect, FindingKind, KeyBytes, KeyMapError};
+
+use crate::validate::KeyMapSpec;
 
 /// Bad blocks listed in a verdict; the counts go on.
 pub const BAD_LISTED_MAX: usize = 50;
@@ -24,6 +28,8 @@ pub enum RecoverError {
         #[source]
         source: JournalError,
     },
+    #[error(transparent)]
+    KeyMap(#[from] KeyMapError),
     #[error(
         "{target}: does not match the journal (region ends at {region_end}, sector {journal_sector} bytes; \
          the target has {target_bytes} bytes, sector {target_sector})"
@@ -73,39 +79,98 @@ impl Verdict {
     }
 }
 
-/// Reads a whole journal device.
+/// Reads a whole journal device (for tests and small journals: recovery
+/// reads a slot at a time).
 pub fn read_journal(journal: &dyn Device) -> Result<Vec<u8>, DeviceError> {
     let size = journal.size_bytes();
-    let mut bytes = Vec::with_capacity(size as usize);
-    let mut buf = AlignedBuf::zeroed(READ_CHUNK_BYTES, journal.buffer_align().max(4096));
-    let mut at = 0;
-    while at < size {
-        let len = (size - at).min(READ_CHUNK_BYTES as u64) as usize;
-        journal.read_at(&mut buf[..len], at)?;
-        bytes.extend_from_slice(&buf[..len]);
-        at += len as u64;
-    }
-    debug_assert_eq!(bytes.len() as u64, size);
+    let mut bytes = vec![0; size as usize];
+    DeviceSource::new(journal).read_at(&mut bytes, 0).map_err(|e| match e {
+        ReplayFailure::Device(e) => e,
+        _ => unreachable!("reading a device fails only with a device error"),
+    })?;
     Ok(bytes)
+}
+
+/// Why replay stopped: a read, the journal's contents or the key store.
+enum ReplayFailure {
+    Device(DeviceError),
+    Journal(JournalError),
+    Keys(KeyMapError),
+}
+
+impl From<JournalError> for ReplayFailure {
+    fn from(e: JournalError) -> ReplayFailure {
+        ReplayFailure::Journal(e)
+    }
+}
+
+/// Replay's reads of a journal device: any offset and length, through an
+/// aligned buffer of whole sectors.
+struct DeviceSource<'a> {
+    device: &'a dyn Device,
+    bounce: AlignedBuf,
+}
+
+impl<'a> DeviceSource<'a> {
+    fn new(device: &'a dyn Device) -> DeviceSource<'a> {
+        let bounce = AlignedBuf::zeroed(READ_CHUNK_BYTES, device.buffer_align().max(4096));
+        DeviceSource { device, bounce }
+    }
+}
+
+impl JournalSource for DeviceSource<'_> {
+    type Error = ReplayFailure;
+
+    fn bytes(&self) -> u64 {
+        self.device.size_bytes()
+    }
+
+    fn read_at(&mut self, buf: &mut [u8], at: u64) -> Result<(), ReplayFailure> {
+        let sector = u64::from(self.device.sector_bytes());
+        debug_assert_eq!(READ_CHUNK_BYTES as u64 % sector, 0);
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = at + done as u64;
+            let first = pos / sector * sector;
+            let skip = (pos - first) as usize;
+            let want = (buf.len() - done).min(READ_CHUNK_BYTES - skip);
+            let len = (skip + want).next_multiple_of(sector as usize);
+            self.device.read_at(&mut self.bounce[..len], first).map_err(ReplayFailure::Device)?;
+            buf[done..done + want].copy_from_slice(&self.bounce[skip..skip + want]);
+            done += want;
+        }
+        Ok(())
+    }
 }
 
 /// Replays the journal on `journal` and checks `target` against it: every
 /// block of a completed write must hold its key; a block of a write in
 /// flight at the end of the journal may hold the old or the new contents
-/// (or, with `torn_ok`, some sectors of each).
-pub fn recover(target: &dyn Device, journal: &dyn Device, torn_ok: bool) -> Result<Verdict, RecoverError> {
-    let bytes = read_journal(journal)?;
-    let replayed = replay(&bytes)
-        .map_err(|source| RecoverError::Journal { device: journal.name().to_string(), source })?;
+/// (or, with `torn_ok`, some sectors of each). The replayed keys live
+/// where `key_map` says (an unset directory: the system's temporary one).
+pub fn recover(
+    target: &dyn Device,
+    journal: &dyn Device,
+    torn_ok: bool,
+    key_map: &KeyMapSpec,
+) -> Result<Verdict, RecoverError> {
+    let zeroed = |blocks| KeyBytes::zeroed(blocks, &key_map.place(blocks, None)).map_err(ReplayFailure::Keys);
+    let replayed = replay_from(&mut DeviceSource::new(journal), zeroed).map_err(|e| match e {
+        ReplayFailure::Device(e) => RecoverError::Device(e),
+        ReplayFailure::Keys(e) => RecoverError::KeyMap(e),
+        ReplayFailure::Journal(source) => {
+            RecoverError::Journal { device: journal.name().to_string(), source }
+        }
+    })?;
     let h = &replayed.header;
     check_geometry(target, h)?;
-    let mut expect: Vec<Option<Expect>> =
-        replayed.keys.iter().map(|&k| (k != 0).then_some(Expect::Key(k))).collect();
-    for p in &replayed.pending {
-        for (block, old, new) in &p.blocks {
-            expect[*block as usize] = Some(Expect::OldOrNew { old: *old, new: *new });
-        }
-    }
+    // What a block should hold: its key, unless a write in flight at the
+    // end of the journal may have changed it.
+    let pending: HashMap<u64, Expect> = replayed
+        .pending
+        .iter()
+        .flat_map(|p| p.blocks.iter().map(|&(block, old, new)| (block, Expect::OldOrNew { old, new })))
+        .collect();
     let mut verdict = Verdict {
         torn_ok,
         records: replayed.records,
@@ -116,11 +181,19 @@ pub fn recover(target: &dyn Device, journal: &dyn Device, torn_ok: bool) -> Resu
         ..Verdict::default()
     };
     let mut buf = AlignedBuf::zeroed(h.key_block_bytes as usize, target.buffer_align().max(4096));
-    for (block, e) in expect.iter().enumerate() {
-        let Some(e) = e else { continue };
+    for (block, &key) in replayed.keys.iter().enumerate() {
+        if block % READ_CHUNK_BYTES == 0 {
+            // The keys checked are not needed resident (when they are a file).
+            replayed.keys.evict(block.saturating_sub(READ_CHUNK_BYTES)..block);
+        }
+        let expect = match pending.get(&(block as u64)) {
+            Some(e) => *e,
+            None if key == 0 => continue,
+            None => Expect::Key(key),
+        };
         let offset = h.region_start + block as u64 * h.key_block_bytes;
         target.read_at(&mut buf, offset)?;
-        tally(&mut verdict, offset, check_block(&buf, h.sector_bytes as usize, offset, *e, h.run_id));
+        tally(&mut verdict, offset, check_block(&buf, h.sector_bytes as usize, offset, expect, h.run_id));
     }
     Ok(verdict)
 }

@@ -4,18 +4,26 @@
 //!
 //! Requests touching the same key blocks never overlap: a worker takes the
 //! blocks of its request before issuing it (all or nothing, so no
-//! deadlock) and gives them back when it completes.
+//! deadlock; `busy.rs`) and gives them back when it completes.
+//!
+//! The key map, and the journal writer's copy of it, live in memory or in
+//! mapped scratch files ([`KeyMapSpec`]), so memory stays bounded on very
+//! large targets.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use validation::{
-    check_block, fill_block, next_key, BlockVerdict, Expect, Finding, KeyMap, KEY_NEVER_WRITTEN,
+    check_block, fill_block, next_key, BlockVerdict, Expect, Finding, KeyBytes, KeyMap, KeyMapChoice,
+    KeyPlace, KEY_NEVER_WRITTEN,
 };
 
+use crate::busy::BusyTable;
 use crate::gen::Request;
+use crate::journal::JournalPlace;
 use crate::spec::{spec_error, JobSpec, Region};
 
 /// With a group-commit journal, how many requests a worker prepares ahead
@@ -40,6 +48,34 @@ pub struct ValidateSpec {
     pub run_id: u64,
     /// Keep the key map in a crash-safe journal.
     pub journal: Option<crate::journal::JournalSpec>,
+    /// Where the key map lives.
+    pub key_map: KeyMapSpec,
+}
+
+/// Where key maps live: memory or a mapped scratch file (the cli's
+/// `--key-map` and `--key-map-dir`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct KeyMapSpec {
+    pub choice: KeyMapChoice,
+    /// The directory of scratch files. Default: the journal directory when
+    /// the journal is in one, else the system's temporary directory.
+    pub dir: Option<PathBuf>,
+}
+
+impl KeyMapSpec {
+    /// Memory or a file by size, in the default directory.
+    pub const AUTO: KeyMapSpec = KeyMapSpec { choice: KeyMapChoice::Auto, dir: None };
+
+    /// Where a map of `blocks` keys goes, `default_dir` standing in for an
+    /// unset directory.
+    pub fn place(&self, blocks: u64, default_dir: Option<&std::path::Path>) -> KeyPlace {
+        let dir = match (&self.dir, default_dir) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(dir)) => dir.to_path_buf(),
+            (None, None) => std::env::temp_dir(),
+        };
+        self.choice.place(blocks, &dir)
+    }
 }
 
 /// Which read found an error.
@@ -85,7 +121,7 @@ pub(crate) struct Validator {
     key_bytes: u64,
     sector_bytes: usize,
     keys: KeyMap,
-    busy: Vec<AtomicBool>,
+    busy: BusyTable,
     sequence: AtomicU64,
     written: AtomicU64,
     checked: AtomicU64,
@@ -119,11 +155,12 @@ impl Validator {
             )));
         }
         let blocks = region.len / key_bytes;
-        let keys = KeyMap::new(blocks, key_bytes);
+        let place = key_place(&spec, blocks)?;
+        let keys = KeyMap::with_bytes(KeyBytes::zeroed(blocks, &place)?, key_bytes);
         let journal = match &spec.journal {
             None => None,
             Some(journal) => {
-                use crate::journal::{create_file, journal_record_bytes, JournalPlace, JournalWriter};
+                use crate::journal::{create_file, journal_record_bytes, JournalWriter};
                 let header = validation::journal::JournalHeader {
                     run_id: spec.run_id,
                     region_start: region.start,
@@ -134,13 +171,16 @@ impl Validator {
                     mode: journal.mode,
                     generation: 0,
                 };
+                // The writer's copy of the map, from which it writes
+                // compacted starts.
+                let mirror = KeyBytes::zeroed(blocks, &place)?;
                 let device: std::sync::Arc<dyn device::Device> = match &journal.place {
                     JournalPlace::Device(dev) => dev.clone(),
                     JournalPlace::Dir(dir) => {
                         std::sync::Arc::new(create_file(dir, blocks, journal_record_bytes(blocks))?)
                     }
                 };
-                Some(JournalWriter::create(device, target.clone(), &header, &vec![0; blocks as usize])?)
+                Some(JournalWriter::create(device, target.clone(), &header, mirror)?)
             }
         };
         Ok(Validator {
@@ -149,7 +189,7 @@ impl Validator {
             key_bytes,
             sector_bytes: sector_bytes as usize,
             keys,
-            busy: (0..blocks).map(|_| AtomicBool::new(false)).collect(),
+            busy: BusyTable::new(blocks),
             sequence: AtomicU64::new(0),
             written: AtomicU64::new(0),
             checked: AtomicU64::new(0),
@@ -171,22 +211,11 @@ impl Validator {
 
     /// Takes every key block of `req`, or none (returns false).
     pub fn try_lock(&self, req: &Request) -> bool {
-        let blocks = self.blocks(req);
-        for b in blocks.clone() {
-            if self.busy[b as usize].swap(true, Ordering::Acquire) {
-                for taken in blocks.start..b {
-                    self.busy[taken as usize].store(false, Ordering::Release);
-                }
-                return false;
-            }
-        }
-        true
+        self.busy.try_lock(self.blocks(req))
     }
 
     pub fn unlock(&self, req: &Request) {
-        for b in self.blocks(req) {
-            self.busy[b as usize].store(false, Ordering::Release);
-        }
+        self.busy.unlock(self.blocks(req))
     }
 
     /// Checks `buf`, read from `req`'s blocks, against the key map. Returns
@@ -334,6 +363,23 @@ fn lookahead(job: &JobSpec, journal: Option<&crate::journal::JournalWriter>) -> 
         }
         _ => 1,
     }
+}
+
+/// Where the key maps of a run over `blocks` key blocks go. Their default
+/// directory is the journal's, created here if need be, before the journal
+/// file: a failure then leaves no journal behind to block the next run.
+fn key_place(spec: &ValidateSpec, blocks: u64) -> Result<KeyPlace, crate::WorkloadError> {
+    let journal_dir = match spec.journal.as_ref().map(|j| &j.place) {
+        Some(JournalPlace::Dir(dir)) => Some(dir.as_path()),
+        _ => None,
+    };
+    let place = spec.key_map.place(blocks, journal_dir);
+    if let (KeyPlace::File(dir), Some(journal_dir)) = (&place, journal_dir) {
+        if dir == journal_dir {
+            crate::journal::create_dir(dir)?;
+        }
+    }
+    Ok(place)
 }
 
 /// Names a bad block's class. A block where some sectors hold the expected

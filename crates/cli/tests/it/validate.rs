@@ -280,6 +280,64 @@ fn journaled_uring_run_at_depth_validates_clean() {
     assert!(stdout(&out).contains(" verified"), "{}", stdout(&out));
 }
 
+/// A run whose key maps are mapped files, and the check after it, are
+/// clean, and leave no scratch file in the key-map directory or the
+/// journal directory (the default one of `iolab validate`).
+#[test]
+fn file_backed_key_maps_run_and_validate_clean_and_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img").to_str().unwrap().to_string();
+    let journal = dir.path().join("j");
+    let keys = dir.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    let out = iolab(&[
+        "run",
+        "--target",
+        &target,
+        "--size",
+        "1m",
+        "--rw",
+        "write",
+        "--bs",
+        "4k",
+        "--validate",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--key-map",
+        "file",
+        "--key-map-dir",
+        keys.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = iolab(&[
+        "validate",
+        "--target",
+        &target,
+        "--journal",
+        journal.to_str().unwrap(),
+        "--key-map",
+        "file",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("256 verified"), "{}", stdout(&out));
+    assert_eq!(std::fs::read_dir(&keys).unwrap().count(), 0, "scratch files left in the key-map directory");
+    let names: Vec<_> = std::fs::read_dir(&journal).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["iolab.journal"]);
+}
+
+#[test]
+fn missing_key_map_directory_is_a_usage_error_naming_the_flag() {
+    let out =
+        iolab(&["run", "--target", "mem:1m", "--validate", "--ios", "10", "--key-map-dir", "/nonexistent/x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--key-map-dir: /nonexistent/x: cannot create") && err.contains("existing directory"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_journaled_run_reports_its_journal_counters_in_json() {
     let dir = tempfile::tempdir().unwrap();

@@ -188,7 +188,7 @@ proptest! {
                 expected[*b as usize] = *k;
             }
         }
-        let mut finished = replayed.keys.clone();
+        let mut finished = replayed.keys.to_vec();
         for p in &replayed.pending {
             for (b, old, new) in &p.blocks {
                 prop_assert_eq!(replayed.keys[*b as usize], *old);
@@ -266,4 +266,50 @@ fn records_of_an_older_generation_end_the_journal() {
     let r = replay(&dev(&j)).unwrap();
     assert_eq!(r.records, 0);
     assert!(r.torn_tail.is_some());
+}
+
+/// A start produced in pieces of any size is the start produced at once:
+/// the pieces cross the end of the keys, the padding and the carried
+/// records, and the checksum is the same.
+#[test]
+fn a_start_in_pieces_is_the_start_in_one_buffer() {
+    let keys: Vec<u8> = (0..5000u32).map(|b| (b % 251) as u8).collect();
+    let h = JournalHeader { blocks: keys.len() as u64, ..header() };
+    let carried = encode_before(0, 4, &[(7, 2), (4999, 3)]);
+    let whole = encode_start_carrying(&h, &keys, &carried);
+    for piece in [1, 7, 4096, 4097, 1 << 20] {
+        let mut stream = validation::journal::StartStream::new(&h, &keys, &carried);
+        let mut body = Vec::new();
+        let mut buf = vec![0xee; piece];
+        loop {
+            let filled = stream.fill(&mut buf);
+            if filled == 0 {
+                break;
+            }
+            body.extend_from_slice(&buf[..filled]);
+        }
+        assert_eq!([stream.header(), body].concat(), whole, "pieces of {piece} bytes");
+    }
+}
+
+/// A snapshot larger than replay's read chunk comes back whole: keys on
+/// each side of a chunk boundary, and a record after it.
+#[test]
+fn a_snapshot_over_several_read_chunks_replays() {
+    use validation::journal::SNAPSHOT_CHUNK_BYTES;
+    let blocks = 2 * SNAPSHOT_CHUNK_BYTES + 5;
+    let mut keys = vec![0u8; blocks];
+    let edges = [0, SNAPSHOT_CHUNK_BYTES - 4096 - 1, SNAPSHOT_CHUNK_BYTES - 4096, blocks - 1];
+    for (i, &b) in edges.iter().enumerate() {
+        keys[b] = i as u8 + 1;
+    }
+    let h = JournalHeader { blocks: blocks as u64, ..header() };
+    let mut j = encode_start_carrying(&h, &keys, &[]);
+    j.extend(encode_before(0, 1, &[(blocks as u64 - 1, 9)]));
+    j.extend(encode_after(0, 1));
+    // A device of two slots, the second one empty.
+    j.resize(2 * (j.len() + 4096), 0);
+    let r = replay(&j).unwrap();
+    keys[blocks - 1] = 9;
+    assert_eq!((r.records, &r.keys[..]), (2, &keys[..]));
 }

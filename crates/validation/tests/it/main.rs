@@ -1,3 +1,4 @@
 mod check;
 mod journal;
+mod keys;
 mod stamp;

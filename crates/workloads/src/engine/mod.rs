@@ -35,6 +35,8 @@ pub enum WorkloadError {
     },
     #[error(transparent)]
     Journal(#[from] crate::journal::JournalWriteError),
+    #[error(transparent)]
+    KeyMap(#[from] validation::KeyMapError),
     #[error("a worker thread panicked: {0}")]
     Panic(String),
 }

@@ -11,9 +11,10 @@ use device::{CrashDevice, CrashPolicy, Device, MemDevice, Stats};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use validation::journal::start_bytes;
+use validation::{KeyBytes, KeyMapChoice};
 use workloads::journal::{JournalMode, JournalPlace, JournalSpec};
 use workloads::recover::{recover, RecoverError, Verdict};
-use workloads::{run_job, BlockSizes, JobSpec, Progress, Rw, ValidateSpec};
+use workloads::{run_job, BlockSizes, JobSpec, KeyMapSpec, Progress, Rw, ValidateSpec};
 
 const KEY_BLOCK_BYTES: u64 = 4096;
 /// 16 key blocks: blocks are rewritten often in a few hundred writes.
@@ -151,6 +152,10 @@ impl Device for Gated {
     }
 }
 
+fn zeros(blocks: u64) -> KeyBytes {
+    KeyBytes::from(vec![0; blocks as usize])
+}
+
 fn crash_device(bytes: u64) -> Arc<CrashDevice> {
     Arc::new(CrashDevice::new(Arc::new(MemDevice::new(bytes).unwrap())).unwrap())
 }
@@ -175,6 +180,7 @@ fn job_with(mode: JournalMode, journal: Arc<dyn Device>, seed: u64, bs: BlockSiz
             max_errors: 50,
             run_id: 77,
             journal: Some(JournalSpec { mode, place: JournalPlace::Device(journal) }),
+            key_map: KeyMapSpec::AUTO,
         }),
         ..JobSpec::default()
     }
@@ -189,7 +195,7 @@ fn recover_images(
 ) -> Verdict {
     let t = target.crash(tp, seed).unwrap();
     let j = journal.crash(jp, seed ^ 0x5eed).unwrap();
-    match recover(&t.image, &j.image, tp == CrashPolicy::TornWrite) {
+    match recover(&t.image, &j.image, tp == CrashPolicy::TornWrite, &KeyMapSpec::AUTO) {
         // A crash while the journal was being created: nothing was written
         // to the target yet, so there is nothing to check.
         Err(RecoverError::Journal { .. }) if target.stats().snapshot().writes == 0 => Verdict::default(),
@@ -297,6 +303,32 @@ fn compacting_journal_recovers_every_crash_image_without_errors() {
     assert_no_errors(JournalMode::Sync, JOURNAL_RECORD_BYTES_COMPACTING);
 }
 
+/// A run whose key maps (the live one, the journal writer's copy, and
+/// replay's) are mapped files writes and replays the same journal as one
+/// whose maps are in memory, compacting on the way.
+#[test]
+fn file_backed_key_maps_journal_and_replay_as_memory_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |key_map: KeyMapSpec| {
+        let journal = journal_device(JOURNAL_RECORD_BYTES_COMPACTING);
+        let target = crash_device(TARGET_BYTES);
+        // One thread: the same requests in the same order, so the same records.
+        let mut spec = JobSpec { threads: 1, ..job(JournalMode::Group, journal.clone(), 1) };
+        spec.validate.as_mut().unwrap().key_map = key_map.clone();
+        run_job(&spec, target.clone(), &Progress::default()).unwrap();
+        let replayed =
+            validation::journal::replay(&workloads::recover::read_journal(journal.as_ref()).unwrap());
+        let replayed = replayed.unwrap();
+        let verdict = recover(target.as_ref(), journal.as_ref(), false, &key_map).unwrap();
+        (replayed.header.generation, replayed.keys.to_vec(), verdict.verified, verdict.errors())
+    };
+    let file = run(KeyMapSpec { choice: KeyMapChoice::File, dir: Some(dir.path().into()) });
+    let memory = run(KeyMapSpec { choice: KeyMapChoice::Memory, dir: None });
+    assert!(file.0 >= 2 && file.2 > 0, "compactions {}, verified {}", file.0, file.2);
+    assert_eq!(file, memory);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "scratch files left behind");
+}
+
 #[test]
 fn a_small_journal_compacts_instead_of_filling_up() {
     let journal = journal_device(JOURNAL_RECORD_BYTES_COMPACTING);
@@ -332,7 +364,7 @@ fn async_mode_after_a_host_crash_has_lost_its_history_and_checks_no_block() {
         let written = target.stats().snapshot().writes;
         let t = target.crash(CrashPolicy::KeepAll, 0).unwrap();
         let j = journal.crash(CrashPolicy::DropUnflushed, 0).unwrap();
-        let v = recover(&t.image, &j.image, false).unwrap();
+        let v = recover(&t.image, &j.image, false, &KeyMapSpec::AUTO).unwrap();
         assert!(written > 0, "no data write before the crash point");
         let looked_at = v.verified + v.pending_old + v.pending_new + v.errors();
         assert_eq!((v.journal_mode, v.records, looked_at), (Some(JournalMode::Async), 0, 0), "{v:?}");
@@ -354,7 +386,7 @@ fn failed_journal_flush_poisons_the_journal() {
     let journal = Arc::new(FaultyDevice::new(mem, vec![Fault::Nth { op: Op::Flush, n: 2 }]));
     let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
     let header = group_header(blocks);
-    let writer = JournalWriter::create(journal.clone(), target, &header, &vec![0; blocks as usize]).unwrap();
+    let writer = JournalWriter::create(journal.clone(), target, &header, zeros(blocks)).unwrap();
     assert!(matches!(writer.before(0, &[(1, 1)]), Err(JournalWriteError::Device { .. })));
     let writes = journal.stats().snapshot().writes;
     assert!(matches!(writer.before(1, &[(2, 1)]), Err(JournalWriteError::Poisoned { .. })));
@@ -368,7 +400,7 @@ fn a_journal_device_too_small_for_its_start_is_refused() {
     let journal: Arc<dyn Device> = Arc::new(MemDevice::new(start_bytes(blocks)).unwrap());
     let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
     let header = group_header(blocks);
-    let created = JournalWriter::create(journal, target, &header, &vec![0; blocks as usize]);
+    let created = JournalWriter::create(journal, target, &header, zeros(blocks));
     assert!(matches!(created, Err(JournalWriteError::Full { .. })));
 }
 
@@ -410,8 +442,7 @@ fn a_rewrite_before_a_target_flush_recovers_with_the_first_write_lost() {
     let journal = journal_device(JOURNAL_RECORD_BYTES);
     let target = crash_device(TARGET_BYTES);
     let header = group_header(blocks);
-    let writer =
-        JournalWriter::create(journal.clone(), target.clone(), &header, &vec![0; blocks as usize]).unwrap();
+    let writer = JournalWriter::create(journal.clone(), target.clone(), &header, zeros(blocks)).unwrap();
     let mut block = device::AlignedBuf::zeroed(KEY_BLOCK_BYTES as usize, 4096);
     validation::fill_block(&mut block, 512, 0, 1, 0, 0, header.run_id);
     writer.before(0, &[(0, 1)]).unwrap();
@@ -433,8 +464,7 @@ fn the_committer_makes_a_kicked_record_durable_without_a_wait() {
     let journal = journal_device(JOURNAL_RECORD_BYTES);
     let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
     let writer =
-        JournalWriter::create(journal.clone(), target, &group_header(blocks), &vec![0; blocks as usize])
-            .unwrap();
+        JournalWriter::create(journal.clone(), target, &group_header(blocks), zeros(blocks)).unwrap();
     std::thread::scope(|scope| {
         let committer = scope.spawn(|| writer.run_committer());
         let ticket = writer.queue_before(0, &[(3, 1)]).unwrap();
@@ -457,8 +487,7 @@ fn a_long_chain_of_rewrites_flushes_the_target() {
     let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
     let journal = journal_device(JOURNAL_RECORD_BYTES);
     let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
-    let writer =
-        JournalWriter::create(journal, target, &group_header(blocks), &vec![0; blocks as usize]).unwrap();
+    let writer = JournalWriter::create(journal, target, &group_header(blocks), zeros(blocks)).unwrap();
     let mut key = 0;
     for id in 0..u64::from(CHAIN_MAX) {
         key = validation::next_key(key);

@@ -4,10 +4,16 @@
 use std::sync::Arc;
 
 use device::{Device, Fault, FaultyDevice, MemDevice};
-use workloads::{run_job, BlockSizes, JobSpec, Progress, Rw, ValidateSpec, ValidationSummary};
+use workloads::{run_job, BlockSizes, JobSpec, KeyMapSpec, Progress, Rw, ValidateSpec, ValidationSummary};
 
-const VALIDATE: ValidateSpec =
-    ValidateSpec { preread: true, reread: false, max_errors: 50, run_id: 4242, journal: None };
+const VALIDATE: ValidateSpec = ValidateSpec {
+    preread: true,
+    reread: false,
+    max_errors: 50,
+    run_id: 4242,
+    journal: None,
+    key_map: KeyMapSpec::AUTO,
+};
 
 /// A small region (16 blocks of 4 KiB) so blocks are rewritten and reread
 /// many times in a few hundred requests.
