@@ -61,15 +61,16 @@ struct Prepared {
 /// ahead (with a group-commit journal, the commit of the next requests'
 /// `before` records then overlaps this request's data write), then issued
 /// in order. Requests touching the same key blocks never overlap: a
-/// prepared request holds its blocks until it completes, and a worker
-/// waits for a block only when it holds none.
+/// prepared request holds its blocks until it completes; a request whose
+/// blocks are busy is parked (up to [`PARKED_MAX`]) while later ones are
+/// prepared, and a worker waits for a block only when it holds none.
 fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, WorkloadError> {
     let max = w.job.bs.max_bytes() as usize;
     let align = w.device.buffer_align().max(4096);
     let mut free: Vec<AlignedBuf> = (0..v.lookahead()).map(|_| AlignedBuf::zeroed(max, align)).collect();
     let mut read_buf = AlignedBuf::zeroed(max, align);
     let mut ready: VecDeque<Prepared> = VecDeque::new();
-    let mut blocked: Option<(Request, bool)> = None;
+    let mut parked: VecDeque<(Request, bool)> = VecDeque::new();
     let mut last_done = Instant::now();
     let mut outcome = Ok(());
     // The request issued half the lookahead from now: its commit should
@@ -77,26 +78,9 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
     let kick_at = v.lookahead() / 2;
     while outcome.is_ok() {
         while ready.len() < v.lookahead() {
-            let now = Instant::now();
-            if let (None, Some(wait)) = (&blocked, w.rate_wait(now)) {
-                if !ready.is_empty() || w.finished(now) {
-                    break;
-                }
-                std::thread::sleep(wait);
-                continue;
-            }
-            let Some((req, measured)) = blocked.take().or_else(|| w.next_request(Instant::now())) else {
+            let Some((req, measured)) = next_lockable(&mut w, v, &mut parked, ready.is_empty()) else {
                 break;
             };
-            if !v.try_lock(&req) {
-                if !ready.is_empty() {
-                    blocked = Some((req, measured));
-                    break;
-                }
-                while !v.try_lock(&req) {
-                    std::thread::yield_now();
-                }
-            }
             match prepare(&w, v, req, measured, &mut free, &mut read_buf) {
                 Ok(p) => ready.push_back(p),
                 Err(e) => {
@@ -107,7 +91,9 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
             }
         }
         let Some(p) = ready.pop_front() else { break };
-        if let Some(Prepared { write: Some((_, _, _, ticket)), .. }) = ready.get(kick_at) {
+        // (Or the last prepared, when fewer are.)
+        let kicked = ready.get(kick_at.min(ready.len().saturating_sub(1)));
+        if let Some(Prepared { write: Some((_, _, _, ticket)), .. }) = kicked {
             v.journal_kick(*ticket);
         }
         let start = p.at.max(last_done);
@@ -127,6 +113,51 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
         v.unlock(&p.req);
     }
     outcome.map(|()| w.stats)
+}
+
+/// Parked requests a worker keeps at most: requests whose key blocks
+/// another request holds wait aside while later ones are prepared, so one
+/// busy block does not empty the worker's lookahead (and make it wait for
+/// a commit it could have seen coming).
+const PARKED_MAX: usize = 8;
+
+/// The next request to prepare, its key blocks taken: a parked one whose
+/// blocks are free, else a new one (parked when its blocks are busy and
+/// there is room). Returns None when nothing can be taken now (the worker
+/// issues what it has prepared) or the job has no more requests; with
+/// nothing prepared (`idle`), waits for a busy block instead.
+fn next_lockable(
+    w: &mut Worker<'_>,
+    v: &Validator,
+    parked: &mut VecDeque<(Request, bool)>,
+    idle: bool,
+) -> Option<(Request, bool)> {
+    loop {
+        if let Some(i) = parked.iter().position(|(req, _)| v.try_lock(req)) {
+            return parked.remove(i);
+        }
+        let now = Instant::now();
+        let fresh = if parked.len() < PARKED_MAX {
+            if let Some(wait) = w.rate_wait(now) {
+                if !idle || w.finished(now) {
+                    return None;
+                }
+                std::thread::sleep(wait);
+                continue;
+            }
+            w.next_request(now)
+        } else {
+            None
+        };
+        match fresh {
+            Some((req, measured)) if v.try_lock(&req) => return Some((req, measured)),
+            Some(busy) => parked.push_back(busy),
+            None if parked.is_empty() || !idle => return None,
+            // Nothing prepared and every request at hand busy: another
+            // worker holds the blocks and will give them back.
+            None => std::thread::yield_now(),
+        }
+    }
 }
 
 /// Prepares a request whose key blocks the caller took.

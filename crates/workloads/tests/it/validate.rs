@@ -48,6 +48,30 @@ fn clean_run_checks_blocks_and_finds_nothing() {
     assert!(summary.blocks_written > 0 && summary.blocks_checked > 0);
 }
 
+/// Eight workers with a group journal on four key blocks: requests whose
+/// blocks are busy are parked while later ones are prepared, and every
+/// one of them is still issued once, with no overlap (an overlap would
+/// show as errors).
+#[test]
+fn busy_blocks_park_requests_without_losing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = workloads::journal::JournalSpec {
+        mode: workloads::journal::JournalMode::Group,
+        place: workloads::journal::JournalPlace::Dir(dir.path().join("j")),
+    };
+    let j = JobSpec {
+        rw: Rw::RandWrite,
+        read_pct: 0,
+        threads: 8,
+        size_bytes: Some(16 << 10),
+        validate: Some(ValidateSpec { journal: Some(journal), ..VALIDATE.clone() }),
+        ..job(3000)
+    };
+    let summary = run(Arc::new(MemDevice::new(1 << 20).unwrap()), &j);
+    assert_eq!(summary.errors, 0, "{:?}", summary.error_list.first());
+    assert_eq!(summary.blocks_written, 3000);
+}
+
 #[test]
 fn clean_run_with_mixed_sizes_and_threads_finds_nothing() {
     let j = JobSpec {
