@@ -198,10 +198,12 @@ fn prepare(f: &JobFields, index: usize, default_job: bool, force: bool) -> anyho
     if let Some(options) = &log {
         target = target::add_log(target, options)?;
     }
-    let durable_journal = spec.validate.as_ref().and_then(|v| v.journal.as_ref()).is_some_and(|j| {
-        matches!(j.mode, workloads::journal::JournalMode::Group | workloads::journal::JournalMode::Sync)
-    });
-    spec.engine = resolve_engine(f.engine.as_deref(), target.device.as_ref(), durable_journal)?;
+    let sync_journal = spec
+        .validate
+        .as_ref()
+        .and_then(|v| v.journal.as_ref())
+        .is_some_and(|j| j.mode == workloads::journal::JournalMode::Sync);
+    spec.engine = resolve_engine(f.engine.as_deref(), target.device.as_ref(), sync_journal)?;
     if spec.engine == Engine::Uring && f.iodepth.is_none() && default_job {
         spec.iodepth = DEFAULT_JOB_IODEPTH;
     }
@@ -447,19 +449,18 @@ fn log_options(f: &JobFields, force: bool) -> Result<Option<target::LogOptions>,
     }))
 }
 
-/// `auto`: io_uring on files and block devices, except under a journal
-/// that makes records durable before data writes (group or sync), where
-/// the sync engine's 32 threads measured faster (docs/PERFORMANCE.md:
-/// group 0.71 of off against 0.52 on the ring).
+/// `auto`: io_uring on files and block devices, except under a `sync`
+/// validation journal, where each write waits for two journal flushes and
+/// the sync engine's threads wait in parallel (docs/PERFORMANCE.md).
 fn resolve_engine(
     arg: Option<&str>,
     device: &dyn device::Device,
-    durable_journal: bool,
+    sync_journal: bool,
 ) -> Result<Engine, UsageError> {
     Ok(match arg.unwrap_or("auto") {
         "sync" => Engine::Sync,
         "uring" => Engine::Uring,
-        "auto" if durable_journal => Engine::Sync,
+        "auto" if sync_journal => Engine::Sync,
         "auto" if device.raw_fd().is_some() && workloads::uring_available() => Engine::Uring,
         "auto" => Engine::Sync,
         other => {

@@ -439,6 +439,12 @@ impl JournalWriter {
         }
     }
 
+    /// Whether the record behind `ticket` is durable (always in async
+    /// mode), without waiting or locking.
+    pub fn is_durable(&self, ticket: u64) -> bool {
+        self.header.mode == JournalMode::Async || self.durable_end.load(Ordering::Acquire) > ticket
+    }
+
     /// Asks for the record behind `ticket` to be made durable soon, without
     /// waiting: a worker kicks the ticket of a request it will issue a few
     /// requests from now, so that the commit runs on the committer thread

@@ -291,6 +291,15 @@ impl Validator {
         Ok(Some(journal.queue_before(sequence, &entries)?))
     }
 
+    /// Whether the `before` record behind `ticket` is durable (always, with
+    /// no ticket), without waiting.
+    pub fn journal_durable(&self, ticket: Option<u64>) -> bool {
+        match (&self.journal, ticket) {
+            (Some(journal), Some(ticket)) => journal.is_durable(ticket),
+            _ => true,
+        }
+    }
+
     /// Returns once the `before` record behind `ticket` is durable (sync
     /// and group mode).
     pub fn journal_wait(&self, ticket: Option<u64>) -> Result<(), crate::WorkloadError> {

@@ -4,9 +4,12 @@
 //! completes, so requests on the same blocks never overlap; a write's old
 //! contents are pre-read through the ring, then its buffer is stamped; the
 //! stamped writes ready at one moment queue their `before` records
-//! together, wait for one durable commit (group mode: shared; sync mode:
-//! one per write) and only then go to the kernel. While they are in
-//! flight the worker prepares the next batch, whose commit overlaps them.
+//! together, wait for one durable commit (sync mode: one per write) and
+//! only then go to the kernel. In group mode a worker keeps more requests
+//! than the ring holds: a stamped write queues its `before` record and
+//! kicks the committer thread at once, and goes to the kernel when the
+//! commit is durable and the ring has room, while the worker reaps and
+//! refills; it blocks on a commit only with nothing in the kernel.
 
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
@@ -26,8 +29,9 @@ enum Stage {
     Read,
     /// A write's pre-read, in flight.
     Preread,
-    /// A stamped write waiting for its `before` record.
-    Ready { sequence: u64, keys: Vec<u8> },
+    /// A stamped write waiting for its `before` record (group mode: queued
+    /// already, with this ticket).
+    Ready { sequence: u64, keys: Vec<u8>, ticket: Option<u64> },
     /// A write in flight.
     Writing { sequence: u64, keys: Vec<u8> },
 }
@@ -49,12 +53,21 @@ struct Engine<'v> {
     free: Vec<usize>,
     /// Slots in stage `Ready`, in the order they were stamped.
     ready: Vec<usize>,
-    /// Requests in the kernel.
+    /// Requests in the kernel, and at most how many (the job's depth;
+    /// group mode keeps more slots than that).
     in_flight: usize,
+    depth: usize,
+    /// Group mode: `before` records are queued as writes are stamped, and
+    /// writes wait for their commit without blocking the worker.
+    group: bool,
     /// For the read-back of a write (`reread`).
     scratch: AlignedBuf,
     device_name: String,
 }
+
+/// Group mode: at most this many stamped writes wait for a commit per
+/// worker thread.
+const UNSENT_MAX: usize = 512;
 
 pub(super) fn run(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, WorkloadError> {
     let device_name = w.device.name().to_string();
@@ -62,6 +75,12 @@ pub(super) fn run(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Workl
     let fd = w.device.raw_fd().expect("uring engine on a device with a descriptor");
     let depth = w.job.iodepth as usize;
     let max = w.job.bs.max_bytes() as usize;
+    let group = v.group_journal().is_some();
+    // Group mode: room for the writes waiting for a commit besides those
+    // in the kernel (as many as the sync engine's lookahead per request in
+    // flight, within its buffer budget per worker thread times the depth).
+    let waiting = if group { (v.lookahead() * depth).min(UNSENT_MAX) } else { 0 };
+    let slots = depth + waiting;
     let align = w.device.buffer_align().max(4096);
     let entries = (depth as u32 + 1).next_power_of_two().max(8);
     let ring = new_ring(entries).map_err(|source| WorkloadError::Uring {
@@ -72,11 +91,13 @@ pub(super) fn run(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Workl
     let mut e = Engine {
         v,
         ring: Ring { ring, fixed: false, fd },
-        bufs: (0..depth).map(|_| AlignedBuf::zeroed(max, align)).collect(),
-        slots: (0..depth).map(|_| None).collect(),
-        free: (0..depth).rev().collect(),
-        ready: Vec::with_capacity(depth),
+        bufs: (0..slots).map(|_| AlignedBuf::zeroed(max, align)).collect(),
+        slots: (0..slots).map(|_| None).collect(),
+        free: (0..slots).rev().collect(),
+        ready: Vec::with_capacity(slots),
         in_flight: 0,
+        depth,
+        group,
         scratch: AlignedBuf::zeroed(max, align),
         device_name,
     };
@@ -94,6 +115,12 @@ impl Engine<'_> {
         loop {
             let drained = self.fill(w, &mut blocked)?;
             self.send_ready(w)?;
+            if self.in_flight == 0 && !self.ready.is_empty() {
+                // Nothing in the kernel: wait for the oldest write's commit.
+                let first = self.ticket_of(self.ready[0]);
+                self.v.journal_wait(first)?;
+                continue;
+            }
             if self.in_flight == 0 {
                 debug_assert!(self.free.len() == self.slots.len());
                 let now = Instant::now();
@@ -137,11 +164,24 @@ impl Engine<'_> {
                     std::thread::yield_now();
                 }
             }
+            let needs_kernel = req.kind == IoKind::Read || self.v.spec().preread;
+            if needs_kernel && self.in_flight >= self.depth {
+                self.v.unlock(&req);
+                *blocked = Some((req, measured));
+                return Ok(false);
+            }
             self.free.pop();
             let stage = match req.kind {
                 IoKind::Read => Stage::Read,
                 IoKind::Write if self.v.spec().preread => Stage::Preread,
-                IoKind::Write => self.stamp(slot, req),
+                IoKind::Write => match self.stamp(slot, req) {
+                    Ok(stage) => stage,
+                    Err(e) => {
+                        self.free.push(slot);
+                        self.v.unlock(&req);
+                        return Err(e);
+                    }
+                },
             };
             let stamped = matches!(stage, Stage::Ready { .. });
             self.slots[slot] = Some(Slot { req, measured, at: now, stage });
@@ -159,33 +199,58 @@ impl Engine<'_> {
         Ok(false)
     }
 
-    fn stamp(&mut self, slot: usize, req: Request) -> Stage {
+    /// Stamps a write's buffer; in group mode also queues its `before`
+    /// record and kicks the committer.
+    fn stamp(&mut self, slot: usize, req: Request) -> Result<Stage, WorkloadError> {
         let len = req.len as usize;
         let (sequence, keys) = self.v.stamp(&req, &mut self.bufs[slot][..len]);
-        Stage::Ready { sequence, keys }
+        let ticket = if self.group {
+            let ticket = self.v.journal_queue_before(sequence, &req, &keys)?;
+            self.v.journal_kick(ticket);
+            ticket
+        } else {
+            None
+        };
+        Ok(Stage::Ready { sequence, keys, ticket })
+    }
+
+    /// The journal ticket of a ready write (group mode).
+    fn ticket_of(&self, slot: usize) -> Option<u64> {
+        match self.slots[slot].as_ref().map(|s| &s.stage) {
+            Some(Stage::Ready { ticket, .. }) => *ticket,
+            _ => None,
+        }
     }
 
     /// Sends the stamped writes: their `before` records queued together,
     /// one wait for a durable commit (each its own in sync mode, where
-    /// `ready` holds one), then all of them to the kernel.
+    /// `ready` holds one), then all of them to the kernel. In group mode,
+    /// sends, in order, those whose commit is durable, while the ring has
+    /// room, without waiting.
     fn send_ready(&mut self, w: &mut Worker<'_>) -> Result<(), WorkloadError> {
         if self.ready.is_empty() {
             return Ok(());
         }
-        let mut ticket = None;
-        for &slot in &self.ready {
-            // Invariant: `ready` lists occupied slots in stage Ready.
-            let s = self.slots[slot].as_ref().expect("a ready slot is occupied");
-            let Stage::Ready { sequence, keys } = &s.stage else {
-                unreachable!("ready slot not in stage Ready")
-            };
-            ticket = ticket.max(self.v.journal_queue_before(*sequence, &s.req, keys)?);
-        }
-        self.v.journal_wait(ticket)?;
-        for slot in std::mem::take(&mut self.ready) {
+        let sendable = if self.group {
+            let durable = self.ready.iter().take_while(|&&slot| self.v.journal_durable(self.ticket_of(slot)));
+            durable.count().min(self.depth - self.in_flight)
+        } else {
+            let mut ticket = None;
+            for &slot in &self.ready {
+                // Invariant: `ready` lists occupied slots in stage Ready.
+                let s = self.slots[slot].as_ref().expect("a ready slot is occupied");
+                let Stage::Ready { sequence, keys, .. } = &s.stage else {
+                    unreachable!("ready slot not in stage Ready")
+                };
+                ticket = ticket.max(self.v.journal_queue_before(*sequence, &s.req, keys)?);
+            }
+            self.v.journal_wait(ticket)?;
+            self.ready.len()
+        };
+        for slot in self.ready.drain(..sendable).collect::<Vec<_>>() {
             // Invariant as above.
             let s = self.slots[slot].as_mut().expect("a ready slot is occupied");
-            let Stage::Ready { sequence, keys } = std::mem::replace(&mut s.stage, Stage::Read) else {
+            let Stage::Ready { sequence, keys, .. } = std::mem::replace(&mut s.stage, Stage::Read) else {
                 unreachable!("ready slot not in stage Ready")
             };
             s.stage = Stage::Writing { sequence, keys };
@@ -248,7 +313,14 @@ impl Engine<'_> {
             Stage::Read => self.v.check(&req, &self.bufs[slot][..len], CheckedBy::Read),
             Stage::Preread => {
                 let go_on = self.v.check(&req, &self.bufs[slot][..len], CheckedBy::Preread);
-                let stage = self.stamp(slot, req);
+                let stage = match self.stamp(slot, req) {
+                    Ok(stage) => stage,
+                    Err(e) => {
+                        self.v.unlock(&req);
+                        self.free.push(slot);
+                        return Err(e);
+                    }
+                };
                 self.slots[slot] = Some(Slot { stage, ..s });
                 self.ready.push(slot);
                 if !go_on {
