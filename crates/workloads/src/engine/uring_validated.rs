@@ -6,12 +6,10 @@
 //! stamped writes ready at one moment queue their `before` records
 //! together, wait for one durable commit (sync mode: one per write) and
 //! only then go to the kernel. In group mode a worker keeps more requests
-//! than the ring holds: a stamped write queues its `before` record at once
-//! and goes to the kernel when its commit is durable and the ring has
-//! room, while the worker reaps and refills. When fewer durable writes are
-//! left than the ring holds, the worker kicks the committer thread to
-//! commit every write stamped so far; it blocks on a commit only with
-//! nothing in the kernel.
+//! than the ring holds: a stamped write queues its `before` record and
+//! kicks the committer thread at once, and goes to the kernel when the
+//! commit is durable and the ring has room, while the worker reaps and
+//! refills; it blocks on a commit only with nothing in the kernel.
 
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
@@ -206,7 +204,13 @@ impl Engine<'_> {
     fn stamp(&mut self, slot: usize, req: Request) -> Result<Stage, WorkloadError> {
         let len = req.len as usize;
         let (sequence, keys) = self.v.stamp(&req, &mut self.bufs[slot][..len]);
-        let ticket = if self.group { self.v.journal_queue_before(sequence, &req, &keys)? } else { None };
+        let ticket = if self.group {
+            let ticket = self.v.journal_queue_before(sequence, &req, &keys)?;
+            self.v.journal_kick(ticket);
+            ticket
+        } else {
+            None
+        };
         Ok(Stage::Ready { sequence, keys, ticket })
     }
 
@@ -228,16 +232,8 @@ impl Engine<'_> {
             return Ok(());
         }
         let sendable = if self.group {
-            let durable =
-                self.ready.iter().take_while(|&&slot| self.v.journal_durable(self.ticket_of(slot))).count();
-            let sendable = durable.min(self.depth - self.in_flight);
-            // Fewer durable writes left than the ring holds: commit every
-            // write stamped so far now, so the next ones are durable before
-            // the ring runs dry (and commits stay large when they are fast).
-            if durable - sendable < self.depth && durable < self.ready.len() {
-                self.v.journal_kick(self.ticket_of(self.ready[self.ready.len() - 1]));
-            }
-            sendable
+            let durable = self.ready.iter().take_while(|&&slot| self.v.journal_durable(self.ticket_of(slot)));
+            durable.count().min(self.depth - self.in_flight)
         } else {
             let mut ticket = None;
             for &slot in &self.ready {
