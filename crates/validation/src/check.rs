@@ -11,9 +11,9 @@ pub enum Expect {
     /// The write of this key completed.
     Key(u8),
     /// Writes up to the one of `new` were in flight (at a crash): the block
-    /// may hold the old contents (`old`, 0 = never written, read as zeros)
-    /// or any key after `old` up to `new` (one, when a single write was in
-    /// flight).
+    /// may hold the old contents (`old`; 0 = not written by this run: zeros,
+    /// another run's stamps or data that is no stamp) or any key after
+    /// `old` up to `new` (one, when a single write was in flight).
     OldOrNew { old: u8, new: u8 },
 }
 
@@ -111,9 +111,17 @@ pub fn check_block(
         (SectorState::Key(k), None) => *k == new,
         _ => false,
     };
+    // A block this run never wrote (old key 0) holds what the target held
+    // before the run: zeros, another run's stamps, or data that is no
+    // stamp at all; only this run's stamps (and damaged ones) say more.
     let is_old = |s: &SectorState| match (s, old) {
         (SectorState::Key(k), Some(o)) => *k == o && o != 0,
         (SectorState::Zeros, Some(0)) => true,
+        (SectorState::Wrong(kind), Some(0)) => matches!(
+            kind,
+            FindingKind::ForeignRun { .. }
+                | FindingKind::Corrupt { reason: "no stamp" | "unknown stamp version" }
+        ),
         _ => false,
     };
     let new_count = states.iter().filter(|(_, s)| is_new(s)).count() as u32;

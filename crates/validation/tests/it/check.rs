@@ -122,3 +122,12 @@ fn sectors_of_two_keys_of_a_chain_are_torn() {
     let v = check_block(&buf, 512, 8192, Expect::OldOrNew { old: 4, new: 7 }, RUN);
     assert!(matches!(v, BlockVerdict::Torn { .. }));
 }
+
+#[test]
+fn pending_first_write_accepts_what_the_target_held_before_the_run() {
+    let pending = Expect::OldOrNew { old: 0, new: 1 };
+    let mut earlier_run = vec![0; 4096];
+    fill_block(&mut earlier_run, 512, 8192, 3, 1, 1, RUN + 1);
+    assert_eq!(check_block(&earlier_run, 512, 8192, pending, RUN), BlockVerdict::PendingOld);
+    assert_eq!(check_block(&[0xa5; 4096], 512, 8192, pending, RUN), BlockVerdict::PendingOld);
+}
