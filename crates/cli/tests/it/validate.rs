@@ -29,6 +29,23 @@ fn journaled(dir: &tempfile::TempDir, mode: &str) -> (String, String) {
     (target, journal)
 }
 
+/// `ios` 4 KiB random writes on a 1 MiB target under a journal in `dir`,
+/// with `extra` flags; returns the target, the journal and the run's output.
+fn journaled_randwrite(
+    dir: &tempfile::TempDir,
+    ios: &str,
+    extra: &[&str],
+) -> (String, String, std::process::Output) {
+    let target = dir.path().join("t.img").to_str().unwrap().to_string();
+    let journal = dir.path().join("j").to_str().unwrap().to_string();
+    let mut args = vec!["run", "--target", &target, "--size", "1m", "--rw", "randwrite", "--bs", "4k"];
+    args.extend(["--ios", ios, "--validate", "--journal", &journal, "-q"]);
+    args.extend(extra);
+    let out = iolab(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    (target, journal, out)
+}
+
 fn validate(target: &str, journal: &str) -> std::process::Output {
     iolab(&["validate", "--target", target, "--journal", journal])
 }
@@ -168,29 +185,8 @@ fn a_long_run_compacts_its_journal_and_still_validates() {
     // 1 MiB target: 256 key blocks, 1 MiB of records per slot, about 18,000
     // writes' worth; 30,000 writes compact at least once.
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("t.img").to_str().unwrap().to_string();
-    let journal = dir.path().join("j").to_str().unwrap().to_string();
-    let out = iolab(&[
-        "run",
-        "--target",
-        &target,
-        "--size",
-        "1m",
-        "--rw",
-        "randwrite",
-        "--bs",
-        "4k",
-        "--ios",
-        "30000",
-        "--validate",
-        "--no-preread",
-        "--journal",
-        &journal,
-        "--journal-mode",
-        "async",
-        "-q",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (target, journal, _) =
+        journaled_randwrite(&dir, "30000", &["--no-preread", "--journal-mode", "async"]);
     let out = validate(&target, &journal);
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("compactions"), "{}", stdout(&out));
@@ -360,28 +356,7 @@ fn missing_key_map_directory_is_a_usage_error_naming_the_flag() {
 #[test]
 fn a_journaled_run_reports_its_journal_counters_in_json() {
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("t.img").to_str().unwrap().to_string();
-    let journal = dir.path().join("j").to_str().unwrap().to_string();
-    let out = iolab(&[
-        "run",
-        "--target",
-        &target,
-        "--size",
-        "1m",
-        "--rw",
-        "randwrite",
-        "--bs",
-        "4k",
-        "--ios",
-        "500",
-        "--validate",
-        "--journal",
-        &journal,
-        "--json",
-        "-",
-        "-q",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (_, _, out) = journaled_randwrite(&dir, "500", &["--json", "-"]);
     let text = stdout(&out);
     let doc: serde_json::Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
     let j = &doc["jobs"][0]["runs"][0]["validation"]["journal"];
