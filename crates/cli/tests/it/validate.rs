@@ -6,25 +6,17 @@ use crate::cli::{iolab, stderr, stdout};
 /// A target fully written (one sequential pass of 4 KiB blocks) under a
 /// journal, then rewritten at random so keys differ per block.
 fn journaled(dir: &tempfile::TempDir, mode: &str) -> (String, String) {
+    journaled_with(dir, &["--journal-mode", mode])
+}
+
+/// The same with `extra` flags.
+fn journaled_with(dir: &tempfile::TempDir, extra: &[&str]) -> (String, String) {
     let target = dir.path().join("t.img").to_str().unwrap().to_string();
     let journal = dir.path().join("j").to_str().unwrap().to_string();
-    let out = iolab(&[
-        "run",
-        "--target",
-        &target,
-        "--size",
-        "1m",
-        "--rw",
-        "write",
-        "--bs",
-        "4k",
-        "--validate",
-        "--journal",
-        &journal,
-        "--journal-mode",
-        mode,
-        "-q",
-    ]);
+    let mut args = vec!["run", "--target", &target, "--size", "1m", "--rw", "write", "--bs", "4k"];
+    args.extend(["--validate", "--journal", &journal, "-q"]);
+    args.extend(extra);
+    let out = iolab(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     (target, journal)
 }
@@ -301,30 +293,11 @@ fn journaled_uring_run_at_depth_validates_clean() {
 #[test]
 fn file_backed_key_maps_run_and_validate_clean_and_leave_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("t.img").to_str().unwrap().to_string();
-    let journal = dir.path().join("j");
     let keys = dir.path().join("keys");
     std::fs::create_dir(&keys).unwrap();
-    let out = iolab(&[
-        "run",
-        "--target",
-        &target,
-        "--size",
-        "1m",
-        "--rw",
-        "write",
-        "--bs",
-        "4k",
-        "--validate",
-        "--journal",
-        journal.to_str().unwrap(),
-        "--key-map",
-        "file",
-        "--key-map-dir",
-        keys.to_str().unwrap(),
-        "-q",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (target, journal) =
+        journaled_with(&dir, &["--key-map", "file", "--key-map-dir", keys.to_str().unwrap()]);
+    let journal = std::path::PathBuf::from(journal);
     let out = iolab(&[
         "validate",
         "--target",
