@@ -66,8 +66,10 @@ struct Engine<'v> {
 }
 
 /// Group mode: at most this many stamped writes wait for a commit per
-/// worker thread.
+/// worker thread, in at most this many bytes of buffers (but always as
+/// many as the depth).
 const UNSENT_MAX: usize = 512;
+const UNSENT_BYTES: usize = 16 << 20;
 
 pub(super) fn run(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, WorkloadError> {
     let device_name = w.device.name().to_string();
@@ -78,8 +80,9 @@ pub(super) fn run(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Workl
     let group = v.group_journal().is_some();
     // Group mode: room for the writes waiting for a commit besides those
     // in the kernel (as many as the sync engine's lookahead per request in
-    // flight, within its buffer budget per worker thread times the depth).
-    let waiting = if group { (v.lookahead() * depth).min(UNSENT_MAX) } else { 0 };
+    // flight, within a budget of slots and of buffer bytes).
+    let budget = (UNSENT_BYTES / max.max(1)).max(depth);
+    let waiting = if group { (v.lookahead() * depth).min(UNSENT_MAX).min(budget) } else { 0 };
     let slots = depth + waiting;
     let align = w.device.buffer_align().max(4096);
     let entries = (depth as u32 + 1).next_power_of_two().max(8);
