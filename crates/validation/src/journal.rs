@@ -508,23 +508,25 @@ fn replay_records<S: JournalSource>(
     start: Start,
     keys: KeyBytes,
 ) -> Result<Replay, S::Error> {
-    let mut buf = vec![0u8; (start.len - start.records_at) as usize];
-    source.read_at(&mut buf, start.at + start.records_at)?;
+    let region = start.len - start.records_at;
+    let mut window = RecordWindow { base: start.at + start.records_at, region, from: 0, bytes: Vec::new() };
     let header = start.header;
     let mut state = KeyState::new(keys);
     let mut at = 0;
     let mut records = 0;
     let mut torn_tail = None;
-    while at < buf.len() {
-        let rest = &buf[at..];
-        let Some(Record { kind, write_id, entries, len }) = decode_record(rest, &header) else {
-            let why =
-                if rest.iter().all(|&b| b == 0) { None } else { Some("damaged, truncated or older record") };
-            torn_tail = why.map(|w| (start.records_at + at as u64, w));
+    while at < region {
+        let Some(Record { kind, write_id, entries, len }) = window.record_at(source, at, &header)? else {
+            let why = if window.zeros_from(source, at)? {
+                None
+            } else {
+                Some("damaged, truncated or older record")
+            };
+            torn_tail = why.map(|w| (start.records_at + at, w));
             break;
         };
         records += 1;
-        at += len;
+        at += len as u64;
         match kind {
             1 => state.before(write_id, entries),
             _ => state.after(write_id),
@@ -532,6 +534,70 @@ fn replay_records<S: JournalSource>(
     }
     let pending = state.pending();
     Ok(Replay { header, keys: state.keys, pending, records, torn_tail })
+}
+
+/// The records region of a slot, read [`RECORDS_WINDOW_BYTES`] at a time
+/// (more when one record is longer), so replay's memory does not grow
+/// with the slot.
+struct RecordWindow {
+    /// Where the region starts on the device, and its length.
+    base: u64,
+    region: u64,
+    /// The region offset of `bytes[0]`.
+    from: u64,
+    bytes: Vec<u8>,
+}
+
+/// Bytes of the records region replay reads at once.
+pub const RECORDS_WINDOW_BYTES: usize = 1 << 20;
+
+impl RecordWindow {
+    /// Makes the window hold region bytes `at..at + want` (or up to the
+    /// region's end).
+    fn cover<S: JournalSource>(&mut self, source: &mut S, at: u64, want: u64) -> Result<(), S::Error> {
+        let end = at.saturating_add(want).min(self.region);
+        if at >= self.from && end <= self.from + self.bytes.len() as u64 {
+            return Ok(());
+        }
+        let len = (self.region - at).min((RECORDS_WINDOW_BYTES as u64).max(end - at));
+        self.bytes.resize(len as usize, 0);
+        source.read_at(&mut self.bytes, self.base + at)?;
+        self.from = at;
+        Ok(())
+    }
+
+    /// The record at region offset `at`, if a valid one is there.
+    fn record_at<S: JournalSource>(
+        &mut self,
+        source: &mut S,
+        at: u64,
+        header: &JournalHeader,
+    ) -> Result<Option<Record>, S::Error> {
+        self.cover(source, at, RECORD_HEADER_BYTES as u64)?;
+        let offset = (at - self.from) as usize;
+        let head = &self.bytes[offset..];
+        if head.len() >= 8 && u32_at(head, 0) == RECORD_MAGIC {
+            // A record longer than what the window holds past `at` (no
+            // valid one lists more entries than there are blocks).
+            let longest = RECORD_HEADER_BYTES as u64 + ENTRY_BYTES as u64 * header.blocks;
+            self.cover(source, at, u64::from(u32_at(head, 4)).min(longest))?;
+        }
+        let offset = (at - self.from) as usize;
+        Ok(decode_record(&self.bytes[offset..], header))
+    }
+
+    /// Whether every byte of the region from `at` on is zero.
+    fn zeros_from<S: JournalSource>(&mut self, source: &mut S, mut at: u64) -> Result<bool, S::Error> {
+        while at < self.region {
+            self.cover(source, at, RECORDS_WINDOW_BYTES as u64)?;
+            let offset = (at - self.from) as usize;
+            if self.bytes[offset..].iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            at = self.from + self.bytes.len() as u64;
+        }
+        Ok(true)
+    }
 }
 
 /// Replay's state: the keys of completed writes and the writes in flight,

@@ -313,3 +313,24 @@ fn a_snapshot_over_several_read_chunks_replays() {
     keys[blocks - 1] = 9;
     assert_eq!((r.records, &r.keys[..]), (2, &keys[..]));
 }
+
+/// Records over more than one read window, with one record longer than a
+/// window, replay whole.
+#[test]
+fn records_over_several_read_windows_replay() {
+    use validation::journal::RECORDS_WINDOW_BYTES;
+    let blocks = (RECORDS_WINDOW_BYTES / 9 + 100) as u64;
+    let h = JournalHeader { blocks, ..header() };
+    let mut j = encode_start_carrying(&h, &vec![0; blocks as usize], &[]);
+    let mut writes = 0;
+    while j.len() < 2 * RECORDS_WINDOW_BYTES {
+        j.extend(encode_before(0, writes, &[(writes % blocks, 1)]));
+        j.extend(encode_after(0, writes));
+        writes += 1;
+    }
+    let long: Vec<(u64, u8)> = (0..blocks).map(|b| (b, 2)).collect();
+    j.extend(encode_before(0, writes, &long));
+    j.resize(2 * (j.len() + 4096), 0);
+    let r = replay(&j).unwrap();
+    assert_eq!((r.records, r.pending.len(), r.torn_tail), (2 * writes + 1, 1, None));
+}

@@ -312,7 +312,9 @@ fn file_backed_key_maps_journal_and_replay_as_memory_ones() {
     let run = |key_map: KeyMapSpec| {
         let journal = journal_device(JOURNAL_RECORD_BYTES_COMPACTING);
         let target = crash_device(TARGET_BYTES);
-        // One thread: the same requests in the same order, so the same records.
+        // One thread: the same requests in the same order, so the same
+        // records (how the committer batches them, and so when the journal
+        // compacts, may differ).
         let mut spec = JobSpec { threads: 1, ..job(JournalMode::Group, journal.clone(), 1) };
         spec.validate.as_mut().unwrap().key_map = key_map.clone();
         run_job(&spec, target.clone(), &Progress::default()).unwrap();
@@ -324,8 +326,14 @@ fn file_backed_key_maps_journal_and_replay_as_memory_ones() {
     };
     let file = run(KeyMapSpec { choice: KeyMapChoice::File, dir: Some(dir.path().into()) });
     let memory = run(KeyMapSpec { choice: KeyMapChoice::Memory, dir: None });
-    assert!(file.0 >= 2 && file.2 > 0, "compactions {}, verified {}", file.0, file.2);
-    assert_eq!(file, memory);
+    assert!(
+        file.0 >= 2 && memory.0 >= 2 && file.2 > 0,
+        "compactions {} and {}, verified {}",
+        file.0,
+        memory.0,
+        file.2
+    );
+    assert_eq!((&file.1, file.2, file.3), (&memory.1, memory.2, memory.3));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "scratch files left behind");
 }
 
