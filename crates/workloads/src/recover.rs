@@ -80,7 +80,7 @@ impl Verdict {
 }
 
 /// Reads a whole journal device (for tests and small journals: recovery
-/// reads a slot at a time).
+/// reads it in pieces).
 pub fn read_journal(journal: &dyn Device) -> Result<Vec<u8>, DeviceError> {
     let size = journal.size_bytes();
     let mut bytes = vec![0; size as usize];
