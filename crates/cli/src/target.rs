@@ -183,6 +183,7 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
     }
     let file_options = FileOptions {
         direct: options.direct,
+        dsync: false,
         read_only: false,
         create_bytes: if exists { None } else { options.create_bytes },
         sector_bytes: options.sector_bytes,

@@ -14,6 +14,9 @@ pub struct FileOptions {
     /// Open with O_DIRECT: bypass the page cache. Buffers, offsets and
     /// lengths must then be aligned (see [`Device::buffer_align`]).
     pub direct: bool,
+    /// Open with O_DSYNC: a write is durable when it completes (with
+    /// `direct`, a journal can commit through an io_uring this way).
+    pub dsync: bool,
     /// Open read-only; writes fail with EBADF.
     pub read_only: bool,
     /// For a regular file: create it (sparse) if missing and extend it to
@@ -57,9 +60,9 @@ impl FileDevice {
         if options.create_bytes.is_some() && !options.read_only {
             open.create(true);
         }
-        if options.direct {
-            open.custom_flags(libc::O_DIRECT);
-        }
+        let flags =
+            if options.direct { libc::O_DIRECT } else { 0 } | if options.dsync { libc::O_DSYNC } else { 0 };
+        open.custom_flags(flags);
         let file = match open.open(path) {
             Ok(file) => file,
             Err(e) if options.direct && e.raw_os_error() == Some(libc::EINVAL) => {

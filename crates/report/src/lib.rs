@@ -209,11 +209,12 @@ pub fn validation_summary(v: &workloads::ValidationSummary) -> String {
     if let Some(j) = &v.journal {
         let _ = writeln!(
             out,
-            "journal: {} records in {} commits ({} writes), {} target flushes, {} compactions; \
-             {} waits for a commit, {:.1} us mean",
+            "journal: {} records in {} commits ({} writes, {} through a worker's ring), {} target flushes, \
+             {} compactions; {} waits for a commit, {:.1} us mean",
             j.records,
             j.commits,
             j.writes,
+            j.ring_commits,
             j.target_flushes,
             j.compactions,
             j.waits,

@@ -24,15 +24,26 @@
 //! commit flush the target.
 //!
 //! Records form one byte stream after the start (header and key-map
-//! snapshot). The device is written in whole sectors: each commit rewrites
-//! the partial sector at the end of the stream with the same prefix plus
-//! the new records, so a sector holds either its old or its new contents,
-//! and both contain every record made durable before.
+//! snapshot). The device is written in whole units (its sector, or the
+//! ring file's O_DIRECT alignment when larger): each commit rewrites the
+//! partial unit at the end of the stream, kept in memory, with the same
+//! prefix plus the new records, so a sector holds either its old or its
+//! new contents, and both contain every record made durable before.
+//!
+//! A journal in a file can also commit through a worker's own io_uring
+//! ([`JournalWriter::begin_ring_commit`]): the records go to the file
+//! opened with O_DIRECT and O_DSYNC, after a linked fdatasync of the
+//! target when the batch needs one, and are durable when the ring says
+//! the write completed. The commit then costs the worker one more request
+//! in its ring instead of a wake-up of another thread and its own small
+//! synchronous write beside the ring, which on the virtio disk measured
+//! here cost a sixth of the IOPS.
 //!
 //! A failed write or flush poisons the journal: every later call fails.
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -140,6 +151,13 @@ pub enum JournalWriteError {
     Full { device: String, slot_bytes: u64, why: &'static str },
     #[error("{device}: an earlier journal write or flush failed; the journal is no longer trustworthy")]
     Poisoned { device: String },
+    #[error("{device}: {what} (through the ring): {source}")]
+    Ring {
+        device: String,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Creates `dir/iolab.journal` (never overwriting one) with two slots, each
@@ -265,6 +283,8 @@ pub struct JournalStats {
     /// the journal device.
     pub writes: u64,
     pub commits: u64,
+    /// Of the commits, those made through a worker's io_uring.
+    pub ring_commits: u64,
     /// Commits that flushed the target first.
     pub target_flushes: u64,
     /// New snapshots written into the other slot.
@@ -286,6 +306,9 @@ struct Tail {
     /// Replay's state after every record written: what a compacted start
     /// holds.
     mirror: KeyState,
+    /// The stream's bytes since the last whole unit: the next write starts
+    /// with them.
+    partial: Vec<u8>,
 }
 
 pub struct JournalWriter {
@@ -297,6 +320,11 @@ pub struct JournalWriter {
     /// Bytes of a slot, and the offset of the records in one.
     slot_bytes: u64,
     records_at: u64,
+    /// Records are written in whole units of this many bytes.
+    unit: u64,
+    /// The journal file opened with O_DIRECT and O_DSYNC, for commits
+    /// through a worker's ring.
+    ring_file: Option<FileDevice>,
     state: Mutex<State>,
     committed: Condvar,
     /// Wakes the committer thread: a kick, the end of a commit, or a stop.
@@ -318,6 +346,31 @@ struct Batch {
     commit: u64,
     flush_target: bool,
     durable: bool,
+}
+
+impl Batch {
+    /// What the commit adds to the stats once it is done.
+    fn counted(&self) -> JournalStats {
+        JournalStats {
+            records: self.records.len() as u64,
+            writes: 1,
+            commits: u64::from(self.durable),
+            target_flushes: u64::from(self.flush_target),
+            ..JournalStats::default()
+        }
+    }
+}
+
+/// A commit through a worker's ring ([`JournalWriter::begin_ring_commit`]):
+/// write `buf` at `offset` of the ring file, after an fdatasync of the
+/// target when `flush_target`, linked so that the write waits for it.
+pub struct RingCommit {
+    pub flush_target: bool,
+    pub offset: u64,
+    pub buf: AlignedBuf,
+    commit: u64,
+    counted: JournalStats,
+    room: u64,
 }
 
 impl JournalWriter {
@@ -369,13 +422,16 @@ impl JournalWriter {
             poisoned: false,
             stats: JournalStats::default(),
         };
-        let tail = Tail { slot: 0, generation: 0, written_end: 0, mirror: KeyState::new(keys) };
+        let tail =
+            Tail { slot: 0, generation: 0, written_end: 0, mirror: KeyState::new(keys), partial: Vec::new() };
         Ok(JournalWriter {
             device,
             target,
             header,
             slot_bytes,
             records_at,
+            unit: sector,
+            ring_file: None,
             state: Mutex::new(state),
             committed: Condvar::new(),
             kicked: Condvar::new(),
@@ -629,14 +685,20 @@ impl JournalWriter {
         let batch = self.take_batch(&mut state, durable, flush_target);
         drop(state);
         let commit = batch.commit;
-        let counted = JournalStats {
-            records: batch.records.len() as u64,
-            writes: 1,
-            commits: u64::from(durable),
-            target_flushes: u64::from(batch.flush_target),
-            ..JournalStats::default()
-        };
+        let counted = batch.counted();
         let result = self.write_batch(batch);
+        self.end_commit(commit, durable, counted, result)
+    }
+
+    /// Ends the running commit: counts it and, when it made its records
+    /// durable, says so to the waiters; a failure poisons the journal.
+    fn end_commit(
+        &self,
+        commit: u64,
+        durable: bool,
+        counted: JournalStats,
+        result: Result<(bool, u64), JournalWriteError>,
+    ) -> Result<(), JournalWriteError> {
         let mut state = self.lock();
         state.committing = false;
         match result {
@@ -646,6 +708,7 @@ impl JournalWriter {
                 s.records += counted.records;
                 s.writes += counted.writes;
                 s.commits += counted.commits;
+                s.ring_commits += counted.ring_commits;
                 s.target_flushes += counted.target_flushes;
                 s.compactions += u64::from(compacted);
                 if durable {
@@ -660,6 +723,98 @@ impl JournalWriter {
         result.map(|_| ())
     }
 
+    /// The descriptor of the journal file opened for commits through a
+    /// worker's ring ([`JournalWriter::open_ring_file`]), if it is.
+    pub fn ring_fd(&self) -> Option<RawFd> {
+        self.ring_file.as_ref().and_then(|f| f.raw_fd())
+    }
+
+    /// Opens the journal file at `path` a second time, with O_DIRECT and
+    /// O_DSYNC, so that workers can commit through their rings. Returns
+    /// whether they can: not when the file system refuses O_DIRECT, or
+    /// needs an alignment (over 4 KiB) the journal's layout does not keep.
+    /// Called before any record is written.
+    pub fn open_ring_file(&mut self, path: &Path) -> bool {
+        let tail = self.tail.get_mut().unwrap_or_else(|e| e.into_inner());
+        assert!(tail.written_end == 0 && tail.generation == 0, "the ring file is opened before any record");
+        let options = FileOptions { direct: true, dsync: true, ..FileOptions::default() };
+        let Ok(file) = FileDevice::open(path, &options) else { return false };
+        let unit = u64::from(file.sector_bytes()).max(self.unit);
+        if unit > 4096
+            || self.records_at % unit != 0
+            || self.slot_bytes % unit != 0
+            || file.buffer_align() > 4096
+        {
+            return false;
+        }
+        self.unit = unit;
+        self.ring_file = Some(file);
+        true
+    }
+
+    /// Starts a commit through the caller's ring, when no commit is
+    /// running and a `before` record waits: takes the batch, and returns
+    /// the write to make (after a linked fdatasync of the target when
+    /// [`RingCommit::flush_target`]). The records are durable once it
+    /// completes; the caller must then hand the outcome to
+    /// [`JournalWriter::end_ring_commit`] (no other commit starts until it
+    /// does). A batch that does not fit in the slot is compacted here, at
+    /// once, and `None` returned: its records are durable already.
+    pub fn begin_ring_commit(&self) -> Result<Option<RingCommit>, JournalWriteError> {
+        debug_assert!(self.ring_file.is_some(), "ring commits need the ring file");
+        let mut state = self.lock();
+        if state.poisoned {
+            return Err(self.poisoned());
+        }
+        if state.committing || state.queued.is_empty() {
+            return Ok(None);
+        }
+        state.committing = true;
+        let batch = self.take_batch(&mut state, true, false);
+        drop(state);
+        let (commit, flush_target) = (batch.commit, batch.flush_target);
+        let mut counted = batch.counted();
+        let mut tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes = self.apply(&mut tail, batch.records);
+        if !self.fits(&tail, bytes.len()) {
+            let result = self.compact_now(&mut tail, flush_target);
+            drop(tail);
+            self.end_commit(commit, true, counted, result)?;
+            return Ok(None);
+        }
+        let (offset, buf) = self.stage(&mut tail, &bytes);
+        counted.ring_commits = 1;
+        let room = self.slot_bytes - self.records_at - tail.written_end;
+        Ok(Some(RingCommit { commit, flush_target, offset, buf, counted, room }))
+    }
+
+    /// Ends a commit begun by [`JournalWriter::begin_ring_commit`] with
+    /// what the ring said: the target flush's and the write's outcome
+    /// (`what` failed and why). A failure poisons the journal.
+    pub fn end_ring_commit(
+        &self,
+        commit: RingCommit,
+        outcome: Result<(), (&'static str, std::io::Error)>,
+    ) -> Result<(), JournalWriteError> {
+        let result = outcome.map(|()| (false, commit.room)).map_err(|(what, source)| {
+            JournalWriteError::Ring { device: self.device.name().to_string(), what, source }
+        });
+        self.end_commit(commit.commit, true, commit.counted, result)
+    }
+
+    /// Ends a ring commit as failed without freeing its buffer, which the
+    /// kernel may still read (the ring broke with the write in it).
+    pub fn end_ring_commit_leaking(
+        &self,
+        commit: RingCommit,
+        (what, source): (&'static str, std::io::Error),
+    ) -> Result<(), JournalWriteError> {
+        let RingCommit { commit, counted, buf, .. } = commit;
+        std::mem::forget(buf);
+        let device = self.device.name().to_string();
+        self.end_commit(commit, true, counted, Err(JournalWriteError::Ring { device, what, source }))
+    }
+
     /// Writes a batch after the records in the live slot; when it does not
     /// fit, compacts instead. Says whether it compacted, and the room left.
     fn write_batch(&self, batch: Batch) -> Result<(bool, u64), JournalWriteError> {
@@ -669,32 +824,52 @@ impl JournalWriter {
             self.target.flush().map_err(device_error("cannot flush the target before a commit"))?;
         }
         let mut tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
-        let mut bytes = Vec::new();
-        for rec in &batch.records {
-            match rec {
-                Rec::Before(id, entries) => append_before(&mut bytes, tail.generation, *id, entries),
-                Rec::After(id) => append_after(&mut bytes, tail.generation, *id),
-            }
-        }
-        for rec in batch.records {
-            match rec {
-                Rec::Before(id, entries) => tail.mirror.before(id, entries),
-                Rec::After(id) => tail.mirror.after(id),
-            }
-        }
-        if self.records_at + tail.written_end + bytes.len() as u64 > self.slot_bytes {
+        let bytes = self.apply(&mut tail, batch.records);
+        if !self.fits(&tail, bytes.len()) {
             self.compact(&mut tail)?;
             return Ok((true, self.slot_bytes - self.records_at - tail.written_end));
         }
         if !bytes.is_empty() {
-            let at = tail.slot * self.slot_bytes + self.records_at;
-            self.write_records(at, tail.written_end, &bytes)?;
-            tail.written_end += bytes.len() as u64;
+            let (at, buf) = self.stage(&mut tail, &bytes);
+            self.device.write_at(&buf, at).map_err(device_error("cannot write"))?;
         }
         if batch.durable {
             self.device.flush().map_err(device_error("cannot flush"))?;
         }
         Ok((false, self.slot_bytes - self.records_at - tail.written_end))
+    }
+
+    /// Encodes records after the stream, and applies them to the mirror.
+    fn apply(&self, tail: &mut Tail, records: Vec<Rec>) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for rec in &records {
+            match rec {
+                Rec::Before(id, entries) => append_before(&mut bytes, tail.generation, *id, entries),
+                Rec::After(id) => append_after(&mut bytes, tail.generation, *id),
+            }
+        }
+        for rec in records {
+            match rec {
+                Rec::Before(id, entries) => tail.mirror.before(id, entries),
+                Rec::After(id) => tail.mirror.after(id),
+            }
+        }
+        bytes
+    }
+
+    /// Whether `len` more stream bytes fit in the live slot.
+    fn fits(&self, tail: &Tail, len: usize) -> bool {
+        self.records_at + tail.written_end + len as u64 <= self.slot_bytes
+    }
+
+    /// A commit's compaction, the target flushed first when the batch
+    /// needs it (as [`JournalWriter::write_batch`] does).
+    fn compact_now(&self, tail: &mut Tail, flush_target: bool) -> Result<(bool, u64), JournalWriteError> {
+        if flush_target {
+            self.target.flush().map_err(device_error("cannot flush the target before a commit"))?;
+        }
+        self.compact(tail)?;
+        Ok((true, self.slot_bytes - self.records_at - tail.written_end))
     }
 
     /// Writes a new start, of the next generation, in the other slot: the
@@ -722,33 +897,31 @@ impl JournalWriter {
         let slot = 1 - tail.slot;
         write_start(self.device.as_ref(), slot * self.slot_bytes, &header, tail.mirror.keys(), &carried)?;
         self.device.flush().map_err(device_error("cannot flush"))?;
+        let whole = carried.len() - carried.len() % self.unit as usize;
         *tail = Tail {
             slot,
             generation,
             written_end: carried.len() as u64,
             mirror: std::mem::take(&mut tail.mirror),
+            partial: carried[whole..].to_vec(),
         };
         Ok(())
     }
 
-    /// Writes stream bytes at stream offset `start` of the records at
-    /// device offset `at`: the partial sector the stream ends in is read
-    /// back and rewritten with the new bytes after its old ones, padded
-    /// with zeros to whole sectors.
-    fn write_records(&self, at: u64, start: u64, batch: &[u8]) -> Result<(), JournalWriteError> {
-        let sector = u64::from(self.device.sector_bytes());
-        let first = at + start - start % sector;
-        let end = at + start + batch.len() as u64;
-        let len = (end - first).next_multiple_of(sector);
-        let mut buf = AlignedBuf::zeroed(len as usize, self.device.buffer_align().max(4096));
-        let kept = (start % sector) as usize;
-        if kept > 0 {
-            self.device
-                .read_at(&mut buf[..sector as usize], first)
-                .map_err(device_error("cannot read the last sector back"))?;
-            buf[kept..sector as usize].fill(0);
-        }
-        buf[kept..kept + batch.len()].copy_from_slice(batch);
-        self.device.write_at(&buf, first).map_err(device_error("cannot write"))
+    /// Appends `bytes` to the stream: returns where to write and what, in
+    /// whole units from the last unit boundary (the partial unit's bytes
+    /// first, zeros after the new ones).
+    fn stage(&self, tail: &mut Tail, bytes: &[u8]) -> (u64, AlignedBuf) {
+        let unit = self.unit as usize;
+        let kept = tail.partial.len();
+        let end = kept + bytes.len();
+        let mut buf = AlignedBuf::zeroed(end.next_multiple_of(unit), self.device.buffer_align().max(4096));
+        buf[..kept].copy_from_slice(&tail.partial);
+        buf[kept..end].copy_from_slice(bytes);
+        let at = tail.slot * self.slot_bytes + self.records_at + tail.written_end - kept as u64;
+        debug_assert_eq!(at % self.unit, 0);
+        tail.written_end += bytes.len() as u64;
+        tail.partial = buf[end - end % unit..end].to_vec();
+        (at, buf)
     }
 }

@@ -23,8 +23,8 @@ use validation::{
 
 use crate::busy::BusyTable;
 use crate::gen::Request;
-use crate::journal::JournalPlace;
-use crate::spec::{spec_error, JobSpec, Region};
+use crate::journal::{JournalMode, JournalPlace};
+use crate::spec::{spec_error, Engine, JobSpec, Region};
 
 /// With a group-commit journal, how many requests a worker prepares ahead
 /// at most, and the buffer bytes it may hold for them (larger transfers
@@ -180,7 +180,15 @@ impl Validator {
                         std::sync::Arc::new(create_file(dir, blocks, journal_record_bytes(blocks))?)
                     }
                 };
-                Some(JournalWriter::create(device, target.clone(), &header, mirror)?)
+                let mut writer = JournalWriter::create(device, target.clone(), &header, mirror)?;
+                if let (JournalPlace::Dir(dir), JournalMode::Group, Engine::Uring) =
+                    (&journal.place, journal.mode, job.engine)
+                {
+                    // uring workers commit through their own rings when the
+                    // file takes O_DIRECT; else a committer thread does.
+                    writer.open_ring_file(&dir.join(crate::journal::JOURNAL_FILE));
+                }
+                Some(writer)
             }
         };
         Ok(Validator {
@@ -259,18 +267,30 @@ impl Validator {
     /// returns the write's sequence number and those keys, to be recorded
     /// once the write completes.
     pub fn stamp(&self, req: &Request, buf: &mut [u8]) -> (u64, Vec<u8>) {
+        let (sequence, keys) = self.assign(req);
+        self.fill(req, sequence, &keys, buf);
+        (sequence, keys)
+    }
+
+    /// Gives a write (whose blocks the caller holds) its sequence number
+    /// and its blocks' next keys, without filling a buffer yet: its
+    /// `before` record needs only these.
+    pub fn assign(&self, req: &Request) -> (u64, Vec<u8>) {
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
+        let keys = self.blocks(req).map(|b| next_key(self.keys.get(b))).collect();
+        (sequence, keys)
+    }
+
+    /// Fills `buf` with the stamps of a write [`Validator::assign`] gave
+    /// `sequence` and `keys`.
+    pub fn fill(&self, req: &Request, sequence: u64, keys: &[u8], buf: &mut [u8]) {
         let time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        let mut keys = Vec::with_capacity((req.len / self.key_bytes) as usize);
-        for (i, b) in self.blocks(req).enumerate() {
-            let key = next_key(self.keys.get(b));
+        for ((i, b), &key) in self.blocks(req).enumerate().zip(keys) {
             let at = i * self.key_bytes as usize;
             let offset = self.region.start + b * self.key_bytes;
             let block = &mut buf[at..at + self.key_bytes as usize];
             fill_block(block, self.sector_bytes, offset, key, sequence, time_ns, self.spec.run_id);
-            keys.push(key);
         }
-        (sequence, keys)
     }
 
     /// How many requests a worker prepares ahead (see [`lookahead`]).
@@ -317,10 +337,20 @@ impl Validator {
         }
     }
 
-    /// The journal, when a committer thread should run beside the workers
-    /// (group mode).
+    /// The journal, in group mode.
     pub fn group_journal(&self) -> Option<&crate::journal::JournalWriter> {
-        self.journal.as_ref().filter(|j| j.mode() == crate::journal::JournalMode::Group)
+        self.journal.as_ref().filter(|j| j.mode() == JournalMode::Group)
+    }
+
+    /// The journal, when uring workers commit it through their own rings.
+    pub fn ring_journal(&self) -> Option<&crate::journal::JournalWriter> {
+        self.group_journal().filter(|j| j.ring_fd().is_some())
+    }
+
+    /// The journal, when a committer thread should run beside the workers
+    /// (group mode, unless the workers commit through their rings).
+    pub fn committer_journal(&self) -> Option<&crate::journal::JournalWriter> {
+        self.group_journal().filter(|j| j.ring_fd().is_none())
     }
 
     /// Journals a completed write.

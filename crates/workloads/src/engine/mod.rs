@@ -253,8 +253,9 @@ pub fn run_job(
     let threads = job.threads;
     let outcomes: Vec<Result<ThreadStats, WorkloadError>> = std::thread::scope(|scope| {
         // A group-commit journal commits on its own thread when workers
-        // kick it, so that no worker stalls for a commit it can see coming.
-        let journal = validator.as_ref().and_then(|v| v.group_journal());
+        // kick it, so that no worker stalls for a commit it can see coming
+        // (unless uring workers commit it through their rings).
+        let journal = validator.as_ref().and_then(|v| v.committer_journal());
         let committer = journal.map(|j| scope.spawn(move || j.run_committer()));
         let handles: Vec<_> = (0..threads)
             .map(|t| {

@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use validation::journal::start_bytes;
 use validation::{KeyBytes, KeyMapChoice};
-use workloads::journal::{JournalMode, JournalPlace, JournalSpec};
+use workloads::journal::{JournalMode, JournalPlace, JournalSpec, JournalWriteError};
 use workloads::recover::{recover, RecoverError, Verdict};
 use workloads::{run_job, BlockSizes, JobSpec, KeyMapSpec, Progress, Rw, ValidateSpec};
 
@@ -575,4 +575,131 @@ fn uring_engine_never_writes_ahead_of_its_journal() {
         });
         assert!(stops > 20, "too few stops: {stops}");
     }
+}
+
+/// A group journal in a file whose records go through the ring file
+/// (O_DIRECT, O_DSYNC), over a target in memory.
+fn ring_writer(
+    dir: &std::path::Path,
+    record_bytes: u64,
+) -> (workloads::journal::JournalWriter, Arc<dyn Device>, std::path::PathBuf) {
+    use workloads::journal::{create_file, JournalWriter, JOURNAL_FILE};
+    let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
+    let journal = Arc::new(create_file(dir, blocks, record_bytes).unwrap());
+    let target: Arc<dyn Device> = Arc::new(MemDevice::new(TARGET_BYTES).unwrap());
+    let mut writer =
+        JournalWriter::create(journal, target.clone(), &group_header(blocks), zeros(blocks)).unwrap();
+    let path = dir.join(JOURNAL_FILE);
+    assert!(writer.open_ring_file(&path), "the temporary directory takes no O_DIRECT");
+    (writer, target, path)
+}
+
+/// Commits through the ring file, written here as a worker's ring writes
+/// them, across many compactions: a record is durable only once its
+/// write is done; after each commit the file replays and holds the write
+/// in flight; at the end it holds every write's keys.
+#[test]
+fn ring_commits_replay_as_the_writer_wrote_them() {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, target, path) = ring_writer(dir.path(), JOURNAL_RECORD_BYTES_COMPACTING);
+    // SAFETY: the descriptor stays open in the writer; ManuallyDrop never
+    // closes it.
+    let ring = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(writer.ring_fd().unwrap()) });
+    let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
+    let mut keys = vec![0u8; blocks as usize];
+    // Writes issued (their `before` queued), with their tickets.
+    let mut inflight: Vec<(u64, u64, u64)> = Vec::new();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+    let mut ring_commits = 0;
+    for id in 0..1500u64 {
+        let block = loop {
+            let b = rng.random_range(0..blocks);
+            if inflight.iter().all(|&(_, x, _)| x != b) {
+                break b;
+            }
+        };
+        keys[block as usize] = validation::next_key(keys[block as usize]);
+        let ticket = writer.queue_before(id, &[(block, keys[block as usize])]).unwrap();
+        inflight.push((id, block, ticket));
+        // Commits come every few writes, and always before half the
+        // blocks are in flight (a free one is always found above).
+        if rng.random_bool(0.3) || inflight.len() >= 8 {
+            if let Some(commit) = writer.begin_ring_commit().unwrap() {
+                assert!(!writer.is_durable(ticket), "durable before its write");
+                if commit.flush_target {
+                    target.flush().unwrap();
+                }
+                ring.write_all_at(&commit.buf, commit.offset).unwrap();
+                writer.end_ring_commit(commit, Ok(())).unwrap();
+                ring_commits += 1;
+            }
+            assert!(writer.is_durable(ticket));
+            let replay = validation::journal::replay(&std::fs::read(&path).unwrap()).unwrap();
+            assert!(replay.pending.iter().any(|p| p.write_id == id), "write {id} is not in the journal");
+        }
+        // A write completes (and gets its `after`) only once its `before`
+        // is durable, as in the engines.
+        while inflight.len() > 3 && writer.is_durable(inflight[0].2) {
+            let (done, b, _) = inflight.remove(0);
+            writer.after(done, [b]).unwrap();
+        }
+    }
+    for (done, b, ticket) in inflight {
+        writer.wait(ticket).unwrap();
+        writer.after(done, [b]).unwrap();
+    }
+    writer.finish().unwrap();
+    let stats = writer.stats();
+    assert!(stats.compactions > 3 && ring_commits > 100, "{stats:?}");
+    assert_eq!(stats.ring_commits, ring_commits);
+    let replay = validation::journal::replay(&std::fs::read(&path).unwrap()).unwrap();
+    let pending: Vec<u64> = replay.pending.iter().map(|p| p.write_id).collect();
+    assert!(pending.is_empty(), "{pending:?}");
+    assert_eq!(&replay.keys[..], &keys[..]);
+}
+
+/// A ring commit whose write failed leaves its record not durable and
+/// poisons the journal.
+#[test]
+fn a_failed_ring_commit_poisons_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, _target, _path) = ring_writer(dir.path(), JOURNAL_RECORD_BYTES);
+    let ticket = writer.queue_before(0, &[(1, 1)]).unwrap();
+    let commit = writer.begin_ring_commit().unwrap().unwrap();
+    let failed = std::io::Error::from_raw_os_error(libc::EIO);
+    assert!(writer.end_ring_commit(commit, Err(("cannot write", failed))).is_err());
+    assert!(!writer.is_durable(ticket));
+    assert!(matches!(writer.queue_before(1, &[(2, 1)]), Err(JournalWriteError::Poisoned { .. })));
+}
+
+/// The uring engine with its journal in a directory commits through its
+/// ring (no committer thread), and the run validates clean.
+#[test]
+fn uring_engine_commits_a_file_journal_through_its_ring() {
+    use device::{FileDevice, FileOptions};
+    use workloads::Engine;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.img");
+    let options = FileOptions { create_bytes: Some(TARGET_BYTES), ..FileOptions::default() };
+    let target = Arc::new(FileDevice::open(&path, &options).unwrap());
+    let journal_dir = dir.path().join("journal");
+    let mut spec = JobSpec {
+        engine: Engine::Uring,
+        iodepth: 8,
+        threads: 2,
+        ios: Some(2000),
+        ..job(JournalMode::Group, target.clone(), 5)
+    };
+    spec.validate.as_mut().unwrap().journal =
+        Some(JournalSpec { mode: JournalMode::Group, place: JournalPlace::Dir(journal_dir.clone()) });
+    let result = run_job(&spec, target.clone(), &Progress::default()).unwrap();
+    let stats = result.validation.unwrap().journal.unwrap();
+    assert!(stats.ring_commits > stats.commits / 2, "{stats:?}");
+    let journal =
+        FileDevice::open(journal_dir.join(workloads::journal::JOURNAL_FILE), &FileOptions::default())
+            .unwrap();
+    let verdict = recover(target.as_ref(), &journal, false, &KeyMapSpec::AUTO).unwrap();
+    assert_eq!(verdict.errors(), 0, "{verdict:?}");
 }
