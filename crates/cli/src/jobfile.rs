@@ -116,6 +116,13 @@ pub struct JobFields {
     /// Vdbench -j), async (buffered until the end, as Vdbench -jn).
     #[arg(long, value_name = "MODE")]
     pub journal_mode: Option<String>,
+    /// With --journal in group mode: who commits. thread (default): a
+    /// committer thread beside the workers; ring: each uring worker, through
+    /// its own ring (the journal opened with O_DIRECT and O_DSYNC; needs the
+    /// uring engine and a file system that takes O_DIRECT, else the thread
+    /// commits). The run's journal line counts the commits made in a ring.
+    #[arg(long, value_name = "WHO")]
+    pub journal_commit: Option<String>,
     /// With --validate: where the key map (one byte per key block; a second
     /// copy with --journal) lives: auto (default: memory up to 256 MiB of
     /// keys, i.e. a 1 TiB region in 4 KiB key blocks, a file above), memory,
@@ -198,6 +205,7 @@ impl JobFields {
             reread,
             journal,
             journal_mode,
+            journal_commit,
             key_map,
             key_map_dir,
             max_errors,

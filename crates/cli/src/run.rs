@@ -313,6 +313,18 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
     if f.journal_mode.is_some() && f.journal.is_none() {
         return Err(UsageError("--journal-mode: only applies with --journal DIR".into()));
     }
+    let ring = match f.journal_commit.as_deref() {
+        None | Some("thread") => false,
+        Some("ring") => true,
+        Some(other) => {
+            return Err(UsageError(format!(
+                "--journal-commit: '{other}' is not a way to commit; use thread or ring"
+            )))
+        }
+    };
+    if f.journal_commit.is_some() && (f.journal.is_none() || mode != JournalMode::Group) {
+        return Err(UsageError("--journal-commit: only applies with --journal DIR in group mode".into()));
+    }
     let key_map = key_map_spec(f.key_map.as_deref(), f.key_map_dir.as_deref())?;
     Ok(validate.then(|| workloads::ValidateSpec {
         preread: !f.no_preread.unwrap_or(false),
@@ -322,6 +334,7 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
         journal: f.journal.clone().map(|dir| workloads::journal::JournalSpec {
             mode,
             place: workloads::journal::JournalPlace::Dir(dir),
+            ring,
         }),
         key_map,
     }))

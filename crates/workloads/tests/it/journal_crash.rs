@@ -179,7 +179,7 @@ fn job_with(mode: JournalMode, journal: Arc<dyn Device>, seed: u64, bs: BlockSiz
             reread: false,
             max_errors: 50,
             run_id: 77,
-            journal: Some(JournalSpec { mode, place: JournalPlace::Device(journal) }),
+            journal: Some(JournalSpec { mode, place: JournalPlace::Device(journal), ring: false }),
             key_map: KeyMapSpec::AUTO,
         }),
         ..JobSpec::default()
@@ -692,8 +692,11 @@ fn uring_engine_commits_a_file_journal_through_its_ring() {
         ios: Some(2000),
         ..job(JournalMode::Group, target.clone(), 5)
     };
-    spec.validate.as_mut().unwrap().journal =
-        Some(JournalSpec { mode: JournalMode::Group, place: JournalPlace::Dir(journal_dir.clone()) });
+    spec.validate.as_mut().unwrap().journal = Some(JournalSpec {
+        mode: JournalMode::Group,
+        place: JournalPlace::Dir(journal_dir.clone()),
+        ring: true,
+    });
     let result = run_job(&spec, target.clone(), &Progress::default()).unwrap();
     let stats = result.validation.unwrap().journal.unwrap();
     assert!(stats.ring_commits > stats.commits / 2, "{stats:?}");

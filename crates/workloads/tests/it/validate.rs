@@ -58,6 +58,7 @@ fn busy_blocks_park_requests_without_losing_one() {
     let journal = workloads::journal::JournalSpec {
         mode: workloads::journal::JournalMode::Group,
         place: workloads::journal::JournalPlace::Dir(dir.path().join("j")),
+        ring: false,
     };
     let j = JobSpec {
         rw: Rw::RandWrite,
@@ -239,7 +240,7 @@ mod uring {
     use std::sync::Arc;
 
     fn job(dir: &tempfile::TempDir, ios: u64, mode: JournalMode) -> JobSpec {
-        let journal = JournalSpec { mode, place: JournalPlace::Dir(dir.path().join("j")) };
+        let journal = JournalSpec { mode, place: JournalPlace::Dir(dir.path().join("j")), ring: false };
         JobSpec {
             engine: Engine::Uring,
             iodepth: 8,
@@ -335,7 +336,8 @@ mod uring_journal {
         // Flush 1 makes the journal's start durable; flush 2 is the first commit.
         let journal: Arc<dyn Device> =
             Arc::new(FaultyDevice::new(Arc::new(file), vec![Fault::Nth { op: Op::Flush, n: 2 }]));
-        let spec = JournalSpec { mode: JournalMode::Group, place: JournalPlace::Device(journal) };
+        let spec =
+            JournalSpec { mode: JournalMode::Group, place: JournalPlace::Device(journal), ring: false };
         let job = JobSpec {
             engine: Engine::Uring,
             iodepth: 32,
