@@ -114,8 +114,58 @@ fn fill_sector(sector: &mut [u8], stamp: &Stamp) {
     put_u64(sector, 40, stamp.run_id);
     sector[48] = stamp.key;
     sector[49..64].fill(0);
-    let crc = crc32c::crc32c(sector);
-    sector[12..16].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Sets each sector's checksum (computed with the field zero, as
+/// [`fill_sector`] leaves it).
+fn seal_sectors(buf: &mut [u8], sector_bytes: usize) {
+    let triples = buf.len() / sector_bytes / 3 * 3;
+    let mut sectors = buf.chunks_exact_mut(sector_bytes);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("sse4.2") {
+        let mut three = sectors.by_ref().take(triples);
+        while let (Some(a), Some(b), Some(c)) = (three.next(), three.next(), three.next()) {
+            // SAFETY: the CPU was just found to support SSE 4.2.
+            let crcs = unsafe { crc32c_three(a, b, c) };
+            for (sector, crc) in [a, b, c].into_iter().zip(crcs) {
+                sector[12..16].copy_from_slice(&crc.to_le_bytes());
+            }
+        }
+    }
+    for sector in sectors {
+        let crc = crc32c::crc32c(sector);
+        sector[12..16].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// CRC-32C of three buffers of one length (a multiple of 8), computed
+/// side by side: the instruction's latency is three cycles, so three
+/// independent streams run in the time of one. A sector is too short for
+/// the crc32c crate's own three-way split.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+fn crc32c_three(a: &[u8], b: &[u8], c: &[u8]) -> [u32; 3] {
+    use std::arch::x86_64::_mm_crc32_u64;
+    debug_assert!(a.len() == b.len() && b.len() == c.len() && a.len() % 8 == 0);
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let (mut x, mut y, mut z) = (u64::from(u32::MAX), u64::from(u32::MAX), u64::from(u32::MAX));
+    for i in (0..a.len()).step_by(8) {
+        x = _mm_crc32_u64(x, word(a, i));
+        y = _mm_crc32_u64(y, word(b, i));
+        z = _mm_crc32_u64(z, word(c, i));
+    }
+    [!(x as u32), !(y as u32), !(z as u32)]
+}
+
+/// The checksums [`fill_block`] gives `buf`'s sectors, one at a time with
+/// the crc32c crate, for tests that compare the two.
+#[doc(hidden)]
+pub fn seal_sectors_baseline(buf: &mut [u8], sector_bytes: usize) {
+    for sector in buf.chunks_exact_mut(sector_bytes) {
+        sector[12..16].fill(0);
+        let crc = crc32c::crc32c(sector);
+        sector[12..16].copy_from_slice(&crc.to_le_bytes());
+    }
 }
 
 /// Fills `buf` (a whole number of sectors, written at byte `offset`) with
@@ -134,6 +184,7 @@ pub fn fill_block(
         let address = offset + (i * sector_bytes) as u64;
         fill_sector(sector, &Stamp { address, sequence, time_ns, run_id, key });
     }
+    seal_sectors(buf, sector_bytes);
 }
 
 /// Reads and checks the stamp of one sector.
