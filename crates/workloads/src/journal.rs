@@ -31,13 +31,12 @@
 //! new contents, and both contain every record made durable before.
 //!
 //! A journal in a file can also commit through a worker's own io_uring
-//! ([`JournalWriter::begin_ring_commit`]): the records go to the file
-//! opened with O_DIRECT and O_DSYNC, after a linked fdatasync of the
-//! target when the batch needs one, and are durable when the ring says
-//! the write completed. The commit then costs the worker one more request
-//! in its ring instead of a wake-up of another thread and its own small
-//! synchronous write beside the ring, which on the virtio disk measured
-//! here cost a sixth of the IOPS.
+//! ([`JournalWriter::begin_ring_commit`], `--journal-commit ring`): the
+//! records go to the file opened with O_DIRECT and O_DSYNC, after a
+//! linked fdatasync of the target when the batch needs one, and are
+//! durable when the ring says the write completed. The commit then costs
+//! the worker one more request in its ring instead of a committer thread
+//! (docs/PERFORMANCE.md: no better on the machine measured).
 //!
 //! A failed write or flush poisons the journal: every later call fails.
 

@@ -14,13 +14,13 @@
 //! keeps the buffers to the depth: a waiting room of stamped buffers (512
 //! of them, 2 MiB at 4 KiB) cost a tenth of the IOPS here, in cache.
 //!
-//! When the journal is a file that takes O_DIRECT, the worker also runs
-//! the group commits itself, through its own ring: whenever no commit is
-//! running and a `before` record waits, it takes the batch and sends the
-//! journal write (O_DIRECT, O_DSYNC; after a linked fdatasync of the
-//! target when the batch needs one) beside its data requests; the records
-//! are durable when that write completes. Otherwise a committer thread
-//! commits, kicked as writes are queued.
+//! A committer thread commits, kicked as writes are queued. With
+//! `--journal-commit ring` and the journal in a file that takes O_DIRECT,
+//! the worker runs the group commits itself, through its own ring instead:
+//! whenever no commit is running and a `before` record waits, it takes the
+//! batch and sends the journal write (O_DIRECT, O_DSYNC; after a linked
+//! fdatasync of the target when the batch needs one) beside its data
+//! requests; the records are durable when that write completes.
 
 use std::collections::VecDeque;
 use std::io;
