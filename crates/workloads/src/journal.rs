@@ -789,7 +789,7 @@ impl JournalWriter {
         }
         let (offset, buf) = self.stage(&mut tail, &bytes);
         counted.ring_commits = 1;
-        let room = self.slot_bytes - self.records_at - tail.written_end;
+        let room = self.room(&tail);
         Ok(Some(RingCommit { commit, flush_target, offset, buf, counted, room }))
     }
 
@@ -831,8 +831,8 @@ impl JournalWriter {
         let mut tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
         let bytes = self.apply(&mut tail, batch.records);
         if !self.fits(&tail, bytes.len()) {
-            self.compact(&mut tail)?;
-            return Ok((true, self.slot_bytes - self.records_at - tail.written_end));
+            // The target was flushed above when the batch needs it.
+            return self.compact_now(&mut tail, false);
         }
         if !bytes.is_empty() {
             let (at, buf) = self.stage(&mut tail, &bytes);
@@ -841,7 +841,7 @@ impl JournalWriter {
         if batch.durable {
             self.device.flush().map_err(device_error("cannot flush"))?;
         }
-        Ok((false, self.slot_bytes - self.records_at - tail.written_end))
+        Ok((false, self.room(&tail)))
     }
 
     /// Encodes records after the stream, and applies them to the mirror.
@@ -864,7 +864,12 @@ impl JournalWriter {
 
     /// Whether `len` more stream bytes fit in the live slot.
     fn fits(&self, tail: &Tail, len: usize) -> bool {
-        self.records_at + tail.written_end + len as u64 <= self.slot_bytes
+        len as u64 <= self.room(tail)
+    }
+
+    /// Bytes left for records in the live slot.
+    fn room(&self, tail: &Tail) -> u64 {
+        self.slot_bytes - self.records_at - tail.written_end
     }
 
     /// A commit's compaction, the target flushed first when the batch
@@ -874,7 +879,7 @@ impl JournalWriter {
             self.target.flush().map_err(device_error("cannot flush the target before a commit"))?;
         }
         self.compact(tail)?;
-        Ok((true, self.slot_bytes - self.records_at - tail.written_end))
+        Ok((true, self.room(tail)))
     }
 
     /// Writes a new start, of the next generation, in the other slot: the
