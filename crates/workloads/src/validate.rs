@@ -27,8 +27,9 @@ use crate::journal::{JournalMode, JournalPlace};
 use crate::spec::{spec_error, Engine, JobSpec, Region};
 
 /// With a group-commit journal, how many requests a worker prepares ahead
-/// at most, and the buffer bytes it may hold for them (larger transfers
-/// get fewer, at least two).
+/// at most, and the bytes they may cover (larger transfers get fewer, at
+/// least two). Prepared writes hold their key blocks, not buffers: they
+/// are stamped when they go out.
 pub const JOURNAL_LOOKAHEAD: usize = 64;
 pub const JOURNAL_LOOKAHEAD_BYTES: u64 = 4 << 20;
 
@@ -261,15 +262,6 @@ impl Validator {
                 findings,
             });
         }
-    }
-
-    /// Fills `buf` with the stamps of `req`'s blocks at their next keys;
-    /// returns the write's sequence number and those keys, to be recorded
-    /// once the write completes.
-    pub fn stamp(&self, req: &Request, buf: &mut [u8]) -> (u64, Vec<u8>) {
-        let (sequence, keys) = self.assign(req);
-        self.fill(req, sequence, &keys, buf);
-        (sequence, keys)
     }
 
     /// Gives a write (whose blocks the caller holds) its sequence number

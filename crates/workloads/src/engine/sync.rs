@@ -46,14 +46,16 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
 }
 
 /// A request a validating worker has prepared: its key blocks taken and,
-/// for a write, its old contents checked, its buffer stamped and its
-/// `before` record queued in the journal.
+/// for a write, its old contents checked, its sequence and keys assigned
+/// and its `before` record queued in the journal. The write is stamped
+/// only when it goes out, on the worker's one write buffer: prepared
+/// writes hold no buffer, so the lookahead costs no cache.
 struct Prepared {
     req: Request,
     measured: bool,
     at: Instant,
-    /// Writes: the stamped buffer, sequence, keys, journal ticket.
-    write: Option<(AlignedBuf, u64, Vec<u8>, Option<u64>)>,
+    /// Writes: sequence, keys, journal ticket.
+    write: Option<(u64, Vec<u8>, Option<u64>)>,
     go_on: bool,
 }
 
@@ -67,7 +69,7 @@ struct Prepared {
 fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, WorkloadError> {
     let max = w.job.bs.max_bytes() as usize;
     let align = w.device.buffer_align().max(4096);
-    let mut free: Vec<AlignedBuf> = (0..v.lookahead()).map(|_| AlignedBuf::zeroed(max, align)).collect();
+    let mut write_buf = AlignedBuf::zeroed(max, align);
     let mut read_buf = AlignedBuf::zeroed(max, align);
     let mut ready: VecDeque<Prepared> = VecDeque::new();
     let mut parked: VecDeque<(Request, bool)> = VecDeque::new();
@@ -81,7 +83,7 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
             let Some((req, measured)) = next_lockable(&mut w, v, &mut parked, ready.is_empty()) else {
                 break;
             };
-            match prepare(&w, v, req, measured, &mut free, &mut read_buf) {
+            match prepare(&w, v, req, measured, &mut read_buf) {
                 Ok(p) => ready.push_back(p),
                 Err(e) => {
                     v.unlock(&req);
@@ -93,12 +95,12 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
         let Some(p) = ready.pop_front() else { break };
         // (Or the last prepared, when fewer are.)
         let kicked = ready.get(kick_at.min(ready.len().saturating_sub(1)));
-        if let Some(Prepared { write: Some((_, _, _, ticket)), .. }) = kicked {
+        if let Some(Prepared { write: Some((_, _, ticket)), .. }) = kicked {
             v.journal_kick(*ticket);
         }
         let start = p.at.max(last_done);
         let (req, measured) = (p.req, p.measured);
-        let issued = issue(&w, v, p, &mut read_buf, &mut free);
+        let issued = issue(&w, v, p, &mut read_buf, &mut write_buf);
         v.unlock(&req);
         match issued {
             Ok(true) => {}
@@ -166,7 +168,6 @@ fn prepare(
     v: &Validator,
     req: Request,
     measured: bool,
-    free: &mut Vec<AlignedBuf>,
     read_buf: &mut AlignedBuf,
 ) -> Result<Prepared, WorkloadError> {
     let at = Instant::now();
@@ -179,39 +180,32 @@ fn prepare(
                 w.device.read_at(&mut read_buf[..len], req.offset)?;
                 go_on &= v.check(&req, &read_buf[..len], CheckedBy::Preread);
             }
-            // Invariant: one buffer per prepared request, at most lookahead.
-            let mut buf = free.pop().expect("a free buffer per prepared request");
-            let (sequence, keys) = v.stamp(&req, &mut buf[..len]);
-            match v.journal_queue_before(sequence, &req, &keys) {
-                Ok(ticket) => Some((buf, sequence, keys, ticket)),
-                Err(e) => {
-                    free.push(buf);
-                    return Err(e);
-                }
-            }
+            let (sequence, keys) = v.assign(&req);
+            let ticket = v.journal_queue_before(sequence, &req, &keys)?;
+            Some((sequence, keys, ticket))
         }
     };
     Ok(Prepared { req, measured, at, write, go_on })
 }
 
 /// Issues a prepared request: a read is checked; a write waits for its
-/// `before` record to be durable, then goes out, then is recorded.
+/// `before` record to be durable, is stamped, goes out, and is recorded.
 fn issue(
     w: &Worker<'_>,
     v: &Validator,
     p: Prepared,
     read_buf: &mut AlignedBuf,
-    free: &mut Vec<AlignedBuf>,
+    write_buf: &mut AlignedBuf,
 ) -> Result<bool, WorkloadError> {
     let (req, len) = (p.req, p.req.len as usize);
     let mut go_on = p.go_on;
-    let Some((buf, sequence, keys, ticket)) = p.write else {
+    let Some((sequence, keys, ticket)) = p.write else {
         w.device.read_at(&mut read_buf[..len], req.offset)?;
         return Ok(go_on & v.check(&req, &read_buf[..len], CheckedBy::Read));
     };
-    let written = v.journal_wait(ticket).and_then(|()| Ok(w.device.write_at(&buf[..len], req.offset)?));
-    free.push(buf);
-    written?;
+    v.journal_wait(ticket)?;
+    v.fill(&req, sequence, &keys, &mut write_buf[..len]);
+    w.device.write_at(&write_buf[..len], req.offset)?;
     v.written(&req, &keys);
     v.journal_after(sequence, &req)?;
     if v.spec().reread {
