@@ -706,3 +706,104 @@ fn uring_engine_commits_a_file_journal_through_its_ring() {
     let verdict = recover(target.as_ref(), &journal, false, &KeyMapSpec::AUTO).unwrap();
     assert_eq!(verdict.errors(), 0, "{verdict:?}");
 }
+
+/// 64 key blocks: rewritten often in a few thousand writes, yet too few
+/// times for their keys to wrap.
+const LIVE_TARGET_BYTES: u64 = 256 << 10;
+
+/// A uring run committing through its own ring has no journal device to
+/// hold, so its order is checked on the live files instead: again and
+/// again while it runs, the target is read and then the journal. A target
+/// block may hold no key newer than the journal read after it knows (that
+/// would be a data write sent before its `before` record was durable), nor
+/// one older than a journal read before it says was written for good (a
+/// lost write). Keys stay below 255 here, so they compare as numbers; a
+/// journal knows no less than one read before it, so a journal is replayed
+/// only when the target holds a key the last replay does not know, and
+/// every few reads. A read sees a journal write once it reached the file,
+/// before the flush that makes it durable: this catches a data write sent
+/// before its commit's write, not one sent between that write and its
+/// flush (which `ring_commits_replay_as_the_writer_wrote_them` covers at
+/// the writer).
+#[test]
+fn ring_commits_never_let_a_data_write_ahead_of_its_journal() {
+    use device::{AlignedBuf, FileDevice, FileOptions};
+    use validation::journal::{replay, Replay};
+    use workloads::Engine;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.img");
+    let options = FileOptions { create_bytes: Some(LIVE_TARGET_BYTES), ..FileOptions::default() };
+    let target: Arc<dyn Device> = Arc::new(FileDevice::open(&path, &options).unwrap());
+    let direct = FileOptions { direct: true, read_only: true, ..FileOptions::default() };
+    let reader = FileDevice::open(&path, &direct).unwrap();
+    let journal_dir = dir.path().join("journal");
+    let journal_path = journal_dir.join(workloads::journal::JOURNAL_FILE);
+    let mut spec = JobSpec {
+        engine: Engine::Uring,
+        iodepth: 8,
+        threads: 2,
+        ios: Some(6000),
+        size_bytes: Some(LIVE_TARGET_BYTES),
+        ..job(JournalMode::Group, target.clone(), 9)
+    };
+    spec.validate.as_mut().unwrap().journal =
+        Some(JournalSpec { mode: JournalMode::Group, place: JournalPlace::Dir(journal_dir), ring: true });
+    let blocks = (LIVE_TARGET_BYTES / KEY_BLOCK_BYTES) as usize;
+    // Per block, the newest key a journal knows, and the oldest one the
+    // block may still hold.
+    let bounds = |j: &Replay| -> Vec<(u8, u8)> {
+        let mut b: Vec<(u8, u8)> = j.keys[..blocks].iter().map(|&k| (k, k)).collect();
+        for &(block, old, new) in j.pending.iter().flat_map(|p| &p.blocks) {
+            let (newest, oldest) = &mut b[block as usize];
+            (*newest, *oldest) = ((*newest).max(new), (*oldest).min(old));
+        }
+        b
+    };
+    let mut buf = AlignedBuf::zeroed(LIVE_TARGET_BYTES as usize, 4096);
+    let (mut reads, mut mid_write, mut last_keys) = (0u32, 0u32, Vec::new());
+    std::thread::scope(|scope| {
+        let runner = scope.spawn(|| run_job(&spec, target.clone(), &Progress::default()));
+        let mut known: Option<Vec<(u8, u8)>> = None;
+        while !runner.is_finished() {
+            let Some(earlier) = known.take() else {
+                known = std::fs::read(&journal_path).ok().and_then(|j| replay(&j).ok()).map(|j| bounds(&j));
+                continue;
+            };
+            reader.read_at(&mut buf, 0).unwrap();
+            let journal = std::fs::read(&journal_path).unwrap();
+            reads += 1;
+            let mut keys = Vec::with_capacity(blocks);
+            for (b, block) in buf.chunks(KEY_BLOCK_BYTES as usize).enumerate() {
+                for sector in block.chunks(512) {
+                    match validation::read_stamp(sector) {
+                        Ok(stamp) => keys.push((b, stamp.key)),
+                        Err(validation::StampError::Zeros) => keys.push((b, 0)),
+                        // Read while its write was under way.
+                        Err(_) => mid_write += 1,
+                    }
+                }
+            }
+            for &(b, key) in &keys {
+                assert!(key >= earlier[b].1, "block {b}: key {key}, older than a completed write");
+            }
+            known = Some(if keys.iter().any(|&(b, key)| key > earlier[b].0) || reads % 8 == 0 {
+                let later = bounds(&replay(&journal).expect("a journal that replayed replays from then on"));
+                for &(b, key) in &keys {
+                    assert!(key <= later[b].0, "block {b}: key {key} written ahead of the journal");
+                }
+                later
+            } else {
+                earlier
+            });
+        }
+        let summary = runner.join().unwrap().unwrap().validation.unwrap();
+        assert_eq!(summary.errors, 0, "{:?}", summary.error_list);
+        assert!(summary.journal.unwrap().ring_commits > 0);
+        last_keys = replay(&std::fs::read(&journal_path).unwrap()).unwrap().keys[..blocks].to_vec();
+    });
+    assert!(last_keys.iter().all(|&k| k < 250), "keys wrapped: the comparisons above are wrong");
+    assert!(
+        reads > 10 && mid_write < reads,
+        "{reads} reads of the target, {mid_write} sectors caught mid-write"
+    );
+}
