@@ -10,6 +10,10 @@ same disk as the target.
 With --engine uring every arm runs on one thread with --iodepth requests in
 flight (default 32) instead of --threads threads on the sync engine.
 
+When fio is on PATH, a "fio" arm runs the same writes unvalidated (io_uring
+at the same depth, or psync with as many jobs as threads), so that "off"
+itself is checked against a peer in the same run.
+
 Usage: bench/journal.py [--dir DIR] [--engine sync|uring] [--threads 32] [--iodepth 32]
                         [--runtime S] [--repeats N] [--iolab PATH]
 """
@@ -28,6 +32,19 @@ def run(exe, args):
     doc = json.loads(out[out.index("{"):])
     r = doc["jobs"][0]["runs"][0]
     return r["write"]["iops"], r
+
+
+def run_fio(target, args, size):
+    common = ["--output-format=json", "--time_based", f"--runtime={args.runtime}", "--bs=4k", "--direct=1",
+              "--rw=randwrite", f"--size={size}", "--randrepeat=0", "--norandommap", "--group_reporting",
+              "--name=bench", f"--filename={target}"]
+    if args.engine == "uring":
+        cmd = ["fio", "--ioengine=io_uring", "--fixedbufs", "--registerfiles", f"--iodepth={args.iodepth}",
+               "--numjobs=1", *common]
+    else:
+        cmd = ["fio", "--ioengine=psync", f"--numjobs={args.threads}", *common]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out[out.index("{"):])["jobs"][0]["write"]["iops"]
 
 
 def main():
@@ -68,8 +85,13 @@ def main():
             "journal group": ["--validate", "--no-preread", "--journal-mode", "group"],
             "group+preread": ["--validate", "--journal-mode", "group"],
         }
+        fio = shutil.which("fio") is not None
         results = {name: [] for name in arms}
+        if fio:
+            results["fio"] = []
         for i in range(args.repeats):
+            if fio:
+                results["fio"].append(run_fio(target, args, args.size.upper()))
             for name, extra in arms.items():
                 flags = list(extra)
                 if "--journal-mode" in flags:
