@@ -15,8 +15,17 @@ use crate::validate::KeyMapSpec;
 /// Bad blocks listed in a verdict; the counts go on.
 pub const BAD_LISTED_MAX: usize = 50;
 
-/// The journal is read in chunks of this size.
+/// The journal is read in chunks of this size; the replayed keys are let go
+/// of (when in a file) this many at a time as their blocks are checked.
 const READ_CHUNK_BYTES: usize = 1 << 20;
+
+/// The target is read in runs of key blocks of up to this many bytes: from
+/// the first block of a run that needs a check to the last, in one read,
+/// unless blocks not to check lie between them over more than
+/// [`CHECK_GAP_BYTES`] (reading through them would cost more than another
+/// read).
+const CHECK_RUN_BYTES: usize = 1 << 20;
+const CHECK_GAP_BYTES: usize = 128 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecoverError {
@@ -180,20 +189,43 @@ pub fn recover(
         journal_generation: h.generation,
         ..Verdict::default()
     };
-    let mut buf = AlignedBuf::zeroed(h.key_block_bytes as usize, target.buffer_align().max(4096));
-    for (block, &key) in replayed.keys.iter().enumerate() {
-        if block % READ_CHUNK_BYTES == 0 {
+    let block_bytes = h.key_block_bytes as usize;
+    let per_run = (CHECK_RUN_BYTES / block_bytes).max(1);
+    let mut buf = AlignedBuf::zeroed(per_run * block_bytes, target.buffer_align().max(4096));
+    let mut wanted: Vec<(usize, Expect)> = Vec::with_capacity(per_run);
+    let mut evicted = 0;
+    for run in (0..replayed.keys.len()).step_by(per_run) {
+        if run - evicted >= READ_CHUNK_BYTES {
             // The keys checked are not needed resident (when they are a file).
-            replayed.keys.evict(block.saturating_sub(READ_CHUNK_BYTES)..block);
+            replayed.keys.evict(evicted..run);
+            evicted = run;
         }
-        let expect = match pending.get(&(block as u64)) {
-            Some(e) => *e,
-            None if key == 0 => continue,
-            None => Expect::Key(key),
-        };
-        let offset = h.region_start + block as u64 * h.key_block_bytes;
-        target.read_at(&mut buf, offset)?;
-        tally(&mut verdict, offset, check_block(&buf, h.sector_bytes as usize, offset, expect, h.run_id));
+        wanted.clear();
+        let keys = &replayed.keys[run..(run + per_run).min(replayed.keys.len())];
+        wanted.extend(keys.iter().enumerate().filter_map(|(i, &key)| {
+            let block = run + i;
+            match pending.get(&(block as u64)) {
+                Some(e) => Some((block, *e)),
+                None if key == 0 => None,
+                None => Some((block, Expect::Key(key))),
+            }
+        }));
+        // One read per span of blocks to check, a span ending at a gap
+        // that costs more to read through than to skip.
+        for span in wanted.chunk_by(|a, b| (b.0 - a.0 - 1) * block_bytes <= CHECK_GAP_BYTES) {
+            let first = span[0].0;
+            let data = &mut buf[..(span[span.len() - 1].0 - first + 1) * block_bytes];
+            target.read_at(data, h.region_start + (first * block_bytes) as u64)?;
+            for &(block, expect) in span {
+                let offset = h.region_start + (block * block_bytes) as u64;
+                let bytes = &data[(block - first) * block_bytes..][..block_bytes];
+                tally(
+                    &mut verdict,
+                    offset,
+                    check_block(bytes, h.sector_bytes as usize, offset, expect, h.run_id),
+                );
+            }
+        }
     }
     Ok(verdict)
 }

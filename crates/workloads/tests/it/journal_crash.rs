@@ -337,6 +337,44 @@ fn file_backed_key_maps_journal_and_replay_as_memory_ones() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "scratch files left behind");
 }
 
+/// Recovery reads the target in spans of the blocks it checks. On a target
+/// of several read runs, written sparsely (some gaps wider than a span
+/// reads through), every written block is checked against its own bytes,
+/// and a damaged block is named at its own offset.
+#[test]
+fn recovery_checks_sparse_blocks_at_their_own_offsets() {
+    const BYTES: u64 = 8 << 20;
+    let blocks = BYTES / KEY_BLOCK_BYTES;
+    let journal = crash_device(2 * (start_bytes(blocks) + JOURNAL_RECORD_BYTES));
+    let target = crash_device(BYTES);
+    let spec = JobSpec {
+        rw: Rw::RandWrite,
+        size_bytes: Some(BYTES),
+        ios: Some(60),
+        threads: 1,
+        ..job(JournalMode::Group, journal.clone(), 3)
+    };
+    run_job(&spec, target.clone(), &Progress::default()).unwrap();
+    let replayed =
+        validation::journal::replay(&workloads::recover::read_journal(journal.as_ref()).unwrap()).unwrap();
+    let written: Vec<u64> = (0..blocks).filter(|&b| replayed.keys[b as usize] != 0).collect();
+    let gaps = || written.windows(2).map(|w| (w[1] - w[0] - 1) * KEY_BLOCK_BYTES);
+    assert!(gaps().any(|g| g > 128 << 10) && gaps().any(|g| g <= 128 << 10), "{written:?}");
+    let verdict = recover(target.as_ref(), journal.as_ref(), false, &KeyMapSpec::AUTO).unwrap();
+    assert_eq!((verdict.verified, verdict.errors()), (written.len() as u64, 0), "{verdict:?}");
+    // A bit flipped in the second sector of the first and the last block.
+    let damaged = [written[0] * KEY_BLOCK_BYTES, written[written.len() - 1] * KEY_BLOCK_BYTES];
+    for at in damaged {
+        let mut sector = vec![0u8; 512];
+        target.read_at(&mut sector, at + 512).unwrap();
+        sector[100] ^= 1;
+        target.write_at(&sector, at + 512).unwrap();
+    }
+    let verdict = recover(target.as_ref(), journal.as_ref(), false, &KeyMapSpec::AUTO).unwrap();
+    let bad: Vec<u64> = verdict.bad.iter().map(|(offset, _)| *offset).collect();
+    assert_eq!((bad, verdict.corrupt), (damaged.to_vec(), 2), "{verdict:?}");
+}
+
 #[test]
 fn a_small_journal_compacts_instead_of_filling_up() {
     let journal = journal_device(JOURNAL_RECORD_BYTES_COMPACTING);
