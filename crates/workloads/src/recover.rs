@@ -189,45 +189,97 @@ pub fn recover(
         journal_generation: h.generation,
         ..Verdict::default()
     };
+    // A reader thread reads each run of blocks while the run before is
+    // checked here; two buffers go back and forth.
     let block_bytes = h.key_block_bytes as usize;
     let per_run = (CHECK_RUN_BYTES / block_bytes).max(1);
-    let mut buf = AlignedBuf::zeroed(per_run * block_bytes, target.buffer_align().max(4096));
-    let mut wanted: Vec<(usize, Expect)> = Vec::with_capacity(per_run);
-    let mut evicted = 0;
-    for run in (0..replayed.keys.len()).step_by(per_run) {
-        if run - evicted >= READ_CHUNK_BYTES {
-            // The keys checked are not needed resident (when they are a file).
-            replayed.keys.evict(evicted..run);
-            evicted = run;
+    let align = target.buffer_align().max(4096);
+    let (keys, pending) = (&replayed.keys, &pending);
+    std::thread::scope(|scope| {
+        let (to_check, checks) = std::sync::mpsc::sync_channel(1);
+        let (to_read, reads) = std::sync::mpsc::channel();
+        scope.spawn(move || read_runs(target, h, keys, pending, per_run, reads, to_check));
+        for _ in 0..2 {
+            let buf = AlignedBuf::zeroed(per_run * block_bytes, align);
+            let _ = to_read.send(ReadRun { first: 0, buf, wanted: Vec::with_capacity(per_run) });
         }
-        wanted.clear();
-        let keys = &replayed.keys[run..(run + per_run).min(replayed.keys.len())];
-        wanted.extend(keys.iter().enumerate().filter_map(|(i, &key)| {
-            let block = run + i;
+        // Ends when the reader is done (or failed: then with its error).
+        for read in checks {
+            let read: ReadRun = read?;
+            for &(block, expect) in &read.wanted {
+                let offset = h.region_start + (block * block_bytes) as u64;
+                let bytes = &read.buf[(block - read.first) * block_bytes..][..block_bytes];
+                let block_verdict = check_block(bytes, h.sector_bytes as usize, offset, expect, h.run_id);
+                tally(&mut verdict, offset, block_verdict);
+            }
+            let _ = to_read.send(read);
+        }
+        Ok(verdict)
+    })
+}
+
+/// A run of key blocks read for checking: the blocks to check in it and
+/// what each should hold, their bytes at their place from the run's first
+/// block in `buf`.
+struct ReadRun {
+    first: usize,
+    buf: AlignedBuf,
+    wanted: Vec<(usize, Expect)>,
+}
+
+/// The reader thread of [`recover`]: for each run of `per_run` blocks with
+/// blocks to check, reads them into a buffer from `reads` and hands it to
+/// `to_check`; stops at the end, at a read error (handed on), or when the
+/// checker is gone.
+fn read_runs(
+    target: &dyn Device,
+    h: &JournalHeader,
+    keys: &KeyBytes,
+    pending: &HashMap<u64, Expect>,
+    per_run: usize,
+    reads: std::sync::mpsc::Receiver<ReadRun>,
+    to_check: std::sync::mpsc::SyncSender<Result<ReadRun, RecoverError>>,
+) {
+    let block_bytes = h.key_block_bytes as usize;
+    let mut spare = None;
+    let mut evicted = 0;
+    for first in (0..keys.len()).step_by(per_run) {
+        if first - evicted >= READ_CHUNK_BYTES {
+            // The keys checked are not needed resident (when they are a file).
+            keys.evict(evicted..first);
+            evicted = first;
+        }
+        let Some(mut read) = spare.take().or_else(|| reads.recv().ok()) else { return };
+        read.first = first;
+        read.wanted.clear();
+        let run = &keys[first..(first + per_run).min(keys.len())];
+        read.wanted.extend(run.iter().enumerate().filter_map(|(i, &key)| {
+            let block = first + i;
             match pending.get(&(block as u64)) {
                 Some(e) => Some((block, *e)),
                 None if key == 0 => None,
                 None => Some((block, Expect::Key(key))),
             }
         }));
+        if read.wanted.is_empty() {
+            spare = Some(read);
+            continue;
+        }
         // One read per span of blocks to check, a span ending at a gap
         // that costs more to read through than to skip.
-        for span in wanted.chunk_by(|a, b| (b.0 - a.0 - 1) * block_bytes <= CHECK_GAP_BYTES) {
-            let first = span[0].0;
-            let data = &mut buf[..(span[span.len() - 1].0 - first + 1) * block_bytes];
-            target.read_at(data, h.region_start + (first * block_bytes) as u64)?;
-            for &(block, expect) in span {
-                let offset = h.region_start + (block * block_bytes) as u64;
-                let bytes = &data[(block - first) * block_bytes..][..block_bytes];
-                tally(
-                    &mut verdict,
-                    offset,
-                    check_block(bytes, h.sector_bytes as usize, offset, expect, h.run_id),
-                );
-            }
+        let result = read
+            .wanted
+            .chunk_by(|a, b| (b.0 - a.0 - 1) * block_bytes <= CHECK_GAP_BYTES)
+            .try_for_each(|span| {
+                let (from, to) = (span[0].0 - first, span[span.len() - 1].0 - first + 1);
+                let offset = h.region_start + (span[0].0 * block_bytes) as u64;
+                target.read_at(&mut read.buf[from * block_bytes..to * block_bytes], offset)
+            });
+        let failed = result.is_err();
+        if to_check.send(result.map(|()| read).map_err(RecoverError::from)).is_err() || failed {
+            return;
         }
     }
-    Ok(verdict)
 }
 
 fn check_geometry(target: &dyn Device, h: &JournalHeader) -> Result<(), RecoverError> {

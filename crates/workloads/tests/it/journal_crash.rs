@@ -375,6 +375,22 @@ fn recovery_checks_sparse_blocks_at_their_own_offsets() {
     assert_eq!((bad, verdict.corrupt), (damaged.to_vec(), 2), "{verdict:?}");
 }
 
+/// A target that fails a read while recovery checks it: recovery returns
+/// the device's error (its reader thread stops), with no verdict.
+#[test]
+fn a_failed_read_during_recovery_is_an_error() {
+    use device::{Fault, FaultyDevice, Op};
+    let journal = journal_device(JOURNAL_RECORD_BYTES);
+    let target = crash_device(TARGET_BYTES);
+    let spec = JobSpec { rw: Rw::RandWrite, ..job(JournalMode::Group, journal.clone(), 4) };
+    run_job(&spec, target.clone(), &Progress::default()).unwrap();
+    let failing = FaultyDevice::new(target, vec![Fault::Nth { op: Op::Read, n: 1 }]);
+    match recover(&failing, journal.as_ref(), false, &KeyMapSpec::AUTO) {
+        Err(RecoverError::Device(_)) => {}
+        other => panic!("expected the read error, got {other:?}"),
+    }
+}
+
 #[test]
 fn a_small_journal_compacts_instead_of_filling_up() {
     let journal = journal_device(JOURNAL_RECORD_BYTES_COMPACTING);
