@@ -3,12 +3,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use device::{FileDevice, FileOptions};
 use workloads::journal::{JournalMode, JOURNAL_FILE};
-use workloads::recover::{recover, Verdict};
+use workloads::recover::{recover_watched, RecoverProgress, Verdict};
 
 use crate::target;
 
@@ -80,7 +82,15 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let dev = target.device.as_ref();
-    let verdict = recover(dev, &journal, args.torn_ok, &key_map)?;
+    let progress = RecoverProgress::default();
+    let done = AtomicBool::new(false);
+    let verdict = std::thread::scope(|scope| {
+        let display = scope.spawn(|| show_progress(&progress, &done));
+        let verdict = recover_watched(dev, &journal, args.torn_ok, &key_map, &progress);
+        done.store(true, Ordering::Relaxed);
+        display.thread().unpark();
+        verdict
+    })?;
     if dev.name() != verdict.journal_target {
         eprintln!(
             "iolab validate: note: the journal was written for {}, checking {}",
@@ -91,6 +101,33 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     print_verdict(&verdict, &args)?;
     target::finish(&target)?;
     Ok(if verdict.errors() == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// A bar on standard error while recovery runs (hidden when that is not a
+/// terminal): the journal's replay, then the key blocks checked through.
+fn show_progress(progress: &RecoverProgress, done: &AtomicBool) {
+    use indicatif::{ProgressBar, ProgressStyle};
+    let bar = ProgressBar::new_spinner();
+    bar.set_message("replaying the journal");
+    let mut counting = false;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::park_timeout(Duration::from_millis(250));
+        let blocks = progress.blocks.load(Ordering::Relaxed);
+        if blocks > 0 && !counting {
+            counting = true;
+            let template = "validate [{elapsed_precise}] {bar:30} {pos}/{len} key blocks, ETA {eta}";
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                bar.set_style(style);
+            }
+            bar.set_length(blocks);
+        }
+        if counting {
+            bar.set_position(progress.checked.load(Ordering::Relaxed));
+        } else {
+            bar.tick();
+        }
+    }
+    bar.finish_and_clear();
 }
 
 fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {

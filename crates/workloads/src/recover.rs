@@ -4,6 +4,7 @@
 //! it on crash images.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use device::{AlignedBuf, Device, DeviceError};
 use serde::Serialize;
@@ -163,6 +164,25 @@ pub fn recover(
     torn_ok: bool,
     key_map: &KeyMapSpec,
 ) -> Result<Verdict, RecoverError> {
+    recover_watched(target, journal, torn_ok, key_map, &RecoverProgress::default())
+}
+
+/// How far a recovery is: the key blocks of the journal's region (0 while
+/// the journal is replayed), and how many of them are checked through.
+#[derive(Debug, Default)]
+pub struct RecoverProgress {
+    pub blocks: AtomicU64,
+    pub checked: AtomicU64,
+}
+
+/// [`recover`], saying how far it is in `progress` (for a progress bar).
+pub fn recover_watched(
+    target: &dyn Device,
+    journal: &dyn Device,
+    torn_ok: bool,
+    key_map: &KeyMapSpec,
+    progress: &RecoverProgress,
+) -> Result<Verdict, RecoverError> {
     let zeroed = |blocks| KeyBytes::zeroed(blocks, &key_map.place(blocks, None)).map_err(ReplayFailure::Keys);
     let replayed = replay_from(&mut DeviceSource::new(journal), zeroed).map_err(|e| match e {
         ReplayFailure::Device(e) => RecoverError::Device(e),
@@ -195,6 +215,7 @@ pub fn recover(
     let per_run = (CHECK_RUN_BYTES / block_bytes).max(1);
     let align = target.buffer_align().max(4096);
     let (keys, pending) = (&replayed.keys, &pending);
+    progress.blocks.store(keys.len() as u64, Ordering::Relaxed);
     std::thread::scope(|scope| {
         let (to_check, checks) = std::sync::mpsc::sync_channel(1);
         let (to_read, reads) = std::sync::mpsc::channel();
@@ -212,8 +233,10 @@ pub fn recover(
                 let block_verdict = check_block(bytes, h.sector_bytes as usize, offset, expect, h.run_id);
                 tally(&mut verdict, offset, block_verdict);
             }
+            progress.checked.store(((read.first + per_run).min(keys.len())) as u64, Ordering::Relaxed);
             let _ = to_read.send(read);
         }
+        progress.checked.store(keys.len() as u64, Ordering::Relaxed);
         Ok(verdict)
     })
 }

@@ -375,6 +375,21 @@ fn recovery_checks_sparse_blocks_at_their_own_offsets() {
     assert_eq!((bad, verdict.corrupt), (damaged.to_vec(), 2), "{verdict:?}");
 }
 
+/// Recovery says how far it is: at its end, every key block of the
+/// journal's region is counted as checked through.
+#[test]
+fn recovery_progress_ends_at_the_region_s_blocks() {
+    use workloads::recover::{recover_watched, RecoverProgress};
+    let journal = journal_device(JOURNAL_RECORD_BYTES);
+    let target = crash_device(TARGET_BYTES);
+    run_job(&job(JournalMode::Group, journal.clone(), 5), target.clone(), &Progress::default()).unwrap();
+    let progress = RecoverProgress::default();
+    recover_watched(target.as_ref(), journal.as_ref(), false, &KeyMapSpec::AUTO, &progress).unwrap();
+    let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
+    let counted = (progress.blocks.into_inner(), progress.checked.into_inner());
+    assert_eq!(counted, (blocks, blocks));
+}
+
 /// A target that fails a read while recovery checks it: recovery returns
 /// the device's error (its reader thread stops), with no verdict.
 #[test]
