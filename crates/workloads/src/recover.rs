@@ -233,7 +233,7 @@ pub fn recover_watched(
                 let block_verdict = check_block(bytes, h.sector_bytes as usize, offset, expect, h.run_id);
                 tally(&mut verdict, offset, block_verdict);
             }
-            progress.checked.store(((read.first + per_run).min(keys.len())) as u64, Ordering::Relaxed);
+            progress.checked.store((read.first + per_run).min(keys.len()) as u64, Ordering::Relaxed);
             let _ = to_read.send(read);
         }
         progress.checked.store(keys.len() as u64, Ordering::Relaxed);
