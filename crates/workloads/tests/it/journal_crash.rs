@@ -776,9 +776,12 @@ fn uring_engine_commits_a_file_journal_through_its_ring() {
     assert_eq!(verdict.errors(), 0, "{verdict:?}");
 }
 
-/// 64 key blocks: rewritten often in a few thousand writes, yet too few
-/// times for their keys to wrap.
-const LIVE_TARGET_BYTES: u64 = 256 << 10;
+/// 256 key blocks: rewritten often in 20,000 requests, yet too few times
+/// for their keys to wrap.
+const LIVE_TARGET_BYTES: u64 = 1 << 20;
+
+/// Reads of the live files after which the run is stopped.
+const LIVE_READS: u32 = 100;
 
 /// A uring run committing through its own ring has no journal device to
 /// hold, so its order is checked on the live files instead: again and
@@ -811,7 +814,7 @@ fn ring_commits_never_let_a_data_write_ahead_of_its_journal() {
         engine: Engine::Uring,
         iodepth: 8,
         threads: 2,
-        ios: Some(6000),
+        ios: Some(20_000),
         size_bytes: Some(LIVE_TARGET_BYTES),
         ..job(JournalMode::Group, target.clone(), 9)
     };
@@ -830,10 +833,11 @@ fn ring_commits_never_let_a_data_write_ahead_of_its_journal() {
     };
     let mut buf = AlignedBuf::zeroed(LIVE_TARGET_BYTES as usize, 4096);
     let (mut reads, mut mid_write, mut last_keys) = (0u32, 0u32, Vec::new());
+    let progress = Progress::default();
     std::thread::scope(|scope| {
-        let runner = scope.spawn(|| run_job(&spec, target.clone(), &Progress::default()));
+        let runner = scope.spawn(|| run_job(&spec, target.clone(), &progress));
         let mut known: Option<Vec<(u8, u8)>> = None;
-        while !runner.is_finished() {
+        while !runner.is_finished() && reads < LIVE_READS {
             let Some(earlier) = known.take() else {
                 known = std::fs::read(&journal_path).ok().and_then(|j| replay(&j).ok()).map(|j| bounds(&j));
                 continue;
@@ -865,6 +869,7 @@ fn ring_commits_never_let_a_data_write_ahead_of_its_journal() {
                 earlier
             });
         }
+        progress.request_stop();
         let summary = runner.join().unwrap().unwrap().validation.unwrap();
         assert_eq!(summary.errors, 0, "{:?}", summary.error_list);
         assert!(summary.journal.unwrap().ring_commits > 0);
