@@ -55,6 +55,19 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let mut key_map = crate::run::key_map_spec(args.key_map.as_deref(), args.key_map_dir.as_deref())?;
     key_map.dir.get_or_insert_with(|| args.journal.clone());
     let path = args.journal.join(JOURNAL_FILE);
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(crate::UsageError(format!(
+                "--journal: {} holds no {JOURNAL_FILE}; give the --journal DIR of an `iolab run --validate`",
+                args.journal.display()
+            ))
+            .into())
+        }
+        Ok(m) if m.is_file() && m.len() < 512 => {
+            anyhow::bail!("{}: {} bytes, too short to be a journal (truncated?)", path.display(), m.len())
+        }
+        _ => {}
+    }
     let journal = FileDevice::open(&path, &FileOptions { read_only: true, ..FileOptions::default() })
         .with_context(|| format!("{}: cannot open the journal", path.display()))?;
     let options = target::OpenOptions { direct: args.direct, sector_bytes: None, create_bytes: None };

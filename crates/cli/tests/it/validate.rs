@@ -366,3 +366,26 @@ fn journal_commit_outside_group_mode_is_a_usage_error() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_directory_without_a_journal_is_a_usage_error_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, _journal) = journaled(&dir, "group");
+    let out = validate(&target, dir.path().join("nothing").to_str().unwrap());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--journal") && stderr(&out).contains("holds no iolab.journal"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_emptied_journal_is_named_too_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled(&dir, "group");
+    std::fs::write(std::path::Path::new(&journal).join("iolab.journal"), b"").unwrap();
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("too short to be a journal"), "{}", stderr(&out));
+}
