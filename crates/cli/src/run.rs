@@ -204,6 +204,13 @@ fn prepare(f: &JobFields, index: usize, default_job: bool, force: bool) -> anyho
         .and_then(|v| v.journal.as_ref())
         .is_some_and(|j| j.mode == workloads::journal::JournalMode::Sync);
     spec.engine = resolve_engine(f.engine.as_deref(), target.device.as_ref(), sync_journal)?;
+    if f.journal_commit.as_deref() == Some("ring") && spec.engine == Engine::Sync && f.engine.is_some() {
+        return Err(UsageError(
+            "--journal-commit ring: commits through the uring engine's rings; use --engine uring or auto"
+                .into(),
+        )
+        .into());
+    }
     if spec.engine == Engine::Uring && f.iodepth.is_none() && default_job {
         spec.iodepth = DEFAULT_JOB_IODEPTH;
     }
@@ -292,6 +299,7 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
         ("max-errors", f.max_errors.is_some()),
         ("key-map", f.key_map.is_some()),
         ("key-map-dir", f.key_map_dir.is_some()),
+        ("journal", f.journal.is_some()),
     ];
     if let Some((flag, _)) = needs.iter().find(|(_, given)| *given && !validate) {
         return Err(UsageError(format!("--{flag}: only applies with --validate")));

@@ -195,9 +195,14 @@ pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDev
 
 /// Creates the journal directory `dir` if it does not exist.
 pub(crate) fn create_dir(dir: &Path) -> Result<(), JournalWriteError> {
+    let what = if dir.exists() && !dir.is_dir() {
+        "is not a directory: a journal goes in a directory (--journal DIR)"
+    } else {
+        "cannot create the journal directory"
+    };
     std::fs::create_dir_all(dir).map_err(|source| JournalWriteError::Io {
         path: dir.to_path_buf(),
-        what: "cannot create the journal directory",
+        what,
         source,
     })
 }

@@ -389,3 +389,66 @@ fn an_emptied_journal_is_named_too_short() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("too short to be a journal"), "{}", stderr(&out));
 }
+
+#[test]
+fn journal_without_validate_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img");
+    let journal = dir.path().join("j");
+    let args = ["run", "--target", target.to_str().unwrap(), "--size", "1m", "--ios", "10", "-q"];
+    let out = iolab(&[&args[..], &["--journal", journal.to_str().unwrap()]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--journal: only applies with --validate"), "{}", stderr(&out));
+    assert!(!journal.exists());
+}
+
+#[test]
+fn ring_commits_on_the_sync_engine_are_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img");
+    let journal = dir.path().join("j");
+    let out = iolab(&[
+        "run",
+        "--target",
+        target.to_str().unwrap(),
+        "--size",
+        "1m",
+        "--ios",
+        "10",
+        "--validate",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--journal-commit",
+        "ring",
+        "--engine",
+        "sync",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--journal-commit ring"), "{}", stderr(&out));
+    assert!(!journal.exists());
+}
+
+#[test]
+fn a_journal_path_that_is_a_file_is_named_not_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img");
+    let journal = dir.path().join("j");
+    std::fs::write(&journal, b"mine").unwrap();
+    let out = iolab(&[
+        "run",
+        "--target",
+        target.to_str().unwrap(),
+        "--size",
+        "1m",
+        "--ios",
+        "10",
+        "--validate",
+        "--journal",
+        journal.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is not a directory"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&journal).unwrap(), b"mine");
+}
