@@ -41,9 +41,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => (vec![args.job.clone()], false),
     };
     let default_job = args.jobfile.is_none() && args.job.target.is_none();
+    let specs = (fields.iter().enumerate())
+        .map(|(index, f)| job_from_fields(f, index, default_job))
+        .collect::<Result<Vec<_>, _>>()?;
+    if concurrent {
+        check_validated_regions(&fields, &specs)?;
+    }
+    let create_bytes = create_sizes(&fields, &specs);
     let mut jobs = Vec::with_capacity(fields.len());
-    for (index, f) in fields.iter().enumerate() {
-        jobs.push(prepare(f, index, default_job, args.force)?);
+    for ((f, spec), create) in fields.iter().zip(specs).zip(create_bytes) {
+        jobs.push(prepare(f, spec, create, default_job, args.force)?);
     }
     let interrupted = catch_interrupts()?;
     let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
@@ -159,6 +166,60 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Jobs run at the same time must not write where another validates: a
+/// validated job's key map reports any write it did not make as damage
+/// (another run's stamps, or data that is no stamp). Checked before any
+/// target is opened or created; targets are compared by their canonical
+/// paths (a file still to be created, by its directory's).
+fn check_validated_regions(fields: &[JobFields], specs: &[JobSpec]) -> Result<(), UsageError> {
+    let place = |f: &JobFields, spec: &JobSpec| {
+        let path = target_identity(f.target.as_deref()?)?;
+        let end = spec.size_bytes.map_or(u64::MAX, |len| spec.offset_bytes.saturating_add(len));
+        Some((path, spec.offset_bytes, end))
+    };
+    let jobs: Vec<_> = fields.iter().zip(specs).map(|(f, spec)| (spec, place(f, spec))).collect();
+    for (i, (a, a_place)) in jobs.iter().enumerate() {
+        for (b, b_place) in &jobs[i + 1..] {
+            let (checker, writer) = match (&a.validate, &b.validate) {
+                (Some(_), _) if b.read_pct < 100 => (a, b),
+                (_, Some(_)) if a.read_pct < 100 => (b, a),
+                _ => continue,
+            };
+            let (Some((path, a_start, a_end)), Some((other, b_start, b_end))) = (a_place, b_place) else {
+                continue;
+            };
+            if path == other && a_start < b_end && b_start < a_end {
+                return Err(UsageError(format!(
+                    "jobs '{}' and '{}' run at the same time on the same bytes of {}, and '{}' validates \
+                     them: it would report '{}''s writes as damage; give the jobs disjoint regions \
+                     (offset, size) or run them one after the other (concurrent = false)",
+                    a.name,
+                    b.name,
+                    path.display(),
+                    checker.name,
+                    writer.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The canonical path of a target (a file, a device or a volume
+/// configuration), or of the file it would create; None for `mem:` and
+/// `null:` targets, each its own.
+fn target_identity(target: &str) -> Option<std::path::PathBuf> {
+    let path = std::path::Path::new(target);
+    if let Ok(path) = std::fs::canonicalize(path) {
+        return Some(path);
+    }
+    if target.contains(':') {
+        return None;
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    Some(std::fs::canonicalize(dir).ok()?.join(path.file_name()?))
+}
+
 /// A run failed: still record on each volume target the state changes it
 /// caused (a subdisk that failed) and the counters of the requests that
 /// did run, then pass the failure on.
@@ -184,8 +245,30 @@ fn catch_interrupts() -> anyhow::Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
-fn prepare(f: &JobFields, index: usize, default_job: bool, force: bool) -> anyhow::Result<Prepared> {
-    let mut spec = job_from_fields(f, index, default_job)?;
+/// The size a job's target file is created with when missing: the end of
+/// the furthest region any job gives that file, so that the first job to
+/// open it makes room for the others.
+fn create_sizes(fields: &[JobFields], specs: &[JobSpec]) -> Vec<Option<u64>> {
+    let ids: Vec<_> = fields.iter().map(|f| f.target.as_deref().and_then(target_identity)).collect();
+    let end = |spec: &JobSpec| spec.size_bytes.map(|len| len.saturating_add(spec.offset_bytes));
+    (ids.iter().zip(specs))
+        .map(|(id, spec)| match id {
+            Some(id) => (ids.iter().zip(specs))
+                .filter(|(other, _)| other.as_ref() == Some(id))
+                .filter_map(|(_, s)| end(s))
+                .max(),
+            None => end(spec),
+        })
+        .collect()
+}
+
+fn prepare(
+    f: &JobFields,
+    mut spec: JobSpec,
+    create_bytes: Option<u64>,
+    default_job: bool,
+    force: bool,
+) -> anyhow::Result<Prepared> {
     let mut log = log_options(f, force)?;
     if let (Some(l), Some(size), Some(path)) = (log.as_mut(), spec.size_bytes, f.target.as_deref()) {
         // A file created for a logged job gets room for the log as well.
@@ -194,7 +277,7 @@ fn prepare(f: &JobFields, index: usize, default_job: bool, force: bool) -> anyho
             l.log_bytes = Some(blocklog::default_log_bytes(size + spec.offset_bytes));
         }
     }
-    let mut target = open_target(f, &spec, default_job, log.as_ref())?;
+    let mut target = open_target(f, &spec, create_bytes, default_job, log.as_ref())?;
     if let Some(options) = &log {
         target = target::add_log(target, options)?;
     }
@@ -395,6 +478,7 @@ fn run_id() -> u64 {
 fn open_target(
     f: &JobFields,
     job: &JobSpec,
+    create_bytes: Option<u64>,
     default_job: bool,
     log: Option<&target::LogOptions>,
 ) -> anyhow::Result<Target> {
@@ -408,13 +492,11 @@ fn open_target(
             let options = target::OpenOptions {
                 direct: f.direct.unwrap_or(false),
                 sector_bytes: f.sector_size,
-                // A new file holds the job's region, and the log before it.
-                create_bytes: job.size_bytes.map(|s| {
-                    let region = s + job.offset_bytes;
-                    match log {
-                        Some(l) if l.log_device.is_none() => region + l.log_bytes.unwrap_or(0),
-                        _ => region,
-                    }
+                // A new file holds the regions of the jobs on it, and the
+                // log before them.
+                create_bytes: create_bytes.map(|region| match log {
+                    Some(l) if l.log_device.is_none() => region + l.log_bytes.unwrap_or(0),
+                    _ => region,
                 }),
             };
             target::open(spec, &options)

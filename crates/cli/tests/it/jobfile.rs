@@ -95,3 +95,39 @@ fn bad_value_in_the_file_names_the_key() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--bs: '4q' is not a size"), "{}", stderr(&out));
 }
+
+/// Two concurrent validated jobs of random writes on one file, in the
+/// regions `a` and `b` give (TOML lines).
+fn validated_pair(dir: &tempfile::TempDir, a: &str, b: &str) -> (String, std::path::PathBuf) {
+    let target = dir.path().join("t.img");
+    let text = format!(
+        "concurrent = true\n[global]\ntarget = {:?}\nrw = \"randwrite\"\nios = 500\nvalidate = true\n\
+         size = \"1m\"\n[[job]]\nname = \"a\"\n{a}\n[[job]]\nname = \"b\"\n{b}\n",
+        target.to_str().unwrap()
+    );
+    (write_jobfile(dir, &text), target)
+}
+
+#[test]
+fn concurrent_jobs_writing_where_one_validates_are_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, target) = validated_pair(&dir, "", "offset = \"512k\"");
+    let out = iolab(&["run", &path, "-q"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("jobs 'a' and 'b' run at the same time on the same bytes"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!target.exists(), "the target was created before the check");
+}
+
+#[test]
+fn concurrent_validated_jobs_on_disjoint_regions_of_a_new_file_run_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, target) = validated_pair(&dir, "", "offset = \"1m\"");
+    let doc = run_json(&["run", &path]);
+    let jobs = doc["jobs"].as_array().unwrap();
+    assert!(jobs.iter().all(|j| j["runs"][0]["validation"]["errors"] == 0), "{doc}");
+    assert_eq!(std::fs::metadata(&target).unwrap().len(), 2 << 20, "created for both regions");
+}
