@@ -70,7 +70,10 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     }
     let journal = FileDevice::open(&path, &FileOptions { read_only: true, ..FileOptions::default() })
         .with_context(|| format!("{}: cannot open the journal", path.display()))?;
-    let options = target::OpenOptions { direct: args.direct, sector_bytes: None, create_bytes: None };
+    // A regular file's sector size is what the run gave it (--sector-size):
+    // the journal says which.
+    let sector_bytes = journal_sector_bytes(&path);
+    let options = target::OpenOptions { direct: args.direct, sector_bytes, create_bytes: None };
     let mut target = target::open(&args.target, &options)?;
     if args.log {
         let log = target::LogOptions {
@@ -114,6 +117,20 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     print_verdict(&verdict, &args)?;
     target::finish(&target)?;
     Ok(if verdict.errors() == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The sector size the journal's run saw its target with, from the header
+/// of either slot; None when neither reads (replay then says why).
+fn journal_sector_bytes(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::FileExt;
+    use validation::journal::{read_header, slot_bytes, JOURNAL_HEADER_BYTES};
+    let file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let mut buf = vec![0u8; JOURNAL_HEADER_BYTES];
+    [0, slot_bytes(len)].into_iter().find_map(|at| {
+        file.read_exact_at(&mut buf, at).ok()?;
+        read_header(&buf).ok().map(|h| h.sector_bytes)
+    })
 }
 
 /// A bar on standard error while recovery runs (hidden when that is not a

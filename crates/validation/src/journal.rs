@@ -335,6 +335,12 @@ fn append_record(out: &mut Vec<u8>, generation: u64, kind: u8, write_id: u64, en
     buf[8..12].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// The header at the start of a slot (its first [`JOURNAL_HEADER_BYTES`]),
+/// checked alone: what the run was, without replaying it.
+pub fn read_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
+    decode_header(buf)
+}
+
 fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
     if buf.len() < JOURNAL_HEADER_BYTES {
         return Err(if buf.starts_with(JOURNAL_MAGIC) {

@@ -452,3 +452,12 @@ fn a_journal_path_that_is_a_file_is_named_not_a_directory() {
     assert!(stderr(&out).contains("is not a directory"), "{}", stderr(&out));
     assert_eq!(std::fs::read(&journal).unwrap(), b"mine");
 }
+
+#[test]
+fn a_run_on_a_4kn_file_validates_with_the_journal_s_sector_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled_with(&dir, &["--sector-size", "4096"]);
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("256 verified"), "{}", stdout(&out));
+}
