@@ -160,9 +160,36 @@ fn show_progress(progress: &RecoverProgress, done: &AtomicBool) {
     bar.finish_and_clear();
 }
 
+/// The version of `iolab validate --json`'s document (docs/json.md).
+const VALIDATE_SCHEMA_VERSION: u32 = 1;
+
+/// The JSON document of `iolab validate --json`: the verdict's fields at
+/// the top level, beside what was checked.
+#[derive(serde::Serialize)]
+struct ValidateDocument<'a> {
+    schema: &'static str,
+    version: u32,
+    iolab_version: &'static str,
+    target: &'a str,
+    journal: &'a std::path::Path,
+    /// Bad blocks in all (the exit status is 1 when not 0).
+    errors: u64,
+    #[serde(flatten)]
+    verdict: &'a Verdict,
+}
+
 fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(v)?;
+        let doc = ValidateDocument {
+            schema: "iolab-validate",
+            version: VALIDATE_SCHEMA_VERSION,
+            iolab_version: env!("CARGO_PKG_VERSION"),
+            target: &args.target,
+            journal: &args.journal,
+            errors: v.errors(),
+            verdict: v,
+        };
+        let text = serde_json::to_string_pretty(&doc)?;
         if path.as_os_str() == "-" {
             println!("{text}");
             return Ok(());
@@ -200,8 +227,8 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
         v.zeros,
         v.foreign
     );
-    for (offset, what) in &v.bad {
-        println!("  block at {offset}: {what}");
+    for bad in &v.bad {
+        println!("  block at {}: {bad}", bad.offset);
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use device::{AlignedBuf, Device, DeviceError};
 use serde::Serialize;
 use validation::journal::{replay_from, JournalError, JournalHeader, JournalMode, JournalSource};
-use validation::{check_block, BlockVerdict, Expect, FindingKind, KeyBytes, KeyMapError};
+use validation::{check_block, BlockVerdict, Expect, Finding, FindingKind, KeyBytes, KeyMapError};
 
 use crate::validate::KeyMapSpec;
 
@@ -61,8 +61,8 @@ pub struct Verdict {
     pub corrupt: u64,
     pub zeros: u64,
     pub foreign: u64,
-    /// The first bad blocks: (offset, what).
-    pub bad: Vec<(u64, String)>,
+    /// The first bad blocks (at most [`BAD_LISTED_MAX`]).
+    pub bad: Vec<BadBlock>,
     /// Records replayed.
     pub records: u64,
     /// Where the journal ended early, if it did.
@@ -74,6 +74,49 @@ pub struct Verdict {
     pub journal_target: String,
     /// How many times the journal was compacted.
     pub journal_generation: u64,
+}
+
+/// A key block the verdict calls bad: torn (its in-flight write left some
+/// sectors old, the others new), or holding sectors it should not, classed
+/// by the first of them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BadBlock {
+    /// Byte address of the key block on the target.
+    pub offset: u64,
+    /// `torn`, or the first bad sector's kind: `lost_write`, `misdirected`,
+    /// `foreign_run`, `corrupt` or `unexpected_zeros`.
+    pub class: &'static str,
+    /// Torn: the sectors holding the new write and the old contents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_sectors: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_sectors: Option<u32>,
+    /// Otherwise: the first bad sector, and how many are bad.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first: Option<Finding>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bad_sectors: Option<u32>,
+}
+
+impl std::fmt::Display for BadBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some(first) = &self.first else {
+            let (new, old) = (self.new_sectors.unwrap_or(0), self.old_sectors.unwrap_or(0));
+            return write!(f, "torn: {new} sectors new, {old} old");
+        };
+        let what = match first.kind {
+            FindingKind::LostWrite { expected_key, found_key } => {
+                format!("lost write: key {found_key} where {expected_key} was written")
+            }
+            FindingKind::Misdirected { found_address } => {
+                format!("misdirected: holds the stamp of byte {found_address}")
+            }
+            FindingKind::ForeignRun { found_run_id } => format!("from another run (run id {found_run_id})"),
+            FindingKind::Corrupt { reason } => format!("corrupt: {reason}"),
+            FindingKind::UnexpectedZeros => "zeros where data was written".to_string(),
+        };
+        write!(f, "{what}, from sector {} ({} bad sectors)", first.address, self.bad_sectors.unwrap_or(1))
+    }
 }
 
 impl Verdict {
@@ -320,7 +363,7 @@ fn check_geometry(target: &dyn Device, h: &JournalHeader) -> Result<(), RecoverE
 }
 
 fn tally(v: &mut Verdict, offset: u64, verdict: BlockVerdict) {
-    let what = match verdict {
+    let bad = match verdict {
         BlockVerdict::Ok => {
             v.verified += 1;
             return;
@@ -338,7 +381,14 @@ fn tally(v: &mut Verdict, offset: u64, verdict: BlockVerdict) {
             if v.torn_ok {
                 return;
             }
-            format!("torn: {new_sectors} sectors new, {old_sectors} old")
+            BadBlock {
+                offset,
+                class: "torn",
+                new_sectors: Some(new_sectors),
+                old_sectors: Some(old_sectors),
+                first: None,
+                bad_sectors: None,
+            }
         }
         BlockVerdict::Bad { findings } => {
             let Some(first) = findings.first() else {
@@ -347,18 +397,25 @@ fn tally(v: &mut Verdict, offset: u64, verdict: BlockVerdict) {
                 v.corrupt += 1;
                 return;
             };
-            let counter = match first.kind {
-                FindingKind::LostWrite { .. } => &mut v.lost,
-                FindingKind::Misdirected { .. } => &mut v.misdirected,
-                FindingKind::ForeignRun { .. } => &mut v.foreign,
-                FindingKind::UnexpectedZeros => &mut v.zeros,
-                FindingKind::Corrupt { .. } => &mut v.corrupt,
+            let (counter, class) = match first.kind {
+                FindingKind::LostWrite { .. } => (&mut v.lost, "lost_write"),
+                FindingKind::Misdirected { .. } => (&mut v.misdirected, "misdirected"),
+                FindingKind::ForeignRun { .. } => (&mut v.foreign, "foreign_run"),
+                FindingKind::UnexpectedZeros => (&mut v.zeros, "unexpected_zeros"),
+                FindingKind::Corrupt { .. } => (&mut v.corrupt, "corrupt"),
             };
             *counter += 1;
-            format!("sector {}: {:?} ({} bad sectors)", first.address, first.kind, findings.len())
+            BadBlock {
+                offset,
+                class,
+                new_sectors: None,
+                old_sectors: None,
+                first: Some(*first),
+                bad_sectors: Some(findings.len() as u32),
+            }
         }
     };
     if v.bad.len() < BAD_LISTED_MAX {
-        v.bad.push((offset, what));
+        v.bad.push(bad);
     }
 }

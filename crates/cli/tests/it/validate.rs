@@ -461,3 +461,27 @@ fn a_run_on_a_4kn_file_validates_with_the_journal_s_sector_size() {
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("256 verified"), "{}", stdout(&out));
 }
+
+#[test]
+fn the_json_verdict_names_each_bad_block_and_its_first_bad_sector() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled(&dir, "group");
+    let mut image = std::fs::read(&target).unwrap();
+    let copy = image[0..4096].to_vec();
+    image[4096..8192].copy_from_slice(&copy);
+    std::fs::write(&target, &image).unwrap();
+    let out = iolab(&["validate", "--target", &target, "--journal", &journal, "--json", "-"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&doc["schema"], &doc["version"], &doc["errors"]),
+        (&"iolab-validate".into(), &1.into(), &1.into())
+    );
+    let expected = serde_json::json!([{
+        "offset": 4096,
+        "class": "misdirected",
+        "first": { "address": 4096, "kind": "misdirected", "found_address": 0 },
+        "bad_sectors": 8,
+    }]);
+    assert_eq!(doc["bad"], expected, "{doc}");
+}

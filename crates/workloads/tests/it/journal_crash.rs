@@ -371,7 +371,7 @@ fn recovery_checks_sparse_blocks_at_their_own_offsets() {
         target.write_at(&sector, at + 512).unwrap();
     }
     let verdict = recover(target.as_ref(), journal.as_ref(), false, &KeyMapSpec::AUTO).unwrap();
-    let bad: Vec<u64> = verdict.bad.iter().map(|(offset, _)| *offset).collect();
+    let bad: Vec<u64> = verdict.bad.iter().map(|b| b.offset).collect();
     assert_eq!((bad, verdict.corrupt), (damaged.to_vec(), 2), "{verdict:?}");
 }
 
