@@ -11,6 +11,7 @@ mod crash;
 mod jobfile;
 mod run;
 mod sweep;
+mod sweep_journal;
 mod target;
 mod validate;
 mod volume;

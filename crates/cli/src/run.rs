@@ -465,7 +465,7 @@ pub(crate) fn key_map_spec(
 }
 
 /// A run identifier that differs between runs: time and process id mixed.
-fn run_id() -> u64 {
+pub(crate) fn run_id() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(

@@ -23,6 +23,9 @@ use crate::UsageError;
 pub enum SweepCommand {
     /// Plain drive, striped volumes over stripe sizes, and RAID-5.
     Stripes(StripesArgs),
+    /// Validation off, on, and with its journal in each mode (the second
+    /// seed's table).
+    Journal(crate::sweep_journal::JournalArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -87,7 +90,10 @@ pub struct Row {
 }
 
 pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
-    let SweepCommand::Stripes(args) = command;
+    let args = match command {
+        SweepCommand::Stripes(args) => args,
+        SweepCommand::Journal(args) => return crate::sweep_journal::run(args),
+    };
     if args.repeat == 0 {
         return Err(UsageError("--repeat: must be at least 1".into()).into());
     }

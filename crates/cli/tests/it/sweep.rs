@@ -75,3 +75,52 @@ fn repeated_sweep_keeps_every_run_and_shows_the_spread() {
         assert!(text.lines().any(|l| l.starts_with(label)), "{label} missing:\n{text}");
     }
 }
+
+/// `iolab sweep journal` on a new 4 MiB file, short runs, with `extra`.
+fn journal_sweep(dir: &tempfile::TempDir, extra: &[&str]) -> std::process::Output {
+    let target = dir.path().join("t.img");
+    let journals = dir.path().join("journals");
+    let mut args = vec!["sweep", "journal", "--target", target.to_str().unwrap(), "--size", "4m"];
+    args.extend(["--journal-dir", journals.to_str().unwrap(), "--runtime", "100ms"]);
+    args.extend(extra);
+    iolab(&args)
+}
+
+#[test]
+fn journal_sweep_prints_every_arm_of_the_seed_and_leaves_no_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = journal_sweep(&dir, &["--repeat", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for arm in ["off", "validate", "no-preread", "sync", "async", "group", "group-preread"] {
+        assert!(text.lines().any(|l| l.split_whitespace().next() == Some(arm)), "{arm} missing:\n{text}");
+    }
+    assert_eq!(std::fs::read_dir(dir.path().join("journals")).unwrap().count(), 0);
+}
+
+#[test]
+fn journal_sweep_json_gives_each_run_its_ratio_to_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = journal_sweep(&dir, &["--arms", "off,group", "--repeat", "2", "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "iolab-sweep-journal");
+    let arms = doc["arms"].as_array().unwrap();
+    assert_eq!(arms.iter().map(|a| a["arm"].as_str().unwrap()).collect::<Vec<_>>(), ["off", "group"]);
+    let off: Vec<f64> =
+        arms[0]["runs"].as_array().unwrap().iter().map(|r| r["iops"].as_f64().unwrap()).collect();
+    for (run, off) in arms[1]["runs"].as_array().unwrap().iter().zip(&off) {
+        let ratio = run["iops"].as_f64().unwrap() / off;
+        assert!((run["vs_off"].as_f64().unwrap() - ratio).abs() < 1e-9, "{run}");
+        assert!(run["journal"]["commits"].as_u64().unwrap() > 0, "{run}");
+    }
+}
+
+#[test]
+fn journal_sweep_refuses_an_unknown_arm_naming_the_known_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = journal_sweep(&dir, &["--arms", "off,fast"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("'fast' is not an arm; use off, validate"), "{}", stderr(&out));
+    assert!(!dir.path().join("t.img").exists());
+}

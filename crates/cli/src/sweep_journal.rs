@@ -1,0 +1,308 @@
+//! `iolab sweep journal`: the second seed's table. The same random writes
+//! on one target with validation off, on (with and without the pre-read),
+//! and with the validation journal in each mode, the arms alternating
+//! within each repeat so that a shared machine's drift cancels out of the
+//! ratios to `off`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use serde::Serialize;
+use workloads::journal::{JournalMode, JournalPlace, JournalSpec, JournalStats};
+use workloads::spec::{parse_bytes, parse_duration};
+use workloads::{BlockSizes, Engine, JobSpec, KeyMapSpec, Progress, Rw, ValidateSpec};
+
+use crate::{target, UsageError};
+
+#[derive(Debug, Args)]
+pub struct JournalArgs {
+    /// The target to write (a file or block device).
+    #[arg(long, short = 't', value_name = "TARGET")]
+    pub target: String,
+    /// Where the journal arms keep their journals: a directory, on the
+    /// disk whose cost is to be measured (each arm's journal is removed
+    /// after its run).
+    #[arg(long, value_name = "DIR")]
+    pub journal_dir: PathBuf,
+    /// Bytes of the target to write (a missing file is created sparse with
+    /// this size; default: the whole target).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// The arms, in the order they run within a repeat.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "off,validate,no-preread,sync,async,group,group-preread"
+    )]
+    pub arms: Vec<String>,
+    /// Transfer size of the random writes.
+    #[arg(long, default_value = "4k")]
+    pub bs: String,
+    /// Requests in flight: one uring thread at this depth, or this many
+    /// sync-engine threads.
+    #[arg(long, default_value_t = 32)]
+    pub iodepth: u32,
+    /// auto (uring where available), sync or uring; the same for every arm.
+    #[arg(long, default_value = "auto")]
+    pub engine: String,
+    /// Length of each run.
+    #[arg(long, default_value = "5s")]
+    pub runtime: String,
+    /// Runs of each arm; the table shows medians.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub repeat: u32,
+    /// Use the page cache (default: O_DIRECT).
+    #[arg(long)]
+    pub buffered: bool,
+    /// Write every run as JSON to FILE ("-" for standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Overwrite a target that holds data.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// An arm of the table: validation, pre-read and journal mode.
+#[derive(Clone, Copy, Debug)]
+struct Arm {
+    name: &'static str,
+    validate: bool,
+    preread: bool,
+    journal: Option<JournalMode>,
+}
+
+const ARMS: [Arm; 7] = [
+    Arm { name: "off", validate: false, preread: false, journal: None },
+    Arm { name: "validate", validate: true, preread: true, journal: None },
+    Arm { name: "no-preread", validate: true, preread: false, journal: None },
+    Arm { name: "sync", validate: true, preread: false, journal: Some(JournalMode::Sync) },
+    Arm { name: "async", validate: true, preread: false, journal: Some(JournalMode::Async) },
+    Arm { name: "group", validate: true, preread: false, journal: Some(JournalMode::Group) },
+    Arm { name: "group-preread", validate: true, preread: true, journal: Some(JournalMode::Group) },
+];
+
+/// One run of an arm.
+#[derive(Debug, Serialize)]
+struct ArmRun {
+    iops: f64,
+    /// Its IOPS over the `off` arm's in the same repeat (when `off` runs).
+    vs_off: Option<f64>,
+    journal: Option<JournalStats>,
+}
+
+#[derive(Debug, Serialize)]
+struct ArmRow {
+    arm: &'static str,
+    median_iops: f64,
+    median_vs_off: Option<f64>,
+    runs: Vec<ArmRun>,
+}
+
+/// The JSON document (docs/json.md).
+#[derive(Debug, Serialize)]
+struct SweepDocument<'a> {
+    schema: &'static str,
+    version: u32,
+    iolab_version: &'static str,
+    target: &'a str,
+    journal_dir: &'a Path,
+    engine: &'static str,
+    threads: u32,
+    iodepth: u32,
+    bs: &'a str,
+    runtime_s: f64,
+    arms: Vec<ArmRow>,
+}
+
+pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
+    if args.repeat == 0 {
+        return Err(UsageError("--repeat: must be at least 1".into()).into());
+    }
+    let arms = args
+        .arms
+        .iter()
+        .map(|name| {
+            ARMS.iter().find(|a| a.name == name).copied().ok_or_else(|| {
+                let known: Vec<_> = ARMS.iter().map(|a| a.name).collect();
+                UsageError(format!("--arms: '{name}' is not an arm; use {}", known.join(", ")))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let size = args.size.as_deref().map(|s| parse_bytes("size", s)).transpose().map_err(UsageError::from)?;
+    let runtime = parse_duration("runtime", &args.runtime).map_err(UsageError::from)?;
+    let bs = BlockSizes::parse(&args.bs).map_err(UsageError::from)?;
+    if args.target.contains(':') {
+        return Err(UsageError(format!(
+            "--target: {} is not a file or device; the sweep measures a disk",
+            args.target
+        ))
+        .into());
+    }
+    let options = target::OpenOptions { direct: !args.buffered, sector_bytes: None, create_bytes: size };
+    let target = target::open(&args.target, &options)?;
+    target::check_writable(&target, args.force)?;
+    let engine = match args.engine.as_str() {
+        "sync" => Engine::Sync,
+        "uring" => Engine::Uring,
+        "auto" if workloads::uring_available() => Engine::Uring,
+        "auto" => Engine::Sync,
+        other => {
+            return Err(
+                UsageError(format!("--engine: '{other}' is not an engine; use auto, sync or uring")).into()
+            )
+        }
+    };
+    let (threads, iodepth) = match engine {
+        Engine::Uring => (1, args.iodepth),
+        Engine::Sync => (args.iodepth, 1),
+    };
+    std::fs::create_dir_all(&args.journal_dir)
+        .with_context(|| format!("--journal-dir: cannot create {}", args.journal_dir.display()))?;
+    let job = JobSpec {
+        name: "sweep".into(),
+        rw: Rw::RandWrite,
+        read_pct: Rw::RandWrite.default_read_pct(),
+        bs,
+        size_bytes: size,
+        engine,
+        threads,
+        iodepth,
+        runtime: Some(runtime),
+        ..JobSpec::default()
+    };
+    job.check().map_err(UsageError::from)?;
+    let mut runs: Vec<Vec<(f64, Option<JournalStats>)>> = arms.iter().map(|_| Vec::new()).collect();
+    for r in 0..args.repeat {
+        for (arm, runs) in arms.iter().zip(&mut runs) {
+            eprintln!("iolab sweep: {} ({}/{})", arm.name, r + 1, args.repeat);
+            runs.push(run_arm(&job, arm, &target.device, &args.journal_dir)?);
+        }
+    }
+    let off =
+        arms.iter().position(|a| a.name == "off").map(|i| runs[i].iter().map(|r| r.0).collect::<Vec<_>>());
+    let rows: Vec<ArmRow> = arms
+        .iter()
+        .zip(runs)
+        .map(|(arm, runs)| {
+            let runs: Vec<ArmRun> = runs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (iops, journal))| ArmRun {
+                    iops,
+                    vs_off: off.as_ref().map(|off| iops / off[i].max(f64::MIN_POSITIVE)),
+                    journal,
+                })
+                .collect();
+            let median_iops = median(runs.iter().map(|r| r.iops));
+            let median_vs_off = off.as_ref().map(|_| median(runs.iter().filter_map(|r| r.vs_off)));
+            ArmRow { arm: arm.name, median_iops, median_vs_off, runs }
+        })
+        .collect();
+    let doc = SweepDocument {
+        schema: "iolab-sweep-journal",
+        version: 1,
+        iolab_version: env!("CARGO_PKG_VERSION"),
+        target: &args.target,
+        journal_dir: &args.journal_dir,
+        engine: match engine {
+            Engine::Uring => "uring",
+            Engine::Sync => "sync",
+        },
+        threads,
+        iodepth,
+        bs: &args.bs,
+        runtime_s: runtime.as_secs_f64(),
+        arms: rows,
+    };
+    if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
+        print!("{}", table(&doc, args.repeat));
+    }
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&doc)?;
+        if path.as_os_str() == "-" {
+            println!("{text}");
+        } else {
+            std::fs::write(path, text + "\n")
+                .with_context(|| format!("{}: cannot write the JSON", path.display()))?;
+        }
+    }
+    target::finish(&target)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One run of `arm`: its write IOPS and its journal's counters. A journal
+/// arm writes into a new directory under `journal_dir`, removed after.
+fn run_arm(
+    job: &JobSpec,
+    arm: &Arm,
+    device: &Arc<dyn device::Device>,
+    journal_dir: &Path,
+) -> anyhow::Result<(f64, Option<JournalStats>)> {
+    let dir = journal_dir.join(format!("iolab-sweep-{}", arm.name));
+    let journal =
+        arm.journal.map(|mode| JournalSpec { mode, place: JournalPlace::Dir(dir.clone()), ring: false });
+    let validate = arm.validate.then(|| ValidateSpec {
+        preread: arm.preread,
+        reread: false,
+        max_errors: 50,
+        run_id: crate::run::run_id(),
+        journal,
+        key_map: KeyMapSpec::AUTO,
+    });
+    let job = JobSpec { validate, ..job.clone() };
+    let result = workloads::run_job(&job, Arc::clone(device), &Progress::default());
+    if arm.journal.is_some() {
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("{}: cannot remove the journal", dir.display()))?;
+    }
+    let result = result?;
+    if let Some(v) = &result.validation {
+        if v.errors > 0 {
+            anyhow::bail!(
+                "arm {}: validation found {} bad block(s) on {}; the target does not keep what is written to it",
+                arm.name,
+                v.errors,
+                device.name()
+            );
+        }
+    }
+    Ok((result.write.iops, result.validation.and_then(|v| v.journal)))
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn table(doc: &SweepDocument<'_>, repeat: u32) -> String {
+    let shape = match doc.engine {
+        "uring" => format!("uring engine, 1 thread x depth {}", doc.iodepth),
+        _ => format!("sync engine, {} threads", doc.threads),
+    };
+    let mut out = format!(
+        "# {} random writes on {}, {shape}, {repeat} run(s) of {} s per arm, medians\n\
+         {:<14} {:>10} {:>7}   runs (IOPS / vs off in the same repeat)\n",
+        doc.bs, doc.target, doc.runtime_s, "arm", "IOPS", "vs off"
+    );
+    for row in &doc.arms {
+        let vs = row.median_vs_off.map_or("-".to_string(), |r| format!("{r:.2}"));
+        let runs: Vec<String> = row
+            .runs
+            .iter()
+            .map(|r| match r.vs_off {
+                Some(v) => format!("{:.0}/{v:.2}", r.iops),
+                None => format!("{:.0}", r.iops),
+            })
+            .collect();
+        out.push_str(&format!("{:<14} {:>10.0} {vs:>7}   {}\n", row.arm, row.median_iops, runs.join(" ")));
+    }
+    out
+}
