@@ -243,6 +243,9 @@ pub fn recover_watched(
         .iter()
         .flat_map(|p| p.blocks.iter().map(|&(block, old, new)| (block, Expect::OldOrNew { old, new })))
         .collect();
+    // By block, for the reader to walk beside the keys.
+    let mut pending: Vec<(usize, Expect)> = pending.into_iter().map(|(b, e)| (b as usize, e)).collect();
+    pending.sort_unstable_by_key(|&(b, _)| b);
     let mut verdict = Verdict {
         torn_ok,
         records: replayed.records,
@@ -301,7 +304,7 @@ fn read_runs(
     target: &dyn Device,
     h: &JournalHeader,
     keys: &KeyBytes,
-    pending: &HashMap<u64, Expect>,
+    mut pending: &[(usize, Expect)],
     per_run: usize,
     reads: std::sync::mpsc::Receiver<ReadRun>,
     to_check: std::sync::mpsc::SyncSender<Result<ReadRun, RecoverError>>,
@@ -315,18 +318,28 @@ fn read_runs(
             keys.evict(evicted..first);
             evicted = first;
         }
+        let end = (first + per_run).min(keys.len());
+        let run = &keys[first..end];
+        let in_run = pending.partition_point(|&(b, _)| b < end);
+        let (run_pending, rest) = pending.split_at(in_run);
+        pending = rest;
+        // Most runs of a large, sparsely written target hold no key: an OR
+        // over the run (no early exit, so it vectorises) says so at once.
+        if run_pending.is_empty() && run.iter().fold(0, |acc, &k| acc | k) == 0 {
+            continue;
+        }
         let Some(mut read) = spare.take().or_else(|| reads.recv().ok()) else { return };
         read.first = first;
         read.wanted.clear();
-        let run = &keys[first..(first + per_run).min(keys.len())];
-        read.wanted.extend(run.iter().enumerate().filter_map(|(i, &key)| {
+        let mut run_pending = run_pending.iter().peekable();
+        for (i, &key) in run.iter().enumerate() {
             let block = first + i;
-            match pending.get(&(block as u64)) {
-                Some(e) => Some((block, *e)),
-                None if key == 0 => None,
-                None => Some((block, Expect::Key(key))),
+            match run_pending.next_if(|&&(b, _)| b == block) {
+                Some(&(_, expect)) => read.wanted.push((block, expect)),
+                None if key == 0 => {}
+                None => read.wanted.push((block, Expect::Key(key))),
             }
-        }));
+        }
         if read.wanted.is_empty() {
             spare = Some(read);
             continue;

@@ -532,6 +532,28 @@ fn a_rewrite_before_a_target_flush_recovers_with_the_first_write_lost() {
     assert_eq!((v.errors(), v.pending_old), (0, 1), "{v:?}");
 }
 
+/// A first write in flight at the crash, alone in a target whose keys are
+/// all zero: its block is still checked, so zeros pass as its old
+/// contents and a damaged stamp of its new one is found.
+#[test]
+fn a_lone_first_write_in_flight_is_checked() {
+    use workloads::journal::JournalWriter;
+    let blocks = TARGET_BYTES / KEY_BLOCK_BYTES;
+    let journal = journal_device(JOURNAL_RECORD_BYTES);
+    let target = crash_device(TARGET_BYTES);
+    let writer = JournalWriter::create(journal.clone(), target.clone(), &group_header(blocks), zeros(blocks));
+    writer.unwrap().before(0, &[(blocks - 1, 1)]).unwrap();
+    let verdict = recover(target.as_ref(), journal.as_ref(), false, &KeyMapSpec::AUTO).unwrap();
+    assert_eq!((verdict.pending_old, verdict.errors()), (1, 0), "{verdict:?}");
+    let at = (blocks - 1) * KEY_BLOCK_BYTES;
+    let mut block = device::AlignedBuf::zeroed(KEY_BLOCK_BYTES as usize, 4096);
+    validation::fill_block(&mut block, 512, at, 1, 0, 0, group_header(blocks).run_id);
+    block[100] ^= 1;
+    target.write_at(&block, at).unwrap();
+    let verdict = recover(target.as_ref(), journal.as_ref(), false, &KeyMapSpec::AUTO).unwrap();
+    assert_eq!(verdict.corrupt, 1, "{verdict:?}");
+}
+
 /// A kicked record is made durable by the committer thread: the worker
 /// that kicked it never waits.
 #[test]
