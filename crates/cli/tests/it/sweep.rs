@@ -124,3 +124,23 @@ fn journal_sweep_refuses_an_unknown_arm_naming_the_known_ones() {
     assert!(stderr(&out).contains("'fast' is not an arm; use off, validate"), "{}", stderr(&out));
     assert!(!dir.path().join("t.img").exists());
 }
+
+#[test]
+fn journal_sweep_ring_arm_commits_through_the_rings() {
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        journal_sweep(&dir, &["--arms", "group-ring", "--engine", "uring", "--repeat", "1", "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = &doc["arms"][0]["runs"][0];
+    assert!(run["journal"]["ring_commits"].as_u64().unwrap() > 0, "{run}");
+    assert_eq!(run["vs_off"], serde_json::Value::Null, "no off arm ran");
+}
+
+#[test]
+fn journal_sweep_ring_arm_on_the_sync_engine_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = journal_sweep(&dir, &["--arms", "group-ring", "--engine", "sync"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("group-ring commits through the uring engine"), "{}", stderr(&out));
+}
