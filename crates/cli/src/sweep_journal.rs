@@ -183,6 +183,8 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         ..JobSpec::default()
     };
     job.check().map_err(UsageError::from)?;
+    let sector = u64::from(target.device.sector_bytes());
+    job.region(target.device.size_bytes(), sector).map_err(UsageError::from)?;
     if engine == Engine::Sync && arms.iter().any(|a| a.ring) {
         let why = "--arms: group-ring commits through the uring engine's rings; use --engine uring or auto";
         return Err(UsageError(why.into()).into());
