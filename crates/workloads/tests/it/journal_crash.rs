@@ -868,16 +868,18 @@ fn ring_commits_never_let_a_data_write_ahead_of_its_journal() {
             let journal = std::fs::read(&journal_path).unwrap();
             reads += 1;
             let mut keys = Vec::with_capacity(blocks);
+            let mut torn = false;
             for (b, block) in buf.chunks(KEY_BLOCK_BYTES as usize).enumerate() {
                 for sector in block.chunks(512) {
                     match validation::read_stamp(sector) {
                         Ok(stamp) => keys.push((b, stamp.key)),
                         Err(validation::StampError::Zeros) => keys.push((b, 0)),
                         // Read while its write was under way.
-                        Err(_) => mid_write += 1,
+                        Err(_) => torn = true,
                     }
                 }
             }
+            mid_write += u32::from(torn);
             for &(b, key) in &keys {
                 assert!(key >= earlier[b].1, "block {b}: key {key}, older than a completed write");
             }
@@ -899,7 +901,7 @@ fn ring_commits_never_let_a_data_write_ahead_of_its_journal() {
     });
     assert!(last_keys.iter().all(|&k| k < 250), "keys wrapped: the comparisons above are wrong");
     assert!(
-        reads > 10 && mid_write < reads,
-        "{reads} reads of the target, {mid_write} sectors caught mid-write"
+        reads > 10 && mid_write < reads / 2,
+        "{reads} reads of the target, {mid_write} of them caught a write under way"
     );
 }
