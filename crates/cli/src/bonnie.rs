@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Args;
 use workloads::bonnie::{run_bonnie, BonnieSpec};
 use workloads::spec::parse_bytes;
@@ -112,12 +111,7 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&serde_json::json!({ "runs": results, "spread": spread }))?;
-        if path.as_os_str() == "-" {
-            println!("{text}");
-        } else {
-            std::fs::write(path, text + "\n")
-                .with_context(|| format!("{}: cannot write the JSON", path.display()))?;
-        }
+        crate::write_json(path, &text)?;
     }
     target::finish(&target)?;
     Ok(ExitCode::SUCCESS)

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context;
 use blocklog::{HomeWrites, LoggedDevice, Mode, Placement, StripeLog};
 use clap::{Args, ValueEnum};
 use device::Device;
@@ -153,13 +152,7 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
             "seed": args.seed,
             "report": report,
         });
-        let doc = serde_json::to_string_pretty(&doc)?;
-        if path.as_os_str() == "-" {
-            println!("{doc}");
-        } else {
-            std::fs::write(path, doc + "\n")
-                .with_context(|| format!("{}: cannot write the JSON", path.display()))?;
-        }
+        crate::write_json(path, &serde_json::to_string_pretty(&doc)?)?;
     }
     Ok(if report.violations == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -22,6 +22,17 @@ mod volume;
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// Writes a JSON document to `path`, or to standard output when it is "-".
+pub(crate) fn write_json(path: &std::path::Path, doc: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    if path.as_os_str() == "-" {
+        println!("{doc}");
+        return Ok(());
+    }
+    std::fs::write(path, format!("{doc}\n"))
+        .with_context(|| format!("{}: cannot write the JSON", path.display()))
+}
+
 impl From<workloads::SpecError> for UsageError {
     fn from(e: workloads::SpecError) -> UsageError {
         UsageError(e.to_string())

@@ -124,13 +124,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("{}: cannot write the error log", path.display()))?;
     }
     if let Some(path) = &args.json {
-        let doc = report::RunDocument::new(env!("CARGO_PKG_VERSION"), reports).to_json();
-        if path.as_os_str() == "-" {
-            println!("{doc}");
-        } else {
-            std::fs::write(path, doc + "\n")
-                .with_context(|| format!("{}: cannot write the JSON results", path.display()))?;
-        }
+        crate::write_json(path, &report::RunDocument::new(env!("CARGO_PKG_VERSION"), reports).to_json())?;
     }
     for job in &jobs {
         if let Some(log) = &job.target.log {

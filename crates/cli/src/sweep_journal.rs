@@ -236,13 +236,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         print!("{}", table(&doc, args.repeat));
     }
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&doc)?;
-        if path.as_os_str() == "-" {
-            println!("{text}");
-        } else {
-            std::fs::write(path, text + "\n")
-                .with_context(|| format!("{}: cannot write the JSON", path.display()))?;
-        }
+        crate::write_json(path, &serde_json::to_string_pretty(&doc)?)?;
     }
     target::finish(&target)?;
     Ok(ExitCode::SUCCESS)

@@ -189,13 +189,10 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
             errors: v.errors(),
             verdict: v,
         };
-        let text = serde_json::to_string_pretty(&doc)?;
+        crate::write_json(path, &serde_json::to_string_pretty(&doc)?)?;
         if path.as_os_str() == "-" {
-            println!("{text}");
             return Ok(());
         }
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("{}: cannot write the JSON", path.display()))?;
     }
     if v.journal_mode == Some(JournalMode::Async) {
         println!(

@@ -390,13 +390,20 @@ fn an_emptied_journal_is_named_too_short() {
     assert!(stderr(&out).contains("too short to be a journal"), "{}", stderr(&out));
 }
 
+/// `iolab run` of 10 requests on a new 1 MiB file in `dir` with `flags`
+/// (`{journal}` stands for the journal directory `dir/j`).
+fn small_run(dir: &tempfile::TempDir, flags: &[&str]) -> (std::process::Output, std::path::PathBuf) {
+    let target = dir.path().join("t.img");
+    let journal = dir.path().join("j");
+    let mut args = vec!["run", "--target", target.to_str().unwrap(), "--size", "1m", "--ios", "10", "-q"];
+    args.extend(flags.iter().map(|&f| if f == "{journal}" { journal.to_str().unwrap() } else { f }));
+    (iolab(&args), journal)
+}
+
 #[test]
 fn journal_without_validate_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("t.img");
-    let journal = dir.path().join("j");
-    let args = ["run", "--target", target.to_str().unwrap(), "--size", "1m", "--ios", "10", "-q"];
-    let out = iolab(&[&args[..], &["--journal", journal.to_str().unwrap()]].concat());
+    let (out, journal) = small_run(&dir, &["--journal", "{journal}"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--journal: only applies with --validate"), "{}", stderr(&out));
     assert!(!journal.exists());
@@ -405,25 +412,8 @@ fn journal_without_validate_is_a_usage_error() {
 #[test]
 fn ring_commits_on_the_sync_engine_are_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("t.img");
-    let journal = dir.path().join("j");
-    let out = iolab(&[
-        "run",
-        "--target",
-        target.to_str().unwrap(),
-        "--size",
-        "1m",
-        "--ios",
-        "10",
-        "--validate",
-        "--journal",
-        journal.to_str().unwrap(),
-        "--journal-commit",
-        "ring",
-        "--engine",
-        "sync",
-        "-q",
-    ]);
+    let flags = ["--validate", "--journal", "{journal}", "--journal-commit", "ring", "--engine", "sync"];
+    let (out, journal) = small_run(&dir, &flags);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--journal-commit ring"), "{}", stderr(&out));
     assert!(!journal.exists());
@@ -432,22 +422,8 @@ fn ring_commits_on_the_sync_engine_are_a_usage_error() {
 #[test]
 fn a_journal_path_that_is_a_file_is_named_not_a_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("t.img");
-    let journal = dir.path().join("j");
-    std::fs::write(&journal, b"mine").unwrap();
-    let out = iolab(&[
-        "run",
-        "--target",
-        target.to_str().unwrap(),
-        "--size",
-        "1m",
-        "--ios",
-        "10",
-        "--validate",
-        "--journal",
-        journal.to_str().unwrap(),
-        "-q",
-    ]);
+    std::fs::write(dir.path().join("j"), b"mine").unwrap();
+    let (out, journal) = small_run(&dir, &["--validate", "--journal", "{journal}"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("is not a directory"), "{}", stderr(&out));
     assert_eq!(std::fs::read(&journal).unwrap(), b"mine");
