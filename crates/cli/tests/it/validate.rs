@@ -38,18 +38,31 @@ fn journaled_randwrite(
     (target, journal, out)
 }
 
+/// A misdirected write, after the fact: block 1 now holds block 0's stamp.
+fn copy_first_block_over_the_second(target: &str) {
+    let mut image = std::fs::read(target).unwrap();
+    let copy = image[0..4096].to_vec();
+    image[4096..8192].copy_from_slice(&copy);
+    std::fs::write(target, &image).unwrap();
+}
+
 fn validate(target: &str, journal: &str) -> std::process::Output {
     iolab(&["validate", "--target", target, "--journal", journal])
+}
+
+/// A run with `extra` flags validates clean, its 256 blocks verified.
+fn assert_validates_clean(extra: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled_with(&dir, extra);
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{extra:?}: {}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("256 verified"), "{extra:?}: {}", stdout(&out));
 }
 
 #[test]
 fn clean_target_validates_in_every_journal_mode() {
     for mode in ["group", "sync", "async"] {
-        let dir = tempfile::tempdir().unwrap();
-        let (target, journal) = journaled(&dir, mode);
-        let out = validate(&target, &journal);
-        assert_eq!(out.status.code(), Some(0), "{mode}: {}{}", stdout(&out), stderr(&out));
-        assert!(stdout(&out).contains("256 verified"), "{mode}: {}", stdout(&out));
+        assert_validates_clean(&["--journal-mode", mode]);
     }
 }
 
@@ -81,10 +94,7 @@ fn block_rolled_back_to_zeros_is_reported() {
 fn block_swapped_with_another_is_reported_misdirected() {
     let dir = tempfile::tempdir().unwrap();
     let (target, journal) = journaled(&dir, "group");
-    let mut image = std::fs::read(&target).unwrap();
-    let copy = image[0..4096].to_vec();
-    image[4096..8192].copy_from_slice(&copy);
-    std::fs::write(&target, &image).unwrap();
+    copy_first_block_over_the_second(&target);
     let out = validate(&target, &journal);
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).contains("1 misdirected"), "{}", stdout(&out));
@@ -431,21 +441,14 @@ fn a_journal_path_that_is_a_file_is_named_not_a_directory() {
 
 #[test]
 fn a_run_on_a_4kn_file_validates_with_the_journal_s_sector_size() {
-    let dir = tempfile::tempdir().unwrap();
-    let (target, journal) = journaled_with(&dir, &["--sector-size", "4096"]);
-    let out = validate(&target, &journal);
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
-    assert!(stdout(&out).contains("256 verified"), "{}", stdout(&out));
+    assert_validates_clean(&["--sector-size", "4096"]);
 }
 
 #[test]
 fn the_json_verdict_names_each_bad_block_and_its_first_bad_sector() {
     let dir = tempfile::tempdir().unwrap();
     let (target, journal) = journaled(&dir, "group");
-    let mut image = std::fs::read(&target).unwrap();
-    let copy = image[0..4096].to_vec();
-    image[4096..8192].copy_from_slice(&copy);
-    std::fs::write(&target, &image).unwrap();
+    copy_first_block_over_the_second(&target);
     let out = iolab(&["validate", "--target", &target, "--journal", &journal, "--json", "-"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
