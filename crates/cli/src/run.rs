@@ -549,7 +549,7 @@ fn log_options(f: &JobFields, force: bool) -> Result<Option<target::LogOptions>,
 /// `auto`: io_uring on files and block devices, except under a `sync`
 /// validation journal, where each write waits for two journal flushes and
 /// the sync engine's threads wait in parallel (docs/PERFORMANCE.md).
-fn resolve_engine(
+pub(crate) fn resolve_engine(
     arg: Option<&str>,
     device: &dyn device::Device,
     sync_journal: bool,

@@ -153,17 +153,8 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     let options = target::OpenOptions { direct: !args.buffered, sector_bytes: None, create_bytes: size };
     let target = target::open(&args.target, &options)?;
     target::check_writable(&target, args.force)?;
-    let engine = match args.engine.as_str() {
-        "sync" => Engine::Sync,
-        "uring" => Engine::Uring,
-        "auto" if workloads::uring_available() => Engine::Uring,
-        "auto" => Engine::Sync,
-        other => {
-            return Err(
-                UsageError(format!("--engine: '{other}' is not an engine; use auto, sync or uring")).into()
-            )
-        }
-    };
+    // As `iolab run` chooses, for an unjournaled job: one engine for every arm.
+    let engine = crate::run::resolve_engine(Some(&args.engine), target.device.as_ref(), false)?;
     let (threads, iodepth) = match engine {
         Engine::Uring => (1, args.iodepth),
         Engine::Sync => (args.iodepth, 1),
