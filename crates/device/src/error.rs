@@ -62,6 +62,12 @@ pub enum DeviceError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "{}: in use by {holder}; wait for it to finish or stop it (iolab locks what it writes, so two \
+         runs never write one volume, log or journal at once)",
+        path.display()
+    )]
+    Locked { path: PathBuf, holder: String },
     #[error("{0}")]
     Invalid(String),
 }

@@ -31,7 +31,7 @@ pub use align::AlignedBuf;
 pub use crash::{CrashDevice, CrashOutcome, CrashPolicy};
 pub use error::{DeviceError, Op, Result};
 pub use faulty::{Fault, FaultyDevice};
-pub use file::{FileDevice, FileOptions};
+pub use file::{FileDevice, FileOptions, LockKind};
 pub use mem::MemDevice;
 pub use null::NullDevice;
 pub use recording::{CrashPoint, Event, Overlay, Recording, RecordingDevice, Replayer};

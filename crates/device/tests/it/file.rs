@@ -77,3 +77,36 @@ fn file_exposes_its_descriptor_for_io_uring() {
     let dir = tempfile::tempdir().unwrap();
     assert!(create(&dir, 1 << 20, false).raw_fd().is_some());
 }
+
+#[test]
+fn an_exclusive_lock_is_refused_while_another_open_holds_one() {
+    use device::LockKind;
+    let dir = tempfile::tempdir().unwrap();
+    let first = create(&dir, 1 << 20, false);
+    first.lock(LockKind::Exclusive).unwrap();
+    let second = create(&dir, 1 << 20, false);
+    let err = second.lock(LockKind::Exclusive).unwrap_err();
+    assert!(matches!(&err, DeviceError::Locked { holder, .. } if holder.contains("this process")), "{err}");
+}
+
+#[test]
+fn shared_locks_coexist_and_exclude_a_writer() {
+    use device::LockKind;
+    let dir = tempfile::tempdir().unwrap();
+    let a = create(&dir, 1 << 20, false);
+    let b = create(&dir, 1 << 20, false);
+    a.lock(LockKind::Shared).unwrap();
+    b.lock(LockKind::Shared).unwrap();
+    let writer = create(&dir, 1 << 20, false);
+    assert!(matches!(writer.lock(LockKind::Exclusive), Err(DeviceError::Locked { .. })));
+}
+
+#[test]
+fn a_lock_is_released_when_its_device_is_dropped() {
+    use device::LockKind;
+    let dir = tempfile::tempdir().unwrap();
+    let first = create(&dir, 1 << 20, false);
+    first.lock(LockKind::Exclusive).unwrap();
+    drop(first);
+    create(&dir, 1 << 20, false).lock(LockKind::Exclusive).unwrap();
+}
