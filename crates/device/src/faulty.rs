@@ -173,4 +173,16 @@ impl Device for FaultyDevice {
     fn stats(&self) -> &Stats {
         &self.stats
     }
+
+    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+        self.inner.unwritten(start, end)
+    }
+
+    fn media(&self) -> Vec<crate::Medium> {
+        self.inner.media()
+    }
+
+    fn drop_cache(&self) -> Result<()> {
+        self.inner.drop_cache()
+    }
 }

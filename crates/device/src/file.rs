@@ -47,6 +47,8 @@ pub struct FileDevice {
     sector_bytes: u32,
     buffer_align: usize,
     is_block_device: bool,
+    direct: bool,
+    read_only: bool,
     poisoned: AtomicBool,
     poison_cause: Mutex<String>,
     stats: Stats,
@@ -137,6 +139,8 @@ impl FileDevice {
             sector_bytes,
             buffer_align,
             is_block_device,
+            direct: options.direct,
+            read_only: options.read_only,
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(String::new()),
             stats: Stats::default(),
@@ -243,6 +247,55 @@ impl Device for FileDevice {
 
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.file.as_raw_fd())
+    }
+
+    /// A block device has no holes: every sector reads from the medium.
+    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+        if self.is_block_device {
+            return Ok(Some(Vec::new()));
+        }
+        let end = end.min(self.size_bytes);
+        crate::medium::file_holes(self.file.as_raw_fd(), start, end, u64::from(self.sector_bytes))
+            .map(Some)
+            .map_err(|source| self.io_error(Op::Read, start, (end - start) as usize, source))
+    }
+
+    fn media(&self) -> Vec<crate::Medium> {
+        let fd = self.file.as_raw_fd();
+        let (filesystem, memory_backed) = match self.is_block_device {
+            true => (None, false),
+            false => crate::medium::filesystem_of(fd).map_or((None, false), |(n, m)| (Some(n), m)),
+        };
+        let cached_bytes = if self.direct { None } else { crate::medium::cached_bytes(fd, self.size_bytes) };
+        vec![crate::Medium {
+            name: self.name.clone(),
+            kind: if self.is_block_device { crate::MediumKind::BlockDevice } else { crate::MediumKind::File },
+            direct: self.direct,
+            filesystem,
+            memory_backed,
+            cached_bytes,
+        }]
+    }
+
+    /// Writes back dirty pages (DONTNEED leaves them) and drops every page
+    /// of the file. A read-only or O_DIRECT open has none of its own to
+    /// write; other openers' pages are dropped all the same.
+    fn drop_cache(&self) -> Result<()> {
+        let fd = self.file.as_raw_fd();
+        if !self.read_only {
+            self.flush()?;
+        }
+        // SAFETY: posix_fadvise on an open descriptor; advice only.
+        let rc = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if rc != 0 {
+            let source = io::Error::from_raw_os_error(rc);
+            return Err(DeviceError::Open {
+                path: self.path.clone(),
+                what: "cannot drop its cached pages".into(),
+                source,
+            });
+        }
+        Ok(())
     }
 }
 

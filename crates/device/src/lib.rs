@@ -20,6 +20,7 @@ mod crash;
 mod error;
 mod faulty;
 mod file;
+mod medium;
 mod mem;
 mod null;
 mod recording;
@@ -32,12 +33,14 @@ pub use crash::{CrashDevice, CrashOutcome, CrashPolicy};
 pub use error::{DeviceError, Op, Result};
 pub use faulty::{Fault, FaultyDevice};
 pub use file::{FileDevice, FileOptions, LockKind};
+pub use medium::{Medium, MediumKind};
 pub use mem::MemDevice;
 pub use null::NullDevice;
 pub use recording::{CrashPoint, Event, Overlay, Recording, RecordingDevice, Replayer};
 pub use slice::Slice;
 pub use stats::{Stats, StatsSnapshot};
 
+use std::ops::Range;
 use std::os::fd::RawFd;
 
 /// A block device: a fixed number of bytes, read and written in whole
@@ -98,6 +101,27 @@ pub trait Device: Send + Sync {
     /// [`check_request`] and record them in [`Device::stats`] itself.
     fn raw_fd(&self) -> Option<RawFd> {
         None
+    }
+
+    /// The parts of `start..end` never written (holes of a sparse file,
+    /// chunks a memory image never allocated), sorted, whole sectors.
+    /// Reading them measures nothing real, so reads are laid out first.
+    /// `None` when the device cannot tell.
+    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<Range<u64>>>> {
+        let _ = (start, end);
+        Ok(None)
+    }
+
+    /// What the device's bytes live on, for reports (empty when unknown).
+    fn media(&self) -> Vec<Medium> {
+        Vec::new()
+    }
+
+    /// Drops the device's pages from the page cache (after writing back
+    /// dirty ones), so a buffered run starts cold, as fio's `invalidate=1`.
+    /// A no-op where nothing is cached.
+    fn drop_cache(&self) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -139,6 +139,37 @@ impl Device for MemDevice {
         Ok(())
     }
 
+    /// Chunks never written are unallocated and read as zeros.
+    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+        let end = end.min(self.size_bytes);
+        let chunk = CHUNK_BYTES as u64;
+        let mut holes: Vec<std::ops::Range<u64>> = Vec::new();
+        let mut at = start;
+        while at < end {
+            let index = (at / chunk) as usize;
+            let next = ((index as u64 + 1) * chunk).min(end);
+            if read_lock(&self.chunks[index]).is_none() {
+                match holes.last_mut() {
+                    Some(last) if last.end == at => last.end = next,
+                    _ => holes.push(at..next),
+                }
+            }
+            at = next;
+        }
+        Ok(Some(holes))
+    }
+
+    fn media(&self) -> Vec<crate::Medium> {
+        vec![crate::Medium {
+            name: self.name.clone(),
+            kind: crate::MediumKind::Memory,
+            direct: false,
+            filesystem: None,
+            memory_backed: true,
+            cached_bytes: None,
+        }]
+    }
+
     fn stats(&self) -> &Stats {
         &self.stats
     }

@@ -54,4 +54,20 @@ impl Device for NullDevice {
     fn stats(&self) -> &Stats {
         &self.stats
     }
+
+    /// Nothing to lay out: a null device holds no data to read.
+    fn unwritten(&self, _start: u64, _end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+        Ok(Some(Vec::new()))
+    }
+
+    fn media(&self) -> Vec<crate::Medium> {
+        vec![crate::Medium {
+            name: self.name.clone(),
+            kind: crate::MediumKind::Null,
+            direct: false,
+            filesystem: None,
+            memory_backed: false,
+            cached_bytes: None,
+        }]
+    }
 }

@@ -76,4 +76,18 @@ impl Device for Slice {
     fn stats(&self) -> &Stats {
         &self.stats
     }
+
+    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+        let end = end.min(self.len);
+        let inner = self.inner.unwritten(self.offset + start, self.offset + end)?;
+        Ok(inner.map(|holes| holes.into_iter().map(|h| h.start - self.offset..h.end - self.offset).collect()))
+    }
+
+    fn media(&self) -> Vec<crate::Medium> {
+        self.inner.media()
+    }
+
+    fn drop_cache(&self) -> Result<()> {
+        self.inner.drop_cache()
+    }
 }

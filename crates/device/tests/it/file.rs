@@ -110,3 +110,42 @@ fn a_lock_is_released_when_its_device_is_dropped() {
     drop(first);
     create(&dir, 1 << 20, false).lock(LockKind::Exclusive).unwrap();
 }
+
+#[test]
+fn holes_of_a_sparse_file_are_reported_around_written_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = create(&dir, 4 << 20, false);
+    dev.write_at(&[7; 1 << 20], 1 << 20).unwrap();
+    dev.flush().unwrap();
+    let holes = dev.unwritten(0, 4 << 20).unwrap().unwrap();
+    assert_eq!(holes, vec![0..1 << 20, 2 << 20..4 << 20]);
+}
+
+#[test]
+fn holes_are_clipped_to_the_range_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = create(&dir, 4 << 20, false);
+    dev.write_at(&[7; 1 << 20], 1 << 20).unwrap();
+    let holes = dev.unwritten(512 << 10, 3 << 20).unwrap().unwrap();
+    assert_eq!(holes, vec![512 << 10..1 << 20, 2 << 20..3 << 20]);
+}
+
+#[test]
+fn a_file_on_tmpfs_is_reported_as_memory() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("/dev/shm is a tmpfs on Linux");
+    let dev = create(&dir, 1 << 20, false);
+    let media = dev.media();
+    assert_eq!(media.len(), 1);
+    assert_eq!(media[0].filesystem.as_deref(), Some("tmpfs"));
+    assert!(media[0].memory_backed);
+}
+
+#[test]
+fn dropping_the_cache_leaves_none_of_the_file_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = create(&dir, 1 << 20, false);
+    dev.write_at(&[7; 1 << 20], 0).unwrap();
+    assert!(dev.media()[0].cached_bytes.unwrap() > 0, "a buffered write leaves pages cached");
+    dev.drop_cache().unwrap();
+    assert_eq!(dev.media()[0].cached_bytes, Some(0));
+}

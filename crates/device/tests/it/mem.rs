@@ -88,3 +88,11 @@ fn a_slice_addresses_its_window_from_zero_and_stays_inside_it() {
     assert!(slice.write_at(&[7u8; 512], 2048).is_err(), "past the window");
     assert!(device::Slice::new(inner, 4096, 8192).is_err(), "window past the device");
 }
+
+#[test]
+fn chunks_never_written_are_unwritten() {
+    let dev = device::MemDevice::new(4 << 20).unwrap();
+    device::Device::write_at(&dev, &[1; 512], (2 << 20) + 512).unwrap();
+    let holes = device::Device::unwritten(&dev, 0, 4 << 20).unwrap().unwrap();
+    assert_eq!(holes, vec![0..2 << 20, 3 << 20..4 << 20]);
+}
