@@ -156,8 +156,20 @@ impl LoggedDevice {
     /// Writes a new, empty log and opens the device on it. Whatever the
     /// log region held is lost; the data area is left as it is.
     pub fn format(data: Arc<dyn Device>, placement: Placement, mode: Mode) -> Result<LoggedDevice, LogError> {
+        let (header, log, separate) = LoggedDevice::plan(&data, placement)?;
+        write_new_log(log.as_ref(), &header)?;
+        Ok(LoggedDevice::assemble(data, log, separate, header, mode, ReplayReport::default()))
+    }
+
+    /// The header [`LoggedDevice::format`] would write, checked, and the
+    /// device the log would live on; writes nothing. A caller checks a job
+    /// against `header.data_bytes` before anything is formatted.
+    pub fn plan(
+        data: &Arc<dyn Device>,
+        placement: Placement,
+    ) -> Result<(Header, Arc<dyn Device>, bool), LogError> {
         let (log, separate, log_bytes) = match placement {
-            Placement::Inside { log_bytes } => (Arc::clone(&data), false, log_bytes),
+            Placement::Inside { log_bytes } => (Arc::clone(data), false, log_bytes),
             Placement::Separate { log } => {
                 let bytes = log.size_bytes();
                 (log, true, bytes)
@@ -198,8 +210,7 @@ impl LoggedDevice {
             head: 0,
             commits: 0,
         };
-        write_new_log(log.as_ref(), &header)?;
-        Ok(LoggedDevice::assemble(data, log, separate, header, mode, ReplayReport::default()))
+        Ok((header, log, separate))
     }
 
     /// Opens a device whose log was formatted earlier, replaying every
@@ -696,6 +707,57 @@ impl Device for LoggedDevice {
 
     fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The data area's holes, less every sector the log holds a newer copy
+    /// of (written, though not yet home).
+    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+        let end = end.min(self.data_bytes);
+        let Some(holes) = self.data.unwritten(self.data_offset + start, self.data_offset + end)? else {
+            return Ok(None);
+        };
+        let sector = u64::from(self.sector_bytes);
+        let logged: std::collections::BTreeSet<u64> = {
+            let state = self.lock_state();
+            let (first, last) = (start / sector, end.div_ceil(sector));
+            let maps =
+                [state.checkpointing.as_deref(), Some(&state.pending_home), state.committing.as_deref()];
+            maps.into_iter()
+                .flatten()
+                .chain([&state.open.sectors])
+                .flat_map(|m| m.range(first..last).map(|(s, _)| *s))
+                .collect()
+        };
+        let mut out = Vec::with_capacity(holes.len());
+        for hole in holes {
+            let (mut from, to) = (hole.start - self.data_offset, hole.end - self.data_offset);
+            for s in logged.range(from / sector..to.div_ceil(sector)) {
+                if s * sector > from {
+                    out.push(from..s * sector);
+                }
+                from = (s + 1) * sector;
+            }
+            if from < to {
+                out.push(from..to);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    fn media(&self) -> Vec<device::Medium> {
+        let mut media = self.data.media();
+        if self.separate {
+            media.extend(self.log.media());
+        }
+        media
+    }
+
+    fn drop_cache(&self) -> Result<()> {
+        self.data.drop_cache()?;
+        if self.separate {
+            self.log.drop_cache()?;
+        }
+        Ok(())
     }
 }
 

@@ -12,6 +12,7 @@ pub mod crash;
 mod engine;
 pub mod gen;
 pub mod journal;
+pub mod layout;
 pub mod recover;
 pub mod spec;
 mod stats;

@@ -409,3 +409,13 @@ fn a_separate_log_cut_short_is_refused_with_its_sizes() {
     let err = LoggedDevice::open(data, Some(Arc::new(short)), Mode::Log).err().unwrap();
     assert!(err.to_string().contains("the log says it is"), "{err}");
 }
+
+#[test]
+fn a_sector_held_by_the_log_is_not_unwritten_though_its_home_is_a_hole() {
+    let mem = Arc::new(MemDevice::new(3 << 20).unwrap());
+    let dev = LoggedDevice::format(mem, Placement::Inside { log_bytes: 1 << 20 }, Mode::Log).unwrap();
+    dev.write_at(&block(1, 1), 4096).unwrap();
+    dev.flush().unwrap();
+    let holes = dev.unwritten(0, 2 << 20).unwrap().unwrap();
+    assert_eq!(holes, vec![0..4096, 4096 + SECTOR as u64..2 << 20]);
+}
