@@ -53,6 +53,7 @@ pub enum HomeWrites {
 }
 
 /// Where a new log goes.
+#[derive(Clone)]
 pub enum Placement {
     /// The first `log_bytes` of the data device; the data follows.
     Inside { log_bytes: u64 },
@@ -707,6 +708,13 @@ impl Device for LoggedDevice {
 
     fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Layout data goes in place, outside the log, as file data does: a
+    /// layout of gigabytes through transactions of half the log would
+    /// write it all twice, and no record covers a block never written.
+    fn fill_unwritten(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.write_unlogged(buf, offset)
     }
 
     /// The data area's holes, less every sector the log holds a newer copy

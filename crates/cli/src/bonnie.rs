@@ -59,7 +59,13 @@ pub struct BonnieArgs {
 pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
     let size = args.size.as_deref().map(|s| parse_bytes("size", s)).transpose().map_err(UsageError::from)?;
     let chunk = parse_bytes("chunk", &args.chunk).map_err(UsageError::from)?;
-    let options = target::OpenOptions { direct: !args.buffered, sector_bytes: None, create_bytes: size };
+    let options = target::OpenOptions {
+        direct: !args.buffered,
+        read_only: false,
+        sector_bytes: None,
+        create_bytes: size,
+        lock: target::Lock::Warn(device::LockKind::Exclusive),
+    };
     let target = target::open(&args.target, &options)?;
     target::check_writable(&target, args.force)?;
     let dev = target.device.as_ref();

@@ -70,6 +70,19 @@ pub struct JobFields {
     /// Bypass the page cache (O_DIRECT) on files and block devices.
     #[arg(long, num_args = 0, default_missing_value = "true")]
     pub direct: Option<bool>,
+    /// Lay out unwritten parts of the region before the clock starts:
+    /// auto (default: when the job reads, as fio lays out its files; holes
+    /// read nothing from the medium), always (also before write-only jobs,
+    /// to measure overwrites) or never (read figures are then marked when
+    /// the region has holes). A new file is filled with the job's pattern,
+    /// an existing file's holes with zeros (its contents stay as they were).
+    #[arg(long, value_name = "WHEN")]
+    pub layout: Option<String>,
+    /// Buffered runs: keep the target's pages in the page cache between
+    /// runs instead of dropping them before each (fio's invalidate=0);
+    /// the report then says how much was cached at the start.
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    pub keep_cache: Option<bool>,
     /// Sector size of a file target: 512 or 4096 (to act as a 4Kn disk).
     #[arg(long, value_name = "BYTES")]
     pub sector_size: Option<u32>,
@@ -191,6 +204,8 @@ impl JobFields {
             iodepth_batch,
             engine,
             direct,
+            layout,
+            keep_cache,
             sector_size,
             flush_every,
             end_flush,

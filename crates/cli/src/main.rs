@@ -67,6 +67,11 @@ fn message(e: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    // `iolab run | head` ends quietly when head stops reading, as other
+    // command-line tools do, instead of panicking on the broken pipe.
+    // SAFETY: restoring a signal's default disposition before any thread
+    // starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args = match cli::Cli::try_parse() {
         Ok(args) => args,
         Err(e) => {

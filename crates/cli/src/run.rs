@@ -22,10 +22,25 @@ const DEFAULT_RUNTIME: Duration = Duration::from_secs(10);
 /// The default job's depth with the uring engine.
 const DEFAULT_JOB_IODEPTH: u32 = 16;
 
-/// A job ready to run: checked, its target open.
+/// A job ready to run: every parameter checked against its target, the
+/// target open (and, with `--log`, its log replayed or formatted), what
+/// the layout will do decided. Nothing else has been written.
 struct Prepared {
     spec: JobSpec,
     target: Target,
+    region: workloads::Region,
+    layout: LayoutPlan,
+    keep_cache: bool,
+}
+
+/// What the layout will do for a job.
+#[derive(Clone, Copy, Debug)]
+struct LayoutPlan {
+    policy: report::LayoutPolicy,
+    /// Fill the region's holes before the clock (else only count them).
+    write: bool,
+    /// Fill with zeros: the file existed, so its contents stay as they read.
+    zeros: bool,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -47,25 +62,52 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if concurrent {
         check_validated_regions(&fields, &specs)?;
     }
+    if let Some(path) = &args.json {
+        check_output("json", path, true)?;
+    }
+    if let Some(path) = &args.error_log {
+        check_output("error-log", path, false)?;
+    }
     let create_bytes = create_sizes(&fields, &specs);
-    let mut jobs = Vec::with_capacity(fields.len());
+    let mut jobs: Vec<Prepared> = Vec::with_capacity(fields.len());
     for ((f, spec), create) in fields.iter().zip(specs).zip(create_bytes) {
-        jobs.push(prepare(f, spec, create, default_job, args.force)?);
+        match prepare(f, spec, create, default_job, args.force) {
+            Ok(job) => jobs.push(job),
+            Err(e) => {
+                // Newest first: a file two jobs share was made by the first.
+                jobs.into_iter().rev().for_each(|job| target::discard(job.target));
+                return Err(e);
+            }
+        }
     }
     let interrupted = catch_interrupts()?;
     let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
+    let mut targets = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        targets.push(lay_out(job, args.quiet).map_err(|e| abandon(&jobs, e))?);
+    }
     let mut runs: Vec<Vec<JobResult>> = jobs.iter().map(|_| Vec::new()).collect();
     for i in 0..args.repeat {
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
         let results = if concurrent {
+            for (job, t) in jobs.iter().zip(&targets) {
+                start_cold(job, i).map_err(|e| abandon(&jobs, e))?;
+                if i == 0 && to_stdout {
+                    print!("{}: {}", job.spec.name, report::target_lines(t));
+                }
+            }
             run_together(&jobs, args.quiet, i, args.repeat, &interrupted).map_err(|e| abandon(&jobs, e))?
         } else {
             let mut results = Vec::with_capacity(jobs.len());
-            for job in &jobs {
+            for (job, t) in jobs.iter().zip(&targets) {
                 if interrupted.load(Ordering::Relaxed) && !results.is_empty() {
                     break;
+                }
+                start_cold(job, i).map_err(|e| abandon(&jobs, e))?;
+                if i == 0 && to_stdout {
+                    print!("{}", report::target_lines(t));
                 }
                 let one = std::slice::from_ref(job);
                 let mut result = run_together(one, args.quiet, i, args.repeat, &interrupted)
@@ -74,7 +116,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             results
         };
-        for (all, result) in runs.iter_mut().zip(results) {
+        for ((all, mut result), t) in runs.iter_mut().zip(results).zip(&targets) {
+            result.reads_from_unwritten = t.reads_from_unwritten();
             if to_stdout {
                 print!("{}", report::run_table(&result));
                 if let Some(v) = &result.validation {
@@ -87,8 +130,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let reports: Vec<report::JobReport> = jobs
         .iter()
         .zip(runs)
-        .map(|(job, runs)| report::JobReport {
+        .zip(targets)
+        .map(|((job, runs), target)| report::JobReport {
             name: job.spec.name.clone(),
+            target,
             summary: report::summarize(&runs),
             runs,
             volume: job.target.volumes.as_ref().map(|(_, v)| v.report()),
@@ -258,7 +303,7 @@ fn create_sizes(fields: &[JobFields], specs: &[JobSpec]) -> Vec<Option<u64>> {
 
 fn prepare(
     f: &JobFields,
-    mut spec: JobSpec,
+    spec: JobSpec,
     create_bytes: Option<u64>,
     default_job: bool,
     force: bool,
@@ -271,16 +316,68 @@ fn prepare(
             l.log_bytes = Some(blocklog::default_log_bytes(size + spec.offset_bytes));
         }
     }
-    let mut target = open_target(f, &spec, create_bytes, default_job, log.as_ref())?;
-    if let Some(options) = &log {
-        target = target::add_log(target, options)?;
+    let policy = layout_policy(f.layout.as_deref())?;
+    let keep_cache = f.keep_cache.unwrap_or(false);
+    // A job that only reads opens its target read-only, so read-only files
+    // and devices can be measured; the layout reopens it if it must write.
+    let read_only = spec.read_pct == 100 && log.is_none();
+    let name = spec.name.clone();
+    let mut target = open_target(f, &name, create_bytes, default_job, log.as_ref(), read_only)?;
+    let how = How { policy, force, default_job };
+    let checked = check_job(f, spec, &mut target, log.as_ref(), how, || {
+        open_target(f, &name, create_bytes, default_job, None, false)
+    });
+    let (spec, region, layout, plan) = match checked {
+        Ok(checked) => checked,
+        Err(e) => {
+            target::discard(target);
+            return Err(e);
+        }
+    };
+    if let (Some(plan), Some(options)) = (plan, &log) {
+        target = target::add_log(target, plan, options)?;
     }
+    if let Some((_, vol)) = &target.volumes {
+        // The counters show the job's requests alone, not the safety probe.
+        vol.reset_stats();
+    }
+    Ok(Prepared { spec, target, region, layout, keep_cache })
+}
+
+/// The run-wide choices a job is checked with.
+#[derive(Clone, Copy)]
+struct How {
+    policy: report::LayoutPolicy,
+    force: bool,
+    default_job: bool,
+}
+
+/// Every check a job must pass before anything is written to its target:
+/// the log it would run through (planned, not formatted), the engine, the
+/// parameters against the geometry it will run on, the safety check of a
+/// job that writes, and whether the layout may write. `reopen` opens the
+/// target read-write when a read-only job's region needs laying out.
+fn check_job(
+    f: &JobFields,
+    mut spec: JobSpec,
+    target: &mut Target,
+    log: Option<&target::LogOptions>,
+    how: How,
+    reopen: impl Fn() -> anyhow::Result<Target>,
+) -> anyhow::Result<(JobSpec, workloads::Region, LayoutPlan, Option<target::LogPlan>)> {
+    let How { policy, force, default_job } = how;
+    let plan = log.map(|options| target::plan_log(target, options)).transpose()?;
+    let (size, sector) = match &plan {
+        Some(p) => (p.data_bytes, p.sector_bytes),
+        None => (target.device.size_bytes(), target.device.sector_bytes()),
+    };
     let sync_journal = spec
         .validate
         .as_ref()
         .and_then(|v| v.journal.as_ref())
         .is_some_and(|j| j.mode == workloads::journal::JournalMode::Sync);
-    spec.engine = resolve_engine(f.engine.as_deref(), target.device.as_ref(), sync_journal)?;
+    let raw_fd = plan.is_none() && target.device.raw_fd().is_some();
+    spec.engine = resolve_engine(f.engine.as_deref(), raw_fd, sync_journal)?;
     if f.journal_commit.as_deref() == Some("ring") && spec.engine == Engine::Sync && f.engine.is_some() {
         return Err(UsageError(
             "--journal-commit ring: commits through the uring engine's rings; use --engine uring or auto"
@@ -291,15 +388,150 @@ fn prepare(
     if spec.engine == Engine::Uring && f.iodepth.is_none() && default_job {
         spec.iodepth = DEFAULT_JOB_IODEPTH;
     }
-    spec.check().map_err(UsageError::from)?;
+    if spec.engine == Engine::Uring && !raw_fd {
+        return Err(UsageError(format!(
+            "--engine uring: needs a file or block device; {} is neither (use --engine sync)",
+            target.device.name()
+        ))
+        .into());
+    }
+    let region = spec.region(size, u64::from(sector)).map_err(UsageError::from)?;
     if spec.read_pct < 100 {
-        target::check_writable(&target, force)?;
+        target::check_writable(target, force)?;
     }
-    if let Some((_, vol)) = &target.volumes {
-        // The counters show the job's requests alone, not the safety probe.
-        vol.reset_stats();
+    let wanted = match policy {
+        report::LayoutPolicy::Auto => spec.read_pct > 0,
+        report::LayoutPolicy::Always => true,
+        report::LayoutPolicy::Never => false,
+    };
+    let fresh = target.created || target.was_empty;
+    let layout = LayoutPlan { policy, write: wanted, zeros: !fresh };
+    if wanted && plan.is_none() {
+        check_layout(&spec, target, &region, force, reopen)?;
     }
-    Ok(Prepared { spec, target })
+    Ok((spec, region, layout, plan))
+}
+
+/// A job about to lay out holes of a target it only reads: the target must
+/// be writable (reopened so), and a file holding data is written only with
+/// `--force`, though zeros into its holes leave its contents as they read.
+fn check_layout(
+    spec: &JobSpec,
+    target: &mut Target,
+    region: &workloads::Region,
+    force: bool,
+    reopen: impl Fn() -> anyhow::Result<Target>,
+) -> anyhow::Result<()> {
+    let end = region.start + region.len;
+    let holes = target.device.unwritten(region.start, end)?.unwrap_or_default();
+    let hole_bytes: u64 = holes.iter().map(|h| h.end - h.start).sum();
+    // Only an existing file a reading job opened read-only needs more.
+    if hole_bytes == 0 || spec.read_pct < 100 || target.created || target.was_empty {
+        return Ok(());
+    }
+    let name = target.device.name().to_string();
+    let never = "or pass --layout never to read the holes as they are (read figures are then marked)";
+    if !force && !target.created && !target.was_empty {
+        if let Some(what) = device::signature::probe(target.device.as_ref())? {
+            return Err(UsageError(format!(
+                "{name}: holds data ({what}) and {hole_bytes} bytes of never-written holes in the region; laying \
+                 them out writes zeros into them (the file reads the same after), unsafe while it is in use. \
+                 Pass --force to lay them out, {never}"
+            ))
+            .into());
+        }
+    }
+    let writable = reopen().map_err(|e| {
+        UsageError(format!(
+            "{name}: {hole_bytes} bytes of the region were never written (holes) and reading them measures \
+             nothing, but the file cannot be opened for writing to lay them out ({e:#}); make it writable, {never}"
+        ))
+    })?;
+    *target = writable;
+    Ok(())
+}
+
+fn layout_policy(text: Option<&str>) -> Result<report::LayoutPolicy, UsageError> {
+    Ok(match text.unwrap_or("auto") {
+        "auto" => report::LayoutPolicy::Auto,
+        "always" => report::LayoutPolicy::Always,
+        "never" => report::LayoutPolicy::Never,
+        other => {
+            return Err(UsageError(format!("--layout: '{other}' is not a choice; use auto, always or never")))
+        }
+    })
+}
+
+/// Checks before the run that a result file can be written: its directory
+/// exists and it is not a directory itself. `-` is standard output.
+fn check_output(flag: &str, path: &std::path::Path, stdout_ok: bool) -> Result<(), UsageError> {
+    if stdout_ok && path.as_os_str() == "-" {
+        return Ok(());
+    }
+    if path.is_dir() {
+        return Err(UsageError(format!("--{flag}: {} is a directory; give a file name", path.display())));
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !dir.is_dir() {
+        return Err(UsageError(format!(
+            "--{flag}: {}: the directory {} does not exist; create it or give another path",
+            path.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Lays out a job's region (or only counts its holes) and builds what the
+/// report says of the target. A progress bar on a terminal; the outcome is
+/// in the target lines.
+fn lay_out(job: &Prepared, quiet: bool) -> anyhow::Result<report::TargetReport> {
+    let device = job.target.device.as_ref();
+    let range = job.region.start..job.region.start + job.region.len;
+    let pattern = if job.layout.zeros { Pattern::Zeros } else { job.spec.pattern };
+    let bar = (!quiet && job.layout.write && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "laying out {prefix} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} ETA {eta}",
+        ) {
+            bar.set_style(style);
+        }
+        bar.set_prefix(job.spec.name.clone());
+        bar
+    });
+    let on_progress = |done: u64, total: u64| {
+        if let Some(bar) = &bar {
+            bar.set_length(total);
+            bar.set_position(done);
+        }
+    };
+    let report =
+        workloads::layout::lay_out(device, range, pattern, job.spec.seed, job.layout.write, &on_progress)
+            .with_context(|| format!("{}: cannot lay out the job's region", device.name()))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let state = report::LayoutState {
+        policy: job.layout.policy,
+        wanted: job.layout.write,
+        zeros: job.layout.zeros,
+        report,
+    };
+    // The media as the first run finds them: after the layout, cache dropped.
+    start_cold(job, 0)?;
+    Ok(report::TargetReport::new(device.name().to_string(), device.media(), job.keep_cache, state))
+}
+
+/// Before each run: the target's pages out of the page cache, as fio's
+/// invalidate=1, unless `--keep-cache`. (Run 0's drop follows the layout.)
+fn start_cold(job: &Prepared, _run: u32) -> anyhow::Result<()> {
+    if job.keep_cache {
+        return Ok(());
+    }
+    job.target
+        .device
+        .drop_cache()
+        .with_context(|| format!("{}: cannot drop its pages from the page cache", job.target.device.name()))
 }
 
 fn remove_temporary(target: Target) -> anyhow::Result<()> {
@@ -471,10 +703,11 @@ pub(crate) fn run_id() -> u64 {
 
 fn open_target(
     f: &JobFields,
-    job: &JobSpec,
+    job_name: &str,
     create_bytes: Option<u64>,
     default_job: bool,
     log: Option<&target::LogOptions>,
+    read_only: bool,
 ) -> anyhow::Result<Target> {
     if let Some(size) = f.sector_size {
         if size != 512 && size != 4096 {
@@ -483,8 +716,15 @@ fn open_target(
     }
     match &f.target {
         Some(spec) => {
+            use device::LockKind::{Exclusive, Shared};
             let options = target::OpenOptions {
                 direct: f.direct.unwrap_or(false),
+                read_only,
+                lock: match (log, read_only) {
+                    (Some(_), _) => target::Lock::Require(Exclusive),
+                    (None, true) => target::Lock::Warn(Shared),
+                    (None, false) => target::Lock::Warn(Exclusive),
+                },
                 sector_bytes: f.sector_size,
                 // A new file holds the regions of the jobs on it, and the
                 // log before them.
@@ -496,8 +736,7 @@ fn open_target(
             target::open(spec, &options)
         }
         None if !default_job => Err(UsageError(format!(
-            "--target: job '{}' has no target; set target in the job, in [global] or with --target",
-            job.name
+            "--target: job '{job_name}' has no target; set target in the job, in [global] or with --target"
         ))
         .into()),
         None => {
@@ -551,14 +790,14 @@ fn log_options(f: &JobFields, force: bool) -> Result<Option<target::LogOptions>,
 /// the sync engine's threads wait in parallel (docs/PERFORMANCE.md).
 pub(crate) fn resolve_engine(
     arg: Option<&str>,
-    device: &dyn device::Device,
+    raw_fd: bool,
     sync_journal: bool,
 ) -> Result<Engine, UsageError> {
     Ok(match arg.unwrap_or("auto") {
         "sync" => Engine::Sync,
         "uring" => Engine::Uring,
         "auto" if sync_journal => Engine::Sync,
-        "auto" if device.raw_fd().is_some() && workloads::uring_available() => Engine::Uring,
+        "auto" if raw_fd && workloads::uring_available() => Engine::Uring,
         "auto" => Engine::Sync,
         other => {
             return Err(UsageError(format!("--engine: '{other}' is not an engine; use auto, sync or uring")))

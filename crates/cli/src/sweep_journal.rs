@@ -150,11 +150,17 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let options = target::OpenOptions { direct: !args.buffered, sector_bytes: None, create_bytes: size };
+    let options = target::OpenOptions {
+        direct: !args.buffered,
+        read_only: false,
+        sector_bytes: None,
+        create_bytes: size,
+        lock: target::Lock::Warn(device::LockKind::Exclusive),
+    };
     let target = target::open(&args.target, &options)?;
     target::check_writable(&target, args.force)?;
     // As `iolab run` chooses, for an unjournaled job: one engine for every arm.
-    let engine = crate::run::resolve_engine(Some(&args.engine), target.device.as_ref(), false)?;
+    let engine = crate::run::resolve_engine(Some(&args.engine), target.device.raw_fd().is_some(), false)?;
     let (threads, iodepth) = match engine {
         Engine::Uring => (1, args.iodepth),
         Engine::Sync => (args.iodepth, 1),

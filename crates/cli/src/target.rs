@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use blocklog::{LoggedDevice, Mode, Placement};
-use device::{Device, FileDevice, FileOptions, MemDevice, NullDevice};
+use device::{Device, FileDevice, FileOptions, LockKind, MemDevice, NullDevice};
 use workloads::spec::parse_bytes;
 
 use crate::UsageError;
@@ -18,6 +18,8 @@ pub struct Target {
     pub temp: Option<tempfile::TempDir>,
     /// The file did not exist before this run.
     pub created: bool,
+    /// The file existed but was empty; this run sized it.
+    pub was_empty: bool,
     /// A path whose data would be overwritten, for the safety check.
     pub path: Option<PathBuf>,
     /// The volume set, when the target is one of its volumes.
@@ -27,9 +29,22 @@ pub struct Target {
 }
 
 impl Target {
+    /// A device the user named at `path` (for the safety check).
+    fn at(device: Arc<dyn Device>, path: PathBuf) -> Target {
+        Target {
+            device,
+            temp: None,
+            created: false,
+            was_empty: false,
+            path: Some(path),
+            volumes: None,
+            log: None,
+        }
+    }
+
     /// A target iolab made itself in memory (nothing to protect).
     fn in_memory(device: Arc<dyn Device>) -> Target {
-        Target { device, temp: None, created: true, path: None, volumes: None, log: None }
+        Target { device, temp: None, created: true, was_empty: false, path: None, volumes: None, log: None }
     }
 }
 
@@ -45,10 +60,29 @@ pub struct LogOptions {
     pub must_exist: bool,
 }
 
-/// Puts `target` behind the block log: replays the log if the target (or
-/// the log device) holds one, else formats a new one, which writes the log
-/// region and so is refused on a target holding data without `--force`.
-pub fn add_log(mut target: Target, options: &LogOptions) -> anyhow::Result<Target> {
+/// What putting a target behind the block log will do, decided before
+/// anything is written: the geometry of the logged device it makes.
+pub struct LogPlan {
+    log_dev: Option<Arc<dyn Device>>,
+    action: LogAction,
+    /// Size and sector of the logged device: what the job is checked on.
+    pub data_bytes: u64,
+    pub sector_bytes: u32,
+}
+
+enum LogAction {
+    /// Replay the log the target holds and use it.
+    Open,
+    /// Replay the old log (of another size), then format a new one.
+    Replace(Placement),
+    /// Format a new log.
+    Format(Placement),
+}
+
+/// Checks everything `--log` needs and writes nothing: an existing log is
+/// probed (read), a new one planned; a target holding data is refused
+/// without `--force` before its log region is touched.
+pub fn plan_log(target: &Target, options: &LogOptions) -> anyhow::Result<LogPlan> {
     let log_dev: Option<Arc<dyn Device>> = match &options.log_device {
         Some(path) => {
             let file_options = FileOptions { direct: options.direct, ..Default::default() };
@@ -58,59 +92,81 @@ pub fn add_log(mut target: Target, options: &LogOptions) -> anyhow::Result<Targe
                     path.display()
                 ))
             })?;
+            take_lock(&dev, Lock::Require(LockKind::Exclusive))?;
             Some(Arc::new(dev))
         }
         None => None,
     };
     let holder: Arc<dyn Device> = log_dev.clone().unwrap_or_else(|| Arc::clone(&target.device));
-    let mut existing = LoggedDevice::probe(holder.as_ref())?;
-    if let Some(header) =
-        existing.filter(|h| options.log_bytes.is_some_and(|b| b / 4096 * 4096 != h.log_bytes))
-    {
-        if !options.force {
-            bail!(
-                "{}: already holds a block log of {} bytes, not {}; drop --log-size to use it, \
-                 or pass --force to replay it and format a new one",
-                holder.name(),
-                header.log_bytes,
-                options.log_bytes.unwrap_or(0)
-            );
+    let existing = LoggedDevice::probe(holder.as_ref())?;
+    let placement = || match &log_dev {
+        Some(log) => Placement::Separate { log: Arc::clone(log) },
+        None => Placement::Inside {
+            log_bytes: options
+                .log_bytes
+                .unwrap_or_else(|| blocklog::default_log_bytes(target.device.size_bytes())),
+        },
+    };
+    let action = match existing {
+        Some(header) if options.log_bytes.is_some_and(|b| b / 4096 * 4096 != header.log_bytes) => {
+            if !options.force {
+                bail!(
+                    "{}: already holds a block log of {} bytes, not {}; drop --log-size to use it, \
+                     or pass --force to replay it and format a new one",
+                    holder.name(),
+                    header.log_bytes,
+                    options.log_bytes.unwrap_or(0)
+                );
+            }
+            LogAction::Replace(placement())
         }
-        // Replay what the old log committed before its region is reused.
-        let old = LoggedDevice::open(Arc::clone(&target.device), log_dev.clone(), options.mode)?;
-        report_replay(&old, holder.name());
-        existing = None;
-    }
-    let logged = match existing {
-        Some(_) => {
-            let logged = LoggedDevice::open(Arc::clone(&target.device), log_dev, options.mode)?;
-            report_replay(&logged, holder.name());
-            logged
+        Some(header) => {
+            return Ok(LogPlan {
+                log_dev,
+                action: LogAction::Open,
+                data_bytes: header.data_bytes,
+                sector_bytes: header.sector_bytes,
+            })
         }
         None if options.must_exist => {
             bail!("{}: holds no iolab block log to replay (was the run made with --log?)", holder.name());
         }
         None => {
-            check_writable(&target, options.force)?;
-            let placement = match log_dev {
-                Some(log) => {
-                    let probe_target = Target {
-                        device: Arc::clone(&log),
-                        temp: None,
-                        created: false,
-                        path: options.log_device.clone(),
-                        volumes: None,
-                        log: None,
-                    };
-                    check_writable(&probe_target, options.force)?;
-                    Placement::Separate { log }
-                }
-                None => Placement::Inside {
-                    log_bytes: options
-                        .log_bytes
-                        .unwrap_or_else(|| blocklog::default_log_bytes(target.device.size_bytes())),
-                },
-            };
+            check_writable(target, options.force)?;
+            if let (Some(log), Some(path)) = (&log_dev, &options.log_device) {
+                check_writable(&Target::at(Arc::clone(log), path.clone()), options.force)?;
+            }
+            LogAction::Format(placement())
+        }
+    };
+    let (LogAction::Replace(new) | LogAction::Format(new)) = &action else {
+        return Err(anyhow::anyhow!("a log is opened, replaced or formatted"));
+    };
+    let (header, _, _) =
+        LoggedDevice::plan(&target.device, new.clone()).map_err(|e| UsageError(format!("--log: {e}")))?;
+    Ok(LogPlan { log_dev, action, data_bytes: header.data_bytes, sector_bytes: header.sector_bytes })
+}
+
+/// Puts `target` behind the block log as `plan` decided: replays the log
+/// the target holds, or formats a new one.
+pub fn add_log(mut target: Target, plan: LogPlan, options: &LogOptions) -> anyhow::Result<Target> {
+    let holder =
+        plan.log_dev.as_ref().map_or_else(|| target.device.name().to_string(), |d| d.name().to_string());
+    let logged = match plan.action {
+        LogAction::Open => {
+            let logged = LoggedDevice::open(Arc::clone(&target.device), plan.log_dev, options.mode)?;
+            report_replay(&logged, &holder);
+            logged
+        }
+        LogAction::Replace(placement) => {
+            // Replay what the old log committed before its region is reused.
+            let old = LoggedDevice::open(Arc::clone(&target.device), plan.log_dev.clone(), options.mode)?;
+            report_replay(&old, &holder);
+            drop(old);
+            LoggedDevice::format(Arc::clone(&target.device), placement, options.mode)
+                .map_err(|e| UsageError(format!("--log: {e}")))?
+        }
+        LogAction::Format(placement) => {
             LoggedDevice::format(Arc::clone(&target.device), placement, options.mode)
                 .map_err(|e| UsageError(format!("--log: {e}")))?
         }
@@ -140,9 +196,55 @@ fn report_replay(logged: &LoggedDevice, holder: &str) {
 
 pub struct OpenOptions {
     pub direct: bool,
+    /// Open an existing file or device read-only (a job that only reads);
+    /// a file that must be created is opened read-write all the same.
+    pub read_only: bool,
     pub sector_bytes: Option<u32>,
     /// Bytes needed if a file must be created (offset + region size).
     pub create_bytes: Option<u64>,
+    /// The lock to take on a file or device opened.
+    pub lock: Lock,
+}
+
+/// How an open target is kept from other iolab processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lock {
+    /// Two runs on one plain file measure each other but damage nothing
+    /// iolab promised (fio and Vdbench take no lock): a warning.
+    Warn(LockKind),
+    /// A target behind the block log: two processes would replay and
+    /// commit one log at once. An error naming the holder.
+    Require(LockKind),
+}
+
+/// Takes `lock` on `dev`. A lock held by another open in this process (two
+/// jobs of one job file on one file) is not a conflict with another run.
+fn take_lock(dev: &FileDevice, lock: Lock) -> anyhow::Result<()> {
+    let (kind, required) = match lock {
+        Lock::Warn(kind) => (kind, false),
+        Lock::Require(kind) => (kind, true),
+    };
+    match dev.lock(kind) {
+        Ok(()) => Ok(()),
+        Err(device::DeviceError::Locked { pid: Some(pid), .. }) if pid == std::process::id() && !required => {
+            Ok(())
+        }
+        Err(e @ device::DeviceError::Locked { .. }) if !required => {
+            eprintln!("iolab: warning: {}; the two runs will measure each other", locked_text(&e));
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A lock conflict as a warning's clause: who holds the target.
+fn locked_text(e: &device::DeviceError) -> String {
+    match e {
+        device::DeviceError::Locked { path, holder, .. } => {
+            format!("{} is in use by {holder}", path.display())
+        }
+        other => other.to_string(),
+    }
 }
 
 /// Size of the temporary target made when no target is named.
@@ -181,18 +283,30 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
         ))
         .into());
     }
+    // An empty file (made by touch, say) holds nothing: it is sized as a
+    // new one would be. A file holding data is never extended.
+    let empty = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0);
+    if empty && options.create_bytes.is_none() {
+        return Err(UsageError(format!(
+            "--target: {spec} is empty; give --size to make it a sparse file of that size"
+        ))
+        .into());
+    }
+    let fresh = !exists || empty;
     let file_options = FileOptions {
         direct: options.direct,
         dsync: false,
-        read_only: false,
-        create_bytes: if exists { None } else { options.create_bytes },
+        read_only: options.read_only && !fresh,
+        create_bytes: if fresh { options.create_bytes } else { None },
         sector_bytes: options.sector_bytes,
     };
     let dev = FileDevice::open(path, &file_options)?;
+    take_lock(&dev, options.lock)?;
     Ok(Target {
         device: Arc::new(dev),
         temp: None,
         created: !exists,
+        was_empty: exists && empty,
         path: Some(path.to_path_buf()),
         volumes: None,
         log: None,
@@ -218,6 +332,7 @@ pub fn temporary(size_bytes: u64) -> anyhow::Result<(Target, bool)> {
             device: Arc::new(dev),
             temp: Some(dir),
             created: true,
+            was_empty: false,
             path: Some(path),
             volumes: None,
             log: None,
@@ -254,7 +369,34 @@ fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow
         }
     };
     let device: Arc<dyn Device> = vol.clone();
-    Ok(Target { device, temp: None, created: false, path: None, volumes: Some((set, vol)), log: None })
+    Ok(Target {
+        device,
+        temp: None,
+        created: false,
+        was_empty: false,
+        path: None,
+        volumes: Some((set, vol)),
+        log: None,
+    })
+}
+
+/// A job was refused after its target was opened: undoes what opening
+/// did, so a usage error leaves no file behind and every file as it was.
+pub fn discard(target: Target) {
+    let Target { device, temp, created, was_empty, path, .. } = target;
+    drop(device);
+    drop(temp);
+    let Some(path) = path else { return };
+    let undone = if created {
+        std::fs::remove_file(&path)
+    } else if was_empty {
+        std::fs::OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(0))
+    } else {
+        Ok(())
+    };
+    if let Err(e) = undone {
+        eprintln!("iolab: warning: {}: could not undo its creation: {e}", path.display());
+    }
 }
 
 /// After a command used a volume target: records state changes (a drive

@@ -73,7 +73,13 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     // A regular file's sector size is what the run gave it (--sector-size):
     // the journal says which.
     let sector_bytes = journal_sector_bytes(&path);
-    let options = target::OpenOptions { direct: args.direct, sector_bytes, create_bytes: None };
+    let options = target::OpenOptions {
+        direct: args.direct,
+        read_only: false,
+        sector_bytes,
+        create_bytes: None,
+        lock: target::Lock::Warn(device::LockKind::Shared),
+    };
     let mut target = target::open(&args.target, &options)?;
     if args.log {
         let log = target::LogOptions {
@@ -85,7 +91,8 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             force: false,
             must_exist: true,
         };
-        target = target::add_log(target, &log)?;
+        let plan = target::plan_log(&target, &log)?;
+        target = target::add_log(target, plan, &log)?;
     } else if args.log_device.is_some() {
         return Err(crate::UsageError("--log-device: only applies with --log".into()).into());
     } else if let Some(what) = device::signature::probe(target.device.as_ref())? {

@@ -67,7 +67,12 @@ pub enum DeviceError {
          runs never write one volume, log or journal at once)",
         path.display()
     )]
-    Locked { path: PathBuf, holder: String },
+    Locked {
+        path: PathBuf,
+        holder: String,
+        /// The holder's process id, when /proc/locks tells it.
+        pid: Option<u32>,
+    },
     #[error("{0}")]
     Invalid(String),
 }

@@ -126,8 +126,10 @@ impl FileDevice {
         };
         let size_bytes = size_bytes - size_bytes % u64::from(sector_bytes);
         if size_bytes == 0 {
+            let hint =
+                if options.create_bytes.is_none() { "; give a size to create or extend it" } else { "" };
             return Err(DeviceError::Invalid(format!(
-                "{}: holds less than one sector ({sector_bytes} bytes); give a size to create or extend it",
+                "{}: holds less than one sector ({sector_bytes} bytes){hint}",
                 path.display()
             )));
         }
@@ -168,10 +170,11 @@ impl FileDevice {
         if source.raw_os_error() != Some(libc::EWOULDBLOCK) {
             return Err(DeviceError::Open { path: self.path.clone(), what: "cannot lock".into(), source });
         }
-        let holder = self.file.metadata().ok().and_then(|m| lock_holder(&m));
+        let (holder, pid) = self.file.metadata().ok().and_then(|m| lock_holder(&m)).unzip();
         Err(DeviceError::Locked {
             path: self.path.clone(),
             holder: holder.unwrap_or_else(|| "another process".into()),
+            pid,
         })
     }
 
@@ -302,7 +305,7 @@ impl Device for FileDevice {
 /// Who holds a `flock` on the file `meta` describes: "process PID (COMMAND)",
 /// from /proc/locks, whose device field is MAJOR:MINOR:INODE (hex major and
 /// minor). None when the holder cannot be told (another namespace).
-fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
+fn lock_holder(meta: &std::fs::Metadata) -> Option<(String, u32)> {
     use std::os::unix::fs::MetadataExt;
     let dev = meta.dev();
     let id = format!("{:02x}:{:02x}:{}", libc::major(dev), libc::minor(dev), meta.ino());
@@ -314,8 +317,12 @@ fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
         (fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&id.as_str()))
             .then(|| fields[4].to_string())
     })?;
+    let pid_number: u32 = pid.parse().ok()?;
     if pid == me {
-        return Some(format!("this process (pid {pid}), through another open of the same file"));
+        return Some((
+            format!("this process (pid {pid}), through another open of the same file"),
+            pid_number,
+        ));
     }
     let command = std::fs::read(format!("/proc/{pid}/cmdline")).ok().map(|raw| {
         raw.split(|&b| b == 0)
@@ -324,10 +331,11 @@ fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
             .collect::<Vec<_>>()
             .join(" ")
     });
-    Some(match command {
+    let holder = match command {
         Some(c) if !c.is_empty() => format!("process {pid} ({c})"),
         _ => format!("process {pid}"),
-    })
+    };
+    Some((holder, pid_number))
 }
 
 fn block_device_sector(file: &File) -> io::Result<u32> {

@@ -112,6 +112,14 @@ pub trait Device: Send + Sync {
         Ok(None)
     }
 
+    /// Writes `buf` over blocks [`Device::unwritten`] reported, to lay a
+    /// region out before a job. By default an ordinary write; a layer with
+    /// a cheaper way to put never-written blocks in place (the block log:
+    /// in place, outside its transactions) takes it.
+    fn fill_unwritten(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.write_at(buf, offset)
+    }
+
     /// What the device's bytes live on, for reports (empty when unknown).
     fn media(&self) -> Vec<Medium> {
         Vec::new()

@@ -4,18 +4,20 @@
 //! prints; the cli crate writes what this returns.
 
 mod bonnie;
+mod target;
 mod volumes;
 
 use std::fmt::Write as _;
 
 pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
+pub use target::{target_lines, CacheState, LayoutPolicy, LayoutState, TargetReport};
 pub use volumes::{volume_list, volume_list_verbose};
 
 use serde::Serialize;
 use workloads::{JobResult, OpSummary};
 
 /// Version of the JSON document written by `iolab run --json`.
-pub const RUN_SCHEMA_VERSION: u32 = 1;
+pub const RUN_SCHEMA_VERSION: u32 = 2;
 
 /// min / median / max of one figure over repeated runs.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -96,6 +98,8 @@ pub fn summarize(runs: &[JobResult]) -> Option<RepeatSummary> {
 #[derive(Clone, Debug, Serialize)]
 pub struct JobReport {
     pub name: String,
+    /// What the job ran on and how: media, cache, layout.
+    pub target: TargetReport,
     pub runs: Vec<JobResult>,
     pub summary: Option<RepeatSummary>,
     /// When the target is a volume: its objects, states and counters after
@@ -181,7 +185,8 @@ pub fn run_table(r: &JobResult) -> String {
     out.push_str(&job_heading(r));
     out.push('\n');
     out.push_str(HEADER);
-    for (label, op) in [("read", &r.read), ("write", &r.write)] {
+    let read_label = if r.reads_from_unwritten { "read*" } else { "read" };
+    for (label, op) in [(read_label, &r.read), ("write", &r.write)] {
         if op.ios == 0 {
             continue;
         }
@@ -197,8 +202,15 @@ pub fn run_table(r: &JobResult) -> String {
         "elapsed {:.2} s, cpu {:.1}% (user {:.2} s, sys {:.2} s), flushes {}",
         r.elapsed_s, r.cpu.pct, r.cpu.user_s, r.cpu.system_s, r.flushes
     );
+    if r.reads_from_unwritten && r.read.ios > 0 {
+        out.push_str(UNWRITTEN_MARK);
+    }
     out
 }
+
+/// The footnote of a read row measured (at least partly) on holes.
+pub const UNWRITTEN_MARK: &str =
+    "* reads of never-written blocks (holes, --layout never): the file system answered them without the medium\n";
 
 /// The validation line of a run, and its first errors.
 pub fn validation_summary(v: &workloads::ValidationSummary) -> String {

@@ -184,13 +184,26 @@ pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDev
             file.sync_all().map_err(io("cannot flush"))?;
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(JournalWriteError::Exists { path })
+            // A journal a running process writes is not "from an earlier run".
+            let options = FileOptions { read_only: true, ..FileOptions::default() };
+            if let Ok(existing) = FileDevice::open(&path, &options) {
+                existing
+                    .lock(device::LockKind::Shared)
+                    .map_err(|source| JournalWriteError::Device { what: "cannot start a journal", source })?;
+            }
+            return Err(JournalWriteError::Exists { path });
         }
         Err(e) => return Err(io("cannot create")(e)),
     }
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io("cannot flush the directory"))?;
-    FileDevice::open(&path, &FileOptions::default())
-        .map_err(|source| JournalWriteError::Device { what: "cannot open", source })
+    let journal = FileDevice::open(&path, &FileOptions::default())
+        .map_err(|source| JournalWriteError::Device { what: "cannot open", source })?;
+    // Held while the run lasts: `iolab validate` takes a shared lock and so
+    // never checks a target against a journal still being written.
+    journal
+        .lock(device::LockKind::Exclusive)
+        .map_err(|source| JournalWriteError::Device { what: "cannot lock", source })?;
+    Ok(journal)
 }
 
 /// Creates the journal directory `dir` if it does not exist.

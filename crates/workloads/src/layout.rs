@@ -82,7 +82,7 @@ pub fn lay_out(
                         let Some(piece) = pieces.get(i) else { return Ok(()) };
                         let len = (piece.end - piece.start) as usize;
                         mark(&mut buf[..len], piece.start, pattern);
-                        device.write_at(&buf[..len], piece.start)?;
+                        device.fill_unwritten(&buf[..len], piece.start)?;
                         let so_far = done.fetch_add(len as u64, Relaxed) + len as u64;
                         on_progress(so_far, unwritten_bytes);
                     }

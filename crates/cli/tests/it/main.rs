@@ -5,5 +5,6 @@ mod jobfile;
 mod log;
 mod run;
 mod sweep;
+mod trust;
 mod validate;
 mod volume;

@@ -103,8 +103,12 @@ fn json_document_has_the_documented_shape() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     assert_eq!(doc["schema"], "iolab-run");
-    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["version"], 2);
     let job = &doc["jobs"][0];
+    assert_eq!(job["target"]["media"][0]["kind"], "memory");
+    assert_eq!(job["target"]["cache"], "none");
+    assert_eq!(job["target"]["layout"]["laid_out_bytes"], 16 << 20);
+    assert_eq!(job["runs"][0]["reads_from_unwritten"], false);
     assert_eq!(job["runs"].as_array().unwrap().len(), 3);
     let run = &job["runs"][0];
     let ios = run["read"]["ios"].as_u64().unwrap() + run["write"]["ios"].as_u64().unwrap();

@@ -106,6 +106,10 @@ pub struct JobResult {
     pub device: StatsSnapshot,
     /// What validation saw, when the job validated.
     pub validation: Option<crate::validate::ValidationSummary>,
+    /// Reads may have hit never-written blocks (holes left by `--layout
+    /// never`): the read figures do not measure the medium. The engine
+    /// cannot know; the caller that laid out (or not) sets it.
+    pub reads_from_unwritten: bool,
 }
 
 /// When a worker stops, shared by every worker of a job.
@@ -418,5 +422,6 @@ fn merge(
         per_second: series,
         device: device.stats().snapshot().since(&before),
         validation: None,
+        reads_from_unwritten: false,
     }
 }

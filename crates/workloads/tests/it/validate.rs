@@ -354,3 +354,12 @@ mod uring_journal {
         assert!(image.iter().all(|&b| b == 0), "a data write went out before its record was durable");
     }
 }
+
+#[test]
+fn a_journal_being_written_is_reported_in_use_not_left_from_an_earlier_run() {
+    use workloads::journal::{create_file, journal_record_bytes};
+    let dir = tempfile::tempdir().unwrap();
+    let _held = create_file(dir.path(), 64, journal_record_bytes(64)).unwrap();
+    let err = create_file(dir.path(), 64, journal_record_bytes(64)).err().unwrap().to_string();
+    assert!(err.contains("in use by this process"), "{err}");
+}
