@@ -743,7 +743,7 @@ fn open_target(
             let (t, direct) = target::temporary(target::DEFAULT_TARGET_BYTES)?;
             let path = t.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
             let how = if direct { "O_DIRECT" } else { "buffered: the file system refused O_DIRECT" };
-            eprintln!("iolab: no --target given: using a temporary sparse 1 GiB file {path} ({how})");
+            eprintln!("iolab: no --target given: using a temporary 1 GiB file {path} ({how})");
             Ok(t)
         }
     }
