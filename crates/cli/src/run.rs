@@ -522,6 +522,22 @@ fn lay_out(job: &Prepared, quiet: bool) -> anyhow::Result<report::TargetReport> 
     Ok(report::TargetReport::new(device.name().to_string(), device.media(), job.keep_cache, state))
 }
 
+/// Lays out `range` of a device a sweep reads (and writes anyway) with
+/// random data, so that its reads never measure holes; says so on stderr.
+pub(crate) fn lay_out_for_sweep(device: &dyn device::Device, range: std::ops::Range<u64>) -> anyhow::Result<()> {
+    let report = workloads::layout::lay_out(device, range, Pattern::Random, 1, true, &|_, _| {})
+        .with_context(|| format!("{}: cannot lay out the region the sweep reads", device.name()))?;
+    if report.laid_out_bytes > 0 {
+        eprintln!(
+            "iolab sweep: laid out {} MiB of holes in {} in {:.1} s, so that reads measure the disk",
+            report.laid_out_bytes >> 20,
+            device.name(),
+            report.seconds
+        );
+    }
+    Ok(())
+}
+
 /// Before each run: the target's pages out of the page cache, as fio's
 /// invalidate=1, unless `--keep-cache`. (Run 0's drop follows the layout.)
 fn start_cold(job: &Prepared, _run: u32) -> anyhow::Result<()> {

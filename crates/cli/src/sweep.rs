@@ -112,6 +112,12 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
         let bytes = parse_bytes("raid5", &args.raid5).map_err(UsageError::from)?;
         layouts.push((format!("r{}", human_bytes(bytes)), Some(format!("raid5 {bytes}"))));
     }
+    if args.workload == SweepWorkload::Fs {
+        // The fs mix reads 70%: of the disks, never of holes.
+        for drive in &drives {
+            crate::run::lay_out_for_sweep(drive.as_ref(), 0..drive.size_bytes())?;
+        }
+    }
     let mut rows = Vec::with_capacity(layouts.len());
     for (name, org) in layouts {
         eprintln!("iolab sweep: {name}");

@@ -181,11 +181,13 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     };
     job.check().map_err(UsageError::from)?;
     let sector = u64::from(target.device.sector_bytes());
-    job.region(target.device.size_bytes(), sector).map_err(UsageError::from)?;
+    let region = job.region(target.device.size_bytes(), sector).map_err(UsageError::from)?;
     if engine == Engine::Sync && arms.iter().any(|a| a.ring) {
         let why = "--arms: group-ring commits through the uring engine's rings; use --engine uring or auto";
         return Err(UsageError(why.into()).into());
     }
+    // The pre-read arms read before they write: never holes.
+    crate::run::lay_out_for_sweep(target.device.as_ref(), region.start..region.start + region.len)?;
     let mut runs: Vec<Vec<(f64, Option<JournalStats>)>> = arms.iter().map(|_| Vec::new()).collect();
     for r in 0..args.repeat {
         for (arm, runs) in arms.iter().zip(&mut runs) {
