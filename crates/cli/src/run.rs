@@ -396,6 +396,11 @@ fn check_job(
         .into());
     }
     let region = spec.region(size, u64::from(sector)).map_err(UsageError::from)?;
+    if let Some(workloads::journal::JournalPlace::Dir(dir)) =
+        spec.validate.as_ref().and_then(|v| v.journal.as_ref()).map(|j| &j.place)
+    {
+        workloads::journal::check_dir(dir).map_err(|e| UsageError(format!("--journal: {e}")))?;
+    }
     if spec.read_pct < 100 {
         target::check_writable(target, force)?;
     }
@@ -524,7 +529,10 @@ fn lay_out(job: &Prepared, quiet: bool) -> anyhow::Result<report::TargetReport> 
 
 /// Lays out `range` of a device a sweep reads (and writes anyway) with
 /// random data, so that its reads never measure holes; says so on stderr.
-pub(crate) fn lay_out_for_sweep(device: &dyn device::Device, range: std::ops::Range<u64>) -> anyhow::Result<()> {
+pub(crate) fn lay_out_for_sweep(
+    device: &dyn device::Device,
+    range: std::ops::Range<u64>,
+) -> anyhow::Result<()> {
     let report = workloads::layout::lay_out(device, range, Pattern::Random, 1, true, &|_, _| {})
         .with_context(|| format!("{}: cannot lay out the region the sweep reads", device.name()))?;
     if report.laid_out_bytes > 0 {

@@ -158,28 +158,40 @@ impl FileDevice {
     /// one, fails with [`DeviceError::Locked`], naming the holder where
     /// /proc/locks tells it.
     pub fn lock(&self, kind: LockKind) -> Result<()> {
+        // A process that exited a moment ago may still hold its locks: the
+        // kernel drops the files an io_uring held after the process is
+        // gone. Such a holder is waited for, briefly; a live one never.
+        const DEPARTED_WAITS: u32 = 200;
         let op = match kind {
             LockKind::Shared => libc::LOCK_SH,
             LockKind::Exclusive => libc::LOCK_EX,
         } | libc::LOCK_NB;
-        // SAFETY: flock takes a descriptor this device owns and plain flags.
-        if unsafe { libc::flock(self.file.as_raw_fd(), op) } == 0 {
-            return Ok(());
+        for _ in 0..DEPARTED_WAITS {
+            // SAFETY: flock takes a descriptor this device owns and plain flags.
+            if unsafe { libc::flock(self.file.as_raw_fd(), op) } == 0 {
+                return Ok(());
+            }
+            let source = io::Error::last_os_error();
+            if source.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(DeviceError::Open {
+                    path: self.path.clone(),
+                    what: "cannot lock".into(),
+                    source,
+                });
+            }
+            let holder = self.file.metadata().ok().and_then(|m| lock_holder(&m));
+            if let Some((holder, pid)) = holder {
+                if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    return Err(DeviceError::Locked { path: self.path.clone(), holder, pid: Some(pid) });
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let source = io::Error::last_os_error();
-        if source.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(DeviceError::Open { path: self.path.clone(), what: "cannot lock".into(), source });
-        }
-        let (holder, pid) = self.file.metadata().ok().and_then(|m| lock_holder(&m)).unzip();
         Err(DeviceError::Locked {
             path: self.path.clone(),
-            holder: holder.unwrap_or_else(|| "another process".into()),
-            pid,
+            holder: "a process that has exited (its locks were still not released after 2 s)".into(),
+            pid: None,
         })
-    }
-
-    pub fn is_block_device(&self) -> bool {
-        self.is_block_device
     }
 
     fn check_poison(&self, op: Op) -> Result<()> {

@@ -183,16 +183,7 @@ pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDev
             file.set_len(2 * (start_bytes(blocks) + record_bytes)).map_err(io("cannot size"))?;
             file.sync_all().map_err(io("cannot flush"))?;
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            // A journal a running process writes is not "from an earlier run".
-            let options = FileOptions { read_only: true, ..FileOptions::default() };
-            if let Ok(existing) = FileDevice::open(&path, &options) {
-                existing
-                    .lock(device::LockKind::Shared)
-                    .map_err(|source| JournalWriteError::Device { what: "cannot start a journal", source })?;
-            }
-            return Err(JournalWriteError::Exists { path });
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(existing(path)),
         Err(e) => return Err(io("cannot create")(e)),
     }
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io("cannot flush the directory"))?;
@@ -204,6 +195,34 @@ pub fn create_file(dir: &Path, blocks: u64, record_bytes: u64) -> Result<FileDev
         .lock(device::LockKind::Exclusive)
         .map_err(|source| JournalWriteError::Device { what: "cannot lock", source })?;
     Ok(journal)
+}
+
+/// Checks, writing nothing, that a journal can be started in `dir`: it is
+/// a directory or can be made one, and holds no journal. Callers check
+/// before they write anything else; [`create_file`] checks again.
+pub fn check_dir(dir: &Path) -> Result<(), JournalWriteError> {
+    if dir.exists() && !dir.is_dir() {
+        let source = std::io::Error::from(std::io::ErrorKind::NotADirectory);
+        let what = "is not a directory: a journal goes in a directory (--journal DIR)";
+        return Err(JournalWriteError::Io { path: dir.to_path_buf(), what, source });
+    }
+    let path = dir.join(JOURNAL_FILE);
+    if path.exists() {
+        return Err(existing(path));
+    }
+    Ok(())
+}
+
+/// The error for a journal file already at `path`: in use by a running
+/// process (not "from an earlier run"), or left by an earlier run.
+fn existing(path: PathBuf) -> JournalWriteError {
+    let options = FileOptions { read_only: true, ..FileOptions::default() };
+    if let Ok(journal) = FileDevice::open(&path, &options) {
+        if let Err(source) = journal.lock(device::LockKind::Shared) {
+            return JournalWriteError::Device { what: "cannot start a journal", source };
+        }
+    }
+    JournalWriteError::Exists { path }
 }
 
 /// Creates the journal directory `dir` if it does not exist.

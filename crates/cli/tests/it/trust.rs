@@ -330,3 +330,17 @@ fn a_plain_file_another_process_holds_runs_with_a_warning() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("warning:") && stderr(&out).contains("in use by"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_journal_left_by_an_earlier_run_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j");
+    std::fs::create_dir(&journal).unwrap();
+    std::fs::write(journal.join("iolab.journal"), b"an earlier run's").unwrap();
+    let path = dir.path().join("new.img");
+    let args = ["run", "--target", path.to_str().unwrap(), "--size", "4m", "--validate", "--journal"];
+    let out = iolab(&[&args[..], &[journal.to_str().unwrap(), "--ios", "10"]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("holds a journal from an earlier run"), "{}", stderr(&out));
+    assert!(!path.exists(), "no target made, nothing laid out");
+}

@@ -171,7 +171,7 @@ fn an_existing_journal_is_not_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let (target, journal) = journaled(&dir, "group");
     let out = iolab(&["run", "--target", &target, "--validate", "--journal", &journal, "--ios", "10", "-q"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a usage error, found before the run");
     assert!(stderr(&out).contains("holds a journal from an earlier run"), "{}", stderr(&out));
 }
 
@@ -434,7 +434,7 @@ fn a_journal_path_that_is_a_file_is_named_not_a_directory() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("j"), b"mine").unwrap();
     let (out, journal) = small_run(&dir, &["--validate", "--journal", "{journal}"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("is not a directory"), "{}", stderr(&out));
     assert_eq!(std::fs::read(&journal).unwrap(), b"mine");
 }
