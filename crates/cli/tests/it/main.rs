@@ -5,6 +5,7 @@ mod jobfile;
 mod log;
 mod run;
 mod sweep;
+mod tidy;
 mod trust;
 mod validate;
 mod volume;
