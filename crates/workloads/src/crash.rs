@@ -147,6 +147,17 @@ pub fn enumerate(
     let initial = sizes.iter().map(|&s| MemDevice::new(s)).collect::<Result<Vec<_>, _>>()?;
     let bounds = Bounds::of(&events);
     let points = crash_points(spec, &events, built);
+    if let Some(only) = spec.only_state.filter(|&only| only >= points.len() as u64) {
+        // Checking nothing would report "0 violations" for a state that
+        // does not exist.
+        let has = match points.len() {
+            0 => "no crash states".to_string(),
+            n => format!("states 0 to {}", n - 1),
+        };
+        return Err(CrashError::Spec(format!(
+            "--state {only}: this run has {has} (the same flags give the same states)"
+        )));
+    }
     let mut report = CrashReport {
         transactions: spec.transactions,
         events: events.len(),
