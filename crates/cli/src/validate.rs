@@ -209,7 +209,7 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
         }
     );
     if let Some(at) = v.journal_torn_at {
-        println!("journal: ends with a damaged or truncated record at byte {at} (not durable; ignored)");
+        println!("journal: ends with a damaged or truncated record at byte {at} of the journal file (not durable; ignored)");
     }
     println!(
         "blocks: {} verified, {} pending-old, {} pending-new, {} torn{}, {} lost, {} misdirected, {} corrupt, {} zeroed, {} from another run",

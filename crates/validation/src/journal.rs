@@ -25,7 +25,8 @@
 //! A record that is truncated or fails its checksum ends the journal: it
 //! and everything after it were not durable. The journal lives on a
 //! preallocated, zero-filled device, so zeros after the last record are
-//! its clean end.
+//! its clean end; so are the bytes an older generation left in a slot a
+//! compaction reused (`RecordWindow::clean_end`).
 //!
 //! A start is produced ([`StartStream`]) and read back ([`replay_from`])
 //! piece by piece, its checksum computed as the pieces go, and replay's
@@ -136,8 +137,9 @@ pub struct Replay {
     pub keys: KeyBytes,
     pub pending: Vec<PendingWrite>,
     pub records: u64,
-    /// Byte offset where the valid records end, and why, when the journal
-    /// ends with a damaged or truncated record instead of cleanly.
+    /// Byte of the journal device where the valid records end, and why,
+    /// when the journal ends with a damaged or truncated record instead
+    /// of cleanly (zeros, or what an older generation left in the slot).
     pub torn_tail: Option<(u64, &'static str)>,
 }
 
@@ -523,12 +525,9 @@ fn replay_records<S: JournalSource>(
     let mut torn_tail = None;
     while at < region {
         let Some(Record { kind, write_id, entries, len }) = window.record_at(source, at, &header)? else {
-            let why = if window.zeros_from(source, at)? {
-                None
-            } else {
-                Some("damaged, truncated or older record")
-            };
-            torn_tail = why.map(|w| (start.records_at + at, w));
+            if !window.clean_end(source, at, &header)? {
+                torn_tail = Some((start.at + start.records_at + at, "damaged or truncated record"));
+            }
             break;
         };
         records += 1;
@@ -556,6 +555,14 @@ struct RecordWindow {
 
 /// Bytes of the records region replay reads at once.
 pub const RECORDS_WINDOW_BYTES: usize = 1 << 20;
+
+/// The smallest unit a journal is written in (a sector): a writer pads
+/// every write with zeros to a whole number of them.
+const UNIT_BYTES_MIN: u64 = 512;
+
+/// How many older generations a record after a clean end is tried
+/// against before it is called damaged.
+const OLDER_GENERATIONS_CHECKED: u64 = 8;
 
 impl RecordWindow {
     /// Makes the window hold region bytes `at..at + want` (or up to the
@@ -590,6 +597,51 @@ impl RecordWindow {
         }
         let offset = (at - self.from) as usize;
         Ok(decode_record(&self.bytes[offset..], header))
+    }
+
+    /// Whether the records end cleanly at `at`, where no valid record of
+    /// this generation starts: what follows is zeros, or bytes an older
+    /// generation left in this slot (a slot is reused by every second
+    /// compaction and never zeroed again). The writer writes whole units
+    /// (sectors, 512 bytes or a multiple) padded with zeros, so a stream
+    /// that ends inside a sector leaves zeros to the sector's end; one that
+    /// ends on a sector boundary is followed by what the slot held before:
+    /// no record magic (the middle of an older record), or a whole record
+    /// of an older generation. Anything else is a record of this
+    /// generation that is damaged or was cut short.
+    fn clean_end<S: JournalSource>(
+        &mut self,
+        source: &mut S,
+        at: u64,
+        header: &JournalHeader,
+    ) -> Result<bool, S::Error> {
+        if self.zeros_from(source, at)? {
+            return Ok(true);
+        }
+        let sector_end = at.next_multiple_of(UNIT_BYTES_MIN).min(self.region);
+        if at % UNIT_BYTES_MIN != 0 {
+            self.cover(source, at, sector_end - at)?;
+            let offset = (at - self.from) as usize;
+            return Ok(self.bytes[offset..][..(sector_end - at) as usize].iter().all(|&b| b == 0));
+        }
+        self.cover(source, at, RECORD_HEADER_BYTES as u64)?;
+        let offset = (at - self.from) as usize;
+        let head = &self.bytes[offset..];
+        if head.len() < 4 || u32_at(head, 0) != RECORD_MAGIC {
+            return Ok(true);
+        }
+        // The slot's generations alternate with the other slot's: older
+        // records here are of this generation minus 2, 4, ...
+        let older = (1..=OLDER_GENERATIONS_CHECKED)
+            .map_while(|i| header.generation.checked_sub(2 * i))
+            .collect::<Vec<u64>>();
+        for generation in older {
+            let older_header = JournalHeader { generation, ..header.clone() };
+            if self.record_at(source, at, &older_header)?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Whether every byte of the region from `at` on is zero.

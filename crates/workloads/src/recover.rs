@@ -65,7 +65,8 @@ pub struct Verdict {
     pub bad: Vec<BadBlock>,
     /// Records replayed.
     pub records: u64,
-    /// Where the journal ended early, if it did.
+    /// The byte of the journal device where it ends with a damaged or
+    /// truncated record, if it does.
     pub journal_torn_at: Option<u64>,
     /// The mode the journal was written in (async: not crash safe on the
     /// host, so its history may be short and its verdict unreliable).

@@ -129,6 +129,78 @@ fn zero_padding_after_the_last_record_is_a_clean_end() {
     assert!(replay(&dev(&j)).unwrap().torn_tail.is_none());
 }
 
+/// Slot 0 reused by generation 2: its records, as the writer leaves them
+/// (zeros to the end of the sector they end in), over what generation 0
+/// wrote there before (many records, never zeroed again). `ours` is the
+/// stream of generation-2 records.
+fn reused_slot(ours: &[u8]) -> Vec<u8> {
+    let h = JournalHeader { generation: 2, ..header() };
+    let mut old = Vec::new();
+    for id in 0..200 {
+        old.extend(encode_before(0, id, &[(id % BLOCKS, 1 + (id % 200) as u8)]));
+        old.extend(encode_after(0, id));
+    }
+    let mut j = encode_start_carrying(&h, &[0; BLOCKS as usize], &[]);
+    let records_at = j.len();
+    j.extend(&old);
+    let padded = ours.len().next_multiple_of(512);
+    j[records_at..records_at + padded].fill(0);
+    j[records_at..records_at + ours.len()].copy_from_slice(ours);
+    j
+}
+
+/// Generation-2 records: a write to block 3 done, one to block 5 pending,
+/// then `more` writes done, so the stream can end anywhere in a sector.
+fn generation_2_records(more: u64) -> Vec<u8> {
+    let mut ours = encode_before(2, 1000, &[(3, 10)]);
+    ours.extend(encode_after(2, 1000));
+    ours.extend(encode_before(2, 1001, &[(5, 1)]));
+    for id in 1002..1002 + more {
+        ours.extend(encode_before(2, id, &[(7, 1 + (id % 200) as u8)]));
+        ours.extend(encode_after(2, id));
+    }
+    ours
+}
+
+#[test]
+fn records_ending_in_a_reused_slot_end_cleanly_before_an_older_generation() {
+    for more in 0..40 {
+        let ours = generation_2_records(more);
+        let r = replay(&dev(&reused_slot(&ours))).unwrap();
+        assert_eq!(r.torn_tail, None, "{} bytes of records", ours.len());
+        assert_eq!((r.records, r.keys[3], r.pending.len()), (3 + 2 * more, 10, 1));
+    }
+}
+
+#[test]
+fn records_ending_on_a_sector_boundary_before_an_older_record_end_cleanly() {
+    // Record lengths are multiples of 3: 1536 bytes is the first sector
+    // boundary a stream can end on. What follows is generation 0's bytes,
+    // mid-record, or (below) a whole generation-0 record.
+    let mut ours = generation_2_records(6);
+    for id in 0..46 {
+        ours.extend(encode_after(2, 3000 + id));
+    }
+    assert_eq!(ours.len(), 1536);
+    let mut j = reused_slot(&ours);
+    let r = replay(&dev(&j)).unwrap();
+    assert_eq!((r.torn_tail, r.records), (None, 3 + 12 + 46));
+    let end = 8192 + ours.len();
+    let old = encode_before(0, 7, &[(1, 1)]);
+    j[end..end + old.len()].copy_from_slice(&old);
+    assert_eq!(replay(&dev(&j)).unwrap().torn_tail, None);
+}
+
+#[test]
+fn a_cut_record_in_a_reused_slot_is_still_reported() {
+    let mut ours = generation_2_records(3);
+    let cut = ours.len();
+    let torn = encode_before(2, 5000, &[(9, 1)]);
+    ours.extend(&torn[..torn.len() - 2]);
+    let r = replay(&dev(&reused_slot(&ours))).unwrap();
+    assert_eq!(r.torn_tail.map(|t| t.0), Some(8192 + cut as u64));
+}
+
 #[test]
 fn damaged_header_is_refused() {
     let mut j = start();
