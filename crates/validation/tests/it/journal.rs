@@ -20,6 +20,8 @@ fn header() -> JournalHeader {
         target: "t.img".into(),
         mode: JournalMode::Group,
         generation: 0,
+        write_ids_end: 0,
+        created_ns: 0,
     }
 }
 
@@ -405,4 +407,46 @@ fn records_over_several_read_windows_replay() {
     j.resize(2 * (j.len() + 4096), 0);
     let r = replay(&j).unwrap();
     assert_eq!((r.records, r.pending.len(), r.torn_tail), (2 * writes + 1, 1, None));
+}
+
+/// Version 4: write ids follow the records, so the first id past the
+/// highest `before` replayed is the first the journal does not know of.
+#[test]
+fn ahead_from_is_past_the_highest_write_id_recorded() {
+    let mut j = start();
+    j.extend(encode_before(0, 0, &[(3, 10)]));
+    j.extend(encode_before(0, 1, &[(4, 1)]));
+    j.extend(encode_after(0, 0));
+    assert_eq!(replay(&dev(&j)).unwrap().ahead_from, Some(2));
+    assert_eq!(replay(&dev(&start())).unwrap().ahead_from, Some(0));
+}
+
+/// A compaction folds writes into the snapshot: its header says which, so
+/// they are not taken for writes the journal never recorded.
+#[test]
+fn a_compacted_start_keeps_the_write_ids_it_folded_in() {
+    let h = JournalHeader { generation: 1, write_ids_end: 500, ..header() };
+    let mut j = encode_start_carrying(&h, &[0; BLOCKS as usize], &encode_before(1, 499, &[(5, 1)]));
+    assert_eq!(replay(&dev(&j)).unwrap().ahead_from, Some(500));
+    j.extend(encode_before(1, 500, &[(6, 1)]));
+    let r = replay(&dev(&j)).unwrap();
+    assert_eq!((r.ahead_from, r.header.write_ids_end), (Some(501), 500));
+}
+
+/// The header's new fields come back, and a version 3 header reads them
+/// as unknown: its reserved bytes are zero, and its snapshot after a
+/// compaction does not say which writes it holds.
+#[test]
+fn a_version_3_journal_after_a_compaction_cannot_tell_what_is_ahead() {
+    let h = JournalHeader { generation: 1, write_ids_end: 0, created_ns: 0, ..header() };
+    let mut j = encode_start_carrying(&h, &[0; BLOCKS as usize], &[]);
+    j.extend(encode_before(1, 7, &[(6, 1)]));
+    j[8..12].copy_from_slice(&3u32.to_le_bytes());
+    j[12..16].fill(0);
+    let crc = crc32c::crc32c(&j[..4096]);
+    j[12..16].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(replay(&dev(&j)).unwrap().ahead_from, None);
+    let created = JournalHeader { created_ns: 12345, write_ids_end: 3, ..header() };
+    let back = replay(&dev(&encode_start(&created, &KeyMap::new(BLOCKS, 4096)))).unwrap().header;
+    assert_eq!((back.created_ns, back.write_ids_end), (12345, 3));
 }
