@@ -59,7 +59,7 @@ pub struct BonnieArgs {
 pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
     let size = args.size.as_deref().map(|s| parse_bytes("size", s)).transpose().map_err(UsageError::from)?;
     let chunk = parse_bytes("chunk", &args.chunk).map_err(UsageError::from)?;
-    let options = target::OpenOptions { direct: !args.buffered, sector_bytes: None, create_bytes: size };
+    let options = target::OpenOptions { direct: !args.buffered, create_bytes: size, ..Default::default() };
     let target = target::open(&args.target, &options)?;
     target::check_writable(&target, args.force)?;
     let dev = target.device.as_ref();

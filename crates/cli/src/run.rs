@@ -492,6 +492,7 @@ fn open_target(
                     Some(l) if l.log_device.is_none() => region + l.log_bytes.unwrap_or(0),
                     _ => region,
                 }),
+                ..Default::default()
             };
             target::open(spec, &options)
         }

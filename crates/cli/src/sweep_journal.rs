@@ -150,7 +150,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let options = target::OpenOptions { direct: !args.buffered, sector_bytes: None, create_bytes: size };
+    let options = target::OpenOptions { direct: !args.buffered, create_bytes: size, ..Default::default() };
     let target = target::open(&args.target, &options)?;
     target::check_writable(&target, args.force)?;
     // As `iolab run` chooses, for an unjournaled job: one engine for every arm.

@@ -138,11 +138,18 @@ fn report_replay(logged: &LoggedDevice, holder: &str) {
     }
 }
 
+#[derive(Default)]
 pub struct OpenOptions {
     pub direct: bool,
     pub sector_bytes: Option<u32>,
     /// Bytes needed if a file must be created (offset + region size).
     pub create_bytes: Option<u64>,
+    /// Open a file or block device read-only (a check that never writes):
+    /// a file without write permission, or that refuses writes, opens.
+    pub read_only: bool,
+    /// Take this advisory lock on a file or block device (`flock`, without
+    /// waiting): a conflicting holder is an error naming it.
+    pub lock: Option<device::LockKind>,
 }
 
 /// Size of the temporary target made when no target is named.
@@ -184,11 +191,14 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
     let file_options = FileOptions {
         direct: options.direct,
         dsync: false,
-        read_only: false,
+        read_only: options.read_only,
         create_bytes: if exists { None } else { options.create_bytes },
         sector_bytes: options.sector_bytes,
     };
     let dev = FileDevice::open(path, &file_options)?;
+    if let Some(kind) = options.lock {
+        dev.lock(kind)?;
+    }
     Ok(Target {
         device: Arc::new(dev),
         temp: None,

@@ -1,5 +1,9 @@
 //! `iolab validate`: after a crash (or any time), replay a run's journal
-//! and check every block it says was written. Reads only.
+//! and check every block it says was written. Reads only: the journal and
+//! a file or block device target are opened read-only, under a shared
+//! lock, so a run holding either exclusively is waited for by no one and
+//! refused here. With `--log` the block log's replay writes the target,
+//! which is then opened for writing under an exclusive lock.
 //!
 //! Exit status: 0 every block holds what the journal says; 1 bad blocks
 //! (lost, damaged, misplaced, torn) or a failure; 2 a usage error; 3 no
@@ -12,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use device::{FileDevice, FileOptions};
+use device::{FileDevice, FileOptions, LockKind};
 use workloads::journal::{JournalMode, JOURNAL_FILE};
 use workloads::recover::{recover_watched, RecoverProgress, Verdict};
 
@@ -74,11 +78,13 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     }
     let journal = FileDevice::open(&path, &FileOptions { read_only: true, ..FileOptions::default() })
         .with_context(|| format!("{}: cannot open the journal", path.display()))?;
+    // A run writing the journal holds it exclusively: its records are not
+    // all there yet.
+    journal.lock(LockKind::Shared).with_context(|| format!("{}: cannot check against it", path.display()))?;
     // A regular file's sector size is what the run gave it (--sector-size):
     // the journal says which.
     let sector_bytes = journal_sector_bytes(&path);
-    let options = target::OpenOptions { direct: args.direct, sector_bytes, create_bytes: None };
-    let mut target = target::open(&args.target, &options)?;
+    let mut target = target::open(&args.target, &target_options(&args, sector_bytes))?;
     if args.log {
         let log = target::LogOptions {
             mode: blocklog::Mode::Async,
@@ -121,6 +127,18 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     print_verdict(&verdict, &args)?;
     target::finish(&target)?;
     Ok(ExitCode::from(outcome(&verdict).exit_status()))
+}
+
+/// How validate opens its target: read-only under a shared lock, unless
+/// the block log must be replayed (`--log`), which writes the target.
+fn target_options(args: &ValidateArgs, sector_bytes: Option<u32>) -> target::OpenOptions {
+    target::OpenOptions {
+        direct: args.direct,
+        sector_bytes,
+        create_bytes: None,
+        read_only: !args.log,
+        lock: Some(if args.log { LockKind::Exclusive } else { LockKind::Shared }),
+    }
 }
 
 /// What a verdict comes to, and the exit status that says it.
@@ -303,5 +321,29 @@ fn verdict_line(v: &Verdict) -> String {
         }
         Outcome::Bad if v.journal_incomplete() => format!("{} bad blocks; also, {incomplete}", v.errors()),
         Outcome::Bad => format!("{} bad blocks", v.errors()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use device::LockKind;
+
+    fn args(extra: &[&str]) -> super::ValidateArgs {
+        let argv = [&["iolab", "validate", "--target", "t.img", "--journal", "j"][..], extra].concat();
+        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Validate(args) => args,
+            _ => unreachable!("parsed a validate command"),
+        }
+    }
+
+    /// Without a file that refuses writes to prove it (root writes through
+    /// permission bits), the options themselves.
+    #[test]
+    fn the_target_is_opened_read_only_and_shared_unless_the_log_must_be_replayed() {
+        let check = super::target_options(&args(&[]), None);
+        assert_eq!((check.read_only, check.lock), (true, Some(LockKind::Shared)));
+        let replay = super::target_options(&args(&["--log"]), None);
+        assert_eq!((replay.read_only, replay.lock), (false, Some(LockKind::Exclusive)));
     }
 }

@@ -586,3 +586,67 @@ fn the_json_verdict_lists_blocks_ahead_of_a_cut_journal_apart_from_bad_ones() {
     assert_eq!((&first["class"], &first["first"]["kind"]), (&"ahead".into(), &"ahead".into()), "{doc}");
     assert!(doc["ahead"].as_u64().unwrap() >= doc["ahead_blocks"].as_array().unwrap().len() as u64);
 }
+
+/// Makes a file immutable (`chattr +i`) for as long as it lives, where the
+/// file system and the privileges allow: then even root cannot open it
+/// for writing.
+struct Immutable(Option<std::path::PathBuf>);
+
+impl Immutable {
+    fn try_set(path: &std::path::Path) -> Immutable {
+        let set = std::process::Command::new("chattr").arg("+i").arg(path).output();
+        Immutable(set.is_ok_and(|o| o.status.success()).then(|| path.to_path_buf()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            let _ = std::process::Command::new("chattr").arg("-i").arg(path).output();
+        }
+    }
+}
+
+/// A target with permission bits 0444, immutable where `chattr` works (as
+/// root, permission bits alone stop no write): validate opens it
+/// read-only and checks it.
+#[test]
+fn a_target_that_may_not_be_written_validates() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled(&dir, "group");
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let _immutable = Immutable::try_set(std::path::Path::new(&target));
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("256 verified"), "{}", stdout(&out));
+}
+
+/// Holds an exclusive lock on `path` (as a run writing it does) while the
+/// returned device lives.
+fn held_exclusively(path: &std::path::Path) -> device::FileDevice {
+    let options = device::FileOptions { read_only: true, ..device::FileOptions::default() };
+    let dev = device::FileDevice::open(path, &options).unwrap();
+    dev.lock(device::LockKind::Exclusive).unwrap();
+    dev
+}
+
+#[test]
+fn validate_refuses_a_journal_a_run_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled(&dir, "group");
+    let _run = held_exclusively(&std::path::Path::new(&journal).join("iolab.journal"));
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("iolab.journal") && stderr(&out).contains("in use by"), "{}", stderr(&out));
+}
+
+#[test]
+fn validate_refuses_a_target_a_run_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled(&dir, "group");
+    let _run = held_exclusively(std::path::Path::new(&target));
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("t.img: in use by"), "{}", stderr(&out));
+}
