@@ -80,7 +80,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("{}: cannot open the journal", path.display()))?;
     // A run writing the journal holds it exclusively: its records are not
     // all there yet.
-    journal.lock(LockKind::Shared).with_context(|| format!("{}: cannot check against it", path.display()))?;
+    journal.lock(LockKind::Shared)?;
     // A regular file's sector size is what the run gave it (--sector-size):
     // the journal says which.
     let sector_bytes = journal_sector_bytes(&path);
