@@ -23,6 +23,14 @@ pub enum Command {
     /// Check a target against a validated run's journal (after a crash, or
     /// any time): every block must hold what the journal says was written;
     /// writes in flight at the crash may hold the old or the new data.
+    #[command(after_help = "Exit status: 0 every block checked holds what the journal says; \
+        1 bad blocks (lost: older than a durable record promises, including an older run's block; \
+        misdirected, corrupt, zeroed, torn, from another run) or a failure; 2 a usage error; \
+        3 no bad block, but blocks ahead of the journal (written after its last durable record): \
+        the journal is incomplete, cut short or written async and caught by a crash.\n\n\
+        The journal and the target are opened read-only under a shared lock (refused while a run \
+        holds either); with --log the target is opened for writing under an exclusive lock, since \
+        the log's replay writes it.")]
     Validate(crate::validate::ValidateArgs),
     /// The six bonnie phases (per-character and block output, rewrite,
     /// per-character and block input, random seeks) in bonnie's table.

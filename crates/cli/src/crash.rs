@@ -89,7 +89,8 @@ pub struct CrashArgs {
     /// Seed of the transactions and of the sampled states.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
-    /// Check only this state (as named in an earlier report).
+    /// Check only this state (as named in an earlier report; one past the
+    /// last state these flags generate is a usage error).
     #[arg(long, value_name = "N")]
     pub state: Option<u64>,
     /// Write the report as JSON to FILE ("-" for standard output).

@@ -1,5 +1,13 @@
 //! `iolab validate`: after a crash (or any time), replay a run's journal
-//! and check every block it says was written. Reads only.
+//! and check every block it says was written. Reads only: the journal and
+//! a file or block device target are opened read-only, under a shared
+//! lock, so a run holding either exclusively is waited for by no one and
+//! refused here. With `--log` the block log's replay writes the target,
+//! which is then opened for writing under an exclusive lock.
+//!
+//! Exit status: 0 every block holds what the journal says; 1 bad blocks
+//! (lost, damaged, misplaced, torn) or a failure; 2 a usage error; 3 no
+//! bad block, but blocks ahead of the journal: it is incomplete.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use device::{FileDevice, FileOptions};
+use device::{FileDevice, FileOptions, LockKind};
 use workloads::journal::{JournalMode, JOURNAL_FILE};
 use workloads::recover::{recover_watched, RecoverProgress, Verdict};
 
@@ -70,17 +78,13 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     }
     let journal = FileDevice::open(&path, &FileOptions { read_only: true, ..FileOptions::default() })
         .with_context(|| format!("{}: cannot open the journal", path.display()))?;
+    // A run writing the journal holds it exclusively: its records are not
+    // all there yet.
+    journal.lock(LockKind::Shared)?;
     // A regular file's sector size is what the run gave it (--sector-size):
     // the journal says which.
     let sector_bytes = journal_sector_bytes(&path);
-    let options = target::OpenOptions {
-        direct: args.direct,
-        read_only: false,
-        sector_bytes,
-        create_bytes: None,
-        lock: target::Lock::Warn(device::LockKind::Shared),
-    };
-    let mut target = target::open(&args.target, &options)?;
+    let mut target = target::open(&args.target, &target_options(&args, sector_bytes))?;
     if args.log {
         let log = target::LogOptions {
             mode: blocklog::Mode::Async,
@@ -123,7 +127,55 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     }
     print_verdict(&verdict, &args)?;
     target::finish(&target)?;
-    Ok(if verdict.errors() == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(ExitCode::from(outcome(&verdict).exit_status()))
+}
+
+/// How validate opens its target: read-only under a shared lock, unless
+/// the block log must be replayed (`--log`), which writes the target.
+fn target_options(args: &ValidateArgs, sector_bytes: Option<u32>) -> target::OpenOptions {
+    target::OpenOptions {
+        direct: args.direct,
+        sector_bytes,
+        create_bytes: None,
+        read_only: !args.log,
+        lock: target::Lock::Require(if args.log { LockKind::Exclusive } else { LockKind::Shared }),
+    }
+}
+
+/// What a verdict comes to, and the exit status that says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Outcome {
+    /// Every block checked holds what the journal says.
+    Ok,
+    /// No bad block, but blocks hold writes the journal never recorded.
+    JournalIncomplete,
+    /// Bad blocks: lost, damaged, misplaced or torn data.
+    Bad,
+}
+
+/// The exit status of a verdict with no bad block but blocks ahead of the
+/// journal (1 is taken by bad blocks and failures, 2 by usage errors).
+pub const EXIT_JOURNAL_INCOMPLETE: u8 = 3;
+
+impl Outcome {
+    fn exit_status(self) -> u8 {
+        match self {
+            Outcome::Ok => 0,
+            Outcome::Bad => 1,
+            Outcome::JournalIncomplete => EXIT_JOURNAL_INCOMPLETE,
+        }
+    }
+}
+
+fn outcome(v: &Verdict) -> Outcome {
+    if v.errors() > 0 {
+        Outcome::Bad
+    } else if v.journal_incomplete() {
+        Outcome::JournalIncomplete
+    } else {
+        Outcome::Ok
+    }
 }
 
 /// The sector size the journal's run saw its target with, from the header
@@ -167,8 +219,9 @@ fn show_progress(progress: &RecoverProgress, done: &AtomicBool) {
     bar.finish_and_clear();
 }
 
-/// The version of `iolab validate --json`'s document (docs/json.md).
-const VALIDATE_SCHEMA_VERSION: u32 = 1;
+/// The version of `iolab validate --json`'s document (docs/json.md): 2
+/// added the `ahead` class, `outcome` and the sector numbers.
+const VALIDATE_SCHEMA_VERSION: u32 = 2;
 
 /// The JSON document of `iolab validate --json`: the verdict's fields at
 /// the top level, beside what was checked.
@@ -181,9 +234,14 @@ struct ValidateDocument<'a> {
     journal: &'a std::path::Path,
     /// Bad blocks in all (the exit status is 1 when not 0).
     errors: u64,
+    /// ok (exit status 0), journal_incomplete (3) or bad (1).
+    outcome: Outcome,
     #[serde(flatten)]
     verdict: &'a Verdict,
 }
+
+/// Blocks ahead of the journal listed in the text (the JSON lists more).
+const AHEAD_SHOWN: usize = 10;
 
 fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
@@ -194,6 +252,7 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
             target: &args.target,
             journal: &args.journal,
             errors: v.errors(),
+            outcome: outcome(v),
             verdict: v,
         };
         crate::write_json(path, &serde_json::to_string_pretty(&doc)?)?;
@@ -203,8 +262,9 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
     }
     if v.journal_mode == Some(JournalMode::Async) {
         println!(
-            "journal: written in async mode, which does not survive a host crash: after one, its history \
-             may be short (blocks it lost are not checked, blocks it kept may look lost)"
+            "journal: written in async mode, which does not survive a host crash and loses its last records \
+             to a killed process: its history may be short (blocks it never names are not checked; blocks \
+             written after its last durable record are counted ahead of it, not lost)"
         );
     }
     println!(
@@ -216,10 +276,10 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
         }
     );
     if let Some(at) = v.journal_torn_at {
-        println!("journal: ends with a damaged or truncated record at byte {at} (not durable; ignored)");
+        println!("journal: ends with a damaged or truncated record at byte {at} of the journal file (not durable; ignored)");
     }
     println!(
-        "blocks: {} verified, {} pending-old, {} pending-new, {} torn{}, {} lost, {} misdirected, {} corrupt, {} zeroed, {} from another run",
+        "blocks: {} verified, {} pending-old, {} pending-new, {} torn{}, {} lost, {} misdirected, {} corrupt, {} zeroed, {} from another run, {} ahead of the journal",
         v.verified,
         v.pending_old,
         v.pending_new,
@@ -229,10 +289,65 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
         v.misdirected,
         v.corrupt,
         v.zeros,
-        v.foreign
+        v.foreign,
+        v.ahead
     );
     for bad in &v.bad {
-        println!("  block at {}: {bad}", bad.offset);
+        println!("  block at byte {}: {bad}", bad.offset);
     }
+    for ahead in v.ahead_blocks.iter().take(AHEAD_SHOWN) {
+        println!("  block at byte {}: {ahead}", ahead.offset);
+    }
+    if v.ahead > AHEAD_SHOWN as u64 {
+        println!(
+            "  ... and {} more blocks ahead of the journal (--json lists the first 50)",
+            v.ahead - AHEAD_SHOWN as u64
+        );
+    }
+    println!("verdict: {}", verdict_line(v));
     Ok(())
+}
+
+/// The last line: what the verdict comes to, in words.
+fn verdict_line(v: &Verdict) -> String {
+    let incomplete = format!(
+        "the journal is incomplete: {} blocks are ahead of it (written after its last durable record: the \
+         journal was cut short, or written async and caught by a crash)",
+        v.ahead
+    );
+    match outcome(v) {
+        Outcome::Ok => "ok: every block checked holds what the journal says".to_string(),
+        Outcome::JournalIncomplete => {
+            format!("{incomplete}; no block is older than the journal promises, none is damaged (exit status {EXIT_JOURNAL_INCOMPLETE})")
+        }
+        Outcome::Bad if v.journal_incomplete() => format!("{} bad blocks; also, {incomplete}", v.errors()),
+        Outcome::Bad => format!("{} bad blocks", v.errors()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use device::LockKind;
+
+    fn args(extra: &[&str]) -> super::ValidateArgs {
+        let argv = [&["iolab", "validate", "--target", "t.img", "--journal", "j"][..], extra].concat();
+        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Validate(args) => args,
+            _ => unreachable!("parsed a validate command"),
+        }
+    }
+
+    /// Without a file that refuses writes to prove it (root writes through
+    /// permission bits), the options themselves.
+    #[test]
+    fn the_target_is_opened_read_only_and_shared_unless_the_log_must_be_replayed() {
+        let check = super::target_options(&args(&[]), None);
+        assert_eq!((check.read_only, check.lock), (true, crate::target::Lock::Require(LockKind::Shared)));
+        let replay = super::target_options(&args(&["--log"]), None);
+        assert_eq!(
+            (replay.read_only, replay.lock),
+            (false, crate::target::Lock::Require(LockKind::Exclusive))
+        );
+    }
 }

@@ -1,9 +1,32 @@
 //! Checking what a block holds against what the key map says it should,
 //! and naming what went wrong.
+//!
+//! After a crash the key map comes from the journal, which may know less
+//! than the target holds: a stamp of the run newer than anything the
+//! journal recorded is no lost write but a write the journal never
+//! durably recorded ([`FindingKind::Ahead`]); "lost" is kept for a block
+//! older than what a durable record promises, this run's older key or an
+//! older run's block.
 
 use serde::Serialize;
 
-use crate::stamp::{read_stamp, StampError};
+use crate::stamp::{read_stamp, Stamp, StampError};
+
+/// What a block's stamps are judged against besides the key it should
+/// hold: the run, and (after a crash) what its journal knows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunContext {
+    pub run_id: u64,
+    /// The first write id (a stamp's sequence number) the journal never
+    /// recorded: a stamp of the run from there on was written after the
+    /// journal's last durable record. None: every write is known (during
+    /// a run), or the journal cannot tell.
+    pub ahead_from: Option<u64>,
+    /// When the run began (ns since the Unix epoch): another run's stamp
+    /// written before is an older run's block, where this run's write
+    /// was lost. None: unknown, such a stamp is just from another run.
+    pub started_ns: Option<u64>,
+}
 
 /// What a key block should hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,11 +44,24 @@ pub enum Expect {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum FindingKind {
-    /// A valid stamp of this address with another key: a write was lost.
-    LostWrite { expected_key: u8, found_key: u8 },
+    /// A valid stamp of this address older than the write the key map
+    /// promises: a write was lost. `found_run_id` is set when the stamp is
+    /// an older run's (the block holds what it held before this run wrote
+    /// it); `found_key` is then that run's key.
+    LostWrite {
+        expected_key: u8,
+        found_key: u8,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        found_run_id: Option<u64>,
+    },
+    /// A valid stamp of this run newer than anything the journal recorded
+    /// for the block (`expected_key`): written after the journal's last
+    /// durable record. The journal is incomplete; nothing was lost.
+    Ahead { expected_key: u8, found_key: u8 },
     /// A valid stamp of another address: a write went to the wrong place.
     Misdirected { found_address: u64 },
-    /// A valid stamp from another validation run.
+    /// A valid stamp from another validation run, not known to be older
+    /// than this one.
     ForeignRun { found_run_id: u64 },
     /// Checksum mismatch, unknown version, or data that is not a stamp.
     Corrupt { reason: &'static str },
@@ -55,13 +91,26 @@ pub enum BlockVerdict {
     /// Some sectors hold the new write and others the old contents.
     Torn { new_sectors: u32, old_sectors: u32 },
     /// Sectors hold what they should not; the first finding names the
-    /// block's class.
+    /// block's class ([`BlockVerdict::class_finding`] after a crash).
     Bad { findings: Vec<Finding> },
 }
 
+impl BlockVerdict {
+    /// The finding that names a bad block's class: the first that is not
+    /// [`FindingKind::Ahead`], else the first (a block whose only findings
+    /// are ahead of the journal is ahead: nothing in it is damaged).
+    pub fn class_finding(&self) -> Option<&Finding> {
+        let BlockVerdict::Bad { findings } = self else { return None };
+        findings.iter().find(|f| !matches!(f.kind, FindingKind::Ahead { .. })).or(findings.first())
+    }
+}
+
 enum SectorState {
-    Key(u8),
+    /// A stamp of this run: its key and write sequence number.
+    Key(u8, u64),
     Zeros,
+    /// A stamp of this address from another run.
+    OtherRun(Stamp),
     Wrong(FindingKind),
 }
 
@@ -78,14 +127,32 @@ fn sector_state(sector: &[u8], address: u64, run_id: u64) -> SectorState {
         Ok(stamp) if stamp.address != address => {
             SectorState::Wrong(FindingKind::Misdirected { found_address: stamp.address })
         }
-        Ok(stamp) if stamp.run_id != run_id => {
-            SectorState::Wrong(FindingKind::ForeignRun { found_run_id: stamp.run_id })
-        }
-        Ok(stamp) => SectorState::Key(stamp.key),
+        Ok(stamp) if stamp.run_id != run_id => SectorState::OtherRun(stamp),
+        Ok(stamp) => SectorState::Key(stamp.key, stamp.sequence),
     }
 }
 
-/// Checks a key block read from byte `offset` against `expect`.
+/// What a sector that is neither the old nor the new contents is.
+fn finding(state: SectorState, expected_key: u8, run: &RunContext) -> FindingKind {
+    match state {
+        SectorState::Key(found_key, sequence) if run.ahead_from.is_some_and(|from| sequence >= from) => {
+            FindingKind::Ahead { expected_key, found_key }
+        }
+        SectorState::Key(found_key, _) => {
+            FindingKind::LostWrite { expected_key, found_key, found_run_id: None }
+        }
+        SectorState::OtherRun(stamp) if run.started_ns.is_some_and(|started| stamp.time_ns < started) => {
+            FindingKind::LostWrite { expected_key, found_key: stamp.key, found_run_id: Some(stamp.run_id) }
+        }
+        SectorState::OtherRun(stamp) => FindingKind::ForeignRun { found_run_id: stamp.run_id },
+        SectorState::Zeros => FindingKind::UnexpectedZeros,
+        SectorState::Wrong(kind) => kind,
+    }
+}
+
+/// Checks a key block read from byte `offset` against `expect`, during a
+/// run (its key map knows every write): [`check_block_in`] with nothing
+/// known but the run id.
 pub fn check_block(
     buf: &[u8],
     sector_bytes: usize,
@@ -93,13 +160,25 @@ pub fn check_block(
     expect: Expect,
     run_id: u64,
 ) -> BlockVerdict {
+    check_block_in(buf, sector_bytes, offset, expect, &RunContext { run_id, ..RunContext::default() })
+}
+
+/// Checks a key block read from byte `offset` against `expect`, in the
+/// context of `run` (after a crash: what the journal knows).
+pub fn check_block_in(
+    buf: &[u8],
+    sector_bytes: usize,
+    offset: u64,
+    expect: Expect,
+    run: &RunContext,
+) -> BlockVerdict {
     debug_assert!(buf.len() % sector_bytes == 0 && !buf.is_empty());
     let states: Vec<(u64, SectorState)> = buf
         .chunks_exact(sector_bytes)
         .enumerate()
         .map(|(i, s)| {
             let address = offset + (i * sector_bytes) as u64;
-            (address, sector_state(s, address, run_id))
+            (address, sector_state(s, address, run.run_id))
         })
         .collect();
     let (old, new) = match expect {
@@ -107,21 +186,19 @@ pub fn check_block(
         Expect::OldOrNew { old, new } => (Some(old), new),
     };
     let is_new = |s: &SectorState| match (s, old) {
-        (SectorState::Key(k), Some(o)) => key_in_chain(*k, o, new),
-        (SectorState::Key(k), None) => *k == new,
+        (SectorState::Key(k, _), Some(o)) => key_in_chain(*k, o, new),
+        (SectorState::Key(k, _), None) => *k == new,
         _ => false,
     };
     // A block this run never wrote (old key 0) holds what the target held
     // before the run: zeros, another run's stamps, or data that is no
     // stamp at all; only this run's stamps (and damaged ones) say more.
     let is_old = |s: &SectorState| match (s, old) {
-        (SectorState::Key(k), Some(o)) => *k == o && o != 0,
-        (SectorState::Zeros, Some(0)) => true,
-        (SectorState::Wrong(kind), Some(0)) => matches!(
-            kind,
-            FindingKind::ForeignRun { .. }
-                | FindingKind::Corrupt { reason: "no stamp" | "unknown stamp version" }
-        ),
+        (SectorState::Key(k, _), Some(o)) => *k == o && o != 0,
+        (SectorState::Zeros | SectorState::OtherRun(_), Some(0)) => true,
+        (SectorState::Wrong(kind), Some(0)) => {
+            matches!(kind, FindingKind::Corrupt { reason: "no stamp" | "unknown stamp version" })
+        }
         _ => false,
     };
     let new_count = states.iter().filter(|(_, s)| is_new(s)).count() as u32;
@@ -129,7 +206,7 @@ pub fn check_block(
     let total = states.len() as u32;
     let one_key = states
         .windows(2)
-        .all(|w| matches!(w, [(_, SectorState::Key(a)), (_, SectorState::Key(b))] if a == b));
+        .all(|w| matches!(w, [(_, SectorState::Key(a, _)), (_, SectorState::Key(b, _))] if a == b));
     if new_count == total && one_key {
         return if old.is_some() { BlockVerdict::PendingNew } else { BlockVerdict::Ok };
     }
@@ -142,14 +219,7 @@ pub fn check_block(
     let findings = states
         .into_iter()
         .filter(|(_, s)| !is_new(s) && !is_old(s))
-        .map(|(address, s)| Finding {
-            address,
-            kind: match s {
-                SectorState::Key(found) => FindingKind::LostWrite { expected_key: new, found_key: found },
-                SectorState::Zeros => FindingKind::UnexpectedZeros,
-                SectorState::Wrong(kind) => kind,
-            },
-        })
+        .map(|(address, s)| Finding { address, kind: finding(s, new, run) })
         .collect();
     BlockVerdict::Bad { findings }
 }

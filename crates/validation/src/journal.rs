@@ -10,11 +10,13 @@
 //! the slot with the newer valid start holds the journal. Each slot:
 //! ```text
 //! header, 4096 bytes:
-//!   0 magic "IOLABJNL"   8 version u32 = 3   12 crc32c u32 (of the header with this field 0)
+//!   0 magic "IOLABJNL"   8 version u32 = 4   12 crc32c u32 (of the header with this field 0)
 //!  16 run_id u64        24 region_start u64  32 key_block_bytes u64
 //!  40 blocks u64        48 sector_bytes u32  52 target name length u16
 //!  54 target name (up to 256 bytes)          310 mode u8 (1 sync, 2 async, 3 group)
 //! 312 generation u64   320 carried_bytes u32  324 start_crc u32 (snapshot and carried records)
+//! 328 write_ids_end u64 (1 + the highest write id of a `before` record written before this start)
+//! 336 created_ns u64 (when the run's journal was created, ns since the Unix epoch; 0 unknown)
 //! snapshot: `blocks` bytes of keys, padded with zeros to a multiple of 4096
 //! records (the first `carried_bytes` of them written with the start), each:
 //!   0 magic "JREC" (u32 0x4345524a)  4 length u32 (whole record)
@@ -25,7 +27,16 @@
 //! A record that is truncated or fails its checksum ends the journal: it
 //! and everything after it were not durable. The journal lives on a
 //! preallocated, zero-filled device, so zeros after the last record are
-//! its clean end.
+//! its clean end; so are the bytes an older generation left in a slot a
+//! compaction reused (`RecordWindow::clean_end`).
+//!
+//! Write ids are given in the order `before` records are written (version
+//! 4), so the records replayed, and `write_ids_end` for what a compaction
+//! folded into the snapshot, say which writes the journal knows of: a
+//! stamp of the run whose write id (its sequence number) is at or past
+//! [`Replay::ahead_from`] was written after the journal's last durable
+//! record, and a stamp of an earlier id that is not what replay expects is
+//! older than what a durable record promises.
 //!
 //! A start is produced ([`StartStream`]) and read back ([`replay_from`])
 //! piece by piece, its checksum computed as the pieces go, and replay's
@@ -39,15 +50,21 @@ use serde::Serialize;
 use crate::keys::{KeyBytes, KeyMap};
 
 pub const JOURNAL_MAGIC: &[u8; 8] = b"IOLABJNL";
-pub const JOURNAL_VERSION: u32 = 3;
-/// Version 2 journals read the same; there, a `before` on a block with a
-/// write in flight also proved that write complete, which version 3 no
-/// longer promises (replay of either accepts the whole chain).
+pub const JOURNAL_VERSION: u32 = 4;
+/// Versions 2 and 3 journals read the same, without `write_ids_end` and
+/// `created_ns` (read as 0) and without write ids in record order; in
+/// version 2, a `before` on a block with a write in flight also proved
+/// that write complete, which version 3 no longer promises (replay of
+/// either accepts the whole chain).
 pub const JOURNAL_VERSION_MIN: u32 = 2;
+/// The first version whose write ids follow the order of its records.
+const ORDERED_WRITE_IDS_VERSION: u32 = 4;
 const MODE_AT: usize = 54 + TARGET_NAME_BYTES_MAX;
 const GENERATION_AT: usize = 312;
 const CARRIED_AT: usize = 320;
 const START_CRC_AT: usize = 324;
+const WRITE_IDS_END_AT: usize = 328;
+const CREATED_AT: usize = 336;
 pub const JOURNAL_HEADER_BYTES: usize = 4096;
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"JREC");
 const RECORD_HEADER_BYTES: usize = 24;
@@ -101,6 +118,14 @@ pub struct JournalHeader {
     /// Bumped by every compaction; a record's checksum covers it, so
     /// records of an older generation never pass for current ones.
     pub generation: u64,
+    /// 1 + the highest write id of a `before` record written before this
+    /// start (0: none): the writes a compaction folded into the snapshot
+    /// or carried. Writes with this id or later are in the records, or
+    /// unknown to the journal.
+    pub write_ids_end: u64,
+    /// When the journal was created (ns since the Unix epoch; 0: unknown):
+    /// a stamp of another run written before it is an older run's.
+    pub created_ns: u64,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -136,8 +161,17 @@ pub struct Replay {
     pub keys: KeyBytes,
     pub pending: Vec<PendingWrite>,
     pub records: u64,
-    /// Byte offset where the valid records end, and why, when the journal
-    /// ends with a damaged or truncated record instead of cleanly.
+    /// The first write id the journal does not know of: a stamp of this
+    /// run with this sequence number or a later one was written after the
+    /// journal's last durable record (the journal is incomplete: cut short,
+    /// or async and caught by a crash); a stamp with an earlier one that is
+    /// not what replay expects is older than a durable record promises.
+    /// None when the journal cannot tell (a version 2 or 3 journal after a
+    /// compaction: its snapshot does not say which writes it holds).
+    pub ahead_from: Option<u64>,
+    /// Byte of the journal device where the valid records end, and why,
+    /// when the journal ends with a damaged or truncated record instead
+    /// of cleanly (zeros, or what an older generation left in the slot).
     pub torn_tail: Option<(u64, &'static str)>,
 }
 
@@ -273,6 +307,8 @@ fn encode_header(header: &JournalHeader, carried_bytes: u32, start_crc: u32) -> 
     buf[54..54 + name.len()].copy_from_slice(name);
     buf[MODE_AT] = header.mode.code();
     put_u64(&mut buf, GENERATION_AT, header.generation);
+    put_u64(&mut buf, WRITE_IDS_END_AT, header.write_ids_end);
+    put_u64(&mut buf, CREATED_AT, header.created_ns);
     buf[CARRIED_AT..CARRIED_AT + 4].copy_from_slice(&carried_bytes.to_le_bytes());
     buf[START_CRC_AT..START_CRC_AT + 4].copy_from_slice(&start_crc.to_le_bytes());
     let crc = checksum(&buf, 12);
@@ -371,6 +407,9 @@ fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
         target: String::from_utf8_lossy(&head[54..54 + name_len]).into_owned(),
         mode,
         generation: u64_at(head, GENERATION_AT),
+        // Reserved (zero) before version 4.
+        write_ids_end: if version >= ORDERED_WRITE_IDS_VERSION { u64_at(head, WRITE_IDS_END_AT) } else { 0 },
+        created_ns: if version >= ORDERED_WRITE_IDS_VERSION { u64_at(head, CREATED_AT) } else { 0 },
     })
 }
 
@@ -456,6 +495,8 @@ struct Start {
     records_at: u64,
     carried: u64,
     start_crc: u32,
+    /// Whether write ids follow the order of the records (version 4 on).
+    ordered_ids: bool,
 }
 
 /// Reads and checks the header of the slot at `at`.
@@ -478,7 +519,9 @@ fn read_start<S: JournalSource>(
     if len < records_at.saturating_add(carried) {
         return Ok(Err(JournalError::Truncated(len as usize)));
     }
-    Ok(Ok(Start { header, at, len, records_at, carried, start_crc: u32_at(&buf, START_CRC_AT) }))
+    let ordered_ids = u32_at(&buf, 8) >= ORDERED_WRITE_IDS_VERSION;
+    let start_crc = u32_at(&buf, START_CRC_AT);
+    Ok(Ok(Start { header, at, len, records_at, carried, start_crc, ordered_ids }))
 }
 
 /// Reads the snapshot into `keys` a chunk at a time; returns whether the
@@ -521,25 +564,29 @@ fn replay_records<S: JournalSource>(
     let mut at = 0;
     let mut records = 0;
     let mut torn_tail = None;
+    let mut write_ids_end = header.write_ids_end;
     while at < region {
         let Some(Record { kind, write_id, entries, len }) = window.record_at(source, at, &header)? else {
-            let why = if window.zeros_from(source, at)? {
-                None
-            } else {
-                Some("damaged, truncated or older record")
-            };
-            torn_tail = why.map(|w| (start.records_at + at, w));
+            if !window.clean_end(source, at, &header)? {
+                torn_tail = Some((start.at + start.records_at + at, "damaged or truncated record"));
+            }
             break;
         };
         records += 1;
         at += len as u64;
         match kind {
-            1 => state.before(write_id, entries),
+            1 => {
+                write_ids_end = write_ids_end.max(write_id.saturating_add(1));
+                state.before(write_id, entries)
+            }
             _ => state.after(write_id),
         }
     }
+    // Without ordered ids (before version 4), only a journal never
+    // compacted lists every write it knows of in its records.
+    let ahead_from = (start.ordered_ids || header.generation == 0).then_some(write_ids_end);
     let pending = state.pending();
-    Ok(Replay { header, keys: state.keys, pending, records, torn_tail })
+    Ok(Replay { header, keys: state.keys, pending, records, ahead_from, torn_tail })
 }
 
 /// The records region of a slot, read [`RECORDS_WINDOW_BYTES`] at a time
@@ -556,6 +603,14 @@ struct RecordWindow {
 
 /// Bytes of the records region replay reads at once.
 pub const RECORDS_WINDOW_BYTES: usize = 1 << 20;
+
+/// The smallest unit a journal is written in (a sector): a writer pads
+/// every write with zeros to a whole number of them.
+const UNIT_BYTES_MIN: u64 = 512;
+
+/// How many older generations a record after a clean end is tried
+/// against before it is called damaged.
+const OLDER_GENERATIONS_CHECKED: u64 = 8;
 
 impl RecordWindow {
     /// Makes the window hold region bytes `at..at + want` (or up to the
@@ -590,6 +645,51 @@ impl RecordWindow {
         }
         let offset = (at - self.from) as usize;
         Ok(decode_record(&self.bytes[offset..], header))
+    }
+
+    /// Whether the records end cleanly at `at`, where no valid record of
+    /// this generation starts: what follows is zeros, or bytes an older
+    /// generation left in this slot (a slot is reused by every second
+    /// compaction and never zeroed again). The writer writes whole units
+    /// (sectors, 512 bytes or a multiple) padded with zeros, so a stream
+    /// that ends inside a sector leaves zeros to the sector's end; one that
+    /// ends on a sector boundary is followed by what the slot held before:
+    /// no record magic (the middle of an older record), or a whole record
+    /// of an older generation. Anything else is a record of this
+    /// generation that is damaged or was cut short.
+    fn clean_end<S: JournalSource>(
+        &mut self,
+        source: &mut S,
+        at: u64,
+        header: &JournalHeader,
+    ) -> Result<bool, S::Error> {
+        if self.zeros_from(source, at)? {
+            return Ok(true);
+        }
+        let sector_end = at.next_multiple_of(UNIT_BYTES_MIN).min(self.region);
+        if at % UNIT_BYTES_MIN != 0 {
+            self.cover(source, at, sector_end - at)?;
+            let offset = (at - self.from) as usize;
+            return Ok(self.bytes[offset..][..(sector_end - at) as usize].iter().all(|&b| b == 0));
+        }
+        self.cover(source, at, RECORD_HEADER_BYTES as u64)?;
+        let offset = (at - self.from) as usize;
+        let head = &self.bytes[offset..];
+        if head.len() < 4 || u32_at(head, 0) != RECORD_MAGIC {
+            return Ok(true);
+        }
+        // The slot's generations alternate with the other slot's: older
+        // records here are of this generation minus 2, 4, ...
+        let older = (1..=OLDER_GENERATIONS_CHECKED)
+            .map_while(|i| header.generation.checked_sub(2 * i))
+            .collect::<Vec<u64>>();
+        for generation in older {
+            let older_header = JournalHeader { generation, ..header.clone() };
+            if self.record_at(source, at, &older_header)?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Whether every byte of the region from `at` on is zero.

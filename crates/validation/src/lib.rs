@@ -2,7 +2,8 @@
 //! stamp (magic, address, key, write sequence, time, run id, crc32c) and
 //! data derived from them, so what is read back can be checked and every
 //! difference classified: lost write, misdirected write, corruption, torn
-//! write, unexpected zeros.
+//! write, unexpected zeros, and, after a crash, a write newer than the
+//! journal knows of (ahead of it).
 //!
 //! This crate is pure computation on buffers: it never does I/O (the one
 //! exception: a large key map may live in a mapped scratch file, see
@@ -14,7 +15,7 @@ pub mod journal;
 mod keys;
 mod stamp;
 
-pub use check::{check_block, BlockVerdict, Expect, Finding, FindingKind};
+pub use check::{check_block, check_block_in, BlockVerdict, Expect, Finding, FindingKind, RunContext};
 pub use keys::{
     next_key, KeyBytes, KeyMap, KeyMapChoice, KeyMapError, KeyPlace, KEY_MAP_MEMORY_BYTES_MAX,
     KEY_NEVER_WRITTEN,

@@ -147,6 +147,17 @@ pub fn enumerate(
     let initial = sizes.iter().map(|&s| MemDevice::new(s)).collect::<Result<Vec<_>, _>>()?;
     let bounds = Bounds::of(&events);
     let points = crash_points(spec, &events, built);
+    if let Some(only) = spec.only_state.filter(|&only| only >= points.len() as u64) {
+        // Checking nothing would report "0 violations" for a state that
+        // does not exist.
+        let has = match points.len() {
+            0 => "no crash states".to_string(),
+            n => format!("states 0 to {}", n - 1),
+        };
+        return Err(CrashError::Spec(format!(
+            "--state {only}: this run has {has} (the same flags give the same states)"
+        )));
+    }
     let mut report = CrashReport {
         transactions: spec.transactions,
         events: events.len(),
@@ -349,9 +360,12 @@ fn read_block(dev: &dyn Device, spec: &CrashSpec, block: u64, buf: &mut [u8]) ->
     for (i, bytes) in buf.chunks_exact(sector).enumerate() {
         let this = match read_stamp(bytes) {
             Err(StampError::Zeros) => Found::Zeros,
-            Err(e) => return Found::Bad(format!("sector {i}: {e:?}")),
+            Err(e) => return Found::Bad(format!("sector {i} of the block: {e:?}")),
             Ok(stamp) if stamp.address != offset + (i * sector) as u64 => {
-                return Found::Bad(format!("sector {i} holds the stamp of byte {}", stamp.address))
+                return Found::Bad(format!(
+                    "sector {i} of the block holds the stamp of byte {}",
+                    stamp.address
+                ))
             }
             Ok(stamp) => Found::Written(stamp.sequence),
         };
@@ -359,7 +373,11 @@ fn read_block(dev: &dyn Device, spec: &CrashSpec, block: u64, buf: &mut [u8]) ->
             (None, this) => Some(this),
             (Some(Found::Zeros), Found::Zeros) => Some(Found::Zeros),
             (Some(Found::Written(a)), Found::Written(b)) if a == b => Some(Found::Written(a)),
-            _ => return Found::Torn(format!("its sectors come from different writes (sector {i} differs)")),
+            _ => {
+                return Found::Torn(format!(
+                    "its sectors come from different writes (sector {i} of the block differs)"
+                ))
+            }
         };
     }
     found.unwrap_or(Found::Zeros)

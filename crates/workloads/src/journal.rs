@@ -38,6 +38,12 @@
 //! the worker one more request in its ring instead of a committer thread
 //! (docs/PERFORMANCE.md: no better on the machine measured).
 //!
+//! The writer gives each write its id (the sequence number its stamps
+//! carry) as it queues the write's `before` record, under the same lock,
+//! so ids follow the order of the records: replay can then tell a block
+//! written after the journal's last durable record from one that lost a
+//! write (`validation::journal`, `Replay::ahead_from`).
+//!
 //! A failed write or flush poisons the journal: every later call fails.
 
 use std::collections::HashMap;
@@ -283,6 +289,8 @@ enum Rec {
 }
 
 struct State {
+    /// The id the next `before` record gives its write.
+    next_write_id: u64,
     /// Records for the next commit (in group mode, `before` records only),
     /// and their encoded bytes.
     queued: Vec<Rec>,
@@ -348,6 +356,9 @@ struct Tail {
     /// Replay's state after every record written: what a compacted start
     /// holds.
     mirror: KeyState,
+    /// 1 + the highest write id of a `before` record written: what a
+    /// compacted start's header says.
+    write_ids_end: u64,
     /// The stream's bytes since the last whole unit: the next write starts
     /// with them.
     partial: Vec<u8>,
@@ -380,6 +391,14 @@ pub struct JournalWriter {
 
 fn device_error(what: &'static str) -> impl FnOnce(DeviceError) -> JournalWriteError {
     move |source| JournalWriteError::Device { what, source }
+}
+
+/// A queued `before` record: the id it gave its write, and the ticket
+/// that says when it is durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Queued {
+    pub write_id: u64,
+    pub ticket: u64,
 }
 
 /// What one commit writes.
@@ -427,7 +446,7 @@ impl JournalWriter {
         header: &JournalHeader,
         keys: KeyBytes,
     ) -> Result<JournalWriter, JournalWriteError> {
-        let header = JournalHeader { generation: 0, ..header.clone() };
+        let header = JournalHeader { generation: 0, write_ids_end: 0, ..header.clone() };
         assert_eq!(keys.len() as u64, header.blocks, "one key per block");
         let records_at = start_bytes(header.blocks);
         let sector = u64::from(device.sector_bytes());
@@ -450,6 +469,7 @@ impl JournalWriter {
         }
         device.flush().map_err(device_error("cannot flush"))?;
         let state = State {
+            next_write_id: 0,
             queued: Vec::new(),
             queued_bytes: 0,
             afters: Vec::new(),
@@ -464,8 +484,9 @@ impl JournalWriter {
             poisoned: false,
             stats: JournalStats::default(),
         };
+        let mirror = KeyState::new(keys);
         let tail =
-            Tail { slot: 0, generation: 0, written_end: 0, mirror: KeyState::new(keys), partial: Vec::new() };
+            Tail { slot: 0, generation: 0, written_end: 0, mirror, write_ids_end: 0, partial: Vec::new() };
         Ok(JournalWriter {
             device,
             target,
@@ -507,15 +528,19 @@ impl JournalWriter {
         JournalWriteError::Poisoned { device: self.device.name().to_string() }
     }
 
-    /// Queues a `before` record: write `write_id` is about to give these
-    /// blocks these keys. Returns the ticket [`JournalWriter::wait`] takes
-    /// to learn that it is durable. Queuing early, and waiting only right
-    /// before the data write, lets the commit overlap other work.
-    pub fn queue_before(&self, write_id: u64, entries: &[(u64, u8)]) -> Result<u64, JournalWriteError> {
+    /// Queues a `before` record: a write is about to give these blocks
+    /// these keys. Returns the write's id (its stamps' sequence number),
+    /// given here so that ids follow the records' order, and the ticket
+    /// [`JournalWriter::wait`] takes to learn that the record is durable.
+    /// Queuing early, and waiting only right before the data write, lets
+    /// the commit overlap other work.
+    pub fn queue_before(&self, entries: &[(u64, u8)]) -> Result<Queued, JournalWriteError> {
         let mut state = self.lock();
         if state.poisoned {
             return Err(self.poisoned());
         }
+        let write_id = state.next_write_id;
+        state.next_write_id += 1;
         if !state.dirty.is_empty() && entries.iter().any(|(b, _)| state.dirty.get(b) >= Some(&CHAIN_MAX)) {
             // The block's chain of possible keys is long: end it by making
             // its writes' `after` records durable.
@@ -525,7 +550,7 @@ impl JournalWriter {
         state.queued_bytes += record_bytes(entries.len());
         let ticket = state.open_commit;
         self.maybe_write_async(state)?;
-        Ok(ticket)
+        Ok(Queued { write_id, ticket })
     }
 
     /// Returns once the record behind `ticket` is durable (sync and group
@@ -595,11 +620,12 @@ impl JournalWriter {
         self.kicked.notify_all();
     }
 
-    /// Records that write `write_id` is about to give these blocks these
-    /// keys; returns once that is durable (sync and group modes).
-    pub fn before(&self, write_id: u64, entries: &[(u64, u8)]) -> Result<(), JournalWriteError> {
-        let ticket = self.queue_before(write_id, entries)?;
-        self.wait(ticket)
+    /// Records that a write is about to give these blocks these keys;
+    /// returns its id once that is durable (sync and group modes).
+    pub fn before(&self, entries: &[(u64, u8)]) -> Result<u64, JournalWriteError> {
+        let queued = self.queue_before(entries)?;
+        self.wait(queued.ticket)?;
+        Ok(queued.write_id)
     }
 
     /// Records that write `write_id`, on these key blocks, completed:
@@ -892,7 +918,13 @@ impl JournalWriter {
         }
         for rec in records {
             match rec {
-                Rec::Before(id, entries) => tail.mirror.before(id, entries),
+                Rec::Before(id, entries) => {
+                    // Ids are given as records are queued, and batches
+                    // taken in queue order.
+                    debug_assert!(id >= tail.write_ids_end, "write ids in record order");
+                    tail.write_ids_end = id + 1;
+                    tail.mirror.before(id, entries)
+                }
                 Rec::After(id) => tail.mirror.after(id),
             }
         }
@@ -930,7 +962,7 @@ impl JournalWriter {
         for (id, entries) in tail.mirror.inflight() {
             append_before(&mut carried, generation, id, entries);
         }
-        let header = JournalHeader { generation, ..self.header.clone() };
+        let header = JournalHeader { generation, write_ids_end: tail.write_ids_end, ..self.header.clone() };
         let sector = u64::from(self.device.sector_bytes());
         let len = (self.records_at + carried.len() as u64).next_multiple_of(sector);
         if len > self.slot_bytes {
@@ -950,6 +982,7 @@ impl JournalWriter {
             generation,
             written_end: carried.len() as u64,
             mirror: std::mem::take(&mut tail.mirror),
+            write_ids_end: tail.write_ids_end,
             partial: carried[whole..].to_vec(),
         };
         Ok(())

@@ -2,6 +2,11 @@
 //! journal and check every block it says was written against the target.
 //! Reads only. `iolab validate` is this plus printing; the crash tests call
 //! it on crash images.
+//!
+//! A block may be newer than the journal: written after its last durable
+//! record (a journal cut short, or an async one caught by a crash). Such a
+//! block is counted apart, `ahead`, and is no error: it says the journal
+//! is incomplete, not that the target lost anything.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,11 +14,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use device::{AlignedBuf, Device, DeviceError};
 use serde::Serialize;
 use validation::journal::{replay_from, JournalError, JournalHeader, JournalMode, JournalSource};
-use validation::{check_block, BlockVerdict, Expect, Finding, FindingKind, KeyBytes, KeyMapError};
+use validation::{
+    check_block_in, BlockVerdict, Expect, Finding, FindingKind, KeyBytes, KeyMapError, RunContext,
+};
 
 use crate::validate::KeyMapSpec;
 
-/// Bad blocks listed in a verdict; the counts go on.
+/// Bad blocks listed in a verdict, and blocks ahead of the journal; the
+/// counts go on.
 pub const BAD_LISTED_MAX: usize = 50;
 
 /// The journal is read in chunks of this size; the replayed keys are let go
@@ -41,8 +49,8 @@ pub enum RecoverError {
     #[error(transparent)]
     KeyMap(#[from] KeyMapError),
     #[error(
-        "{target}: does not match the journal (region ends at {region_end}, sector {journal_sector} bytes; \
-         the target has {target_bytes} bytes, sector {target_sector})"
+        "{target}: does not match the journal (region ends at byte {region_end}, sectors of {journal_sector} \
+         bytes; the target has {target_bytes} bytes, sectors of {target_sector})"
     )]
     Mismatch { target: String, region_end: u64, journal_sector: u32, target_bytes: u64, target_sector: u32 },
 }
@@ -61,11 +69,20 @@ pub struct Verdict {
     pub corrupt: u64,
     pub zeros: u64,
     pub foreign: u64,
+    /// Blocks holding a write of this run newer than anything the journal
+    /// recorded for them: written after its last durable record. Not
+    /// errors: the journal is incomplete.
+    pub ahead: u64,
     /// The first bad blocks (at most [`BAD_LISTED_MAX`]).
     pub bad: Vec<BadBlock>,
+    /// The first blocks ahead of the journal (at most [`BAD_LISTED_MAX`]).
+    pub ahead_blocks: Vec<BadBlock>,
+    /// The target's sector size (bad sectors are numbered in it).
+    pub sector_bytes: u32,
     /// Records replayed.
     pub records: u64,
-    /// Where the journal ended early, if it did.
+    /// The byte of the journal device where it ends with a damaged or
+    /// truncated record, if it does.
     pub journal_torn_at: Option<u64>,
     /// The mode the journal was written in (async: not crash safe on the
     /// host, so its history may be short and its verdict unreliable).
@@ -78,22 +95,27 @@ pub struct Verdict {
 
 /// A key block the verdict calls bad: torn (its in-flight write left some
 /// sectors old, the others new), or holding sectors it should not, classed
-/// by the first of them.
+/// by the first of them that is not ahead of the journal; or a block
+/// ahead of the journal (all its odd sectors are).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BadBlock {
     /// Byte address of the key block on the target.
     pub offset: u64,
-    /// `torn`, or the first bad sector's kind: `lost_write`, `misdirected`,
-    /// `foreign_run`, `corrupt` or `unexpected_zeros`.
+    /// `torn`, or the class sector's kind: `lost_write`, `misdirected`,
+    /// `foreign_run`, `corrupt`, `unexpected_zeros`, or `ahead`.
     pub class: &'static str,
     /// Torn: the sectors holding the new write and the old contents.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub new_sectors: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub old_sectors: Option<u32>,
-    /// Otherwise: the first bad sector, and how many are bad.
+    /// Otherwise: the sector that names the class, its number on the
+    /// target (its byte address over the sector size), and how many
+    /// sectors are bad.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first: Option<Finding>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_sector: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bad_sectors: Option<u32>,
 }
@@ -105,9 +127,18 @@ impl std::fmt::Display for BadBlock {
             return write!(f, "torn: {new} sectors new, {old} old");
         };
         let what = match first.kind {
-            FindingKind::LostWrite { expected_key, found_key } => {
+            FindingKind::LostWrite { expected_key, found_key, found_run_id: None } => {
                 format!("lost write: key {found_key} where {expected_key} was written")
             }
+            FindingKind::LostWrite { expected_key, found_run_id: Some(run), .. } => {
+                format!(
+                    "lost write: an older run's block (run id {run}) where key {expected_key} was written"
+                )
+            }
+            FindingKind::Ahead { expected_key, found_key } => format!(
+                "ahead of the journal: key {found_key} where its last durable record gives {expected_key} \
+                 (written after that record)"
+            ),
             FindingKind::Misdirected { found_address } => {
                 format!("misdirected: holds the stamp of byte {found_address}")
             }
@@ -115,13 +146,22 @@ impl std::fmt::Display for BadBlock {
             FindingKind::Corrupt { reason } => format!("corrupt: {reason}"),
             FindingKind::UnexpectedZeros => "zeros where data was written".to_string(),
         };
-        write!(f, "{what}, from sector {} ({} bad sectors)", first.address, self.bad_sectors.unwrap_or(1))
+        let sectors = self.bad_sectors.unwrap_or(1);
+        let odd = if self.class == "ahead" { "" } else { " bad" };
+        let sector = self.first_sector.map_or(String::new(), |s| format!("sector {s} "));
+        write!(f, "{what}; {sectors}{odd} sectors, the first {sector}(byte {})", first.address)
     }
 }
 
 impl Verdict {
-    /// Bad blocks: every class but verified and pending, and torn unless
-    /// accepted.
+    /// Whether the journal is incomplete: blocks hold writes newer than
+    /// anything it recorded.
+    pub fn journal_incomplete(&self) -> bool {
+        self.ahead > 0
+    }
+
+    /// Bad blocks: every class but verified, pending and ahead of the
+    /// journal, and torn unless accepted.
     pub fn errors(&self) -> u64 {
         self.torn * u64::from(!self.torn_ok)
             + self.lost
@@ -248,6 +288,7 @@ pub fn recover_watched(
     pending.sort_unstable_by_key(|&(b, _)| b);
     let mut verdict = Verdict {
         torn_ok,
+        sector_bytes: h.sector_bytes,
         records: replayed.records,
         journal_torn_at: replayed.torn_tail.map(|t| t.0),
         journal_mode: Some(h.mode),
@@ -261,6 +302,11 @@ pub fn recover_watched(
     let per_run = (CHECK_RUN_BYTES / block_bytes).max(1);
     let align = target.buffer_align().max(4096);
     let (keys, pending) = (&replayed.keys, &pending);
+    let run = RunContext {
+        run_id: h.run_id,
+        ahead_from: replayed.ahead_from,
+        started_ns: (h.created_ns != 0).then_some(h.created_ns),
+    };
     progress.blocks.store(keys.len() as u64, Ordering::Relaxed);
     std::thread::scope(|scope| {
         let (to_check, checks) = std::sync::mpsc::sync_channel(1);
@@ -276,7 +322,7 @@ pub fn recover_watched(
             for &(block, expect) in &read.wanted {
                 let offset = h.region_start + (block * block_bytes) as u64;
                 let bytes = &read.buf[(block - read.first) * block_bytes..][..block_bytes];
-                let block_verdict = check_block(bytes, h.sector_bytes as usize, offset, expect, h.run_id);
+                let block_verdict = check_block_in(bytes, h.sector_bytes as usize, offset, expect, &run);
                 tally(&mut verdict, offset, block_verdict);
             }
             progress.checked.store((read.first + per_run).min(keys.len()) as u64, Ordering::Relaxed);
@@ -400,11 +446,12 @@ fn tally(v: &mut Verdict, offset: u64, verdict: BlockVerdict) {
                 new_sectors: Some(new_sectors),
                 old_sectors: Some(old_sectors),
                 first: None,
+                first_sector: None,
                 bad_sectors: None,
             }
         }
-        BlockVerdict::Bad { findings } => {
-            let Some(first) = findings.first() else {
+        BlockVerdict::Bad { ref findings } => {
+            let Some(first) = verdict.class_finding() else {
                 // Unreachable: a block neither all old nor all new has a
                 // sector that is neither; counted as corrupt all the same.
                 v.corrupt += 1;
@@ -412,6 +459,7 @@ fn tally(v: &mut Verdict, offset: u64, verdict: BlockVerdict) {
             };
             let (counter, class) = match first.kind {
                 FindingKind::LostWrite { .. } => (&mut v.lost, "lost_write"),
+                FindingKind::Ahead { .. } => (&mut v.ahead, "ahead"),
                 FindingKind::Misdirected { .. } => (&mut v.misdirected, "misdirected"),
                 FindingKind::ForeignRun { .. } => (&mut v.foreign, "foreign_run"),
                 FindingKind::UnexpectedZeros => (&mut v.zeros, "unexpected_zeros"),
@@ -424,11 +472,13 @@ fn tally(v: &mut Verdict, offset: u64, verdict: BlockVerdict) {
                 new_sectors: None,
                 old_sectors: None,
                 first: Some(*first),
+                first_sector: Some(first.address / u64::from(v.sector_bytes.max(1))),
                 bad_sectors: Some(findings.len() as u32),
             }
         }
     };
-    if v.bad.len() < BAD_LISTED_MAX {
-        v.bad.push(bad);
+    let list = if bad.class == "ahead" { &mut v.ahead_blocks } else { &mut v.bad };
+    if list.len() < BAD_LISTED_MAX {
+        list.push(bad);
     }
 }

@@ -171,6 +171,8 @@ impl Validator {
                     target: target.name().to_string(),
                     mode: journal.mode,
                     generation: 0,
+                    write_ids_end: 0,
+                    created_ns: now_ns(),
                 };
                 // The writer's copy of the map, from which it writes
                 // compacted starts.
@@ -264,19 +266,18 @@ impl Validator {
         }
     }
 
-    /// Gives a write (whose blocks the caller holds) its sequence number
-    /// and its blocks' next keys, without filling a buffer yet: its
-    /// `before` record needs only these.
-    pub fn assign(&self, req: &Request) -> (u64, Vec<u8>) {
-        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
-        let keys = self.blocks(req).map(|b| next_key(self.keys.get(b))).collect();
-        (sequence, keys)
+    /// Gives a write (whose blocks the caller holds) its blocks' next
+    /// keys, without filling a buffer yet: its `before` record needs only
+    /// these ([`Validator::journal_queue_before`] then gives its sequence
+    /// number).
+    pub fn assign(&self, req: &Request) -> Vec<u8> {
+        self.blocks(req).map(|b| next_key(self.keys.get(b))).collect()
     }
 
     /// Fills `buf` with the stamps of a write [`Validator::assign`] gave
     /// `sequence` and `keys`.
     pub fn fill(&self, req: &Request, sequence: u64, keys: &[u8], buf: &mut [u8]) {
-        let time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let time_ns = now_ns();
         for ((i, b), &key) in self.blocks(req).enumerate().zip(keys) {
             let at = i * self.key_bytes as usize;
             let offset = self.region.start + b * self.key_bytes;
@@ -290,17 +291,23 @@ impl Validator {
         self.lookahead
     }
 
-    /// Queues the `before` record of a write about to be issued; returns
-    /// the ticket [`Validator::journal_wait`] takes.
+    /// Gives a write about to be issued its sequence number and queues
+    /// its `before` record; returns the sequence number and the ticket
+    /// [`Validator::journal_wait`] takes. Under a journal, the journal
+    /// gives the number as it queues the record, so that numbers follow
+    /// the records' order (what tells a write the journal never recorded
+    /// from a lost one after a crash).
     pub fn journal_queue_before(
         &self,
-        sequence: u64,
         req: &Request,
         keys: &[u8],
-    ) -> Result<Option<u64>, crate::WorkloadError> {
-        let Some(journal) = &self.journal else { return Ok(None) };
+    ) -> Result<(u64, Option<u64>), crate::WorkloadError> {
+        let Some(journal) = &self.journal else {
+            return Ok((self.sequence.fetch_add(1, Ordering::Relaxed), None));
+        };
         let entries: Vec<(u64, u8)> = self.blocks(req).zip(keys.iter().copied()).collect();
-        Ok(Some(journal.queue_before(sequence, &entries)?))
+        let queued = journal.queue_before(&entries)?;
+        Ok((queued.write_id, Some(queued.ticket)))
     }
 
     /// Whether the `before` record behind `ticket` is durable (always, with
@@ -411,6 +418,11 @@ fn key_place(spec: &ValidateSpec, blocks: u64) -> Result<KeyPlace, crate::Worklo
         }
     }
     Ok(place)
+}
+
+/// The time now, ns since the Unix epoch (0 if the clock is before it).
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Names a bad block's class. A block where some sectors hold the expected

@@ -86,3 +86,12 @@ fn a_log_on_its_own_device_keeps_the_promise_with_either_home_write_policy() {
         assert_eq!(out.status.code(), Some(0));
     }
 }
+
+#[test]
+fn a_state_past_the_last_one_is_a_usage_error() {
+    let out =
+        iolab(&["crash", "--stack", "sync", "--transactions", "8", "--states", "10", "--state", "1000"]);
+    assert_eq!(out.status.code(), Some(2), "{}{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("--state 1000: this run has states 0 to"), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("violations"), "{}", stdout(&out));
+}

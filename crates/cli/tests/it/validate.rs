@@ -87,7 +87,11 @@ fn block_rolled_back_to_zeros_is_reported() {
     std::fs::write(&target, &image).unwrap();
     let out = validate(&target, &journal);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout(&out).contains("1 zeroed") && stdout(&out).contains("block at 8192"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("1 zeroed") && stdout(&out).contains("block at byte 8192"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -135,8 +139,10 @@ fn older_version_of_a_block_is_reported_lost() {
     assert!(stdout(&out).contains("1 lost"), "{}", stdout(&out));
 }
 
+/// A block of an earlier run put back where this run wrote: this run's
+/// write is not there, the block is older than its durable record says.
 #[test]
-fn block_from_another_run_is_reported() {
+fn an_older_run_s_block_put_back_is_a_lost_write() {
     let dir = tempfile::tempdir().unwrap();
     let (target, _) = journaled(&dir, "group");
     let before = std::fs::read(&target).unwrap();
@@ -163,7 +169,9 @@ fn block_from_another_run_is_reported() {
     std::fs::write(&target2, &image).unwrap();
     let out = validate(target2.to_str().unwrap(), journal2.to_str().unwrap());
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout(&out).contains("1 from another run"), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("1 lost") && text.contains("0 from another run"), "{text}");
+    assert!(text.contains("lost write: an older run's block"), "{text}");
 }
 
 #[test]
@@ -192,6 +200,19 @@ fn a_long_run_compacts_its_journal_and_still_validates() {
     let out = validate(&target, &journal);
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("compactions"), "{}", stdout(&out));
+}
+
+/// Two compactions: the journal is back in its first slot, whose older
+/// records lie past the new ones. A clean end there is no damaged record.
+#[test]
+fn a_clean_journal_compacted_into_a_reused_slot_reports_no_damaged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal, _) =
+        journaled_randwrite(&dir, "40000", &["--no-preread", "--journal-mode", "async"]);
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("after 2 compactions"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("damaged or truncated"), "{}", stdout(&out));
 }
 
 #[test]
@@ -453,14 +474,179 @@ fn the_json_verdict_names_each_bad_block_and_its_first_bad_sector() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
-        (&doc["schema"], &doc["version"], &doc["errors"]),
-        (&"iolab-validate".into(), &1.into(), &1.into())
+        (&doc["schema"], &doc["version"], &doc["errors"], &doc["outcome"]),
+        (&"iolab-validate".into(), &2.into(), &1.into(), &"bad".into())
     );
     let expected = serde_json::json!([{
         "offset": 4096,
         "class": "misdirected",
         "first": { "address": 4096, "kind": "misdirected", "found_address": 0 },
+        "first_sector": 8,
         "bad_sectors": 8,
     }]);
     assert_eq!(doc["bad"], expected, "{doc}");
+}
+
+/// Where each record of the journal's first slot begins, and where the
+/// last one ends (a journal that never compacted).
+fn record_boundaries(journal: &[u8]) -> Vec<usize> {
+    let header = validation::journal::read_header(&journal[..4096]).unwrap();
+    assert_eq!(header.generation, 0, "the journal compacted");
+    let mut at = validation::journal::start_bytes(header.blocks) as usize;
+    let mut boundaries = vec![at];
+    while journal[at..at + 4] == *b"JREC" {
+        at += u32::from_le_bytes(journal[at + 4..at + 8].try_into().unwrap()) as usize;
+        boundaries.push(at);
+    }
+    boundaries
+}
+
+/// Cuts the journal in `journal_dir` as a crash can leave it: zeros from
+/// the end of record `records` on (plus `into` bytes of the next record),
+/// as an async journal whose later records never reached the file.
+fn cut_journal(journal_dir: &str, records: usize, into: usize) {
+    let path = std::path::Path::new(journal_dir).join("iolab.journal");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let boundaries = record_boundaries(&bytes);
+    assert!(records < boundaries.len() - 1, "only {} records", boundaries.len() - 1);
+    let from = boundaries[records] + into;
+    let slot_end = validation::journal::slot_bytes(bytes.len() as u64) as usize;
+    bytes[from..slot_end].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+}
+
+/// 2000 random writes from 4 threads under an async journal: a journal
+/// whose tail a crash can take, over blocks rewritten several times.
+fn async_random_run(dir: &tempfile::TempDir) -> (String, String) {
+    let (target, journal, _) =
+        journaled_randwrite(dir, "2000", &["--threads", "4", "--journal-mode", "async", "--no-preread"]);
+    (target, journal)
+}
+
+#[test]
+fn a_journal_cut_at_a_record_boundary_reports_blocks_ahead_of_it_and_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = async_random_run(&dir);
+    cut_journal(&journal, 2000, 0);
+    let out = validate(&target, &journal);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}{}", stderr(&out));
+    assert!(text.contains(" 0 lost,") && !text.contains(" 0 ahead of the journal"), "{text}");
+    assert!(text.contains("verdict: the journal is incomplete:"), "{text}");
+    assert!(!text.contains("damaged or truncated"), "{text}");
+}
+
+#[test]
+fn a_journal_cut_mid_record_reports_blocks_ahead_of_it_and_its_damaged_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = async_random_run(&dir);
+    cut_journal(&journal, 1500, 10);
+    let out = validate(&target, &journal);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}{}", stderr(&out));
+    assert!(text.contains(" 0 lost,") && !text.contains(" 0 ahead of the journal"), "{text}");
+    assert!(text.contains("ends with a damaged or truncated record"), "{text}");
+}
+
+/// Two sequential passes (every block at key 2), the journal cut after the
+/// first 300 writes: the blocks of the later writes are ahead of it. Block
+/// 0 is put back as the first pass left it: older than the second pass's
+/// durable record, still a lost write, and the exit status says loss.
+#[test]
+fn a_lost_write_among_blocks_ahead_of_a_cut_journal_is_still_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) =
+        journaled_with(&dir, &["--io-size", "2m", "--journal-mode", "async", "--no-preread"]);
+    cut_journal(&journal, 600, 0);
+    let path = std::path::Path::new(&journal).join("iolab.journal");
+    let header = validation::journal::replay(&std::fs::read(path).unwrap()).unwrap().header;
+    let mut image = std::fs::read(&target).unwrap();
+    validation::fill_block(&mut image[..4096], 512, 0, 1, 0, 0, header.run_id);
+    std::fs::write(&target, &image).unwrap();
+    let out = validate(&target, &journal);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(text.contains(" 1 lost,") && text.contains(" 212 ahead of the journal"), "{text}");
+    assert!(text.contains("verdict: 1 bad blocks; also, the journal is incomplete"), "{text}");
+}
+
+#[test]
+fn the_json_verdict_lists_blocks_ahead_of_a_cut_journal_apart_from_bad_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = async_random_run(&dir);
+    cut_journal(&journal, 2000, 0);
+    let out = iolab(&["validate", "--target", &target, "--journal", &journal, "--json", "-"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&doc["errors"], &doc["outcome"], &doc["bad"]),
+        (&0.into(), &"journal_incomplete".into(), &serde_json::json!([]))
+    );
+    let first = &doc["ahead_blocks"][0];
+    assert_eq!((&first["class"], &first["first"]["kind"]), (&"ahead".into(), &"ahead".into()), "{doc}");
+    assert!(doc["ahead"].as_u64().unwrap() >= doc["ahead_blocks"].as_array().unwrap().len() as u64);
+}
+
+/// Makes a file immutable (`chattr +i`) for as long as it lives, where the
+/// file system and the privileges allow: then even root cannot open it
+/// for writing.
+struct Immutable(Option<std::path::PathBuf>);
+
+impl Immutable {
+    fn try_set(path: &std::path::Path) -> Immutable {
+        let set = std::process::Command::new("chattr").arg("+i").arg(path).output();
+        Immutable(set.is_ok_and(|o| o.status.success()).then(|| path.to_path_buf()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            let _ = std::process::Command::new("chattr").arg("-i").arg(path).output();
+        }
+    }
+}
+
+/// A target with permission bits 0444, immutable where `chattr` works (as
+/// root, permission bits alone stop no write): validate opens it
+/// read-only and checks it.
+#[test]
+fn a_target_that_may_not_be_written_validates() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled(&dir, "group");
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let _immutable = Immutable::try_set(std::path::Path::new(&target));
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("256 verified"), "{}", stdout(&out));
+}
+
+/// Holds an exclusive lock on `path` (as a run writing it does) while the
+/// returned device lives.
+fn held_exclusively(path: &std::path::Path) -> device::FileDevice {
+    let options = device::FileOptions { read_only: true, ..device::FileOptions::default() };
+    let dev = device::FileDevice::open(path, &options).unwrap();
+    dev.lock(device::LockKind::Exclusive).unwrap();
+    dev
+}
+
+#[test]
+fn validate_refuses_a_journal_a_run_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled(&dir, "group");
+    let _run = held_exclusively(&std::path::Path::new(&journal).join("iolab.journal"));
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("iolab.journal") && stderr(&out).contains("in use by"), "{}", stderr(&out));
+}
+
+#[test]
+fn validate_refuses_a_target_a_run_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled(&dir, "group");
+    let _run = held_exclusively(std::path::Path::new(&target));
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("t.img: in use by"), "{}", stderr(&out));
 }

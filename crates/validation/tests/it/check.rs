@@ -1,6 +1,6 @@
 //! Every class of fault, injected, is reported as that class.
 
-use validation::{check_block, fill_block, BlockVerdict, Expect, FindingKind};
+use validation::{check_block, check_block_in, fill_block, BlockVerdict, Expect, FindingKind, RunContext};
 
 const RUN: u64 = 77;
 
@@ -25,7 +25,10 @@ fn intact_block_is_ok() {
 #[test]
 fn lost_write_reads_back_the_older_key() {
     let v = check_block(&block(8192, 3), 512, 8192, Expect::Key(4), RUN);
-    assert_eq!(first_finding(v), FindingKind::LostWrite { expected_key: 4, found_key: 3 });
+    assert_eq!(
+        first_finding(v),
+        FindingKind::LostWrite { expected_key: 4, found_key: 3, found_run_id: None }
+    );
 }
 
 #[test]
@@ -106,7 +109,10 @@ fn pending_chain_accepts_any_key_of_the_chain() {
 fn pending_chain_refuses_a_key_past_its_end() {
     let chain = Expect::OldOrNew { old: 4, new: 7 };
     let v = check_block(&block(8192, 8), 512, 8192, chain, RUN);
-    assert_eq!(first_finding(v), FindingKind::LostWrite { expected_key: 7, found_key: 8 });
+    assert_eq!(
+        first_finding(v),
+        FindingKind::LostWrite { expected_key: 7, found_key: 8, found_run_id: None }
+    );
 }
 
 #[test]
@@ -130,4 +136,70 @@ fn pending_first_write_accepts_what_the_target_held_before_the_run() {
     fill_block(&mut earlier_run, 512, 8192, 3, 1, 1, RUN + 1);
     assert_eq!(check_block(&earlier_run, 512, 8192, pending, RUN), BlockVerdict::PendingOld);
     assert_eq!(check_block(&[0xa5; 4096], 512, 8192, pending, RUN), BlockVerdict::PendingOld);
+}
+
+/// After a crash: the journal knows writes up to id 99 (ahead from 100),
+/// and the run began at time 1000.
+const AFTER_A_CRASH: RunContext = RunContext { run_id: RUN, ahead_from: Some(100), started_ns: Some(1000) };
+
+/// A block of this run's key `key` written by write `sequence`.
+fn written(offset: u64, key: u8, sequence: u64) -> Vec<u8> {
+    let mut buf = vec![0; 4096];
+    fill_block(&mut buf, 512, offset, key, sequence, 5000, RUN);
+    buf
+}
+
+#[test]
+fn a_write_the_journal_never_recorded_is_ahead_not_lost() {
+    let v = check_block_in(&written(8192, 5, 100), 512, 8192, Expect::Key(4), &AFTER_A_CRASH);
+    assert_eq!(first_finding(v), FindingKind::Ahead { expected_key: 4, found_key: 5 });
+}
+
+#[test]
+fn a_write_ahead_across_the_key_wrap_is_ahead() {
+    // Key 1 follows 255: "greater" is by write id, not by key.
+    let v = check_block_in(&written(8192, 1, 150), 512, 8192, Expect::Key(255), &AFTER_A_CRASH);
+    assert_eq!(first_finding(v), FindingKind::Ahead { expected_key: 255, found_key: 1 });
+}
+
+#[test]
+fn an_older_key_than_a_durable_record_promises_is_lost_though_the_journal_is_short() {
+    let v = check_block_in(&written(8192, 3, 99), 512, 8192, Expect::Key(4), &AFTER_A_CRASH);
+    assert_eq!(
+        first_finding(v),
+        FindingKind::LostWrite { expected_key: 4, found_key: 3, found_run_id: None }
+    );
+}
+
+#[test]
+fn a_write_past_a_pending_chain_the_journal_never_recorded_is_ahead() {
+    let chain = Expect::OldOrNew { old: 4, new: 6 };
+    let v = check_block_in(&written(8192, 7, 120), 512, 8192, chain, &AFTER_A_CRASH);
+    assert_eq!(first_finding(v), FindingKind::Ahead { expected_key: 6, found_key: 7 });
+}
+
+#[test]
+fn an_older_run_s_block_where_this_run_wrote_is_a_lost_write() {
+    let mut older = vec![0; 4096];
+    fill_block(&mut older, 512, 8192, 9, 1, 999, RUN + 1);
+    let v = check_block_in(&older, 512, 8192, Expect::Key(4), &AFTER_A_CRASH);
+    let lost = FindingKind::LostWrite { expected_key: 4, found_key: 9, found_run_id: Some(RUN + 1) };
+    assert_eq!(first_finding(v), lost);
+}
+
+#[test]
+fn a_later_run_s_block_is_from_another_run() {
+    let mut later = vec![0; 4096];
+    fill_block(&mut later, 512, 8192, 9, 1, 2000, RUN + 1);
+    let v = check_block_in(&later, 512, 8192, Expect::Key(4), &AFTER_A_CRASH);
+    assert_eq!(first_finding(v), FindingKind::ForeignRun { found_run_id: RUN + 1 });
+}
+
+#[test]
+fn sectors_ahead_of_the_journal_do_not_hide_a_damaged_one() {
+    let mut buf = written(8192, 5, 100);
+    buf[3000] ^= 1;
+    let v = check_block_in(&buf, 512, 8192, Expect::Key(4), &AFTER_A_CRASH);
+    let class = v.class_finding().map(|f| (f.address, f.kind));
+    assert_eq!(class, Some((8192 + 5 * 512, FindingKind::Corrupt { reason: "checksum mismatch" })));
 }

@@ -20,6 +20,8 @@ fn header() -> JournalHeader {
         target: "t.img".into(),
         mode: JournalMode::Group,
         generation: 0,
+        write_ids_end: 0,
+        created_ns: 0,
     }
 }
 
@@ -127,6 +129,78 @@ fn zero_padding_after_the_last_record_is_a_clean_end() {
     j.extend(encode_before(0, 1, &[(3, 10)]));
     j.extend([0; 100]);
     assert!(replay(&dev(&j)).unwrap().torn_tail.is_none());
+}
+
+/// Slot 0 reused by generation 2: its records, as the writer leaves them
+/// (zeros to the end of the sector they end in), over what generation 0
+/// wrote there before (many records, never zeroed again). `ours` is the
+/// stream of generation-2 records.
+fn reused_slot(ours: &[u8]) -> Vec<u8> {
+    let h = JournalHeader { generation: 2, ..header() };
+    let mut old = Vec::new();
+    for id in 0..200 {
+        old.extend(encode_before(0, id, &[(id % BLOCKS, 1 + (id % 200) as u8)]));
+        old.extend(encode_after(0, id));
+    }
+    let mut j = encode_start_carrying(&h, &[0; BLOCKS as usize], &[]);
+    let records_at = j.len();
+    j.extend(&old);
+    let padded = ours.len().next_multiple_of(512);
+    j[records_at..records_at + padded].fill(0);
+    j[records_at..records_at + ours.len()].copy_from_slice(ours);
+    j
+}
+
+/// Generation-2 records: a write to block 3 done, one to block 5 pending,
+/// then `more` writes done, so the stream can end anywhere in a sector.
+fn generation_2_records(more: u64) -> Vec<u8> {
+    let mut ours = encode_before(2, 1000, &[(3, 10)]);
+    ours.extend(encode_after(2, 1000));
+    ours.extend(encode_before(2, 1001, &[(5, 1)]));
+    for id in 1002..1002 + more {
+        ours.extend(encode_before(2, id, &[(7, 1 + (id % 200) as u8)]));
+        ours.extend(encode_after(2, id));
+    }
+    ours
+}
+
+#[test]
+fn records_ending_in_a_reused_slot_end_cleanly_before_an_older_generation() {
+    for more in 0..40 {
+        let ours = generation_2_records(more);
+        let r = replay(&dev(&reused_slot(&ours))).unwrap();
+        assert_eq!(r.torn_tail, None, "{} bytes of records", ours.len());
+        assert_eq!((r.records, r.keys[3], r.pending.len()), (3 + 2 * more, 10, 1));
+    }
+}
+
+#[test]
+fn records_ending_on_a_sector_boundary_before_an_older_record_end_cleanly() {
+    // Record lengths are multiples of 3: 1536 bytes is the first sector
+    // boundary a stream can end on. What follows is generation 0's bytes,
+    // mid-record, or (below) a whole generation-0 record.
+    let mut ours = generation_2_records(6);
+    for id in 0..46 {
+        ours.extend(encode_after(2, 3000 + id));
+    }
+    assert_eq!(ours.len(), 1536);
+    let mut j = reused_slot(&ours);
+    let r = replay(&dev(&j)).unwrap();
+    assert_eq!((r.torn_tail, r.records), (None, 3 + 12 + 46));
+    let end = 8192 + ours.len();
+    let old = encode_before(0, 7, &[(1, 1)]);
+    j[end..end + old.len()].copy_from_slice(&old);
+    assert_eq!(replay(&dev(&j)).unwrap().torn_tail, None);
+}
+
+#[test]
+fn a_cut_record_in_a_reused_slot_is_still_reported() {
+    let mut ours = generation_2_records(3);
+    let cut = ours.len();
+    let torn = encode_before(2, 5000, &[(9, 1)]);
+    ours.extend(&torn[..torn.len() - 2]);
+    let r = replay(&dev(&reused_slot(&ours))).unwrap();
+    assert_eq!(r.torn_tail.map(|t| t.0), Some(8192 + cut as u64));
 }
 
 #[test]
@@ -333,4 +407,46 @@ fn records_over_several_read_windows_replay() {
     j.resize(2 * (j.len() + 4096), 0);
     let r = replay(&j).unwrap();
     assert_eq!((r.records, r.pending.len(), r.torn_tail), (2 * writes + 1, 1, None));
+}
+
+/// Version 4: write ids follow the records, so the first id past the
+/// highest `before` replayed is the first the journal does not know of.
+#[test]
+fn ahead_from_is_past_the_highest_write_id_recorded() {
+    let mut j = start();
+    j.extend(encode_before(0, 0, &[(3, 10)]));
+    j.extend(encode_before(0, 1, &[(4, 1)]));
+    j.extend(encode_after(0, 0));
+    assert_eq!(replay(&dev(&j)).unwrap().ahead_from, Some(2));
+    assert_eq!(replay(&dev(&start())).unwrap().ahead_from, Some(0));
+}
+
+/// A compaction folds writes into the snapshot: its header says which, so
+/// they are not taken for writes the journal never recorded.
+#[test]
+fn a_compacted_start_keeps_the_write_ids_it_folded_in() {
+    let h = JournalHeader { generation: 1, write_ids_end: 500, ..header() };
+    let mut j = encode_start_carrying(&h, &[0; BLOCKS as usize], &encode_before(1, 499, &[(5, 1)]));
+    assert_eq!(replay(&dev(&j)).unwrap().ahead_from, Some(500));
+    j.extend(encode_before(1, 500, &[(6, 1)]));
+    let r = replay(&dev(&j)).unwrap();
+    assert_eq!((r.ahead_from, r.header.write_ids_end), (Some(501), 500));
+}
+
+/// The header's new fields come back, and a version 3 header reads them
+/// as unknown: its reserved bytes are zero, and its snapshot after a
+/// compaction does not say which writes it holds.
+#[test]
+fn a_version_3_journal_after_a_compaction_cannot_tell_what_is_ahead() {
+    let h = JournalHeader { generation: 1, write_ids_end: 0, created_ns: 0, ..header() };
+    let mut j = encode_start_carrying(&h, &[0; BLOCKS as usize], &[]);
+    j.extend(encode_before(1, 7, &[(6, 1)]));
+    j[8..12].copy_from_slice(&3u32.to_le_bytes());
+    j[12..16].fill(0);
+    let crc = crc32c::crc32c(&j[..4096]);
+    j[12..16].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(replay(&dev(&j)).unwrap().ahead_from, None);
+    let created = JournalHeader { created_ns: 12345, write_ids_end: 3, ..header() };
+    let back = replay(&dev(&encode_start(&created, &KeyMap::new(BLOCKS, 4096)))).unwrap().header;
+    assert_eq!((back.created_ns, back.write_ids_end), (12345, 3));
 }

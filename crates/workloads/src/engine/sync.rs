@@ -180,8 +180,8 @@ fn prepare(
                 w.device.read_at(&mut read_buf[..len], req.offset)?;
                 go_on &= v.check(&req, &read_buf[..len], CheckedBy::Preread);
             }
-            let (sequence, keys) = v.assign(&req);
-            let ticket = v.journal_queue_before(sequence, &req, &keys)?;
+            let keys = v.assign(&req);
+            let (sequence, ticket) = v.journal_queue_before(&req, &keys)?;
             Some((sequence, keys, ticket))
         }
     };

@@ -56,14 +56,14 @@ struct Slot {
     stage: Stage,
 }
 
-/// A write given its sequence number and keys, waiting for its `before`
-/// record to be durable (group mode: queued already, with this ticket)
-/// and for a free slot.
+/// A write given its keys, waiting for its `before` record to be durable
+/// (group mode: queued already, with this sequence number and ticket;
+/// else queued when it is sent) and for a free slot.
 struct Waiting {
     req: Request,
     measured: bool,
     at: Instant,
-    sequence: u64,
+    sequence: Option<u64>,
     keys: Vec<u8>,
     ticket: Option<u64>,
 }
@@ -267,11 +267,11 @@ impl Engine<'_> {
         at: Instant,
         taken: bool,
     ) -> Result<(), WorkloadError> {
-        let (sequence, keys) = self.v.assign(&req);
-        let ticket = if self.group {
-            let queued = self.v.journal_queue_before(sequence, &req, &keys);
-            let ticket = match queued {
-                Ok(ticket) => ticket,
+        let keys = self.v.assign(&req);
+        let (sequence, ticket) = if self.group {
+            let queued = self.v.journal_queue_before(&req, &keys);
+            let (sequence, ticket) = match queued {
+                Ok(queued) => queued,
                 Err(e) => {
                     self.v.unlock(&req);
                     return Err(e);
@@ -280,9 +280,9 @@ impl Engine<'_> {
             if self.journal.is_none() {
                 self.v.journal_kick(ticket);
             }
-            ticket
+            (Some(sequence), ticket)
         } else {
-            None
+            (None, None)
         };
         self.ready.push_back(Waiting { req, measured, at, sequence, keys, ticket });
         if taken && !self.group && self.v.lookahead() == 1 {
@@ -307,8 +307,10 @@ impl Engine<'_> {
         }
         if !self.group {
             let mut ticket = None;
-            for r in &self.ready {
-                ticket = ticket.max(self.v.journal_queue_before(r.sequence, &r.req, &r.keys)?);
+            for r in self.ready.iter_mut().filter(|r| r.sequence.is_none()) {
+                let (sequence, queued) = self.v.journal_queue_before(&r.req, &r.keys)?;
+                r.sequence = Some(sequence);
+                ticket = ticket.max(queued);
             }
             self.v.journal_wait(ticket)?;
             debug_assert!(self.ready.len() <= self.free.len());
@@ -325,8 +327,10 @@ impl Engine<'_> {
             let r = self.ready.pop_front().expect("a waiting write");
             let slot = self.free.pop().expect("a free slot");
             let len = r.req.len as usize;
-            self.v.fill(&r.req, r.sequence, &r.keys, &mut self.bufs[slot][..len]);
-            let stage = Stage::Writing { sequence: r.sequence, keys: r.keys };
+            // Invariant: queued at once in group mode, above otherwise.
+            let sequence = r.sequence.expect("a write's record is queued before it is sent");
+            self.v.fill(&r.req, sequence, &r.keys, &mut self.bufs[slot][..len]);
+            let stage = Stage::Writing { sequence, keys: r.keys };
             self.slots[slot] = Some(Slot { req: r.req, measured: r.measured, at: r.at, stage });
             sending.push((slot, r.req));
         }
