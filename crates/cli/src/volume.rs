@@ -163,9 +163,7 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
         }
         VolumeCommand::Init(args) => {
             let set = assemble_for_io(&args.set.drives, false)?;
-            let volume = holder(&set, &args.object)?;
-            volume.init_plex(&args.object)?;
-            set.save()?;
+            set.init(&args.object, &mut |_, _| {})?;
             set.save_stats()?;
             println!("{} initialised", args.object);
             Ok(ExitCode::SUCCESS)
@@ -270,7 +268,7 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         }
         devices.insert(drive.name.clone(), Arc::new(dev));
     }
-    let set = volume::create(&config, &devices)?;
+    let set = volume::create(&config, &devices, &|_, _, _| true)?;
     attach_stripe_logs(&set, true)?;
     for v in &set.volumes {
         println!("created volume {} ({} bytes)", v.name(), v.size_bytes());
