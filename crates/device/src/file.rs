@@ -175,6 +175,25 @@ impl FileDevice {
         self.is_block_device
     }
 
+    /// True when `offset..offset+len` of a regular file holds no data
+    /// extent (SEEK_DATA finds none there), so it reads as zeros: a sparse
+    /// file never written there. False for block devices, and where the
+    /// file system cannot tell (it then reports the whole file as data).
+    pub fn holds_no_data(&self, offset: u64, len: u64) -> bool {
+        let Ok(at) = libc::off_t::try_from(offset) else { return false };
+        if self.is_block_device {
+            return false;
+        }
+        // SAFETY: lseek on a descriptor this device owns; it moves the
+        // file offset, which positional I/O never uses.
+        let data = unsafe { libc::lseek(self.file.as_raw_fd(), at, libc::SEEK_DATA) };
+        if data < 0 {
+            // ENXIO: no data at or after `offset`; anything else: cannot tell.
+            return io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+        }
+        data as u64 >= offset.saturating_add(len)
+    }
+
     fn check_poison(&self, op: Op) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) {
             let cause = self.poison_cause.lock().unwrap_or_else(|e| e.into_inner()).clone();

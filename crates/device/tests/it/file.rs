@@ -110,3 +110,12 @@ fn a_lock_is_released_when_its_device_is_dropped() {
     drop(first);
     create(&dir, 1 << 20, false).lock(LockKind::Exclusive).unwrap();
 }
+
+#[test]
+fn a_sparse_file_holds_no_data_until_written_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = create(&dir, 4 << 20, false);
+    dev.write_at(&[1; 4096], 1 << 20).unwrap();
+    assert!(dev.holds_no_data(2 << 20, 1 << 20), "past the write");
+    assert!(!dev.holds_no_data(0, 2 << 20), "a range around the write");
+}
