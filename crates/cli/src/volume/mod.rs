@@ -2,19 +2,24 @@
 //! A volume set is named by its drives (any order), or by a configuration
 //! file whose `drive` lines name them. A drive whose file is absent or
 //! unreadable is left out with a warning and the set assembles without it
-//! (the drive down); commands that do I/O record that on the other drives
-//! first, and every command that used the volumes adds their counters to
-//! the statistics record on the drives.
+//! (the drive down); commands that write record that on the other drives
+//! first, and every command that wrote adds the counters to the
+//! statistics record on the drives. Commands that write lock every drive
+//! for themselves; `list`, `printconfig` and `checkparity` open the drives
+//! read-only under a shared lock (`assemble.rs`).
 
-use std::collections::HashMap;
+mod assemble;
+mod create;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Subcommand};
-use device::{Device, FileDevice, FileOptions};
 use volume::{State, VolumeSet};
+
+pub use assemble::{assemble_for_io, Access};
 
 use crate::UsageError;
 
@@ -22,25 +27,42 @@ use crate::UsageError;
 pub enum VolumeCommand {
     /// Lay out the volumes of a Vinum configuration file on its drives and
     /// write the metadata (a header and two copies of the configuration) at
-    /// the start of each drive.
+    /// the start of each drive. Everything is checked before anything is
+    /// written: a failed create leaves every drive as it was. A RAID-5 plex
+    /// on drives that held data is created `initializing` (its parity is
+    /// not right) and takes no I/O until `iolab volume init`; on new drive
+    /// files (sparse zeros) it starts up.
     Create(CreateArgs),
     /// List volumes, plexes, subdisks and drives with their states
     /// (`-s`: Vinum's counters accumulated since creation or the last
     /// resetstats; `-v`: sizes, offsets and devices; `--json`: everything).
+    /// Opens the drives read-only under a shared lock: a list while another
+    /// iolab process writes the set works, with a warning that the states
+    /// shown may be changing.
     List(ListArgs),
-    /// Print the configuration stored on the drives, states included.
+    /// Print the configuration stored on the drives, states included
+    /// (read-only, as list).
     Printconfig(SetArgs),
     /// Revive a stale or down subdisk, plex or drive: reconstruct or copy
-    /// its data online, restartably, and mark it up.
+    /// its data online, restartably, and mark it up. A subdisk of a
+    /// mirrored concat or striped plex gets its own region copied from the
+    /// other plex.
     Start(ObjectArgs),
     /// Take a subdisk, plex or drive out of service (mark it down).
     Stop(ObjectArgs),
     /// Force an object's state (up, down or stale) without copying data,
     /// e.g. `setstate down d2` to simulate a failed drive.
     Setstate(SetstateArgs),
-    /// Zero a plex and make RAID-5 parity consistent before use.
+    /// Make a plex, or every plex of a VOLUME, consistent and up: a RAID-5
+    /// plex gets its parity built from its data (as md's initial resync:
+    /// restartable, its data kept); a plex of a mirror is copied from the
+    /// other plex; a concat or striped plex with no mirror is zeroed (as
+    /// Vinum's init). Shows progress on a terminal.
     Init(ObjectArgs),
-    /// Check the parity of RAID-5 plexes; exit 1 if any row is wrong.
+    /// Check the parity of RAID-5 plexes; exit 1 if any row is wrong. Opens
+    /// the drives read-only under a shared lock, and refuses while another
+    /// process writes the set (the parity would change under the check);
+    /// a stripe log is replayed into memory only.
     Checkparity(ObjectArgs),
     /// Recompute the parity of a RAID-5 plex from its data.
     Rebuildparity(ObjectArgs),
@@ -66,7 +88,8 @@ pub struct ResetstatsArgs {
 pub struct CreateArgs {
     /// The configuration file (Vinum syntax: drive/volume/plex/sd lines).
     pub config: PathBuf,
-    /// Create missing drive files, sparse, of this size.
+    /// Create missing drive files, sparse, of this size (drive files that
+    /// exist are used at their size).
     #[arg(long, value_name = "SIZE")]
     pub drive_size: Option<String>,
     /// Overwrite drives that hold a file system, a partition table or
@@ -118,9 +141,9 @@ pub struct SetstateArgs {
 
 pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
     match command {
-        VolumeCommand::Create(args) => create(args),
+        VolumeCommand::Create(args) => create::create(args),
         VolumeCommand::List(args) => {
-            let set = assemble(&args.set.drives)?;
+            let set = assemble::assemble_with(&args.set.drives, false, Access::Inspect)?;
             let reports = set.accumulated_reports();
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -132,7 +155,7 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         VolumeCommand::Printconfig(args) => {
-            let text = assemble(&args.drives)?.config_text();
+            let text = assemble::assemble_with(&args.drives, false, Access::Inspect)?.config_text();
             print!("{text}");
             if !text.ends_with('\n') {
                 println!();
@@ -141,7 +164,10 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
         }
         VolumeCommand::Start(args) => {
             let set = assemble_for_io(&args.set.drives, false)?;
-            set.revive(&args.object)?;
+            let bar = Progress::new(&format!("reviving {}", args.object));
+            let revived = set.revive_with(&args.object, &mut |done, total| bar.show(done, total));
+            bar.finish();
+            revived?;
             set.save_stats()?;
             println!("{} is up", args.object);
             Ok(ExitCode::SUCCESS)
@@ -163,7 +189,10 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
         }
         VolumeCommand::Init(args) => {
             let set = assemble_for_io(&args.set.drives, false)?;
-            set.init(&args.object, &mut |_, _| {})?;
+            let bar = Progress::new(&format!("initialising {}", args.object));
+            let done = set.init(&args.object, &mut |done, total| bar.show(done, total));
+            bar.finish();
+            done?;
             set.save_stats()?;
             println!("{} initialised", args.object);
             Ok(ExitCode::SUCCESS)
@@ -180,6 +209,39 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A progress bar on a terminal (nothing otherwise) for long commands:
+/// the library reports bytes done and in all after every step.
+struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    fn new(what: &str) -> Progress {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() {
+            return Progress(None);
+        }
+        let bar = indicatif::ProgressBar::new(0);
+        let template = "{msg} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} ETA {eta}";
+        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+            bar.set_style(style);
+        }
+        bar.set_message(what.to_string());
+        Progress(Some(bar))
+    }
+
+    fn show(&self, done: u64, total: u64) {
+        if let Some(bar) = &self.0 {
+            bar.set_length(total);
+            bar.set_position(done);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 fn reset_stats(args: &ResetstatsArgs) -> anyhow::Result<ExitCode> {
     let (object, drives) = match args.args.split_first() {
         Some((first, rest)) if !rest.is_empty() && !first.exists() => {
@@ -190,7 +252,7 @@ fn reset_stats(args: &ResetstatsArgs) -> anyhow::Result<ExitCode> {
         }
         _ => (None, args.args.as_slice()),
     };
-    let set = assemble(drives)?;
+    let set = assemble::assemble_with(drives, false, Access::Write)?;
     set.reset_stats(object, args.recursive)?;
     match object {
         Some(name) if args.recursive => println!("counters of {name} and the objects below it reset"),
@@ -207,13 +269,13 @@ fn set_state(drives: &[PathBuf], object: &str, state: State) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
+/// Read-only: the counters of the check's reads are not added to the
+/// statistics on the drives.
 fn check_parity(args: &ObjectArgs) -> anyhow::Result<ExitCode> {
-    let set = assemble_for_io(&args.set.drives, false)?;
+    let set = assemble::assemble_with(&args.set.drives, false, Access::Check)?;
     let volume = holder(&set, &args.object)?;
     let mut bad = 0;
-    let reports = volume.check_parity();
-    set.save_stats()?;
-    for r in reports? {
+    for r in volume.check_parity()? {
         println!("{}: {} rows checked, {} with wrong parity", r.plex, r.rows_checked, r.rows_mismatched);
         if !r.mismatched_rows.is_empty() {
             println!("  first wrong rows: {:?}", r.mismatched_rows);
@@ -233,191 +295,8 @@ fn holder(set: &VolumeSet, object: &str) -> anyhow::Result<Arc<volume::Volume>> 
     })
 }
 
-fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
-    let config = read_config(&args.config)?;
-    let create_bytes = args
-        .drive_size
-        .as_deref()
-        .map(|s| workloads::spec::parse_bytes("drive-size", s))
-        .transpose()
-        .map_err(UsageError::from)?;
-    let base = args.config.parent().unwrap_or(Path::new("."));
-    let mut devices: HashMap<String, Arc<dyn Device>> = HashMap::new();
-    for drive in &config.drives {
-        let path = base.join(&drive.device);
-        if !path.exists() && create_bytes.is_none() {
-            return Err(UsageError(format!(
-                "drive '{}': {} does not exist; create it or give --drive-size to make sparse files",
-                drive.name,
-                path.display()
-            ))
-            .into());
-        }
-        let existed = path.exists();
-        let dev = FileDevice::open(&path, &FileOptions { create_bytes, ..Default::default() })
-            .with_context(|| format!("drive '{}'", drive.name))?;
-        if existed && !args.force {
-            if let Some(what) = device::signature::probe(&dev)? {
-                bail!(
-                    "drive '{}': {} holds data ({what}); creating the volume would destroy it. \
-                     Use another drive, or pass --force",
-                    drive.name,
-                    path.display()
-                );
-            }
-        }
-        devices.insert(drive.name.clone(), Arc::new(dev));
-    }
-    let set = volume::create(&config, &devices, &|_, _, _| true)?;
-    attach_stripe_logs(&set, true)?;
-    for v in &set.volumes {
-        println!("created volume {} ({} bytes)", v.name(), v.size_bytes());
-        if let Some((drive, _, _)) = v.raid5_log_drive() {
-            println!("  its RAID-5 row updates go through the stripe log on drive {drive}");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 fn read_config(path: &Path) -> anyhow::Result<volume::Config> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read the configuration", path.display()))?;
     volume::parse(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())).into())
-}
-
-/// Drive paths from the arguments: drives themselves, or configuration
-/// files whose `drive` lines name them (relative to the file), with the
-/// drive name when a configuration gives it. A path that does not exist
-/// is taken as a drive (a missing one).
-fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, Option<String>)>> {
-    let mut paths = Vec::new();
-    for arg in args {
-        let mut head = [0u8; 8];
-        let is_drive = std::fs::File::open(arg)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-            .map(|_| &head == device::signature::IOLAB_VOLUME_MAGIC)
-            .unwrap_or(false);
-        if is_drive || !arg.exists() {
-            paths.push((arg.clone(), None));
-            continue;
-        }
-        let config = read_config(arg).with_context(|| {
-            format!("{}: neither an iolab volume drive nor a configuration file", arg.display())
-        })?;
-        let base = arg.parent().unwrap_or(Path::new("."));
-        paths.extend(config.drives.iter().map(|d| (base.join(&d.device), Some(d.name.clone()))));
-    }
-    Ok(paths)
-}
-
-/// Opens a drive and reads its metadata area, so an unreadable drive is
-/// found (and left out) here rather than failing the assembly.
-fn open_drive(path: &Path, direct: bool) -> anyhow::Result<Arc<dyn Device>> {
-    let dev = FileDevice::open(path, &FileOptions { direct, ..Default::default() })?;
-    let metadata_bytes = volume::DATA_START_BYTES as usize;
-    if dev.size_bytes() < metadata_bytes as u64 {
-        bail!("{}: {} bytes, too small to be a volume drive", path.display(), dev.size_bytes());
-    }
-    let mut head = device::AlignedBuf::zeroed(metadata_bytes, dev.buffer_align().max(4096));
-    dev.read_at(&mut head, 0)?;
-    Ok(Arc::new(dev))
-}
-
-/// Reassembles the set from its drives.
-pub fn assemble(args: &[PathBuf]) -> anyhow::Result<VolumeSet> {
-    assemble_with(args, false)
-}
-
-/// Reassembles the set, its drives opened with O_DIRECT when `direct`.
-/// Drives that cannot be opened or read are left out with a warning; the
-/// set assembles without them, and its warnings are printed.
-pub fn assemble_with(args: &[PathBuf], direct: bool) -> anyhow::Result<VolumeSet> {
-    let mut devices: Vec<Arc<dyn Device>> = Vec::new();
-    for (path, name) in drive_paths(args)? {
-        match open_drive(&path, direct) {
-            Ok(dev) => devices.push(dev),
-            Err(err) => {
-                let drive = name.map(|n| format!("drive '{n}': ")).unwrap_or_default();
-                let why = if path.exists() {
-                    format!("{err}")
-                } else {
-                    format!("{} does not exist", path.display())
-                };
-                eprintln!("iolab: warning: {drive}{why}; assembling without it");
-            }
-        }
-    }
-    if devices.is_empty() {
-        bail!("none of the drives given could be opened and read; nothing to assemble");
-    }
-    let set = volume::assemble(&devices)?;
-    for warning in set.warnings() {
-        eprintln!("iolab: warning: {warning}");
-    }
-    attach_stripe_logs(&set, false)?;
-    Ok(set)
-}
-
-/// Opens the stripe log of every RAID-5 plex that names a log drive
-/// (replaying what it holds into the drives) and sends the plex's row
-/// updates through it. `fresh`: the set was just created, so whatever the
-/// log area holds is from an earlier life and a new log is formatted.
-fn attach_stripe_logs(set: &VolumeSet, fresh: bool) -> anyhow::Result<()> {
-    for vol in &set.volumes {
-        let Some((drive, dev, present)) = vol.raid5_log_drive() else { continue };
-        if !present {
-            eprintln!(
-                "iolab: warning: volume {}: log drive {drive} is missing; RAID-5 writes go without the \
-                 stripe log and a crash can leave rows whose parity lies (the write hole)",
-                vol.name()
-            );
-            continue;
-        }
-        let area = dev.size_bytes().saturating_sub(volume::DATA_START_BYTES);
-        let log: Arc<dyn Device> =
-            Arc::new(device::Slice::new(dev, volume::DATA_START_BYTES, area / 4096 * 4096)?);
-        let homes = vol.raid5_homes().context("a volume with a log drive has one RAID-5 plex")?;
-        let existing = blocklog::StripeLog::probe(log.as_ref())?.is_some();
-        let wal = if fresh || !existing {
-            blocklog::StripeLog::format(log, homes)?
-        } else {
-            let wal = blocklog::StripeLog::open(log, homes)?;
-            let replay = wal.replay_report();
-            if replay.commits > 0 {
-                eprintln!(
-                    "iolab: volume {}: replayed {} row updates ({} sectors) from the stripe log on {drive}",
-                    vol.name(),
-                    replay.commits,
-                    replay.sectors_written_home
-                );
-            }
-            if let Some(stop) = &replay.stopped {
-                eprintln!(
-                    "iolab: warning: volume {}: stripe log replay stopped at LSN {}: {}; later row updates were not replayed, run `iolab volume checkparity`",
-                    vol.name(),
-                    stop.lsn,
-                    stop.reason
-                );
-            }
-            wal
-        };
-        vol.set_write_ahead_log(Arc::new(wal))?;
-    }
-    Ok(())
-}
-
-/// Reassembles the set for a command that does I/O: a missing drive is
-/// first recorded down on the drives present, so that when it returns it
-/// is known to have missed writes and is revived, never trusted.
-pub fn assemble_for_io(args: &[PathBuf], direct: bool) -> anyhow::Result<VolumeSet> {
-    let set = assemble_with(args, direct)?;
-    if !set.missing_drives().is_empty() {
-        set.save()?;
-        eprintln!(
-            "iolab: warning: recorded {} down on the drives present; when a drive returns, revive it with \
-             `iolab volume start DRIVE ...`",
-            set.missing_drives().join(", ")
-        );
-    }
-    Ok(set)
 }

@@ -7,3 +7,4 @@ mod run;
 mod sweep;
 mod validate;
 mod volume;
+mod volume_safety;
