@@ -537,14 +537,14 @@ impl VolumeSet {
             on_progress(done, total);
             steps += 1;
             if steps % REVIVE_SAVE_EVERY_STEPS == 0 {
-                self.save()?;
+                self.save_progress()?;
             }
             Ok(())
         };
         for volume in holders {
             volume.revive_with(name, &mut on_step)?;
         }
-        self.save()
+        self.save_progress()
     }
 
     /// Initialises a plex, or every plex of a volume (see [`Volume::init`]),
@@ -570,13 +570,26 @@ impl VolumeSet {
             on_progress(done, total);
             steps += 1;
             if steps % REVIVE_SAVE_EVERY_STEPS == 0 {
-                self.save()?;
+                self.save_progress()?;
             }
             Ok(())
         };
         let result = holder.init_with(name, &mut on_step);
-        let saved = self.save();
+        let saved = self.save_progress();
         result.and(saved)
+    }
+
+    /// Records how far a revive or init has come, or that it ended. Every
+    /// drive is flushed first: the saved pointer (or state up) vouches for
+    /// the data below it, so that
+    /// data must be durable on every drive before any drive holds the
+    /// pointer (save flushes drive by drive, and one drive's new
+    /// generation outvotes the others at assembly).
+    fn save_progress(&self) -> Result<(), VolumeError> {
+        for dev in self.writable_drives() {
+            dev.flush()?;
+        }
+        self.save()
     }
 
     /// Drives metadata goes to: present and up.

@@ -14,9 +14,13 @@ type Drives = HashMap<String, Arc<dyn Device>>;
 
 /// Drives whose every byte is a pattern, as a reused disk's would be.
 fn used_drives(count: usize) -> Drives {
-    let drives = drives_for(count, MIB);
+    used_drives_of(count, MIB)
+}
+
+fn used_drives_of(count: usize, size_bytes: u64) -> Drives {
+    let drives = drives_for(count, size_bytes);
     for (i, dev) in drives.values().enumerate() {
-        dev.write_at(&pattern(MIB as usize, 11 + i as u64), 0).unwrap();
+        dev.write_at(&pattern(size_bytes as usize, 11 + i as u64), 0).unwrap();
     }
     drives
 }
@@ -150,4 +154,39 @@ fn init_of_a_plex_in_a_mirror_copies_the_other_plex() {
     let mut back = vec![0; data.len()];
     v.read_at(&mut back, 0).unwrap();
     assert!(back == data, "the RAID-5 plex holds what the concat plex took, and its parity is right");
+}
+
+#[test]
+fn init_progress_is_saved_only_after_the_parity_below_it_is_flushed() {
+    let recording = device::Recording::new();
+    // 8 MiB of plex: more steps than a save's interval.
+    let drives: Drives = used_drives_of(4, 3 * MIB)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, dev))| {
+            let recorded: Arc<dyn Device> = Arc::new(device::RecordingDevice::new(dev, i, recording.clone()));
+            (name, recorded)
+        })
+        .collect();
+    let set = created_on_used_drives(&drives);
+    recording.mark(1);
+    set.init("v.p0", &mut |_, _| {}).unwrap();
+    let events = recording.events();
+    let start = events.iter().position(|e| matches!(e, device::Event::Mark(1))).unwrap();
+    let mut unflushed = [false; 4];
+    let mut saves = 0;
+    for event in &events[start..] {
+        match event {
+            device::Event::Write { device, offset, .. } if *offset >= volume::DATA_START_BYTES => {
+                unflushed[*device] = true
+            }
+            device::Event::Write { offset, .. } if *offset < volume::STATS_AREA_BYTES_AT => {
+                assert_eq!(unflushed, [false; 4], "a configuration vouching for parity not yet durable");
+                saves += 1;
+            }
+            device::Event::Flush { device } => unflushed[*device] = false,
+            _ => {}
+        }
+    }
+    assert!(saves > 2 * 4, "progress was saved during the init, not only at its end");
 }
