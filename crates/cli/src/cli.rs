@@ -40,6 +40,10 @@ pub enum Command {
     Sweep(crate::sweep::SweepCommand),
     /// Build and manage Vinum-style volumes (concat, striped, RAID-5,
     /// mirrors) on files or block devices.
+    ///
+    /// A command that writes a set (create, start, stop, setstate, init,
+    /// rebuildparity, resetstats, a run on a volume target) locks every
+    /// drive for itself: while it runs, another gets an error naming it.
     #[command(subcommand)]
     Volume(crate::volume::VolumeCommand),
     /// Crash a stack on purpose: run transactions on it over recording

@@ -260,7 +260,8 @@ fn crash_raid5(
     let config = volume::parse(&text).map_err(|e| CrashError::Build(e.to_string()))?;
     let build = move |raw: Vec<Arc<dyn Device>>| -> Result<Arc<dyn Device>, String> {
         let devices = (0..RAID5_DRIVES).map(|d| (format!("d{d}"), Arc::clone(&raw[d]))).collect();
-        let set = volume::create(&config, &devices).map_err(|e| e.to_string())?;
+        // The crash stacks start on new memory drives: every byte reads zero.
+        let set = volume::create(&config, &devices, &|_, _, _| true).map_err(|e| e.to_string())?;
         let vol = Arc::clone(&set.volumes[0]);
         if logged {
             let homes = vol.raid5_homes().ok_or("the volume has no RAID-5 plex")?;

@@ -399,10 +399,14 @@ pub fn discard(target: Target) {
     }
 }
 
-/// After a command used a volume target: records state changes (a drive
-/// that failed) and adds the counters to the statistics on the drives.
+/// After a command used a volume target: says what the volume did on its
+/// own (a drive taken down after a failed flush), records state changes
+/// and adds the counters to the statistics on the drives.
 pub fn finish(target: &Target) -> anyhow::Result<()> {
     if let Some((set, vol)) = &target.volumes {
+        for event in vol.take_events() {
+            eprintln!("iolab: warning: volume {}: {event}", vol.name());
+        }
         vol.checkpoint_write_ahead_log()?;
         set.save()?;
         set.save_stats()?;

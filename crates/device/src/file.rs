@@ -194,6 +194,20 @@ impl FileDevice {
         })
     }
 
+    pub fn is_block_device(&self) -> bool {
+        self.is_block_device
+    }
+
+    /// True when `offset..offset+len` of a regular file holds no data
+    /// extent (a hole throughout), so it reads as zeros: a sparse file
+    /// never written there. False for block devices, and where the file
+    /// system cannot tell (it then reports the whole file as data).
+    pub fn holds_no_data(&self, offset: u64, len: u64) -> bool {
+        let end = offset.saturating_add(len);
+        let whole = offset..end.min(self.size_bytes);
+        matches!(self.unwritten(offset, end), Ok(Some(holes)) if holes.len() == 1 && holes[0] == whole)
+    }
+
     fn check_poison(&self, op: Op) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) {
             let cause = self.poison_cause.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -127,19 +127,29 @@ impl Device for RecordingDevice {
 /// differs from the durable state.
 pub struct Overlay {
     name: String,
-    base: Arc<MemDevice>,
+    base: Arc<dyn Device>,
     top: Mutex<BTreeMap<u64, Box<[u8]>>>,
     stats: Stats,
 }
 
 impl Overlay {
     pub fn new(base: Arc<MemDevice>) -> Overlay {
-        Overlay {
-            name: format!("overlay({})", base.name()),
-            base,
-            top: Mutex::new(BTreeMap::new()),
-            stats: Stats::default(),
-        }
+        let name = format!("overlay({})", base.name());
+        Overlay::named(base, name)
+    }
+
+    /// A scratch view of any device: reads see the device under whatever
+    /// was written here; writes stay in memory (what they hold bounds it)
+    /// and never reach the device. It goes by the device's name, since
+    /// what it reads is the device's. For a command that must not change
+    /// a device but runs code that writes (a log replay before a check).
+    pub fn over(base: Arc<dyn Device>) -> Overlay {
+        let name = base.name().to_string();
+        Overlay::named(base, name)
+    }
+
+    fn named(base: Arc<dyn Device>, name: String) -> Overlay {
+        Overlay { name, base, top: Mutex::new(BTreeMap::new()), stats: Stats::default() }
     }
 
     fn top(&self) -> MutexGuard<'_, BTreeMap<u64, Box<[u8]>>> {
@@ -158,6 +168,10 @@ impl Device for Overlay {
 
     fn sector_bytes(&self) -> u32 {
         self.base.sector_bytes()
+    }
+
+    fn buffer_align(&self) -> usize {
+        self.base.buffer_align()
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {

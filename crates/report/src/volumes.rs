@@ -19,12 +19,13 @@ fn org_name(org: &Org) -> String {
     }
 }
 
-/// A plex's state as Vinum shows it: a RAID-5 plex that is up with one
-/// subdisk out of service is `degraded` (it serves every request, by
-/// reconstruction); otherwise the state itself.
+/// A plex's state as Vinum shows it: a plex that is up with a subdisk out
+/// of service is `degraded` (a RAID-5 plex serves every request by
+/// reconstruction; a concat or striped plex serves the regions on its
+/// other subdisks, and a mirror the rest); otherwise the state itself.
 fn plex_state(p: &PlexReport) -> String {
-    let out_of_service = p.subdisks.iter().filter(|s| s.state != State::Up).count();
-    if matches!(p.org, Org::Raid5 { .. }) && p.state == State::Up && out_of_service == 1 {
+    let out_of_service = p.subdisks.iter().any(|s| s.state != State::Up);
+    if p.state == State::Up && out_of_service {
         return "degraded".into();
     }
     p.state.to_string()

@@ -21,7 +21,7 @@ pub const CONFIG_SECTOR_BYTES: u64 = 512;
 pub struct Config {
     pub drives: Vec<DriveSpec>,
     pub volumes: Vec<VolumeSpec>,
-    /// `state OBJECT up|down|stale` lines (iolab's addition, written in
+    /// `state OBJECT up|down|stale|initializing` lines (iolab's addition, written in
     /// saved configurations).
     pub states: Vec<StateSpec>,
     /// `revived OBJECT SIZE` lines: how far a revive of a plex or subdisk
@@ -37,7 +37,8 @@ pub struct ProgressSpec {
     pub line: usize,
 }
 
-/// `state OBJECT up|down|stale`: the saved state of a drive, plex or subdisk.
+/// `state OBJECT up|down|stale|initializing`: the saved state of a drive,
+/// plex or subdisk (only a plex is ever initializing).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StateSpec {
     pub name: String,
@@ -226,7 +227,7 @@ impl Parser {
         }
         let device = device.ok_or_else(|| self.syntax(format!("drive '{name}' needs 'device PATH'")))?;
         self.claim("drive", &name)?;
-        self.inline_state(&name, state);
+        self.inline_state("drive", &name, state);
         self.config.drives.push(DriveSpec { name, device, line: self.line });
         Ok(())
     }
@@ -277,7 +278,7 @@ impl Parser {
         if log_drive.is_some() && !matches!(org, Org::Raid5 { .. }) {
             return Err(self.syntax(format!("plex {name}: only a RAID-5 plex takes a log drive")));
         }
-        self.inline_state(&name, state);
+        self.inline_state("plex", &name, state);
         let plexes = &mut self.config.volumes[volume].plexes;
         plexes.push(PlexSpec { name, org, subdisks: Vec::new(), log_drive, line: self.line });
         self.last_plex = Some((volume, plexes.len() - 1));
@@ -355,7 +356,7 @@ impl Parser {
             return Err(ConfigError::UnknownDrive { line: self.line, sd: name, drive });
         }
         self.claim("subdisk", &name)?;
-        self.inline_state(&name, state);
+        self.inline_state("subdisk", &name, state);
         let sd = SdSpec {
             name,
             length_bytes,
@@ -368,22 +369,36 @@ impl Parser {
         Ok(())
     }
 
-    /// Vinum's object states, mapped onto iolab's three: objects Vinum
+    /// Vinum's object states, mapped onto iolab's four: objects Vinum
     /// calls degraded, flaky or corrupt are up (their subdisks' states tell
-    /// what is usable); crashed, faulty or obsolete ones are down; empty,
-    /// initializing or reviving ones are stale until revived.
+    /// what is usable); crashed, faulty or obsolete ones are down; empty
+    /// or reviving ones are stale until revived; initializing is kept
+    /// (see [`Parser::state_of`] for what it means below a plex).
     fn state_word(&self, word: &str) -> Result<State, ConfigError> {
         match word {
             "up" | "degraded" | "flaky" | "corrupt" => Ok(State::Up),
             "down" | "crashed" | "faulty" | "obsolete" => Ok(State::Down),
-            "stale" | "empty" | "initializing" | "reviving" => Ok(State::Stale),
-            other => Err(self.syntax(format!("state '{other}' is not up, down or stale"))),
+            "stale" | "empty" | "reviving" => Ok(State::Stale),
+            "initializing" => Ok(State::Initializing),
+            other => Err(self.syntax(format!("state '{other}' is not up, down, stale or initializing"))),
+        }
+    }
+
+    /// The state an object of `kind` takes for `state`: only a plex is
+    /// initializing (its parity not yet built); a drive or subdisk Vinum
+    /// calls initializing is being zeroed, so it is stale until revived.
+    fn state_of(kind: &str, state: State) -> State {
+        match (kind, state) {
+            ("plex", State::Initializing) => State::Initializing,
+            (_, State::Initializing) => State::Stale,
+            (_, state) => state,
         }
     }
 
     /// Records an inline `state S` option of the object `name`.
-    fn inline_state(&mut self, name: &str, state: Option<State>) {
+    fn inline_state(&mut self, kind: &str, name: &str, state: Option<State>) {
         if let Some(state) = state {
+            let state = Self::state_of(kind, state);
             self.config.states.push(StateSpec { name: name.to_string(), state, line: self.line });
         }
     }
@@ -412,7 +427,7 @@ impl Parser {
 
     fn state(&mut self, args: &[&str]) -> Result<(), ConfigError> {
         let [name, word] = args else {
-            return Err(self.syntax("state takes an object name and up, down or stale".into()));
+            return Err(self.syntax("state takes an object name and up, down, stale or initializing".into()));
         };
         let state = self.state_word(word)?;
         match self.names.get(*name) {
@@ -421,7 +436,8 @@ impl Parser {
                 what: "drive, plex or subdisk",
                 name: name.to_string(),
             }),
-            Some(_) => {
+            Some(&(_, kind)) => {
+                let state = Self::state_of(kind, state);
                 self.config.states.push(StateSpec { name: name.to_string(), state, line: self.line });
                 Ok(())
             }

@@ -6,10 +6,12 @@
 //! writes the on-disk metadata, binds) or [`build`] it without metadata;
 //! later [`assemble`] it from the drives alone. A bound [`Volume`]
 //! implements [`device::Device`], so every layer and workload above runs on
-//! it unchanged. States ([`Volume::set_state`], [`Volume::revive`]),
-//! counters ([`Volume::report`]) and parity ([`Volume::check_parity`],
-//! [`Volume::rebuild_parity`]) are managed per volume, or through the
-//! [`VolumeSet`] so that state changes are recorded on every drive.
+//! it unchanged. States ([`Volume::set_state`], [`Volume::revive`],
+//! [`Volume::init`]), counters ([`Volume::report`]) and parity
+//! ([`Volume::check_parity`], [`Volume::rebuild_parity`]) are managed per
+//! volume, or through the [`VolumeSet`] so that state changes are recorded
+//! on every drive. A RAID-5 plex created on drives that held data starts
+//! [`State::Initializing`] and takes no I/O until initialised.
 //!
 //! This crate never prints, never opens files by itself (the caller opens
 //! drives and checks their signatures), never returns data it cannot vouch
@@ -20,6 +22,7 @@ mod config;
 mod counters;
 mod error;
 mod geometry;
+mod init;
 mod lock;
 mod metadata;
 mod object;
@@ -39,11 +42,11 @@ pub use counters::{
 pub use error::{ConfigError, VolumeError};
 pub use geometry::{map_concat, map_striped, Extent, Org, ParityLayout, Raid5, RowSpan};
 pub use metadata::{
-    assemble, create, VolumeSet, CONFIG_COPY_BYTES, CONFIG_MAGIC, HEADER_BYTES, METADATA_VERSION,
-    STATS_AREA_BYTES_AT,
+    assemble, check_create, create, VolumeSet, CONFIG_COPY_BYTES, CONFIG_MAGIC, HEADER_BYTES,
+    METADATA_VERSION, STATS_AREA_BYTES_AT,
 };
 pub use object::{ObjectReport, PlexCountersSnapshot, State};
 pub use raid5::{ParityReport, PARITY_MISMATCHES_LISTED_MAX};
 pub use resolve::{resolve, DriveLayout, Layout, PlexLayout, SdLayout, VolumeLayout, DATA_START_BYTES};
 pub use revive::{OnStep, REVIVE_STEP_BYTES};
-pub use volume::{bind, build, PlexReport, ReadPolicy, SubdiskReport, Volume, VolumeReport};
+pub use volume::{bind, build, PlexReport, ReadPolicy, SubdiskReport, Volume, VolumeReport, EVENTS_MAX};

@@ -66,6 +66,9 @@ pub struct VolumeSet {
     warnings: Vec<String>,
 }
 
+/// A drive and the bytes of its metadata area before creation wrote it.
+type MetadataArea = (Arc<dyn Device>, Vec<u8>);
+
 /// The counters as last read from or written to the drives: the base the
 /// live counters of this process add to.
 #[derive(Debug, Default)]
@@ -212,31 +215,77 @@ fn stats_slot_offset(sequence: u64) -> u64 {
     at
 }
 
-/// Lays `config` out on `devices` (keyed by drive name), writes a header,
-/// generation 1 and 2 of the configuration and two empty statistics
-/// records to every drive, and binds the volumes. Overwrites the metadata
-/// area of every drive: the caller checks signatures first.
-pub fn create(config: &Config, devices: &HashMap<String, Arc<dyn Device>>) -> Result<VolumeSet, VolumeError> {
+/// Checks everything about creating `config` on drives of `drive_bytes`
+/// (keyed by drive name) that can be checked without writing: that it
+/// defines drives and volumes, drive names, the layout, and that the
+/// configuration fits its metadata slot. [`create`] runs it first; a caller
+/// that must make drive files runs it before making any.
+pub fn check_create(config: &Config, drive_bytes: &HashMap<String, u64>) -> Result<Layout, VolumeError> {
+    if config.drives.is_empty() || config.volumes.is_empty() {
+        return Err(VolumeError::Metadata(
+            "the configuration defines no drive or no volume (is it empty, or only comments?): nothing to \
+             create; see `iolab volume create --help` for the syntax"
+                .into(),
+        ));
+    }
     for drive in &config.drives {
         if drive.name.len() > DRIVE_NAME_BYTES_MAX {
             return Err(bad(&drive.name, format!("drive names are at most {DRIVE_NAME_BYTES_MAX} bytes")));
         }
-        if !devices.contains_key(&drive.name) {
+        if !drive_bytes.contains_key(&drive.name) {
             return Err(VolumeError::MissingDrive { drive: drive.name.clone() });
         }
     }
-    let sizes = devices.iter().map(|(name, dev)| (name.clone(), dev.size_bytes())).collect();
-    let layout = resolve(config, &sizes)?;
-    let set_id = new_set_id();
-    for drive in &layout.drives {
-        let dev = &devices[&drive.name];
-        write_aligned(dev.as_ref(), &encode_header(&set_id, &drive.name, dev.size_bytes()), 0)?;
+    let layout = resolve(config, drive_bytes)?;
+    // Generous: every object initializing and under revive.
+    let mut objects: Vec<(String, State)> = Vec::new();
+    for volume in &layout.volumes {
+        for plex in &volume.plexes {
+            objects.push((plex.name.clone(), State::Initializing));
+            objects.extend(plex.subdisks.iter().map(|sd| (sd.name.clone(), State::Initializing)));
+        }
     }
+    objects.extend(layout.drives.iter().map(|d| (d.name.clone(), State::Initializing)));
+    let progress: Vec<(String, u64)> = objects.iter().map(|(name, _)| (name.clone(), u64::MAX)).collect();
+    encode_config(&[0; 16], u64::MAX, &layout.to_config_text(&objects, &progress))?;
+    Ok(layout)
+}
+
+/// Lays `config` out on `devices` (keyed by drive name), writes a header,
+/// generation 1 and 2 of the configuration and two empty statistics
+/// records to every drive, and binds the volumes. Overwrites the metadata
+/// area of every drive: the caller checks signatures first.
+///
+/// `reads_zero(drive, offset, len)` tells whether those bytes of a drive
+/// read as zeros (a file create just made, a sparse file with no data
+/// there); a RAID-5 plex whose subdisks all do has right parity and starts
+/// up, any other starts [`State::Initializing`]. Nothing is written before
+/// every check passed; if a write fails, the metadata areas are put back
+/// as they were (best effort) and the first error returned.
+pub fn create(
+    config: &Config,
+    devices: &HashMap<String, Arc<dyn Device>>,
+    reads_zero: &dyn Fn(&str, u64, u64) -> bool,
+) -> Result<VolumeSet, VolumeError> {
+    let sizes = devices.iter().map(|(name, dev)| (name.clone(), dev.size_bytes())).collect();
+    let mut layout = check_create(config, &sizes)?;
+    for plex in layout.volumes.iter().flat_map(|v| &v.plexes) {
+        let zeroed = plex
+            .subdisks
+            .iter()
+            .all(|sd| reads_zero(&layout.drives[sd.drive].name, sd.drive_offset_bytes, sd.length_bytes));
+        if matches!(plex.org, crate::Org::Raid5 { .. }) && !zeroed {
+            layout.states.push((plex.name.clone(), State::Initializing));
+        }
+    }
+    let set_id = new_set_id();
     let set = VolumeSet::new(set_id, layout, devices.clone(), 0)?;
-    set.save()?;
-    set.save()?;
-    set.save_stats()?;
-    set.save_stats()?;
+    let before = set.read_metadata_areas()?;
+    let written = set.write_new_metadata();
+    if let Err(err) = written {
+        set.restore_metadata_areas(&before);
+        return Err(err);
+    }
     Ok(set)
 }
 
@@ -339,6 +388,38 @@ fn extent_end_bytes(config: &Config, drive: &str) -> u64 {
 }
 
 impl VolumeSet {
+    /// The metadata area of every drive, to put back if creation fails.
+    fn read_metadata_areas(&self) -> Result<Vec<MetadataArea>, VolumeError> {
+        let mut areas = Vec::with_capacity(self.layout.drives.len());
+        for drive in &self.layout.drives {
+            let dev = &self.devices[&drive.name];
+            let mut area = vec![0; DATA_START_BYTES as usize];
+            read_aligned(dev.as_ref(), &mut area, 0)?;
+            areas.push((Arc::clone(dev), area));
+        }
+        Ok(areas)
+    }
+
+    /// Best effort: the first error is the one the caller reports.
+    fn restore_metadata_areas(&self, areas: &[MetadataArea]) {
+        for (dev, area) in areas {
+            let _ = write_aligned(dev.as_ref(), area, 0).and_then(|()| dev.flush());
+        }
+    }
+
+    /// A new set's headers, configuration generations 1 and 2 and two
+    /// empty statistics records.
+    fn write_new_metadata(&self) -> Result<(), VolumeError> {
+        for drive in &self.layout.drives {
+            let dev = &self.devices[&drive.name];
+            write_aligned(dev.as_ref(), &encode_header(&self.set_id, &drive.name, dev.size_bytes()), 0)?;
+        }
+        self.save()?;
+        self.save()?;
+        self.save_stats()?;
+        self.save_stats()
+    }
+
     fn new(
         set_id: [u8; 16],
         layout: Layout,
@@ -435,6 +516,14 @@ impl VolumeSet {
     /// Revives an object (see [`Volume::revive`]) in every volume that holds
     /// it and records the new states on every drive.
     pub fn revive(&self, name: &str) -> Result<(), VolumeError> {
+        self.revive_with(name, &mut |_, _| {})
+    }
+
+    /// As [`VolumeSet::revive`], calling `on_progress` with the bytes done
+    /// and in all of the object under revive after every step; the
+    /// progress is recorded on the drives every
+    /// [`REVIVE_SAVE_EVERY_STEPS`] steps, so an interrupted revive resumes.
+    pub fn revive_with(&self, name: &str, on_progress: &mut dyn FnMut(u64, u64)) -> Result<(), VolumeError> {
         self.refuse_missing(name)?;
         let holders: Vec<&Arc<Volume>> = self.volumes.iter().filter(|v| v.state(name).is_some()).collect();
         if holders.is_empty() {
@@ -444,15 +533,61 @@ impl VolumeSet {
             });
         }
         let mut steps = 0u64;
-        let mut on_step = || {
+        let mut on_step = |done, total| {
+            on_progress(done, total);
             steps += 1;
             if steps % REVIVE_SAVE_EVERY_STEPS == 0 {
-                self.save()?;
+                self.save_progress()?;
             }
             Ok(())
         };
         for volume in holders {
             volume.revive_with(name, &mut on_step)?;
+        }
+        self.save_progress()
+    }
+
+    /// Initialises a plex, or every plex of a volume (see [`Volume::init`]),
+    /// calling `on_progress` with the bytes done and in all after every
+    /// step, and records the states on every drive: every
+    /// [`REVIVE_SAVE_EVERY_STEPS`] steps (the parity build of an
+    /// initializing plex resumes there), at the end, and when it fails.
+    pub fn init(&self, name: &str, on_progress: &mut dyn FnMut(u64, u64)) -> Result<(), VolumeError> {
+        let holder = self.volumes.iter().find(|v| v.name() == name || v.has_plex(name));
+        let Some(holder) = holder else {
+            return Err(match self.volumes.iter().find(|v| v.state(name).is_some()) {
+                Some(v) => VolumeError::Invalid {
+                    volume: v.name().to_string(),
+                    problem: format!("init takes a plex or a volume; '{name}' is a subdisk or a drive"),
+                },
+                None => {
+                    VolumeError::UnknownObject { volume: "any volume of the set".into(), name: name.into() }
+                }
+            });
+        };
+        let mut steps = 0u64;
+        let mut on_step = |done, total| {
+            on_progress(done, total);
+            steps += 1;
+            if steps % REVIVE_SAVE_EVERY_STEPS == 0 {
+                self.save_progress()?;
+            }
+            Ok(())
+        };
+        let result = holder.init_with(name, &mut on_step);
+        let saved = self.save_progress();
+        result.and(saved)
+    }
+
+    /// Records how far a revive or init has come, or that it ended. Every
+    /// drive is flushed first: the saved pointer (or state up) vouches for
+    /// the data below it, so that
+    /// data must be durable on every drive before any drive holds the
+    /// pointer (save flushes drive by drive, and one drive's new
+    /// generation outvotes the others at assembly).
+    fn save_progress(&self) -> Result<(), VolumeError> {
+        for dev in self.writable_drives() {
+            dev.flush()?;
         }
         self.save()
     }

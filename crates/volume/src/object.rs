@@ -18,6 +18,10 @@ pub enum State {
     Down,
     /// Holds out-of-date data: neither read nor written until revived.
     Stale,
+    /// A RAID-5 plex whose parity has not been built since it was created
+    /// on drives that held data: neither read nor written until `init`
+    /// builds it (a later drive failure would rebuild garbage otherwise).
+    Initializing,
 }
 
 impl std::fmt::Display for State {
@@ -26,6 +30,7 @@ impl std::fmt::Display for State {
             State::Up => "up",
             State::Down => "down",
             State::Stale => "stale",
+            State::Initializing => "initializing",
         })
     }
 }
@@ -43,7 +48,8 @@ impl StateCell {
         match self.0.load(Relaxed) {
             0 => State::Up,
             1 => State::Down,
-            _ => State::Stale,
+            2 => State::Stale,
+            _ => State::Initializing,
         }
     }
 
@@ -93,6 +99,20 @@ impl Subdisk {
     pub(crate) fn usable_at(&self, offset_bytes: u64, len_bytes: u64) -> bool {
         let current =
             self.state.get() == State::Up || offset_bytes + len_bytes <= self.revived_bytes.load(Relaxed);
+        current && self.drive.state.get() == State::Up
+    }
+
+    /// True when the subdisk and its drive are up: every byte is current.
+    pub(crate) fn up(&self) -> bool {
+        self.state.get() == State::Up && self.drive.state.get() == State::Up
+    }
+
+    /// True when a write at `offset_bytes` must reach the subdisk: its drive
+    /// is up and it is up, or a revive has already copied past that point
+    /// (a write straddling the revive pointer goes in whole; the copy
+    /// rewrites the part ahead of the pointer with the same data later).
+    pub(crate) fn writable_at(&self, offset_bytes: u64) -> bool {
+        let current = self.state.get() == State::Up || offset_bytes < self.revived_bytes.load(Relaxed);
         current && self.drive.state.get() == State::Up
     }
 

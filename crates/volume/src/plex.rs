@@ -132,7 +132,7 @@ impl Plex {
         for extent in self.extents(offset, len) {
             let sd = &self.sds[extent.sd];
             let piece = &buf[extent.buf_offset_bytes as usize..][..extent.len_bytes as usize];
-            if !sd.usable_at(extent.sd_offset_bytes, extent.len_bytes) {
+            if !sd.writable_at(extent.sd_offset_bytes) {
                 let why = format!("subdisk {} is not up, and this plex has no redundancy", sd.name);
                 failure = Some(io_error(&self.name, Op::Write, offset, len, why));
             } else if let Err(err) = sd.write(piece, extent.sd_offset_bytes) {
@@ -143,24 +143,102 @@ impl Plex {
         failure.map_or(Ok(()), Err)
     }
 
-    /// True when the plex is up and every subdisk a read of
-    /// `offset..offset+len` needs is usable (for RAID-5: at most one
-    /// subdisk unusable), so a mirror does not send it reads it must fail.
-    pub(crate) fn readable(&self, offset: u64, len: u64) -> bool {
+    /// How many bytes from `offset` (at most `limit`, which stays inside
+    /// the plex) the plex can serve: 0 when it is not up; for RAID-5, all
+    /// or nothing (it rebuilds one subdisk out of service, not two); for
+    /// concat and striped plexes, up to the first byte on a subdisk that is
+    /// not up. A subdisk under revive counts as not up: the other plexes
+    /// serve its region until the revive ends. O(subdisks), no I/O, so a
+    /// mirror can ask it for every request.
+    pub(crate) fn readable_run(&self, offset: u64, limit: u64) -> u64 {
+        debug_assert!(offset + limit <= self.size_bytes, "the run asked for lies inside the plex");
         if self.state.get() != State::Up {
-            return false;
+            return 0;
         }
-        if self.raid5().is_some() {
-            return self.sds.iter().filter(|sd| !sd.usable_at(0, sd.length_bytes)).count() <= 1;
+        match self.org {
+            Org::Raid5 { .. } => {
+                let out = self.sds.iter().filter(|sd| !sd.up()).count();
+                if out <= 1 {
+                    limit
+                } else {
+                    0
+                }
+            }
+            Org::Concat => {
+                let (end, mut sd_start, mut run) = (offset + limit, 0, 0);
+                for sd in &self.sds {
+                    let sd_end = sd_start + sd.length_bytes;
+                    if sd_end > offset {
+                        if !sd.up() {
+                            break;
+                        }
+                        run = sd_end.min(end) - offset;
+                        if sd_end >= end {
+                            break;
+                        }
+                    }
+                    sd_start = sd_end;
+                }
+                run
+            }
+            Org::Striped { stripe_bytes } => {
+                let width = self.sds.len() as u64;
+                let unit = offset / stripe_bytes;
+                // The first stripe unit at or after `unit` on a subdisk that is not up.
+                match (0..width).find(|k| !self.sds[((unit + k) % width) as usize].up()) {
+                    Some(k) => ((unit + k) * stripe_bytes).saturating_sub(offset).min(limit),
+                    None => limit,
+                }
+            }
         }
-        self.extents(offset, len).iter().all(|e| self.sds[e.sd].usable_at(e.sd_offset_bytes, e.len_bytes))
+    }
+
+    /// True when the plex can serve a read of `offset..offset+len` whole,
+    /// so a mirror does not send it reads it must fail.
+    pub(crate) fn readable(&self, offset: u64, len: u64) -> bool {
+        self.readable_run(offset, len) == len
     }
 
     /// True when a write at `offset` must reach the plex: it is up, or a
     /// revive has already copied past `offset` (a write straddling the
     /// revive pointer goes in whole; the copy rewrites the part ahead of
-    /// the pointer with the same data later).
+    /// the pointer with the same data later). An initializing plex takes no
+    /// writes: its parity is not built, so a write acknowledged on it could
+    /// be rebuilt wrong after a drive failure.
     pub(crate) fn writable(&self, offset: u64) -> bool {
-        self.state.get() == State::Up || offset < self.revived_bytes.load(Relaxed)
+        match self.state.get() {
+            State::Up => true,
+            State::Initializing => false,
+            State::Down | State::Stale => offset < self.revived_bytes.load(Relaxed),
+        }
+    }
+
+    /// Bytes of subdisk `disk` that hold plex data: a striped or RAID-5
+    /// plex uses whole stripe rows only.
+    pub(crate) fn sd_used_bytes(&self, disk: usize) -> u64 {
+        match self.org {
+            Org::Concat => self.sds[disk].length_bytes,
+            Org::Striped { .. } => self.size_bytes / self.sds.len() as u64,
+            Org::Raid5 { .. } => self.size_bytes / (self.sds.len() as u64 - 1),
+        }
+    }
+
+    /// Where byte `sd_offset` of concat or striped subdisk `disk` lies in
+    /// the plex, and how many bytes from there (at most `max_len`) stay
+    /// contiguous on both: (plex offset, length).
+    pub(crate) fn sd_to_plex(&self, disk: usize, sd_offset: u64, max_len: u64) -> (u64, u64) {
+        debug_assert!(sd_offset < self.sd_used_bytes(disk), "the byte holds plex data");
+        debug_assert!(self.raid5().is_none(), "a RAID-5 subdisk is rebuilt row by row, never mapped");
+        match self.org {
+            Org::Striped { stripe_bytes } => {
+                let width = self.sds.len() as u64;
+                let (row, within) = (sd_offset / stripe_bytes, sd_offset % stripe_bytes);
+                ((row * width + disk as u64) * stripe_bytes + within, max_len.min(stripe_bytes - within))
+            }
+            Org::Concat | Org::Raid5 { .. } => {
+                let before: u64 = self.sds[..disk].iter().map(|sd| sd.length_bytes).sum();
+                (before + sd_offset, max_len)
+            }
+        }
     }
 }

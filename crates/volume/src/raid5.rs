@@ -410,21 +410,21 @@ impl Plex {
     /// Recomputes and writes the parity of every stripe row.
     pub(crate) fn rebuild_parity(&self, geometry: &Raid5) -> Result<()> {
         let rows = self.size_bytes / geometry.row_data_bytes();
+        (0..rows).try_for_each(|row| self.rebuild_parity_row(geometry, row))
+    }
+
+    /// Recomputes and writes the parity of stripe row `row` from its data,
+    /// holding the row.
+    pub(crate) fn rebuild_parity_row(&self, geometry: &Raid5, row: u64) -> Result<()> {
         let chunk = 0..geometry.stripe_bytes;
-        for row in 0..rows {
-            let _row = self.rows.lock(row, row + 1);
-            let mut parity = vec![0; geometry.stripe_bytes as usize];
-            for column in 0..geometry.disks - 1 {
-                xor_into(
-                    &mut parity,
-                    &self.read_usable(geometry, geometry.data_disk(row, column), row, &chunk)?,
-                );
-            }
-            let disk = geometry.parity_disk(row);
-            self.require_usable(geometry, disk, row)?;
-            self.sds[disk].write(&parity, row * geometry.stripe_bytes)?;
+        let _row = self.rows.lock(row, row + 1);
+        let mut parity = vec![0; geometry.stripe_bytes as usize];
+        for column in 0..geometry.disks - 1 {
+            xor_into(&mut parity, &self.read_usable(geometry, geometry.data_disk(row, column), row, &chunk)?);
         }
-        Ok(())
+        let disk = geometry.parity_disk(row);
+        self.require_usable(geometry, disk, row)?;
+        self.sds[disk].write(&parity, row * geometry.stripe_bytes)
     }
 
     fn require_usable(&self, geometry: &Raid5, disk: usize, row: u64) -> Result<()> {

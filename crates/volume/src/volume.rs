@@ -3,13 +3,19 @@
 //! drives into volumes.
 //!
 //! Reads go to one plex (round-robin or preferred) and move on to the
-//! next when it fails; writes go to every plex that is up. A plex that
-//! misses a write another plex took becomes stale, so it is never read
-//! again until revived. The volume never returns data it is not sure of.
+//! next when it fails; where no one plex is up for the whole request (each
+//! has a subdisk out of service in it), the request is split at subdisk
+//! boundaries and each piece read from a plex that is up for it. Writes go
+//! to every plex that is up and are acknowledged only when every byte is
+//! held by a plex that is up for it; a subdisk that misses a write is out
+//! of service (stale or down) until revived, so it is never read. A flush
+//! reaches every drive; a drive whose flush fails goes down, and a volume
+//! left without a copy of some byte is poisoned. The volume never returns
+//! data it is not sure of.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use device::{check_request, Device, DeviceError, Op, Result, Stats, StatsSnapshot};
 
@@ -44,7 +50,16 @@ pub struct Volume {
     recovered_reads: AtomicU64,
     /// Byte ranges under write, so mirrored plexes see writes in one order.
     pub(crate) writes: RangeLock,
+    /// Why the volume refuses writes and flushes: a flush failed on a
+    /// drive whose data no other plex holds (see [`Device::flush`]).
+    poison: Mutex<Option<String>>,
+    /// What the volume did on its own (a drive taken down after a failed
+    /// flush), for the caller to report; at most [`EVENTS_MAX`] kept.
+    events: Mutex<Vec<String>>,
 }
+
+/// At most this many events are kept between two [`Volume::take_events`].
+pub const EVENTS_MAX: usize = 32;
 
 /// Counters and states of a volume and everything below it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -254,6 +269,8 @@ impl Volume {
             stats: Stats::default(),
             recovered_reads: AtomicU64::new(0),
             writes: RangeLock::default(),
+            poison: Mutex::new(None),
+            events: Mutex::new(Vec::new()),
         })
     }
 
@@ -459,15 +476,27 @@ impl Volume {
         cleared
     }
 
-    fn read_plexes(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    /// Plex indexes in the order the read policy tries them.
+    fn plex_order(&self) -> impl Iterator<Item = usize> {
         let count = self.plexes.len();
         let first = match self.read_policy {
             ReadPolicy::RoundRobin => self.next_plex.fetch_add(1, Relaxed) % count,
             ReadPolicy::Prefer(index) => index,
         };
+        (0..count).map(move |k| (first + k) % count)
+    }
+
+    /// A read goes whole to the first plex (in the policy's order) that can
+    /// serve all of it; when none can (each mirror has a subdisk out of
+    /// service somewhere in the range) or those that could failed, it is
+    /// split at subdisk and stripe-unit boundaries and each piece served
+    /// by a plex that is up for it.
+    fn read_plexes(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let len = buf.len() as u64;
         let mut failure = None;
-        for plex in (0..count).map(|k| &self.plexes[(first + k) % count]) {
-            if !plex.readable(offset, buf.len() as u64) {
+        for index in self.plex_order() {
+            let plex = &self.plexes[index];
+            if !plex.readable(offset, len) {
                 continue;
             }
             match plex.read(buf, offset) {
@@ -479,44 +508,182 @@ impl Volume {
                 Err(err) => failure = Some(err),
             }
         }
-        Err(failure.unwrap_or_else(|| self.no_plex(Op::Read, offset, buf.len())))
-    }
-
-    fn write_plexes(&self, buf: &[u8], offset: u64) -> Result<()> {
-        let _range = (self.plexes.len() > 1).then(|| self.writes.lock(offset, offset + buf.len() as u64));
-        let mut failed = Vec::new();
-        let mut stored = 0;
-        for plex in self.plexes.iter().filter(|p| p.writable(offset)) {
-            match plex.write(buf, offset) {
-                Ok(()) => stored += 1,
-                Err(err) => failed.push((plex, err)),
-            }
+        if self.plexes.len() == 1 {
+            return Err(failure.unwrap_or_else(|| self.no_plex(Op::Read, offset, len)));
         }
-        if stored == 0 {
-            let first = failed.into_iter().next().map(|(_, err)| err);
-            return Err(first.unwrap_or_else(|| self.no_plex(Op::Write, offset, buf.len())));
-        }
-        for (plex, _) in failed {
-            // The other plexes hold data this one missed.
-            plex.state.set(State::Stale);
+        self.read_pieces(buf, offset, None)?;
+        if failure.is_some() {
+            self.recovered_reads.fetch_add(1, Relaxed);
         }
         Ok(())
     }
 
-    fn no_plex(&self, op: Op, offset: u64, len: usize) -> DeviceError {
+    /// Reads `buf` at `offset` piece by piece, each piece the longest run
+    /// one plex (never `skip`) can serve from there; a piece whose read
+    /// fails goes to the next plex that can serve it. Pieces end on
+    /// subdisk or stripe-unit boundaries, so there are at most as many as
+    /// the request crosses.
+    pub(crate) fn read_pieces(&self, buf: &mut [u8], offset: u64, skip: Option<usize>) -> Result<()> {
+        let len = buf.len() as u64;
+        let mut done = 0;
+        while done < len {
+            let at = offset + done;
+            let mut runs: Vec<(usize, u64)> = self
+                .plex_order()
+                .filter(|&i| Some(i) != skip)
+                .map(|i| (i, self.plexes[i].readable_run(at, len - done)))
+                .filter(|&(_, run)| run > 0)
+                .collect();
+            // Stable: among equal runs the read policy's order stands.
+            runs.sort_by_key(|&(_, run)| std::cmp::Reverse(run));
+            let mut failure = None;
+            let mut served = 0;
+            for (index, run) in runs {
+                match self.plexes[index].read(&mut buf[done as usize..][..run as usize], at) {
+                    Ok(()) => {
+                        served = run;
+                        break;
+                    }
+                    Err(err) => failure = Some(err),
+                }
+            }
+            if served == 0 {
+                return Err(failure.unwrap_or_else(|| self.no_plex(Op::Read, at, len - done)));
+            }
+            done += served;
+        }
+        Ok(())
+    }
+
+    /// True when every byte of `offset..offset+len` has a plex (other than
+    /// those in `skip`) that is up for it: what a write must leave behind
+    /// to be acknowledged, and what a volume needs after a drive fails to
+    /// still hold all its data.
+    pub(crate) fn covered(&self, offset: u64, len: u64, skip: &[usize]) -> bool {
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
+            let runs = self.plexes.iter().enumerate().filter(|(i, _)| !skip.contains(i));
+            let run = runs.map(|(_, p)| p.readable_run(at, end - at)).max().unwrap_or(0);
+            if run == 0 {
+                return false;
+            }
+            at += run;
+        }
+        true
+    }
+
+    /// A write goes to every plex that takes it; it is acknowledged when
+    /// every byte of it is held by a plex that is up for that byte. A
+    /// concat or striped plex that misses a piece has that piece's subdisk
+    /// out of service already (skipped because it was, or taken down by
+    /// the failed write), so it never serves the piece. A RAID-5 plex can
+    /// fail without a subdisk going down (its stripe log failed), so it
+    /// never counts as holding a write it failed, and in a mirror it goes
+    /// stale.
+    fn write_plexes(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let len = buf.len() as u64;
+        let _range = (self.plexes.len() > 1).then(|| self.writes.lock(offset, offset + len));
+        let mut failure = None;
+        let mut failed_raid5 = Vec::new();
+        for (index, plex) in self.plexes.iter().enumerate().filter(|(_, p)| p.writable(offset)) {
+            if let Err(err) = plex.write(buf, offset) {
+                if plex.raid5().is_some() {
+                    failed_raid5.push(index);
+                }
+                failure.get_or_insert(err);
+            }
+        }
+        let held = self.covered(offset, len, &failed_raid5);
+        if held && self.plexes.len() > 1 {
+            // The others hold the data this plex missed.
+            failed_raid5.iter().for_each(|&i| self.plexes[i].state.set(State::Stale));
+        }
+        if held {
+            return Ok(());
+        }
+        Err(failure.unwrap_or_else(|| self.no_plex(Op::Write, offset, len)))
+    }
+
+    /// Refuses writes and flushes once a flush failed with no redundancy
+    /// left to hold the data.
+    fn check_poison(&self, op: Op) -> Result<()> {
+        match self.poison.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(cause) => Err(DeviceError::Poisoned { device: self.name.clone(), op, cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records something the volume did on its own for [`Volume::take_events`].
+    fn event(&self, what: String) {
+        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        if events.len() < EVENTS_MAX {
+            events.push(what);
+        }
+    }
+
+    /// What the volume did on its own since the last call (a drive taken
+    /// down after a failed flush, the volume poisoned), oldest first: the
+    /// caller shows it and records the states with [`crate::VolumeSet::save`].
+    pub fn take_events(&self) -> Vec<String> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Flushes every drive that is up, even after one fails. A drive whose
+    /// flush failed may have lost writes it acknowledged, so it goes down
+    /// (its subdisks stale, RAID-5 plexes degraded, or down past one). If
+    /// the other plexes still hold every byte, the flush succeeds: they
+    /// were flushed too. If not, the volume is poisoned and the flush fails.
+    fn flush_drives(&self) -> Result<()> {
+        self.check_poison(Op::Flush)?;
+        let mut failure = None;
+        for drive in self.drives.iter().filter(|d| d.state.get() == State::Up) {
+            if let Err(err) = drive.stats.track(drive.dev.flush()) {
+                self.set_state(&drive.name, State::Down).expect("the drive is one of this volume's");
+                self.event(format!("drive '{}' is down: its flush failed ({err})", drive.name));
+                failure.get_or_insert(err);
+            }
+        }
+        let Some(err) = failure else { return Ok(()) };
+        for said in self.down_unrecoverable_plexes() {
+            self.event(said);
+        }
+        if self.covered(0, self.size_bytes, &[]) {
+            return Ok(());
+        }
+        let cause = format!("{err}; no other plex holds all the data");
+        self.event(format!("volume '{}' refuses writes: {cause}", self.name));
+        *self.poison.lock().unwrap_or_else(|e| e.into_inner()) = Some(cause);
+        Err(err)
+    }
+
+    fn no_plex(&self, op: Op, offset: u64, len: u64) -> DeviceError {
         let states: Vec<String> =
             self.plexes.iter().map(|p| format!("{} {}", p.name, p.state.get())).collect();
-        io_error(
-            &self.name,
-            op,
-            offset,
-            len as u64,
+        let initializing: Vec<&str> = self
+            .plexes
+            .iter()
+            .filter(|p| p.state.get() == State::Initializing)
+            .map(|p| p.name.as_str())
+            .collect();
+        let why = if initializing.is_empty() {
             format!(
                 "no plex can serve it ({}): each is down or stale, or a subdisk it needs for this range is \
                  not up",
                 states.join(", ")
-            ),
-        )
+            )
+        } else {
+            format!(
+                "no plex can serve it ({}): {} is initializing, its RAID-5 parity not yet built from the \
+                 data its drives held before; build it with `iolab volume init {} DRIVES...` (or `iolab \
+                 volume init {} DRIVES...` for every plex of the volume)",
+                states.join(", "),
+                initializing.join(", "),
+                initializing[0],
+                self.name
+            )
+        };
+        io_error(&self.name, op, offset, len, why)
     }
 }
 
@@ -579,6 +746,7 @@ impl Device for Volume {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.stats.track(self.check_poison(Op::Write))?;
         self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
         if !buf.is_empty() {
             self.stats.track(self.write_plexes(buf, offset))?;
@@ -588,9 +756,7 @@ impl Device for Volume {
     }
 
     fn flush(&self) -> Result<()> {
-        for drive in self.drives.iter().filter(|d| d.state.get() == State::Up) {
-            self.stats.track(drive.dev.flush())?;
-        }
+        self.stats.track(self.flush_drives())?;
         self.stats.record_flush();
         Ok(())
     }

@@ -9,3 +9,4 @@ mod tidy;
 mod trust;
 mod validate;
 mod volume;
+mod volume_safety;

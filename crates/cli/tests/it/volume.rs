@@ -2,7 +2,7 @@
 
 use crate::cli::{iolab, stderr, stdout};
 
-const RAID5: &str = "# the seed's RAID-5: four drives, 512k stripes
+pub const RAID5: &str = "# the seed's RAID-5: four drives, 512k stripes
 drive d1 device d1.img
 drive d2 device d2.img
 drive d3 device d3.img
@@ -157,7 +157,7 @@ fn run_json_carries_the_volume_counters_of_the_job_alone() {
     assert_eq!(drive_reads, 200, "two drive reads per small RAID-5 write");
 }
 
-fn run_ok(args: &[&str]) -> std::process::Output {
+pub fn run_ok(args: &[&str]) -> std::process::Output {
     let out = iolab(args);
     assert_eq!(out.status.code(), Some(0), "{:?}: {}{}", args, stdout(&out), stderr(&out));
     out
@@ -248,7 +248,7 @@ fn list_v_shows_subdisk_offsets_and_devices() {
 }
 
 /// The whole volume written under a validation journal.
-fn written_with_journal(dir: &tempfile::TempDir, conf: &str) -> String {
+pub fn written_with_journal(dir: &tempfile::TempDir, conf: &str) -> String {
     let journal = dir.path().join("j").to_str().unwrap().to_string();
     run_ok(&[
         "run",

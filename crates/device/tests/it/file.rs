@@ -149,3 +149,12 @@ fn dropping_the_cache_leaves_none_of_the_file_cached() {
     dev.drop_cache().unwrap();
     assert_eq!(dev.media()[0].cached_bytes, Some(0));
 }
+
+#[test]
+fn a_sparse_file_holds_no_data_until_written_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = create(&dir, 4 << 20, false);
+    dev.write_at(&[1; 4096], 1 << 20).unwrap();
+    assert!(dev.holds_no_data(2 << 20, 1 << 20), "past the write");
+    assert!(!dev.holds_no_data(0, 2 << 20), "a range around the write");
+}

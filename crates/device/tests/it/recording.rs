@@ -64,3 +64,17 @@ fn an_overlay_never_writes_its_base() {
     overlay.write_at(&[9; 1024], 512).unwrap();
     assert_eq!((byte_at(&overlay, 512), byte_at(&overlay, 1024), byte_at(base.as_ref(), 512)), (9, 9, 0));
 }
+
+#[test]
+fn an_overlay_over_a_read_only_file_reads_its_own_writes_and_keeps_the_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, [5u8; 4096]).unwrap();
+    let options = device::FileOptions { read_only: true, ..Default::default() };
+    let file: Arc<dyn Device> = Arc::new(device::FileDevice::open(&path, &options).unwrap());
+    let overlay = device::Overlay::over(file);
+    overlay.write_at(&[9; 512], 512).unwrap();
+    assert_eq!((byte_at(&overlay, 0), byte_at(&overlay, 512)), (5, 9));
+    assert_eq!(std::fs::read(&path).unwrap(), vec![5u8; 4096]);
+    assert_eq!(overlay.name(), path.display().to_string());
+}

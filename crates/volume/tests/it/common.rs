@@ -105,3 +105,8 @@ pub fn aligned_drives(count: usize, size_bytes: u64) -> HashMap<String, Arc<dyn 
         })
         .collect()
 }
+
+/// For `volume::create` on drives that read as zeros (new memory drives).
+pub fn fresh(_drive: &str, _offset: u64, _len: u64) -> bool {
+    true
+}

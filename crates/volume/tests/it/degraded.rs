@@ -20,7 +20,7 @@ fn except(drives: &Drives, missing: &[&str]) -> Vec<Arc<dyn Device>> {
 /// A 4-drive RAID-5 filled with a pattern; returns the drives and the data.
 fn filled_raid5() -> (Drives, Vec<u8>) {
     let drives = drives_for(4, MIB);
-    let set = create(&parse(&single_plex("raid5 8k", 4, "0")).unwrap(), &drives).unwrap();
+    let set = create(&parse(&single_plex("raid5 8k", 4, "0")).unwrap(), &drives, &fresh).unwrap();
     let v = set.volume("v").unwrap();
     let data = pattern(v.size_bytes() as usize, 9);
     v.write_at(&data, 0).unwrap();
@@ -118,7 +118,7 @@ fn mirror_with_a_drive_missing_reads_from_the_other_plex() {
     let drives = mem_drives(&["a", "b"], MIB);
     let text = "drive a device a\ndrive b device b\nvolume m\nplex org concat\nsd length 0 drive a\n\
                 plex org concat\nsd length 0 drive b\n";
-    let set = create(&parse(text).unwrap(), &drives).unwrap();
+    let set = create(&parse(text).unwrap(), &drives, &fresh).unwrap();
     let data = pattern(64 * 1024, 5);
     set.volume("m").unwrap().write_at(&data, 4096).unwrap();
     let again = assemble(&[Arc::clone(&drives["b"])]).unwrap();

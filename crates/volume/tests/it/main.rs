@@ -1,9 +1,12 @@
 mod common;
 mod config;
 mod degraded;
+mod flush;
+mod init;
 mod metadata;
 mod mirror;
-mod props;
+pub mod props;
+mod raid10;
 mod raid5;
 mod revive;
 mod seed;

@@ -11,7 +11,7 @@ fn all(drives: &std::collections::HashMap<String, Arc<dyn Device>>, count: usize
 
 fn raid5_set() -> (std::collections::HashMap<String, Arc<dyn Device>>, volume::VolumeSet) {
     let drives = drives_for(4, MIB);
-    let set = create(&parse(&single_plex("raid5 7s", 4, "0")).unwrap(), &drives).unwrap();
+    let set = create(&parse(&single_plex("raid5 7s", 4, "0")).unwrap(), &drives, &fresh).unwrap();
     (drives, set)
 }
 
@@ -118,7 +118,7 @@ fn revive_through_set_is_recorded() {
 #[test]
 fn aligned_only_drives_create_and_assemble() {
     let drives = aligned_drives(3, MIB);
-    let set = create(&parse(&single_plex("raid5 8k", 3, "0")).unwrap(), &drives).unwrap();
+    let set = create(&parse(&single_plex("raid5 8k", 3, "0")).unwrap(), &drives, &fresh).unwrap();
     let again = assemble(&all(&drives, 3)).unwrap();
     assert_eq!(again.config_text(), set.config_text());
 }
@@ -126,7 +126,7 @@ fn aligned_only_drives_create_and_assemble() {
 #[test]
 fn interrupted_revive_resumes_after_reassembly() {
     let drives = drives_for(3, MIB);
-    let set = create(&parse(&single_plex("raid5 8k", 3, "0")).unwrap(), &drives).unwrap();
+    let set = create(&parse(&single_plex("raid5 8k", 3, "0")).unwrap(), &drives, &fresh).unwrap();
     let v = set.volume("v").unwrap();
     let size = v.size_bytes() as usize;
     let mut model = pattern(size, 1);
@@ -139,7 +139,7 @@ fn interrupted_revive_resumes_after_reassembly() {
     };
     write(&v, &mut model, 100 * 1024, 2);
     let mut steps = 0;
-    let stop = v.revive_with("d1", &mut || {
+    let stop = v.revive_with("d1", &mut |_, _| {
         steps += 1;
         if steps == 40 {
             return Err(volume::VolumeError::Metadata("interrupted".into()));
@@ -156,7 +156,7 @@ fn interrupted_revive_resumes_after_reassembly() {
     write(&v, &mut model, 16 * 1024, 3); // below the revive pointer
     write(&v, &mut model, size - 16 * 1024, 4); // above it
     let mut resumed = 0u64;
-    v.revive_with("d1", &mut || {
+    v.revive_with("d1", &mut |_, _| {
         resumed += 1;
         Ok(())
     })
@@ -167,4 +167,30 @@ fn interrupted_revive_resumes_after_reassembly() {
     let mut back = vec![0; size];
     v.read_at(&mut back, 0).unwrap();
     assert_eq!(back, model);
+}
+
+#[test]
+fn create_refuses_a_configuration_with_no_volume() {
+    let drives = drives_for(2, MIB);
+    let config = parse("# only a comment\n").unwrap();
+    let err = create(&config, &drives, &fresh).unwrap_err();
+    assert!(err.to_string().contains("nothing to create"), "{err}");
+}
+
+#[test]
+fn a_create_that_fails_writing_leaves_every_drive_as_it_was() {
+    let mems: Vec<Arc<device::MemDevice>> = (0..3)
+        .map(|i| {
+            Arc::new(device::MemDevice::from_bytes(format!("d{i}"), &pattern(MIB as usize, i), 512).unwrap())
+        })
+        .collect();
+    let mut drives: std::collections::HashMap<String, Arc<dyn Device>> =
+        mems.iter().enumerate().map(|(i, m)| (format!("d{i}"), Arc::clone(m) as Arc<dyn Device>)).collect();
+    // d2's third write fails: its header and configuration generation 1 were written.
+    let fault = device::Fault::Nth { op: device::Op::Write, n: 3 };
+    drives.insert("d2".into(), Arc::new(device::FaultyDevice::new(Arc::clone(&mems[2]) as _, vec![fault])));
+    assert!(create(&parse(&single_plex("raid5 8k", 3, "0")).unwrap(), &drives, &fresh).is_err());
+    for (i, mem) in mems.iter().enumerate() {
+        assert!(mem.to_vec() == pattern(MIB as usize, i as u64), "drive d{i} changed");
+    }
 }

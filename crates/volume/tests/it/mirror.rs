@@ -69,12 +69,15 @@ fn drive_down_reads_from_other_plex() {
 }
 
 #[test]
-fn plex_missing_a_write_becomes_stale() {
+fn plex_missing_a_write_never_serves_it() {
     let drives = mem_drives(&["a", "b"], 4 * MIB);
     let v = open(MIRROR, &drives);
     v.set_state("b", State::Down).unwrap();
     v.write_at(&[2; 4096], 0).unwrap();
-    assert_eq!(v.state("m.p1"), Some(State::Stale));
+    v.set_state("b", State::Up).unwrap();
+    v.set_state("a", State::Down).unwrap();
+    let mut buf = vec![0; 4096];
+    assert!(v.read_at(&mut buf, 0).is_err(), "b's subdisks stay stale until revived");
 }
 
 #[test]

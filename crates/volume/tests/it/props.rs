@@ -90,6 +90,16 @@ const MIRROR: &str = "drive d0 device a\ndrive d1 device b\ndrive d2 device c\nd
                       plex org striped 7s\nsd length 300k drive d0\nsd length 300k drive d1\n\
                       plex org raid5 5k\nsd length 200k drive d1\nsd length 200k drive d2\nsd length 200k drive d3\n";
 
+/// Vinum's RAID-10 example (vinum(8)): two striped plexes over the same
+/// five drives, the second shifted by two, so any drive down leaves both
+/// plexes with a subdisk out of service.
+pub const RAID10: &str = "drive d0 device a\ndrive d1 device b\ndrive d2 device c\ndrive d3 device d\n\
+                          drive d4 device e\nvolume v\nplex org striped 7s\nsd length 100k drive d0\n\
+                          sd length 100k drive d1\nsd length 100k drive d2\nsd length 100k drive d3\n\
+                          sd length 100k drive d4\nplex org striped 7s\nsd length 100k drive d2\n\
+                          sd length 100k drive d3\nsd length 100k drive d4\nsd length 100k drive d0\n\
+                          sd length 100k drive d1\n";
+
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(step(), 1..24)
 }
@@ -130,5 +140,10 @@ proptest! {
     #[test]
     fn mirror_survives_one_drive_down_and_revive(steps in steps(), at in 0usize..24, drive in 0usize..4, revive in 0usize..24) {
         check(MIRROR, 4, &steps, Some((at, drive, revive)))?;
+    }
+
+    #[test]
+    fn raid10_survives_one_drive_down_and_revive(steps in steps(), at in 0usize..24, drive in 0usize..5, revive in 0usize..24) {
+        check(RAID10, 5, &steps, Some((at, drive, revive)))?;
     }
 }

@@ -78,14 +78,26 @@ fn failed_revive_leaves_plex_up() {
 }
 
 #[test]
-fn init_plex_zeroes_and_parity_is_consistent() {
+fn init_builds_raid5_parity_from_the_data_it_finds() {
     let drives = drives_for(3, MIB);
     for dev in drives.values() {
         dev.write_at(&pattern(MIB as usize, 5), 0).unwrap();
     }
     let v = open(&single_plex("raid5 8k", 3, "0"), &drives);
-    v.init_plex("v.p0").unwrap();
+    let before = read_all(&v);
+    v.init("v.p0").unwrap();
     assert_eq!(v.check_parity().unwrap()[0].rows_mismatched, 0);
+    assert_eq!(read_all(&v), before, "md's resync keeps the data, only parity is written");
+}
+
+#[test]
+fn init_of_a_striped_plex_with_no_mirror_zeroes_it() {
+    let drives = drives_for(2, MIB);
+    for dev in drives.values() {
+        dev.write_at(&pattern(MIB as usize, 5), 0).unwrap();
+    }
+    let v = open(&single_plex("striped 8k", 2, "0"), &drives);
+    v.init("v.p0").unwrap();
     assert!(read_all(&v).iter().all(|&b| b == 0));
 }
 

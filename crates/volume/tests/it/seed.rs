@@ -14,7 +14,7 @@ const SEED: &str = "drive d0 device /dev/da1s1h\ndrive d1 device /dev/da2s1h\n\
 #[test]
 fn seed_raid5_survives_drive_loss_and_revive() {
     let drives = drives_for(4, 2 * MIB);
-    let set = create(&parse(SEED).unwrap(), &drives).unwrap();
+    let set = create(&parse(SEED).unwrap(), &drives, &fresh).unwrap();
     let v = set.volume("raid").unwrap();
     assert_eq!(v.size_bytes(), 3 * MIB);
     let data = pattern(v.size_bytes() as usize, 11);
@@ -33,7 +33,7 @@ fn seed_raid5_survives_drive_loss_and_revive() {
 #[test]
 fn seed_raid5_full_stripe_write_costs_no_reads() {
     let drives = drives_for(4, 2 * MIB);
-    let set = create(&parse(SEED).unwrap(), &drives).unwrap();
+    let set = create(&parse(SEED).unwrap(), &drives, &fresh).unwrap();
     let v = set.volume("raid").unwrap();
     v.reset_stats();
     v.write_at(&pattern(3 * 512 * 1024, 2), 0).unwrap();
@@ -44,7 +44,7 @@ fn seed_raid5_full_stripe_write_costs_no_reads() {
 #[test]
 fn seed_raid5_4k_writes_cost_two_reads_two_writes_each() {
     let drives = drives_for(4, 2 * MIB);
-    let set = create(&parse(SEED).unwrap(), &drives).unwrap();
+    let set = create(&parse(SEED).unwrap(), &drives, &fresh).unwrap();
     let v = set.volume("raid").unwrap();
     v.reset_stats();
     for i in 0..16u64 {

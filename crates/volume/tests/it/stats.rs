@@ -19,7 +19,7 @@ fn all(drives: &Drives) -> Vec<Arc<dyn Device>> {
 
 fn raid5_drives() -> Drives {
     let drives = drives_for(4, MIB);
-    create(&parse(&single_plex("raid5 8k", 4, "0")).unwrap(), &drives).unwrap();
+    create(&parse(&single_plex("raid5 8k", 4, "0")).unwrap(), &drives, &fresh).unwrap();
     drives
 }
 

@@ -1,0 +1,196 @@
+//! Assembling a volume set from drive paths: which files are drives,
+//! opening and locking each, the stripe logs of RAID-5 plexes.
+//!
+//! Commands that write take an exclusive lock on every drive; a drive
+//! another process holds is an error naming the holder, never "assemble
+//! without it" (that would record it down while its holder writes it).
+//! Commands that only read open the drives read-only under a shared lock.
+//! A drive whose file is absent or cannot be opened is left out with a
+//! warning and the set assembles without it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use device::{Device, DeviceError, FileDevice, FileOptions, LockKind};
+use volume::VolumeSet;
+
+/// How a command uses the drives of a set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Reads metadata only (list, printconfig): read-only, shared lock; a
+    /// drive another process writes is read anyway, with a warning that
+    /// the states shown may be changing.
+    Inspect,
+    /// Reads data (checkparity): read-only, shared lock; a drive another
+    /// process writes is an error, since what is read would be changing
+    /// under the check. A stripe log is replayed into memory only.
+    Check,
+    /// Writes (run, start, stop, setstate, init, rebuildparity,
+    /// resetstats): read-write, exclusive lock.
+    Write,
+}
+
+/// Drive paths from the arguments: drives themselves, or configuration
+/// files whose `drive` lines name them (relative to the file), with the
+/// drive name when a configuration gives it. A path that does not exist
+/// is taken as a drive (a missing one).
+fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, Option<String>)>> {
+    let mut paths = Vec::new();
+    for arg in args {
+        let mut head = [0u8; 8];
+        let is_drive = std::fs::File::open(arg)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+            .map(|_| &head == device::signature::IOLAB_VOLUME_MAGIC)
+            .unwrap_or(false);
+        if is_drive || !arg.exists() {
+            paths.push((arg.clone(), None));
+            continue;
+        }
+        let config = super::read_config(arg).with_context(|| {
+            format!("{}: neither an iolab volume drive nor a configuration file", arg.display())
+        })?;
+        let base = arg.parent().unwrap_or(Path::new("."));
+        paths.extend(config.drives.iter().map(|d| (base.join(&d.device), Some(d.name.clone()))));
+    }
+    Ok(paths)
+}
+
+fn is_locked(err: &anyhow::Error) -> bool {
+    matches!(err.downcast_ref::<DeviceError>(), Some(DeviceError::Locked { .. }))
+}
+
+/// Opens a drive as `access` says, locks it, and reads its metadata area,
+/// so an unreadable drive is found (and left out) here rather than failing
+/// the assembly. With [`Access::Inspect`], a drive locked by a writer is
+/// opened unlocked with a warning.
+fn open_drive(path: &Path, direct: bool, access: Access) -> anyhow::Result<Arc<dyn Device>> {
+    let read_only = access != Access::Write;
+    let dev = FileDevice::open(path, &FileOptions { direct, read_only, ..Default::default() })?;
+    let kind = if read_only { LockKind::Shared } else { LockKind::Exclusive };
+    match dev.lock(kind) {
+        Err(DeviceError::Locked { path, holder, .. }) if access == Access::Inspect => eprintln!(
+            "iolab: warning: {}: in use by {holder}; listed anyway, but the states shown may be changing",
+            path.display()
+        ),
+        locked => locked?,
+    }
+    let metadata_bytes = volume::DATA_START_BYTES as usize;
+    if dev.size_bytes() < metadata_bytes as u64 {
+        bail!("{}: {} bytes, too small to be a volume drive", path.display(), dev.size_bytes());
+    }
+    let mut head = device::AlignedBuf::zeroed(metadata_bytes, dev.buffer_align().max(4096));
+    dev.read_at(&mut head, 0)?;
+    if access == Access::Check {
+        // Nothing this command runs (a stripe log replay) reaches the file.
+        return Ok(Arc::new(device::Overlay::over(Arc::new(dev))));
+    }
+    Ok(Arc::new(dev))
+}
+
+/// Reassembles the set, its drives opened with O_DIRECT when `direct`
+/// and as `access` says. Drives that cannot be opened or read are left
+/// out with a warning; the set assembles without them, and its warnings
+/// are printed. A drive another process holds is an error.
+pub fn assemble_with(args: &[PathBuf], direct: bool, access: Access) -> anyhow::Result<VolumeSet> {
+    let mut devices: Vec<Arc<dyn Device>> = Vec::new();
+    for (path, name) in drive_paths(args)? {
+        let drive = name.map(|n| format!("drive '{n}': ")).unwrap_or_default();
+        match open_drive(&path, direct, access) {
+            Ok(dev) => devices.push(dev),
+            Err(err) if is_locked(&err) => return Err(err.context(format!("{drive}cannot assemble the set"))),
+            Err(err) => {
+                let why = if path.exists() {
+                    format!("{err}")
+                } else {
+                    format!("{} does not exist", path.display())
+                };
+                eprintln!("iolab: warning: {drive}{why}; assembling without it");
+            }
+        }
+    }
+    if devices.is_empty() {
+        bail!("none of the drives given could be opened and read; nothing to assemble");
+    }
+    let set = volume::assemble(&devices)?;
+    for warning in set.warnings() {
+        eprintln!("iolab: warning: {warning}");
+    }
+    if access != Access::Inspect {
+        attach_stripe_logs(&set, false, access)?;
+    }
+    Ok(set)
+}
+
+/// Reassembles the set for a command that writes: exclusive locks, and a
+/// missing drive is first recorded down on the drives present, so that
+/// when it returns it is known to have missed writes and is revived,
+/// never trusted.
+pub fn assemble_for_io(args: &[PathBuf], direct: bool) -> anyhow::Result<VolumeSet> {
+    let set = assemble_with(args, direct, Access::Write)?;
+    if !set.missing_drives().is_empty() {
+        set.save()?;
+        eprintln!(
+            "iolab: warning: recorded {} down on the drives present; when a drive returns, revive it with \
+             `iolab volume start DRIVE ...`",
+            set.missing_drives().join(", ")
+        );
+    }
+    Ok(set)
+}
+
+/// Opens the stripe log of every RAID-5 plex that names a log drive
+/// (replaying what it holds into the drives) and sends the plex's row
+/// updates through it. `fresh`: the set was just created, so whatever the
+/// log area holds is from an earlier life and a new log is formatted.
+/// With [`Access::Check`] the drives are overlays: the replay stays in
+/// memory.
+pub fn attach_stripe_logs(set: &VolumeSet, fresh: bool, access: Access) -> anyhow::Result<()> {
+    for vol in &set.volumes {
+        let Some((drive, dev, present)) = vol.raid5_log_drive() else { continue };
+        if !present {
+            eprintln!(
+                "iolab: warning: volume {}: log drive {drive} is missing; RAID-5 writes go without the \
+                 stripe log and a crash can leave rows whose parity lies (the write hole)",
+                vol.name()
+            );
+            continue;
+        }
+        let area = dev.size_bytes().saturating_sub(volume::DATA_START_BYTES);
+        let log: Arc<dyn Device> =
+            Arc::new(device::Slice::new(dev, volume::DATA_START_BYTES, area / 4096 * 4096)?);
+        let homes = vol.raid5_homes().context("a volume with a log drive has one RAID-5 plex")?;
+        let existing = blocklog::StripeLog::probe(log.as_ref())?.is_some();
+        let wal = if fresh || !existing {
+            blocklog::StripeLog::format(log, homes)?
+        } else {
+            let wal = blocklog::StripeLog::open(log, homes)?;
+            report_replay(vol.name(), &drive, wal.replay_report(), access);
+            wal
+        };
+        vol.set_write_ahead_log(Arc::new(wal))?;
+    }
+    Ok(())
+}
+
+fn report_replay(volume: &str, drive: &str, replay: &blocklog::ReplayReport, access: Access) {
+    if replay.commits > 0 {
+        let where_to = if access == Access::Check {
+            ", in memory only: this command opens the drives read-only, and the next that writes replays \
+             them onto the drives"
+        } else {
+            ""
+        };
+        eprintln!(
+            "iolab: volume {volume}: replayed {} row updates ({} sectors) from the stripe log on {drive}{where_to}",
+            replay.commits, replay.sectors_written_home
+        );
+    }
+    if let Some(stop) = &replay.stopped {
+        eprintln!(
+            "iolab: warning: volume {volume}: stripe log replay stopped at LSN {}: {}; later row updates \
+             were not replayed, run `iolab volume checkparity`",
+            stop.lsn, stop.reason
+        );
+    }
+}
