@@ -430,8 +430,8 @@ fn check_layout(
     let end = region.start + region.len;
     let holes = target.device.unwritten(region.start, end)?.unwrap_or_default();
     let hole_bytes: u64 = holes.iter().map(|h| h.end - h.start).sum();
-    // Only an existing file a reading job opened read-only needs more.
-    if hole_bytes == 0 || spec.read_pct < 100 || target.created || target.was_empty {
+    // A job that writes passed the safety check already.
+    if hole_bytes == 0 || spec.read_pct < 100 {
         return Ok(());
     }
     let name = target.device.name().to_string();
@@ -445,6 +445,9 @@ fn check_layout(
             ))
             .into());
         }
+    }
+    if !target.read_only {
+        return Ok(());
     }
     let writable = reopen().map_err(|e| {
         UsageError(format!(

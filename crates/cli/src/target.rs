@@ -20,6 +20,8 @@ pub struct Target {
     pub created: bool,
     /// The file existed but was empty; this run sized it.
     pub was_empty: bool,
+    /// Opened read-only (a job that only reads an existing file).
+    pub read_only: bool,
     /// A path whose data would be overwritten, for the safety check.
     pub path: Option<PathBuf>,
     /// The volume set, when the target is one of its volumes.
@@ -36,6 +38,7 @@ impl Target {
             temp: None,
             created: false,
             was_empty: false,
+            read_only: false,
             path: Some(path),
             volumes: None,
             log: None,
@@ -44,7 +47,16 @@ impl Target {
 
     /// A target iolab made itself in memory (nothing to protect).
     fn in_memory(device: Arc<dyn Device>) -> Target {
-        Target { device, temp: None, created: true, was_empty: false, path: None, volumes: None, log: None }
+        Target {
+            device,
+            temp: None,
+            created: true,
+            was_empty: false,
+            read_only: false,
+            path: None,
+            volumes: None,
+            log: None,
+        }
     }
 }
 
@@ -307,6 +319,7 @@ pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Target> {
         temp: None,
         created: !exists,
         was_empty: exists && empty,
+        read_only: file_options.read_only,
         path: Some(path.to_path_buf()),
         volumes: None,
         log: None,
@@ -333,6 +346,7 @@ pub fn temporary(size_bytes: u64) -> anyhow::Result<(Target, bool)> {
             temp: Some(dir),
             created: true,
             was_empty: false,
+            read_only: false,
             path: Some(path),
             volumes: None,
             log: None,
@@ -374,6 +388,7 @@ fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow
         temp: None,
         created: false,
         was_empty: false,
+        read_only: false,
         path: None,
         volumes: Some((set, vol)),
         log: None,

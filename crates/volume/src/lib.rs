@@ -22,6 +22,7 @@ mod config;
 mod counters;
 mod error;
 mod geometry;
+mod holes;
 mod init;
 mod lock;
 mod metadata;

@@ -764,6 +764,30 @@ impl Device for Volume {
     fn stats(&self) -> &Stats {
         &self.stats
     }
+
+    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+        self.holes(start, end)
+    }
+
+    /// Every drive's media, once each (a drive may hold several subdisks).
+    fn media(&self) -> Vec<device::Medium> {
+        let mut media: Vec<device::Medium> = Vec::new();
+        for drive in &self.drives {
+            for m in drive.dev.media() {
+                if !media.iter().any(|seen| seen.name == m.name) {
+                    media.push(m);
+                }
+            }
+        }
+        media
+    }
+
+    fn drop_cache(&self) -> Result<()> {
+        for drive in self.drives.iter().filter(|d| d.state.get() == State::Up) {
+            drive.dev.drop_cache()?;
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Volume {

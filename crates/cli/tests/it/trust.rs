@@ -344,3 +344,26 @@ fn a_journal_left_by_an_earlier_run_is_refused_before_anything_is_written() {
     assert!(stderr(&out).contains("holds a journal from an earlier run"), "{}", stderr(&out));
     assert!(!path.exists(), "no target made, nothing laid out");
 }
+
+#[test]
+fn a_read_job_on_a_volume_of_sparse_drives_lays_the_drives_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("s.conf");
+    let mut text = String::new();
+    for i in 0..3 {
+        text += &format!("drive d{i} device d{i}.img\n");
+    }
+    text += "volume s\nplex org striped 64k\n";
+    for i in 0..3 {
+        text += &format!("sd length 0 drive d{i}\n");
+    }
+    std::fs::write(&conf, text).unwrap();
+    let out = iolab(&["volume", "create", conf.to_str().unwrap(), "--drive-size", "8m"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = iolab(&["run", "--target", conf.to_str().unwrap(), "--rw", "randread", "--ios", "100", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for i in 0..3 {
+        let drive = dir.path().join(format!("d{i}.img"));
+        assert!(allocated_bytes(&drive) >= 6 << 20, "drive {i}'s data area is allocated");
+    }
+}
