@@ -26,6 +26,7 @@
 //! This crate never prints, never panics on caller input, and never writes
 //! outside the log region and the data area it was given.
 
+mod choice;
 mod core;
 mod format;
 mod logged;

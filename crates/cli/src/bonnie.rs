@@ -7,7 +7,7 @@ use clap::Args;
 use workloads::bonnie::{run_bonnie, BonnieSpec};
 use workloads::spec::parse_bytes;
 
-use crate::target;
+use crate::stack::{self, Stack};
 use crate::UsageError;
 
 #[derive(Debug, Args)]
@@ -59,16 +59,16 @@ pub struct BonnieArgs {
 pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
     let size = args.size.as_deref().map(|s| parse_bytes("size", s)).transpose().map_err(UsageError::from)?;
     let chunk = parse_bytes("chunk", &args.chunk).map_err(UsageError::from)?;
-    let options = target::OpenOptions {
+    let options = stack::OpenOptions {
         direct: !args.buffered,
         read_only: false,
         sector_bytes: None,
         create_bytes: size,
-        lock: target::Lock::Warn(device::LockKind::Exclusive),
+        lock: stack::Lock::Warn(device::LockKind::Exclusive),
     };
-    let target = target::open(&args.target, &options)?;
-    target::check_writable(&target, args.force)?;
-    let dev = target.device.as_ref();
+    let target = Stack::open(&args.target, &options)?;
+    stack::check_writable(&target, args.force)?;
+    let dev = target.device().as_ref();
     let size_bytes = size.unwrap_or(dev.size_bytes() - dev.size_bytes() % chunk.max(1));
     let spec = BonnieSpec {
         size_bytes,
@@ -78,7 +78,7 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
     };
     spec.check(dev).map_err(UsageError::from)?;
-    let cache = match (&target.path, args.buffered) {
+    let cache = match (&target.origin.path, args.buffered) {
         (None, _) => "in memory or a volume",
         (Some(_), false) => "O_DIRECT: the page cache is bypassed",
         (Some(_), true) => "buffered: figures include the page cache unless the size is well over RAM",
@@ -119,6 +119,6 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
         let text = serde_json::to_string_pretty(&serde_json::json!({ "runs": results, "spread": spread }))?;
         crate::write_json(path, &text)?;
     }
-    target::finish(&target)?;
+    target.close()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,6 @@
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
-
-use crate::jobfile::JobFields;
+use clap::{Parser, Subcommand};
 
 /// iolab: build storage stacks, drive workloads through them, validate
 /// every byte, crash them on purpose, and report honestly.
@@ -19,7 +16,7 @@ pub enum Command {
     /// Run block workloads (fio/Vdbench kind) on a file, a block device or
     /// memory. With no target and no job file: a ~10 s random mixed run on a
     /// temporary 1 GiB file.
-    Run(Box<RunArgs>),
+    Run(Box<crate::run::RunArgs>),
     /// Check a target against a validated run's journal (after a crash, or
     /// any time): every block must hold what the journal says was written;
     /// writes in flight at the crash may hold the old or the new data.
@@ -51,32 +48,6 @@ pub enum Command {
     /// and between flushes, reopen the stack on each and check that every
     /// acknowledged transaction is whole and none is partly present.
     Crash(crate::crash::CrashArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// A TOML job file: [global] settings and [[job]] sections, keys named
-    /// as the flags (docs/workloads.md). Flags given here override it.
-    #[arg(value_name = "JOBFILE")]
-    pub jobfile: Option<PathBuf>,
-    #[command(flatten)]
-    pub job: JobFields,
-    /// Run each job N times and report min / median / max.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub repeat: u32,
-    /// Write the results as JSON to FILE ("-" for standard output).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write every validation error found as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub error_log: Option<PathBuf>,
-    /// Write to a target even though it holds a file system, a partition
-    /// table or an iolab volume.
-    #[arg(long)]
-    pub force: bool,
-    /// No progress display.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use blocklog::{HomeWrites, LoggedDevice, Mode, Placement, StripeLog};
+use blocklog::{HomeWrites, Mode, Placement, StripeLog};
 use clap::{Args, ValueEnum};
 use device::Device;
 use workloads::crash::{enumerate, BuildStack, CrashError, CrashReport, CrashSpec, ReopenStack, Views};
 use workloads::spec::parse_bytes;
 
+use crate::stack;
 use crate::UsageError;
 
 /// The stacks `iolab crash` can build.
@@ -78,7 +79,7 @@ pub struct CrashArgs {
     pub block_size: String,
     /// Log stacks: when committed blocks go home: checkpoint (default) or commit.
     #[arg(long, value_name = "WHEN", default_value = "checkpoint")]
-    pub log_home: String,
+    pub log_home: HomeWrites,
     /// Flush after every N transactions.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub sync_every: u64,
@@ -121,17 +122,7 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
     };
     let report = match args.stack {
         Stack::Log | Stack::LogSeparate | Stack::Async | Stack::Sync => {
-            let home = match args.log_home.as_str() {
-                "checkpoint" => HomeWrites::AtCheckpoint,
-                "commit" => HomeWrites::AfterCommit,
-                other => {
-                    return Err(UsageError(format!(
-                        "--log-home: '{other}' is not a choice; use checkpoint or commit"
-                    ))
-                    .into())
-                }
-            };
-            crash_logged(&spec, args.stack, home, data_bytes, log_bytes)
+            crash_logged(&spec, args.stack, args.log_home, data_bytes, log_bytes)
         }
         Stack::Raid5 | Stack::Raid5Log => {
             crash_raid5(&spec, args.stack == Stack::Raid5Log, data_bytes, log_bytes)
@@ -219,17 +210,12 @@ fn crash_logged(
             true => Placement::Separate { log: Arc::clone(&raw[1]) },
             false => Placement::Inside { log_bytes },
         };
-        let dev = LoggedDevice::format(Arc::clone(&raw[0]), placement, mode).map_err(|e| e.to_string())?;
-        dev.set_home_writes(home).map_err(|e| e.to_string())?;
-        Ok(Arc::new(dev))
+        Ok(Arc::new(stack::log_over(Arc::clone(&raw[0]), placement, mode, home)?))
     };
     let reopen = move |images: Vec<Arc<dyn Device>>| -> Result<Views, String> {
         let log = separate.then(|| Arc::clone(&images[1]));
-        let dev = LoggedDevice::open(Arc::clone(&images[0]), log, mode).map_err(|e| e.to_string())?;
-        match &dev.replay_report().stopped {
-            Some(stop) => Err(format!("log replay stopped at LSN {}: {}", stop.lsn, stop.reason)),
-            None => Ok(vec![(String::new(), Arc::new(dev) as Arc<dyn Device>)]),
-        }
+        let dev = stack::reopen_log_over(Arc::clone(&images[0]), log, mode)?;
+        Ok(vec![(String::new(), Arc::new(dev) as Arc<dyn Device>)])
     };
     let (build, reopen): (&BuildStack<'_>, &ReopenStack<'_>) = (&build, &reopen);
     let sizes = if separate { vec![data_bytes, log_bytes] } else { vec![log_bytes + data_bytes] };

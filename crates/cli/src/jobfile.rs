@@ -10,6 +10,23 @@ use clap::Args;
 use serde::Deserialize;
 
 use crate::UsageError;
+use blocklog::{HomeWrites, Mode};
+use validation::journal::JournalMode;
+use validation::KeyMapChoice;
+use workloads::layout::LayoutPolicy;
+use workloads::{BlockSizes, Committer, EngineChoice, Pattern, Rw, Skew};
+
+/// A job-file value parsed as its flag is: by the type's `FromStr`, so
+/// a value means the same in a job file as on the command line.
+fn parsed<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    let text = String::deserialize(deserializer)?;
+    text.parse().map(Some).map_err(serde::de::Error::custom)
+}
 
 /// Every workload parameter, unset unless given.
 #[derive(Clone, Debug, Default, Args, Deserialize)]
@@ -31,7 +48,8 @@ pub struct JobFields {
     pub size: Option<String>,
     /// Access pattern: read, write, randread, randwrite, rw, randrw (default randrw).
     #[arg(long, value_name = "PATTERN")]
-    pub rw: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub rw: Option<Rw>,
     /// Percentage of reads in a mixed pattern (default 70).
     #[arg(long, value_name = "PCT")]
     pub rwmixread: Option<u8>,
@@ -42,12 +60,14 @@ pub struct JobFields {
     pub seekpct: Option<u8>,
     /// Spread of random offsets: uniform (default), zipf:THETA, or hot:IO%/REGION%.
     #[arg(long, value_name = "SKEW")]
-    pub skew: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub skew: Option<Skew>,
     /// Transfer sizes: 4k; a weighted mix 4k/10:64k/50:32k/40; a range
     /// 512-64k[/STEP]; or fs, the file-system mix (1-120 sectors, ~8 KiB).
     /// Default: 4k, or fs for the default job.
     #[arg(long, value_name = "SIZES")]
-    pub bs: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub bs: Option<BlockSizes>,
     /// Offsets are multiples of this (default: the transfer size if fixed,
     /// else the sector size).
     #[arg(long, value_name = "SIZE")]
@@ -66,7 +86,8 @@ pub struct JobFields {
     /// devices where the kernel allows it, else sync; sync under a group or
     /// sync validation journal), sync or uring.
     #[arg(long, value_name = "ENGINE")]
-    pub engine: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub engine: Option<EngineChoice>,
     /// Bypass the page cache (O_DIRECT) on files and block devices.
     #[arg(long, num_args = 0, default_missing_value = "true")]
     pub direct: Option<bool>,
@@ -77,7 +98,8 @@ pub struct JobFields {
     /// the region has holes). A new file is filled with the job's pattern,
     /// an existing file's holes with zeros (its contents stay as they were).
     #[arg(long, value_name = "WHEN")]
-    pub layout: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub layout: Option<LayoutPolicy>,
     /// Buffered runs: keep the target's pages in the page cache between
     /// runs instead of dropping them before each (fio's invalidate=0);
     /// the report then says how much was cached at the start.
@@ -109,7 +131,8 @@ pub struct JobFields {
     pub rate_iops: Option<u64>,
     /// Data written: random (default), zeros, or compress:PCT (compresses to PCT%).
     #[arg(long, value_name = "PATTERN")]
-    pub pattern: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub pattern: Option<Pattern>,
     /// Stamp every written block and check every block read (Vdbench-style
     /// data validation; sync or uring engine).
     #[arg(long, num_args = 0, default_missing_value = "true")]
@@ -128,14 +151,16 @@ pub struct JobFields {
     /// shared; default), sync (two durable writes per data write, as
     /// Vdbench -j), async (buffered until the end, as Vdbench -jn).
     #[arg(long, value_name = "MODE")]
-    pub journal_mode: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub journal_mode: Option<JournalMode>,
     /// With --journal in group mode: who commits. thread (default): a
     /// committer thread beside the workers; ring: each uring worker, through
     /// its own ring (the journal opened with O_DIRECT and O_DSYNC; needs the
     /// uring engine and a file system that takes O_DIRECT, else the thread
     /// commits). The run's journal line counts the commits made in a ring.
     #[arg(long, value_name = "WHO")]
-    pub journal_commit: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub journal_commit: Option<Committer>,
     /// With --validate: where the key map (one byte per key block; a second
     /// copy with --journal) lives: auto (default: memory up to 256 MiB of
     /// keys, i.e. a 1 TiB region in 4 KiB key blocks, a file above), memory,
@@ -143,7 +168,8 @@ pub struct JobFields {
     /// at once: the kernel pages it in and out, so memory stays bounded,
     /// and nothing is left behind however the run ends).
     #[arg(long, value_name = "WHERE")]
-    pub key_map: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub key_map: Option<KeyMapChoice>,
     /// With --validate: the directory of the key map's scratch files
     /// (default: the --journal directory, else the system's temporary
     /// directory). It needs room for a byte per key block, twice with a
@@ -163,7 +189,8 @@ pub struct JobFields {
     /// the target (or on --log-device); it is formatted on first use and
     /// replayed whenever the target is opened again.
     #[arg(long, value_name = "MODE")]
-    pub log: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub log: Option<Mode>,
     /// Size of a new log (default: 1 MiB per GiB of target, 1 to 64 MiB).
     #[arg(long, value_name = "SIZE")]
     pub log_size: Option<String>,
@@ -174,7 +201,8 @@ pub struct JobFields {
     /// kept in memory and written once at the next checkpoint, as WAPBL
     /// delays metadata writes) or commit (right after each commit).
     #[arg(long, value_name = "WHEN")]
-    pub log_home: Option<String>,
+    #[serde(default, deserialize_with = "parsed")]
+    pub log_home: Option<HomeWrites>,
 }
 
 macro_rules! overlay {

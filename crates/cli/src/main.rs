@@ -10,9 +10,9 @@ mod cli;
 mod crash;
 mod jobfile;
 mod run;
+mod stack;
 mod sweep;
 mod sweep_journal;
-mod target;
 mod validate;
 mod volume;
 
@@ -31,6 +31,17 @@ pub(crate) fn write_json(path: &std::path::Path, doc: &str) -> anyhow::Result<()
     }
     std::fs::write(path, format!("{doc}\n"))
         .with_context(|| format!("{}: cannot write the JSON", path.display()))
+}
+
+/// A run identifier that differs between runs: time and process id mixed.
+pub(crate) fn run_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 impl From<workloads::SpecError> for UsageError {

@@ -9,14 +9,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use device::{Device, FileDevice, FileOptions};
+use device::Device;
 use serde::Serialize;
 use workloads::bonnie::{run_bonnie, BonnieResult, BonnieSpec};
 use workloads::spec::{human_bytes, parse_bytes, parse_duration};
 use workloads::{BlockSizes, Engine, JobResult, JobSpec, Progress, Rw};
 
+use crate::stack::{self, Stack};
 use crate::UsageError;
 
 #[derive(Debug, Subcommand)]
@@ -99,19 +100,20 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
     }
     let size = parse_bytes("size", &args.size).map_err(UsageError::from)?;
     let runtime = parse_duration("runtime", &args.runtime).map_err(UsageError::from)?;
-    let drives = open_drives(&args)?;
     let mut layouts: Vec<(String, Option<String>)> = vec![("ufs".into(), None)];
     for s in &args.stripes {
         let bytes = parse_bytes("stripes", s).map_err(UsageError::from)?;
         layouts.push((format!("s{}", human_bytes(bytes)), Some(format!("striped {bytes}"))));
     }
     if args.raid5 != "none" {
-        if drives.len() < 3 {
+        if args.drives.len() < 3 {
             return Err(UsageError("--raid5: RAID-5 needs at least 3 drives (or --raid5 none)".into()).into());
         }
         let bytes = parse_bytes("raid5", &args.raid5).map_err(UsageError::from)?;
         layouts.push((format!("r{}", human_bytes(bytes)), Some(format!("raid5 {bytes}"))));
     }
+    let stacks = open_drives(&args)?;
+    let drives: Vec<Arc<dyn Device>> = stacks.iter().map(|s| Arc::clone(s.device())).collect();
     if args.workload == SweepWorkload::Fs {
         // The fs mix reads 70%: of the disks, never of holes.
         for drive in &drives {
@@ -123,6 +125,10 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
         eprintln!("iolab sweep: {name}");
         rows.push(measure(&args, &drives, &name, org.as_deref(), size, runtime)?);
     }
+    drop(drives);
+    for stack in stacks {
+        stack.close()?;
+    }
     print!("{}", table(&rows, args.workload));
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&rows)?;
@@ -132,36 +138,37 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn open_drives(args: &StripesArgs) -> anyhow::Result<Vec<Arc<dyn Device>>> {
+/// The drives, each opened as a stack's base: made sparse when missing
+/// (`--drive-size`), locked, refused when it holds data unless `--force`.
+fn open_drives(args: &StripesArgs) -> anyhow::Result<Vec<Stack>> {
     let create_bytes = args
         .drive_size
         .as_deref()
         .map(|s| parse_bytes("drive-size", s))
         .transpose()
         .map_err(UsageError::from)?;
-    let mut drives: Vec<Arc<dyn Device>> = Vec::new();
+    let mut drives: Vec<Stack> = Vec::new();
     for path in &args.drives {
-        let existed = path.exists();
-        if !existed && create_bytes.is_none() {
+        if !path.exists() && create_bytes.is_none() {
             return Err(UsageError(format!(
                 "--drives: {} does not exist; give --drive-size to create it",
                 path.display()
             ))
             .into());
         }
-        let dev = FileDevice::open(
-            path,
-            &FileOptions { direct: !args.buffered, create_bytes, ..Default::default() },
-        )?;
-        if existed && !args.force {
-            if let Some(what) = device::signature::probe(&dev)? {
-                bail!(
-                    "{}: holds data ({what}); the sweep overwrites its drives. Pass --force to allow it",
-                    path.display()
-                );
-            }
+        let options = stack::OpenOptions {
+            direct: !args.buffered,
+            read_only: false,
+            sector_bytes: None,
+            create_bytes,
+            lock: stack::Lock::Require(device::LockKind::Exclusive),
+        };
+        let drive = Stack::open(&path.display().to_string(), &options)?;
+        if let Err(e) = stack::check_writable(&drive, args.force) {
+            drives.into_iter().chain([drive]).for_each(Stack::discard);
+            return Err(e.context("the sweep overwrites its drives; pass --force to allow it"));
         }
-        drives.push(Arc::new(dev));
+        drives.push(drive);
     }
     Ok(drives)
 }

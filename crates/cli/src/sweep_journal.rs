@@ -15,7 +15,8 @@ use workloads::journal::{JournalMode, JournalPlace, JournalSpec, JournalStats};
 use workloads::spec::{parse_bytes, parse_duration};
 use workloads::{BlockSizes, Engine, JobSpec, KeyMapSpec, Progress, Rw, ValidateSpec};
 
-use crate::{target, UsageError};
+use crate::stack::{self, Stack};
+use crate::UsageError;
 
 #[derive(Debug, Args)]
 pub struct JournalArgs {
@@ -48,7 +49,7 @@ pub struct JournalArgs {
     pub iodepth: u32,
     /// auto (uring where available), sync or uring; the same for every arm.
     #[arg(long, default_value = "auto")]
-    pub engine: String,
+    pub engine: workloads::EngineChoice,
     /// Length of each run.
     #[arg(long, default_value = "5s")]
     pub runtime: String,
@@ -150,17 +151,17 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let options = target::OpenOptions {
+    let options = stack::OpenOptions {
         direct: !args.buffered,
         read_only: false,
         sector_bytes: None,
         create_bytes: size,
-        lock: target::Lock::Warn(device::LockKind::Exclusive),
+        lock: stack::Lock::Warn(device::LockKind::Exclusive),
     };
-    let target = target::open(&args.target, &options)?;
-    target::check_writable(&target, args.force)?;
+    let target = Stack::open(&args.target, &options)?;
+    stack::check_writable(&target, args.force)?;
     // As `iolab run` chooses, for an unjournaled job: one engine for every arm.
-    let engine = crate::run::resolve_engine(Some(&args.engine), target.device.raw_fd().is_some(), false)?;
+    let engine = args.engine.resolve(target.device().raw_fd().is_some(), false);
     let (threads, iodepth) = match engine {
         Engine::Uring => (1, args.iodepth),
         Engine::Sync => (args.iodepth, 1),
@@ -180,19 +181,19 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         ..JobSpec::default()
     };
     job.check().map_err(UsageError::from)?;
-    let sector = u64::from(target.device.sector_bytes());
-    let region = job.region(target.device.size_bytes(), sector).map_err(UsageError::from)?;
+    let sector = u64::from(target.device().sector_bytes());
+    let region = job.region(target.device().size_bytes(), sector).map_err(UsageError::from)?;
     if engine == Engine::Sync && arms.iter().any(|a| a.ring) {
         let why = "--arms: group-ring commits through the uring engine's rings; use --engine uring or auto";
         return Err(UsageError(why.into()).into());
     }
     // The pre-read arms read before they write: never holes.
-    crate::run::lay_out_for_sweep(target.device.as_ref(), region.start..region.start + region.len)?;
+    crate::run::lay_out_for_sweep(target.device().as_ref(), region.start..region.start + region.len)?;
     let mut runs: Vec<Vec<(f64, Option<JournalStats>)>> = arms.iter().map(|_| Vec::new()).collect();
     for r in 0..args.repeat {
         for (arm, runs) in arms.iter().zip(&mut runs) {
             eprintln!("iolab sweep: {} ({}/{})", arm.name, r + 1, args.repeat);
-            runs.push(run_arm(&job, arm, &target.device, &args.journal_dir)?);
+            runs.push(run_arm(&job, arm, target.device(), &args.journal_dir)?);
         }
     }
     let off =
@@ -237,7 +238,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.json {
         crate::write_json(path, &serde_json::to_string_pretty(&doc)?)?;
     }
-    target::finish(&target)?;
+    target.close()?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -256,7 +257,7 @@ fn run_arm(
         preread: arm.preread,
         reread: false,
         max_errors: 50,
-        run_id: crate::run::run_id(),
+        run_id: crate::run_id(),
         journal,
         key_map: KeyMapSpec::AUTO,
     });

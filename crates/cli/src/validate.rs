@@ -20,7 +20,7 @@ use device::{FileDevice, FileOptions, LockKind};
 use workloads::journal::{JournalMode, JOURNAL_FILE};
 use workloads::recover::{recover_watched, RecoverProgress, Verdict};
 
-use crate::target;
+use crate::stack::{self, Stack};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -52,7 +52,7 @@ pub struct ValidateArgs {
     /// of keys, a file above), memory, or file (a sparse scratch file in
     /// --key-map-dir, mapped and unlinked at once).
     #[arg(long, value_name = "WHERE")]
-    pub key_map: Option<String>,
+    pub key_map: Option<validation::KeyMapChoice>,
     /// The directory of the key map's scratch file (default: the journal
     /// directory).
     #[arg(long, value_name = "DIR")]
@@ -60,7 +60,8 @@ pub struct ValidateArgs {
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let mut key_map = crate::run::key_map_spec(args.key_map.as_deref(), args.key_map_dir.as_deref())?;
+    let mut key_map =
+        crate::run::key_map_spec(args.key_map.unwrap_or_default(), args.key_map_dir.as_deref())?;
     key_map.dir.get_or_insert_with(|| args.journal.clone());
     let path = args.journal.join(JOURNAL_FILE);
     match std::fs::metadata(&path) {
@@ -84,9 +85,9 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     // A regular file's sector size is what the run gave it (--sector-size):
     // the journal says which.
     let sector_bytes = journal_sector_bytes(&path);
-    let mut target = target::open(&args.target, &target_options(&args, sector_bytes))?;
+    let mut target = Stack::open(&args.target, &target_options(&args, sector_bytes))?;
     if args.log {
-        let log = target::LogOptions {
+        let log = stack::LogOptions {
             mode: blocklog::Mode::Async,
             log_bytes: None,
             log_device: args.log_device.clone(),
@@ -95,11 +96,11 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             force: false,
             must_exist: true,
         };
-        let plan = target::plan_log(&target, &log)?;
-        target = target::add_log(target, plan, &log)?;
+        let plan = target.plan_log(&log)?;
+        target = target.push_log(plan, &log)?;
     } else if args.log_device.is_some() {
         return Err(crate::UsageError("--log-device: only applies with --log".into()).into());
-    } else if let Some(what) = device::signature::probe(target.device.as_ref())? {
+    } else if let Some(what) = device::signature::probe(target.device().as_ref())? {
         if what == "iolab block log" {
             return Err(crate::UsageError(format!(
                 "{}: holds an iolab block log; pass --log to replay it and check the data through it",
@@ -108,7 +109,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
-    let dev = target.device.as_ref();
+    let dev = target.device().as_ref();
     let progress = RecoverProgress::default();
     let done = AtomicBool::new(false);
     let verdict = std::thread::scope(|scope| {
@@ -126,19 +127,19 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         );
     }
     print_verdict(&verdict, &args)?;
-    target::finish(&target)?;
+    target.record()?;
     Ok(ExitCode::from(outcome(&verdict).exit_status()))
 }
 
 /// How validate opens its target: read-only under a shared lock, unless
 /// the block log must be replayed (`--log`), which writes the target.
-fn target_options(args: &ValidateArgs, sector_bytes: Option<u32>) -> target::OpenOptions {
-    target::OpenOptions {
+fn target_options(args: &ValidateArgs, sector_bytes: Option<u32>) -> stack::OpenOptions {
+    stack::OpenOptions {
         direct: args.direct,
         sector_bytes,
         create_bytes: None,
         read_only: !args.log,
-        lock: target::Lock::Require(if args.log { LockKind::Exclusive } else { LockKind::Shared }),
+        lock: stack::Lock::Require(if args.log { LockKind::Exclusive } else { LockKind::Shared }),
     }
 }
 
@@ -343,11 +344,11 @@ mod tests {
     #[test]
     fn the_target_is_opened_read_only_and_shared_unless_the_log_must_be_replayed() {
         let check = super::target_options(&args(&[]), None);
-        assert_eq!((check.read_only, check.lock), (true, crate::target::Lock::Require(LockKind::Shared)));
+        assert_eq!((check.read_only, check.lock), (true, crate::stack::Lock::Require(LockKind::Shared)));
         let replay = super::target_options(&args(&["--log"]), None);
         assert_eq!(
             (replay.read_only, replay.lock),
-            (false, crate::target::Lock::Require(LockKind::Exclusive))
+            (false, crate::stack::Lock::Require(LockKind::Exclusive))
         );
     }
 }

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use device::{Medium, MediumKind};
 use serde::Serialize;
+pub use workloads::layout::LayoutPolicy;
 use workloads::layout::LayoutReport;
 
 /// What was done about the page cache before each run.
@@ -21,15 +22,6 @@ pub enum CacheState {
     Kept,
     /// The target is memory (or null): there is no cache to speak of.
     None,
-}
-
-/// `--layout`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LayoutPolicy {
-    Auto,
-    Always,
-    Never,
 }
 
 /// The layout's policy and outcome.

@@ -11,6 +11,7 @@
 //! is specified in docs/formats.md ("Validation stamp").
 
 mod check;
+mod choice;
 pub mod journal;
 mod keys;
 mod stamp;

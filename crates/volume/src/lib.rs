@@ -51,3 +51,17 @@ pub use raid5::{ParityReport, PARITY_MISMATCHES_LISTED_MAX};
 pub use resolve::{resolve, DriveLayout, Layout, PlexLayout, SdLayout, VolumeLayout, DATA_START_BYTES};
 pub use revive::{OnStep, REVIVE_STEP_BYTES};
 pub use volume::{bind, build, PlexReport, ReadPolicy, SubdiskReport, Volume, VolumeReport, EVENTS_MAX};
+
+impl std::str::FromStr for State {
+    type Err = String;
+
+    /// The states a user may set (`setstate`): up, down or stale.
+    fn from_str(text: &str) -> Result<State, String> {
+        match text {
+            "up" => Ok(State::Up),
+            "down" => Ok(State::Down),
+            "stale" => Ok(State::Stale),
+            other => Err(format!("'{other}' is not a state you can set; use up, down or stale")),
+        }
+    }
+}

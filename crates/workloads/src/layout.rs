@@ -19,6 +19,30 @@ const PIECE_BYTES: u64 = 1 << 20;
 /// Threads writing the layout (requests in flight).
 const LAYOUT_THREADS: usize = 4;
 
+/// `--layout`: when a job lays out its region.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayoutPolicy {
+    /// When the job reads (as fio lays out files it reads).
+    #[default]
+    Auto,
+    /// Before write-only jobs too (to measure overwrites).
+    Always,
+    /// Never: reads of holes are then marked.
+    Never,
+}
+
+impl LayoutPolicy {
+    /// Whether a job reading `read_pct` percent fills its holes.
+    pub fn lays_out(self, read_pct: u8) -> bool {
+        match self {
+            LayoutPolicy::Auto => read_pct > 0,
+            LayoutPolicy::Always => true,
+            LayoutPolicy::Never => false,
+        }
+    }
+}
+
 /// What a job's region held before it ran, and what was laid out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LayoutReport {

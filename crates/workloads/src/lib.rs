@@ -8,6 +8,7 @@
 
 pub mod bonnie;
 mod busy;
+mod choice;
 pub mod crash;
 mod engine;
 pub mod gen;
@@ -18,6 +19,7 @@ pub mod spec;
 mod stats;
 pub mod validate;
 
+pub use choice::{Committer, EngineChoice};
 pub use engine::{
     data_buffer, run_job, uring_available, JobResult, Progress, ProgressSnapshot, WorkloadError,
 };

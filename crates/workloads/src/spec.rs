@@ -543,6 +543,13 @@ impl JobSpec {
                 return Err(spec_error("bsalign", "must be positive"));
             }
         }
+        let ring = self.validate.as_ref().and_then(|v| v.journal.as_ref()).is_some_and(|j| j.ring);
+        if ring && self.engine == Engine::Sync {
+            return Err(spec_error(
+                "journal-commit",
+                "the sync engine has no ring (--journal-commit ring commits through the uring engine's); use --engine uring or auto on a file or device",
+            ));
+        }
         Ok(())
     }
 

@@ -1,0 +1,301 @@
+//! Running prepared jobs: the layout before the clock, the page cache
+//! dropped before each run, the repeats (jobs in sequence or at once), a
+//! live progress line, Ctrl-C, and the tables as runs end.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use workloads::{JobResult, JobSpec, Pattern, Progress};
+
+use super::prepare::Prepared;
+use super::RunArgs;
+
+/// What a run produced.
+pub struct Outcome {
+    pub reports: Vec<report::JobReport>,
+    /// Ctrl-C or SIGTERM stopped it: the results cover the time before.
+    pub interrupted: bool,
+}
+
+impl Outcome {
+    /// Bad blocks validation found over every run of every job.
+    pub fn bad_blocks(&self) -> u64 {
+        let runs = self.reports.iter().flat_map(|r| &r.runs);
+        runs.filter_map(|run| run.validation.as_ref()).map(|v| v.errors).sum()
+    }
+}
+
+/// Lays every job out, then runs the repeats, printing each run's table
+/// as it ends. A failure still records what the volumes went through.
+pub fn all(jobs: &[Prepared], concurrent: bool, args: &RunArgs) -> anyhow::Result<Outcome> {
+    let interrupted = catch_interrupts()?;
+    let mut targets = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        targets.push(lay_out(job, args.quiet).map_err(|e| abandon(jobs, e))?);
+    }
+    let mut runs: Vec<Vec<JobResult>> = jobs.iter().map(|_| Vec::new()).collect();
+    for i in 0..args.repeat {
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        let results =
+            repeat(jobs, &targets, args, i, concurrent, &interrupted).map_err(|e| abandon(jobs, e))?;
+        for ((all, mut result), t) in runs.iter_mut().zip(results).zip(&targets) {
+            result.reads_from_unwritten = t.reads_from_unwritten();
+            if args.to_stdout() {
+                print!("{}", report::run_table(&result));
+                if let Some(v) = &result.validation {
+                    print!("{}", report::validation_summary(v));
+                }
+            }
+            all.push(result);
+        }
+    }
+    let reports: Vec<report::JobReport> = (jobs.iter().zip(runs).zip(targets))
+        .map(|((job, runs), target)| report::JobReport {
+            name: job.spec.name.clone(),
+            target,
+            summary: report::summarize(&runs),
+            runs,
+            volume: job.stack.volume().map(|v| v.report()),
+            log: job.stack.log().map(|l| report::LogReport { mode: l.mode(), counters: l.log_stats() }),
+        })
+        .collect();
+    if args.repeat > 1 && args.to_stdout() {
+        for r in &reports {
+            if let Some(summary) = &r.summary {
+                print!("{}: {}", r.name, report::repeat_table(summary));
+            }
+        }
+    }
+    Ok(Outcome { reports, interrupted: interrupted.load(Ordering::Relaxed) })
+}
+
+/// Run `index` of every job: at once, or one after the other (stopping
+/// between jobs on Ctrl-C). The target lines head each job's first run.
+fn repeat(
+    jobs: &[Prepared],
+    targets: &[report::TargetReport],
+    args: &RunArgs,
+    index: u32,
+    concurrent: bool,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<Vec<JobResult>> {
+    let heading = |job: &Prepared, t: &report::TargetReport, named: bool| {
+        if index == 0 && args.to_stdout() {
+            let lines = report::target_lines(t);
+            if named {
+                print!("{}: {lines}", job.spec.name);
+            } else {
+                print!("{lines}");
+            }
+        }
+    };
+    if concurrent {
+        for (job, t) in jobs.iter().zip(targets) {
+            start_cold(job)?;
+            heading(job, t, true);
+        }
+        return run_together(jobs, args.quiet, index, args.repeat, interrupted);
+    }
+    let mut results = Vec::with_capacity(jobs.len());
+    for (job, t) in jobs.iter().zip(targets) {
+        if interrupted.load(Ordering::Relaxed) && !results.is_empty() {
+            break;
+        }
+        start_cold(job)?;
+        heading(job, t, false);
+        let one = std::slice::from_ref(job);
+        results.extend(run_together(one, args.quiet, index, args.repeat, interrupted)?);
+    }
+    Ok(results)
+}
+
+/// The end of a run: each job's stack closed (log checkpointed, volume
+/// recorded, temporary removed), then its log line and volume listing.
+pub fn close(jobs: Vec<Prepared>, to_stdout: bool) -> anyhow::Result<()> {
+    for job in jobs {
+        let volume = job.stack.volume().map(|v| v.report());
+        let closed = job.stack.close()?;
+        if !to_stdout {
+            continue;
+        }
+        if let Some((mode, counters)) = closed.log {
+            print!("{}", report::log_line(&report::LogReport { mode, counters }));
+        }
+        if let Some(volume) = volume {
+            print!("{}", report::volume_list(&[volume], true));
+        }
+    }
+    Ok(())
+}
+
+/// A run failed: still record on each volume the state changes it caused
+/// (a subdisk that failed) and the counters of the requests that did run,
+/// then pass the failure on.
+fn abandon(jobs: &[Prepared], err: anyhow::Error) -> anyhow::Error {
+    for job in jobs {
+        if let Err(also) = job.stack.record() {
+            eprintln!("iolab: warning: could not record the volume's states and counters: {also:#}");
+        }
+    }
+    err
+}
+
+/// Lays out a job's region (or only counts its holes) and builds what the
+/// report says of the target. A progress bar on a terminal; the outcome is
+/// in the target lines.
+fn lay_out(job: &Prepared, quiet: bool) -> anyhow::Result<report::TargetReport> {
+    let device = job.stack.device().as_ref();
+    let range = job.region.start..job.region.start + job.region.len;
+    let pattern = if job.layout.zeros { Pattern::Zeros } else { job.spec.pattern };
+    let bar = (!quiet && job.layout.write && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "laying out {prefix} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} ETA {eta}",
+        ) {
+            bar.set_style(style);
+        }
+        bar.set_prefix(job.spec.name.clone());
+        bar
+    });
+    let on_progress = |done: u64, total: u64| {
+        if let Some(bar) = &bar {
+            bar.set_length(total);
+            bar.set_position(done);
+        }
+    };
+    let report =
+        workloads::layout::lay_out(device, range, pattern, job.spec.seed, job.layout.write, &on_progress)
+            .with_context(|| format!("{}: cannot lay out the job's region", device.name()))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let layout = job.layout;
+    let state =
+        report::LayoutState { policy: layout.policy, wanted: layout.write, zeros: layout.zeros, report };
+    // The media as the first run finds them: after the layout, cache dropped.
+    start_cold(job)?;
+    Ok(report::TargetReport::new(device.name().to_string(), device.media(), job.keep_cache, state))
+}
+
+/// Before each run: the target's pages out of the page cache, as fio's
+/// invalidate=1, unless `--keep-cache`.
+fn start_cold(job: &Prepared) -> anyhow::Result<()> {
+    if job.keep_cache {
+        return Ok(());
+    }
+    let device = job.stack.device();
+    device
+        .drop_cache()
+        .with_context(|| format!("{}: cannot drop its pages from the page cache", device.name()))
+}
+
+/// The first Ctrl-C (or SIGTERM) stops the jobs cleanly, so results are
+/// reported and temporary targets removed; a second one kills at once.
+fn catch_interrupts() -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_default(signal, Arc::clone(&flag))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&flag)))
+            .context("cannot install the interrupt handler")?;
+    }
+    Ok(flag)
+}
+
+/// Runs `jobs` at the same time (one job: just that one), with a live
+/// progress line on a terminal.
+fn run_together(
+    jobs: &[Prepared],
+    quiet: bool,
+    index: u32,
+    repeats: u32,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<Vec<JobResult>> {
+    let progress: Vec<Progress> = jobs.iter().map(|_| Progress::default()).collect();
+    let show = !quiet && std::io::stderr().is_terminal();
+    let done = AtomicBool::new(false);
+    let results = std::thread::scope(|scope| {
+        let display =
+            show.then(|| scope.spawn(|| show_progress(&jobs[0].spec, &progress, &done, index, repeats)));
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if interrupted.load(Ordering::Relaxed) {
+                    progress.iter().for_each(Progress::request_stop);
+                }
+                std::thread::park_timeout(Duration::from_millis(50));
+            }
+        });
+        let handles: Vec<_> = (jobs.iter().zip(&progress))
+            .map(|(job, p)| {
+                scope.spawn(move || workloads::run_job(&job.spec, Arc::clone(job.stack.device()), p))
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        done.store(true, Ordering::Relaxed);
+        if let Some(handle) = display {
+            let _ = handle.join();
+        }
+        results
+    });
+    let mut out = Vec::with_capacity(results.len());
+    for result in results {
+        let result = result.map_err(|_| anyhow::anyhow!("a job thread panicked"))?;
+        out.push(result?);
+    }
+    Ok(out)
+}
+
+fn show_progress(job: &JobSpec, progress: &[Progress], done: &AtomicBool, index: u32, repeats: u32) {
+    use indicatif::{ProgressBar, ProgressStyle};
+    let total = job.runtime.map(|r| (r + job.ramp).as_millis() as u64);
+    let bar = match total {
+        Some(ms) => ProgressBar::new(ms),
+        None => ProgressBar::new_spinner(),
+    };
+    let style = if total.is_some() {
+        ProgressStyle::with_template("{prefix} [{elapsed_precise}] {bar:30} ETA {eta} {msg}")
+    } else {
+        ProgressStyle::with_template("{prefix} [{elapsed_precise}] {spinner} {msg}")
+    };
+    if let Ok(style) = style {
+        bar.set_style(style);
+    }
+    let prefix = if repeats > 1 { format!("run {}/{}", index + 1, repeats) } else { job.name.clone() };
+    bar.set_prefix(prefix);
+    let start = Instant::now();
+    let snapshot = || {
+        progress.iter().map(|p| p.snapshot()).fold(
+            workloads::ProgressSnapshot { measuring: true, ..Default::default() },
+            |a, s| workloads::ProgressSnapshot {
+                ios: a.ios + s.ios,
+                bytes: a.bytes + s.bytes,
+                measuring: a.measuring && s.measuring,
+            },
+        )
+    };
+    let mut last = (start, snapshot());
+    while !done.load(Ordering::Relaxed) {
+        std::thread::park_timeout(Duration::from_millis(250));
+        let now = Instant::now();
+        let snap = snapshot();
+        let secs = (now - last.0).as_secs_f64();
+        if secs >= 0.5 {
+            let iops = (snap.ios - last.1.ios) as f64 / secs;
+            let mibs = (snap.bytes - last.1.bytes) as f64 / secs / 1048576.0;
+            let phase = if snap.measuring { "" } else { " (warm-up)" };
+            bar.set_message(format!("{iops:.0} IOPS {mibs:.1} MiB/s{phase}"));
+            last = (now, snap);
+        }
+        if total.is_some() {
+            bar.set_position((now - start).as_millis() as u64);
+        } else {
+            bar.tick();
+        }
+    }
+    bar.finish_and_clear();
+}

@@ -1,0 +1,283 @@
+//! From what the user gave (flags over a job file's sections) to checked
+//! job specs: every value parsed once into its type (see `jobfile.rs`),
+//! every rule that ties several flags together checked here, before any
+//! target is opened.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use workloads::journal::JournalMode;
+use workloads::spec::{parse_bytes, parse_duration};
+use workloads::{BlockSizes, Committer, JobSpec, Pattern, Rw, Skew};
+
+use super::RunArgs;
+use crate::jobfile::{JobFields, JobFile};
+use crate::UsageError;
+
+/// The default job's length, when iolab makes its own target.
+const DEFAULT_RUNTIME: Duration = Duration::from_secs(10);
+
+/// The jobs of a run, checked on their own and against each other.
+pub struct Plan {
+    pub jobs: Vec<(JobFields, JobSpec)>,
+    /// Run the jobs at the same time (a job file's `concurrent = true`).
+    pub concurrent: bool,
+    /// No target and no job file: the built-in job on a temporary file.
+    pub default_job: bool,
+    /// Per job: the size to create its target file with, if missing.
+    pub create_bytes: Vec<Option<u64>>,
+}
+
+pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
+    if args.repeat == 0 {
+        return Err(UsageError("--repeat: must be at least 1".into()).into());
+    }
+    let (fields, concurrent) = match &args.jobfile {
+        Some(path) => {
+            let file = JobFile::load(path)?;
+            let jobs = file.jobs.iter().map(|job| args.job.over(&job.over(&file.global))).collect();
+            (jobs, file.concurrent)
+        }
+        None => (vec![args.job.clone()], false),
+    };
+    let default_job = args.jobfile.is_none() && args.job.target.is_none();
+    let specs = (fields.iter().enumerate())
+        .map(|(index, f)| job_from_fields(f, index, default_job))
+        .collect::<Result<Vec<_>, _>>()?;
+    if concurrent {
+        check_validated_regions(&fields, &specs)?;
+    }
+    if let Some(path) = &args.json {
+        check_output("json", path, true)?;
+    }
+    if let Some(path) = &args.error_log {
+        check_output("error-log", path, false)?;
+    }
+    let create_bytes = create_sizes(&fields, &specs);
+    Ok(Plan { jobs: fields.into_iter().zip(specs).collect(), concurrent, default_job, create_bytes })
+}
+
+/// The flags that mean something only beside another: given alone, each
+/// is a usage error naming the one it needs.
+fn check_combinations(f: &JobFields, rw: Rw) -> Result<(), UsageError> {
+    let validate = f.validate.unwrap_or(false);
+    let journal = f.journal.is_some();
+    let group = f.journal_mode.is_none_or(|m| m == JournalMode::Group);
+    let rules: [(&str, bool, &str); 12] = [
+        ("rwmixread", f.rwmixread.is_none() || rw.is_mixed(), "only applies to rw and randrw"),
+        ("no-preread", f.no_preread.is_none() || validate, "only applies with --validate"),
+        ("reread", f.reread.is_none() || validate, "only applies with --validate"),
+        ("max-errors", f.max_errors.is_none() || validate, "only applies with --validate"),
+        ("key-map", f.key_map.is_none() || validate, "only applies with --validate"),
+        ("key-map-dir", f.key_map_dir.is_none() || validate, "only applies with --validate"),
+        ("journal", !journal || validate, "only applies with --validate"),
+        ("max-errors", f.max_errors != Some(0), "must be at least 1"),
+        ("journal-mode", f.journal_mode.is_none() || journal, "only applies with --journal DIR"),
+        (
+            "journal-commit",
+            f.journal_commit.is_none() || journal && group,
+            "only applies with --journal DIR in group mode",
+        ),
+        (
+            "log-size, --log-device and --log-home",
+            f.log.is_some() || f.log_size.is_none() && f.log_device.is_none() && f.log_home.is_none(),
+            "only apply with --log MODE",
+        ),
+        (
+            "sector-size",
+            f.sector_size.is_none_or(|s| s == 512 || s == 4096),
+            "is not supported; use 512 or 4096",
+        ),
+    ];
+    match rules.iter().find(|(_, ok, _)| !ok) {
+        Some((flag, _, why)) if *flag == "rwmixread" => Err(UsageError(format!("--{flag}: {why}, not {rw}"))),
+        Some((flag, _, why)) if *flag == "sector-size" => {
+            Err(UsageError(format!("--{flag}: {} {why}", f.sector_size.unwrap_or(0))))
+        }
+        Some((flag, _, why)) => Err(UsageError(format!("--{flag}: {why}"))),
+        None => Ok(()),
+    }
+}
+
+fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<JobSpec, UsageError> {
+    let rw = f.rw.unwrap_or(Rw::RandRw);
+    check_combinations(f, rw)?;
+    let bs = match &f.bs {
+        Some(bs) => bs.clone(),
+        None if default_job => BlockSizes::parse("fs")?,
+        None => BlockSizes::Fixed(4096),
+    };
+    let read_pct = match rw.is_mixed() {
+        true => f.rwmixread.unwrap_or(70),
+        false => rw.default_read_pct(),
+    };
+    let bytes = |flag, v: &Option<String>| v.as_deref().map(|t| parse_bytes(flag, t)).transpose();
+    let time = |flag, v: &Option<String>| v.as_deref().map(|t| parse_duration(flag, t)).transpose();
+    let mut runtime = time("runtime", &f.runtime)?;
+    if default_job && runtime.is_none() && f.ios.is_none() && f.io_size.is_none() {
+        runtime = Some(DEFAULT_RUNTIME);
+    }
+    let name = match &f.name {
+        Some(name) => name.clone(),
+        None if default_job => "default".into(),
+        None => format!("job{}", index + 1),
+    };
+    Ok(JobSpec {
+        name,
+        offset_bytes: bytes("offset", &f.offset)?.unwrap_or(0),
+        size_bytes: bytes("size", &f.size)?,
+        rw,
+        read_pct,
+        seek_pct: f.seekpct.unwrap_or(rw.default_seek_pct()),
+        skew: f.skew.unwrap_or(Skew::Uniform),
+        bs,
+        align_bytes: bytes("bsalign", &f.bsalign)?,
+        threads: f.threads.unwrap_or(1),
+        iodepth: f.iodepth.unwrap_or(1),
+        submit_batch: f.iodepth_batch.unwrap_or(1),
+        // Chosen against the target when it is open (prepare.rs).
+        engine: workloads::Engine::Sync,
+        flush_every: f.flush_every.unwrap_or(0),
+        end_flush: f.end_flush.unwrap_or(false),
+        runtime,
+        io_bytes: bytes("io-size", &f.io_size)?,
+        ios: f.ios,
+        ramp: time("ramp", &f.ramp)?.unwrap_or(Duration::ZERO),
+        rate_iops: f.rate_iops.unwrap_or(0),
+        pattern: f.pattern.unwrap_or(Pattern::Random),
+        seed: f.seed.unwrap_or(1),
+        validate: validate_spec(f)?,
+    })
+}
+
+fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, UsageError> {
+    let key_map = key_map_spec(f.key_map.unwrap_or_default(), f.key_map_dir.as_deref())?;
+    Ok(f.validate.unwrap_or(false).then(|| workloads::ValidateSpec {
+        preread: !f.no_preread.unwrap_or(false),
+        reread: f.reread.unwrap_or(false),
+        max_errors: f.max_errors.unwrap_or(50),
+        run_id: crate::run_id(),
+        journal: f.journal.clone().map(|dir| workloads::journal::JournalSpec {
+            mode: f.journal_mode.unwrap_or(JournalMode::Group),
+            place: workloads::journal::JournalPlace::Dir(dir),
+            ring: f.journal_commit == Some(Committer::Ring),
+        }),
+        key_map,
+    }))
+}
+
+/// Where key maps live, from `--key-map` and `--key-map-dir`. A directory
+/// given is tried at once (a scratch file created, mapped and dropped), so
+/// a bad one is a usage error before anything runs.
+pub(crate) fn key_map_spec(
+    choice: validation::KeyMapChoice,
+    dir: Option<&Path>,
+) -> Result<workloads::KeyMapSpec, UsageError> {
+    use validation::{KeyBytes, KeyMapChoice, KeyPlace};
+    if let Some(dir) = dir {
+        if choice == KeyMapChoice::Memory {
+            return Err(UsageError("--key-map-dir: only applies with --key-map auto or file".into()));
+        }
+        KeyBytes::zeroed(4096, &KeyPlace::File(dir.to_path_buf())).map_err(|e| {
+            UsageError(format!(
+                "--key-map-dir: {}: cannot {} a scratch file there ({}); give an existing directory \
+                 you can write to, or use --key-map memory",
+                dir.display(),
+                e.what,
+                e.source
+            ))
+        })?;
+    }
+    Ok(workloads::KeyMapSpec { choice, dir: dir.map(|d| d.to_path_buf()) })
+}
+
+/// Jobs run at the same time must not write where another validates: a
+/// validated job's key map reports any write it did not make as damage
+/// (another run's stamps, or data that is no stamp). Checked before any
+/// target is opened or created; targets are compared by their canonical
+/// paths (a file still to be created, by its directory's).
+fn check_validated_regions(fields: &[JobFields], specs: &[JobSpec]) -> Result<(), UsageError> {
+    let place = |f: &JobFields, spec: &JobSpec| {
+        let path = target_identity(f.target.as_deref()?)?;
+        let end = spec.size_bytes.map_or(u64::MAX, |len| spec.offset_bytes.saturating_add(len));
+        Some((path, spec.offset_bytes, end))
+    };
+    let jobs: Vec<_> = fields.iter().zip(specs).map(|(f, spec)| (spec, place(f, spec))).collect();
+    for (i, (a, a_place)) in jobs.iter().enumerate() {
+        for (b, b_place) in &jobs[i + 1..] {
+            let (checker, writer) = match (&a.validate, &b.validate) {
+                (Some(_), _) if b.read_pct < 100 => (a, b),
+                (_, Some(_)) if a.read_pct < 100 => (b, a),
+                _ => continue,
+            };
+            let (Some((path, a_start, a_end)), Some((other, b_start, b_end))) = (a_place, b_place) else {
+                continue;
+            };
+            if path == other && a_start < b_end && b_start < a_end {
+                return Err(UsageError(format!(
+                    "jobs '{}' and '{}' run at the same time on the same bytes of {}, and '{}' validates \
+                     them: it would report '{}''s writes as damage; give the jobs disjoint regions \
+                     (offset, size) or run them one after the other (concurrent = false)",
+                    a.name,
+                    b.name,
+                    path.display(),
+                    checker.name,
+                    writer.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The canonical path of a target (a file, a device or a volume
+/// configuration), or of the file it would create; None for `mem:` and
+/// `null:` targets, each its own.
+fn target_identity(target: &str) -> Option<PathBuf> {
+    let path = Path::new(target);
+    if let Ok(path) = std::fs::canonicalize(path) {
+        return Some(path);
+    }
+    if target.contains(':') {
+        return None;
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    Some(std::fs::canonicalize(dir).ok()?.join(path.file_name()?))
+}
+
+/// The size a job's target file is created with when missing: the end of
+/// the furthest region any job gives that file, so that the first job to
+/// open it makes room for the others.
+fn create_sizes(fields: &[JobFields], specs: &[JobSpec]) -> Vec<Option<u64>> {
+    let ids: Vec<_> = fields.iter().map(|f| f.target.as_deref().and_then(target_identity)).collect();
+    let end = |spec: &JobSpec| spec.size_bytes.map(|len| len.saturating_add(spec.offset_bytes));
+    (ids.iter().zip(specs))
+        .map(|(id, spec)| match id {
+            Some(id) => (ids.iter().zip(specs))
+                .filter(|(other, _)| other.as_ref() == Some(id))
+                .filter_map(|(_, s)| end(s))
+                .max(),
+            None => end(spec),
+        })
+        .collect()
+}
+
+/// Checks before the run that a result file can be written: its directory
+/// exists and it is not a directory itself. `-` is standard output.
+fn check_output(flag: &str, path: &Path, stdout_ok: bool) -> Result<(), UsageError> {
+    if stdout_ok && path.as_os_str() == "-" {
+        return Ok(());
+    }
+    if path.is_dir() {
+        return Err(UsageError(format!("--{flag}: {} is a directory; give a file name", path.display())));
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(UsageError(format!(
+            "--{flag}: {}: the directory {} does not exist; create it or give another path",
+            path.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}

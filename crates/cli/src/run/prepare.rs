@@ -1,0 +1,276 @@
+//! Each job checked whole against the stack it will run on before anything
+//! is written to it, then its stack opened: the base read-only for a job
+//! that only reads, locked as it needs, a log planned before it is
+//! formatted, what the layout will do decided. A job refused here leaves
+//! its target as it was (`Stack::discard`).
+
+use std::path::Path;
+
+use device::LockKind::{Exclusive, Shared};
+use workloads::layout::LayoutPolicy;
+use workloads::{Engine, JobSpec, Pattern};
+
+use super::jobs::Plan;
+use crate::jobfile::JobFields;
+use crate::stack::{self, LogOptions, LogPlan, Stack};
+use crate::UsageError;
+
+/// The default job's depth with the uring engine.
+const DEFAULT_JOB_IODEPTH: u32 = 16;
+
+/// A job ready to run: every parameter checked against its stack, the
+/// stack open (and, with `--log`, its log replayed or formatted), what the
+/// layout will do decided. Nothing else has been written.
+pub struct Prepared {
+    pub spec: JobSpec,
+    pub stack: Stack,
+    pub region: workloads::Region,
+    pub layout: LayoutPlan,
+    pub keep_cache: bool,
+}
+
+/// What the layout will do for a job.
+#[derive(Clone, Copy, Debug)]
+pub struct LayoutPlan {
+    pub policy: LayoutPolicy,
+    /// Fill the region's holes before the clock (else only count them).
+    pub write: bool,
+    /// Fill with zeros: the target existed, so it reads the same after.
+    pub zeros: bool,
+}
+
+/// Prepares every job of `plan`; if one is refused, the stacks of those
+/// prepared before it are discarded too (newest first: a file two jobs
+/// share was made by the first).
+pub fn all(plan: &Plan, force: bool) -> anyhow::Result<Vec<Prepared>> {
+    let mut jobs: Vec<Prepared> = Vec::with_capacity(plan.jobs.len());
+    for ((f, spec), create) in plan.jobs.iter().zip(&plan.create_bytes) {
+        match prepare(f, spec.clone(), *create, plan.default_job, force) {
+            Ok(job) => jobs.push(job),
+            Err(e) => {
+                jobs.into_iter().rev().for_each(|job| job.stack.discard());
+                return Err(e);
+            }
+        }
+    }
+    Ok(jobs)
+}
+
+fn prepare(
+    f: &JobFields,
+    spec: JobSpec,
+    create_bytes: Option<u64>,
+    default_job: bool,
+    force: bool,
+) -> anyhow::Result<Prepared> {
+    let log = log_options(f, &spec, force)?;
+    // A job that only reads opens its target read-only, so read-only files
+    // and devices can be measured; the layout reopens it if it must write.
+    let read_only = spec.read_pct == 100 && log.is_none();
+    let name = spec.name.clone();
+    let open = |read_only| open_stack(f, &name, create_bytes, default_job, log.as_ref(), read_only);
+    let mut stack = open(read_only)?;
+    let how = How { policy: f.layout.unwrap_or_default(), force, default_job };
+    let (spec, region, layout, plan) = match check_job(f, spec, &mut stack, log.as_ref(), how, || open(false))
+    {
+        Ok(checked) => checked,
+        Err(e) => {
+            stack.discard();
+            return Err(e);
+        }
+    };
+    if let (Some(plan), Some(options)) = (plan, &log) {
+        stack = stack.push_log(plan, options)?;
+    }
+    if let Some(vol) = stack.volume() {
+        // The counters show the job's requests alone, not the safety probe.
+        vol.reset_stats();
+    }
+    Ok(Prepared { spec, stack, region, layout, keep_cache: f.keep_cache.unwrap_or(false) })
+}
+
+/// The run-wide choices a job is checked with.
+#[derive(Clone, Copy)]
+struct How {
+    policy: LayoutPolicy,
+    force: bool,
+    default_job: bool,
+}
+
+/// Every check a job must pass before anything is written to its stack:
+/// the log it would run through (planned, not formatted), the engine, the
+/// parameters against the geometry it will run on, the journal's place,
+/// the safety check of a job that writes, and whether the layout may
+/// write. `reopen` opens the stack read-write when a read-only job's
+/// region needs laying out.
+fn check_job(
+    f: &JobFields,
+    mut spec: JobSpec,
+    stack: &mut Stack,
+    log: Option<&LogOptions>,
+    how: How,
+    reopen: impl Fn() -> anyhow::Result<Stack>,
+) -> anyhow::Result<(JobSpec, workloads::Region, LayoutPlan, Option<LogPlan>)> {
+    let plan = log.map(|options| stack.plan_log(options)).transpose()?;
+    let (size, sector) = match &plan {
+        Some(p) => (p.data_bytes, p.sector_bytes),
+        None => (stack.device().size_bytes(), stack.device().sector_bytes()),
+    };
+    let sync_journal = spec
+        .validate
+        .as_ref()
+        .and_then(|v| v.journal.as_ref())
+        .is_some_and(|j| j.mode == workloads::journal::JournalMode::Sync);
+    let raw_fd = plan.is_none() && stack.device().raw_fd().is_some();
+    spec.engine = f.engine.unwrap_or_default().resolve(raw_fd, sync_journal);
+    if spec.engine == Engine::Uring && f.iodepth.is_none() && how.default_job {
+        spec.iodepth = DEFAULT_JOB_IODEPTH;
+    }
+    if spec.engine == Engine::Uring && !raw_fd {
+        return Err(UsageError(format!(
+            "--engine uring: needs a file or block device; {} is neither (use --engine sync)",
+            stack.device().name()
+        ))
+        .into());
+    }
+    let region = spec.region(size, u64::from(sector)).map_err(UsageError::from)?;
+    if let Some(workloads::journal::JournalPlace::Dir(dir)) =
+        spec.validate.as_ref().and_then(|v| v.journal.as_ref()).map(|j| &j.place)
+    {
+        workloads::journal::check_dir(dir).map_err(|e| UsageError(format!("--journal: {e}")))?;
+    }
+    if spec.read_pct < 100 {
+        stack::check_writable(stack, how.force)?;
+    }
+    let write = how.policy.lays_out(spec.read_pct);
+    let fresh = stack.origin.created || stack.origin.was_empty;
+    let layout = LayoutPlan { policy: how.policy, write, zeros: !fresh };
+    if write && plan.is_none() {
+        check_layout(&spec, stack, &region, how.force, reopen)?;
+    }
+    Ok((spec, region, layout, plan))
+}
+
+/// A job about to lay out holes of a target it only reads: a target
+/// holding data is written only with `--force`, though zeros into its
+/// holes leave it reading the same; one opened read-only is reopened
+/// writable, or the job is refused with the way on.
+fn check_layout(
+    spec: &JobSpec,
+    stack: &mut Stack,
+    region: &workloads::Region,
+    force: bool,
+    reopen: impl Fn() -> anyhow::Result<Stack>,
+) -> anyhow::Result<()> {
+    let end = region.start + region.len;
+    let holes = stack.device().unwritten(region.start, end)?.unwrap_or_default();
+    let hole_bytes: u64 = holes.iter().map(|h| h.end - h.start).sum();
+    // A job that writes passed the safety check already.
+    if hole_bytes == 0 || spec.read_pct < 100 {
+        return Ok(());
+    }
+    let name = stack.device().name().to_string();
+    let never = "or pass --layout never to read the holes as they are (read figures are then marked)";
+    if !force && !stack.origin.created && !stack.origin.was_empty {
+        if let Some(what) = device::signature::probe(stack.device().as_ref())? {
+            return Err(UsageError(format!(
+                "{name}: holds data ({what}) and {hole_bytes} bytes of never-written holes in the region; laying \
+                 them out writes zeros into them (the file reads the same after), unsafe while it is in use. \
+                 Pass --force to lay them out, {never}"
+            ))
+            .into());
+        }
+    }
+    if !stack.origin.read_only {
+        return Ok(());
+    }
+    let writable = reopen().map_err(|e| {
+        UsageError(format!(
+            "{name}: {hole_bytes} bytes of the region were never written (holes) and reading them measures \
+             nothing, but the file cannot be opened for writing to lay them out ({e:#}); make it writable, {never}"
+        ))
+    })?;
+    *stack = writable;
+    Ok(())
+}
+
+fn open_stack(
+    f: &JobFields,
+    job_name: &str,
+    create_bytes: Option<u64>,
+    default_job: bool,
+    log: Option<&LogOptions>,
+    read_only: bool,
+) -> anyhow::Result<Stack> {
+    let Some(spec) = &f.target else {
+        if !default_job {
+            return Err(UsageError(format!(
+                "--target: job '{job_name}' has no target; set target in the job, in [global] or with --target"
+            ))
+            .into());
+        }
+        let (stack, direct) = Stack::temporary(stack::DEFAULT_TARGET_BYTES)?;
+        let path = stack.origin.path.as_deref().map(Path::display).map(|p| p.to_string()).unwrap_or_default();
+        let how = if direct { "O_DIRECT" } else { "buffered: the file system refused O_DIRECT" };
+        eprintln!("iolab: no --target given: using a temporary 1 GiB file {path} ({how})");
+        return Ok(stack);
+    };
+    let options = stack::OpenOptions {
+        direct: f.direct.unwrap_or(false),
+        read_only,
+        lock: match (log, read_only) {
+            (Some(_), _) => stack::Lock::Require(Exclusive),
+            (None, true) => stack::Lock::Warn(Shared),
+            (None, false) => stack::Lock::Warn(Exclusive),
+        },
+        sector_bytes: f.sector_size,
+        // A new file holds the regions of the jobs on it, and the log
+        // before them.
+        create_bytes: create_bytes.map(|region| match log {
+            Some(l) if l.log_device.is_none() => region + l.log_bytes.unwrap_or(0),
+            _ => region,
+        }),
+    };
+    Stack::open(spec, &options)
+}
+
+/// `--log` and its companions; a file created for a logged job gets room
+/// for the log as well.
+fn log_options(f: &JobFields, spec: &JobSpec, force: bool) -> Result<Option<LogOptions>, UsageError> {
+    let Some(mode) = f.log else { return Ok(None) };
+    let mut log_bytes =
+        f.log_size.as_deref().map(|s| workloads::spec::parse_bytes("log-size", s)).transpose()?;
+    let new_file = f.target.as_deref().is_some_and(|t| !t.contains(':') && !Path::new(t).exists());
+    if let (Some(size), true, None, None) = (spec.size_bytes, new_file, &f.log_device, log_bytes) {
+        log_bytes = Some(blocklog::default_log_bytes(size + spec.offset_bytes));
+    }
+    Ok(Some(LogOptions {
+        mode,
+        log_bytes,
+        log_device: f.log_device.clone(),
+        home_writes: f.log_home.unwrap_or(blocklog::HomeWrites::AtCheckpoint),
+        direct: f.direct.unwrap_or(false),
+        force,
+        must_exist: false,
+    }))
+}
+
+/// Lays out `range` of a device a sweep reads (and writes anyway) with
+/// random data, so that its reads never measure holes; says so on stderr.
+pub(crate) fn lay_out_for_sweep(
+    device: &dyn device::Device,
+    range: std::ops::Range<u64>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let report = workloads::layout::lay_out(device, range, Pattern::Random, 1, true, &|_, _| {})
+        .with_context(|| format!("{}: cannot lay out the region the sweep reads", device.name()))?;
+    if report.laid_out_bytes > 0 {
+        eprintln!(
+            "iolab sweep: laid out {} MiB of holes in {} in {:.1} s, so that reads measure the disk",
+            report.laid_out_bytes >> 20,
+            device.name(),
+            report.seconds
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,188 @@
+//! The base of a stack: a file or block device path, `mem:SIZE`,
+//! `null:SIZE`, a volume of a Vinum set (`volume:NAME:DRIVES` or a
+//! configuration file), or a temporary file when none is named.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use device::{Device, FileDevice, FileOptions, LockKind, MemDevice, NullDevice};
+use workloads::spec::parse_bytes;
+
+use super::{Layer, Origin, Stack};
+use crate::UsageError;
+
+/// Size of the temporary target made when no target is named.
+pub const DEFAULT_TARGET_BYTES: u64 = 1 << 30;
+
+pub struct OpenOptions {
+    pub direct: bool,
+    /// Open an existing file or device read-only (a job that only reads,
+    /// a check); a file that must be created is opened read-write all the
+    /// same.
+    pub read_only: bool,
+    pub sector_bytes: Option<u32>,
+    /// Bytes needed if a file must be created (offset + region size).
+    pub create_bytes: Option<u64>,
+    /// The lock to take on a file or device opened.
+    pub lock: Lock,
+}
+
+/// How an open target is kept from other iolab processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lock {
+    /// Two runs on one plain file measure each other but damage nothing
+    /// iolab promised (fio and Vdbench take no lock): a warning.
+    Warn(LockKind),
+    /// A target behind the block log, or one being checked: two processes
+    /// would replay and commit one log at once, or check what is changing.
+    /// An error naming the holder.
+    Require(LockKind),
+}
+
+impl Stack {
+    /// Opens the base `spec` names (see the module's doc).
+    pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Stack> {
+        if let Some(size) = spec.strip_prefix("mem:") {
+            let bytes = parse_bytes("target", size).map_err(UsageError::from)?;
+            let sector = options.sector_bytes.unwrap_or(512);
+            let dev = MemDevice::with_sector(format!("mem:{size}"), bytes, sector)
+                .map_err(|e| UsageError(format!("--target: {e}")))?;
+            return Ok(Stack::over(Arc::new(dev)));
+        }
+        if let Some(size) = spec.strip_prefix("null:") {
+            let bytes = parse_bytes("target", size).map_err(UsageError::from)?;
+            let dev = NullDevice::new(bytes).map_err(|e| UsageError(format!("--target: {e}")))?;
+            return Ok(Stack::over(Arc::new(dev)));
+        }
+        if let Some(rest) = spec.strip_prefix("volume:") {
+            let (name, drives) = rest.split_once(':').ok_or_else(|| {
+                UsageError(format!(
+                    "--target: '{spec}' needs volume:NAME:DRIVE[,DRIVE...] (drives or a configuration file)"
+                ))
+            })?;
+            let paths: Vec<PathBuf> = drives.split(',').map(PathBuf::from).collect();
+            return open_volume(crate::volume::assemble_for_io(&paths, options.direct)?, Some(name), spec);
+        }
+        let path = Path::new(spec);
+        if let Some(set) = volume_config(path, options.direct)? {
+            return open_volume(set, None, spec);
+        }
+        open_file(path, options)
+    }
+
+    /// A sparse temporary file in the system's temporary directory, opened
+    /// with O_DIRECT where the file system allows it; removed on close.
+    /// Returns whether O_DIRECT was taken.
+    pub fn temporary(size_bytes: u64) -> anyhow::Result<(Stack, bool)> {
+        let dir = tempfile::Builder::new()
+            .prefix("iolab-")
+            .tempdir()
+            .context("cannot create a temporary directory")?;
+        let path = dir.path().join("target");
+        let mut options = FileOptions { direct: true, create_bytes: Some(size_bytes), ..Default::default() };
+        let (dev, direct) = match FileDevice::open(&path, &options) {
+            Ok(dev) => (dev, true),
+            Err(_) => {
+                options.direct = false;
+                (FileDevice::open(&path, &options)?, false)
+            }
+        };
+        let origin = Origin { temp: Some(dir), created: true, path: Some(path), ..Origin::default() };
+        Ok((Stack { device: Arc::new(dev), origin, layers: Vec::new() }, direct))
+    }
+}
+
+fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
+    let spec = path.display();
+    let exists = path.exists();
+    if !exists && options.create_bytes.is_none() {
+        return Err(UsageError(format!(
+            "--target: {spec} does not exist; give --size to create it as a sparse file of that size"
+        ))
+        .into());
+    }
+    // An empty file (made by touch, say) holds nothing: it is sized as a
+    // new one would be. A file holding data is never extended.
+    let empty = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0);
+    if empty && options.create_bytes.is_none() {
+        return Err(UsageError(format!(
+            "--target: {spec} is empty; give --size to make it a sparse file of that size"
+        ))
+        .into());
+    }
+    let fresh = !exists || empty;
+    let file_options = FileOptions {
+        direct: options.direct,
+        dsync: false,
+        read_only: options.read_only && !fresh,
+        create_bytes: if fresh { options.create_bytes } else { None },
+        sector_bytes: options.sector_bytes,
+    };
+    let dev = FileDevice::open(path, &file_options)?;
+    take_lock(&dev, options.lock)?;
+    let origin = Origin {
+        temp: None,
+        created: !exists,
+        was_empty: exists && empty,
+        read_only: file_options.read_only,
+        path: Some(path.to_path_buf()),
+    };
+    Ok(Stack { device: Arc::new(dev), origin, layers: Vec::new() })
+}
+
+/// Takes `lock` on `dev`. A lock held by another open in this process (two
+/// jobs of one job file on one file) is not a conflict with another run.
+pub(super) fn take_lock(dev: &FileDevice, lock: Lock) -> anyhow::Result<()> {
+    let (kind, required) = match lock {
+        Lock::Warn(kind) => (kind, false),
+        Lock::Require(kind) => (kind, true),
+    };
+    match dev.lock(kind) {
+        Ok(()) => Ok(()),
+        Err(device::DeviceError::Locked { pid: Some(pid), .. }) if pid == std::process::id() && !required => {
+            Ok(())
+        }
+        Err(device::DeviceError::Locked { path, holder, .. }) if !required => {
+            eprintln!(
+                "iolab: warning: {} is in use by {holder}; the two runs will measure each other",
+                path.display()
+            );
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A Vinum configuration file given as a target: its drives are assembled.
+/// Anything else (a drive, a device, a data file) is not a configuration.
+fn volume_config(path: &Path, direct: bool) -> anyhow::Result<Option<volume::VolumeSet>> {
+    let small_file = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() < 1 << 20);
+    let text = if small_file { std::fs::read_to_string(path).ok() } else { None };
+    let is_config = text.and_then(|t| volume::parse(&t).ok()).is_some_and(|c| !c.drives.is_empty());
+    if !is_config {
+        return Ok(None);
+    }
+    Ok(Some(crate::volume::assemble_for_io(&[path.to_path_buf()], direct)?))
+}
+
+fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow::Result<Stack> {
+    let volume = match name {
+        Some(name) => {
+            set.volume(name).ok_or_else(|| UsageError(format!("--target: no volume '{name}' in {spec}")))?
+        }
+        None if set.volumes.len() == 1 => Arc::clone(&set.volumes[0]),
+        None => {
+            let names: Vec<&str> = set.volumes.iter().map(|v| v.name()).collect();
+            return Err(UsageError(format!(
+                "--target: {spec} holds several volumes ({}); name one: volume:NAME:{spec}",
+                names.join(", ")
+            ))
+            .into());
+        }
+    };
+    let device: Arc<dyn Device> = volume.clone();
+    let mut stack = Stack { device: Arc::clone(&device), origin: Origin::default(), layers: Vec::new() };
+    stack.push(device, Layer::Volume { set: Box::new(set), volume });
+    Ok(stack)
+}

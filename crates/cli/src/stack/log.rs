@@ -1,0 +1,182 @@
+//! The block-log layer: planned before anything is written (an existing
+//! log probed, a new one laid out on paper), then put on: replayed or
+//! formatted. Commands and crash tests alike put logs on here.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::bail;
+use blocklog::{HomeWrites, LoggedDevice, Mode, Placement};
+use device::{Device, FileDevice, FileOptions, LockKind};
+
+use super::base::{take_lock, Lock};
+use super::{Layer, Origin, Stack};
+use crate::UsageError;
+
+/// How to put a stack behind the block log (`--log`).
+pub struct LogOptions {
+    pub mode: Mode,
+    pub log_bytes: Option<u64>,
+    pub log_device: Option<PathBuf>,
+    pub home_writes: HomeWrites,
+    pub direct: bool,
+    pub force: bool,
+    /// Refuse to format: the log must be there already (checking a target).
+    pub must_exist: bool,
+}
+
+/// What putting a stack behind the block log will do, decided before
+/// anything is written: the geometry of the logged device it makes.
+pub struct LogPlan {
+    log_dev: Option<Arc<dyn Device>>,
+    action: LogAction,
+    /// Size and sector of the logged device: what a job is checked on.
+    pub data_bytes: u64,
+    pub sector_bytes: u32,
+}
+
+enum LogAction {
+    /// Replay the log the target holds and use it.
+    Open,
+    /// Replay the old log (of another size), then format a new one.
+    Replace(Placement),
+    /// Format a new log.
+    Format(Placement),
+}
+
+impl Stack {
+    /// Checks everything `--log` needs and writes nothing: an existing log
+    /// is probed (read), a new one planned; a target holding data is
+    /// refused without `--force` before its log region is touched.
+    pub fn plan_log(&self, options: &LogOptions) -> anyhow::Result<LogPlan> {
+        let log_dev = open_log_device(options)?;
+        let holder: Arc<dyn Device> = log_dev.clone().unwrap_or_else(|| Arc::clone(&self.device));
+        let placement = || match &log_dev {
+            Some(log) => Placement::Separate { log: Arc::clone(log) },
+            None => Placement::Inside {
+                log_bytes: options
+                    .log_bytes
+                    .unwrap_or_else(|| blocklog::default_log_bytes(self.device.size_bytes())),
+            },
+        };
+        let new = match LoggedDevice::probe(holder.as_ref())? {
+            Some(header) if options.log_bytes.is_some_and(|b| b / 4096 * 4096 != header.log_bytes) => {
+                if !options.force {
+                    bail!(
+                        "{}: already holds a block log of {} bytes, not {}; drop --log-size to use it, \
+                         or pass --force to replay it and format a new one",
+                        holder.name(),
+                        header.log_bytes,
+                        options.log_bytes.unwrap_or(0)
+                    );
+                }
+                LogAction::Replace(placement())
+            }
+            Some(header) => {
+                let (data_bytes, sector_bytes) = (header.data_bytes, header.sector_bytes);
+                return Ok(LogPlan { log_dev, action: LogAction::Open, data_bytes, sector_bytes });
+            }
+            None if options.must_exist => {
+                bail!("{}: holds no iolab block log to replay (was the run made with --log?)", holder.name());
+            }
+            None => {
+                super::check_writable(self, options.force)?;
+                if let (Some(log), Some(path)) = (&log_dev, &options.log_device) {
+                    let origin = Origin { path: Some(path.clone()), ..Origin::default() };
+                    let log_stack = Stack { device: Arc::clone(log), origin, layers: Vec::new() };
+                    super::check_writable(&log_stack, options.force)?;
+                }
+                LogAction::Format(placement())
+            }
+        };
+        let (LogAction::Replace(placement) | LogAction::Format(placement)) = &new else {
+            bail!("a log is opened, replaced or formatted");
+        };
+        let (header, _, _) = LoggedDevice::plan(&self.device, placement.clone())
+            .map_err(|e| UsageError(format!("--log: {e}")))?;
+        Ok(LogPlan { log_dev, action: new, data_bytes: header.data_bytes, sector_bytes: header.sector_bytes })
+    }
+
+    /// Puts the stack behind the block log as `plan` decided: replays the
+    /// log it holds, or formats a new one.
+    pub fn push_log(mut self, plan: LogPlan, options: &LogOptions) -> anyhow::Result<Stack> {
+        let data = Arc::clone(&self.device);
+        let holder = plan.log_dev.as_ref().map_or_else(|| data.name().to_string(), |d| d.name().to_string());
+        let format = |placement| {
+            LoggedDevice::format(Arc::clone(&data), placement, options.mode)
+                .map_err(|e| UsageError(format!("--log: {e}")))
+        };
+        let logged = match plan.action {
+            LogAction::Open => {
+                let logged = LoggedDevice::open(Arc::clone(&data), plan.log_dev, options.mode)?;
+                report_replay(&logged, &holder);
+                logged
+            }
+            LogAction::Replace(placement) => {
+                // Replay what the old log committed before its region is reused.
+                let old = LoggedDevice::open(Arc::clone(&data), plan.log_dev.clone(), options.mode)?;
+                report_replay(&old, &holder);
+                drop(old);
+                format(placement)?
+            }
+            LogAction::Format(placement) => format(placement)?,
+        };
+        logged.set_home_writes(options.home_writes)?;
+        let logged = Arc::new(logged);
+        self.push(logged.clone(), Layer::Log(logged));
+        Ok(self)
+    }
+}
+
+fn open_log_device(options: &LogOptions) -> anyhow::Result<Option<Arc<dyn Device>>> {
+    let Some(path) = &options.log_device else { return Ok(None) };
+    let file_options = FileOptions { direct: options.direct, ..Default::default() };
+    let dev = FileDevice::open(path, &file_options).map_err(|e| {
+        UsageError(format!("--log-device: {e} (create it first, e.g. truncate -s 16m {})", path.display()))
+    })?;
+    take_lock(&dev, Lock::Require(LockKind::Exclusive))?;
+    Ok(Some(Arc::new(dev)))
+}
+
+/// A new log over devices a command made itself (the crash stacks): no
+/// checks, nothing to protect.
+pub fn log_over(
+    data: Arc<dyn Device>,
+    placement: Placement,
+    mode: Mode,
+    home: HomeWrites,
+) -> Result<LoggedDevice, String> {
+    let dev = LoggedDevice::format(data, placement, mode).map_err(|e| e.to_string())?;
+    dev.set_home_writes(home).map_err(|e| e.to_string())?;
+    Ok(dev)
+}
+
+/// The log a crash image holds, replayed; a replay that stopped early is an
+/// error (its later commits are lost).
+pub fn reopen_log_over(
+    data: Arc<dyn Device>,
+    log: Option<Arc<dyn Device>>,
+    mode: Mode,
+) -> Result<LoggedDevice, String> {
+    let dev = LoggedDevice::open(data, log, mode).map_err(|e| e.to_string())?;
+    match &dev.replay_report().stopped {
+        Some(stop) => Err(format!("log replay stopped at LSN {}: {}", stop.lsn, stop.reason)),
+        None => Ok(dev),
+    }
+}
+
+fn report_replay(logged: &LoggedDevice, holder: &str) {
+    let replay = logged.replay_report();
+    if replay.records > 0 {
+        eprintln!(
+            "iolab: replayed the block log of {holder}: {} commits, {} sectors written home",
+            replay.commits, replay.sectors_written_home
+        );
+    }
+    if let Some(stop) = &replay.stopped {
+        eprintln!(
+            "iolab: warning: log replay stopped at LSN {} (byte {} of the log): {}; later commits are lost",
+            stop.lsn, stop.offset, stop.reason
+        );
+    }
+}

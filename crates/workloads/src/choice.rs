@@ -1,0 +1,117 @@
+//! A job's mode-like values, parsed once from their text (a flag or a job
+//! file key) into the types the engine uses; the rules that tie several
+//! values together are in [`crate::JobSpec::check`].
+
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::layout::LayoutPolicy;
+use crate::spec::{spec_error, BlockSizes, Engine, Pattern, Rw, Skew, SpecError};
+
+impl FromStr for Rw {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<Rw, SpecError> {
+        Rw::parse(text)
+    }
+}
+
+impl FromStr for BlockSizes {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<BlockSizes, SpecError> {
+        BlockSizes::parse(text)
+    }
+}
+
+impl FromStr for Skew {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<Skew, SpecError> {
+        Skew::parse(text)
+    }
+}
+
+impl FromStr for Pattern {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<Pattern, SpecError> {
+        Pattern::parse(text)
+    }
+}
+
+/// `--engine`: an engine, or `auto` to let the target decide.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineChoice {
+    #[default]
+    Auto,
+    Sync,
+    Uring,
+}
+
+impl EngineChoice {
+    /// `auto`: io_uring where requests can go to a descriptor (`raw_fd`)
+    /// and the kernel allows it, except under a `sync` validation journal,
+    /// where each write waits for two journal flushes and the sync
+    /// engine's threads wait in parallel (docs/PERFORMANCE.md).
+    pub fn resolve(self, raw_fd: bool, sync_journal: bool) -> Engine {
+        match self {
+            EngineChoice::Sync => Engine::Sync,
+            EngineChoice::Uring => Engine::Uring,
+            EngineChoice::Auto if sync_journal => Engine::Sync,
+            EngineChoice::Auto if raw_fd && crate::uring_available() => Engine::Uring,
+            EngineChoice::Auto => Engine::Sync,
+        }
+    }
+}
+
+impl FromStr for EngineChoice {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<EngineChoice, SpecError> {
+        match text {
+            "auto" => Ok(EngineChoice::Auto),
+            "sync" => Ok(EngineChoice::Sync),
+            "uring" => Ok(EngineChoice::Uring),
+            other => {
+                Err(spec_error("engine", format!("'{other}' is not an engine; use auto, sync or uring")))
+            }
+        }
+    }
+}
+
+/// `--journal-commit`: who makes a group journal's commits durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Committer {
+    /// A committer thread beside the workers.
+    #[default]
+    Thread,
+    /// Each uring worker, through its own ring.
+    Ring,
+}
+
+impl FromStr for Committer {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<Committer, SpecError> {
+        match text {
+            "thread" => Ok(Committer::Thread),
+            "ring" => Ok(Committer::Ring),
+            other => Err(spec_error(
+                "journal-commit",
+                format!("'{other}' is not a way to commit; use thread or ring"),
+            )),
+        }
+    }
+}
+
+impl FromStr for LayoutPolicy {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<LayoutPolicy, SpecError> {
+        match text {
+            "auto" => Ok(LayoutPolicy::Auto),
+            "always" => Ok(LayoutPolicy::Always),
+            "never" => Ok(LayoutPolicy::Never),
+            other => {
+                Err(spec_error("layout", format!("'{other}' is not a choice; use auto, always or never")))
+            }
+        }
+    }
+}
