@@ -1,0 +1,453 @@
+//! A real directory of any kernel file system as a [`FileSystem`], the
+//! way virtiofsd's passthrough does it: each inode iolab holds a reference
+//! to is an `O_PATH` descriptor, found again by its (device, inode) pair,
+//! and every call works relative to descriptors (`openat`, `unlinkat`,
+//! `renameat`, ...), never by path, so renames elsewhere cannot misdirect
+//! it. A workload written for `FileSystem` thus runs unchanged on ext4,
+//! xfs, btrfs or tmpfs.
+
+use std::collections::HashMap;
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::{
+    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs, Time, ROOT,
+};
+
+struct Node {
+    fd: OwnedFd,
+    key: (u64, u64),
+    lookups: u64,
+    opens: u64,
+}
+
+struct State {
+    nodes: HashMap<Ino, Node>,
+    by_key: HashMap<(u64, u64), Ino>,
+    next_ino: Ino,
+}
+
+/// A kernel file system's directory served as a [`FileSystem`].
+pub struct HostFs {
+    state: Mutex<State>,
+}
+
+fn cstr(name: &OsStr) -> Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| Errno::INVAL)
+}
+
+fn last_errno() -> Errno {
+    Errno::from_io(&std::io::Error::last_os_error())
+}
+
+/// `rc` as a result: -1 is the call's errno.
+fn check(rc: libc::c_int) -> Result<libc::c_int> {
+    if rc < 0 {
+        Err(last_errno())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn open_at(dir: RawFd, name: &CString, flags: libc::c_int, mode: libc::mode_t) -> Result<OwnedFd> {
+    // SAFETY: openat with a valid descriptor and a NUL-terminated name; the
+    // descriptor returned is owned by the OwnedFd from here on.
+    let fd =
+        check(unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn stat_at(dir: RawFd, name: &CString, flags: libc::c_int) -> Result<libc::stat> {
+    // SAFETY: fstatat fills the zeroed struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, flags) })?;
+    Ok(st)
+}
+
+/// The attributes of what `fd` (O_PATH) refers to.
+fn stat_fd(fd: RawFd) -> Result<libc::stat> {
+    stat_at(fd, &CString::default(), libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW)
+}
+
+/// `/proc/self/fd/N`: reopens an O_PATH descriptor for I/O.
+fn proc_path(fd: RawFd) -> CString {
+    CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default()
+}
+
+fn kind_of(mode: libc::mode_t) -> Result<FileType> {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG => Ok(FileType::File),
+        libc::S_IFDIR => Ok(FileType::Dir),
+        libc::S_IFLNK => Ok(FileType::Symlink),
+        // Devices, FIFOs and sockets are not part of the interface.
+        _ => Err(Errno::PERM),
+    }
+}
+
+fn attr_of(ino: Ino, st: &libc::stat) -> Result<Attr> {
+    let time = |secs: i64, nanos: i64| Time { secs, nanos: nanos as u32 };
+    Ok(Attr {
+        ino,
+        kind: kind_of(st.st_mode)?,
+        perm: (st.st_mode & 0o7777) as u16,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        size: st.st_size as u64,
+        blocks: st.st_blocks as u64,
+        atime: time(st.st_atime, st.st_atime_nsec),
+        mtime: time(st.st_mtime, st.st_mtime_nsec),
+        ctime: time(st.st_ctime, st.st_ctime_nsec),
+    })
+}
+
+impl HostFs {
+    /// Serves the directory `root`.
+    pub fn new(root: &Path) -> std::io::Result<HostFs> {
+        let path = CString::new(root.as_os_str().as_bytes()).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+        let fd = open_at(libc::AT_FDCWD, &path, libc::O_PATH | libc::O_DIRECTORY, 0).map_err(io)?;
+        let st = stat_fd(fd.as_raw_fd()).map_err(io)?;
+        let key = (st.st_dev, st.st_ino);
+        let mut state = State { nodes: HashMap::new(), by_key: HashMap::new(), next_ino: ROOT + 1 };
+        state.nodes.insert(ROOT, Node { fd, key, lookups: 0, opens: 0 });
+        state.by_key.insert(key, ROOT);
+        Ok(HostFs { state: Mutex::new(state) })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` with the descriptor of `ino`, the lock released: a
+    /// duplicate keeps it valid even if another thread forgets the inode.
+    fn with_fd<T>(&self, ino: Ino, f: impl FnOnce(RawFd) -> Result<T>) -> Result<T> {
+        let fd = {
+            let state = self.lock();
+            state.nodes.get(&ino).ok_or(Errno::STALE)?.fd.try_clone().map_err(|e| Errno::from_io(&e))?
+        };
+        f(fd.as_raw_fd())
+    }
+
+    /// The inode `name` in `parent` names, with one reference counted.
+    fn enter(&self, parent: Ino, name: &OsStr) -> Result<Attr> {
+        check_name(name)?;
+        let name = cstr(name)?;
+        self.with_fd(parent, |dir| {
+            let st = stat_at(dir, &name, libc::AT_SYMLINK_NOFOLLOW)?;
+            kind_of(st.st_mode)?;
+            let key = (st.st_dev, st.st_ino);
+            let mut state = self.lock();
+            let ino = match state.by_key.get(&key) {
+                Some(&ino) => ino,
+                None => {
+                    let fd = open_at(dir, &name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+                    let ino = state.next_ino;
+                    state.next_ino += 1;
+                    state.nodes.insert(ino, Node { fd, key, lookups: 0, opens: 0 });
+                    state.by_key.insert(key, ino);
+                    ino
+                }
+            };
+            if let Some(node) = state.nodes.get_mut(&ino).filter(|_| ino != ROOT) {
+                node.lookups += 1;
+            }
+            attr_of(ino, &st)
+        })
+    }
+
+    /// Opens `ino` for I/O (read-write, else read-only).
+    fn file(&self, ino: Ino, write: bool) -> Result<File> {
+        self.with_fd(ino, |fd| {
+            let flags = if write { libc::O_RDWR } else { libc::O_RDONLY };
+            let file = open_at(libc::AT_FDCWD, &proc_path(fd), flags, 0)?;
+            Ok(File::from(file))
+        })
+    }
+
+    /// Gives a new inode the owner asked for (the host made it ours).
+    fn chown_at(dir: RawFd, name: &CString, owner: Owner) -> Result<()> {
+        // SAFETY: fchownat on a valid directory descriptor and name.
+        check(unsafe {
+            libc::fchownat(dir, name.as_ptr(), owner.uid, owner.gid, libc::AT_SYMLINK_NOFOLLOW)
+        })?;
+        Ok(())
+    }
+}
+
+fn io(e: Errno) -> std::io::Error {
+    std::io::Error::from_raw_os_error(e.0)
+}
+
+impl FileSystem for HostFs {
+    fn lookup(&self, parent: Ino, name: &OsStr) -> Result<Attr> {
+        self.enter(parent, name)
+    }
+
+    fn forget(&self, ino: Ino, count: u64) {
+        let mut state = self.lock();
+        let Some(node) = state.nodes.get_mut(&ino).filter(|_| ino != ROOT) else { return };
+        node.lookups = node.lookups.saturating_sub(count);
+        if node.lookups == 0 && node.opens == 0 {
+            if let Some(node) = state.nodes.remove(&ino) {
+                state.by_key.remove(&node.key);
+            }
+        }
+    }
+
+    fn getattr(&self, ino: Ino) -> Result<Attr> {
+        self.with_fd(ino, |fd| attr_of(ino, &stat_fd(fd)?))
+    }
+
+    fn setattr(&self, ino: Ino, changes: &SetAttr) -> Result<Attr> {
+        let attr = self.getattr(ino)?;
+        if let Some(size) = changes.size {
+            match attr.kind {
+                FileType::File => self.file(ino, true)?.set_len(size).map_err(Errno::from)?,
+                FileType::Dir => return Err(Errno::ISDIR),
+                FileType::Symlink => return Err(Errno::INVAL),
+            }
+        }
+        self.with_fd(ino, |fd| {
+            let empty = CString::default();
+            if changes.uid.is_some() || changes.gid.is_some() {
+                let (uid, gid) = (changes.uid.unwrap_or(u32::MAX), changes.gid.unwrap_or(u32::MAX));
+                // SAFETY: fchownat on an O_PATH descriptor with AT_EMPTY_PATH; -1 keeps an id.
+                let flags = libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW;
+                check(unsafe { libc::fchownat(fd, empty.as_ptr(), uid, gid, flags) })?;
+            }
+            if let (Some(perm), true) = (changes.perm, attr.kind != FileType::Symlink) {
+                // SAFETY: chmod through /proc of an O_PATH descriptor (not a symlink).
+                check(unsafe { libc::chmod(proc_path(fd).as_ptr(), libc::mode_t::from(perm & 0o7777)) })?;
+            }
+            if changes.atime.is_some() || changes.mtime.is_some() {
+                let spec = |t: Option<Time>| match t {
+                    Some(t) => libc::timespec { tv_sec: t.secs, tv_nsec: i64::from(t.nanos) },
+                    None => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+                };
+                let times = [spec(changes.atime), spec(changes.mtime)];
+                let flags = libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW;
+                // SAFETY: utimensat on an O_PATH descriptor with AT_EMPTY_PATH and two timespecs.
+                check(unsafe { libc::utimensat(fd, empty.as_ptr(), times.as_ptr(), flags) })?;
+            }
+            attr_of(ino, &stat_fd(fd)?)
+        })
+    }
+
+    fn create(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr> {
+        check_name(name)?;
+        let c = cstr(name)?;
+        self.with_fd(parent, |dir| {
+            let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY;
+            drop(open_at(dir, &c, flags, libc::mode_t::from(owner.perm & 0o7777))?);
+            HostFs::chown_at(dir, &c, owner)
+        })?;
+        self.enter(parent, name)
+    }
+
+    fn mkdir(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr> {
+        check_name(name)?;
+        let c = cstr(name)?;
+        self.with_fd(parent, |dir| {
+            // SAFETY: mkdirat with a valid descriptor and name.
+            check(unsafe { libc::mkdirat(dir, c.as_ptr(), libc::mode_t::from(owner.perm & 0o7777)) })?;
+            HostFs::chown_at(dir, &c, owner)
+        })?;
+        self.enter(parent, name)
+    }
+
+    fn symlink(&self, parent: Ino, name: &OsStr, target: &OsStr, owner: Owner) -> Result<Attr> {
+        check_name(name)?;
+        let (c, target) = (cstr(name)?, cstr(target)?);
+        self.with_fd(parent, |dir| {
+            // SAFETY: symlinkat with NUL-terminated target and name.
+            check(unsafe { libc::symlinkat(target.as_ptr(), dir, c.as_ptr()) })?;
+            HostFs::chown_at(dir, &c, owner)
+        })?;
+        self.enter(parent, name)
+    }
+
+    fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.with_fd(ino, |fd| {
+            let mut buf = vec![0u8; libc::PATH_MAX as usize];
+            let empty = CString::default();
+            // SAFETY: readlinkat with AT_EMPTY_PATH semantics (empty name) into `buf`.
+            let n = unsafe { libc::readlinkat(fd, empty.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                return Err(last_errno());
+            }
+            buf.truncate(n as usize);
+            Ok(buf)
+        })
+    }
+
+    fn link(&self, ino: Ino, new_parent: Ino, new_name: &OsStr) -> Result<Attr> {
+        check_name(new_name)?;
+        if self.getattr(ino)?.kind == FileType::Dir {
+            return Err(Errno::PERM);
+        }
+        let c = cstr(new_name)?;
+        self.with_fd(ino, |fd| {
+            self.with_fd(new_parent, |dir| {
+                // SAFETY: linkat of the O_PATH descriptor's file through /proc (following it).
+                let rc = unsafe {
+                    libc::linkat(
+                        libc::AT_FDCWD,
+                        proc_path(fd).as_ptr(),
+                        dir,
+                        c.as_ptr(),
+                        libc::AT_SYMLINK_FOLLOW,
+                    )
+                };
+                check(rc).map(|_| ())
+            })
+        })?;
+        self.enter(new_parent, new_name)
+    }
+
+    fn unlink(&self, parent: Ino, name: &OsStr) -> Result<()> {
+        check_name(name)?;
+        let c = cstr(name)?;
+        // SAFETY: unlinkat with a valid descriptor and name.
+        self.with_fd(parent, |dir| check(unsafe { libc::unlinkat(dir, c.as_ptr(), 0) }).map(|_| ()))
+    }
+
+    fn rmdir(&self, parent: Ino, name: &OsStr) -> Result<()> {
+        check_name(name)?;
+        let c = cstr(name)?;
+        // SAFETY: unlinkat with AT_REMOVEDIR on a valid descriptor and name.
+        self.with_fd(parent, |dir| {
+            check(unsafe { libc::unlinkat(dir, c.as_ptr(), libc::AT_REMOVEDIR) }).map(|_| ())
+        })
+    }
+
+    fn rename(&self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()> {
+        check_name(name)?;
+        check_name(new_name)?;
+        let (from, to) = (cstr(name)?, cstr(new_name)?);
+        self.with_fd(parent, |a| {
+            self.with_fd(new_parent, |b| {
+                // SAFETY: renameat with valid descriptors and names.
+                check(unsafe { libc::renameat(a, from.as_ptr(), b, to.as_ptr()) }).map(|_| ())
+            })
+        })
+    }
+
+    fn open(&self, ino: Ino) -> Result<()> {
+        let mut state = self.lock();
+        state.nodes.get_mut(&ino).ok_or(Errno::STALE)?.opens += 1;
+        Ok(())
+    }
+
+    fn release(&self, ino: Ino) {
+        let mut state = self.lock();
+        if let Some(node) = state.nodes.get_mut(&ino) {
+            node.opens = node.opens.saturating_sub(1);
+        }
+    }
+
+    fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let file = self.file(ino, false)?;
+        let mut done = 0;
+        while done < buf.len() {
+            match file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Errno::from_io(&e)),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
+        use std::os::unix::fs::FileExt;
+        self.file(ino, true)?.write_all_at(data, offset).map_err(Errno::from)?;
+        Ok(data.len())
+    }
+
+    fn readdir(&self, ino: Ino, offset: u64, entry: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+        let dir = self.with_fd(ino, |fd| {
+            open_at(libc::AT_FDCWD, &proc_path(fd), libc::O_RDONLY | libc::O_DIRECTORY, 0)
+        })?;
+        let dir = dir.as_raw_fd();
+        // SAFETY: lseek on a directory descriptor to a d_off cookie it gave.
+        if offset != 0 && unsafe { libc::lseek(dir, offset as libc::off_t, libc::SEEK_SET) } < 0 {
+            return Err(last_errno());
+        }
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            // SAFETY: getdents64 fills `buf` with linux_dirent64 records.
+            let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len()) };
+            if n < 0 {
+                return Err(last_errno());
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            let mut at = 0usize;
+            while at < n as usize {
+                // linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name (NUL-terminated).
+                let rec = &buf[at..];
+                let d_ino = u64::from_ne_bytes(rec[0..8].try_into().unwrap_or_default());
+                let d_off = i64::from_ne_bytes(rec[8..16].try_into().unwrap_or_default());
+                let reclen = u16::from_ne_bytes(rec[16..18].try_into().unwrap_or_default()) as usize;
+                let d_type = rec[18];
+                let name = &rec[19..reclen];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+                at += reclen.max(1);
+                if name == b"." || name == b".." {
+                    continue;
+                }
+                let kind = match d_type {
+                    libc::DT_DIR => FileType::Dir,
+                    libc::DT_LNK => FileType::Symlink,
+                    _ => FileType::File,
+                };
+                if !entry(DirEntry { ino: d_ino, kind, name: name.to_vec(), next: d_off as u64 }) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn fsync(&self, ino: Ino, data_only: bool) -> Result<()> {
+        let file = match self.getattr(ino)?.kind {
+            FileType::Dir => self.with_fd(ino, |fd| {
+                open_at(libc::AT_FDCWD, &proc_path(fd), libc::O_RDONLY | libc::O_DIRECTORY, 0).map(File::from)
+            })?,
+            _ => self.file(ino, false)?,
+        };
+        let done = if data_only { file.sync_data() } else { file.sync_all() };
+        done.map_err(Errno::from)
+    }
+
+    fn statfs(&self) -> Result<StatFs> {
+        self.with_fd(ROOT, |fd| {
+            // SAFETY: fstatvfs fills the zeroed struct for an open descriptor.
+            let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+            check(unsafe { libc::fstatvfs(fd, &mut st) })?;
+            Ok(StatFs {
+                block_bytes: st.f_frsize as u32,
+                blocks: st.f_blocks,
+                blocks_free: st.f_bfree,
+                blocks_avail: st.f_bavail,
+                files: st.f_files,
+                files_free: st.f_ffree,
+                name_bytes_max: st.f_namemax as u32,
+            })
+        })
+    }
+
+    fn sync(&self) -> Result<()> {
+        let root = self.with_fd(ROOT, |fd| {
+            open_at(libc::AT_FDCWD, &proc_path(fd), libc::O_RDONLY | libc::O_DIRECTORY, 0)
+        })?;
+        // SAFETY: syncfs on an open descriptor of the file system.
+        check(unsafe { libc::syncfs(root.as_raw_fd()) }).map(|_| ())
+    }
+}

@@ -1,0 +1,231 @@
+//! The file-system interface every iolab file-system workload runs on: a
+//! [`FileSystem`] addressed by inode number, with positional calls on
+//! `&self` (any number of threads may call at once), errno-style errors,
+//! and FUSE's lookup-count lifetime (every call that returns an entry
+//! counts one reference to its inode until [`FileSystem::forget`]).
+//!
+//! Backends: iolab's own file system (the `ffs` crate), [`ModelFs`] (a
+//! reference model in memory, for property tests), and [`HostFs`] (a real
+//! directory of any kernel file system), so one workload runs unchanged
+//! on each. The FUSE front serves any of them to the kernel.
+//!
+//! This crate never prints and knows nothing of devices or workloads.
+
+mod errno;
+mod host;
+mod model;
+
+use std::ffi::OsStr;
+
+pub use errno::Errno;
+pub use host::HostFs;
+pub use model::ModelFs;
+
+/// An inode number.
+pub type Ino = u64;
+
+/// The root directory's inode number (as in FUSE).
+pub const ROOT: Ino = 1;
+
+/// The longest name a directory entry holds, in bytes.
+pub const NAME_BYTES_MAX: usize = 255;
+
+pub type Result<T, E = Errno> = std::result::Result<T, E>;
+
+/// What an inode is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileType {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// A time as seconds and nanoseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time {
+    pub secs: i64,
+    pub nanos: u32,
+}
+
+impl Time {
+    /// Now, by the system clock.
+    pub fn now() -> Time {
+        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Time { secs: d.as_secs() as i64, nanos: d.subsec_nanos() }
+    }
+}
+
+/// An inode's attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: Ino,
+    pub kind: FileType,
+    /// Permission bits (and set-id and sticky bits): `mode & 0o7777`.
+    pub perm: u16,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Bytes: a file's length, a symlink's target length, a directory's
+    /// size as the backend keeps it.
+    pub size: u64,
+    /// 512-byte units allocated (as `st_blocks`).
+    pub blocks: u64,
+    pub atime: Time,
+    pub mtime: Time,
+    pub ctime: Time,
+}
+
+/// Changes to an inode's attributes; `None` leaves one as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    pub perm: Option<u16>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Truncate or extend (files only).
+    pub size: Option<u64>,
+    pub atime: Option<Time>,
+    pub mtime: Option<Time>,
+}
+
+/// Who creates an inode, and with what permission bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub perm: u16,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Owner {
+    /// Root's, with `perm`.
+    pub fn root(perm: u16) -> Owner {
+        Owner { perm, uid: 0, gid: 0 }
+    }
+}
+
+/// One directory entry from [`FileSystem::readdir`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub ino: Ino,
+    pub kind: FileType,
+    pub name: Vec<u8>,
+    /// The offset to pass to `readdir` to continue after this entry. It
+    /// stays valid while other entries are removed (so `rm -rf` can read
+    /// a directory and unlink as it goes).
+    pub next: u64,
+}
+
+/// Sizes and counts, as `statvfs`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatFs {
+    pub block_bytes: u32,
+    pub blocks: u64,
+    pub blocks_free: u64,
+    pub blocks_avail: u64,
+    pub files: u64,
+    pub files_free: u64,
+    pub name_bytes_max: u32,
+}
+
+/// A file system, addressed by inode number.
+///
+/// Contract every backend keeps:
+/// - `lookup`, `create`, `mkdir`, `symlink` and `link` each count one
+///   reference to the inode they return, released by `forget`; an inode
+///   whose last link is gone lives on while referenced or open, as an
+///   open file on a kernel file system does. The root is never counted:
+///   `forget(ROOT, _)` does nothing;
+/// - names are single path components: non-empty, no `/`, not `.` or
+///   `..`, at most [`NAME_BYTES_MAX`] bytes (else `EINVAL` or
+///   `ENAMETOOLONG`);
+/// - `readdir` offsets survive removals of other entries;
+/// - nothing is durable until `fsync` (that file) or `sync` (everything)
+///   returns.
+pub trait FileSystem: Send + Sync {
+    /// The entry `name` in directory `parent`.
+    fn lookup(&self, parent: Ino, name: &OsStr) -> Result<Attr>;
+
+    /// Drops `count` references `lookup` and friends counted.
+    fn forget(&self, ino: Ino, count: u64);
+
+    fn getattr(&self, ino: Ino) -> Result<Attr>;
+
+    fn setattr(&self, ino: Ino, changes: &SetAttr) -> Result<Attr>;
+
+    /// A new empty file `name` in `parent` (`EEXIST` if the name is taken).
+    fn create(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr>;
+
+    fn mkdir(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr>;
+
+    fn symlink(&self, parent: Ino, name: &OsStr, target: &OsStr, owner: Owner) -> Result<Attr>;
+
+    fn readlink(&self, ino: Ino) -> Result<Vec<u8>>;
+
+    /// A new name for file or symlink `ino` (`EPERM` for a directory).
+    fn link(&self, ino: Ino, new_parent: Ino, new_name: &OsStr) -> Result<Attr>;
+
+    /// Removes the entry of a file or symlink.
+    fn unlink(&self, parent: Ino, name: &OsStr) -> Result<()>;
+
+    /// Removes an empty directory.
+    fn rmdir(&self, parent: Ino, name: &OsStr) -> Result<()>;
+
+    /// Moves an entry, replacing a file or an empty directory of the same
+    /// kind at the destination (as rename(2)).
+    fn rename(&self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()>;
+
+    /// Marks a file open; an unlinked file is kept until released.
+    fn open(&self, ino: Ino) -> Result<()> {
+        self.getattr(ino).map(|_| ())
+    }
+
+    fn release(&self, ino: Ino) {
+        let _ = ino;
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; fewer at the end of the file.
+    fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize>;
+
+    /// Writes `data` at `offset`, extending the file as needed.
+    fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize>;
+
+    /// Calls `entry` for the entries of directory `ino` from `offset` (0:
+    /// the first; `.` and `..` are not listed), in a stable order, until it
+    /// returns false or the directory ends.
+    fn readdir(&self, ino: Ino, offset: u64, entry: &mut dyn FnMut(DirEntry) -> bool) -> Result<()>;
+
+    /// Makes file `ino` durable: its data and (unless `data_only`) its
+    /// metadata, and the entries that name it on the way from the root.
+    fn fsync(&self, ino: Ino, data_only: bool) -> Result<()>;
+
+    fn statfs(&self) -> Result<StatFs>;
+
+    /// Makes everything durable.
+    fn sync(&self) -> Result<()>;
+}
+
+/// Checks a name given to a call: one path component of at most
+/// [`NAME_BYTES_MAX`] bytes.
+pub fn check_name(name: &OsStr) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') || bytes.contains(&0) {
+        return Err(Errno::INVAL);
+    }
+    if bytes.len() > NAME_BYTES_MAX {
+        return Err(Errno::NAMETOOLONG);
+    }
+    Ok(())
+}
+
+/// Resolves a slash-separated path from the root without following
+/// symlinks. The inode it returns carries one reference (release it with
+/// `forget`) unless it is the root, which is never counted.
+pub fn resolve(fs: &dyn FileSystem, path: &str) -> Result<Attr> {
+    let mut attr = fs.getattr(ROOT)?;
+    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        let next = fs.lookup(attr.ino, OsStr::new(part));
+        fs.forget(attr.ino, 1);
+        attr = next?;
+    }
+    Ok(attr)
+}

@@ -1,0 +1,445 @@
+//! A file system in memory, simple enough to be obviously right: the
+//! reference model property tests compare every other backend against.
+//! One lock over everything; no durability to speak of (`sync` and
+//! `fsync` succeed at once).
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::{
+    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs, Time, ROOT,
+};
+
+/// Links a file may have (as ext4's 65,000).
+const LINKS_MAX: u32 = 65_000;
+
+enum Body {
+    File(Vec<u8>),
+    Dir(Dir),
+    Symlink(Vec<u8>),
+}
+
+#[derive(Default)]
+struct Dir {
+    /// Entries by cookie (the readdir offset), in creation order; a
+    /// removed entry's cookie is never reused.
+    by_cookie: BTreeMap<u64, (Vec<u8>, Ino)>,
+    by_name: HashMap<Vec<u8>, u64>,
+    next_cookie: u64,
+    parent: Ino,
+}
+
+struct Node {
+    attr: Attr,
+    body: Body,
+    lookups: u64,
+    opens: u64,
+}
+
+struct State {
+    nodes: HashMap<Ino, Node>,
+    next_ino: Ino,
+}
+
+/// The reference model (see the module's doc).
+pub struct ModelFs {
+    state: Mutex<State>,
+}
+
+impl Default for ModelFs {
+    fn default() -> ModelFs {
+        ModelFs::new()
+    }
+}
+
+impl ModelFs {
+    /// An empty file system: the root, mode 0755, owned by root.
+    pub fn new() -> ModelFs {
+        let mut nodes = HashMap::new();
+        let root = new_attr(ROOT, FileType::Dir, Owner::root(0o755));
+        let dir = Dir { parent: ROOT, next_cookie: 1, ..Dir::default() };
+        nodes.insert(
+            ROOT,
+            Node { attr: Attr { nlink: 2, ..root }, body: Body::Dir(dir), lookups: 0, opens: 0 },
+        );
+        ModelFs { state: Mutex::new(State { nodes, next_ino: ROOT + 1 }) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic in another call cannot leave the state half-changed in a
+        // way later calls trust: every call checks before it changes.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Inodes alive (linked, or unlinked but still referenced or open).
+    pub fn inodes(&self) -> usize {
+        self.lock().nodes.len()
+    }
+}
+
+fn new_attr(ino: Ino, kind: FileType, owner: Owner) -> Attr {
+    let now = Time::now();
+    Attr {
+        ino,
+        kind,
+        perm: owner.perm & 0o7777,
+        nlink: 1,
+        uid: owner.uid,
+        gid: owner.gid,
+        size: 0,
+        blocks: 0,
+        atime: now,
+        mtime: now,
+        ctime: now,
+    }
+}
+
+impl State {
+    fn node(&self, ino: Ino) -> Result<&Node> {
+        self.nodes.get(&ino).ok_or(Errno::STALE)
+    }
+
+    fn node_mut(&mut self, ino: Ino) -> Result<&mut Node> {
+        self.nodes.get_mut(&ino).ok_or(Errno::STALE)
+    }
+
+    fn dir(&self, ino: Ino) -> Result<&Dir> {
+        match &self.node(ino)?.body {
+            Body::Dir(dir) => Ok(dir),
+            _ => Err(Errno::NOTDIR),
+        }
+    }
+
+    fn dir_mut(&mut self, ino: Ino) -> Result<&mut Dir> {
+        match &mut self.node_mut(ino)?.body {
+            Body::Dir(dir) => Ok(dir),
+            _ => Err(Errno::NOTDIR),
+        }
+    }
+
+    fn entry(&self, parent: Ino, name: &OsStr) -> Result<Ino> {
+        check_name(name)?;
+        let dir = self.dir(parent)?;
+        let cookie = dir.by_name.get(name.as_bytes()).ok_or(Errno::NOENT)?;
+        Ok(dir.by_cookie[cookie].1)
+    }
+
+    fn touch(&mut self, ino: Ino) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            let now = Time::now();
+            node.attr.mtime = now;
+            node.attr.ctime = now;
+        }
+    }
+
+    fn add_entry(&mut self, parent: Ino, name: &OsStr, ino: Ino) -> Result<()> {
+        let dir = self.dir_mut(parent)?;
+        let cookie = dir.next_cookie;
+        dir.next_cookie += 1;
+        dir.by_cookie.insert(cookie, (name.as_bytes().to_vec(), ino));
+        dir.by_name.insert(name.as_bytes().to_vec(), cookie);
+        self.touch(parent);
+        Ok(())
+    }
+
+    fn remove_entry(&mut self, parent: Ino, name: &OsStr) -> Result<Ino> {
+        let dir = self.dir_mut(parent)?;
+        let cookie = dir.by_name.remove(name.as_bytes()).ok_or(Errno::NOENT)?;
+        let (_, ino) = dir.by_cookie.remove(&cookie).ok_or(Errno::IO)?;
+        self.touch(parent);
+        Ok(ino)
+    }
+
+    /// A new inode linked as `name` in `parent`, one reference counted.
+    fn make(&mut self, parent: Ino, name: &OsStr, kind: FileType, owner: Owner, body: Body) -> Result<Attr> {
+        check_name(name)?;
+        self.dir(parent)?;
+        if self.entry(parent, name).is_ok() {
+            return Err(Errno::EXIST);
+        }
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        let mut attr = new_attr(ino, kind, owner);
+        if let Body::Symlink(target) = &body {
+            attr.size = target.len() as u64;
+        }
+        if kind == FileType::Dir {
+            attr.nlink = 2;
+            self.node_mut(parent)?.attr.nlink += 1;
+        }
+        self.add_entry(parent, name, ino)?;
+        self.nodes.insert(ino, Node { attr, body, lookups: 1, opens: 0 });
+        Ok(attr)
+    }
+
+    /// Frees `ino` when nothing links, references or holds it open.
+    fn reap(&mut self, ino: Ino) {
+        let dead = self.nodes.get(&ino).is_some_and(|n| n.attr.nlink == 0 && n.lookups == 0 && n.opens == 0);
+        if dead && ino != ROOT {
+            self.nodes.remove(&ino);
+        }
+    }
+
+    /// Drops one link of non-directory `ino`.
+    fn drop_link(&mut self, ino: Ino) -> Result<()> {
+        let node = self.node_mut(ino)?;
+        node.attr.nlink -= 1;
+        node.attr.ctime = Time::now();
+        self.reap(ino);
+        Ok(())
+    }
+
+    /// Whether `ancestor` is `ino` or one of the directories above it.
+    fn is_ancestor(&self, ancestor: Ino, mut ino: Ino) -> bool {
+        loop {
+            if ino == ancestor {
+                return true;
+            }
+            match self.dir(ino) {
+                Ok(dir) if dir.parent != ino => ino = dir.parent,
+                _ => return false,
+            }
+        }
+    }
+
+    fn rename(&mut self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()> {
+        check_name(new_name)?;
+        let ino = self.entry(parent, name)?;
+        self.dir(new_parent)?;
+        let moving_dir = self.node(ino)?.attr.kind == FileType::Dir;
+        if moving_dir && self.is_ancestor(ino, new_parent) {
+            return Err(Errno::INVAL);
+        }
+        if let Ok(old) = self.entry(new_parent, new_name) {
+            if old == ino {
+                return Ok(());
+            }
+            // As Linux: a target above the source's directory is refused
+            // before the kinds are compared.
+            if self.is_ancestor(old, parent) {
+                return Err(Errno::NOTEMPTY);
+            }
+            let old_is_dir = self.node(old)?.attr.kind == FileType::Dir;
+            match (moving_dir, old_is_dir) {
+                (true, false) => return Err(Errno::NOTDIR),
+                (false, true) => return Err(Errno::ISDIR),
+                (true, true) if !self.dir(old)?.by_cookie.is_empty() => return Err(Errno::NOTEMPTY),
+                _ => {}
+            }
+            self.remove_entry(new_parent, new_name)?;
+            if old_is_dir {
+                self.node_mut(new_parent)?.attr.nlink -= 1;
+                self.node_mut(old)?.attr.nlink = 0;
+                self.reap(old);
+            } else {
+                self.drop_link(old)?;
+            }
+        }
+        self.remove_entry(parent, name)?;
+        self.add_entry(new_parent, new_name, ino)?;
+        if moving_dir && parent != new_parent {
+            self.node_mut(parent)?.attr.nlink -= 1;
+            self.node_mut(new_parent)?.attr.nlink += 1;
+            self.dir_mut(ino)?.parent = new_parent;
+        }
+        self.node_mut(ino)?.attr.ctime = Time::now();
+        Ok(())
+    }
+}
+
+impl FileSystem for ModelFs {
+    fn lookup(&self, parent: Ino, name: &OsStr) -> Result<Attr> {
+        let mut state = self.lock();
+        let ino = state.entry(parent, name)?;
+        let node = state.node_mut(ino)?;
+        node.lookups += 1;
+        Ok(node.attr)
+    }
+
+    fn forget(&self, ino: Ino, count: u64) {
+        let mut state = self.lock();
+        if let Some(node) = state.nodes.get_mut(&ino).filter(|_| ino != ROOT) {
+            node.lookups = node.lookups.saturating_sub(count);
+            state.reap(ino);
+        }
+    }
+
+    fn getattr(&self, ino: Ino) -> Result<Attr> {
+        Ok(self.lock().node(ino)?.attr)
+    }
+
+    fn setattr(&self, ino: Ino, changes: &SetAttr) -> Result<Attr> {
+        let mut state = self.lock();
+        let node = state.node_mut(ino)?;
+        if let Some(size) = changes.size {
+            match &mut node.body {
+                Body::File(data) => data.resize(size as usize, 0),
+                Body::Dir(_) => return Err(Errno::ISDIR),
+                Body::Symlink(_) => return Err(Errno::INVAL),
+            }
+            node.attr.size = size;
+            node.attr.blocks = size.div_ceil(512);
+            node.attr.mtime = Time::now();
+        }
+        let a = &mut node.attr;
+        a.perm = changes.perm.map_or(a.perm, |p| p & 0o7777);
+        a.uid = changes.uid.unwrap_or(a.uid);
+        a.gid = changes.gid.unwrap_or(a.gid);
+        a.atime = changes.atime.unwrap_or(a.atime);
+        a.mtime = changes.mtime.unwrap_or(a.mtime);
+        a.ctime = Time::now();
+        Ok(*a)
+    }
+
+    fn create(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr> {
+        self.lock().make(parent, name, FileType::File, owner, Body::File(Vec::new()))
+    }
+
+    fn mkdir(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr> {
+        let dir = Dir { parent, next_cookie: 1, ..Dir::default() };
+        self.lock().make(parent, name, FileType::Dir, owner, Body::Dir(dir))
+    }
+
+    fn symlink(&self, parent: Ino, name: &OsStr, target: &OsStr, owner: Owner) -> Result<Attr> {
+        if target.is_empty() || target.len() > 4095 {
+            return Err(if target.is_empty() { Errno::NOENT } else { Errno::NAMETOOLONG });
+        }
+        let body = Body::Symlink(target.as_bytes().to_vec());
+        self.lock().make(parent, name, FileType::Symlink, Owner { perm: 0o777, ..owner }, body)
+    }
+
+    fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        match &self.lock().node(ino)?.body {
+            Body::Symlink(target) => Ok(target.clone()),
+            _ => Err(Errno::INVAL),
+        }
+    }
+
+    fn link(&self, ino: Ino, new_parent: Ino, new_name: &OsStr) -> Result<Attr> {
+        let mut state = self.lock();
+        let attr = state.node(ino)?.attr;
+        if attr.kind == FileType::Dir {
+            return Err(Errno::PERM);
+        }
+        if attr.nlink >= LINKS_MAX {
+            return Err(Errno::MLINK);
+        }
+        if state.entry(new_parent, new_name).is_ok() {
+            return Err(Errno::EXIST);
+        }
+        state.add_entry(new_parent, new_name, ino)?;
+        let node = state.node_mut(ino)?;
+        node.attr.nlink += 1;
+        node.attr.ctime = Time::now();
+        node.lookups += 1;
+        Ok(node.attr)
+    }
+
+    fn unlink(&self, parent: Ino, name: &OsStr) -> Result<()> {
+        let mut state = self.lock();
+        let ino = state.entry(parent, name)?;
+        if state.node(ino)?.attr.kind == FileType::Dir {
+            return Err(Errno::ISDIR);
+        }
+        state.remove_entry(parent, name)?;
+        state.drop_link(ino)
+    }
+
+    fn rmdir(&self, parent: Ino, name: &OsStr) -> Result<()> {
+        let mut state = self.lock();
+        let ino = state.entry(parent, name)?;
+        if !state.dir(ino)?.by_cookie.is_empty() {
+            return Err(Errno::NOTEMPTY);
+        }
+        state.remove_entry(parent, name)?;
+        state.node_mut(parent)?.attr.nlink -= 1;
+        state.node_mut(ino)?.attr.nlink = 0;
+        state.reap(ino);
+        Ok(())
+    }
+
+    fn rename(&self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()> {
+        self.lock().rename(parent, name, new_parent, new_name)
+    }
+
+    fn open(&self, ino: Ino) -> Result<()> {
+        self.lock().node_mut(ino)?.opens += 1;
+        Ok(())
+    }
+
+    fn release(&self, ino: Ino) {
+        let mut state = self.lock();
+        if let Some(node) = state.nodes.get_mut(&ino) {
+            node.opens = node.opens.saturating_sub(1);
+            state.reap(ino);
+        }
+    }
+
+    fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        match &self.lock().node(ino)?.body {
+            Body::File(data) => {
+                let start = (offset as usize).min(data.len());
+                let n = buf.len().min(data.len() - start);
+                buf[..n].copy_from_slice(&data[start..start + n]);
+                Ok(n)
+            }
+            Body::Dir(_) => Err(Errno::ISDIR),
+            Body::Symlink(_) => Err(Errno::INVAL),
+        }
+    }
+
+    fn write(&self, ino: Ino, offset: u64, bytes: &[u8]) -> Result<usize> {
+        let mut state = self.lock();
+        let node = state.node_mut(ino)?;
+        let Body::File(data) = &mut node.body else {
+            return Err(if node.attr.kind == FileType::Dir { Errno::ISDIR } else { Errno::INVAL });
+        };
+        let end = offset as usize + bytes.len();
+        if data.len() < end {
+            data.resize(end, 0);
+        }
+        data[offset as usize..end].copy_from_slice(bytes);
+        node.attr.size = data.len() as u64;
+        node.attr.blocks = node.attr.size.div_ceil(512);
+        let now = Time::now();
+        node.attr.mtime = now;
+        node.attr.ctime = now;
+        Ok(bytes.len())
+    }
+
+    fn readdir(&self, ino: Ino, offset: u64, entry: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+        let state = self.lock();
+        let dir = state.dir(ino)?;
+        for (cookie, (name, child)) in dir.by_cookie.range(offset + 1..) {
+            let kind = state.node(*child)?.attr.kind;
+            if !entry(DirEntry { ino: *child, kind, name: name.clone(), next: *cookie }) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn fsync(&self, ino: Ino, _data_only: bool) -> Result<()> {
+        self.getattr(ino).map(|_| ())
+    }
+
+    fn statfs(&self) -> Result<StatFs> {
+        let state = self.lock();
+        let used: u64 = state.nodes.values().map(|n| n.attr.blocks).sum();
+        Ok(StatFs {
+            block_bytes: 512,
+            blocks: u64::MAX / 1024,
+            blocks_free: u64::MAX / 1024 - used,
+            blocks_avail: u64::MAX / 1024 - used,
+            files: u64::MAX / 1024,
+            files_free: u64::MAX / 1024 - state.nodes.len() as u64,
+            name_bytes_max: crate::NAME_BYTES_MAX as u32,
+        })
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+}

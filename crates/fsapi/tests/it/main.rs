@@ -1,0 +1,2 @@
+mod model;
+mod versus_host;

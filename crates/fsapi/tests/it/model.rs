@@ -1,0 +1,64 @@
+//! The reference model's own promises.
+
+use std::ffi::OsStr;
+
+use fsapi::{Errno, FileSystem, ModelFs, Owner, ROOT};
+
+fn name(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+#[test]
+fn readdir_offsets_survive_unlinks_as_rm_rf_needs() {
+    let fs = ModelFs::new();
+    for i in 0..10 {
+        fs.create(ROOT, name(&format!("f{i}")), Owner::root(0o644)).unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut offset = 0;
+    loop {
+        let mut batch = Vec::new();
+        fs.readdir(ROOT, offset, &mut |e| {
+            batch.push(e);
+            batch.len() < 3
+        })
+        .unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for e in &batch {
+            fs.unlink(ROOT, OsStr::new(std::str::from_utf8(&e.name).unwrap())).unwrap();
+            seen.push(e.name.clone());
+        }
+        offset = batch.last().unwrap().next;
+    }
+    assert_eq!(seen.len(), 10, "every entry listed once while they were removed");
+}
+
+#[test]
+fn an_unlinked_file_lives_while_open() {
+    let fs = ModelFs::new();
+    let f = fs.create(ROOT, name("f"), Owner::root(0o644)).unwrap();
+    fs.open(f.ino).unwrap();
+    fs.forget(f.ino, 1);
+    fs.unlink(ROOT, name("f")).unwrap();
+    fs.write(f.ino, 0, b"still here").unwrap();
+    fs.release(f.ino);
+    assert_eq!(fs.getattr(f.ino), Err(Errno::STALE));
+}
+
+#[test]
+fn a_directory_cannot_move_under_itself() {
+    let fs = ModelFs::new();
+    let a = fs.mkdir(ROOT, name("a"), Owner::root(0o755)).unwrap();
+    fs.mkdir(a.ino, name("b"), Owner::root(0o755)).unwrap();
+    let b = fs.lookup(a.ino, name("b")).unwrap();
+    assert_eq!(fs.rename(ROOT, name("a"), b.ino, name("a")), Err(Errno::INVAL));
+}
+
+#[test]
+fn a_name_over_255_bytes_is_refused() {
+    let fs = ModelFs::new();
+    let long = "x".repeat(256);
+    assert_eq!(fs.create(ROOT, name(&long), Owner::root(0o644)), Err(Errno::NAMETOOLONG));
+}
