@@ -14,6 +14,7 @@
 mod errno;
 mod host;
 mod model;
+pub mod testing;
 
 use std::ffi::OsStr;
 

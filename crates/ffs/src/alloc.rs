@@ -1,0 +1,152 @@
+//! Allocation, as FFS does it: a new directory goes to a group with more
+//! free inodes than average and the fewest directories; a file to its
+//! directory's group; a block next to the block before it. Bitmaps and
+//! counts are delayed writes under every policy (fsck rebuilds them).
+
+use fsapi::Errno;
+
+use crate::core::{eio, Core};
+
+/// Bitmap blocks of a group: blocks at +1, inodes at +2.
+const BLOCK_BITMAP: u64 = 1;
+const INODE_BITMAP: u64 = 2;
+
+fn bit(map: &[u8], i: u32) -> bool {
+    map[(i / 8) as usize] & (1 << (i % 8)) != 0
+}
+
+/// The first clear bit of `map` in `from..limit`, then in `0..from`.
+fn find_clear(map: &[u8], from: u32, limit: u32) -> Option<u32> {
+    let scan = |lo: u32, hi: u32| {
+        let mut i = lo;
+        while i < hi {
+            if i % 8 == 0 && i + 8 <= hi && map[(i / 8) as usize] == 0xff {
+                i += 8;
+                continue;
+            }
+            if !bit(map, i) {
+                return Some(i);
+            }
+            i += 1;
+        }
+        None
+    };
+    scan(from.min(limit), limit).or_else(|| scan(0, from.min(limit)))
+}
+
+impl Core {
+    fn set_bit(&mut self, block: u64, i: u32, value: bool) -> Result<bool, Errno> {
+        let map = match self.cache.modify(block) {
+            Ok(m) => m,
+            Err(e) => return Err(eio(self, e)),
+        };
+        let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
+        let was = map[byte] & mask != 0;
+        if value {
+            map[byte] |= mask;
+        } else {
+            map[byte] &= !mask;
+        }
+        Ok(was)
+    }
+
+    /// A free block, near `hint` where possible; ENOSPC when none is.
+    pub fn alloc_block(&mut self, hint: u64) -> Result<u32, Errno> {
+        let groups = self.sb.groups;
+        let hint = hint.clamp(self.sb.first_group_block, self.sb.blocks - 1);
+        let first = ((hint - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group)) as u32;
+        for k in 0..groups {
+            let g = (first + k) % groups;
+            if self.groups[g as usize].free_blocks == 0 {
+                continue;
+            }
+            let start = self.sb.group_start(g);
+            let from = if k == 0 { (hint - start) as u32 } else { 0 };
+            let limit = self.sb.group_blocks(g);
+            let map_block = start + BLOCK_BITMAP;
+            let found = match self.cache.read(map_block) {
+                Ok(map) => find_clear(map, from, limit),
+                Err(e) => return Err(eio(self, e)),
+            };
+            if let Some(i) = found {
+                self.set_bit(map_block, i, true)?;
+                self.groups[g as usize].free_blocks -= 1;
+                self.sb.free_blocks -= 1;
+                return Ok((start + u64::from(i)) as u32);
+            }
+        }
+        Err(Errno::NOSPC)
+    }
+
+    /// Returns `block` to its group's free map.
+    pub fn free_block(&mut self, block: u32) -> Result<(), Errno> {
+        let block = u64::from(block);
+        let g = ((block - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group)) as u32;
+        let i = (block - self.sb.group_start(g)) as u32;
+        self.cache.discard(block);
+        if self.set_bit(self.sb.group_start(g) + BLOCK_BITMAP, i, false)? {
+            self.groups[g as usize].free_blocks += 1;
+            self.sb.free_blocks += 1;
+        }
+        Ok(())
+    }
+
+    /// A free inode number for a new inode whose directory is `parent`.
+    pub fn alloc_inode(&mut self, parent: u32, dir: bool) -> Result<u32, Errno> {
+        let groups = self.sb.groups;
+        let parent_group = (parent - 1) / self.sb.inodes_per_group;
+        let first = if dir { self.dir_group(parent_group) } else { parent_group };
+        for k in 0..groups {
+            let g = (first + k) % groups;
+            if self.groups[g as usize].free_inodes == 0 {
+                continue;
+            }
+            let map_block = self.sb.group_start(g) + INODE_BITMAP;
+            let found = match self.cache.read(map_block) {
+                Ok(map) => find_clear(map, 0, self.sb.inodes_per_group),
+                Err(e) => return Err(eio(self, e)),
+            };
+            if let Some(i) = found {
+                self.set_bit(map_block, i, true)?;
+                let counts = &mut self.groups[g as usize];
+                counts.free_inodes -= 1;
+                counts.dirs += u32::from(dir);
+                self.sb.free_inodes -= 1;
+                self.sb.dirs += u64::from(dir);
+                return Ok(g * self.sb.inodes_per_group + i + 1);
+            }
+        }
+        Err(Errno::NOSPC)
+    }
+
+    /// FFS's choice for a new directory: among groups with at least the
+    /// average free inodes, the one with the fewest directories.
+    fn dir_group(&self, fallback: u32) -> u32 {
+        let average = self.sb.free_inodes / u64::from(self.sb.groups);
+        (0..self.sb.groups)
+            .filter(|&g| u64::from(self.groups[g as usize].free_inodes) >= average.max(1))
+            .min_by_key(|&g| (self.groups[g as usize].dirs, g))
+            .unwrap_or(fallback)
+    }
+
+    /// Returns inode number `ino` to its group's free map.
+    pub fn free_inode(&mut self, ino: u32, dir: bool) -> Result<(), Errno> {
+        let g = (ino - 1) / self.sb.inodes_per_group;
+        let i = (ino - 1) % self.sb.inodes_per_group;
+        if self.set_bit(self.sb.group_start(g) + INODE_BITMAP, i, false)? {
+            let counts = &mut self.groups[g as usize];
+            counts.free_inodes += 1;
+            counts.dirs -= u32::from(dir && counts.dirs > 0);
+            self.sb.free_inodes += 1;
+            self.sb.dirs -= u64::from(dir && self.sb.dirs > 0);
+        }
+        Ok(())
+    }
+
+    /// The first data block of the group holding inode `ino`: where a
+    /// file's first block goes.
+    pub fn inode_group_data(&self, ino: u32) -> u64 {
+        let g = (ino - 1) / self.sb.inodes_per_group;
+        self.sb.group_start(g) + u64::from(self.sb.group_overhead_blocks())
+    }
+}

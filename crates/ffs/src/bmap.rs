@@ -1,0 +1,194 @@
+//! A file's blocks: twelve direct pointers, then a single indirect block
+//! of 1024, then a double indirect of 1024 singles. Mapping, allocating
+//! on write, and truncating.
+
+use fsapi::Errno;
+
+use crate::core::{eio, Core};
+use crate::format::{pointer_at, set_pointer, DiskInode, DIRECT_POINTERS, POINTERS_PER_BLOCK};
+
+const DIRECT: u64 = DIRECT_POINTERS as u64;
+const SINGLE_END: u64 = DIRECT + POINTERS_PER_BLOCK;
+const DOUBLE_END: u64 = SINGLE_END + POINTERS_PER_BLOCK * POINTERS_PER_BLOCK;
+/// 512-byte units in a block, for `blocks_512`.
+const UNITS: u64 = 8;
+
+/// What a truncation leaves to do once the pointers to the freed blocks
+/// are gone from the inode and its indirect blocks.
+#[derive(Default)]
+pub struct Freed {
+    /// Blocks to return to the free maps.
+    pub blocks: Vec<u32>,
+    /// Indirect blocks that lost pointers (to write before the frees,
+    /// when the policy orders writes).
+    pub changed: Vec<u64>,
+}
+
+impl Core {
+    fn pointer(&mut self, block: u32, index: u64) -> Result<u32, Errno> {
+        match self.cache.read(u64::from(block)) {
+            Ok(bytes) => Ok(pointer_at(bytes, index as usize)),
+            Err(e) => Err(eio(self, e)),
+        }
+    }
+
+    fn set(&mut self, block: u32, index: u64, value: u32) -> Result<(), Errno> {
+        match self.cache.modify(u64::from(block)) {
+            Ok(bytes) => {
+                set_pointer(bytes, index as usize, value);
+                Ok(())
+            }
+            Err(e) => Err(eio(self, e)),
+        }
+    }
+
+    /// A new block near `hint`, zeroed in the cache.
+    fn new_block(&mut self, inode: &mut DiskInode, hint: u64) -> Result<u32, Errno> {
+        let block = self.alloc_block(hint)?;
+        if let Err(e) = self.cache.fresh(u64::from(block)) {
+            return Err(eio(self, e));
+        }
+        inode.blocks_512 += UNITS;
+        Ok(block)
+    }
+
+    /// The pointer in indirect block `*holder` at `index`, allocating the
+    /// indirect block (when `alloc`) if it is a hole.
+    fn through(
+        &mut self,
+        inode: &mut DiskInode,
+        holder: u32,
+        index: u64,
+        alloc: bool,
+        hint: u64,
+    ) -> Result<Option<u32>, Errno> {
+        let p = self.pointer(holder, index)?;
+        if p != 0 || !alloc {
+            return Ok((p != 0).then_some(p));
+        }
+        let block = self.new_block(inode, hint)?;
+        self.set(holder, index, block)?;
+        Ok(Some(block))
+    }
+
+    /// The device block of file block `n` of inode `ino`; with `alloc`, a
+    /// hole is filled with a new zeroed block (returned as new). None: a
+    /// hole left as it is.
+    pub fn bmap(
+        &mut self,
+        ino: u32,
+        inode: &mut DiskInode,
+        n: u64,
+        alloc: bool,
+    ) -> Result<Option<(u32, bool)>, Errno> {
+        if n >= DOUBLE_END {
+            return Err(Errno::FBIG);
+        }
+        let hint = self.hint(ino, inode, n)?;
+        if n < DIRECT {
+            let p = inode.direct[n as usize];
+            if p != 0 || !alloc {
+                return Ok((p != 0).then_some((p, false)));
+            }
+            let block = self.new_block(inode, hint)?;
+            inode.direct[n as usize] = block;
+            return Ok(Some((block, true)));
+        }
+        let (holder, index) = if n < SINGLE_END {
+            if inode.single == 0 && alloc {
+                inode.single = self.new_block(inode, hint)?;
+            }
+            (inode.single, n - DIRECT)
+        } else {
+            if inode.double == 0 && alloc {
+                inode.double = self.new_block(inode, hint)?;
+            }
+            if inode.double == 0 {
+                return Ok(None);
+            }
+            let m = n - SINGLE_END;
+            let Some(single) = self.through(inode, inode.double, m / POINTERS_PER_BLOCK, alloc, hint)? else {
+                return Ok(None);
+            };
+            (single, m % POINTERS_PER_BLOCK)
+        };
+        if holder == 0 {
+            return Ok(None);
+        }
+        let existed = self.pointer(holder, index)? != 0;
+        Ok(self.through(inode, holder, index, alloc, hint)?.map(|b| (b, !existed)))
+    }
+
+    /// Where block `n` of a file should go: after block `n - 1`, else at
+    /// the start of its inode's group's data.
+    fn hint(&mut self, ino: u32, inode: &mut DiskInode, n: u64) -> Result<u64, Errno> {
+        if n > 0 && n <= DIRECT {
+            let previous = inode.direct[(n - 1) as usize];
+            if previous != 0 {
+                return Ok(u64::from(previous) + 1);
+            }
+        }
+        Ok(self.inode_group_data(ino))
+    }
+
+    /// Drops every block of the file from block `keep` on: clears their
+    /// pointers (and indirect blocks left empty) and returns what to free.
+    pub fn truncate_blocks(&mut self, inode: &mut DiskInode, keep: u64) -> Result<Freed, Errno> {
+        let mut freed = Freed::default();
+        for i in (keep.min(DIRECT) as usize)..DIRECT_POINTERS {
+            if inode.direct[i] != 0 {
+                freed.blocks.push(std::mem::take(&mut inode.direct[i]));
+            }
+        }
+        if inode.single != 0 {
+            let first = keep.saturating_sub(DIRECT);
+            if self.clear_indirect(inode.single, 1, first, &mut freed)? {
+                freed.blocks.push(std::mem::take(&mut inode.single));
+            }
+        }
+        if inode.double != 0 {
+            let first = keep.saturating_sub(SINGLE_END);
+            if self.clear_indirect(inode.double, 2, first, &mut freed)? {
+                freed.blocks.push(std::mem::take(&mut inode.double));
+            }
+        }
+        inode.blocks_512 = inode.blocks_512.saturating_sub(UNITS * freed.blocks.len() as u64);
+        Ok(freed)
+    }
+
+    /// Clears the pointers of indirect block `block` (of `level` 1 or 2)
+    /// covering file blocks from `first` (relative to it) on. Returns
+    /// whether the block is left empty (and so is to be freed too).
+    fn clear_indirect(
+        &mut self,
+        block: u32,
+        level: u32,
+        first: u64,
+        freed: &mut Freed,
+    ) -> Result<bool, Errno> {
+        let span = if level == 1 { 1 } else { POINTERS_PER_BLOCK };
+        let mut changed = false;
+        for i in first / span..POINTERS_PER_BLOCK {
+            let p = self.pointer(block, i)?;
+            if p == 0 {
+                continue;
+            }
+            let empty = level == 1 || {
+                let from = if i == first / span { first % span } else { 0 };
+                self.clear_indirect(p, 1, from, freed)?
+            };
+            if empty {
+                freed.blocks.push(p);
+                self.set(block, i, 0)?;
+                changed = true;
+            }
+        }
+        if first == 0 {
+            return Ok(true);
+        }
+        if changed {
+            freed.changed.push(u64::from(block));
+        }
+        Ok(false)
+    }
+}

@@ -1,0 +1,113 @@
+//! The state of a mounted file system, behind the one lock `ops.rs` takes
+//! for each call: the superblock, the groups' counts, the buffer cache,
+//! and the inodes the kernel (or a workload) holds references to.
+
+use std::collections::HashMap;
+
+use fsapi::Errno;
+
+use crate::cache::Cache;
+use crate::format::{DiskInode, InodeSlot, Policy, Superblock, INODE_BYTES};
+
+/// A group's counts, kept in memory and written to its header with the
+/// superblock's (summary counts are delayed under every policy).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GroupCounts {
+    pub free_blocks: u32,
+    pub free_inodes: u32,
+    pub dirs: u32,
+}
+
+/// References to an inode: lookups counted for the caller, and opens.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Refs {
+    pub lookups: u64,
+    pub opens: u64,
+}
+
+pub struct Core {
+    pub sb: Superblock,
+    pub groups: Vec<GroupCounts>,
+    pub cache: Cache,
+    pub policy: Policy,
+    pub refs: HashMap<u32, Refs>,
+    /// Directory indexes (name -> byte offset of its record), for
+    /// directories of more than a block, built on first use.
+    pub dir_index: HashMap<u32, HashMap<Vec<u8>, u64>>,
+    /// A write-back or synchronous write failed: what reached the disk is
+    /// unknown, so the file system takes no more changes (EIO) until it
+    /// is mounted again.
+    pub failed: Option<String>,
+}
+
+/// A device error as the errno a caller gets: EIO, and the file system
+/// stops taking changes.
+pub fn eio(core: &mut Core, e: device::DeviceError) -> Errno {
+    core.failed.get_or_insert_with(|| e.to_string());
+    Errno::IO
+}
+
+impl Core {
+    pub fn check_alive(&self) -> Result<(), Errno> {
+        if self.failed.is_some() {
+            return Err(Errno::IO);
+        }
+        Ok(())
+    }
+
+    pub fn valid_ino(&self, ino: u64) -> Result<u32, Errno> {
+        if ino == 0 || ino > self.sb.total_inodes() {
+            return Err(Errno::STALE);
+        }
+        Ok(ino as u32)
+    }
+
+    /// Inode `ino` as stored; ESTALE when the slot is free, EIO when it is
+    /// garbage.
+    pub fn inode(&mut self, ino: u32) -> Result<DiskInode, Errno> {
+        let (block, at) = self.sb.inode_place(ino);
+        let bytes = match self.cache.read(block) {
+            Ok(b) => b,
+            Err(e) => return Err(eio(self, e)),
+        };
+        match DiskInode::decode(ino, &bytes[at..at + INODE_BYTES]) {
+            InodeSlot::Used(inode) => Ok(inode),
+            InodeSlot::Free => Err(Errno::STALE),
+            InodeSlot::Garbage => Err(Errno::IO),
+        }
+    }
+
+    /// Stores `inode` as inode `ino` (a delayed write); returns its block.
+    pub fn put_inode(&mut self, ino: u32, inode: &DiskInode) -> Result<u64, Errno> {
+        let (block, at) = self.sb.inode_place(ino);
+        match self.cache.modify(block) {
+            Ok(bytes) => inode.encode(ino, &mut bytes[at..at + INODE_BYTES]),
+            Err(e) => return Err(eio(self, e)),
+        }
+        Ok(block)
+    }
+
+    /// Zeroes inode slot `ino` (freed); returns its block.
+    pub fn clear_inode(&mut self, ino: u32) -> Result<u64, Errno> {
+        let (block, at) = self.sb.inode_place(ino);
+        match self.cache.modify(block) {
+            Ok(bytes) => bytes[at..at + INODE_BYTES].fill(0),
+            Err(e) => return Err(eio(self, e)),
+        }
+        Ok(block)
+    }
+
+    /// Writes `block` at once and durably, when the policy orders it.
+    pub fn ordered(&mut self, block: u64) -> Result<(), Errno> {
+        if self.policy == Policy::Sync {
+            if let Err(e) = self.cache.write_now(block) {
+                return Err(eio(self, e));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn is_referenced(&self, ino: u32) -> bool {
+        self.refs.get(&ino).is_some_and(|r| r.lookups > 0 || r.opens > 0)
+    }
+}

@@ -1,0 +1,249 @@
+//! Directories as FFS keeps them: 4 KiB blocks tiled by records; a new
+//! entry takes the first record with room, a removed one's space joins
+//! the record before it, and no entry ever moves, so an entry's byte
+//! offset is a `readdir` cookie that survives removals. Directories over a
+//! block get an index in memory (name to offset) on first lookup.
+
+use std::collections::HashMap;
+
+use fsapi::Errno;
+
+use crate::core::{eio, Core};
+use crate::format::{record_bytes, DirRecord, DiskInode, BLOCK_BYTES, DT_DIR};
+
+const BLOCK: u64 = BLOCK_BYTES as u64;
+
+/// A live entry and where it is.
+#[derive(Clone, Debug)]
+pub struct Found {
+    pub ino: u32,
+    pub kind: u8,
+    /// Byte offset of the record in the directory.
+    pub offset: u64,
+}
+
+impl Core {
+    /// The bytes of block `n` of directory `dir`.
+    fn dir_block(&mut self, dir: u32, inode: &mut DiskInode, n: u64) -> Result<(u64, Vec<u8>), Errno> {
+        let Some((block, _)) = self.bmap(dir, inode, n, false)? else {
+            return Err(Errno::IO);
+        };
+        match self.cache.read(u64::from(block)) {
+            Ok(bytes) => Ok((u64::from(block), bytes.to_vec())),
+            Err(e) => Err(eio(self, e)),
+        }
+    }
+
+    /// Calls `f` with each live record of directory `dir` from byte
+    /// `from` on, `.` and `..` included, until it returns false. A record
+    /// that does not parse ends its block's walk (fsck reports it).
+    pub fn dir_walk(
+        &mut self,
+        dir: u32,
+        inode: &mut DiskInode,
+        from: u64,
+        f: &mut dyn FnMut(&DirRecord, u64) -> bool,
+    ) -> Result<(), Errno> {
+        let blocks = inode.size / BLOCK;
+        for n in from / BLOCK..blocks {
+            let (_, bytes) = self.dir_block(dir, inode, n)?;
+            let mut at = 0usize;
+            while at < BLOCK_BYTES {
+                let Some(rec) = DirRecord::read(&bytes, at) else { break };
+                let offset = n * BLOCK + at as u64;
+                if rec.ino != 0 && offset >= from && !f(&rec, offset) {
+                    return Ok(());
+                }
+                at += rec.reclen as usize;
+            }
+        }
+        Ok(())
+    }
+
+    /// The entry `name` of directory `dir`.
+    pub fn dir_lookup(
+        &mut self,
+        dir: u32,
+        inode: &mut DiskInode,
+        name: &[u8],
+    ) -> Result<Option<Found>, Errno> {
+        if inode.size > BLOCK {
+            if !self.dir_index.contains_key(&dir) {
+                let mut index = HashMap::new();
+                self.dir_walk(dir, inode, 0, &mut |rec, offset| {
+                    index.insert(rec.name.clone(), offset);
+                    true
+                })?;
+                self.dir_index.insert(dir, index);
+            }
+            let Some(&offset) = self.dir_index.get(&dir).and_then(|i| i.get(name)) else { return Ok(None) };
+            let (_, bytes) = self.dir_block(dir, inode, offset / BLOCK)?;
+            let rec = DirRecord::read(&bytes, (offset % BLOCK) as usize).ok_or(Errno::IO)?;
+            return Ok(Some(Found { ino: rec.ino, kind: rec.kind, offset }));
+        }
+        let mut found = None;
+        self.dir_walk(dir, inode, 0, &mut |rec, offset| {
+            if rec.name == name {
+                found = Some(Found { ino: rec.ino, kind: rec.kind, offset });
+            }
+            found.is_none()
+        })?;
+        Ok(found)
+    }
+
+    /// Adds `name -> ino` to directory `dir` (the name must not be there).
+    /// Returns the device block written, for the policy's ordering.
+    pub fn dir_add(
+        &mut self,
+        dir: u32,
+        inode: &mut DiskInode,
+        name: &[u8],
+        ino: u32,
+        kind: u8,
+    ) -> Result<u64, Errno> {
+        let need = record_bytes(name.len());
+        let blocks = inode.size / BLOCK;
+        for n in 0..blocks {
+            let (block, bytes) = self.dir_block(dir, inode, n)?;
+            let mut at = 0usize;
+            while at < BLOCK_BYTES {
+                let Some(rec) = DirRecord::read(&bytes, at) else { break };
+                let used = if rec.ino == 0 { 0 } else { record_bytes(rec.name.len()) };
+                if rec.reclen as usize - used >= need {
+                    self.place(block, at, &rec, used, name, ino, kind)?;
+                    self.index_insert(dir, name, n * BLOCK + (at + used) as u64);
+                    return Ok(block);
+                }
+                at += rec.reclen as usize;
+            }
+        }
+        // No room: a new block, one empty record over it all.
+        let (block, _) = self.bmap(dir, inode, blocks, true)?.ok_or(Errno::IO)?;
+        inode.size += BLOCK;
+        let rec = DirRecord { ino, reclen: BLOCK_BYTES as u16, kind, name: name.to_vec() };
+        match self.cache.modify(u64::from(block)) {
+            Ok(bytes) => rec.write(bytes, 0),
+            Err(e) => return Err(eio(self, e)),
+        }
+        self.index_insert(dir, name, blocks * BLOCK);
+        Ok(u64::from(block))
+    }
+
+    /// Puts the new entry into record `rec` at `at` of `block`: into it
+    /// if empty, else into its slack after its `used` bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn place(
+        &mut self,
+        block: u64,
+        at: usize,
+        rec: &DirRecord,
+        used: usize,
+        name: &[u8],
+        ino: u32,
+        kind: u8,
+    ) -> Result<(), Errno> {
+        let bytes = match self.cache.modify(block) {
+            Ok(b) => b,
+            Err(e) => return Err(eio(self, e)),
+        };
+        if used == 0 {
+            DirRecord { ino, reclen: rec.reclen, kind, name: name.to_vec() }.write(bytes, at);
+            return Ok(());
+        }
+        DirRecord { reclen: used as u16, ..rec.clone() }.write(bytes, at);
+        let new = DirRecord { ino, reclen: rec.reclen - used as u16, kind, name: name.to_vec() };
+        new.write(bytes, at + used);
+        Ok(())
+    }
+
+    fn index_insert(&mut self, dir: u32, name: &[u8], offset: u64) {
+        if let Some(index) = self.dir_index.get_mut(&dir) {
+            index.insert(name.to_vec(), offset);
+        }
+    }
+
+    /// Removes the entry at byte `offset` of directory `dir`: its space
+    /// joins the record before it in the block (or, first in the block, it
+    /// becomes an empty record). Returns the device block written.
+    pub fn dir_remove(
+        &mut self,
+        dir: u32,
+        inode: &mut DiskInode,
+        name: &[u8],
+        offset: u64,
+    ) -> Result<u64, Errno> {
+        let (block, bytes) = self.dir_block(dir, inode, offset / BLOCK)?;
+        let target = (offset % BLOCK) as usize;
+        let (mut at, mut previous) = (0usize, None);
+        while at < target {
+            let rec = DirRecord::read(&bytes, at).ok_or(Errno::IO)?;
+            previous = Some((at, rec.clone()));
+            at += rec.reclen as usize;
+        }
+        let rec = DirRecord::read(&bytes, target).ok_or(Errno::IO)?;
+        let out = match self.cache.modify(block) {
+            Ok(b) => b,
+            Err(e) => return Err(eio(self, e)),
+        };
+        match previous {
+            Some((p, prev)) => {
+                let merged = DirRecord { reclen: prev.reclen + rec.reclen, ..prev };
+                merged.write(out, p);
+            }
+            None => DirRecord { ino: 0, reclen: rec.reclen, kind: 0, name: Vec::new() }.write(out, target),
+        }
+        if let Some(index) = self.dir_index.get_mut(&dir) {
+            index.remove(name);
+        }
+        Ok(block)
+    }
+
+    /// Rewrites the inode of the entry at `offset` (a rename over an
+    /// existing name, `..` of a moved directory). Returns the block.
+    pub fn dir_retarget(
+        &mut self,
+        dir: u32,
+        inode: &mut DiskInode,
+        offset: u64,
+        ino: u32,
+        kind: u8,
+    ) -> Result<u64, Errno> {
+        let (block, bytes) = self.dir_block(dir, inode, offset / BLOCK)?;
+        let at = (offset % BLOCK) as usize;
+        let rec = DirRecord::read(&bytes, at).ok_or(Errno::IO)?;
+        match self.cache.modify(block) {
+            Ok(out) => DirRecord { ino, kind, ..rec }.write(out, at),
+            Err(e) => return Err(eio(self, e)),
+        }
+        Ok(block)
+    }
+
+    /// Whether directory `dir` holds nothing but `.` and `..`.
+    pub fn dir_is_empty(&mut self, dir: u32, inode: &mut DiskInode) -> Result<bool, Errno> {
+        let mut empty = true;
+        self.dir_walk(dir, inode, 0, &mut |rec, _| {
+            empty = rec.name == b"." || rec.name == b"..";
+            empty
+        })?;
+        Ok(empty)
+    }
+
+    /// The first block of a new directory: `.` and `..`.
+    pub fn dir_init(&mut self, block: u32, ino: u32, parent: u32) -> Result<(), Errno> {
+        let bytes = match self.cache.fresh(u64::from(block)) {
+            Ok(b) => b,
+            Err(e) => return Err(eio(self, e)),
+        };
+        let dot = DirRecord { ino, reclen: 12, kind: DT_DIR, name: b".".to_vec() };
+        dot.write(bytes, 0);
+        let dotdot =
+            DirRecord { ino: parent, reclen: (BLOCK_BYTES - 12) as u16, kind: DT_DIR, name: b"..".to_vec() };
+        dotdot.write(bytes, 12);
+        Ok(())
+    }
+
+    /// Forgets the index of a directory that is gone.
+    pub fn drop_index(&mut self, dir: u32) {
+        self.dir_index.remove(&dir);
+    }
+}

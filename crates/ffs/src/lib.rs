@@ -1,0 +1,45 @@
+//! iolab's file system: FFS-shaped (allocation groups with bitmaps, an
+//! inode table and data; twelve direct pointers, a single and a double
+//! indirect; FFS directories whose entries never move) over any
+//! [`device::Device`], served through [`fsapi::FileSystem`]. The format is
+//! in docs/formats.md ("File system"); the policies decide which metadata
+//! writes go out at once and in what order (`policy.rs`); `fsck.rs`
+//! checks an unmounted image and repairs it.
+//!
+//! This crate depends on `device` and `fsapi` only, never prints, and
+//! never writes outside the device it was given.
+
+mod alloc;
+mod bmap;
+mod cache;
+mod core;
+mod dir;
+pub mod format;
+mod mkfs;
+mod mount;
+mod ops;
+
+use std::sync::Arc;
+
+pub use cache::CacheStats;
+pub use format::Policy;
+pub use mkfs::{mkfs, MkfsOptions};
+pub use ops::{Ffs, MountOptions};
+
+/// What making, mounting or checking a file system can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    #[error("not an iolab file system (no IOLABFS1 superblock); make one with `iolab fs mkfs`")]
+    NotAFileSystem,
+    #[error("file system format version {found}; this iolab reads version {supported}")]
+    Version { found: u32, supported: u32 },
+    #[error("the file system is damaged: {0}; run `iolab fs fsck`")]
+    Damaged(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Device(#[from] device::DeviceError),
+}
+
+/// The device, shared.
+pub type Dev = Arc<dyn device::Device>;

@@ -1,0 +1,717 @@
+//! The file-system calls. Each takes the one lock over the mounted state
+//! for its whole length (simple and obviously serial; a measurement will
+//! say whether finer locks pay). Under the `sync` policy the writes that
+//! keep an image repairable go out at once, in FFS's order: an inode
+//! before the entry that names it, an entry removed before its inode and
+//! blocks are freed, a rename's new entry before the old one goes, and an
+//! inode's pointers cleared before its blocks are freed.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Mutex, MutexGuard};
+
+use fsapi::{
+    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs, Time,
+};
+
+use crate::core::{eio, Core};
+use crate::format::*;
+use crate::{Dev, FsError};
+
+/// Links an inode may have.
+const LINKS_MAX: u16 = 65_000;
+
+/// How to mount.
+#[derive(Clone, Copy, Debug)]
+pub struct MountOptions {
+    pub policy: Policy,
+    /// Bytes of the buffer cache (default 64 MiB).
+    pub cache_bytes: u64,
+}
+
+impl Default for MountOptions {
+    fn default() -> MountOptions {
+        MountOptions { policy: Policy::Async, cache_bytes: 64 << 20 }
+    }
+}
+
+/// A mounted file system.
+pub struct Ffs {
+    pub(crate) core: Mutex<Core>,
+    pub(crate) dev: Dev,
+}
+
+fn now() -> (i64, u32) {
+    let t = Time::now();
+    (t.secs, t.nanos)
+}
+
+fn kind_of(mode: u16) -> FileType {
+    match mode & S_IFMT {
+        S_IFDIR => FileType::Dir,
+        S_IFLNK => FileType::Symlink,
+        _ => FileType::File,
+    }
+}
+
+fn dt_of(mode: u16) -> u8 {
+    match mode & S_IFMT {
+        S_IFDIR => DT_DIR,
+        S_IFLNK => DT_SYMLINK,
+        _ => DT_FILE,
+    }
+}
+
+fn attr_of(ino: u32, i: &DiskInode) -> Attr {
+    let t = |k: usize| Time { secs: i.times[k].0, nanos: i.times[k].1 };
+    Attr {
+        ino: u64::from(ino),
+        kind: kind_of(i.mode),
+        perm: i.mode & 0o7777,
+        nlink: u32::from(i.nlink),
+        uid: i.uid,
+        gid: i.gid,
+        size: i.size,
+        blocks: i.blocks_512,
+        atime: t(0),
+        mtime: t(1),
+        ctime: t(2),
+    }
+}
+
+fn new_inode(kind: u16, owner: Owner) -> DiskInode {
+    let t = now();
+    DiskInode {
+        mode: kind | (owner.perm & 0o7777),
+        nlink: 1,
+        uid: owner.uid,
+        gid: owner.gid,
+        times: [t, t, t, t],
+        ..DiskInode::default()
+    }
+}
+
+fn touch(inode: &mut DiskInode) {
+    let t = now();
+    inode.times[1] = t;
+    inode.times[2] = t;
+}
+
+impl Ffs {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
+        // Every call checks before it changes, so a panic elsewhere cannot
+        // have left the state half-changed in a way later calls trust.
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new file system's root (inode 1) and lost+found (inode 2).
+    pub(crate) fn make_root(&self) -> std::result::Result<(), FsError> {
+        let mut core = self.lock();
+        let errno = |e: Errno| FsError::Invalid(format!("cannot make the root directory: {e}"));
+        for (ino, parent) in [(ROOT_INO, ROOT_INO), (LOST_FOUND_INO, ROOT_INO)] {
+            let got = core.alloc_inode(ROOT_INO, true).map_err(errno)?;
+            debug_assert_eq!(got, ino, "a new file system hands out inodes 1 and 2 first");
+            let mut inode = new_inode(S_IFDIR, Owner::root(if ino == ROOT_INO { 0o755 } else { 0o700 }));
+            inode.nlink = 2;
+            let hint = core.inode_group_data(ino);
+            let block = core.alloc_block(hint).map_err(errno)?;
+            core.dir_init(block, ino, parent).map_err(errno)?;
+            inode.direct[0] = block;
+            inode.size = BLOCK_BYTES as u64;
+            inode.blocks_512 = 8;
+            core.put_inode(ino, &inode).map_err(errno)?;
+        }
+        let mut root = core.inode(ROOT_INO).map_err(errno)?;
+        core.dir_add(ROOT_INO, &mut root, b"lost+found", LOST_FOUND_INO, DT_DIR).map_err(errno)?;
+        root.nlink += 1;
+        core.put_inode(ROOT_INO, &root).map_err(errno)?;
+        Ok(())
+    }
+
+    /// Frees every inode unlinked while it was still referenced (an
+    /// unmount drops every reference).
+    pub(crate) fn release_orphans(&self) -> std::result::Result<(), FsError> {
+        let mut core = self.lock();
+        let held: Vec<u32> = core.refs.keys().copied().collect();
+        core.refs.clear();
+        for ino in held {
+            if let Ok(inode) = core.inode(ino) {
+                if inode.nlink == 0 {
+                    free_inode(&mut core, ino, inode)
+                        .map_err(|e| FsError::Invalid(format!("inode {ino}: {e}")))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The directory inode `ino`, or ENOTDIR.
+fn dir_inode(core: &mut Core, ino: u32) -> Result<DiskInode> {
+    let inode = core.inode(ino)?;
+    if inode.mode & S_IFMT != S_IFDIR {
+        return Err(Errno::NOTDIR);
+    }
+    Ok(inode)
+}
+
+/// Counts one reference to `ino` for the caller.
+fn hold(core: &mut Core, ino: u32) {
+    core.refs.entry(ino).or_default().lookups += 1;
+}
+
+/// Frees inode `ino` and its blocks: pointers cleared on disk first (under
+/// `sync`), then the maps. Its last link is gone and nothing holds it.
+fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
+    let dir = inode.mode & S_IFMT == S_IFDIR;
+    let freed = core.truncate_blocks(&mut inode, 0)?;
+    let block = core.clear_inode(ino)?;
+    core.ordered(block)?;
+    for block in freed.blocks {
+        core.free_block(block)?;
+    }
+    core.free_inode(ino, dir)?;
+    core.drop_index(ino);
+    core.refs.remove(&ino);
+    Ok(())
+}
+
+/// Drops a link of `ino` (its entry already gone, written under `sync`);
+/// frees it when that was the last and nothing holds it.
+fn unlinked(core: &mut Core, ino: u32, mut inode: DiskInode, links: u16) -> Result<()> {
+    inode.nlink = inode.nlink.saturating_sub(links);
+    inode.times[2] = now();
+    if inode.nlink == 0 && !core.is_referenced(ino) {
+        return free_inode(core, ino, inode);
+    }
+    let block = core.put_inode(ino, &inode)?;
+    core.ordered(block)
+}
+
+/// Adds an entry to `parent` (whose inode is `dir`), ordered: the entry's
+/// block, then the parent's inode when the directory grew.
+fn add_entry(core: &mut Core, parent: u32, dir: &mut DiskInode, name: &[u8], ino: u32, dt: u8) -> Result<()> {
+    let size = dir.size;
+    let block = core.dir_add(parent, dir, name, ino, dt)?;
+    touch(dir);
+    core.ordered(block)?;
+    let dir_block = core.put_inode(parent, dir)?;
+    if dir.size != size {
+        core.ordered(dir_block)?;
+    }
+    Ok(())
+}
+
+/// Lays out a new inode's first block: (core, block, inode number).
+type FirstBlock = dyn Fn(&mut Core, u32, u32) -> Result<()>;
+
+/// Makes a new inode named `name` in `parent`, as `create`, `mkdir` and
+/// `symlink` do: `fill` lays out its first block if it has one.
+fn make(
+    core: &mut Core,
+    parent: u32,
+    name: &OsStr,
+    mut inode: DiskInode,
+    first_block: Option<&FirstBlock>,
+) -> Result<Attr> {
+    check_name(name)?;
+    core.check_alive()?;
+    let mut dir = dir_inode(core, parent)?;
+    if core.dir_lookup(parent, &mut dir, name.as_bytes())?.is_some() {
+        return Err(Errno::EXIST);
+    }
+    let is_dir = inode.mode & S_IFMT == S_IFDIR;
+    if is_dir && dir.nlink >= LINKS_MAX {
+        return Err(Errno::MLINK);
+    }
+    let ino = core.alloc_inode(parent, is_dir)?;
+    if let Some(fill) = first_block {
+        let hint = core.inode_group_data(ino);
+        let block = match core.alloc_block(hint) {
+            Ok(b) => b,
+            Err(e) => {
+                core.free_inode(ino, is_dir)?;
+                return Err(e);
+            }
+        };
+        fill(core, block, ino)?;
+        core.ordered(u64::from(block))?;
+        inode.direct[0] = block;
+        inode.blocks_512 = 8;
+    }
+    let block = core.put_inode(ino, &inode)?;
+    core.ordered(block)?;
+    if is_dir {
+        dir.nlink += 1;
+        let block = core.put_inode(parent, &dir)?;
+        core.ordered(block)?;
+    }
+    if let Err(e) = add_entry(core, parent, &mut dir, name.as_bytes(), ino, dt_of(inode.mode)) {
+        // No room for the entry: nothing names the inode, give it back.
+        let _ = free_inode(core, ino, inode);
+        return Err(e);
+    }
+    hold(core, ino);
+    Ok(attr_of(ino, &inode))
+}
+
+/// Whether directory `ancestor` is `dir` or above it (walking `..`).
+fn is_ancestor(core: &mut Core, ancestor: u32, mut dir: u32) -> Result<bool> {
+    for _ in 0..=core.sb.total_inodes() {
+        if dir == ancestor {
+            return Ok(true);
+        }
+        if dir == ROOT_INO {
+            return Ok(false);
+        }
+        let mut inode = dir_inode(core, dir)?;
+        dir = core.dir_lookup(dir, &mut inode, b"..")?.ok_or(Errno::IO)?.ino;
+    }
+    Err(Errno::IO)
+}
+
+impl FileSystem for Ffs {
+    fn lookup(&self, parent: Ino, name: &OsStr) -> Result<Attr> {
+        check_name(name)?;
+        let mut core = self.lock();
+        let parent = core.valid_ino(parent)?;
+        let mut dir = dir_inode(&mut core, parent)?;
+        let found = core.dir_lookup(parent, &mut dir, name.as_bytes())?.ok_or(Errno::NOENT)?;
+        let inode = core.inode(found.ino)?;
+        hold(&mut core, found.ino);
+        Ok(attr_of(found.ino, &inode))
+    }
+
+    fn forget(&self, ino: Ino, count: u64) {
+        let mut core = self.lock();
+        let Ok(ino) = core.valid_ino(ino) else { return };
+        let Some(refs) = core.refs.get_mut(&ino) else { return };
+        refs.lookups = refs.lookups.saturating_sub(count);
+        if refs.lookups == 0 && refs.opens == 0 {
+            core.refs.remove(&ino);
+            if let Ok(inode) = core.inode(ino) {
+                if inode.nlink == 0 {
+                    let _ = free_inode(&mut core, ino, inode);
+                }
+            }
+        }
+    }
+
+    fn getattr(&self, ino: Ino) -> Result<Attr> {
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        Ok(attr_of(ino, &core.inode(ino)?))
+    }
+
+    fn setattr(&self, ino: Ino, changes: &SetAttr) -> Result<Attr> {
+        let mut core = self.lock();
+        core.check_alive()?;
+        let ino = core.valid_ino(ino)?;
+        let mut inode = core.inode(ino)?;
+        if let Some(size) = changes.size {
+            truncate(&mut core, ino, &mut inode, size)?;
+        }
+        inode.mode = changes.perm.map_or(inode.mode, |p| (inode.mode & S_IFMT) | (p & 0o7777));
+        inode.uid = changes.uid.unwrap_or(inode.uid);
+        inode.gid = changes.gid.unwrap_or(inode.gid);
+        if let Some(t) = changes.atime {
+            inode.times[0] = (t.secs, t.nanos);
+        }
+        if let Some(t) = changes.mtime {
+            inode.times[1] = (t.secs, t.nanos);
+        }
+        inode.times[2] = now();
+        core.put_inode(ino, &inode)?;
+        Ok(attr_of(ino, &inode))
+    }
+
+    fn create(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr> {
+        let mut core = self.lock();
+        let parent = core.valid_ino(parent)?;
+        make(&mut core, parent, name, new_inode(S_IFREG, owner), None)
+    }
+
+    fn mkdir(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr> {
+        let mut core = self.lock();
+        let parent = core.valid_ino(parent)?;
+        let mut inode = new_inode(S_IFDIR, owner);
+        inode.nlink = 2;
+        inode.size = BLOCK_BYTES as u64;
+        let fill = move |core: &mut Core, block: u32, ino: u32| core.dir_init(block, ino, parent);
+        make(&mut core, parent, name, inode, Some(&fill))
+    }
+
+    fn symlink(&self, parent: Ino, name: &OsStr, target: &OsStr, owner: Owner) -> Result<Attr> {
+        let target = target.as_bytes().to_vec();
+        if target.is_empty() || target.len() >= BLOCK_BYTES {
+            return Err(if target.is_empty() { Errno::NOENT } else { Errno::NAMETOOLONG });
+        }
+        let mut core = self.lock();
+        let parent = core.valid_ino(parent)?;
+        let mut inode = new_inode(S_IFLNK, Owner { perm: 0o777, ..owner });
+        inode.size = target.len() as u64;
+        if target.len() <= INLINE_SYMLINK_BYTES {
+            inode.inline_target = target;
+            return make(&mut core, parent, name, inode, None);
+        }
+        let fill = move |core: &mut Core, block: u32, _: u32| match core.cache.fresh(u64::from(block)) {
+            Ok(bytes) => {
+                bytes[..target.len()].copy_from_slice(&target);
+                Ok(())
+            }
+            Err(e) => Err(eio(core, e)),
+        };
+        make(&mut core, parent, name, inode, Some(&fill))
+    }
+
+    fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        let inode = core.inode(ino)?;
+        if inode.mode & S_IFMT != S_IFLNK {
+            return Err(Errno::INVAL);
+        }
+        if inode.size as usize <= INLINE_SYMLINK_BYTES {
+            return Ok(inode.inline_target);
+        }
+        match core.cache.read(u64::from(inode.direct[0])) {
+            Ok(bytes) => Ok(bytes[..inode.size as usize].to_vec()),
+            Err(e) => Err(eio(&mut core, e)),
+        }
+    }
+
+    fn link(&self, ino: Ino, new_parent: Ino, new_name: &OsStr) -> Result<Attr> {
+        check_name(new_name)?;
+        let mut core = self.lock();
+        core.check_alive()?;
+        let (ino, new_parent) = (core.valid_ino(ino)?, core.valid_ino(new_parent)?);
+        let mut inode = core.inode(ino)?;
+        if inode.mode & S_IFMT == S_IFDIR {
+            return Err(Errno::PERM);
+        }
+        if inode.nlink >= LINKS_MAX {
+            return Err(Errno::MLINK);
+        }
+        let mut dir = dir_inode(&mut core, new_parent)?;
+        if core.dir_lookup(new_parent, &mut dir, new_name.as_bytes())?.is_some() {
+            return Err(Errno::EXIST);
+        }
+        inode.nlink += 1;
+        inode.times[2] = now();
+        let block = core.put_inode(ino, &inode)?;
+        core.ordered(block)?;
+        if let Err(e) =
+            add_entry(&mut core, new_parent, &mut dir, new_name.as_bytes(), ino, dt_of(inode.mode))
+        {
+            inode.nlink -= 1;
+            core.put_inode(ino, &inode)?;
+            return Err(e);
+        }
+        hold(&mut core, ino);
+        Ok(attr_of(ino, &inode))
+    }
+
+    fn unlink(&self, parent: Ino, name: &OsStr) -> Result<()> {
+        check_name(name)?;
+        let mut core = self.lock();
+        core.check_alive()?;
+        let parent = core.valid_ino(parent)?;
+        let mut dir = dir_inode(&mut core, parent)?;
+        let found = core.dir_lookup(parent, &mut dir, name.as_bytes())?.ok_or(Errno::NOENT)?;
+        let inode = core.inode(found.ino)?;
+        if inode.mode & S_IFMT == S_IFDIR {
+            return Err(Errno::ISDIR);
+        }
+        let block = core.dir_remove(parent, &mut dir, name.as_bytes(), found.offset)?;
+        core.ordered(block)?;
+        touch(&mut dir);
+        core.put_inode(parent, &dir)?;
+        unlinked(&mut core, found.ino, inode, 1)
+    }
+
+    fn rmdir(&self, parent: Ino, name: &OsStr) -> Result<()> {
+        check_name(name)?;
+        let mut core = self.lock();
+        core.check_alive()?;
+        let parent = core.valid_ino(parent)?;
+        let mut dir = dir_inode(&mut core, parent)?;
+        let found = core.dir_lookup(parent, &mut dir, name.as_bytes())?.ok_or(Errno::NOENT)?;
+        let mut victim = dir_inode(&mut core, found.ino)?;
+        if !core.dir_is_empty(found.ino, &mut victim)? {
+            return Err(Errno::NOTEMPTY);
+        }
+        let block = core.dir_remove(parent, &mut dir, name.as_bytes(), found.offset)?;
+        core.ordered(block)?;
+        dir.nlink -= 1;
+        touch(&mut dir);
+        let block = core.put_inode(parent, &dir)?;
+        core.ordered(block)?;
+        core.drop_index(found.ino);
+        unlinked(&mut core, found.ino, victim, 2)
+    }
+
+    fn rename(&self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()> {
+        check_name(name)?;
+        check_name(new_name)?;
+        let mut core = self.lock();
+        core.check_alive()?;
+        let (parent, new_parent) = (core.valid_ino(parent)?, core.valid_ino(new_parent)?);
+        rename(&mut core, parent, name.as_bytes(), new_parent, new_name.as_bytes())
+    }
+
+    fn open(&self, ino: Ino) -> Result<()> {
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        core.inode(ino)?;
+        core.refs.entry(ino).or_default().opens += 1;
+        Ok(())
+    }
+
+    fn release(&self, ino: Ino) {
+        let mut core = self.lock();
+        let Ok(ino) = core.valid_ino(ino) else { return };
+        if let Some(refs) = core.refs.get_mut(&ino) {
+            refs.opens = refs.opens.saturating_sub(1);
+        }
+        if !core.is_referenced(ino) {
+            core.refs.remove(&ino);
+            if let Ok(inode) = core.inode(ino) {
+                if inode.nlink == 0 {
+                    let _ = free_inode(&mut core, ino, inode);
+                }
+            }
+        }
+    }
+
+    fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        let mut inode = core.inode(ino)?;
+        match inode.mode & S_IFMT {
+            S_IFDIR => return Err(Errno::ISDIR),
+            S_IFLNK => return Err(Errno::INVAL),
+            _ => {}
+        }
+        let end = (offset + buf.len() as u64).min(inode.size);
+        let mut at = offset;
+        while at < end {
+            let (n, within) = (at / BLOCK_BYTES as u64, (at % BLOCK_BYTES as u64) as usize);
+            let len = (BLOCK_BYTES - within).min((end - at) as usize);
+            let out = &mut buf[(at - offset) as usize..(at - offset) as usize + len];
+            match core.bmap(ino, &mut inode, n, false)? {
+                None => out.fill(0),
+                Some((block, _)) => match core.cache.read(u64::from(block)) {
+                    Ok(bytes) => out.copy_from_slice(&bytes[within..within + len]),
+                    Err(e) => return Err(eio(&mut core, e)),
+                },
+            }
+            at += len as u64;
+        }
+        Ok(end.saturating_sub(offset) as usize)
+    }
+
+    fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
+        let mut core = self.lock();
+        core.check_alive()?;
+        let ino = core.valid_ino(ino)?;
+        let mut inode = core.inode(ino)?;
+        match inode.mode & S_IFMT {
+            S_IFDIR => return Err(Errno::ISDIR),
+            S_IFLNK => return Err(Errno::INVAL),
+            _ => {}
+        }
+        let mut done = 0usize;
+        let result = write_blocks(&mut core, ino, &mut inode, offset, data, &mut done);
+        if done > 0 {
+            inode.size = inode.size.max(offset + done as u64);
+            touch(&mut inode);
+        }
+        core.put_inode(ino, &inode)?;
+        match result {
+            Err(e) if done == 0 => Err(e),
+            _ => Ok(done),
+        }
+    }
+
+    fn readdir(&self, ino: Ino, offset: u64, entry: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        let mut dir = dir_inode(&mut core, ino)?;
+        core.dir_walk(ino, &mut dir, offset, &mut |rec, at| {
+            if rec.name == b"." || rec.name == b".." {
+                return true;
+            }
+            let kind = match rec.kind {
+                DT_DIR => FileType::Dir,
+                DT_SYMLINK => FileType::Symlink,
+                _ => FileType::File,
+            };
+            entry(DirEntry { ino: u64::from(rec.ino), kind, name: rec.name.clone(), next: at + 1 })
+        })
+    }
+
+    fn fsync(&self, ino: Ino, _data_only: bool) -> Result<()> {
+        self.getattr(ino)?;
+        self.sync()
+    }
+
+    fn statfs(&self) -> Result<StatFs> {
+        let core = self.lock();
+        let sb = &core.sb;
+        Ok(StatFs {
+            block_bytes: BLOCK_BYTES as u32,
+            blocks: sb.blocks,
+            blocks_free: sb.free_blocks,
+            blocks_avail: sb.free_blocks,
+            files: sb.total_inodes(),
+            files_free: sb.free_inodes,
+            name_bytes_max: fsapi::NAME_BYTES_MAX as u32,
+        })
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.sync_all().map_err(|_| Errno::IO)
+    }
+}
+
+/// Writes `data` at `offset` block by block, counting what went in.
+fn write_blocks(
+    core: &mut Core,
+    ino: u32,
+    inode: &mut DiskInode,
+    offset: u64,
+    data: &[u8],
+    done: &mut usize,
+) -> Result<()> {
+    while *done < data.len() {
+        let at = offset + *done as u64;
+        let (n, within) = (at / BLOCK_BYTES as u64, (at % BLOCK_BYTES as u64) as usize);
+        let len = (BLOCK_BYTES - within).min(data.len() - *done);
+        let (block, _) = core.bmap(ino, inode, n, true)?.ok_or(Errno::IO)?;
+        match core.cache.modify(u64::from(block)) {
+            Ok(bytes) => bytes[within..within + len].copy_from_slice(&data[*done..*done + len]),
+            Err(e) => return Err(eio(core, e)),
+        }
+        *done += len;
+    }
+    Ok(())
+}
+
+/// Sets a file's size: blocks past it freed (pointers cleared on disk
+/// first under `sync`), the tail of the last block zeroed.
+fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Result<()> {
+    match inode.mode & S_IFMT {
+        S_IFDIR => return Err(Errno::ISDIR),
+        S_IFLNK => return Err(Errno::INVAL),
+        _ => {}
+    }
+    if size < inode.size {
+        let keep = size.div_ceil(BLOCK_BYTES as u64);
+        let freed = core.truncate_blocks(inode, keep)?;
+        let within = (size % BLOCK_BYTES as u64) as usize;
+        if within != 0 {
+            if let Some((block, _)) = core.bmap(ino, inode, size / BLOCK_BYTES as u64, false)? {
+                match core.cache.modify(u64::from(block)) {
+                    Ok(bytes) => bytes[within..].fill(0),
+                    Err(e) => return Err(eio(core, e)),
+                }
+            }
+        }
+        inode.size = size;
+        let block = core.put_inode(ino, inode)?;
+        core.ordered(block)?;
+        for changed in freed.changed {
+            core.ordered(changed)?;
+        }
+        for block in freed.blocks {
+            core.free_block(block)?;
+        }
+    }
+    inode.size = size;
+    touch(inode);
+    Ok(())
+}
+
+/// rename(2): the new entry in place before the old one goes.
+fn rename(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> Result<()> {
+    let mut from_dir = dir_inode(core, parent)?;
+    let src = core.dir_lookup(parent, &mut from_dir, name)?.ok_or(Errno::NOENT)?;
+    let mut to_dir = dir_inode(core, new_parent)?;
+    let moving = core.inode(src.ino)?;
+    let moving_dir = moving.mode & S_IFMT == S_IFDIR;
+    if moving_dir && is_ancestor(core, src.ino, new_parent)? {
+        return Err(Errno::INVAL);
+    }
+    let dst = core.dir_lookup(new_parent, &mut to_dir, new_name)?;
+    if let Some(dst) = &dst {
+        if dst.ino == src.ino {
+            return Ok(());
+        }
+        if dst.kind == DT_DIR && is_ancestor(core, dst.ino, parent)? {
+            return Err(Errno::NOTEMPTY);
+        }
+        let mut old = core.inode(dst.ino)?;
+        match (moving_dir, old.mode & S_IFMT == S_IFDIR) {
+            (true, false) => return Err(Errno::NOTDIR),
+            (false, true) => return Err(Errno::ISDIR),
+            (true, true) if !core.dir_is_empty(dst.ino, &mut old)? => return Err(Errno::NOTEMPTY),
+            _ => {}
+        }
+    }
+    if moving_dir && parent != new_parent && dst.is_none() {
+        if to_dir.nlink >= LINKS_MAX {
+            return Err(Errno::MLINK);
+        }
+        to_dir.nlink += 1;
+        let block = core.put_inode(new_parent, &to_dir)?;
+        core.ordered(block)?;
+    }
+    // 1. The new entry.
+    match &dst {
+        Some(dst) => {
+            let block = core.dir_retarget(new_parent, &mut to_dir, dst.offset, src.ino, src.kind)?;
+            core.ordered(block)?;
+            if let Some(index) = core.dir_index.get_mut(&new_parent) {
+                index.insert(new_name.to_vec(), dst.offset);
+            }
+        }
+        None => add_entry(core, new_parent, &mut to_dir, new_name, src.ino, src.kind)?,
+    }
+    // 2. The old entry goes (re-read: the new entry may share its block).
+    let mut from_dir = dir_inode(core, parent)?;
+    let block = core.dir_remove(parent, &mut from_dir, name, src.offset)?;
+    core.ordered(block)?;
+    touch(&mut from_dir);
+    if moving_dir && parent != new_parent {
+        from_dir.nlink -= 1;
+    }
+    let block = core.put_inode(parent, &from_dir)?;
+    core.ordered(block)?;
+    // 3. A moved directory's `..`, and the inode that was replaced.
+    if moving_dir && parent != new_parent {
+        let mut moved = core.inode(src.ino)?;
+        let dotdot = core.dir_lookup(src.ino, &mut moved, b"..")?.ok_or(Errno::IO)?;
+        let block = core.dir_retarget(src.ino, &mut moved, dotdot.offset, new_parent, DT_DIR)?;
+        core.ordered(block)?;
+    }
+    let mut moved = core.inode(src.ino)?;
+    moved.times[2] = now();
+    core.put_inode(src.ino, &moved)?;
+    if let Some(dst) = dst {
+        let old = core.inode(dst.ino)?;
+        if old.mode & S_IFMT == S_IFDIR {
+            // The replaced directory's `..` no longer counts in the new
+            // parent; a directory moved in from elsewhere counts instead.
+            let mut to_dir = dir_inode(core, new_parent)?;
+            if parent == new_parent {
+                to_dir.nlink -= 1;
+            }
+            let block = core.put_inode(new_parent, &to_dir)?;
+            core.ordered(block)?;
+            core.drop_index(dst.ino);
+            return unlinked(core, dst.ino, old, 2);
+        }
+        return unlinked(core, dst.ino, old, 1);
+    }
+    Ok(())
+}

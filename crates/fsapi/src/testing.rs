@@ -1,0 +1,155 @@
+//! Test support shared by every backend's tests: a small language of
+//! operations over a tree of a few names, run on any [`FileSystem`], and
+//! the tree a file system holds, walked into a map to compare. Property
+//! tests run the same random operations on a backend and on
+//! [`crate::ModelFs`] and compare results and trees.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+
+use crate::{resolve, Attr, FileSystem, FileType, Owner, SetAttr, ROOT};
+
+/// The names every operation picks from (few, so they collide).
+pub const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+
+/// One operation: indexes pick a directory or a file of the current
+/// tree (modulo its length) and a name of [`NAMES`].
+#[derive(Clone, Debug)]
+pub enum Op {
+    Create(usize, usize),
+    Mkdir(usize, usize),
+    Symlink(usize, usize),
+    Link(usize, usize, usize),
+    Unlink(usize, usize),
+    Rmdir(usize, usize),
+    Rename(usize, usize, usize, usize),
+    Write(usize, u16, u16),
+    Truncate(usize, u16),
+}
+
+impl Op {
+    /// An operation from six random numbers (what a property test
+    /// generates), so every backend's tests draw from one distribution.
+    pub fn decode(n: [u16; 6]) -> Op {
+        let (d, m) = (n[1] as usize % 8, n[2] as usize % NAMES.len());
+        let (e, k) = (n[3] as usize % 8, n[4] as usize % NAMES.len());
+        match n[0] % 9 {
+            0 => Op::Create(d, m),
+            1 => Op::Mkdir(d, m),
+            2 => Op::Symlink(d, m),
+            3 => Op::Link(d, e, k),
+            4 => Op::Unlink(d, m),
+            5 => Op::Rmdir(d, m),
+            6 => Op::Rename(d, m, e, k),
+            7 => Op::Write(d, n[4] % 9000, n[5] % 5000),
+            _ => Op::Truncate(d, n[5] % 9000),
+        }
+    }
+}
+
+/// The tree under `dir`: path -> (kind, content or target, links).
+pub fn walk(
+    fs: &dyn FileSystem,
+    dir: crate::Ino,
+    path: &str,
+    out: &mut BTreeMap<String, (FileType, Vec<u8>, u32)>,
+) {
+    let mut entries = Vec::new();
+    fs.readdir(dir, 0, &mut |e| {
+        entries.push(e);
+        true
+    })
+    .unwrap();
+    for e in entries {
+        let name = String::from_utf8(e.name).unwrap();
+        let child_path = format!("{path}/{name}");
+        let attr = fs.lookup(dir, OsStr::new(&name)).unwrap();
+        let content = match attr.kind {
+            FileType::File => {
+                let mut buf = vec![0u8; attr.size as usize];
+                let n = fs.read(attr.ino, 0, &mut buf).unwrap();
+                buf.truncate(n);
+                buf
+            }
+            FileType::Symlink => fs.readlink(attr.ino).unwrap(),
+            FileType::Dir => Vec::new(),
+        };
+        out.insert(child_path.clone(), (attr.kind, content, attr.nlink));
+        if attr.kind == FileType::Dir {
+            walk(fs, attr.ino, &child_path, out);
+        }
+        fs.forget(attr.ino, 1);
+    }
+}
+
+/// The tree's directories, the root ("") first.
+pub fn dirs(fs: &dyn FileSystem) -> Vec<String> {
+    let mut tree = BTreeMap::new();
+    walk(fs, ROOT, "", &mut tree);
+    let mut dirs = vec![String::new()];
+    dirs.extend(tree.into_iter().filter(|(_, (k, _, _))| *k == FileType::Dir).map(|(p, _)| p));
+    dirs
+}
+
+/// The tree's files.
+pub fn files(fs: &dyn FileSystem) -> Vec<String> {
+    let mut tree = BTreeMap::new();
+    walk(fs, ROOT, "", &mut tree);
+    tree.into_iter().filter(|(_, (k, _, _))| *k == FileType::File).map(|(p, _)| p).collect()
+}
+
+/// Runs `f` on the inode at `path`, its reference released after.
+fn with<T>(fs: &dyn FileSystem, path: &str, f: impl FnOnce(&Attr) -> T) -> T {
+    let attr = resolve(fs, path).unwrap();
+    let out = f(&attr);
+    fs.forget(attr.ino, 1);
+    out
+}
+
+/// Runs `op` on `fs`, whose tree lists `dirs` and `files` (the same on
+/// both file systems, as the test checks): the errno or nothing.
+pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) -> Result<(), crate::Errno> {
+    let pick = |list: &[String], i: usize| list.get(i % list.len().max(1)).cloned();
+    let dir = |i: usize| pick(dirs, i).unwrap_or_default();
+    let owner = Owner::root(0o644);
+    let keep = |r: crate::Result<Attr>| r.map(|a| fs.forget(a.ino, 1));
+    match *op {
+        Op::Create(d, n) => with(fs, &dir(d), |p| keep(fs.create(p.ino, OsStr::new(NAMES[n]), owner))),
+        Op::Mkdir(d, n) => with(fs, &dir(d), |p| keep(fs.mkdir(p.ino, OsStr::new(NAMES[n]), owner))),
+        Op::Symlink(d, n) => {
+            with(fs, &dir(d), |p| keep(fs.symlink(p.ino, OsStr::new(NAMES[n]), OsStr::new("../t"), owner)))
+        }
+        Op::Link(f, d, n) => match pick(files, f) {
+            Some(file) => {
+                with(fs, &file, |a| with(fs, &dir(d), |p| keep(fs.link(a.ino, p.ino, OsStr::new(NAMES[n])))))
+            }
+            None => Ok(()),
+        },
+        Op::Unlink(d, n) => with(fs, &dir(d), |p| fs.unlink(p.ino, OsStr::new(NAMES[n]))),
+        Op::Rmdir(d, n) => with(fs, &dir(d), |p| fs.rmdir(p.ino, OsStr::new(NAMES[n]))),
+        Op::Rename(a, m, b, n) => with(fs, &dir(a), |pa| {
+            with(fs, &dir(b), |pb| fs.rename(pa.ino, OsStr::new(NAMES[m]), pb.ino, OsStr::new(NAMES[n])))
+        }),
+        Op::Write(f, offset, len) => match pick(files, f) {
+            Some(file) => with(fs, &file, |a| {
+                let data: Vec<u8> =
+                    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(offset as u8)).collect();
+                fs.write(a.ino, u64::from(offset), &data).map(|_| ())
+            }),
+            None => Ok(()),
+        },
+        Op::Truncate(f, size) => match pick(files, f) {
+            Some(file) => with(fs, &file, |a| {
+                fs.setattr(a.ino, &SetAttr { size: Some(u64::from(size)), ..SetAttr::default() }).map(|_| ())
+            }),
+            None => Ok(()),
+        },
+    }
+}
+
+/// The whole tree of `fs`.
+pub fn tree(fs: &dyn FileSystem) -> BTreeMap<String, (FileType, Vec<u8>, u32)> {
+    let mut out = BTreeMap::new();
+    walk(fs, ROOT, "", &mut out);
+    out
+}
