@@ -1,2 +1,3 @@
 mod common;
+mod files;
 mod model;

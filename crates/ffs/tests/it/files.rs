@@ -1,0 +1,159 @@
+//! Files past the direct blocks, large directories, full file systems and
+//! images that are not what they should be.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use device::{Device, MemDevice};
+use ffs::{Ffs, FsError, MountOptions, Policy};
+use fsapi::{Errno, FileSystem, Owner, SetAttr, ROOT};
+
+use crate::common::{fresh, mount};
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed)).collect()
+}
+
+fn read_all(fs: &dyn FileSystem, ino: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let n = fs.read(ino, 0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn a_file_through_its_single_and_double_indirect_blocks_reads_back_after_a_remount() {
+    let dev = fresh(64 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let f = fs.create(ROOT, OsStr::new("big"), Owner::root(0o644)).unwrap();
+    // Direct, single indirect (from 48 KiB) and double indirect (from 4.05 MiB).
+    let places = [(0u64, 5000usize), (60 << 10, 9000), (5 << 20, 20_000), (20 << 20, 4096)];
+    for (i, (at, len)) in places.iter().enumerate() {
+        fs.write(f.ino, *at, &pattern(*len, i as u8)).unwrap();
+    }
+    fs.unmount().unwrap();
+    let fs = mount(&dev, Policy::Async);
+    let f = fs.lookup(ROOT, OsStr::new("big")).unwrap();
+    assert_eq!(f.size, (20 << 20) + 4096);
+    for (i, (at, len)) in places.iter().enumerate() {
+        let mut buf = vec![0u8; *len];
+        fs.read(f.ino, *at, &mut buf).unwrap();
+        assert_eq!(buf, pattern(*len, i as u8), "piece {i}");
+    }
+    let mut hole = vec![1u8; 4096];
+    fs.read(f.ino, 10 << 20, &mut hole).unwrap();
+    assert!(hole.iter().all(|&b| b == 0), "a hole reads as zeros");
+}
+
+#[test]
+fn truncating_a_large_file_gives_its_blocks_back() {
+    let dev = fresh(64 << 20);
+    let fs = mount(&dev, Policy::Sync);
+    let free = fs.statfs().unwrap().blocks_free;
+    let f = fs.create(ROOT, OsStr::new("big"), Owner::root(0o644)).unwrap();
+    fs.write(f.ino, 0, &pattern(6 << 20, 1)).unwrap();
+    assert!(fs.statfs().unwrap().blocks_free < free - 1536);
+    fs.setattr(f.ino, &SetAttr { size: Some(1000), ..SetAttr::default() }).unwrap();
+    assert_eq!(fs.statfs().unwrap().blocks_free, free - 1);
+    assert_eq!(read_all(&fs, f.ino, 5000), pattern(1000, 1));
+}
+
+#[test]
+fn a_directory_of_thousands_of_entries_is_listed_once_while_emptied() {
+    let dev = fresh(64 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let d = fs.mkdir(ROOT, OsStr::new("d"), Owner::root(0o755)).unwrap();
+    for i in 0..3000 {
+        let f = fs
+            .create(d.ino, OsStr::new(&format!("file-with-a-longish-name-{i}")), Owner::root(0o644))
+            .unwrap();
+        fs.forget(f.ino, 1);
+    }
+    assert_eq!(
+        fs.lookup(d.ino, OsStr::new("file-with-a-longish-name-2999")).unwrap().kind,
+        fsapi::FileType::File
+    );
+    // rm -rf: read a batch, unlink it, continue from the cookie.
+    let (mut offset, mut removed) = (0, 0);
+    loop {
+        let mut batch = Vec::new();
+        fs.readdir(d.ino, offset, &mut |e| {
+            batch.push(e);
+            batch.len() < 100
+        })
+        .unwrap();
+        let Some(last) = batch.last() else { break };
+        offset = last.next;
+        for e in &batch {
+            fs.unlink(d.ino, OsStr::new(std::str::from_utf8(&e.name).unwrap())).unwrap();
+            removed += 1;
+        }
+    }
+    assert_eq!(removed, 3000);
+    fs.rmdir(ROOT, OsStr::new("d")).unwrap();
+}
+
+#[test]
+fn a_full_file_system_says_enospc_and_stays_usable() {
+    let dev = fresh(8 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let f = fs.create(ROOT, OsStr::new("fill"), Owner::root(0o644)).unwrap();
+    let chunk = pattern(1 << 20, 3);
+    let mut at = 0u64;
+    let err = loop {
+        match fs.write(f.ino, at, &chunk) {
+            Ok(n) if n == chunk.len() => at += n as u64,
+            Ok(n) => at += n as u64,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err, Errno::NOSPC);
+    assert_eq!(fs.statfs().unwrap().blocks_free, 0);
+    fs.unlink(ROOT, OsStr::new("fill")).unwrap();
+    fs.forget(f.ino, 1);
+    fs.create(ROOT, OsStr::new("after"), Owner::root(0o644)).unwrap();
+    fs.unmount().unwrap();
+}
+
+#[test]
+fn a_device_without_a_file_system_is_named_as_such() {
+    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(8 << 20).unwrap());
+    let err = Ffs::mount(dev, &MountOptions::default()).err().unwrap();
+    assert!(matches!(err, FsError::NotAFileSystem), "{err}");
+}
+
+#[test]
+fn a_damaged_superblock_falls_back_to_the_other_slot() {
+    let dev = fresh(8 << 20);
+    mount(&dev, Policy::Async).unmount().unwrap();
+    let sb = ffs::format::Superblock::decode(&{
+        let mut b = vec![0u8; 4096];
+        let slot = ffs::read_superblock(&dev).unwrap().generation % 2;
+        dev.read_at(&mut b, slot * 4096).unwrap();
+        b
+    })
+    .unwrap();
+    // Damage the newest slot: the older one is taken.
+    dev.write_at(&[0xee; 512], (sb.generation % 2) * 4096).unwrap();
+    let older = ffs::read_superblock(&dev).unwrap();
+    assert_eq!(older.generation, sb.generation - 1);
+}
+
+#[test]
+fn a_damaged_group_header_is_refused_at_mount() {
+    let dev = fresh(8 << 20);
+    let sb = ffs::read_superblock(&dev).unwrap();
+    dev.write_at(&[0x55; 512], sb.group_start(0) * 4096).unwrap();
+    let err = Ffs::mount(dev, &MountOptions::default()).err().unwrap();
+    assert!(err.to_string().contains("group 0"), "{err}");
+}
+
+#[test]
+fn names_over_255_bytes_are_refused() {
+    let dev = fresh(8 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let long = "n".repeat(256);
+    assert_eq!(fs.create(ROOT, OsStr::new(&long), Owner::root(0o644)).err(), Some(Errno::NAMETOOLONG));
+    let max = "n".repeat(255);
+    fs.create(ROOT, OsStr::new(&max), Owner::root(0o644)).unwrap();
+}
