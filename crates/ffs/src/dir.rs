@@ -91,6 +91,26 @@ impl Core {
         Ok(found)
     }
 
+    /// Whether directory `dir` can take an entry of `name_len` bytes
+    /// without growing (fsck adds to lost+found only so: it must not
+    /// allocate from maps it has not rebuilt yet).
+    pub fn dir_has_room(&mut self, dir: u32, inode: &mut DiskInode, name_len: usize) -> Result<bool, Errno> {
+        let need = record_bytes(name_len);
+        for n in 0..inode.size / BLOCK {
+            let (_, bytes) = self.dir_block(dir, inode, n)?;
+            let mut at = 0usize;
+            while at < BLOCK_BYTES {
+                let Some(rec) = DirRecord::read(&bytes, at) else { break };
+                let used = if rec.ino == 0 { 0 } else { record_bytes(rec.name.len()) };
+                if rec.reclen as usize - used >= need {
+                    return Ok(true);
+                }
+                at += rec.reclen as usize;
+            }
+        }
+        Ok(false)
+    }
+
     /// Adds `name -> ino` to directory `dir` (the name must not be there).
     /// Returns the device block written, for the policy's ordering.
     pub fn dir_add(

@@ -15,6 +15,7 @@ mod cache;
 mod core;
 mod dir;
 pub mod format;
+pub mod fsck;
 mod mkfs;
 mod mount;
 mod ops;

@@ -113,12 +113,22 @@ impl Ffs {
             debug_assert_eq!(got, ino, "a new file system hands out inodes 1 and 2 first");
             let mut inode = new_inode(S_IFDIR, Owner::root(if ino == ROOT_INO { 0o755 } else { 0o700 }));
             inode.nlink = 2;
-            let hint = core.inode_group_data(ino);
-            let block = core.alloc_block(hint).map_err(errno)?;
-            core.dir_init(block, ino, parent).map_err(errno)?;
-            inode.direct[0] = block;
-            inode.size = BLOCK_BYTES as u64;
-            inode.blocks_512 = 8;
+            // lost+found gets four blocks of room, as FFS's: fsck fills it
+            // without allocating.
+            let blocks = if ino == LOST_FOUND_INO { 4 } else { 1 };
+            for n in 0..blocks {
+                let hint = core.inode_group_data(ino);
+                let block = core.alloc_block(hint).map_err(errno)?;
+                if n == 0 {
+                    core.dir_init(block, ino, parent).map_err(errno)?;
+                } else {
+                    let empty = DirRecord { ino: 0, reclen: BLOCK_BYTES as u16, kind: 0, name: Vec::new() };
+                    empty.write(core.cache.fresh(u64::from(block)).map_err(FsError::Device)?, 0);
+                }
+                inode.direct[n] = block;
+            }
+            inode.size = BLOCK_BYTES as u64 * blocks as u64;
+            inode.blocks_512 = 8 * blocks as u64;
             core.put_inode(ino, &inode).map_err(errno)?;
         }
         let mut root = core.inode(ROOT_INO).map_err(errno)?;

@@ -1,3 +1,4 @@
 mod common;
 mod files;
+mod fsck;
 mod model;

@@ -27,6 +27,8 @@ fn check(numbers: Vec<[u16; 6]>, policy: Policy) -> Result<(), TestCaseError> {
     }
     prop_assert_eq!(tree(&model), tree(&fs));
     fs.unmount().unwrap();
+    let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
+    prop_assert!(report.clean(), "{:?}", report.findings);
     let fs = mount(&dev, policy);
     prop_assert_eq!(tree(&model), tree(&fs));
     Ok(())

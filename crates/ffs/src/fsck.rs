@@ -1,0 +1,711 @@
+//! Checking an unmounted file system, as fsck_ffs does, in its five
+//! passes: (1) inodes and the blocks they claim, (2) directory entries,
+//! `.` and `..`, (3) connectivity, (4) link counts, (5) bitmaps and
+//! summary counts. Every finding is in a named class; `-p` (preen)
+//! repairs only the classes safe to repair unattended (what the `sync`
+//! policy can leave), `-y` repairs everything, `-n` nothing.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::cache::Cache;
+use crate::core::{Core, GroupCounts};
+use crate::format::*;
+use crate::mount::read_superblock;
+use crate::{Dev, FsError, Policy};
+
+/// What fsck may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repair {
+    /// `-n`: report only.
+    No,
+    /// `-p`: the safe classes only.
+    Preen,
+    /// `-y`: everything.
+    Yes,
+}
+
+/// The kinds of damage fsck names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    /// An inode slot neither free nor a valid inode (torn or never written).
+    GarbageInode,
+    /// A block pointer outside the data area.
+    BadBlockPointer,
+    /// A block claimed by two inodes (or twice by one).
+    BlockClaimedTwice,
+    /// A directory block whose records do not tile it.
+    BadDirectoryBlock,
+    /// An entry naming a free or uninitialised inode.
+    EntryNamingFreeInode,
+    /// A directory whose `.` or `..` is wrong.
+    BadDotDot,
+    /// An allocated inode no entry names.
+    UnattachedInode,
+    /// More links recorded than entries name the inode.
+    LinkCountTooHigh,
+    /// Fewer links recorded than entries name the inode.
+    LinkCountTooLow,
+    /// A block some inode claims that the map says is free.
+    BlockInUseButFree,
+    /// A block the map says is in use that no inode claims.
+    LeakedBlock,
+    /// An allocated inode the map says is free.
+    InodeInUseButFree,
+    /// An inode number the map says is in use whose slot is free.
+    LeakedInode,
+    /// Free-block, free-inode or directory counts that are wrong.
+    WrongSummaryCounts,
+    /// An inode's count of allocated blocks that is wrong.
+    WrongBlockCount,
+}
+
+impl Class {
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::GarbageInode => "garbage_inode",
+            Class::BadBlockPointer => "bad_block_pointer",
+            Class::BlockClaimedTwice => "block_claimed_twice",
+            Class::BadDirectoryBlock => "bad_directory_block",
+            Class::EntryNamingFreeInode => "entry_naming_free_inode",
+            Class::BadDotDot => "bad_dot_dot",
+            Class::UnattachedInode => "unattached_inode",
+            Class::LinkCountTooHigh => "link_count_too_high",
+            Class::LinkCountTooLow => "link_count_too_low",
+            Class::BlockInUseButFree => "block_in_use_but_free",
+            Class::LeakedBlock => "leaked_block",
+            Class::InodeInUseButFree => "inode_in_use_but_free",
+            Class::LeakedInode => "leaked_inode",
+            Class::WrongSummaryCounts => "wrong_summary_counts",
+            Class::WrongBlockCount => "wrong_block_count",
+        }
+    }
+
+    /// Whether preen (`-p`) repairs it: the damage a `sync` crash leaves.
+    pub fn preen_safe(self) -> bool {
+        matches!(
+            self,
+            Class::UnattachedInode
+                | Class::LinkCountTooHigh
+                | Class::BlockInUseButFree
+                | Class::LeakedBlock
+                | Class::InodeInUseButFree
+                | Class::LeakedInode
+                | Class::WrongSummaryCounts
+                | Class::WrongBlockCount
+        )
+    }
+}
+
+/// One thing found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub class: Class,
+    pub detail: String,
+    /// Whether this run repaired it.
+    pub repaired: bool,
+}
+
+/// The outcome of a check.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+    pub inodes_checked: u64,
+    pub blocks_claimed: u64,
+    pub directories: u64,
+}
+
+impl Report {
+    /// Findings per class.
+    pub fn counts(&self) -> BTreeMap<Class, usize> {
+        let mut out = BTreeMap::new();
+        for f in &self.findings {
+            *out.entry(f.class).or_default() += 1;
+        }
+        out
+    }
+
+    pub fn clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    /// Damage found and not repaired.
+    pub fn damage_left(&self) -> bool {
+        self.findings.iter().any(|f| !f.repaired)
+    }
+}
+
+/// An inode pass 1 found allocated.
+struct Seen {
+    inode: DiskInode,
+    /// Entries naming it (pass 2), `..` of subdirectories included.
+    names: u32,
+}
+
+/// A directory entry pass 2 read.
+struct Entry {
+    dir: u32,
+    name: Vec<u8>,
+    ino: u32,
+    offset: u64,
+}
+
+struct Checker {
+    core: Core,
+    repair: Repair,
+    report: Report,
+    inodes: BTreeMap<u32, Seen>,
+    /// block -> the inode claiming it.
+    claims: HashMap<u64, u32>,
+    entries: Vec<Entry>,
+    /// directory -> its parent by `..`.
+    dotdot: HashMap<u32, u32>,
+}
+
+/// Checks the file system on `dev` (not mounted) and repairs as `repair`
+/// allows. Unrecoverable: no superblock, a geometry that does not fit.
+pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
+    let sb = read_superblock(dev)?;
+    if sb.blocks * BLOCK_BYTES as u64 > dev.size_bytes() {
+        return Err(FsError::Damaged("the superblock's size is larger than the device".into()));
+    }
+    let groups = vec![GroupCounts::default(); sb.groups as usize];
+    let core = Core {
+        sb,
+        groups,
+        cache: Cache::new(Arc::clone(dev), 256 << 20),
+        policy: Policy::Async,
+        refs: HashMap::new(),
+        dir_index: HashMap::new(),
+        failed: None,
+    };
+    let mut c = Checker {
+        core,
+        repair,
+        report: Report::default(),
+        inodes: BTreeMap::new(),
+        claims: HashMap::new(),
+        entries: Vec::new(),
+        dotdot: HashMap::new(),
+    };
+    c.pass1_inodes()?;
+    c.pass2_entries()?;
+    c.pass3_connectivity()?;
+    c.pass4_link_counts()?;
+    c.pass5_maps()?;
+    if repair != Repair::No && c.report.findings.iter().any(|f| f.repaired) {
+        c.core.cache.write_back(true).map_err(FsError::Device)?;
+        if let Some(cause) = &c.core.failed {
+            return Err(FsError::Invalid(format!("a repair could not be written: {cause}")));
+        }
+    }
+    Ok(c.report)
+}
+
+impl Checker {
+    /// Records a finding; returns whether to repair it.
+    fn found(&mut self, class: Class, detail: String) -> bool {
+        let repaired = match self.repair {
+            Repair::No => false,
+            Repair::Preen => class.preen_safe(),
+            Repair::Yes => true,
+        };
+        self.report.findings.push(Finding { class, detail, repaired });
+        repaired
+    }
+
+    fn errno(e: fsapi::Errno) -> FsError {
+        FsError::Invalid(format!("reading the file system: {e}"))
+    }
+
+    fn read(&mut self, block: u64) -> Result<Vec<u8>, FsError> {
+        Ok(self.core.cache.read(block)?.to_vec())
+    }
+
+    /// Whether `block` lies in some group's data area.
+    fn is_data(&self, block: u64) -> bool {
+        let sb = &self.core.sb;
+        if block < sb.first_group_block || block >= sb.blocks {
+            return false;
+        }
+        let g = ((block - sb.first_group_block) / u64::from(sb.blocks_per_group)) as u32;
+        block - sb.group_start(g) >= u64::from(sb.group_overhead_blocks())
+    }
+
+    // Pass 1: every inode slot; the blocks allocated inodes claim.
+    fn pass1_inodes(&mut self) -> Result<(), FsError> {
+        let total = self.core.sb.total_inodes() as u32;
+        for ino in 1..=total {
+            let (block, at) = self.core.sb.inode_place(ino);
+            let bytes = self.read(block)?;
+            match DiskInode::decode(ino, &bytes[at..at + INODE_BYTES]) {
+                InodeSlot::Free => {}
+                InodeSlot::Garbage => {
+                    if self.found(Class::GarbageInode, format!("inode {ino} is neither free nor valid")) {
+                        self.core.clear_inode(ino).map_err(Self::errno)?;
+                    }
+                }
+                InodeSlot::Used(inode) => {
+                    self.report.inodes_checked += 1;
+                    let inode = self.claim_blocks(ino, inode)?;
+                    self.inodes.insert(ino, Seen { inode, names: 0 });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks an inode's pointers, claiming each block; a pointer outside
+    /// the data area or to a block already claimed is cut (when repaired).
+    fn claim_blocks(&mut self, ino: u32, mut inode: DiskInode) -> Result<DiskInode, FsError> {
+        let mut claimed = 0u64;
+        let mut changed = false;
+        for i in 0..DIRECT_POINTERS {
+            if inode.direct[i] != 0 && !self.claim(ino, u64::from(inode.direct[i]), &mut claimed) {
+                inode.direct[i] = 0;
+                changed = true;
+            }
+        }
+        for (level, slot) in [(1u32, inode.single), (2, inode.double)] {
+            if slot == 0 {
+                continue;
+            }
+            let keep = self.claim(ino, u64::from(slot), &mut claimed)
+                && self.claim_indirect(ino, slot, level, &mut claimed)?;
+            if !keep {
+                changed = true;
+                if level == 1 {
+                    inode.single = 0;
+                } else {
+                    inode.double = 0;
+                }
+            }
+        }
+        let units = claimed * 8;
+        if inode.blocks_512 != units {
+            let detail = format!("inode {ino} says {} units allocated, holds {units}", inode.blocks_512);
+            if self.found(Class::WrongBlockCount, detail) {
+                inode.blocks_512 = units;
+                changed = true;
+            }
+        }
+        if changed && self.repair != Repair::No {
+            self.core.put_inode(ino, &inode).map_err(Self::errno)?;
+        }
+        self.report.blocks_claimed += claimed;
+        Ok(inode)
+    }
+
+    /// Claims `block` for `ino`; false when the pointer is bad (and was
+    /// reported).
+    fn claim(&mut self, ino: u32, block: u64, claimed: &mut u64) -> bool {
+        if !self.is_data(block) {
+            self.found(
+                Class::BadBlockPointer,
+                format!("inode {ino} points at block {block}, outside the data area"),
+            );
+            return false;
+        }
+        if let Some(other) = self.claims.get(&block) {
+            let detail = format!("block {block} is claimed by inode {other} and by inode {ino}");
+            self.found(Class::BlockClaimedTwice, detail);
+            return false;
+        }
+        self.claims.insert(block, ino);
+        *claimed += 1;
+        true
+    }
+
+    fn claim_indirect(
+        &mut self,
+        ino: u32,
+        block: u32,
+        level: u32,
+        claimed: &mut u64,
+    ) -> Result<bool, FsError> {
+        let bytes = self.read(u64::from(block))?;
+        let mut out = bytes.clone();
+        let mut changed = false;
+        for i in 0..POINTERS_PER_BLOCK as usize {
+            let p = pointer_at(&bytes, i);
+            if p == 0 {
+                continue;
+            }
+            let ok = self.claim(ino, u64::from(p), claimed)
+                && (level == 1 || self.claim_indirect(ino, p, 1, claimed)?);
+            if !ok {
+                set_pointer(&mut out, i, 0);
+                changed = true;
+            }
+        }
+        if changed && self.repair != Repair::No {
+            self.core.cache.modify(u64::from(block))?.copy_from_slice(&out);
+        }
+        Ok(true)
+    }
+
+    // Pass 2: every directory's records; `.` and `..`.
+    fn pass2_entries(&mut self) -> Result<(), FsError> {
+        let dirs: Vec<u32> =
+            self.inodes.iter().filter(|(_, s)| s.inode.kind_bits() == S_IFDIR).map(|(i, _)| *i).collect();
+        for dir in dirs {
+            self.report.directories += 1;
+            self.read_directory(dir)?;
+        }
+        let entries = std::mem::take(&mut self.entries);
+        let mut kept = Vec::with_capacity(entries.len());
+        for e in entries {
+            if e.name == b"." || e.name == b".." {
+                kept.push(e);
+                continue;
+            }
+            if self.inodes.contains_key(&e.ino) {
+                kept.push(e);
+                continue;
+            }
+            let name = String::from_utf8_lossy(&e.name).into_owned();
+            let detail = format!(
+                "entry '{name}' in directory {} names inode {}, which is free or uninitialised",
+                e.dir, e.ino
+            );
+            if self.found(Class::EntryNamingFreeInode, detail) {
+                let mut inode = self.inodes[&e.dir].inode.clone();
+                self.core.dir_remove(e.dir, &mut inode, &e.name, e.offset).map_err(Self::errno)?;
+            }
+        }
+        self.entries = kept;
+        for e in &self.entries {
+            if e.name == b"." {
+                continue;
+            }
+            if e.name == b".." {
+                self.dotdot.insert(e.dir, e.ino);
+            }
+        }
+        self.check_dots()?;
+        for e in &self.entries {
+            if e.name != b"." && e.name != b".." {
+                if let Some(seen) = self.inodes.get_mut(&e.ino) {
+                    seen.names += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads directory `dir`'s records into `entries`; a block whose
+    /// records do not tile it is reported (and, repaired, emptied).
+    fn read_directory(&mut self, dir: u32) -> Result<(), FsError> {
+        let mut inode = self.inodes[&dir].inode.clone();
+        let blocks = inode.size / BLOCK_BYTES as u64;
+        for n in 0..blocks {
+            let Some((block, _)) = self.core.bmap(dir, &mut inode, n, false).map_err(Self::errno)? else {
+                if self.found(Class::BadDirectoryBlock, format!("directory {dir} has a hole at block {n}")) {
+                    let block = self
+                        .core
+                        .bmap(dir, &mut inode, n, true)
+                        .map_err(Self::errno)?
+                        .map(|b| b.0)
+                        .unwrap_or(0);
+                    let empty = DirRecord { ino: 0, reclen: BLOCK_BYTES as u16, kind: 0, name: Vec::new() };
+                    empty.write(self.core.cache.modify(u64::from(block))?, 0);
+                    self.core.put_inode(dir, &inode).map_err(Self::errno)?;
+                }
+                continue;
+            };
+            let bytes = self.read(u64::from(block))?;
+            let mut at = 0usize;
+            while at < BLOCK_BYTES {
+                let Some(rec) = DirRecord::read(&bytes, at) else {
+                    let detail = format!("directory {dir}, block {n}: a malformed record at byte {at}");
+                    if self.found(Class::BadDirectoryBlock, detail) {
+                        // The rest of the block becomes one empty record.
+                        let rest = DirRecord {
+                            ino: 0,
+                            reclen: (BLOCK_BYTES - at) as u16,
+                            kind: 0,
+                            name: Vec::new(),
+                        };
+                        rest.write(self.core.cache.modify(u64::from(block))?, at);
+                    }
+                    break;
+                };
+                if rec.ino != 0 {
+                    let offset = n * BLOCK_BYTES as u64 + at as u64;
+                    self.entries.push(Entry { dir, name: rec.name.clone(), ino: rec.ino, offset });
+                }
+                at += rec.reclen as usize;
+            }
+        }
+        Ok(())
+    }
+
+    /// `.` must name the directory, `..` a directory (the root's itself).
+    fn check_dots(&mut self) -> Result<(), FsError> {
+        let dirs: Vec<u32> =
+            self.inodes.iter().filter(|(_, s)| s.inode.kind_bits() == S_IFDIR).map(|(i, _)| *i).collect();
+        for dir in dirs {
+            let dot = self.entries.iter().find(|e| e.dir == dir && e.name == b".").map(|e| e.ino);
+            let parent = self.dotdot.get(&dir).copied();
+            let parent_ok =
+                parent.is_some_and(|p| self.inodes.get(&p).is_some_and(|s| s.inode.kind_bits() == S_IFDIR));
+            if dot != Some(dir) || !parent_ok {
+                let detail = format!("directory {dir}: '.' names {dot:?}, '..' names {parent:?}");
+                self.found(Class::BadDotDot, detail);
+            }
+        }
+        Ok(())
+    }
+
+    // Pass 3: directories reachable from the root; inodes nothing names.
+    fn pass3_connectivity(&mut self) -> Result<(), FsError> {
+        let mut reachable: HashSet<u32> = HashSet::new();
+        let mut stack = vec![ROOT_INO];
+        let children: HashMap<u32, Vec<u32>> = self
+            .entries
+            .iter()
+            .filter(|e| e.name != b"." && e.name != b"..")
+            .fold(HashMap::new(), |mut m, e| {
+                m.entry(e.dir).or_default().push(e.ino);
+                m
+            });
+        while let Some(d) = stack.pop() {
+            if !reachable.insert(d) {
+                continue;
+            }
+            stack.extend(children.get(&d).into_iter().flatten().copied());
+        }
+        let unattached: Vec<u32> = self.inodes.keys().copied().filter(|i| !reachable.contains(i)).collect();
+        for ino in unattached {
+            let seen = &self.inodes[&ino];
+            if seen.names > 0 && seen.inode.kind_bits() != S_IFDIR {
+                continue; // named from a directory that is itself unattached
+            }
+            let (size, links) = (seen.inode.size, seen.inode.nlink);
+            let detail = format!("inode {ino} ({size} bytes, {links} links) is named by no reachable entry");
+            if self.found(Class::UnattachedInode, detail) {
+                self.reattach(ino)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts an unattached inode in lost+found as `#INO`, or frees it when
+    /// it holds nothing (an empty file, as fsck_ffs clears).
+    fn reattach(&mut self, ino: u32) -> Result<(), FsError> {
+        let inode = self.inodes[&ino].inode.clone();
+        let dir = inode.kind_bits() == S_IFDIR;
+        if !dir && inode.size == 0 {
+            self.core.clear_inode(ino).map_err(Self::errno)?;
+            self.inodes.remove(&ino);
+            return Ok(());
+        }
+        let mut lf = self.core.inode(LOST_FOUND_INO).map_err(Self::errno)?;
+        let name = format!("#{ino}");
+        let dt = match inode.kind_bits() {
+            S_IFDIR => DT_DIR,
+            S_IFLNK => DT_SYMLINK,
+            _ => DT_FILE,
+        };
+        // lost+found is made with room (mkfs gives it four blocks): fsck
+        // never grows it, since the maps it would allocate from are not
+        // rebuilt until pass 5.
+        if !self.core.dir_has_room(LOST_FOUND_INO, &mut lf, name.len()).map_err(Self::errno)? {
+            self.found(Class::UnattachedInode, format!("lost+found is full: inode {ino} stays unattached"));
+            if let Some(last) = self.report.findings.last_mut() {
+                last.repaired = false;
+            }
+            return Ok(());
+        }
+        self.core.dir_add(LOST_FOUND_INO, &mut lf, name.as_bytes(), ino, dt).map_err(Self::errno)?;
+        if dir {
+            lf.nlink += 1;
+            let mut moved = inode.clone();
+            if let Ok(Some(dotdot)) = self.core.dir_lookup(ino, &mut moved, b"..") {
+                self.core
+                    .dir_retarget(ino, &mut moved, dotdot.offset, LOST_FOUND_INO, DT_DIR)
+                    .map_err(Self::errno)?;
+            }
+            self.dotdot.insert(ino, LOST_FOUND_INO);
+        }
+        self.core.put_inode(LOST_FOUND_INO, &lf).map_err(Self::errno)?;
+        if let Some(seen) = self.inodes.get_mut(&ino) {
+            seen.names += 1;
+        }
+        if let Some(seen) = self.inodes.get_mut(&LOST_FOUND_INO) {
+            seen.inode = lf;
+        }
+        Ok(())
+    }
+
+    // Pass 4: each inode's link count against the entries naming it.
+    fn pass4_link_counts(&mut self) -> Result<(), FsError> {
+        let subdirs: HashMap<u32, u32> =
+            self.dotdot.iter().filter(|(d, p)| d != p).fold(HashMap::new(), |mut m, (_, p)| {
+                *m.entry(*p).or_default() += 1;
+                m
+            });
+        let inos: Vec<u32> = self.inodes.keys().copied().collect();
+        for ino in inos {
+            let seen = &self.inodes[&ino];
+            let (mut inode, seen_names) = (seen.inode.clone(), seen.names);
+            let dir = inode.kind_bits() == S_IFDIR;
+            // A directory: its entry, its `.`, and each subdirectory's `..`.
+            let names =
+                if dir { seen_names + 1 + subdirs.get(&ino).copied().unwrap_or(0) } else { seen_names };
+            let names = if ino == ROOT_INO { names + 1 } else { names };
+            let links = u32::from(inode.nlink);
+            if links == names {
+                continue;
+            }
+            let class = if links > names { Class::LinkCountTooHigh } else { Class::LinkCountTooLow };
+            if self.found(class, format!("inode {ino} has {links} links, {names} entries name it")) {
+                inode.nlink = names as u16;
+                if names == 0 {
+                    self.core.clear_inode(ino).map_err(Self::errno)?;
+                    self.inodes.remove(&ino);
+                } else {
+                    self.core.put_inode(ino, &inode).map_err(Self::errno)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // Pass 5: bitmaps and counts against what the inodes claim.
+    fn pass5_maps(&mut self) -> Result<(), FsError> {
+        let sb = self.core.sb.clone();
+        let mut totals = GroupCounts::default();
+        let mut headers = Vec::new();
+        for g in 0..sb.groups {
+            let counts = self.check_group_maps(g)?;
+            totals.free_blocks += counts.free_blocks;
+            totals.free_inodes += counts.free_inodes;
+            totals.dirs += counts.dirs;
+            headers.push(counts);
+        }
+        let mut wrong = Vec::new();
+        for (g, counts) in headers.iter().enumerate() {
+            let start = sb.group_start(g as u32);
+            let bytes = self.read(start)?;
+            let stored = GroupHeader::decode(&bytes, g as u32, sb.fs_id).ok();
+            let same = stored.as_ref().is_some_and(|h| {
+                (h.free_blocks, h.free_inodes, h.dirs)
+                    == (counts.free_blocks, counts.free_inodes, counts.dirs)
+            });
+            if !same {
+                wrong.push((g as u32, *counts));
+            }
+        }
+        let sb_same = (sb.free_blocks, sb.free_inodes, sb.dirs)
+            == (u64::from(totals.free_blocks), u64::from(totals.free_inodes), u64::from(totals.dirs));
+        if wrong.is_empty() && sb_same {
+            return Ok(());
+        }
+        let detail = format!(
+            "{} group headers and {} superblock counts are wrong",
+            wrong.len(),
+            if sb_same { "no" } else { "the" }
+        );
+        if !self.found(Class::WrongSummaryCounts, detail) {
+            return Ok(());
+        }
+        for (g, counts) in wrong {
+            let header = GroupHeader {
+                group: g,
+                blocks: sb.group_blocks(g),
+                free_blocks: counts.free_blocks,
+                free_inodes: counts.free_inodes,
+                dirs: counts.dirs,
+                fs_id: sb.fs_id,
+            };
+            self.core.cache.modify(sb.group_start(g))?[..512].copy_from_slice(&header.encode());
+        }
+        self.core.sb.free_blocks = u64::from(totals.free_blocks);
+        self.core.sb.free_inodes = u64::from(totals.free_inodes);
+        self.core.sb.dirs = u64::from(totals.dirs);
+        self.core.sb.generation += 1;
+        let slot = self.core.sb.generation % 2;
+        let bytes = self.core.sb.encode();
+        self.core.cache.fresh(slot)?[..bytes.len()].copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    /// Group `g`'s maps against the claims; returns its true counts.
+    fn check_group_maps(&mut self, g: u32) -> Result<GroupCounts, FsError> {
+        let sb = self.core.sb.clone();
+        let start = sb.group_start(g);
+        let blocks = sb.group_blocks(g);
+        let overhead = sb.group_overhead_blocks();
+        let mut map = self.read(start + 1)?;
+        let (mut in_use_free, mut leaked) = (0u32, 0u32);
+        let mut free = 0u32;
+        for i in 0..blocks {
+            let used = i < overhead || self.claims.contains_key(&(start + u64::from(i)));
+            let marked = map[(i / 8) as usize] & (1 << (i % 8)) != 0;
+            match (used, marked) {
+                (true, false) => in_use_free += 1,
+                (false, true) => leaked += 1,
+                _ => {}
+            }
+            if used {
+                map[(i / 8) as usize] |= 1 << (i % 8);
+            } else {
+                map[(i / 8) as usize] &= !(1 << (i % 8));
+                free += 1;
+            }
+        }
+        let mut fix_blocks = false;
+        if in_use_free > 0 {
+            fix_blocks |= self.found(
+                Class::BlockInUseButFree,
+                format!("group {g}: {in_use_free} blocks in use are free in the map"),
+            );
+        }
+        if leaked > 0 {
+            fix_blocks |= self.found(
+                Class::LeakedBlock,
+                format!("group {g}: {leaked} blocks marked in use belong to nothing"),
+            );
+        }
+        if fix_blocks {
+            self.core.cache.modify(start + 1)?.copy_from_slice(&map);
+        }
+        let mut imap = self.read(start + 2)?;
+        let (mut inode_free, mut inode_leaked, mut free_inodes, mut dirs) = (0u32, 0u32, 0u32, 0u32);
+        for i in 0..sb.inodes_per_group {
+            let ino = g * sb.inodes_per_group + i + 1;
+            let seen = self.inodes.get(&ino);
+            let marked = imap[(i / 8) as usize] & (1 << (i % 8)) != 0;
+            match (seen.is_some(), marked) {
+                (true, false) => inode_free += 1,
+                (false, true) => inode_leaked += 1,
+                _ => {}
+            }
+            if seen.is_some() {
+                imap[(i / 8) as usize] |= 1 << (i % 8);
+                dirs += u32::from(seen.is_some_and(|s| s.inode.kind_bits() == S_IFDIR));
+            } else {
+                imap[(i / 8) as usize] &= !(1 << (i % 8));
+                free_inodes += 1;
+            }
+        }
+        let mut fix_inodes = false;
+        if inode_free > 0 {
+            fix_inodes |= self.found(
+                Class::InodeInUseButFree,
+                format!("group {g}: {inode_free} inodes in use are free in the map"),
+            );
+        }
+        if inode_leaked > 0 {
+            fix_inodes |= self.found(
+                Class::LeakedInode,
+                format!("group {g}: {inode_leaked} inodes marked in use are free"),
+            );
+        }
+        if fix_inodes {
+            self.core.cache.modify(start + 2)?.copy_from_slice(&imap);
+        }
+        Ok(GroupCounts { free_blocks: free, free_inodes, dirs })
+    }
+}

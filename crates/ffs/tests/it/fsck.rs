@@ -1,0 +1,168 @@
+//! fsck against injected damage: each class is found, preen repairs the
+//! safe ones only, `-y` everything, and a repaired image checks clean.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use device::Device;
+use ffs::format::{Superblock, INODE_BYTES};
+use ffs::fsck::{fsck, Class, Repair};
+use ffs::Policy;
+use fsapi::{FileSystem, Owner, ROOT};
+
+use crate::common::{fresh, mount};
+
+/// A small populated image: /d/f (with data) and /g, unmounted.
+fn populated() -> (Arc<dyn Device>, u64, u64) {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let d = fs.mkdir(ROOT, OsStr::new("d"), Owner::root(0o755)).unwrap();
+    let f = fs.create(d.ino, OsStr::new("f"), Owner::root(0o644)).unwrap();
+    fs.write(f.ino, 0, &[7u8; 10_000]).unwrap();
+    fs.create(ROOT, OsStr::new("g"), Owner::root(0o644)).unwrap();
+    fs.unmount().unwrap();
+    (dev, d.ino, f.ino)
+}
+
+fn sb(dev: &Arc<dyn Device>) -> Superblock {
+    ffs::read_superblock(dev).unwrap()
+}
+
+/// Applies `edit` to the 256 bytes of inode `ino`, fixing its checksum.
+fn edit_inode(dev: &Arc<dyn Device>, ino: u32, edit: impl FnOnce(&mut ffs::format::DiskInode)) {
+    let (block, at) = sb(dev).inode_place(ino);
+    let mut buf = vec![0u8; 4096];
+    dev.read_at(&mut buf, block * 4096).unwrap();
+    let ffs::format::InodeSlot::Used(mut inode) =
+        ffs::format::DiskInode::decode(ino, &buf[at..at + INODE_BYTES])
+    else {
+        panic!("inode {ino} in use")
+    };
+    edit(&mut inode);
+    inode.encode(ino, &mut buf[at..at + INODE_BYTES]);
+    dev.write_at(&buf, block * 4096).unwrap();
+}
+
+fn classes(dev: &Arc<dyn Device>, repair: Repair) -> Vec<Class> {
+    let mut c: Vec<Class> = fsck(dev, repair).unwrap().findings.iter().map(|f| f.class).collect();
+    c.dedup();
+    c
+}
+
+#[test]
+fn a_fresh_file_system_checks_clean() {
+    let dev = fresh(16 << 20);
+    assert!(fsck(&dev, Repair::No).unwrap().clean());
+}
+
+#[test]
+fn a_link_count_too_high_is_found_and_preened() {
+    let (dev, _, f) = populated();
+    edit_inode(&dev, f as u32, |i| i.nlink = 3);
+    assert_eq!(classes(&dev, Repair::No), vec![Class::LinkCountTooHigh]);
+    assert!(!fsck(&dev, Repair::Preen).unwrap().damage_left());
+    assert!(fsck(&dev, Repair::No).unwrap().clean());
+}
+
+#[test]
+fn a_leaked_block_is_found_and_preened() {
+    let (dev, _, _) = populated();
+    let s = sb(&dev);
+    let map_block = s.group_start(0) + 1;
+    let mut map = vec![0u8; 4096];
+    dev.read_at(&mut map, map_block * 4096).unwrap();
+    map[300] = 0xff; // blocks 2400-2407 of the group: past anything allocated
+    dev.write_at(&map, map_block * 4096).unwrap();
+    assert!(classes(&dev, Repair::No).contains(&Class::LeakedBlock));
+    assert!(!fsck(&dev, Repair::Preen).unwrap().damage_left());
+    assert!(fsck(&dev, Repair::No).unwrap().clean());
+}
+
+#[test]
+fn an_entry_naming_a_free_inode_needs_yes() {
+    let (dev, _, f) = populated();
+    let (block, at) = sb(&dev).inode_place(f as u32);
+    let mut buf = vec![0u8; 4096];
+    dev.read_at(&mut buf, block * 4096).unwrap();
+    buf[at..at + INODE_BYTES].fill(0);
+    dev.write_at(&buf, block * 4096).unwrap();
+    assert!(classes(&dev, Repair::No).contains(&Class::EntryNamingFreeInode));
+    assert!(fsck(&dev, Repair::Preen).unwrap().damage_left(), "preen leaves it to a person");
+    assert!(!fsck(&dev, Repair::Yes).unwrap().damage_left());
+    assert!(fsck(&dev, Repair::No).unwrap().clean());
+}
+
+#[test]
+fn a_block_claimed_twice_is_found() {
+    let (dev, d, f) = populated();
+    let mut first = 0;
+    edit_inode(&dev, f as u32, |i| first = i.direct[0]);
+    edit_inode(&dev, d as u32, |i| {
+        i.direct[1] = first;
+        i.blocks_512 += 8;
+    });
+    assert!(classes(&dev, Repair::No).contains(&Class::BlockClaimedTwice));
+}
+
+#[test]
+fn a_garbage_inode_is_found() {
+    let (dev, _, f) = populated();
+    let (block, at) = sb(&dev).inode_place(f as u32);
+    let mut buf = vec![0u8; 4096];
+    dev.read_at(&mut buf, block * 4096).unwrap();
+    buf[at + 20] ^= 0xff; // the checksum no longer matches
+    dev.write_at(&buf, block * 4096).unwrap();
+    assert!(classes(&dev, Repair::No).contains(&Class::GarbageInode));
+}
+
+/// Blanks the entry `name` of directory `dir` in place (its inode stays).
+fn blank_entry(dev: &Arc<dyn Device>, dir: u64, name: &str) {
+    let fs = mount(dev, Policy::Async);
+    let d = fs.getattr(dir).unwrap();
+    fs.unmount().unwrap();
+    let _ = d;
+    let s = sb(dev);
+    let (block, at) = s.inode_place(dir as u32);
+    let mut buf = vec![0u8; 4096];
+    dev.read_at(&mut buf, block * 4096).unwrap();
+    let ffs::format::InodeSlot::Used(inode) =
+        ffs::format::DiskInode::decode(dir as u32, &buf[at..at + INODE_BYTES])
+    else {
+        panic!("a directory")
+    };
+    let data = u64::from(inode.direct[0]) * 4096;
+    let mut bytes = vec![0u8; 4096];
+    dev.read_at(&mut bytes, data).unwrap();
+    let mut pos = 0;
+    while pos < 4096 {
+        let rec = ffs::format::DirRecord::read(&bytes, pos).unwrap();
+        if rec.name == name.as_bytes() {
+            bytes[pos..pos + 4].fill(0);
+            dev.write_at(&bytes, data).unwrap();
+            return;
+        }
+        pos += rec.reclen as usize;
+    }
+    panic!("no entry {name}");
+}
+
+#[test]
+fn an_unattached_empty_file_is_preened_away() {
+    let (dev, _, _) = populated();
+    blank_entry(&dev, ROOT, "g");
+    assert!(classes(&dev, Repair::No).contains(&Class::UnattachedInode));
+    assert!(!fsck(&dev, Repair::Preen).unwrap().damage_left());
+    assert!(fsck(&dev, Repair::No).unwrap().clean());
+}
+
+#[test]
+fn an_unattached_file_with_data_is_reconnected_to_lost_and_found() {
+    let (dev, d, f) = populated();
+    blank_entry(&dev, d, "f");
+    assert!(!fsck(&dev, Repair::Preen).unwrap().damage_left());
+    assert!(fsck(&dev, Repair::No).unwrap().clean());
+    let fs = mount(&dev, Policy::Async);
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap();
+    let found = fs.lookup(lf.ino, OsStr::new(&format!("#{f}"))).unwrap();
+    assert_eq!(found.size, 10_000);
+}
