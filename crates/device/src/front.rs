@@ -43,6 +43,30 @@ impl<B: Backend> sealed::Sealed for B {}
 ///   whose commit failed), never less;
 /// - every request is counted in [`Device::stats`]: a read or write that
 ///   succeeded by its bytes, one that failed (refused or not) as an error.
+///
+/// No crate can implement `Device` around the front, even with every
+/// method written out:
+///
+/// ```compile_fail
+/// use device::{Device, Medium, Result, Stats};
+/// struct Unchecked(Stats);
+/// impl Device for Unchecked {
+///     fn name(&self) -> &str { "unchecked" }
+///     fn size_bytes(&self) -> u64 { 512 }
+///     fn sector_bytes(&self) -> u32 { 512 }
+///     fn buffer_align(&self) -> usize { 1 }
+///     fn read_at(&self, _: &mut [u8], _: u64) -> Result<()> { Ok(()) }
+///     fn write_at(&self, _: &[u8], _: u64) -> Result<()> { Ok(()) }
+///     fn write_atomic(&self, _: &[(u64, &[u8])]) -> Result<()> { Ok(()) }
+///     fn write_unlogged(&self, _: &[u8], _: u64) -> Result<()> { Ok(()) }
+///     fn flush(&self) -> Result<()> { Ok(()) }
+///     fn stats(&self) -> &Stats { &self.0 }
+///     fn raw_fd(&self) -> Option<std::os::fd::RawFd> { None }
+///     fn unwritten(&self, _: u64, _: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> { Ok(None) }
+///     fn media(&self) -> Vec<Medium> { Vec::new() }
+///     fn drop_cache(&self) -> Result<()> { Ok(()) }
+/// }
+/// ```
 pub trait Device: sealed::Sealed + Send + Sync {
     /// A short name for messages: the path, `mem:64M`, a volume name.
     fn name(&self) -> &str;
