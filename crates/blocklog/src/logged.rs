@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use device::{Backend, Device, DeviceError, Front, Geometry, Op, Result};
+use device::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result};
 use serde::Serialize;
 
 use crate::core::{
@@ -609,21 +609,21 @@ impl Backend for LoggedDevice {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         match self.mode {
             Mode::Log => self.read_logged(buf, offset),
             Mode::Sync | Mode::Async => self.data.read_at(buf, self.data_offset + offset),
         }
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.write_atomic_raw(&[(offset, buf)])
+    fn write_raw(&self, buf: &[u8], offset: u64, checked: Checked) -> Result<()> {
+        self.write_atomic_raw(&[(offset, buf)], checked)
     }
 
     /// Writes every `(offset, data)` pair as one transaction: after a crash
     /// either all of them are present or none (in `log` mode; the other
     /// modes write them one by one, which is what they are compared for).
-    fn write_atomic_raw(&self, writes: &[(u64, &[u8])]) -> Result<()> {
+    fn write_atomic_raw(&self, writes: &[(u64, &[u8])], _: Checked) -> Result<()> {
         if self.mode != Mode::Log {
             for (offset, buf) in writes {
                 self.write_in_place(buf, *offset)?;
@@ -659,7 +659,7 @@ impl Backend for LoggedDevice {
     /// Layout data and file data go in place, outside the log: a layout
     /// of gigabytes through transactions of half the log would write it
     /// all twice, and no record covers a block never written.
-    fn write_unlogged_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_unlogged_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         match self.mode {
             Mode::Log => self.write_unlogged_logged(buf, offset),
             Mode::Sync | Mode::Async => self.write_in_place(buf, offset),
@@ -669,7 +669,7 @@ impl Backend for LoggedDevice {
     /// Sync and async: the data device's flush. Log: commits the open
     /// transaction, unless another caller's commit already covered every
     /// write that completed before this call (group commit).
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         if self.mode != Mode::Log {
             return self.data.flush();
         }
@@ -684,7 +684,7 @@ impl Backend for LoggedDevice {
 
     /// The data area's holes, less every sector the log holds a newer copy
     /// of (written, though not yet home).
-    fn unwritten_raw(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         let Some(holes) = self.data.unwritten(self.data_offset + start, self.data_offset + end)? else {
             return Ok(None);
         };

@@ -3,7 +3,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::{snapshot, Backend, Device, Front, Geometry, MemDevice, Result};
+use crate::{snapshot, Backend, Checked, Device, Front, Geometry, MemDevice, Result};
 
 /// What a power cut keeps of the writes that were not yet durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,11 +151,11 @@ impl Backend for CrashDevice {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         self.inner.read_at(buf, offset)
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         let id = {
             let mut state = self.lock();
             let id = state.next_id;
@@ -177,7 +177,7 @@ impl Backend for CrashDevice {
         result
     }
 
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         let covered: Vec<u64> =
             self.lock().pending.iter().filter(|(_, w)| w.completed).map(|(id, _)| *id).collect();
         self.inner.flush()?;

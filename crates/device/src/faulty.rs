@@ -3,7 +3,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::{Backend, Device, DeviceError, Front, Geometry, Op, Result};
+use crate::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result};
 
 /// Where a [`FaultyDevice`] fails.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,7 +124,7 @@ impl Backend for FaultyDevice {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         let ordinal = self.reads.fetch_add(1, Ordering::Relaxed) + 1;
         let len = buf.len() as u64;
         if self.should_fail(Op::Read, ordinal, offset, len) {
@@ -133,7 +133,7 @@ impl Backend for FaultyDevice {
         self.inner.read_at(buf, offset)
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         let ordinal = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
         let len = buf.len() as u64;
         if self.power_cut() || self.should_fail(Op::Write, ordinal, offset, len) {
@@ -142,7 +142,7 @@ impl Backend for FaultyDevice {
         self.silent_fault(buf, offset, ordinal)
     }
 
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         let ordinal = self.flushes.fetch_add(1, Ordering::Relaxed) + 1;
         if self.power_cut() || self.should_fail(Op::Flush, ordinal, 0, 0) {
             return Err(self.injected(Op::Flush, ordinal, 0, 0));
@@ -150,7 +150,7 @@ impl Backend for FaultyDevice {
         self.inner.flush()
     }
 
-    fn unwritten_raw(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         self.inner.unwritten(start, end)
     }
 

@@ -1,4 +1,4 @@
-use crate::{Backend, Device, DeviceError, Front, Geometry, Op, Result};
+use crate::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -205,21 +205,21 @@ impl Backend for FileDevice {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         let len = buf.len();
         self.file.read_exact_at(buf, offset).map_err(|e| self.io_error(Op::Read, offset, len, e))
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         self.file.write_all_at(buf, offset).map_err(|e| self.io_error(Op::Write, offset, buf.len(), e))
     }
 
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         self.file.sync_data().map_err(|source| DeviceError::Flush { device: self.name().to_string(), source })
     }
 
     /// A block device has no holes: every sector reads from the medium.
-    fn unwritten_raw(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         if self.is_block_device {
             return Ok(Some(Vec::new()));
         }

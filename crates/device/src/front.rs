@@ -135,9 +135,10 @@ pub trait Device: sealed::Sealed + Send + Sync {
 /// counts or refuses a request itself: [`Device`], implemented for every
 /// backend, does that before calling it.
 ///
-/// Every `*_raw` method is called only with a request the front checked:
-/// whole sectors, an aligned buffer, inside the device, and (writes and
-/// flushes) on a device that is not poisoned. An error a raw method
+/// A raw request method is called only with a request the front checked
+/// (the [`Checked`] it takes, which only the front can make, is the
+/// proof): whole sectors, an aligned buffer, inside the device, and
+/// (writes and flushes) on a device that is not poisoned. An error it
 /// returns goes to the caller unchanged and is counted; an error from
 /// [`Backend::flush_raw`] also poisons the device. To poison it for any
 /// other failure (a commit write), a backend calls [`Front::poison`].
@@ -145,32 +146,32 @@ pub trait Backend: Send + Sync {
     /// The front's state, which the backend holds.
     fn front(&self) -> &Front;
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()>;
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()>;
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()>;
 
     /// Makes every write that completed before the call durable. A failure
     /// poisons the device.
-    fn flush_raw(&self) -> Result<()>;
+    fn flush_raw(&self, _: Checked) -> Result<()>;
 
     /// The ranges as one transaction where the backend can (see
     /// [`Device::write_atomic`]); by default one write after another.
-    fn write_atomic_raw(&self, writes: &[(u64, &[u8])]) -> Result<()> {
+    fn write_atomic_raw(&self, writes: &[(u64, &[u8])], checked: Checked) -> Result<()> {
         for (offset, buf) in writes {
-            self.write_raw(buf, *offset)?;
+            self.write_raw(buf, *offset, checked)?;
         }
         Ok(())
     }
 
     /// A write in place outside any transaction (see
     /// [`Device::write_unlogged`]); by default an ordinary write.
-    fn write_unlogged_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.write_raw(buf, offset)
+    fn write_unlogged_raw(&self, buf: &[u8], offset: u64, checked: Checked) -> Result<()> {
+        self.write_raw(buf, offset, checked)
     }
 
     /// See [`Device::unwritten`]; called with `start <= end <= size_bytes`.
-    fn unwritten_raw(&self, start: u64, end: u64) -> Result<Option<Vec<Range<u64>>>> {
-        let _ = (start, end);
+    fn unwritten_raw(&self, start: u64, end: u64, checked: Checked) -> Result<Option<Vec<Range<u64>>>> {
+        let _ = (start, end, checked);
         Ok(None)
     }
 
@@ -184,6 +185,21 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 }
+
+/// Proof that the front checked the request a raw method is given. Only
+/// the front makes one, so nothing but the front can call a backend's raw
+/// request methods, even holding the backend's own type; a backend may
+/// hand its proof on to another of its raw methods for the same request
+/// (a write as a one-range transaction).
+///
+/// ```compile_fail
+/// use device::{Backend, Checked, MemDevice};
+/// let mem = MemDevice::new(4096).unwrap();
+/// // Three bytes at offset 3 would pass nothing but this line's compiler.
+/// mem.write_raw(&[0; 3], 3, Checked(())).unwrap();
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Checked(());
 
 /// A device's size, sector and buffer alignment: what a request is checked
 /// against. Fixed for the device's life.
@@ -301,7 +317,7 @@ impl<B: Backend> Device for B {
         let front = self.front();
         let len = buf.len();
         let result = front.check(Op::Read, buf.as_ptr() as usize, len, offset);
-        front.stats.track(result.and_then(|()| self.read_raw(buf, offset)))?;
+        front.stats.track(result.and_then(|()| self.read_raw(buf, offset, Checked(()))))?;
         front.stats.record_reads(1, len as u64);
         Ok(())
     }
@@ -309,7 +325,7 @@ impl<B: Backend> Device for B {
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let front = self.front();
         let result = front.check_writes(&[(offset, buf)]);
-        front.stats.track(result.and_then(|()| self.write_raw(buf, offset)))?;
+        front.stats.track(result.and_then(|()| self.write_raw(buf, offset, Checked(()))))?;
         front.stats.record_writes(1, buf.len() as u64);
         Ok(())
     }
@@ -317,7 +333,7 @@ impl<B: Backend> Device for B {
     fn write_atomic(&self, writes: &[(u64, &[u8])]) -> Result<()> {
         let front = self.front();
         let result = front.check_writes(writes);
-        front.stats.track(result.and_then(|()| self.write_atomic_raw(writes)))?;
+        front.stats.track(result.and_then(|()| self.write_atomic_raw(writes, Checked(()))))?;
         let bytes: usize = writes.iter().map(|(_, buf)| buf.len()).sum();
         front.stats.record_writes(writes.len() as u64, bytes as u64);
         Ok(())
@@ -326,7 +342,7 @@ impl<B: Backend> Device for B {
     fn write_unlogged(&self, buf: &[u8], offset: u64) -> Result<()> {
         let front = self.front();
         let result = front.check_writes(&[(offset, buf)]);
-        front.stats.track(result.and_then(|()| self.write_unlogged_raw(buf, offset)))?;
+        front.stats.track(result.and_then(|()| self.write_unlogged_raw(buf, offset, Checked(()))))?;
         front.stats.record_writes(1, buf.len() as u64);
         Ok(())
     }
@@ -334,7 +350,7 @@ impl<B: Backend> Device for B {
     fn flush(&self) -> Result<()> {
         let front = self.front();
         front.stats.track(front.check_poison(Op::Flush))?;
-        if let Err(err) = self.flush_raw() {
+        if let Err(err) = self.flush_raw(Checked(())) {
             // Never retried: what reached stable storage is unknown.
             front.poison(err.to_string());
             front.stats.record_error();
@@ -354,7 +370,7 @@ impl<B: Backend> Device for B {
 
     fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<Range<u64>>>> {
         let end = end.min(self.front().geometry.size_bytes);
-        self.unwritten_raw(start.min(end), end)
+        self.unwritten_raw(start.min(end), end, Checked(()))
     }
 
     fn media(&self) -> Vec<Medium> {

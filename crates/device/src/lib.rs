@@ -41,7 +41,7 @@ pub use crash::{CrashDevice, CrashOutcome, CrashPolicy};
 pub use error::{DeviceError, Op, Result};
 pub use faulty::{Fault, FaultyDevice};
 pub use file::{FileDevice, FileOptions, LockKind};
-pub use front::{check_request, Backend, Device, Front, Geometry};
+pub use front::{check_request, Backend, Checked, Device, Front, Geometry};
 pub use medium::{Medium, MediumKind};
 pub use mem::MemDevice;
 pub use null::NullDevice;

@@ -1,6 +1,6 @@
 use std::sync::RwLock;
 
-use crate::{Backend, Device, DeviceError, Front, Geometry, Result};
+use crate::{Backend, Checked, Device, DeviceError, Front, Geometry, Result};
 
 /// Chunk granularity of the sparse memory image.
 pub(crate) const CHUNK_BYTES: usize = 1 << 20;
@@ -115,22 +115,22 @@ impl Backend for MemDevice {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         self.copy_out(buf, offset);
         Ok(())
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         self.copy_in(buf, offset);
         Ok(())
     }
 
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         Ok(())
     }
 
     /// Chunks never written are unallocated and read as zeros.
-    fn unwritten_raw(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         let chunk = CHUNK_BYTES as u64;
         let mut holes: Vec<std::ops::Range<u64>> = Vec::new();
         let mut at = start;

@@ -1,4 +1,4 @@
-use crate::{Backend, DeviceError, Front, Geometry, Result};
+use crate::{Backend, Checked, DeviceError, Front, Geometry, Result};
 
 /// A device that stores nothing: writes are discarded and reads leave the
 /// caller's buffer as it was (like fio's null engine). Requests are still
@@ -24,20 +24,20 @@ impl Backend for NullDevice {
         &self.front
     }
 
-    fn read_raw(&self, _buf: &mut [u8], _offset: u64) -> Result<()> {
+    fn read_raw(&self, _buf: &mut [u8], _offset: u64, _: Checked) -> Result<()> {
         Ok(())
     }
 
-    fn write_raw(&self, _buf: &[u8], _offset: u64) -> Result<()> {
+    fn write_raw(&self, _buf: &[u8], _offset: u64, _: Checked) -> Result<()> {
         Ok(())
     }
 
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         Ok(())
     }
 
     /// Nothing to lay out: a null device holds no data to read.
-    fn unwritten_raw(&self, _start: u64, _end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, _start: u64, _end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         Ok(Some(Vec::new()))
     }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::{Backend, CrashPolicy, Device, Front, Geometry, MemDevice, Result};
+use crate::{Backend, Checked, CrashPolicy, Device, Front, Geometry, MemDevice, Result};
 
 /// One step of a recorded history.
 #[derive(Clone, Debug)]
@@ -83,17 +83,17 @@ impl Backend for RecordingDevice {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         self.inner.read_at(buf, offset)
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         self.inner.write_at(buf, offset)?;
         self.recording.lock().push(Event::Write { device: self.index, offset, data: Arc::from(buf) });
         Ok(())
     }
 
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         self.inner.flush()?;
         self.recording.lock().push(Event::Flush { device: self.index });
         Ok(())
@@ -140,7 +140,7 @@ impl Backend for Overlay {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         self.base.read_at(buf, offset)?;
         let sector = u64::from(self.sector_bytes());
         let first = offset / sector;
@@ -152,7 +152,7 @@ impl Backend for Overlay {
         Ok(())
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         let sector = self.sector_bytes() as usize;
         let first = offset / sector as u64;
         let mut top = self.top();
@@ -162,7 +162,7 @@ impl Backend for Overlay {
         Ok(())
     }
 
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         Ok(())
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{Backend, Device, DeviceError, Front, Geometry, Result};
+use crate::{Backend, Checked, Device, DeviceError, Front, Geometry, Result};
 
 /// Bytes `offset..offset+len` of `inner` as a device of its own (the data
 /// area of a drive after its metadata, for example). Transparent: atomic
@@ -36,28 +36,28 @@ impl Backend for Slice {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         self.inner.read_at(buf, self.offset + offset)
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         self.inner.write_at(buf, self.offset + offset)
     }
 
-    fn write_atomic_raw(&self, writes: &[(u64, &[u8])]) -> Result<()> {
+    fn write_atomic_raw(&self, writes: &[(u64, &[u8])], _: Checked) -> Result<()> {
         let shifted: Vec<(u64, &[u8])> = writes.iter().map(|(at, buf)| (self.offset + at, *buf)).collect();
         self.inner.write_atomic(&shifted)
     }
 
-    fn write_unlogged_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_unlogged_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         self.inner.write_unlogged(buf, self.offset + offset)
     }
 
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         self.inner.flush()
     }
 
-    fn unwritten_raw(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         let inner = self.inner.unwritten(self.offset + start, self.offset + end)?;
         Ok(inner.map(|holes| holes.into_iter().map(|h| h.start - self.offset..h.end - self.offset).collect()))
     }

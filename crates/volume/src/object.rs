@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 
-use device::{AlignedBuf, Backend, Device, Front, Geometry, Result, Stats, StatsSnapshot};
+use device::{AlignedBuf, Backend, Checked, Device, Front, Geometry, Result, Stats, StatsSnapshot};
 
 /// State of a drive, subdisk or plex.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -292,15 +292,15 @@ impl Backend for AbsentDevice {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         Err(self.missing(device::Op::Read, offset, buf.len() as u64))
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         Err(self.missing(device::Op::Write, offset, buf.len() as u64))
     }
 
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         Err(self.missing(device::Op::Flush, 0, 0))
     }
 }

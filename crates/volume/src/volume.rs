@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use device::{Backend, Device, DeviceError, Front, Geometry, Op, Result, Stats, StatsSnapshot};
+use device::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result, Stats, StatsSnapshot};
 
 use crate::config::ReadPolicySpec;
 use crate::counters::ObjectKind;
@@ -712,14 +712,14 @@ impl Backend for Volume {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         if buf.is_empty() {
             return Ok(());
         }
         self.read_plexes(buf, offset)
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         if buf.is_empty() {
             return Ok(());
         }
@@ -728,11 +728,11 @@ impl Backend for Volume {
 
     /// Every error poisons the volume: `flush_drives` fails only when no
     /// plex holds every byte any more.
-    fn flush_raw(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         self.flush_drives()
     }
 
-    fn unwritten_raw(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         self.holes(start, end)
     }
 

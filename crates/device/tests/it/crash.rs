@@ -174,10 +174,10 @@ fn write_in_flight_when_a_flush_is_issued_is_not_made_durable() {
         fn front(&self) -> &Front {
             &self.front
         }
-        fn read_raw(&self, buf: &mut [u8], offset: u64) -> device::Result<()> {
+        fn read_raw(&self, buf: &mut [u8], offset: u64, _: device::Checked) -> device::Result<()> {
             self.inner.read_at(buf, offset)
         }
-        fn write_raw(&self, buf: &[u8], offset: u64) -> device::Result<()> {
+        fn write_raw(&self, buf: &[u8], offset: u64, _: device::Checked) -> device::Result<()> {
             let armed = std::mem::take(&mut *self.armed.lock().unwrap());
             if armed {
                 self.entered.wait();
@@ -185,7 +185,7 @@ fn write_in_flight_when_a_flush_is_issued_is_not_made_durable() {
             }
             self.inner.write_at(buf, offset)
         }
-        fn flush_raw(&self) -> device::Result<()> {
+        fn flush_raw(&self, _: device::Checked) -> device::Result<()> {
             self.inner.flush()
         }
     }

@@ -50,22 +50,22 @@ impl Backend for Spy {
         &self.front
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> device::Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: device::Checked) -> device::Result<()> {
         self.note(format!("read {offset}+{}", buf.len()));
         Ok(())
     }
 
-    fn write_raw(&self, buf: &[u8], offset: u64) -> device::Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: device::Checked) -> device::Result<()> {
         self.note(format!("write {offset}+{}", buf.len()));
         Ok(())
     }
 
-    fn write_unlogged_raw(&self, buf: &[u8], offset: u64) -> device::Result<()> {
+    fn write_unlogged_raw(&self, buf: &[u8], offset: u64, _: device::Checked) -> device::Result<()> {
         self.note(format!("unlogged {offset}+{}", buf.len()));
         Ok(())
     }
 
-    fn flush_raw(&self) -> device::Result<()> {
+    fn flush_raw(&self, _: device::Checked) -> device::Result<()> {
         let mut flushes = self.flushes.lock().unwrap();
         *flushes += 1;
         self.note("flush".into());
@@ -76,7 +76,12 @@ impl Backend for Spy {
         Ok(())
     }
 
-    fn unwritten_raw(&self, start: u64, end: u64) -> device::Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(
+        &self,
+        start: u64,
+        end: u64,
+        _: device::Checked,
+    ) -> device::Result<Option<Vec<std::ops::Range<u64>>>> {
         self.note(format!("unwritten {start}..{end}"));
         Ok(None)
     }

@@ -81,13 +81,13 @@ impl Backend for AlignedOnly {
     fn front(&self) -> &Front {
         &self.front
     }
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> device::Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: device::Checked) -> device::Result<()> {
         self.inner.read_at(buf, offset)
     }
-    fn write_raw(&self, buf: &[u8], offset: u64) -> device::Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: device::Checked) -> device::Result<()> {
         self.inner.write_at(buf, offset)
     }
-    fn flush_raw(&self) -> device::Result<()> {
+    fn flush_raw(&self, _: device::Checked) -> device::Result<()> {
         self.inner.flush()
     }
 }
