@@ -9,7 +9,8 @@ use crate::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// The `n`th request of kind `op` (counting from 1) fails; the others
-    /// pass.
+    /// pass, except that a failed flush poisons the device, as any
+    /// device's: later writes and flushes are refused.
     Nth { op: Op, n: u64 },
     /// Every read or write touching any byte of `range` fails.
     Range { range: Range<u64>, reads: bool, writes: bool },
