@@ -1,8 +1,11 @@
 //! A write-ahead physical block log in the manner of NetBSD's WAPBL: any
-//! [`Device`] gains atomic multi-block transactions with group commit.
+//! [`device::Device`] gains atomic multi-block transactions with group
+//! commit.
 //!
-//! A [`LoggedDevice`] is itself a `Device` over the data area of another
-//! device, in one of three [`Mode`]s so that the costs compare on equal
+//! A [`LoggedDevice`] is itself a device (a [`device::Backend`] behind the
+//! checked front, which checks, counts and poisons after a failed flush;
+//! the log adds a failed commit or checkpoint as a cause) over the data
+//! area of another device, in one of three [`Mode`]s so that the costs compare on equal
 //! terms: `sync` (each write durable in place before it returns), `async`
 //! (in place, durable at the next flush) and `log`. In `log` mode writes
 //! join the open transaction in memory; `flush` commits everything joined
@@ -12,6 +15,9 @@
 //! the tail) frees log space. Opening a device whose log holds committed
 //! records replays them first, so a crash at any instant leaves every
 //! committed transaction wholly present and no uncommitted one partly.
+//! `Device::write_unlogged` writes in place outside the log (file data
+//! under a metadata-only log, a layout's fill); its sectors' older logged
+//! copies are revoked in the next commit.
 //!
 //! The log lives at the start of the protected device (the data follows
 //! it) or on a device of its own. Its format is in docs/formats.md, "Block

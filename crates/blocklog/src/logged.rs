@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use device::{check_request, Device, DeviceError, Op, Result, Stats};
+use device::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result};
 use serde::Serialize;
 
 use crate::core::{
@@ -112,7 +112,6 @@ struct State {
     durable_id: u64,
     /// Unlogged writes since the last commit (they need a data flush).
     unlogged_dirty: bool,
-    poisoned: Option<String>,
 }
 
 /// What the committer owns: the current header.
@@ -133,13 +132,16 @@ struct Committer {
 
 /// A device whose writes are sync, async or logged (see the crate docs).
 pub struct LoggedDevice {
-    name: String,
+    /// Name, geometry, counters and the poison latch. Beyond the front's
+    /// rule (a failed flush), the log poisons it when a commit or a
+    /// checkpoint fails wherever it runs: a forced commit inside a write, a
+    /// checkpoint, a change of home-write policy.
+    front: Front,
     mode: Mode,
     data: Arc<dyn Device>,
     log: Arc<dyn Device>,
     separate: bool,
     data_offset: u64,
-    data_bytes: u64,
     sector_bytes: u32,
     /// A transaction is committed before its records would pass this.
     max_txn_bytes: u64,
@@ -150,7 +152,6 @@ pub struct LoggedDevice {
     /// Free records as soon as a flush made their blocks durable at home
     /// (default); when false, only a checkpoint frees them, as in WAPBL.
     home_writes: Mutex<HomeWrites>,
-    stats: Stats,
 }
 
 impl LoggedDevice {
@@ -260,14 +261,17 @@ impl LoggedDevice {
             open_id: 1,
             durable_id: 0,
             unlogged_dirty: false,
-            poisoned: None,
+        };
+        let geometry = Geometry {
+            size_bytes: header.data_bytes,
+            sector_bytes: header.sector_bytes,
+            buffer_align: data.buffer_align(),
         };
         LoggedDevice {
-            name: format!("{mode}-logged({})", data.name()),
+            front: Front::new(format!("{mode}-logged({})", data.name()), geometry),
             mode,
             separate,
             data_offset: header.data_offset,
-            data_bytes: header.data_bytes,
             sector_bytes: header.sector_bytes,
             max_txn_bytes: header.area_bytes() / 2,
             data,
@@ -283,7 +287,6 @@ impl LoggedDevice {
             counters: Counters::default(),
             replay,
             home_writes: Mutex::new(HomeWrites::AtCheckpoint),
-            stats: Stats::default(),
         }
     }
 
@@ -294,7 +297,7 @@ impl LoggedDevice {
         let mut committer = self.lock_committer();
         if !self.lock_state().pending_home.is_empty() {
             let result = self.checkpoint_locked(&mut committer);
-            self.poison_on_error(result)?;
+            self.stats().track(self.poison_on_error(result))?;
         }
         *self.home_writes.lock().unwrap_or_else(|e| e.into_inner()) = policy;
         Ok(())
@@ -333,19 +336,16 @@ impl LoggedDevice {
         }
     }
 
-    /// Writes in place without logging (file data in a file system whose
-    /// log holds metadata only). Earlier logged copies of these sectors are
-    /// revoked in the next commit so replay cannot bring them back.
-    pub fn write_unlogged(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
-        if self.mode != Mode::Log {
-            return self.write_in_place(buf, offset);
-        }
+    /// Writes in place without logging ([`Device::write_unlogged`]: file
+    /// data in a file system whose log holds metadata only, a layout's
+    /// fill). Earlier logged copies of these sectors are revoked in the
+    /// next commit so replay cannot bring them back.
+    fn write_unlogged_logged(&self, buf: &[u8], offset: u64) -> Result<()> {
         // Holding the committer keeps a commit from writing an older logged
         // copy home over this write.
         let _committer = self.lock_committer();
         let mut state = self.lock_state();
-        self.check_poison(&state, Op::Write)?;
+        self.front.check_poison(Op::Write)?;
         let sector = u64::from(self.sector_bytes);
         let first = offset / sector;
         let count = buf.len() as u64 / sector;
@@ -358,9 +358,7 @@ impl LoggedDevice {
         state.unlogged_dirty = true;
         drop(state);
         self.counters.revocations.fetch_add(1, Relaxed);
-        self.stats.track(self.data.write_at(buf, self.data_offset + offset))?;
-        self.stats.record_writes(1, buf.len() as u64);
-        Ok(())
+        self.data.write_at(buf, self.data_offset + offset)
     }
 
     /// Writes every committed block home, flushes, and empties the log.
@@ -371,16 +369,15 @@ impl LoggedDevice {
         self.flush()?;
         let mut committer = self.lock_committer();
         let result = self.checkpoint_locked(&mut committer);
-        self.poison_on_error(result)
+        self.stats().track(self.poison_on_error(result))
     }
 
     fn write_in_place(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.stats.track(self.data.write_at(buf, self.data_offset + offset))?;
+        self.data.write_at(buf, self.data_offset + offset)?;
         if self.mode == Mode::Sync {
-            self.stats.track(self.data.flush())?;
+            self.data.flush()?;
         }
         self.counters.transactions.fetch_add(1, Relaxed);
-        self.stats.record_writes(1, buf.len() as u64);
         Ok(())
     }
 
@@ -393,7 +390,7 @@ impl LoggedDevice {
     fn too_large(&self, sectors: u64) -> DeviceError {
         DeviceError::Invalid(format!(
             "{}: a transaction of {} bytes does not fit in half the log ({} bytes); use a larger log (--log-size)",
-            self.name,
+            self.name(),
             sectors * u64::from(self.sector_bytes),
             self.max_txn_bytes
         ))
@@ -409,7 +406,7 @@ impl LoggedDevice {
     fn commit_locked(&self, committer: &mut Committer) -> Result<()> {
         let (txn, id, unlogged) = {
             let mut state = self.lock_state();
-            self.check_poison(&state, Op::Flush)?;
+            self.front.check_poison(Op::Flush)?;
             let txn = std::mem::take(&mut state.open);
             let id = state.open_id;
             state.open_id += 1;
@@ -549,24 +546,19 @@ impl LoggedDevice {
         Ok(())
     }
 
+    /// A failed commit or checkpoint poisons the device: the log's state
+    /// on disk is unknown. The front counts the error where the failure is
+    /// a request's; other callers count it themselves.
     fn poison_on_error(&self, result: Result<()>) -> Result<()> {
         if let Err(e) = &result {
-            let mut state = self.lock_state();
-            if state.poisoned.is_none() && !matches!(e, DeviceError::Poisoned { .. }) {
-                state.poisoned = Some(e.to_string());
+            // A refusal is no new cause: the front's own names the first
+            // one, and a poisoned device below refuses every retry anyway.
+            if !matches!(e, DeviceError::Poisoned { .. }) {
+                self.front.poison(e.to_string());
             }
-            state.committing = None;
-            drop(state);
-            self.stats.record_error();
+            self.lock_state().committing = None;
         }
         result
-    }
-
-    fn check_poison(&self, state: &State, op: Op) -> Result<()> {
-        match &state.poisoned {
-            Some(cause) => Err(DeviceError::Poisoned { device: self.name.clone(), op, cause: cause.clone() }),
-            None => Ok(()),
-        }
     }
 
     /// Reads in log mode: home contents overlaid with the committed
@@ -612,45 +604,26 @@ impl LoggedDevice {
     }
 }
 
-impl Device for LoggedDevice {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for LoggedDevice {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.data_bytes
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.sector_bytes
-    }
-
-    fn buffer_align(&self) -> usize {
-        self.data.buffer_align()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Read, buf.as_ptr() as usize, buf.len(), offset))?;
-        let result = match self.mode {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
+        match self.mode {
             Mode::Log => self.read_logged(buf, offset),
             Mode::Sync | Mode::Async => self.data.read_at(buf, self.data_offset + offset),
-        };
-        self.stats.track(result)?;
-        self.stats.record_reads(1, buf.len() as u64);
-        Ok(())
+        }
     }
 
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.write_atomic(&[(offset, buf)])
+    fn write_raw(&self, buf: &[u8], offset: u64, checked: Checked) -> Result<()> {
+        self.write_atomic_raw(&[(offset, buf)], checked)
     }
 
     /// Writes every `(offset, data)` pair as one transaction: after a crash
     /// either all of them are present or none (in `log` mode; the other
     /// modes write them one by one, which is what they are compared for).
-    fn write_atomic(&self, writes: &[(u64, &[u8])]) -> Result<()> {
-        for (offset, buf) in writes {
-            self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), *offset))?;
-        }
+    fn write_atomic_raw(&self, writes: &[(u64, &[u8])], _: Checked) -> Result<()> {
         if self.mode != Mode::Log {
             for (offset, buf) in writes {
                 self.write_in_place(buf, *offset)?;
@@ -661,8 +634,11 @@ impl Device for LoggedDevice {
         if self.txn_bytes_bound(sectors, 0) > self.max_txn_bytes {
             return Err(self.too_large(sectors));
         }
+        // Poisoning is checked again under the state lock: a commit that
+        // failed after the front let this write in must keep it out of the
+        // open transaction.
         let mut state = self.lock_state();
-        self.check_poison(&state, Op::Write)?;
+        self.front.check_poison(Op::Write)?;
         if self.txn_bytes_bound(state.open.sectors.len() as u64 + sectors, state.open.revokes.len() as u64)
             > self.max_txn_bytes
         {
@@ -670,57 +646,45 @@ impl Device for LoggedDevice {
             self.counters.forced_commits.fetch_add(1, Relaxed);
             self.commit()?;
             state = self.lock_state();
-            self.check_poison(&state, Op::Write)?;
+            self.front.check_poison(Op::Write)?;
         }
         for (offset, buf) in writes {
             join(&mut state.open.sectors, buf, *offset, self.sector_bytes);
         }
         drop(state);
         self.counters.transactions.fetch_add(1, Relaxed);
-        let bytes: usize = writes.iter().map(|(_, b)| b.len()).sum();
-        self.stats.record_writes(writes.len() as u64, bytes as u64);
         Ok(())
+    }
+
+    /// Layout data and file data go in place, outside the log: a layout
+    /// of gigabytes through transactions of half the log would write it
+    /// all twice, and no record covers a block never written.
+    fn write_unlogged_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
+        match self.mode {
+            Mode::Log => self.write_unlogged_logged(buf, offset),
+            Mode::Sync | Mode::Async => self.write_in_place(buf, offset),
+        }
     }
 
     /// Sync and async: the data device's flush. Log: commits the open
     /// transaction, unless another caller's commit already covered every
     /// write that completed before this call (group commit).
-    fn flush(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         if self.mode != Mode::Log {
-            self.stats.track(self.data.flush())?;
-            self.stats.record_flush();
-            return Ok(());
+            return self.data.flush();
         }
-        let target = {
-            let state = self.lock_state();
-            self.check_poison(&state, Op::Flush)?;
-            state.open_id
-        };
+        let target = self.lock_state().open_id;
         let mut committer = self.lock_committer();
         if self.lock_state().durable_id < target {
             let result = self.commit_locked(&mut committer);
             self.poison_on_error(result)?;
         }
-        drop(committer);
-        self.stats.record_flush();
         Ok(())
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    /// Layout data goes in place, outside the log, as file data does: a
-    /// layout of gigabytes through transactions of half the log would
-    /// write it all twice, and no record covers a block never written.
-    fn fill_unwritten(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.write_unlogged(buf, offset)
     }
 
     /// The data area's holes, less every sector the log holds a newer copy
     /// of (written, though not yet home).
-    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
-        let end = end.min(self.data_bytes);
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         let Some(holes) = self.data.unwritten(self.data_offset + start, self.data_offset + end)? else {
             return Ok(None);
         };
@@ -752,7 +716,7 @@ impl Device for LoggedDevice {
         Ok(Some(out))
     }
 
-    fn media(&self) -> Vec<device::Medium> {
+    fn media_raw(&self) -> Vec<device::Medium> {
         let mut media = self.data.media();
         if self.separate {
             media.extend(self.log.media());
@@ -760,7 +724,7 @@ impl Device for LoggedDevice {
         media
     }
 
-    fn drop_cache(&self) -> Result<()> {
+    fn drop_cache_raw(&self) -> Result<()> {
         self.data.drop_cache()?;
         if self.separate {
             self.log.drop_cache()?;

@@ -3,7 +3,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::{check_request, snapshot, Device, MemDevice, Op, Result, Stats};
+use crate::{snapshot, Backend, Checked, Device, Front, Geometry, MemDevice, Result};
 
 /// What a power cut keeps of the writes that were not yet durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,11 +56,10 @@ struct State {
 /// writes issued since. Following the worst-case rule, a flush makes
 /// durable only the writes that had completed when it was issued.
 pub struct CrashDevice {
-    name: String,
+    front: Front,
     inner: Arc<dyn Device>,
     durable: MemDevice,
     state: Mutex<State>,
-    stats: Stats,
 }
 
 impl CrashDevice {
@@ -68,11 +67,10 @@ impl CrashDevice {
     pub fn new(inner: Arc<dyn Device>) -> Result<CrashDevice> {
         let durable = snapshot(inner.as_ref())?;
         Ok(CrashDevice {
-            name: format!("crash({})", inner.name()),
+            front: Front::new(format!("crash({})", inner.name()), Geometry::of(inner.as_ref())),
             inner,
             durable,
             state: Mutex::new(State { pending: Vec::new(), next_id: 0 }),
-            stats: Stats::default(),
         })
     }
 
@@ -148,31 +146,16 @@ fn torn_mask(rng: &mut Xoshiro256PlusPlus, sectors: usize) -> Vec<bool> {
     }
 }
 
-impl Device for CrashDevice {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for CrashDevice {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
+        self.inner.read_at(buf, offset)
     }
 
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
-    }
-
-    fn buffer_align(&self) -> usize {
-        self.inner.buffer_align()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.stats.track(self.inner.read_at(buf, offset))?;
-        self.stats.record_reads(1, buf.len() as u64);
-        Ok(())
-    }
-
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         let id = {
             let mut state = self.lock();
             let id = state.next_id;
@@ -191,16 +174,13 @@ impl Device for CrashDevice {
         } else {
             state.pending[position].1.completed = true;
         }
-        drop(state);
-        self.stats.track(result)?;
-        self.stats.record_writes(1, buf.len() as u64);
-        Ok(())
+        result
     }
 
-    fn flush(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         let covered: Vec<u64> =
             self.lock().pending.iter().filter(|(_, w)| w.completed).map(|(id, _)| *id).collect();
-        self.stats.track(self.inner.flush())?;
+        self.inner.flush()?;
         let mut state = self.lock();
         let mut still_pending = Vec::with_capacity(state.pending.len());
         for (id, write) in state.pending.drain(..) {
@@ -211,11 +191,6 @@ impl Device for CrashDevice {
             }
         }
         state.pending = still_pending;
-        self.stats.record_flush();
         Ok(())
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
     }
 }

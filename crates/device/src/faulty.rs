@@ -3,13 +3,14 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::{Device, DeviceError, Op, Result, Stats};
+use crate::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result};
 
 /// Where a [`FaultyDevice`] fails.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// The `n`th request of kind `op` (counting from 1) fails; the others
-    /// pass.
+    /// pass, except that a failed flush poisons the device, as any
+    /// device's: later writes and flushes are refused.
     Nth { op: Op, n: u64 },
     /// Every read or write touching any byte of `range` fails.
     Range { range: Range<u64>, reads: bool, writes: bool },
@@ -32,28 +33,29 @@ pub enum Fault {
 /// Wraps a device and fails chosen requests with EIO, without passing them
 /// to the inner device, or silently mishandles chosen writes (lost,
 /// misdirected, a bit flipped) so that checkers can be shown to catch them.
+/// Faults are injected below the front: only requests it accepted are
+/// counted as the `n`th, and a failed flush poisons the device as a real
+/// one's would.
 pub struct FaultyDevice {
-    name: String,
+    front: Front,
     inner: Arc<dyn Device>,
     faults: Vec<Fault>,
     reads: AtomicU64,
     writes: AtomicU64,
     flushes: AtomicU64,
     changes: AtomicU64,
-    stats: Stats,
 }
 
 impl FaultyDevice {
     pub fn new(inner: Arc<dyn Device>, faults: Vec<Fault>) -> FaultyDevice {
         FaultyDevice {
-            name: format!("faulty({})", inner.name()),
+            front: Front::new(format!("faulty({})", inner.name()), Geometry::of(inner.as_ref())),
             inner,
             faults,
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
             changes: AtomicU64::new(0),
-            stats: Stats::default(),
         }
     }
 
@@ -87,8 +89,8 @@ impl FaultyDevice {
         let eio = io::Error::from_raw_os_error(libc::EIO);
         let source = io::Error::new(eio.kind(), format!("{eio} (injected on {op} #{ordinal})"));
         match op {
-            Op::Flush => DeviceError::Flush { device: self.name.clone(), source },
-            _ => DeviceError::Io { device: self.name.clone(), op, offset, len, source },
+            Op::Flush => DeviceError::Flush { device: self.name().to_string(), source },
+            _ => DeviceError::Io { device: self.name().to_string(), op, offset, len, source },
         }
     }
 }
@@ -118,71 +120,46 @@ impl FaultyDevice {
     }
 }
 
-impl Device for FaultyDevice {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for FaultyDevice {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
-    }
-
-    fn buffer_align(&self) -> usize {
-        self.inner.buffer_align()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         let ordinal = self.reads.fetch_add(1, Ordering::Relaxed) + 1;
         let len = buf.len() as u64;
         if self.should_fail(Op::Read, ordinal, offset, len) {
-            self.stats.record_error();
             return Err(self.injected(Op::Read, ordinal, offset, len));
         }
-        self.stats.track(self.inner.read_at(buf, offset))?;
-        self.stats.record_reads(1, len);
-        Ok(())
+        self.inner.read_at(buf, offset)
     }
 
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         let ordinal = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
         let len = buf.len() as u64;
         if self.power_cut() || self.should_fail(Op::Write, ordinal, offset, len) {
-            self.stats.record_error();
             return Err(self.injected(Op::Write, ordinal, offset, len));
         }
-        self.stats.track(self.silent_fault(buf, offset, ordinal))?;
-        self.stats.record_writes(1, len);
-        Ok(())
+        self.silent_fault(buf, offset, ordinal)
     }
 
-    fn flush(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         let ordinal = self.flushes.fetch_add(1, Ordering::Relaxed) + 1;
         if self.power_cut() || self.should_fail(Op::Flush, ordinal, 0, 0) {
-            self.stats.record_error();
             return Err(self.injected(Op::Flush, ordinal, 0, 0));
         }
-        self.stats.track(self.inner.flush())?;
-        self.stats.record_flush();
-        Ok(())
+        self.inner.flush()
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         self.inner.unwritten(start, end)
     }
 
-    fn media(&self) -> Vec<crate::Medium> {
+    fn media_raw(&self) -> Vec<crate::Medium> {
         self.inner.media()
     }
 
-    fn drop_cache(&self) -> Result<()> {
+    fn drop_cache_raw(&self) -> Result<()> {
         self.inner.drop_cache()
     }
 }

@@ -1,12 +1,9 @@
+use crate::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result};
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
-
-use crate::{check_request, Device, DeviceError, Op, Result, Stats};
 
 /// How to open a file or block device.
 #[derive(Clone, Debug, Default)]
@@ -38,20 +35,15 @@ pub enum LockKind {
 }
 
 /// A regular file or a block device, read and written with positional
-/// system calls (pread/pwrite), flushed with fdatasync.
+/// system calls (pread/pwrite), flushed with fdatasync. Its descriptor is
+/// offered to direct submitters ([`Device::raw_fd`]).
 pub struct FileDevice {
-    name: String,
+    front: Front,
     path: PathBuf,
     file: File,
-    size_bytes: u64,
-    sector_bytes: u32,
-    buffer_align: usize,
     is_block_device: bool,
     direct: bool,
     read_only: bool,
-    poisoned: AtomicBool,
-    poison_cause: Mutex<String>,
-    stats: Stats,
 }
 
 // ioctl request numbers from <linux/fs.h>.
@@ -133,19 +125,14 @@ impl FileDevice {
                 path.display()
             )));
         }
+        let geometry = Geometry { size_bytes, sector_bytes, buffer_align };
         Ok(FileDevice {
-            name: path.display().to_string(),
+            front: Front::new(path.display().to_string(), geometry).with_fd(file.as_raw_fd()),
             path: path.to_path_buf(),
             file,
-            size_bytes,
-            sector_bytes,
-            buffer_align,
             is_block_device,
             direct: options.direct,
             read_only: options.read_only,
-            poisoned: AtomicBool::new(false),
-            poison_cause: Mutex::new(String::new()),
-            stats: Stats::default(),
         })
     }
 
@@ -204,100 +191,53 @@ impl FileDevice {
     /// system cannot tell (it then reports the whole file as data).
     pub fn holds_no_data(&self, offset: u64, len: u64) -> bool {
         let end = offset.saturating_add(len);
-        let whole = offset..end.min(self.size_bytes);
+        let whole = offset..end.min(self.size_bytes());
         matches!(self.unwritten(offset, end), Ok(Some(holes)) if holes.len() == 1 && holes[0] == whole)
     }
 
-    fn check_poison(&self, op: Op) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
-            let cause = self.poison_cause.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            return Err(DeviceError::Poisoned { device: self.name.clone(), op, cause });
-        }
-        Ok(())
-    }
-
     fn io_error(&self, op: Op, offset: u64, len: usize, source: io::Error) -> DeviceError {
-        DeviceError::Io { device: self.name.clone(), op, offset, len: len as u64, source }
+        DeviceError::Io { device: self.name().to_string(), op, offset, len: len as u64, source }
     }
 }
 
-impl Device for FileDevice {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for FileDevice {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.size_bytes
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.sector_bytes
-    }
-
-    fn buffer_align(&self) -> usize {
-        self.buffer_align
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Read, buf.as_ptr() as usize, buf.len(), offset))?;
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         let len = buf.len();
-        self.stats.track(
-            self.file.read_exact_at(buf, offset).map_err(|e| self.io_error(Op::Read, offset, len, e)),
-        )?;
-        self.stats.record_reads(1, len as u64);
-        Ok(())
+        self.file.read_exact_at(buf, offset).map_err(|e| self.io_error(Op::Read, offset, len, e))
     }
 
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.stats.track(self.check_poison(Op::Write))?;
-        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
-        self.stats.track(
-            self.file.write_all_at(buf, offset).map_err(|e| self.io_error(Op::Write, offset, buf.len(), e)),
-        )?;
-        self.stats.record_writes(1, buf.len() as u64);
-        Ok(())
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
+        self.file.write_all_at(buf, offset).map_err(|e| self.io_error(Op::Write, offset, buf.len(), e))
     }
 
-    fn flush(&self) -> Result<()> {
-        self.stats.track(self.check_poison(Op::Flush))?;
-        if let Err(source) = self.file.sync_data() {
-            *self.poison_cause.lock().unwrap_or_else(|e| e.into_inner()) = source.to_string();
-            self.poisoned.store(true, Ordering::Release);
-            self.stats.record_error();
-            return Err(DeviceError::Flush { device: self.name.clone(), source });
-        }
-        self.stats.record_flush();
-        Ok(())
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.file.as_raw_fd())
+    fn flush_raw(&self, _: Checked) -> Result<()> {
+        self.file.sync_data().map_err(|source| DeviceError::Flush { device: self.name().to_string(), source })
     }
 
     /// A block device has no holes: every sector reads from the medium.
-    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         if self.is_block_device {
             return Ok(Some(Vec::new()));
         }
-        let end = end.min(self.size_bytes);
-        crate::medium::file_holes(self.file.as_raw_fd(), start, end, u64::from(self.sector_bytes))
+        crate::medium::file_holes(self.file.as_raw_fd(), start, end, u64::from(self.sector_bytes()))
             .map(Some)
             .map_err(|source| self.io_error(Op::Read, start, (end - start) as usize, source))
     }
 
-    fn media(&self) -> Vec<crate::Medium> {
+    fn media_raw(&self) -> Vec<crate::Medium> {
         let fd = self.file.as_raw_fd();
         let (filesystem, memory_backed) = match self.is_block_device {
             true => (None, false),
             false => crate::medium::filesystem_of(fd).map_or((None, false), |(n, m)| (Some(n), m)),
         };
-        let cached_bytes = if self.direct { None } else { crate::medium::cached_bytes(fd, self.size_bytes) };
+        let cached_bytes =
+            if self.direct { None } else { crate::medium::cached_bytes(fd, self.size_bytes()) };
         vec![crate::Medium {
-            name: self.name.clone(),
+            name: self.name().to_string(),
             kind: if self.is_block_device { crate::MediumKind::BlockDevice } else { crate::MediumKind::File },
             direct: self.direct,
             filesystem,
@@ -308,8 +248,10 @@ impl Device for FileDevice {
 
     /// Writes back dirty pages (DONTNEED leaves them) and drops every page
     /// of the file. A read-only or O_DIRECT open has none of its own to
-    /// write; other openers' pages are dropped all the same.
-    fn drop_cache(&self) -> Result<()> {
+    /// write; other openers' pages are dropped all the same. The write-back
+    /// is a flush through the front: refused on a poisoned device, and
+    /// poisoning it when it fails.
+    fn drop_cache_raw(&self) -> Result<()> {
         let fd = self.file.as_raw_fd();
         if !self.read_only {
             self.flush()?;

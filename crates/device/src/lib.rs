@@ -6,20 +6,28 @@
 //! keep requests in flight on one device at once; a flush is a durability
 //! barrier for every write that completed before it was issued.
 //!
-//! Backends: [`FileDevice`] (regular files and block devices, optionally
-//! O_DIRECT), [`MemDevice`] (sparse, in memory), [`NullDevice`] (discards
-//! everything; for engine-overhead measurements), [`CrashDevice`] (records
-//! unflushed writes and produces the images a power cut could leave) and
-//! [`FaultyDevice`] (fails chosen requests with an I/O error).
+//! Every device is a [`Backend`] (raw I/O only) behind the one checked
+//! front in `front.rs`, which implements [`Device`] for all of them:
+//! requests are checked, counted and refused after a failed flush there
+//! and nowhere else. Backends here: [`FileDevice`] (regular files and
+//! block devices, optionally O_DIRECT), [`MemDevice`] (sparse, in memory),
+//! [`NullDevice`] (discards everything; for engine-overhead measurements),
+//! [`Slice`] (a window of a device), [`CrashDevice`] (records unflushed
+//! writes and produces the images a power cut could leave),
+//! [`FaultyDevice`] (fails chosen requests with an I/O error),
+//! [`RecordingDevice`] and [`Overlay`] (histories and crash images of
+//! several devices).
 //!
 //! This crate never prints, never panics on caller input, and knows nothing
-//! about the layers above it (volumes, logs, validation, workloads).
+//! about the layers above it (volumes, logs, validation, workloads). No
+//! backend checks, counts or poisons on its own: that is the front's.
 
 mod align;
 mod crash;
 mod error;
 mod faulty;
 mod file;
+mod front;
 mod medium;
 mod mem;
 mod null;
@@ -33,105 +41,13 @@ pub use crash::{CrashDevice, CrashOutcome, CrashPolicy};
 pub use error::{DeviceError, Op, Result};
 pub use faulty::{Fault, FaultyDevice};
 pub use file::{FileDevice, FileOptions, LockKind};
+pub use front::{check_request, Backend, Checked, Device, Front, Geometry};
 pub use medium::{Medium, MediumKind};
 pub use mem::MemDevice;
 pub use null::NullDevice;
 pub use recording::{CrashPoint, Event, Overlay, Recording, RecordingDevice, Replayer};
 pub use slice::Slice;
 pub use stats::{Stats, StatsSnapshot};
-
-use std::ops::Range;
-use std::os::fd::RawFd;
-
-/// A block device: a fixed number of bytes, read and written in whole
-/// sectors at byte offsets.
-///
-/// Contract every implementation keeps:
-/// - `offset` and `buf.len()` are multiples of [`Device::sector_bytes`] and
-///   the request lies inside `0..size_bytes()`; otherwise the request fails
-///   with [`DeviceError::Misaligned`] or [`DeviceError::OutOfRange`] and
-///   nothing is transferred;
-/// - a write that returned `Ok` before `flush` was called is durable once
-///   that `flush` returns `Ok`; nothing is promised about a write that was
-///   still in flight when the flush was issued;
-/// - after a failed flush the device is poisoned: every later write and
-///   flush fails with [`DeviceError::Poisoned`] (a failed flush cannot be
-///   retried safely, the kernel may already have dropped the dirty data).
-pub trait Device: Send + Sync {
-    /// A short name for messages: the path, `mem:64M`, a volume name.
-    fn name(&self) -> &str;
-
-    /// Usable size in bytes; always a multiple of [`Device::sector_bytes`].
-    fn size_bytes(&self) -> u64;
-
-    /// The logical sector size: the unit of addressing and of atomicity.
-    fn sector_bytes(&self) -> u32;
-
-    /// Required alignment of buffer addresses (1 unless the device uses
-    /// O_DIRECT).
-    fn buffer_align(&self) -> usize {
-        1
-    }
-
-    /// Reads `buf.len()` bytes at `offset`.
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
-
-    /// Writes `buf` at `offset`.
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
-
-    /// Makes every write that completed before this call durable.
-    fn flush(&self) -> Result<()>;
-
-    /// Writes several `(offset, data)` ranges as one transaction where the
-    /// device can make that atomic (a block log in `log` mode: after a
-    /// crash all of them are present or none); elsewhere they are written
-    /// one after another, which is exactly what a crash test should see.
-    fn write_atomic(&self, writes: &[(u64, &[u8])]) -> Result<()> {
-        for (offset, buf) in writes {
-            self.write_at(buf, *offset)?;
-        }
-        Ok(())
-    }
-
-    /// The device's own counters.
-    fn stats(&self) -> &Stats;
-
-    /// The file descriptor behind the device, when requests may be submitted
-    /// to it directly (io_uring). Such a submitter must check requests with
-    /// [`check_request`] and record them in [`Device::stats`] itself.
-    fn raw_fd(&self) -> Option<RawFd> {
-        None
-    }
-
-    /// The parts of `start..end` never written (holes of a sparse file,
-    /// chunks a memory image never allocated), sorted, whole sectors.
-    /// Reading them measures nothing real, so reads are laid out first.
-    /// `None` when the device cannot tell.
-    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<Range<u64>>>> {
-        let _ = (start, end);
-        Ok(None)
-    }
-
-    /// Writes `buf` over blocks [`Device::unwritten`] reported, to lay a
-    /// region out before a job. By default an ordinary write; a layer with
-    /// a cheaper way to put never-written blocks in place (the block log:
-    /// in place, outside its transactions) takes it.
-    fn fill_unwritten(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.write_at(buf, offset)
-    }
-
-    /// What the device's bytes live on, for reports (empty when unknown).
-    fn media(&self) -> Vec<Medium> {
-        Vec::new()
-    }
-
-    /// Drops the device's pages from the page cache (after writing back
-    /// dirty ones), so a buffered run starts cold, as fio's `invalidate=1`.
-    /// A no-op where nothing is cached.
-    fn drop_cache(&self) -> Result<()> {
-        Ok(())
-    }
-}
 
 /// A write-ahead log for writes that must land together on several
 /// devices (a RAID-5 row's data and parity): they are made durable in the
@@ -151,46 +67,6 @@ pub trait WriteAheadLog: Send + Sync {
     /// Flushes the homes and frees every record whose writes are done (a
     /// clean stop: nothing is left to replay).
     fn checkpoint(&self) -> Result<()>;
-}
-
-/// Checks a request against a device's geometry: sector-aligned offset and
-/// length, buffer address aligned to [`Device::buffer_align`], inside the
-/// device. Every backend calls this before transferring anything.
-pub fn check_request(dev: &dyn Device, op: Op, addr: usize, len: usize, offset: u64) -> Result<()> {
-    let sector = u64::from(dev.sector_bytes());
-    let len64 = len as u64;
-    if offset % sector != 0 || len64 % sector != 0 {
-        return Err(DeviceError::Misaligned {
-            device: dev.name().to_string(),
-            op,
-            offset,
-            len: len64,
-            what: "offset and length",
-            align: sector,
-        });
-    }
-    let mem_align = dev.buffer_align();
-    if mem_align > 1 && addr % mem_align != 0 {
-        return Err(DeviceError::Misaligned {
-            device: dev.name().to_string(),
-            op,
-            offset,
-            len: len64,
-            what: "buffer address",
-            align: mem_align as u64,
-        });
-    }
-    let end = offset.checked_add(len64);
-    if end.is_none_or(|end| end > dev.size_bytes()) {
-        return Err(DeviceError::OutOfRange {
-            device: dev.name().to_string(),
-            op,
-            offset,
-            len: len64,
-            size: dev.size_bytes(),
-        });
-    }
-    Ok(())
 }
 
 /// Copies the whole of `dev` into a new sparse [`MemDevice`] (all-zero

@@ -1,6 +1,6 @@
 use std::sync::RwLock;
 
-use crate::{check_request, Device, DeviceError, Op, Result, Stats};
+use crate::{Backend, Checked, Device, DeviceError, Front, Geometry, Result};
 
 /// Chunk granularity of the sparse memory image.
 pub(crate) const CHUNK_BYTES: usize = 1 << 20;
@@ -9,11 +9,8 @@ pub(crate) const CHUNK_BYTES: usize = 1 << 20;
 /// as zeros until then, each behind its own lock so threads working on
 /// different chunks do not contend.
 pub struct MemDevice {
-    name: String,
-    size_bytes: u64,
-    sector_bytes: u32,
+    front: Front,
     chunks: Vec<RwLock<Option<Box<[u8]>>>>,
-    stats: Stats,
 }
 
 impl MemDevice {
@@ -37,20 +34,20 @@ impl MemDevice {
         }
         let chunk_count = size_bytes.div_ceil(CHUNK_BYTES as u64) as usize;
         let chunks = (0..chunk_count).map(|_| RwLock::new(None)).collect();
-        Ok(MemDevice { name, size_bytes, sector_bytes, chunks, stats: Stats::default() })
+        Ok(MemDevice { front: Front::new(name, Geometry::new(size_bytes, sector_bytes)), chunks })
     }
 
     /// Builds a device holding exactly `bytes`.
     pub fn from_bytes(name: impl Into<String>, bytes: &[u8], sector_bytes: u32) -> Result<MemDevice> {
         let dev = MemDevice::with_sector(name, bytes.len() as u64, sector_bytes)?;
         dev.write_at(bytes, 0)?;
-        dev.stats.reset();
+        dev.stats().reset();
         Ok(dev)
     }
 
     /// The whole image as one vector (for tests on small devices).
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut out = vec![0; self.size_bytes as usize];
+        let mut out = vec![0; self.size_bytes() as usize];
         self.copy_out(&mut out, 0);
         out
     }
@@ -63,7 +60,7 @@ impl MemDevice {
 
     fn chunk_len(&self, index: usize) -> usize {
         let start = (index * CHUNK_BYTES) as u64;
-        (self.size_bytes - start).min(CHUNK_BYTES as u64) as usize
+        (self.size_bytes() - start).min(CHUNK_BYTES as u64) as usize
     }
 
     fn copy_out(&self, buf: &mut [u8], offset: u64) {
@@ -98,7 +95,13 @@ impl MemDevice {
 
 impl std::fmt::Debug for MemDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MemDevice({}, {} bytes, {}-byte sectors)", self.name, self.size_bytes, self.sector_bytes)
+        write!(
+            f,
+            "MemDevice({}, {} bytes, {}-byte sectors)",
+            self.name(),
+            self.size_bytes(),
+            self.sector_bytes()
+        )
     }
 }
 
@@ -107,41 +110,27 @@ fn read_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Device for MemDevice {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for MemDevice {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.size_bytes
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.sector_bytes
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Read, buf.as_ptr() as usize, buf.len(), offset))?;
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         self.copy_out(buf, offset);
-        self.stats.record_reads(1, buf.len() as u64);
         Ok(())
     }
 
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         self.copy_in(buf, offset);
-        self.stats.record_writes(1, buf.len() as u64);
         Ok(())
     }
 
-    fn flush(&self) -> Result<()> {
-        self.stats.record_flush();
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         Ok(())
     }
 
     /// Chunks never written are unallocated and read as zeros.
-    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
-        let end = end.min(self.size_bytes);
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         let chunk = CHUNK_BYTES as u64;
         let mut holes: Vec<std::ops::Range<u64>> = Vec::new();
         let mut at = start;
@@ -159,18 +148,14 @@ impl Device for MemDevice {
         Ok(Some(holes))
     }
 
-    fn media(&self) -> Vec<crate::Medium> {
+    fn media_raw(&self) -> Vec<crate::Medium> {
         vec![crate::Medium {
-            name: self.name.clone(),
+            name: self.name().to_string(),
             kind: crate::MediumKind::Memory,
             direct: false,
             filesystem: None,
             memory_backed: true,
             cached_bytes: None,
         }]
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
     }
 }

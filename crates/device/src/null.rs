@@ -1,13 +1,11 @@
-use crate::{check_request, Device, DeviceError, Op, Result, Stats};
+use crate::{Backend, Checked, DeviceError, Front, Geometry, Result};
 
 /// A device that stores nothing: writes are discarded and reads leave the
 /// caller's buffer as it was (like fio's null engine). Requests are still
-/// checked and counted. Its only use is measuring the cost of the engine
-/// above it; data read from it is meaningless.
+/// checked and counted by the front. Its only use is measuring the cost of
+/// the engine above it; data read from it is meaningless.
 pub struct NullDevice {
-    name: String,
-    size_bytes: u64,
-    stats: Stats,
+    front: Front,
 }
 
 impl NullDevice {
@@ -17,52 +15,35 @@ impl NullDevice {
                 "null:{size_bytes}: size must be a non-zero multiple of 512 bytes"
             )));
         }
-        Ok(NullDevice { name: format!("null:{size_bytes}"), size_bytes, stats: Stats::default() })
+        Ok(NullDevice { front: Front::new(format!("null:{size_bytes}"), Geometry::new(size_bytes, 512)) })
     }
 }
 
-impl Device for NullDevice {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for NullDevice {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.size_bytes
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        512
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Read, buf.as_ptr() as usize, buf.len(), offset))?;
-        self.stats.record_reads(1, buf.len() as u64);
+    fn read_raw(&self, _buf: &mut [u8], _offset: u64, _: Checked) -> Result<()> {
         Ok(())
     }
 
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
-        self.stats.record_writes(1, buf.len() as u64);
+    fn write_raw(&self, _buf: &[u8], _offset: u64, _: Checked) -> Result<()> {
         Ok(())
     }
 
-    fn flush(&self) -> Result<()> {
-        self.stats.record_flush();
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         Ok(())
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
     }
 
     /// Nothing to lay out: a null device holds no data to read.
-    fn unwritten(&self, _start: u64, _end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, _start: u64, _end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         Ok(Some(Vec::new()))
     }
 
-    fn media(&self) -> Vec<crate::Medium> {
+    fn media_raw(&self) -> Vec<crate::Medium> {
         vec![crate::Medium {
-            name: self.name.clone(),
+            name: self.front.name().to_string(),
             kind: crate::MediumKind::Null,
             direct: false,
             filesystem: None,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::{check_request, CrashPolicy, Device, MemDevice, Op, Result, Stats};
+use crate::{Backend, Checked, CrashPolicy, Device, Front, Geometry, MemDevice, Result};
 
 /// One step of a recorded history.
 #[derive(Clone, Debug)]
@@ -61,64 +61,42 @@ impl Recording {
 /// to a [`Recording`]. Meant for single-threaded histories: with several
 /// threads the recorded order is one of the orders that could have been.
 pub struct RecordingDevice {
-    name: String,
+    front: Front,
     index: usize,
     inner: Arc<dyn Device>,
     recording: Arc<Recording>,
-    stats: Stats,
 }
 
 impl RecordingDevice {
     pub fn new(inner: Arc<dyn Device>, index: usize, recording: Arc<Recording>) -> RecordingDevice {
         RecordingDevice {
-            name: format!("recorded({})", inner.name()),
+            front: Front::new(format!("recorded({})", inner.name()), Geometry::of(inner.as_ref())),
             index,
             inner,
             recording,
-            stats: Stats::default(),
         }
     }
 }
 
-impl Device for RecordingDevice {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for RecordingDevice {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
+        self.inner.read_at(buf, offset)
     }
 
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
-    }
-
-    fn buffer_align(&self) -> usize {
-        self.inner.buffer_align()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.stats.track(self.inner.read_at(buf, offset))?;
-        self.stats.record_reads(1, buf.len() as u64);
-        Ok(())
-    }
-
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.stats.track(self.inner.write_at(buf, offset))?;
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
+        self.inner.write_at(buf, offset)?;
         self.recording.lock().push(Event::Write { device: self.index, offset, data: Arc::from(buf) });
-        self.stats.record_writes(1, buf.len() as u64);
         Ok(())
     }
 
-    fn flush(&self) -> Result<()> {
-        self.stats.track(self.inner.flush())?;
+    fn flush_raw(&self, _: Checked) -> Result<()> {
+        self.inner.flush()?;
         self.recording.lock().push(Event::Flush { device: self.index });
-        self.stats.record_flush();
         Ok(())
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
     }
 }
 
@@ -126,10 +104,9 @@ impl Device for RecordingDevice {
 /// writes in memory, sector by sector: a crash image that costs only what
 /// differs from the durable state.
 pub struct Overlay {
-    name: String,
+    front: Front,
     base: Arc<dyn Device>,
     top: Mutex<BTreeMap<u64, Box<[u8]>>>,
-    stats: Stats,
 }
 
 impl Overlay {
@@ -149,7 +126,8 @@ impl Overlay {
     }
 
     fn named(base: Arc<dyn Device>, name: String) -> Overlay {
-        Overlay { name, base, top: Mutex::new(BTreeMap::new()), stats: Stats::default() }
+        let front = Front::new(name, Geometry::of(base.as_ref()));
+        Overlay { front, base, top: Mutex::new(BTreeMap::new()) }
     }
 
     fn top(&self) -> MutexGuard<'_, BTreeMap<u64, Box<[u8]>>> {
@@ -157,25 +135,12 @@ impl Overlay {
     }
 }
 
-impl Device for Overlay {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for Overlay {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.base.size_bytes()
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.base.sector_bytes()
-    }
-
-    fn buffer_align(&self) -> usize {
-        self.base.buffer_align()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Read, buf.as_ptr() as usize, buf.len(), offset))?;
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         self.base.read_at(buf, offset)?;
         let sector = u64::from(self.sector_bytes());
         let first = offset / sector;
@@ -184,29 +149,21 @@ impl Device for Overlay {
             let at = ((s - first) * sector) as usize;
             buf[at..at + sector as usize].copy_from_slice(data);
         }
-        self.stats.record_reads(1, buf.len() as u64);
         Ok(())
     }
 
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         let sector = self.sector_bytes() as usize;
         let first = offset / sector as u64;
         let mut top = self.top();
         for (i, chunk) in buf.chunks_exact(sector).enumerate() {
             top.insert(first + i as u64, Box::from(chunk));
         }
-        self.stats.record_writes(1, buf.len() as u64);
         Ok(())
     }
 
-    fn flush(&self) -> Result<()> {
-        self.stats.record_flush();
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         Ok(())
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
     }
 }
 

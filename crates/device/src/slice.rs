@@ -2,16 +2,15 @@
 
 use std::sync::Arc;
 
-use crate::{check_request, Device, DeviceError, Op, Result, Stats};
+use crate::{Backend, Checked, Device, DeviceError, Front, Geometry, Result};
 
 /// Bytes `offset..offset+len` of `inner` as a device of its own (the data
-/// area of a drive after its metadata, for example).
+/// area of a drive after its metadata, for example). Transparent: atomic
+/// and unlogged writes stay atomic and unlogged on `inner`.
 pub struct Slice {
-    name: String,
+    front: Front,
     inner: Arc<dyn Device>,
     offset: u64,
-    len: u64,
-    stats: Stats,
 }
 
 impl Slice {
@@ -26,68 +25,48 @@ impl Slice {
                 inner.size_bytes()
             )));
         }
-        Ok(Slice {
-            name: format!("{}[{offset}..]", inner.name()),
-            inner,
-            offset,
-            len,
-            stats: Stats::default(),
-        })
+        let geometry = Geometry { size_bytes: len, ..Geometry::of(inner.as_ref()) };
+        let front = Front::new(format!("{}[{offset}..]", inner.name()), geometry);
+        Ok(Slice { front, inner, offset })
     }
 }
 
-impl Device for Slice {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for Slice {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.len
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
+        self.inner.read_at(buf, self.offset + offset)
     }
 
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
+        self.inner.write_at(buf, self.offset + offset)
     }
 
-    fn buffer_align(&self) -> usize {
-        self.inner.buffer_align()
+    fn write_atomic_raw(&self, writes: &[(u64, &[u8])], _: Checked) -> Result<()> {
+        let shifted: Vec<(u64, &[u8])> = writes.iter().map(|(at, buf)| (self.offset + at, *buf)).collect();
+        self.inner.write_atomic(&shifted)
     }
 
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Read, buf.as_ptr() as usize, buf.len(), offset))?;
-        self.stats.track(self.inner.read_at(buf, self.offset + offset))?;
-        self.stats.record_reads(1, buf.len() as u64);
-        Ok(())
+    fn write_unlogged_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
+        self.inner.write_unlogged(buf, self.offset + offset)
     }
 
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
-        self.stats.track(self.inner.write_at(buf, self.offset + offset))?;
-        self.stats.record_writes(1, buf.len() as u64);
-        Ok(())
+    fn flush_raw(&self, _: Checked) -> Result<()> {
+        self.inner.flush()
     }
 
-    fn flush(&self) -> Result<()> {
-        self.stats.track(self.inner.flush())?;
-        self.stats.record_flush();
-        Ok(())
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
-        let end = end.min(self.len);
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         let inner = self.inner.unwritten(self.offset + start, self.offset + end)?;
         Ok(inner.map(|holes| holes.into_iter().map(|h| h.start - self.offset..h.end - self.offset).collect()))
     }
 
-    fn media(&self) -> Vec<crate::Medium> {
+    fn media_raw(&self) -> Vec<crate::Medium> {
         self.inner.media()
     }
 
-    fn drop_cache(&self) -> Result<()> {
+    fn drop_cache_raw(&self) -> Result<()> {
         self.inner.drop_cache()
     }
 }

@@ -13,9 +13,9 @@ use crate::volume::Volume;
 impl Volume {
     /// The holes of `start..end`: every byte a read could be served from a
     /// hole of some plex that is up (the union over the plexes). `None`
-    /// when a drive under an up plex cannot tell its holes.
+    /// when a drive under an up plex cannot tell its holes. `end` is inside
+    /// the volume (the front cut it).
     pub(crate) fn holes(&self, start: u64, end: u64) -> Result<Option<Vec<Range<u64>>>> {
-        let end = end.min(self.size_bytes);
         let mut all: Vec<Range<u64>> = Vec::new();
         for plex in self.plexes.iter().filter(|p| p.state.get() == crate::State::Up) {
             match plex_holes(plex, start, end)? {

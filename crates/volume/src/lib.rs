@@ -4,9 +4,11 @@
 //! Flow: [`parse`] a configuration file into a [`Config`]; then either
 //! [`create`] a volume set on open drives (lays it out with [`resolve`],
 //! writes the on-disk metadata, binds) or [`build`] it without metadata;
-//! later [`assemble`] it from the drives alone. A bound [`Volume`]
-//! implements [`device::Device`], so every layer and workload above runs on
-//! it unchanged. States ([`Volume::set_state`], [`Volume::revive`],
+//! later [`assemble`] it from the drives alone. A bound [`Volume`] is a
+//! [`device::Backend`] behind the device crate's checked front, so it is
+//! a [`device::Device`] every layer and workload above runs on unchanged,
+//! and it never checks, counts or refuses a request itself (it only adds
+//! a cause to poison it: a flush that left no plex holding every byte). States ([`Volume::set_state`], [`Volume::revive`],
 //! [`Volume::init`]), counters ([`Volume::report`]) and parity
 //! ([`Volume::check_parity`], [`Volume::rebuild_parity`]) are managed per
 //! volume, or through the [`VolumeSet`] so that state changes are recorded

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 
-use device::{AlignedBuf, Device, Result, Stats, StatsSnapshot};
+use device::{AlignedBuf, Backend, Checked, Device, Front, Geometry, Result, Stats, StatsSnapshot};
 
 /// State of a drive, subdisk or plex.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -261,27 +261,21 @@ pub struct ObjectReport {
 /// read from or written to a drive that is not there.
 pub(crate) struct AbsentDevice {
     drive: String,
-    /// The path the configuration names, as the device's name.
-    name: String,
-    size_bytes: u64,
-    sector_bytes: u32,
-    stats: Stats,
+    /// Named by the path the configuration names.
+    front: Front,
 }
 
 impl AbsentDevice {
     pub(crate) fn new(drive: &str, path: &str, size_bytes: u64, sector_bytes: u32) -> AbsentDevice {
         AbsentDevice {
             drive: drive.to_string(),
-            name: path.to_string(),
-            size_bytes,
-            sector_bytes,
-            stats: Stats::default(),
+            front: Front::new(path, Geometry::new(size_bytes, sector_bytes)),
         }
     }
 
     fn missing(&self, op: device::Op, offset: u64, len: u64) -> device::DeviceError {
         device::DeviceError::Io {
-            device: self.name.clone(),
+            device: self.front.name().to_string(),
             op,
             offset,
             len,
@@ -293,32 +287,20 @@ impl AbsentDevice {
     }
 }
 
-impl Device for AbsentDevice {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for AbsentDevice {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.size_bytes
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.sector_bytes
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
         Err(self.missing(device::Op::Read, offset, buf.len() as u64))
     }
 
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         Err(self.missing(device::Op::Write, offset, buf.len() as u64))
     }
 
-    fn flush(&self) -> Result<()> {
+    fn flush_raw(&self, _: Checked) -> Result<()> {
         Err(self.missing(device::Op::Flush, 0, 0))
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
     }
 }

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use device::{check_request, Device, DeviceError, Op, Result, Stats, StatsSnapshot};
+use device::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result, Stats, StatsSnapshot};
 
 use crate::config::ReadPolicySpec;
 use crate::counters::ObjectKind;
@@ -38,21 +38,19 @@ pub enum ReadPolicy {
 }
 
 pub struct Volume {
+    /// Name, geometry, counters and the poison latch: a volume is poisoned
+    /// when a flush failed on a drive whose data no other plex holds (see
+    /// `flush_drives`).
+    front: Front,
     pub(crate) name: String,
     pub(crate) size_bytes: u64,
-    sector_bytes: u32,
-    buffer_align: usize,
     pub(crate) plexes: Vec<Plex>,
     pub(crate) drives: Vec<Arc<Drive>>,
     read_policy: ReadPolicy,
     next_plex: AtomicUsize,
-    stats: Stats,
     recovered_reads: AtomicU64,
     /// Byte ranges under write, so mirrored plexes see writes in one order.
     pub(crate) writes: RangeLock,
-    /// Why the volume refuses writes and flushes: a flush failed on a
-    /// drive whose data no other plex holds (see [`Device::flush`]).
-    poison: Mutex<Option<String>>,
     /// What the volume did on its own (a drive taken down after a failed
     /// flush), for the caller to report; at most [`EVENTS_MAX`] kept.
     events: Mutex<Vec<String>>,
@@ -257,19 +255,17 @@ impl Volume {
                     .ok_or_else(|| invalid(format!("no plex named {name}")))?,
             ),
         };
+        let geometry = Geometry { size_bytes, sector_bytes, buffer_align };
         Ok(Volume {
+            front: Front::new(spec.name.clone(), geometry),
             name: spec.name.clone(),
             size_bytes,
-            sector_bytes,
-            buffer_align,
             plexes,
             drives,
             read_policy,
             next_plex: AtomicUsize::new(0),
-            stats: Stats::default(),
             recovered_reads: AtomicU64::new(0),
             writes: RangeLock::default(),
-            poison: Mutex::new(None),
             events: Mutex::new(Vec::new()),
         })
     }
@@ -416,7 +412,7 @@ impl Volume {
         VolumeReport {
             name: self.name.clone(),
             size_bytes: self.size_bytes,
-            stats: self.stats.snapshot(),
+            stats: self.stats().snapshot(),
             recovered_reads: self.recovered_reads.load(Relaxed),
             plexes: self.plexes.iter().map(plex_report).collect(),
             drives: self
@@ -435,7 +431,7 @@ impl Volume {
 
     /// Zeroes every counter of the volume and the objects below it.
     pub fn reset_stats(&self) {
-        self.stats.reset();
+        self.stats().reset();
         self.recovered_reads.store(0, Relaxed);
         for plex in &self.plexes {
             plex.counters.reset();
@@ -458,7 +454,7 @@ impl Volume {
             }
         };
         if name == self.name {
-            self.stats.reset();
+            self.stats().reset();
             self.recovered_reads.store(0, Relaxed);
             cleared.push((ObjectKind::Volume, self.name.clone()));
             for plex in self.plexes.iter().filter(|_| recursive) {
@@ -605,15 +601,6 @@ impl Volume {
         Err(failure.unwrap_or_else(|| self.no_plex(Op::Write, offset, len)))
     }
 
-    /// Refuses writes and flushes once a flush failed with no redundancy
-    /// left to hold the data.
-    fn check_poison(&self, op: Op) -> Result<()> {
-        match self.poison.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            Some(cause) => Err(DeviceError::Poisoned { device: self.name.clone(), op, cause: cause.clone() }),
-            None => Ok(()),
-        }
-    }
-
     /// Records something the volume did on its own for [`Volume::take_events`].
     fn event(&self, what: String) {
         let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
@@ -635,7 +622,6 @@ impl Volume {
     /// the other plexes still hold every byte, the flush succeeds: they
     /// were flushed too. If not, the volume is poisoned and the flush fails.
     fn flush_drives(&self) -> Result<()> {
-        self.check_poison(Op::Flush)?;
         let mut failure = None;
         for drive in self.drives.iter().filter(|d| d.state.get() == State::Up) {
             if let Err(err) = drive.stats.track(drive.dev.flush()) {
@@ -653,7 +639,9 @@ impl Volume {
         }
         let cause = format!("{err}; no other plex holds all the data");
         self.event(format!("volume '{}' refuses writes: {cause}", self.name));
-        *self.poison.lock().unwrap_or_else(|e| e.into_inner()) = Some(cause);
+        // The front would poison with `err` alone; the volume says why no
+        // plex can stand in.
+        self.front.poison(cause);
         Err(err)
     }
 
@@ -719,58 +707,37 @@ fn plex_report(plex: &Plex) -> PlexReport {
     }
 }
 
-impl Device for Volume {
-    fn name(&self) -> &str {
-        &self.name
+impl Backend for Volume {
+    fn front(&self) -> &Front {
+        &self.front
     }
 
-    fn size_bytes(&self) -> u64 {
-        self.size_bytes
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.sector_bytes
-    }
-
-    fn buffer_align(&self) -> usize {
-        self.buffer_align
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.stats.track(check_request(self, Op::Read, buf.as_ptr() as usize, buf.len(), offset))?;
-        if !buf.is_empty() {
-            self.stats.track(self.read_plexes(buf, offset))?;
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
         }
-        self.stats.record_reads(1, buf.len() as u64);
-        Ok(())
+        self.read_plexes(buf, offset)
     }
 
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.stats.track(self.check_poison(Op::Write))?;
-        self.stats.track(check_request(self, Op::Write, buf.as_ptr() as usize, buf.len(), offset))?;
-        if !buf.is_empty() {
-            self.stats.track(self.write_plexes(buf, offset))?;
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
         }
-        self.stats.record_writes(1, buf.len() as u64);
-        Ok(())
+        self.write_plexes(buf, offset)
     }
 
-    fn flush(&self) -> Result<()> {
-        self.stats.track(self.flush_drives())?;
-        self.stats.record_flush();
-        Ok(())
+    /// Every error poisons the volume: `flush_drives` fails only when no
+    /// plex holds every byte any more.
+    fn flush_raw(&self, _: Checked) -> Result<()> {
+        self.flush_drives()
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    fn unwritten(&self, start: u64, end: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+    fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         self.holes(start, end)
     }
 
     /// Every drive's media, once each (a drive may hold several subdisks).
-    fn media(&self) -> Vec<device::Medium> {
+    fn media_raw(&self) -> Vec<device::Medium> {
         let mut media: Vec<device::Medium> = Vec::new();
         for drive in &self.drives {
             for m in drive.dev.media() {
@@ -782,7 +749,7 @@ impl Device for Volume {
         media
     }
 
-    fn drop_cache(&self) -> Result<()> {
+    fn drop_cache_raw(&self) -> Result<()> {
         for drive in self.drives.iter().filter(|d| d.state.get() == State::Up) {
             drive.dev.drop_cache()?;
         }

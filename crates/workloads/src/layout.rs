@@ -2,8 +2,11 @@
 //! a read of a hole (a sparse file's, or a memory image's never-written
 //! chunk) is answered without touching any medium, so a read figure over
 //! holes measures nothing. Holes are found with [`Device::unwritten`] and
-//! written with the job's data pattern; what was laid out is flushed, so
-//! the measured phase never pays for the layout's write-back.
+//! written with the job's data pattern through [`Device::write_unlogged`]:
+//! in place, outside any log (a layout of gigabytes through a block log's
+//! transactions of half the log would write it all twice, and no record
+//! need cover a block never written). What was laid out is flushed, so the
+//! measured phase never pays for the layout's write-back.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -106,7 +109,7 @@ pub fn lay_out(
                         let Some(piece) = pieces.get(i) else { return Ok(()) };
                         let len = (piece.end - piece.start) as usize;
                         mark(&mut buf[..len], piece.start, pattern);
-                        device.fill_unwritten(&buf[..len], piece.start)?;
+                        device.write_unlogged(&buf[..len], piece.start)?;
                         let so_far = done.fetch_add(len as u64, Relaxed) + len as u64;
                         on_progress(so_far, unwritten_bytes);
                     }

@@ -256,6 +256,57 @@ fn a_failed_flush_poisons_the_log() {
     assert!(matches!(dev.flush().unwrap_err(), DeviceError::Poisoned { .. }));
 }
 
+/// A write forced to commit (the open transaction reached half the log)
+/// whose commit fails poisons the log: the front alone would not, since no
+/// flush of the logged device failed, and a later write would join a
+/// transaction after records of unknown state.
+#[test]
+fn a_failed_forced_commit_inside_a_write_poisons_the_log() {
+    let mem = Arc::new(MemDevice::new(LOG_BYTES + DATA_BYTES).unwrap());
+    // Flush 1 is format's; the forced commit's record flush is number 2.
+    let faulty = Arc::new(FaultyDevice::new(mem, vec![Fault::Nth { op: Op::Flush, n: 2 }]));
+    let dev = format(faulty, Mode::Log);
+    let half = block(1, 200);
+    dev.write_at(&half, 0).unwrap();
+    let err = dev.write_at(&half, 200 * SECTOR as u64).unwrap_err();
+    assert!(matches!(err, DeviceError::Flush { .. }), "{err}");
+    assert_eq!(dev.log_stats().forced_commits, 1);
+    let err = dev.write_at(&block(2, 1), 0).unwrap_err();
+    assert!(matches!(err, DeviceError::Poisoned { .. }), "{err}");
+    assert!(matches!(dev.write_unlogged(&block(2, 1), 0).unwrap_err(), DeviceError::Poisoned { .. }));
+    assert!(matches!(dev.flush().unwrap_err(), DeviceError::Poisoned { .. }));
+}
+
+/// What a file system's metadata-only policy does, written against the
+/// device interface alone: metadata through a transaction, file data in
+/// place. It runs unchanged on a plain device and on a logged one.
+fn write_file(dev: &dyn Device, metadata: (u64, &[u8]), data: (u64, &[u8])) {
+    dev.write_atomic(&[metadata]).unwrap();
+    dev.write_unlogged(data.1, data.0).unwrap();
+    dev.flush().unwrap();
+}
+
+#[test]
+fn a_metadata_only_policy_logs_metadata_and_writes_data_in_place_on_any_device() {
+    let (metadata, data) = ((0, &block(4, 1)[..]), (65536, &block(5, 16)[..]));
+    let plain = MemDevice::new(DATA_BYTES).unwrap();
+    write_file(&plain, metadata, data);
+    assert_eq!((plain.to_vec()[0], plain.to_vec()[65536]), (4, 5));
+
+    let crash = crash_stack();
+    let logged = format(crash.clone(), Mode::Log);
+    logged.set_home_writes(HomeWrites::AtCheckpoint).unwrap();
+    write_file(&logged, metadata, data);
+    let stats = logged.log_stats();
+    assert_eq!((stats.sectors_logged, stats.revocations), (1, 1), "only the metadata went through the log");
+    let mut home = vec![0u8; 16 * SECTOR];
+    crash.read_at(&mut home, LOG_BYTES + 65536).unwrap();
+    assert_eq!(home, block(5, 16), "the data is at home, not waiting for a checkpoint");
+    let image = crash.crash(CrashPolicy::DropUnflushed, 1).unwrap().image;
+    let back = read_all(&reopen(image, Mode::Log));
+    assert_eq!((back[0], back[65536]), (4, 5));
+}
+
 // ---- the property: any history, a power cut at any instant ----
 
 #[derive(Clone, Debug)]

@@ -1,5 +1,6 @@
 //! The house rules ARCHITECTURE.md states, checked: the crate graph is the
-//! documented one, and only the cli prints or exits.
+//! documented one, only the cli prints or exits, and every device is
+//! reached through the one checked front.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -92,4 +93,110 @@ fn only_the_cli_prints_or_exits() {
         }
     }
     assert!(found.is_empty(), "library crates return what they have to say:\n{}", found.join("\n"));
+}
+
+/// Every `.rs` file under `crates/` (sources, tests, benches) but this one
+/// (whose samples break the rules on purpose), with its text stripped of
+/// `//` comments, so a comment naming a rule breaks none.
+fn rust_sources() -> Vec<(PathBuf, String)> {
+    let this = workspace_root().join("crates/cli/tests/it/tidy.rs");
+    let mut found = Vec::new();
+    let mut dirs = vec![workspace_root().join("crates")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") && path != this {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code: Vec<&str> = text.lines().map(|l| l.split("//").next().unwrap()).collect();
+                found.push((path, code.join("\n")));
+            }
+        }
+    }
+    found
+}
+
+/// The last path segment of the trait each `impl TRAIT for TYPE` in `code`
+/// implements (generic parameters and arguments left out).
+fn implemented_traits(code: &str) -> Vec<String> {
+    let flat = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut traits = Vec::new();
+    for (at, _) in flat.match_indices("impl") {
+        let boundary_before = flat[..at].chars().last().is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        let rest = &flat[at + "impl".len()..];
+        if !boundary_before || !rest.starts_with([' ', '<']) {
+            continue;
+        }
+        let header = rest.split(['{', ';']).next().unwrap();
+        let Some((before_for, _)) = header.split_once(" for ") else { continue };
+        let mut path = before_for.trim();
+        if path.starts_with('<') {
+            // Skip the impl's generic parameters: `<B: Backend> Device`.
+            let mut depth = 0;
+            let end = path
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '<' => 1,
+                        '>' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(path.len(), |(i, _)| i + 1);
+            path = path[end..].trim();
+        }
+        let path = path.split('<').next().unwrap();
+        traits.push(path.rsplit("::").next().unwrap().trim().to_string());
+    }
+    traits
+}
+
+#[test]
+fn the_tidy_impl_finder_finds_what_it_must() {
+    let code =
+        "impl<B: Backend> Device for B {}\nimpl device::Device\n for X {}\nimpl Backend for MemDevice {}\n\
+                impl std::fmt::Debug for MemDevice {}\nimpl MemDevice { fn f() {} }";
+    assert_eq!(implemented_traits(code), ["Device", "Device", "Backend", "Debug"]);
+}
+
+#[test]
+fn only_the_front_implements_device() {
+    let front = workspace_root().join("crates/device/src/front.rs");
+    let mut found = Vec::new();
+    for (path, code) in rust_sources() {
+        let devices = implemented_traits(&code).iter().filter(|t| *t == "Device").count();
+        if path != front && devices > 0 {
+            found.push(path.display().to_string());
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a device is a `device::Backend` (raw I/O only); the front in crates/device/src/front.rs \
+         implements `Device` for it, so checks, counters and poisoning cannot be skipped:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn only_the_front_and_the_io_uring_engine_check_requests() {
+    let allowed = [
+        "crates/device/src/front.rs",
+        "crates/device/src/lib.rs",
+        "crates/workloads/src/engine/uring.rs",
+        "crates/workloads/src/engine/uring_validated.rs",
+    ]
+    .map(|p| workspace_root().join(p));
+    let found: Vec<String> = rust_sources()
+        .into_iter()
+        .filter(|(path, code)| code.contains("check_request") && !allowed.contains(path))
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    assert!(
+        found.is_empty(),
+        "a backend is given checked requests only; the front checks them (the io_uring engine, \
+         which submits around the front, is the one other caller):\n{}",
+        found.join("\n")
+    );
 }

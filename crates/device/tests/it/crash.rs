@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use device::{CrashDevice, CrashPolicy, Device, MemDevice};
+use device::{Backend, CrashDevice, CrashPolicy, Device, Front, Geometry, MemDevice};
 use proptest::prelude::*;
 
 const SECTOR: usize = 512;
@@ -164,25 +164,20 @@ fn write_in_flight_when_a_flush_is_issued_is_not_made_durable() {
     // device: the write is in flight when the flush starts.
     use std::sync::{Barrier, Mutex};
     struct Gate {
+        front: Front,
         inner: MemDevice,
         entered: Barrier,
         release: Barrier,
         armed: Mutex<bool>,
     }
-    impl Device for Gate {
-        fn name(&self) -> &str {
-            "gate"
+    impl Backend for Gate {
+        fn front(&self) -> &Front {
+            &self.front
         }
-        fn size_bytes(&self) -> u64 {
-            self.inner.size_bytes()
-        }
-        fn sector_bytes(&self) -> u32 {
-            512
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> device::Result<()> {
+        fn read_raw(&self, buf: &mut [u8], offset: u64, _: device::Checked) -> device::Result<()> {
             self.inner.read_at(buf, offset)
         }
-        fn write_at(&self, buf: &[u8], offset: u64) -> device::Result<()> {
+        fn write_raw(&self, buf: &[u8], offset: u64, _: device::Checked) -> device::Result<()> {
             let armed = std::mem::take(&mut *self.armed.lock().unwrap());
             if armed {
                 self.entered.wait();
@@ -190,14 +185,12 @@ fn write_in_flight_when_a_flush_is_issued_is_not_made_durable() {
             }
             self.inner.write_at(buf, offset)
         }
-        fn flush(&self) -> device::Result<()> {
+        fn flush_raw(&self, _: device::Checked) -> device::Result<()> {
             self.inner.flush()
-        }
-        fn stats(&self) -> &device::Stats {
-            self.inner.stats()
         }
     }
     let gate = Arc::new(Gate {
+        front: Front::new("gate", Geometry::new(8192, 512)),
         inner: MemDevice::new(8192).unwrap(),
         entered: Barrier::new(2),
         release: Barrier::new(2),

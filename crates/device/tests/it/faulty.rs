@@ -32,10 +32,11 @@ fn nth_read_fails_with_an_io_error() {
 }
 
 #[test]
-fn nth_flush_fails() {
-    let dev = faulty(vec![Fault::Nth { op: Op::Flush, n: 1 }]);
-    assert!(matches!(dev.flush(), Err(DeviceError::Flush { .. })));
+fn nth_flush_fails_and_poisons_the_device_as_a_real_one() {
+    let dev = faulty(vec![Fault::Nth { op: Op::Flush, n: 2 }]);
     dev.flush().unwrap();
+    assert!(matches!(dev.flush(), Err(DeviceError::Flush { .. })));
+    assert!(matches!(dev.flush(), Err(DeviceError::Poisoned { .. })), "a flush is never retried");
 }
 
 #[test]

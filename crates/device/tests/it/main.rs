@@ -1,6 +1,7 @@
 mod crash;
 mod faulty;
 mod file;
+mod front;
 mod mem;
 mod recording;
 mod signature;

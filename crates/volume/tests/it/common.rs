@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use device::{Device, MemDevice, StatsSnapshot};
+use device::{Backend, Device, Front, Geometry, MemDevice, StatsSnapshot};
 use volume::{build, parse, Volume};
 
 pub const KIB: u64 = 1024;
@@ -64,43 +64,39 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
 }
 
 /// A memory drive that, like an O_DIRECT file, refuses buffers not aligned
-/// to 4096 bytes.
-pub struct AlignedOnly(pub MemDevice);
+/// to 4096 bytes (the front refuses them; the drive only says it must).
+pub struct AlignedOnly {
+    front: Front,
+    inner: MemDevice,
+}
 
-impl Device for AlignedOnly {
-    fn name(&self) -> &str {
-        self.0.name()
+impl AlignedOnly {
+    pub fn new(inner: MemDevice) -> AlignedOnly {
+        let geometry = Geometry { buffer_align: 4096, ..Geometry::of(&inner) };
+        AlignedOnly { front: Front::new(inner.name(), geometry), inner }
     }
-    fn size_bytes(&self) -> u64 {
-        self.0.size_bytes()
+}
+
+impl Backend for AlignedOnly {
+    fn front(&self) -> &Front {
+        &self.front
     }
-    fn sector_bytes(&self) -> u32 {
-        self.0.sector_bytes()
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: device::Checked) -> device::Result<()> {
+        self.inner.read_at(buf, offset)
     }
-    fn buffer_align(&self) -> usize {
-        4096
+    fn write_raw(&self, buf: &[u8], offset: u64, _: device::Checked) -> device::Result<()> {
+        self.inner.write_at(buf, offset)
     }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> device::Result<()> {
-        device::check_request(self, device::Op::Read, buf.as_ptr() as usize, buf.len(), offset)?;
-        self.0.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> device::Result<()> {
-        device::check_request(self, device::Op::Write, buf.as_ptr() as usize, buf.len(), offset)?;
-        self.0.write_at(buf, offset)
-    }
-    fn flush(&self) -> device::Result<()> {
-        self.0.flush()
-    }
-    fn stats(&self) -> &device::Stats {
-        self.0.stats()
+    fn flush_raw(&self, _: device::Checked) -> device::Result<()> {
+        self.inner.flush()
     }
 }
 
 pub fn aligned_drives(count: usize, size_bytes: u64) -> HashMap<String, Arc<dyn Device>> {
     (0..count)
         .map(|i| {
-            let dev: Arc<dyn Device> =
-                Arc::new(AlignedOnly(MemDevice::with_sector(format!("d{i}"), size_bytes, 512).unwrap()));
+            let drive = AlignedOnly::new(MemDevice::with_sector(format!("d{i}"), size_bytes, 512).unwrap());
+            let dev: Arc<dyn Device> = Arc::new(drive);
             (format!("d{i}"), dev)
         })
         .collect()

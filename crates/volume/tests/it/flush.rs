@@ -64,6 +64,15 @@ fn a_flush_failure_with_no_redundancy_fails_and_poisons() {
 }
 
 #[test]
+fn a_poisoned_volume_says_no_other_plex_holds_the_data() {
+    let drives = drives_failing_flush(&["d0", "d1"], "d1");
+    let v = open(&single_plex("striped 8k", 2, "0"), &drives);
+    v.flush().unwrap_err();
+    let err = v.write_at(&[0; 4096], 0).unwrap_err();
+    assert!(err.to_string().contains("no other plex holds all the data"), "{err}");
+}
+
+#[test]
 fn a_raid5_flush_failure_degrades_the_plex_and_succeeds() {
     let drives = drives_failing_flush(&["d0", "d1", "d2"], "d1");
     let v = open(&single_plex("raid5 8k", 3, "0"), &drives);

@@ -1,6 +1,11 @@
 //! The io_uring engine: one ring per worker thread, `iodepth` requests in
 //! flight, buffers and the file registered with the kernel (falling back to
 //! plain buffers when registration is refused, e.g. by RLIMIT_MEMLOCK).
+//!
+//! The ring submits to the device's descriptor (`Device::raw_fd`), around
+//! the checked front, so it does the front's work itself and must never
+//! skip it: every request passes `device::check_request` before it is
+//! submitted and is counted in `Device::stats` when it completes.
 
 use std::io;
 use std::os::fd::RawFd;

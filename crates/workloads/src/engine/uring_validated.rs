@@ -21,6 +21,9 @@
 //! batch and sends the journal write (O_DIRECT, O_DSYNC; after a linked
 //! fdatasync of the target when the batch needs one) beside its data
 //! requests; the records are durable when that write completes.
+//!
+//! As the plain ring engine, it submits around the device's checked front
+//! and so checks (`device::check_request`) and counts every request itself.
 
 use std::collections::VecDeque;
 use std::io;

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use device::{CrashDevice, CrashPolicy, Device, MemDevice, Stats};
+use device::{Backend, CrashDevice, CrashPolicy, Device, Front, Geometry, MemDevice};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use validation::journal::start_bytes;
@@ -115,11 +115,16 @@ impl Drop for OpenOnDrop {
 
 /// A crash device whose requests pass the gate.
 struct Gated {
+    front: Front,
     inner: Arc<CrashDevice>,
     gate: Arc<Gate>,
 }
 
 impl Gated {
+    fn new(inner: Arc<CrashDevice>, gate: Arc<Gate>) -> Gated {
+        Gated { front: Front::new(inner.name(), Geometry::of(inner.as_ref())), inner, gate }
+    }
+
     fn through<T>(&self, f: impl FnOnce() -> T) -> T {
         self.gate.enter();
         let out = f();
@@ -128,27 +133,18 @@ impl Gated {
     }
 }
 
-impl Device for Gated {
-    fn name(&self) -> &str {
-        self.inner.name()
+impl Backend for Gated {
+    fn front(&self) -> &Front {
+        &self.front
     }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> device::Result<()> {
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: device::Checked) -> device::Result<()> {
         self.through(|| self.inner.read_at(buf, offset))
     }
-    fn write_at(&self, buf: &[u8], offset: u64) -> device::Result<()> {
+    fn write_raw(&self, buf: &[u8], offset: u64, _: device::Checked) -> device::Result<()> {
         self.through(|| self.inner.write_at(buf, offset))
     }
-    fn flush(&self) -> device::Result<()> {
+    fn flush_raw(&self, _: device::Checked) -> device::Result<()> {
         self.through(|| self.inner.flush())
-    }
-    fn stats(&self) -> &Stats {
-        self.inner.stats()
     }
 }
 
@@ -241,8 +237,8 @@ fn crash_everywhere_with(
     let target = crash_device(TARGET_BYTES);
     let journal = journal_device(record_bytes);
     let gate = Arc::new(Gate::default());
-    let gated_target: Arc<dyn Device> = Arc::new(Gated { inner: target.clone(), gate: gate.clone() });
-    let gated_journal: Arc<dyn Device> = Arc::new(Gated { inner: journal.clone(), gate: gate.clone() });
+    let gated_target: Arc<dyn Device> = Arc::new(Gated::new(target.clone(), gate.clone()));
+    let gated_journal: Arc<dyn Device> = Arc::new(Gated::new(journal.clone(), gate.clone()));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     gate.resume(rng.random_range(1..20));
     let mut verdicts = Vec::new();
@@ -425,8 +421,8 @@ fn async_mode_after_a_host_crash_has_lost_its_history_and_checks_no_block() {
     let target = crash_device(TARGET_BYTES);
     let journal = journal_device(JOURNAL_RECORD_BYTES);
     let gate = Arc::new(Gate::default());
-    let gated_target: Arc<dyn Device> = Arc::new(Gated { inner: target.clone(), gate: gate.clone() });
-    let gated_journal: Arc<dyn Device> = Arc::new(Gated { inner: journal.clone(), gate: gate.clone() });
+    let gated_target: Arc<dyn Device> = Arc::new(Gated::new(target.clone(), gate.clone()));
+    let gated_journal: Arc<dyn Device> = Arc::new(Gated::new(journal.clone(), gate.clone()));
     gate.resume(200);
     std::thread::scope(|scope| {
         let spec = job(JournalMode::Async, gated_journal, 1);
@@ -460,8 +456,8 @@ fn async_mode_killed_recovers_blocks_ahead_of_the_journal_never_lost() {
     let target = crash_device(TARGET_BYTES);
     let journal = journal_device(JOURNAL_RECORD_BYTES);
     let gate = Arc::new(Gate::default());
-    let gated_target: Arc<dyn Device> = Arc::new(Gated { inner: target.clone(), gate: gate.clone() });
-    let gated_journal: Arc<dyn Device> = Arc::new(Gated { inner: journal.clone(), gate: gate.clone() });
+    let gated_target: Arc<dyn Device> = Arc::new(Gated::new(target.clone(), gate.clone()));
+    let gated_journal: Arc<dyn Device> = Arc::new(Gated::new(journal.clone(), gate.clone()));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
     gate.resume(rng.random_range(1..400));
     let (mut stops, mut ahead_seen) = (0, 0);
@@ -655,7 +651,7 @@ fn uring_engine_never_writes_ahead_of_its_journal() {
         let target: Arc<dyn Device> = Arc::new(FileDevice::open(&path, &options).unwrap());
         let journal = journal_device(JOURNAL_RECORD_BYTES);
         let gate = Arc::new(Gate::default());
-        let gated_journal: Arc<dyn Device> = Arc::new(Gated { inner: journal.clone(), gate: gate.clone() });
+        let gated_journal: Arc<dyn Device> = Arc::new(Gated::new(journal.clone(), gate.clone()));
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         gate.resume(rng.random_range(1..20));
         let mut stops = 0;

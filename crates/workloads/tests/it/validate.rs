@@ -137,7 +137,7 @@ mod uring {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Mutex;
 
-    use device::{Device, FileDevice, FileOptions, Stats};
+    use device::{Backend, Device, FileDevice, FileOptions, Front, Geometry};
     use workloads::journal::{JournalMode, JournalPlace, JournalSpec};
     use workloads::{run_job, BlockSizes, Engine, JobSpec, Progress, Rw, ValidationSummary};
 
@@ -158,6 +158,7 @@ mod uring {
 
     /// A file target that damages itself at chosen flushes.
     struct Tampered {
+        front: Front,
         inner: FileDevice,
         path: PathBuf,
         tamper: Tamper,
@@ -192,35 +193,22 @@ mod uring {
         }
     }
 
-    impl Device for Tampered {
-        fn name(&self) -> &str {
-            self.inner.name()
+    /// Requests go to the file; its descriptor is offered to the ring as
+    /// the file's own, so the uring engine writes the file directly.
+    impl Backend for Tampered {
+        fn front(&self) -> &Front {
+            &self.front
         }
-        fn size_bytes(&self) -> u64 {
-            self.inner.size_bytes()
-        }
-        fn sector_bytes(&self) -> u32 {
-            self.inner.sector_bytes()
-        }
-        fn buffer_align(&self) -> usize {
-            self.inner.buffer_align()
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> device::Result<()> {
+        fn read_raw(&self, buf: &mut [u8], offset: u64, _: device::Checked) -> device::Result<()> {
             self.inner.read_at(buf, offset)
         }
-        fn write_at(&self, buf: &[u8], offset: u64) -> device::Result<()> {
+        fn write_raw(&self, buf: &[u8], offset: u64, _: device::Checked) -> device::Result<()> {
             self.inner.write_at(buf, offset)
         }
-        fn flush(&self) -> device::Result<()> {
+        fn flush_raw(&self, _: device::Checked) -> device::Result<()> {
             self.inner.flush()?;
             self.damage(self.flushes.fetch_add(1, Ordering::Relaxed) + 1);
             Ok(())
-        }
-        fn stats(&self) -> &Stats {
-            self.inner.stats()
-        }
-        fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
-            self.inner.raw_fd()
         }
     }
 
@@ -228,7 +216,9 @@ mod uring {
         let path = dir.path().join("t");
         let options = FileOptions { create_bytes: Some(1 << 20), ..Default::default() };
         let inner = FileDevice::open(&path, &options).unwrap();
+        let fd = inner.raw_fd().expect("a file offers its descriptor");
         Arc::new(Tampered {
+            front: Front::new(inner.name(), Geometry::of(&inner)).with_fd(fd),
             inner,
             path,
             tamper,
