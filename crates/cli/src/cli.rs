@@ -48,6 +48,10 @@ pub enum Command {
     /// and between flushes, reopen the stack on each and check that every
     /// acknowledged transaction is whole and none is partly present.
     Crash(crate::crash::CrashArgs),
+    /// iolab's FFS-style file system: mkfs, mount (FUSE), fsck, and ls,
+    /// stat and cat inside an unmounted image.
+    #[command(subcommand)]
+    Fs(crate::fs::FsCommand),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -58,5 +62,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bonnie(args) => crate::bonnie::run(args),
         Command::Validate(args) => crate::validate::run(args),
         Command::Sweep(command) => crate::sweep::run(command),
+        Command::Fs(command) => crate::fs::run(command),
     }
 }

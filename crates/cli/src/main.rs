@@ -8,6 +8,7 @@ use clap::Parser;
 mod bonnie;
 mod cli;
 mod crash;
+mod fs;
 mod jobfile;
 mod run;
 mod stack;

@@ -119,6 +119,20 @@ impl Core {
         Err(Errno::NOSPC)
     }
 
+    /// Takes inode number `ino` itself (mkfs's root and lost+found).
+    pub fn claim_inode(&mut self, ino: u32, dir: bool) -> Result<(), Errno> {
+        let g = (ino - 1) / self.sb.inodes_per_group;
+        let i = (ino - 1) % self.sb.inodes_per_group;
+        if !self.set_bit(self.sb.group_start(g) + INODE_BITMAP, i, true)? {
+            let counts = &mut self.groups[g as usize];
+            counts.free_inodes -= 1;
+            counts.dirs += u32::from(dir);
+            self.sb.free_inodes -= 1;
+            self.sb.dirs += u64::from(dir);
+        }
+        Ok(())
+    }
+
     /// FFS's choice for a new directory: among groups with at least the
     /// average free inodes, the one with the fewest directories.
     fn dir_group(&self, fallback: u32) -> u32 {

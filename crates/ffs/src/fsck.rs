@@ -58,6 +58,8 @@ pub enum Class {
     WrongSummaryCounts,
     /// An inode's count of allocated blocks that is wrong.
     WrongBlockCount,
+    /// The root (inode 1) or lost+found (inode 2) is not a directory.
+    RootMissing,
 }
 
 impl Class {
@@ -78,6 +80,7 @@ impl Class {
             Class::LeakedInode => "leaked_inode",
             Class::WrongSummaryCounts => "wrong_summary_counts",
             Class::WrongBlockCount => "wrong_block_count",
+            Class::RootMissing => "root_missing",
         }
     }
 
@@ -189,6 +192,12 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
         dotdot: HashMap::new(),
     };
     c.pass1_inodes()?;
+    if !c.roots_present() {
+        // Nothing else can be judged from a tree with no root: report it
+        // as the damage it is (a person rebuilds from the lost+found of a
+        // copy, or makes the file system again).
+        return Ok(c.report);
+    }
     c.pass2_entries()?;
     c.pass3_connectivity()?;
     c.pass4_link_counts()?;
@@ -342,6 +351,22 @@ impl Checker {
             self.core.cache.modify(u64::from(block))?.copy_from_slice(&out);
         }
         Ok(true)
+    }
+
+    /// The root and lost+found must be directories.
+    fn roots_present(&mut self) -> bool {
+        let mut ok = true;
+        for (ino, name) in [(ROOT_INO, "the root directory"), (LOST_FOUND_INO, "lost+found")] {
+            let dir = self.inodes.get(&ino).is_some_and(|s| s.inode.kind_bits() == S_IFDIR);
+            if !dir {
+                self.found(Class::RootMissing, format!("{name} (inode {ino}) is not a directory"));
+                if let Some(last) = self.report.findings.last_mut() {
+                    last.repaired = false;
+                }
+                ok = false;
+            }
+        }
+        ok
     }
 
     // Pass 2: every directory's records; `.` and `..`.

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 pub use cache::CacheStats;
 pub use format::Policy;
-pub use mkfs::{mkfs, MkfsOptions};
+pub use mkfs::{geometry, mkfs, MkfsOptions};
 pub use mount::read_superblock;
 pub use ops::{Ffs, MountOptions};
 

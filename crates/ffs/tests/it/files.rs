@@ -157,3 +157,18 @@ fn names_over_255_bytes_are_refused() {
     let max = "n".repeat(255);
     fs.create(ROOT, OsStr::new(&max), Owner::root(0o644)).unwrap();
 }
+
+#[test]
+fn a_file_system_of_several_groups_is_made_and_checks_clean() {
+    let dev = fresh(320 << 20);
+    let sb = ffs::read_superblock(&dev).unwrap();
+    assert!(sb.groups > 1, "{} groups", sb.groups);
+    assert!(ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap().clean());
+    let fs = mount(&dev, Policy::Async);
+    for i in 0..20 {
+        let d = fs.mkdir(ROOT, OsStr::new(&format!("d{i}")), Owner::root(0o755)).unwrap();
+        fs.create(d.ino, OsStr::new("f"), Owner::root(0o644)).unwrap();
+    }
+    fs.unmount().unwrap();
+    assert!(ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap().clean());
+}

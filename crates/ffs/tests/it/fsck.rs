@@ -166,3 +166,16 @@ fn an_unattached_file_with_data_is_reconnected_to_lost_and_found() {
     let found = fs.lookup(lf.ino, OsStr::new(&format!("#{f}"))).unwrap();
     assert_eq!(found.size, 10_000);
 }
+
+#[test]
+fn an_image_without_a_root_is_damaged_not_clean() {
+    let dev = fresh(16 << 20);
+    let (block, at) = sb(&dev).inode_place(1);
+    let mut buf = vec![0u8; 4096];
+    dev.read_at(&mut buf, block * 4096).unwrap();
+    buf[at..at + INODE_BYTES].fill(0);
+    dev.write_at(&buf, block * 4096).unwrap();
+    let report = fsck(&dev, Repair::Yes).unwrap();
+    assert!(report.damage_left());
+    assert_eq!(report.findings[0].class, Class::RootMissing);
+}
