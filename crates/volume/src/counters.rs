@@ -345,6 +345,43 @@ mod tests {
         StatsRecord { objects }
     }
 
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The bytes of a statistics slot, field by field, as docs/formats.md
+    /// ("Volume metadata") gives them, taken from the encoder before its
+    /// little-endian and checksum code moved to the codec crate.
+    #[test]
+    fn a_statistics_slot_is_byte_for_byte_the_documented_one() {
+        let mut objects = BTreeMap::new();
+        objects.insert(
+            (ObjectKind::Plex, "v.p0".into()),
+            Counters { reads: 3, multiblock: 2, ..Counters::default() },
+        );
+        let record = StatsRecord { objects };
+        let slot = encode_stats(&[7; 16], 9, &record).unwrap();
+        assert_eq!(slot.len() as u64, STATS_SLOT_BYTES);
+        let counters = format!("03{}02{}", "0".repeat(6 * 16 - 2), "0".repeat(5 * 16 - 2));
+        let fields = [
+            "494f4c4142535453",                 // magic "IOLABSTS"
+            "01000000",                         // version 1
+            "cf014a26",                         // crc32c of the prefix and entries with this field zero
+            "07070707070707070707070707070707", // set id
+            "0900000000000000",                 // sequence
+            "5e000000",                         // entry bytes
+            "01000000",                         // entries
+            "03",                               // entry: kind plex,
+            "04",                               //   name length,
+            "762e7030",                         //   name "v.p0",
+            &counters,                          //   11 counters: reads 3, multiblock 2
+        ];
+        let golden = fields.concat();
+        assert_eq!(hex(&slot[..golden.len() / 2]), golden);
+        assert!(slot[golden.len() / 2..].iter().all(|&b| b == 0));
+        assert_eq!(decode_stats(&[7; 16], &slot), Ok((9, record)));
+    }
+
     #[test]
     fn record_round_trips() {
         let slot = encode_stats(&[7; 16], 9, &record()).unwrap();

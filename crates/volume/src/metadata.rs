@@ -679,3 +679,73 @@ impl VolumeSet {
         self.save_stats()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The bytes of a drive header and a configuration copy, field by
+    //! field, as docs/formats.md ("Volume metadata") gives them, taken from
+    //! the encoders before their little-endian and checksum code moved to
+    //! the codec crate.
+
+    use super::*;
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Asserts that `bytes` holds each field's bytes (offset, hex) and
+    /// zeros everywhere else.
+    fn assert_layout(bytes: &[u8], fields: &[(usize, &str)]) {
+        let mut expected = vec![0u8; bytes.len()];
+        for &(at, field) in fields {
+            let field: Vec<u8> = (0..field.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&field[i..i + 2], 16).unwrap())
+                .collect();
+            expected[at..at + field.len()].copy_from_slice(&field);
+        }
+        assert_eq!(hex(bytes), hex(&expected));
+    }
+
+    const SET: &str = "07070707070707070707070707070707";
+
+    #[test]
+    fn a_drive_header_is_byte_for_byte_the_documented_one() {
+        let block = encode_header(&[7; 16], "d0", 1 << 30);
+        assert_layout(
+            &block,
+            &[
+                (0, "494f4c4142564f4c"),   // magic "IOLABVOL"
+                (8, "02000000"),           // version 2
+                (12, "0542df29"),          // crc32c of the header with this field zero
+                (16, SET),                 // set id
+                (32, "6430"),              // drive name "d0"
+                (96, "0000004000000000"),  // drive bytes
+                (104, "0010020000000000"), // data start
+                (112, "00c0000000000000"), // configuration copy bytes
+                (120, "0040000000000000"), // statistics slot bytes
+                (128, "0090010000000000"), // statistics area offset
+            ],
+        );
+        assert_eq!(decode_header("d0", &block).unwrap(), ([7; 16], "d0".to_string()));
+    }
+
+    #[test]
+    fn a_configuration_copy_is_byte_for_byte_the_documented_one() {
+        let copy = encode_config(&[7; 16], 5, "drive d0\n").unwrap();
+        assert_eq!(copy.len() as u64, CONFIG_COPY_BYTES);
+        assert_layout(
+            &copy,
+            &[
+                (0, "494f4c4142434647"),    // magic "IOLABCFG"
+                (8, "02000000"),            // version 2
+                (12, "fb90be89"),           // crc32c of the prefix and text with this field zero
+                (16, SET),                  // set id
+                (32, "0500000000000000"),   // generation
+                (40, "09000000"),           // text bytes
+                (48, "64726976652064300a"), // "drive d0\n"
+            ],
+        );
+        assert_eq!(decode_config(&[7; 16], &copy), Some((5, "drive d0\n".to_string())));
+    }
+}
