@@ -92,7 +92,7 @@ impl Header {
         }
         let version = get_u32(block, 8);
         if version != VERSION {
-            return Err(LogError::Version { found: version });
+            return Err(LogError::Version { found: version, supported: VERSION });
         }
         let header = Header {
             sector_bytes: get_u32(block, 12),

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use device::StatsSnapshot;
 
-use crate::object::PlexCountersSnapshot;
+use crate::object::{ObjectKind, PlexCountersSnapshot};
 use crate::volume::VolumeReport;
 
 /// Magic of a statistics record.
@@ -24,27 +24,6 @@ pub const STATS_SLOT_BYTES: u64 = 16_384;
 pub const STATS_PREFIX_BYTES: usize = 48;
 /// Counters per entry in version 1.
 pub const COUNTERS_PER_ENTRY: usize = 11;
-
-/// What kind of object an entry is about (names are unique per kind).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
-pub enum ObjectKind {
-    Drive = 1,
-    Subdisk = 2,
-    Plex = 3,
-    Volume = 4,
-}
-
-impl ObjectKind {
-    fn from_byte(byte: u8) -> Option<ObjectKind> {
-        match byte {
-            1 => Some(ObjectKind::Drive),
-            2 => Some(ObjectKind::Subdisk),
-            3 => Some(ObjectKind::Plex),
-            4 => Some(ObjectKind::Volume),
-            _ => None,
-        }
-    }
-}
 
 /// Every counter any object has; an object leaves the ones it lacks at 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

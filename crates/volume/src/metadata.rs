@@ -18,9 +18,9 @@ use device::signature::IOLAB_VOLUME_MAGIC;
 use device::Device;
 
 use crate::config::{parse, Config};
-use crate::counters::{decode_stats, encode_stats, ObjectKind, StatsRecord, STATS_SLOT_BYTES};
+use crate::counters::{decode_stats, encode_stats, StatsRecord, STATS_SLOT_BYTES};
 use crate::error::VolumeError;
-use crate::object::{read_aligned, write_aligned, AbsentDevice, State};
+use crate::object::{read_aligned, write_aligned, AbsentDevice, ObjectKind, State};
 use crate::resolve::{resolve, Layout, DATA_START_BYTES};
 use crate::volume::{bind, Volume, VolumeReport};
 
