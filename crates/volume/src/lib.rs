@@ -37,8 +37,8 @@ pub use config::{
     parse, parse_size, Config, DriveSpec, PlexSpec, ReadPolicySpec, SdSpec, VolumeSpec, CONFIG_SECTOR_BYTES,
 };
 pub use counters::{
-    decode_stats, encode_stats, Counters, StatsRecord, StatsSlotError, STATS_MAGIC,
-    STATS_SLOT_BYTES, STATS_VERSION,
+    decode_stats, encode_stats, Counters, StatsRecord, StatsSlotError, STATS_MAGIC, STATS_SLOT_BYTES,
+    STATS_VERSION,
 };
 pub use error::{ConfigError, VolumeError};
 pub use geometry::{map_concat, map_striped, Extent, Org, ParityLayout, Raid5, RowSpan};

@@ -23,7 +23,9 @@ use crate::config::ReadPolicySpec;
 use crate::error::VolumeError;
 use crate::geometry::Org;
 use crate::lock::RangeLock;
-use crate::object::{Drive, ObjectKind, ObjectReport, PlexCounters, PlexCountersSnapshot, State, StateCell, Subdisk};
+use crate::object::{
+    Drive, ObjectKind, ObjectReport, PlexCounters, PlexCountersSnapshot, State, StateCell, Subdisk,
+};
 use crate::plex::{io_error, Plex};
 use crate::raid5::ParityReport;
 use crate::resolve::{Layout, PlexLayout, VolumeLayout};

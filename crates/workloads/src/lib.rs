@@ -10,6 +10,7 @@ pub mod bonnie;
 mod busy;
 pub mod crash;
 mod engine;
+mod error;
 pub mod gen;
 pub mod journal;
 pub mod layout;
@@ -18,9 +19,8 @@ pub mod spec;
 mod stats;
 pub mod validate;
 
-pub use engine::{
-    data_buffer, run_job, uring_available, JobResult, Progress, ProgressSnapshot, WorkloadError,
-};
-pub use spec::{BlockSizes, Engine, JobSpec, Pattern, Region, Rw, Skew, SpecError};
+pub use engine::{data_buffer, run_job, uring_available, JobResult, Progress, ProgressSnapshot};
+pub use error::WorkloadError;
+pub use spec::{BlockSizes, Engine, JobSpec, KeyMapSpec, Pattern, Region, Rw, Skew, SpecError, ValidateSpec};
 pub use stats::{CpuUsage, Latency, OpSummary, SecondSample};
-pub use validate::{KeyMapSpec, ValidateSpec, ValidationError, ValidationSummary};
+pub use validate::{ValidationError, ValidationSummary};
