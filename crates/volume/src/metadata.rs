@@ -11,9 +11,9 @@
 //! drives it is given.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex};
 
+use codec::{Frame, LeReader, LeWriter, OutOfBounds};
 use device::signature::IOLAB_VOLUME_MAGIC;
 use device::Device;
 
@@ -50,6 +50,9 @@ const _: () = assert!(
     "metadata fills the reserved area"
 );
 const NAME_FIELD_BYTES: usize = 64;
+/// The checksum of a header and of a configuration copy: at byte 12, over
+/// the structure with the field zero.
+const FRAME: Frame = Frame::zeroed(12);
 
 /// A bound, assembled set of volumes and the metadata that describes it.
 pub struct VolumeSet {
@@ -83,17 +86,10 @@ impl std::fmt::Debug for VolumeSet {
     }
 }
 
-/// A random set id from the process's randomly seeded hasher state.
+/// A new set id: two fresh ids.
 fn new_set_id() -> [u8; 16] {
     let mut id = [0; 16];
-    for half in id.chunks_mut(8) {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u128(
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
-        );
-        hasher.write_u32(std::process::id());
-        half.copy_from_slice(&hasher.finish().to_le_bytes());
-    }
+    LeWriter::new(&mut id).put_u64(0, codec::fresh_id()).put_u64(8, codec::fresh_id());
     id
 }
 
@@ -103,26 +99,28 @@ fn bad(drive: &str, problem: impl Into<String>) -> VolumeError {
 
 fn encode_header(set_id: &[u8; 16], drive: &str, drive_bytes: u64) -> Vec<u8> {
     let mut block = vec![0u8; HEADER_BYTES as usize];
-    block[0..8].copy_from_slice(IOLAB_VOLUME_MAGIC);
-    block[8..12].copy_from_slice(&METADATA_VERSION.to_le_bytes());
-    block[16..32].copy_from_slice(set_id);
-    block[NAME_AT..NAME_AT + drive.len()].copy_from_slice(drive.as_bytes());
-    block[96..104].copy_from_slice(&drive_bytes.to_le_bytes());
-    block[104..112].copy_from_slice(&DATA_START_BYTES.to_le_bytes());
-    block[112..120].copy_from_slice(&CONFIG_COPY_BYTES.to_le_bytes());
-    block[120..128].copy_from_slice(&STATS_SLOT_BYTES.to_le_bytes());
-    block[128..136].copy_from_slice(&STATS_AREA_BYTES_AT.to_le_bytes());
-    let crc = crc32c::crc32c(&block);
-    block[12..16].copy_from_slice(&crc.to_le_bytes());
+    LeWriter::new(&mut block)
+        .put_bytes(0, IOLAB_VOLUME_MAGIC)
+        .put_u32(8, METADATA_VERSION)
+        .put_bytes(16, set_id)
+        .put_bytes(NAME_AT, drive.as_bytes())
+        .put_u64(96, drive_bytes)
+        .put_u64(104, DATA_START_BYTES)
+        .put_u64(112, CONFIG_COPY_BYTES)
+        .put_u64(120, STATS_SLOT_BYTES)
+        .put_u64(128, STATS_AREA_BYTES_AT);
+    FRAME.seal(&[], &mut block);
     block
 }
 
 /// A checked header: set id and drive name.
 fn decode_header(device: &str, block: &[u8]) -> Result<([u8; 16], String), VolumeError> {
-    if &block[0..8] != IOLAB_VOLUME_MAGIC {
+    if block.get(0..8) != Some(IOLAB_VOLUME_MAGIC) {
         return Err(bad(device, "no iolab volume header (magic IOLABVOL) at byte 0"));
     }
-    let version = u32_at(block, 8);
+    let r = LeReader::new(block);
+    let cut_short = |e: OutOfBounds| bad(device, format!("header cut short: {e}"));
+    let version = r.u32(8).map_err(cut_short)?;
     if version != METADATA_VERSION {
         return Err(bad(
             device,
@@ -132,24 +130,21 @@ fn decode_header(device: &str, block: &[u8]) -> Result<([u8; 16], String), Volum
             ),
         ));
     }
-    let mut copy = block.to_vec();
-    copy[12..16].fill(0);
-    if crc32c::crc32c(&copy) != u32_at(block, 12) {
+    if FRAME.verify(&[], block).is_err() {
         return Err(bad(device, "header checksum mismatch: the header is damaged"));
     }
-    let layout = [u64_at(block, 104), u64_at(block, 112), u64_at(block, 120), u64_at(block, 128)];
+    let layout = [r.u64(104), r.u64(112), r.u64(120), r.u64(128)];
+    let layout = layout.into_iter().collect::<Result<Vec<u64>, _>>().map_err(cut_short)?;
     if layout != [DATA_START_BYTES, CONFIG_COPY_BYTES, STATS_SLOT_BYTES, STATS_AREA_BYTES_AT] {
         return Err(bad(
             device,
             format!("header describes a metadata layout {layout:?} this iolab does not use"),
         ));
     }
-    let name_field = &block[NAME_AT..NAME_AT + NAME_FIELD_BYTES];
+    let name_field = r.bytes(NAME_AT, NAME_FIELD_BYTES).map_err(cut_short)?;
     let name_len = name_field.iter().position(|&b| b == 0).unwrap_or(NAME_FIELD_BYTES);
     let name = String::from_utf8_lossy(&name_field[..name_len]).into_owned();
-    let mut set_id = [0; 16];
-    set_id.copy_from_slice(&block[16..32]);
-    Ok((set_id, name))
+    Ok((r.array(16).map_err(cut_short)?, name))
 }
 
 fn encode_config(set_id: &[u8; 16], generation: u64, text: &str) -> Result<Vec<u8>, VolumeError> {
@@ -161,42 +156,28 @@ fn encode_config(set_id: &[u8; 16], generation: u64, text: &str) -> Result<Vec<u
         )));
     }
     let mut copy = vec![0u8; CONFIG_COPY_BYTES as usize];
-    copy[0..8].copy_from_slice(CONFIG_MAGIC);
-    copy[8..12].copy_from_slice(&METADATA_VERSION.to_le_bytes());
-    copy[16..32].copy_from_slice(set_id);
-    copy[32..40].copy_from_slice(&generation.to_le_bytes());
-    copy[40..44].copy_from_slice(&(text.len() as u32).to_le_bytes());
-    copy[CONFIG_PREFIX_BYTES..CONFIG_PREFIX_BYTES + text.len()].copy_from_slice(text.as_bytes());
-    let crc = crc32c::crc32c(&copy[..CONFIG_PREFIX_BYTES + text.len()]);
-    copy[12..16].copy_from_slice(&crc.to_le_bytes());
+    LeWriter::new(&mut copy)
+        .put_bytes(0, CONFIG_MAGIC)
+        .put_u32(8, METADATA_VERSION)
+        .put_bytes(16, set_id)
+        .put_u64(32, generation)
+        .put_u32(40, text.len() as u32)
+        .put_bytes(CONFIG_PREFIX_BYTES, text.as_bytes());
+    FRAME.seal(&[], &mut copy[..CONFIG_PREFIX_BYTES + text.len()]);
     Ok(copy)
 }
 
 /// A configuration copy that passes every check: (generation, text).
 fn decode_config(set_id: &[u8; 16], copy: &[u8]) -> Option<(u64, String)> {
-    let text_len = u32_at(copy, 40) as usize;
-    let valid = &copy[0..8] == CONFIG_MAGIC
-        && u32_at(copy, 8) == METADATA_VERSION
-        && &copy[16..32] == set_id
-        && text_len <= copy.len() - CONFIG_PREFIX_BYTES;
-    if !valid {
-        return None;
-    }
-    let mut checked = copy[..CONFIG_PREFIX_BYTES + text_len].to_vec();
-    checked[12..16].fill(0);
-    if crc32c::crc32c(&checked) != u32_at(copy, 12) {
-        return None;
-    }
-    let text = String::from_utf8(copy[CONFIG_PREFIX_BYTES..][..text_len].to_vec()).ok()?;
-    Some((u64_at(copy, 32), text))
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("a 4-byte slice converts to [u8; 4]"))
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("an 8-byte slice converts to [u8; 8]"))
+    let r = LeReader::new(copy);
+    let ours = r.bytes(0, 8).ok()? == CONFIG_MAGIC
+        && r.u32(8).ok()? == METADATA_VERSION
+        && r.bytes(16, 16).ok()? == set_id;
+    let text_len = r.u32(40).ok()? as usize;
+    let checked = copy.get(..CONFIG_PREFIX_BYTES + text_len).filter(|_| ours)?;
+    FRAME.verify(&[], checked).ok()?;
+    let text = String::from_utf8(checked[CONFIG_PREFIX_BYTES..].to_vec()).ok()?;
+    Some((r.u64(32).ok()?, text))
 }
 
 /// Byte offset of the configuration slot that generation `generation`
@@ -688,24 +669,7 @@ mod tests {
     //! the codec crate.
 
     use super::*;
-
-    fn hex(bytes: &[u8]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    /// Asserts that `bytes` holds each field's bytes (offset, hex) and
-    /// zeros everywhere else.
-    fn assert_layout(bytes: &[u8], fields: &[(usize, &str)]) {
-        let mut expected = vec![0u8; bytes.len()];
-        for &(at, field) in fields {
-            let field: Vec<u8> = (0..field.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&field[i..i + 2], 16).unwrap())
-                .collect();
-            expected[at..at + field.len()].copy_from_slice(&field);
-        }
-        assert_eq!(hex(bytes), hex(&expected));
-    }
+    use codec::golden::assert_layout;
 
     const SET: &str = "07070707070707070707070707070707";
 

@@ -3,26 +3,11 @@
 //! here, not on a user's disk. The values were taken from the encoders
 //! before their little-endian and checksum code moved to the codec crate.
 
+use codec::golden::{assert_layout, hex};
 use validation::journal::{
     encode_after, encode_before, encode_start_carrying, read_header, replay, JournalHeader, JournalMode,
 };
 use validation::{fill_block, read_stamp, Stamp};
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Asserts that `bytes` holds each field's bytes (offset, hex) and zeros
-/// everywhere else.
-fn assert_layout(bytes: &[u8], fields: &[(usize, &str)]) {
-    let mut expected = vec![0u8; bytes.len()];
-    for &(at, field) in fields {
-        let field: Vec<u8> =
-            (0..field.len()).step_by(2).map(|i| u8::from_str_radix(&field[i..i + 2], 16).unwrap()).collect();
-        expected[at..at + field.len()].copy_from_slice(&field);
-    }
-    assert_eq!(hex(bytes), hex(&expected));
-}
 
 const RUN_ID: u64 = 0x0102_0304_0506_0708;
 
