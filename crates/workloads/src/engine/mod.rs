@@ -87,45 +87,7 @@ pub fn run_job(
         stop: AtomicBool::new(false),
     };
     progress.set_measuring(job.ramp.is_zero());
-    let threads = job.threads;
-    let outcomes: Vec<Result<ThreadStats, WorkloadError>> = std::thread::scope(|scope| {
-        // A group-commit journal commits on its own thread when workers
-        // kick it, so that no worker stalls for a commit it can see coming
-        // (unless uring workers commit it through their rings).
-        let journal = validator.as_ref().and_then(|v| v.committer_journal());
-        let committer = journal.map(|j| scope.spawn(move || j.run_committer()));
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let mut worker = Worker::new(job, device.as_ref(), region, t, &limits, progress);
-                worker.validator = validator.as_ref();
-                let limits = &limits;
-                scope.spawn(move || {
-                    let result = match (job.engine, worker.validator) {
-                        (Engine::Sync, _) => sync::run(worker),
-                        (Engine::Uring, None) => uring::run(worker),
-                        (Engine::Uring, Some(v)) => uring_validated::run(worker, v),
-                    };
-                    if result.is_err() {
-                        limits.stop.store(true, Relaxed);
-                    }
-                    result
-                })
-            })
-            .collect();
-        if !job.ramp.is_zero() {
-            watch_ramp(&limits, progress, &handles);
-        }
-        let outcomes = handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| Err(WorkloadError::Panic(panic_message(&p)))))
-            .collect();
-        if let (Some(j), Some(c)) = (journal, committer) {
-            j.stop_committer();
-            // A panic in the committer shows as a poisoned journal.
-            let _ = c.join();
-        }
-        outcomes
-    });
+    let outcomes = run_workers(job, device.as_ref(), region, validator.as_ref(), &limits, progress);
     let mut per_thread = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {
         per_thread.push(outcome?);
@@ -142,6 +104,55 @@ pub fn run_job(
     let mut result = merge(job, device.as_ref(), region, per_thread, &limits, end, before, cpu, end - start);
     result.validation = validator.map(|v| v.summary());
     Ok(result)
+}
+
+/// Runs `job`'s worker threads on the engine it names (and, under a
+/// group-commit journal, its committer thread) to their end.
+fn run_workers(
+    job: &JobSpec,
+    device: &dyn Device,
+    region: Region,
+    validator: Option<&Validator>,
+    limits: &Limits,
+    progress: &Progress,
+) -> Vec<Result<ThreadStats, WorkloadError>> {
+    std::thread::scope(|scope| {
+        // A group-commit journal commits on its own thread when workers
+        // kick it, so that no worker stalls for a commit it can see coming
+        // (unless uring workers commit it through their rings).
+        let journal = validator.and_then(|v| v.committer_journal());
+        let committer = journal.map(|j| scope.spawn(move || j.run_committer()));
+        let handles: Vec<_> = (0..job.threads)
+            .map(|t| {
+                let mut worker = Worker::new(job, device, region, t, limits, progress);
+                worker.validator = validator;
+                scope.spawn(move || {
+                    let result = match (job.engine, worker.validator) {
+                        (Engine::Sync, _) => sync::run(worker),
+                        (Engine::Uring, None) => uring::run(worker),
+                        (Engine::Uring, Some(v)) => uring_validated::run(worker, v),
+                    };
+                    if result.is_err() {
+                        limits.stop.store(true, Relaxed);
+                    }
+                    result
+                })
+            })
+            .collect();
+        if !job.ramp.is_zero() {
+            watch_ramp(limits, progress, &handles);
+        }
+        let outcomes = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| Err(WorkloadError::Panic(panic_message(&p)))))
+            .collect();
+        if let (Some(j), Some(c)) = (journal, committer) {
+            j.stop_committer();
+            // A panic in the committer shows as a poisoned journal.
+            let _ = c.join();
+        }
+        outcomes
+    })
 }
 
 /// Marks the end of the warm-up in the progress, for the display.
