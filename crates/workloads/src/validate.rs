@@ -7,7 +7,7 @@
 //! deadlock; `busy.rs`) and gives them back when it completes.
 //!
 //! The key map, and the journal writer's copy of it, live in memory or in
-//! mapped scratch files ([`KeyMapSpec`]), so memory stays bounded on very
+//! mapped scratch files ([`KeyMapSpec`](crate::KeyMapSpec)), so memory stays bounded on very
 //! large targets.
 
 use std::sync::atomic::{AtomicU64, Ordering};
