@@ -3,7 +3,6 @@
 //! header slots.
 
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
 use device::{AlignedBuf, Device, Result};
@@ -145,13 +144,9 @@ pub(crate) fn write_aligned(dev: &dyn Device, buf: &[u8], offset: u64) -> Result
     dev.write_at(&copy, offset)
 }
 
-/// A random log id from the process's randomly seeded hasher state.
+/// A new log id, never 0.
 pub(crate) fn new_log_id() -> u64 {
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    hasher.write_u128(now);
-    hasher.write_u32(std::process::id());
-    hasher.finish() | 1
+    codec::fresh_id() | 1
 }
 
 /// Starts a log: slot 1 cleared (so a header of an earlier log cannot win),

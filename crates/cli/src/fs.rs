@@ -137,8 +137,10 @@ fn mkfs(args: MkfsArgs) -> anyhow::Result<ExitCode> {
     let target = open(&args.target, false, size, false)?;
     let options = MkfsOptions { inodes: args.inodes, log_bytes };
     let device = Arc::clone(target.device());
-    let checked = stack::check_writable(&target, args.force)
-        .and_then(|()| ffs::geometry(device.size_bytes(), device.sector_bytes(), &options).map_err(|e| UsageError(format!("{e}")).into()));
+    let checked = stack::check_writable(&target, args.force).and_then(|()| {
+        ffs::geometry(device.size_bytes(), device.sector_bytes(), &options)
+            .map_err(|e| UsageError(format!("{e}")).into())
+    });
     if let Err(e) = checked {
         target.discard();
         return Err(e);
@@ -179,7 +181,8 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         args.mountpoint.display()
     );
     let served = serve(&fs, &args.mountpoint, args.threads);
-    let fs = Arc::try_unwrap(fs).map_err(|_| anyhow::anyhow!("the file system is still in use after the session ended"))?;
+    let fs = Arc::try_unwrap(fs)
+        .map_err(|_| anyhow::anyhow!("the file system is still in use after the session ended"))?;
     let stats = fs.cache_stats();
     let unmounted = fs.unmount().context("cannot write the file system back")?;
     target.close()?;

@@ -34,15 +34,9 @@ pub(crate) fn write_json(path: &std::path::Path, doc: &str) -> anyhow::Result<()
         .with_context(|| format!("{}: cannot write the JSON", path.display()))
 }
 
-/// A run identifier that differs between runs: time and process id mixed.
+/// A run identifier that differs between runs (codec's one recipe).
 pub(crate) fn run_id() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    h.finish()
+    codec::fresh_id()
 }
 
 impl From<workloads::SpecError> for UsageError {

@@ -16,9 +16,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fsapi::{Attr, FileSystem, FileType, Owner, SetAttr, Time};
 use fuser::{
-    Config, Errno as FuseErrno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, LockOwner, MountOption,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Config, Errno as FuseErrno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, LockOwner,
+    MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 /// How long the kernel may keep names and attributes: only this process
@@ -307,7 +307,14 @@ impl fuser::Filesystem for FuseFront {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
@@ -373,7 +380,9 @@ impl fuser::Filesystem for FuseFront {
     ) {
         let created = self.fs.create(parent.0, name, owner(req, mode, umask));
         match created.and_then(|attr| self.fs.open(attr.ino).map(|()| attr)) {
-            Ok(attr) => reply.created(&TTL, &file_attr(&attr), Generation(0), FileHandle(0), FopenFlags::empty()),
+            Ok(attr) => {
+                reply.created(&TTL, &file_attr(&attr), Generation(0), FileHandle(0), FopenFlags::empty())
+            }
             Err(e) => reply.error(errno(e)),
         }
     }

@@ -45,6 +45,7 @@
 
 use std::collections::BTreeMap;
 
+use codec::{Frame, LeReader, LeWriter, OutOfBounds};
 use serde::Serialize;
 
 use crate::keys::{KeyBytes, KeyMap};
@@ -67,6 +68,11 @@ const WRITE_IDS_END_AT: usize = 328;
 const CREATED_AT: usize = 336;
 pub const JOURNAL_HEADER_BYTES: usize = 4096;
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"JREC");
+/// A header's checksum: at byte 12, over the header with the field zero.
+const HEADER_FRAME: Frame = Frame::zeroed(12);
+/// A record's checksum: at byte 8, over the generation (a u64, not stored
+/// in the record) and then the record with the field zero.
+const RECORD_FRAME: Frame = Frame::zeroed(8);
 const RECORD_HEADER_BYTES: usize = 24;
 const ENTRY_BYTES: usize = 9;
 /// Longest target name the header holds.
@@ -175,23 +181,11 @@ pub struct Replay {
     pub torn_tail: Option<(u64, &'static str)>,
 }
 
-fn put_u64(buf: &mut [u8], at: usize, v: u64) {
-    buf[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-fn u64_at(buf: &[u8], at: usize) -> u64 {
-    // Invariant: callers check the length before reading.
-    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
-}
-
-fn u32_at(buf: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn checksum(buf: &[u8], crc_at: usize) -> u32 {
-    let head = crc32c::crc32c(&buf[..crc_at]);
-    let zeroed = crc32c::crc32c_append(head, &[0; 4]);
-    crc32c::crc32c_append(zeroed, &buf[crc_at + 4..])
+/// A field past the end of what was read: the journal is cut short.
+impl From<OutOfBounds> for JournalError {
+    fn from(e: OutOfBounds) -> JournalError {
+        JournalError::Truncated(e.size)
+    }
 }
 
 /// Bytes of the header and key-map snapshot of a journal over `blocks` key
@@ -295,24 +289,24 @@ impl<'a> StartStream<'a> {
 /// whose body has crc32c `start_crc`.
 fn encode_header(header: &JournalHeader, carried_bytes: u32, start_crc: u32) -> Vec<u8> {
     let mut buf = vec![0u8; JOURNAL_HEADER_BYTES];
-    buf[..8].copy_from_slice(JOURNAL_MAGIC);
-    buf[8..12].copy_from_slice(&JOURNAL_VERSION.to_le_bytes());
-    put_u64(&mut buf, 16, header.run_id);
-    put_u64(&mut buf, 24, header.region_start);
-    put_u64(&mut buf, 32, header.key_block_bytes);
-    put_u64(&mut buf, 40, header.blocks);
-    buf[48..52].copy_from_slice(&header.sector_bytes.to_le_bytes());
     let name = &header.target.as_bytes()[..header.target.len().min(TARGET_NAME_BYTES_MAX)];
-    buf[52..54].copy_from_slice(&(name.len() as u16).to_le_bytes());
-    buf[54..54 + name.len()].copy_from_slice(name);
-    buf[MODE_AT] = header.mode.code();
-    put_u64(&mut buf, GENERATION_AT, header.generation);
-    put_u64(&mut buf, WRITE_IDS_END_AT, header.write_ids_end);
-    put_u64(&mut buf, CREATED_AT, header.created_ns);
-    buf[CARRIED_AT..CARRIED_AT + 4].copy_from_slice(&carried_bytes.to_le_bytes());
-    buf[START_CRC_AT..START_CRC_AT + 4].copy_from_slice(&start_crc.to_le_bytes());
-    let crc = checksum(&buf, 12);
-    buf[12..16].copy_from_slice(&crc.to_le_bytes());
+    LeWriter::new(&mut buf)
+        .put_bytes(0, JOURNAL_MAGIC)
+        .put_u32(8, JOURNAL_VERSION)
+        .put_u64(16, header.run_id)
+        .put_u64(24, header.region_start)
+        .put_u64(32, header.key_block_bytes)
+        .put_u64(40, header.blocks)
+        .put_u32(48, header.sector_bytes)
+        .put_u16(52, name.len() as u16)
+        .put_bytes(54, name)
+        .put_u8(MODE_AT, header.mode.code())
+        .put_u64(GENERATION_AT, header.generation)
+        .put_u64(WRITE_IDS_END_AT, header.write_ids_end)
+        .put_u64(CREATED_AT, header.created_ns)
+        .put_u32(CARRIED_AT, carried_bytes)
+        .put_u32(START_CRC_AT, start_crc);
+    HEADER_FRAME.seal(&[], &mut buf);
     buf
 }
 
@@ -346,29 +340,18 @@ pub fn append_after(out: &mut Vec<u8>, generation: u64, write_id: u64) {
     append_record(out, generation, 2, write_id, &[]);
 }
 
-fn record_checksum(generation: u64, record: &[u8]) -> u32 {
-    let seed = crc32c::crc32c(&generation.to_le_bytes());
-    let head = crc32c::crc32c_append(seed, &record[..8]);
-    let zeroed = crc32c::crc32c_append(head, &[0; 4]);
-    crc32c::crc32c_append(zeroed, &record[12..])
-}
-
 fn append_record(out: &mut Vec<u8>, generation: u64, kind: u8, write_id: u64, entries: &[(u64, u8)]) {
     let at0 = out.len();
     let len = RECORD_HEADER_BYTES + entries.len() * ENTRY_BYTES;
     out.resize(at0 + len, 0);
     let buf = &mut out[at0..];
-    buf[..4].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
-    buf[4..8].copy_from_slice(&(len as u32).to_le_bytes());
-    buf[12] = kind;
-    put_u64(buf, 16, write_id);
+    let mut w = LeWriter::new(buf);
+    w.put_u32(0, RECORD_MAGIC).put_u32(4, len as u32).put_u8(12, kind).put_u64(16, write_id);
     for (i, (block, key)) in entries.iter().enumerate() {
         let at = RECORD_HEADER_BYTES + i * ENTRY_BYTES;
-        put_u64(buf, at, *block);
-        buf[at + 8] = *key;
+        w.put_u64(at, *block).put_u8(at + 8, *key);
     }
-    let crc = record_checksum(generation, buf);
-    buf[8..12].copy_from_slice(&crc.to_le_bytes());
+    RECORD_FRAME.seal(&generation.to_le_bytes(), buf);
 }
 
 /// The header at the start of a slot (its first [`JOURNAL_HEADER_BYTES`]),
@@ -388,28 +371,30 @@ fn decode_header(buf: &[u8]) -> Result<JournalHeader, JournalError> {
     if &buf[..8] != JOURNAL_MAGIC {
         return Err(JournalError::NotAJournal);
     }
-    let version = u32_at(buf, 8);
+    let head = LeReader::new(&buf[..JOURNAL_HEADER_BYTES]);
+    let version = head.u32(8)?;
     if !(JOURNAL_VERSION_MIN..=JOURNAL_VERSION).contains(&version) {
         return Err(JournalError::Version(version));
     }
-    let head = &buf[..JOURNAL_HEADER_BYTES];
-    if u32_at(head, 12) != checksum(head, 12) {
+    if HEADER_FRAME.verify(&[], &buf[..JOURNAL_HEADER_BYTES]).is_err() {
         return Err(JournalError::Header);
     }
-    let name_len = (u16::from_le_bytes([head[52], head[53]]) as usize).min(TARGET_NAME_BYTES_MAX);
-    let mode = JournalMode::from_code(head[MODE_AT]).ok_or(JournalError::Mode(head[MODE_AT]))?;
+    let name_len = (head.u16(52)? as usize).min(TARGET_NAME_BYTES_MAX);
+    let mode = head.u8(MODE_AT)?;
+    let mode = JournalMode::from_code(mode).ok_or(JournalError::Mode(mode))?;
+    // Reserved (zero) before version 4.
+    let since_4 = |at| if version >= ORDERED_WRITE_IDS_VERSION { head.u64(at) } else { Ok(0) };
     Ok(JournalHeader {
-        run_id: u64_at(head, 16),
-        region_start: u64_at(head, 24),
-        key_block_bytes: u64_at(head, 32),
-        blocks: u64_at(head, 40),
-        sector_bytes: u32_at(head, 48),
-        target: String::from_utf8_lossy(&head[54..54 + name_len]).into_owned(),
+        run_id: head.u64(16)?,
+        region_start: head.u64(24)?,
+        key_block_bytes: head.u64(32)?,
+        blocks: head.u64(40)?,
+        sector_bytes: head.u32(48)?,
+        target: String::from_utf8_lossy(head.bytes(54, name_len)?).into_owned(),
         mode,
-        generation: u64_at(head, GENERATION_AT),
-        // Reserved (zero) before version 4.
-        write_ids_end: if version >= ORDERED_WRITE_IDS_VERSION { u64_at(head, WRITE_IDS_END_AT) } else { 0 },
-        created_ns: if version >= ORDERED_WRITE_IDS_VERSION { u64_at(head, CREATED_AT) } else { 0 },
+        generation: head.u64(GENERATION_AT)?,
+        write_ids_end: since_4(WRITE_IDS_END_AT)?,
+        created_ns: since_4(CREATED_AT)?,
     })
 }
 
@@ -507,21 +492,24 @@ fn read_start<S: JournalSource>(
 ) -> Result<Result<Start, JournalError>, S::Error> {
     let mut buf = vec![0u8; (len as usize).min(JOURNAL_HEADER_BYTES)];
     source.read_at(&mut buf, at)?;
-    let header = match decode_header(&buf) {
-        Ok(h) => h,
-        Err(e) => return Ok(Err(e)),
-    };
+    Ok(check_start(&buf, at, len))
+}
+
+/// The header `buf` of the slot at `at`, `len` bytes long, checked.
+fn check_start(buf: &[u8], at: u64, len: u64) -> Result<Start, JournalError> {
+    let header = decode_header(buf)?;
     if header.blocks > len {
-        return Ok(Err(JournalError::Truncated(len as usize)));
+        return Err(JournalError::Truncated(len as usize));
     }
     let records_at = start_bytes(header.blocks);
-    let carried = u64::from(u32_at(&buf, CARRIED_AT));
+    let r = LeReader::new(buf);
+    let carried = u64::from(r.u32(CARRIED_AT)?);
     if len < records_at.saturating_add(carried) {
-        return Ok(Err(JournalError::Truncated(len as usize)));
+        return Err(JournalError::Truncated(len as usize));
     }
-    let ordered_ids = u32_at(&buf, 8) >= ORDERED_WRITE_IDS_VERSION;
-    let start_crc = u32_at(&buf, START_CRC_AT);
-    Ok(Ok(Start { header, at, len, records_at, carried, start_crc, ordered_ids }))
+    let ordered_ids = r.u32(8)? >= ORDERED_WRITE_IDS_VERSION;
+    let start_crc = r.u32(START_CRC_AT)?;
+    Ok(Start { header, at, len, records_at, carried, start_crc, ordered_ids })
 }
 
 /// Reads the snapshot into `keys` a chunk at a time; returns whether the
@@ -636,12 +624,12 @@ impl RecordWindow {
     ) -> Result<Option<Record>, S::Error> {
         self.cover(source, at, RECORD_HEADER_BYTES as u64)?;
         let offset = (at - self.from) as usize;
-        let head = &self.bytes[offset..];
-        if head.len() >= 8 && u32_at(head, 0) == RECORD_MAGIC {
+        let head = LeReader::new(&self.bytes[offset..]);
+        if let (Ok(RECORD_MAGIC), Ok(len)) = (head.u32(0), head.u32(4)) {
             // A record longer than what the window holds past `at` (no
             // valid one lists more entries than there are blocks).
             let longest = RECORD_HEADER_BYTES as u64 + ENTRY_BYTES as u64 * header.blocks;
-            self.cover(source, at, u64::from(u32_at(head, 4)).min(longest))?;
+            self.cover(source, at, u64::from(len).min(longest))?;
         }
         let offset = (at - self.from) as usize;
         Ok(decode_record(&self.bytes[offset..], header))
@@ -674,8 +662,7 @@ impl RecordWindow {
         }
         self.cover(source, at, RECORD_HEADER_BYTES as u64)?;
         let offset = (at - self.from) as usize;
-        let head = &self.bytes[offset..];
-        if head.len() < 4 || u32_at(head, 0) != RECORD_MAGIC {
+        if LeReader::new(&self.bytes[offset..]).u32(0) != Ok(RECORD_MAGIC) {
             return Ok(true);
         }
         // The slot's generations alternate with the other slot's: older
@@ -776,22 +763,23 @@ struct Record {
 /// One record of the header's generation from the start of `buf`, if a
 /// valid one is there.
 fn decode_record(buf: &[u8], header: &JournalHeader) -> Option<Record> {
-    let blocks = header.blocks;
-    if buf.len() < RECORD_HEADER_BYTES || u32_at(buf, 0) != RECORD_MAGIC {
+    let r = LeReader::new(buf);
+    if buf.len() < RECORD_HEADER_BYTES || r.u32(0).ok()? != RECORD_MAGIC {
         return None;
     }
-    let len = u32_at(buf, 4) as usize;
+    let len = r.u32(4).ok()? as usize;
     if len < RECORD_HEADER_BYTES || len > buf.len() || (len - RECORD_HEADER_BYTES) % ENTRY_BYTES != 0 {
         return None;
     }
     let record = &buf[..len];
-    if u32_at(record, 8) != record_checksum(header.generation, record) {
-        return None;
-    }
-    let kind = record[12];
-    let entries: Vec<(u64, u8)> =
-        record[RECORD_HEADER_BYTES..].chunks_exact(ENTRY_BYTES).map(|e| (u64_at(e, 0), e[8])).collect();
+    RECORD_FRAME.verify(&header.generation.to_le_bytes(), record).ok()?;
+    let (kind, write_id) = (r.u8(12).ok()?, r.u64(16).ok()?);
+    let entries = record[RECORD_HEADER_BYTES..].chunks_exact(ENTRY_BYTES).map(|e| {
+        let e = LeReader::new(e);
+        Some((e.u64(0).ok()?, e.u8(8).ok()?))
+    });
+    let entries: Vec<(u64, u8)> = entries.collect::<Option<_>>()?;
     let valid = matches!((kind, entries.is_empty()), (1, false) | (2, true))
-        && entries.iter().all(|(b, k)| *b < blocks && *k != 0);
-    valid.then(|| Record { kind, write_id: u64_at(record, 16), entries, len })
+        && entries.iter().all(|(b, k)| *b < header.blocks && *k != 0);
+    valid.then_some(Record { kind, write_id, entries, len })
 }

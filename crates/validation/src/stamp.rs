@@ -14,9 +14,14 @@
 //! 64  data      words derived from (address, key, run_id)
 //! ```
 
+use codec::{Frame, FrameError, LeReader, LeWriter, OutOfBounds};
+
 pub const STAMP_MAGIC: &[u8; 8] = b"IOLABSTP";
 pub const STAMP_VERSION: u32 = 1;
 pub const STAMP_HEADER_BYTES: usize = 64;
+/// A sector's checksum: at byte 12, over the whole sector with the field
+/// zero.
+const STAMP_FRAME: Frame = Frame::zeroed(12);
 
 /// The header fields of one stamped sector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -40,19 +45,6 @@ pub enum StampError {
     /// The magic is there but the checksum does not match: the sector was
     /// changed after it was written (or torn inside the sector).
     Checksum { stored: u32, computed: u32 },
-}
-
-fn put_u64(buf: &mut [u8], at: usize, v: u64) {
-    buf[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-fn get_u64(buf: &[u8], at: usize) -> u64 {
-    // Invariant: callers pass offsets inside the 64-byte header.
-    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
-}
-
-fn get_u32(buf: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes"))
 }
 
 /// splitmix64: a fast bijective mixer, enough to make every sector's data
@@ -105,15 +97,16 @@ fn fill_sector(sector: &mut [u8], stamp: &Stamp) {
     debug_assert!(sector.len() >= STAMP_HEADER_BYTES && sector.len() % 8 == 0);
     let seed = data_seed(stamp.address, stamp.key, stamp.run_id);
     fill_data(&mut sector[STAMP_HEADER_BYTES..], seed);
-    sector[..8].copy_from_slice(STAMP_MAGIC);
-    sector[8..12].copy_from_slice(&STAMP_VERSION.to_le_bytes());
-    sector[12..16].fill(0);
-    put_u64(sector, 16, stamp.address);
-    put_u64(sector, 24, stamp.sequence);
-    put_u64(sector, 32, stamp.time_ns);
-    put_u64(sector, 40, stamp.run_id);
-    sector[48] = stamp.key;
-    sector[49..64].fill(0);
+    LeWriter::new(sector)
+        .put_bytes(0, STAMP_MAGIC)
+        .put_u32(8, STAMP_VERSION)
+        .put_u32(12, 0)
+        .put_u64(16, stamp.address)
+        .put_u64(24, stamp.sequence)
+        .put_u64(32, stamp.time_ns)
+        .put_u64(40, stamp.run_id)
+        .put_u8(48, stamp.key)
+        .put_bytes(49, &[0; 15]);
 }
 
 /// Sets each sector's checksum (computed with the field zero, as
@@ -128,13 +121,12 @@ fn seal_sectors(buf: &mut [u8], sector_bytes: usize) {
             // SAFETY: the CPU was just found to support SSE 4.2.
             let crcs = unsafe { crc32c_three(a, b, c) };
             for (sector, crc) in [a, b, c].into_iter().zip(crcs) {
-                sector[12..16].copy_from_slice(&crc.to_le_bytes());
+                LeWriter::new(sector).put_u32(12, crc);
             }
         }
     }
     for sector in sectors {
-        let crc = crc32c::crc32c(sector);
-        sector[12..16].copy_from_slice(&crc.to_le_bytes());
+        STAMP_FRAME.seal(&[], sector);
     }
 }
 
@@ -195,22 +187,26 @@ pub fn read_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
         }
         return Err(StampError::NoMagic);
     }
-    let version = get_u32(sector, 8);
+    // Every field lies inside the header just checked: no read fails.
+    let Ok((version, stamp)) = stamp_fields(LeReader::new(sector)) else { return Err(StampError::NoMagic) };
     if version != STAMP_VERSION {
         return Err(StampError::Version(version));
     }
-    let stored = get_u32(sector, 12);
-    let mut digest = crc32c::crc32c(&sector[..12]);
-    digest = crc32c::crc32c_append(digest, &[0; 4]);
-    let computed = crc32c::crc32c_append(digest, &sector[16..]);
-    if stored != computed {
-        return Err(StampError::Checksum { stored, computed });
+    match STAMP_FRAME.verify(&[], sector) {
+        Ok(()) => Ok(stamp),
+        Err(FrameError::Mismatch { stored, computed }) => Err(StampError::Checksum { stored, computed }),
+        Err(FrameError::OutOfBounds(_)) => Err(StampError::NoMagic),
     }
-    Ok(Stamp {
-        address: get_u64(sector, 16),
-        sequence: get_u64(sector, 24),
-        time_ns: get_u64(sector, 32),
-        run_id: get_u64(sector, 40),
-        key: sector[48],
-    })
+}
+
+/// A stamp's version and fields.
+fn stamp_fields(r: LeReader<'_>) -> Result<(u32, Stamp), OutOfBounds> {
+    let stamp = Stamp {
+        address: r.u64(16)?,
+        sequence: r.u64(24)?,
+        time_ns: r.u64(32)?,
+        run_id: r.u64(40)?,
+        key: r.u8(48)?,
+    };
+    Ok((r.u32(8)?, stamp))
 }

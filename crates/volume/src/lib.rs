@@ -39,8 +39,8 @@ pub use config::{
     parse, parse_size, Config, DriveSpec, PlexSpec, ReadPolicySpec, SdSpec, VolumeSpec, CONFIG_SECTOR_BYTES,
 };
 pub use counters::{
-    decode_stats, encode_stats, Counters, ObjectKind, StatsRecord, StatsSlotError, STATS_MAGIC,
-    STATS_SLOT_BYTES, STATS_VERSION,
+    decode_stats, encode_stats, Counters, StatsRecord, StatsSlotError, STATS_MAGIC, STATS_SLOT_BYTES,
+    STATS_VERSION,
 };
 pub use error::{ConfigError, VolumeError};
 pub use geometry::{map_concat, map_striped, Extent, Org, ParityLayout, Raid5, RowSpan};
@@ -48,7 +48,7 @@ pub use metadata::{
     assemble, check_create, create, VolumeSet, CONFIG_COPY_BYTES, CONFIG_MAGIC, HEADER_BYTES,
     METADATA_VERSION, STATS_AREA_BYTES_AT,
 };
-pub use object::{ObjectReport, PlexCountersSnapshot, State};
+pub use object::{ObjectKind, ObjectReport, PlexCountersSnapshot, State};
 pub use raid5::{ParityReport, PARITY_MISMATCHES_LISTED_MAX};
 pub use resolve::{resolve, DriveLayout, Layout, PlexLayout, SdLayout, VolumeLayout, DATA_START_BYTES};
 pub use revive::{OnStep, REVIVE_STEP_BYTES};

@@ -35,6 +35,28 @@ impl std::fmt::Display for State {
     }
 }
 
+/// What kind of object an entry is about (names are unique per kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum ObjectKind {
+    Drive = 1,
+    Subdisk = 2,
+    Plex = 3,
+    Volume = 4,
+}
+
+impl ObjectKind {
+    /// The kind an entry's first byte names (docs/formats.md).
+    pub(crate) fn from_byte(byte: u8) -> Option<ObjectKind> {
+        match byte {
+            1 => Some(ObjectKind::Drive),
+            2 => Some(ObjectKind::Subdisk),
+            3 => Some(ObjectKind::Plex),
+            4 => Some(ObjectKind::Volume),
+            _ => None,
+        }
+    }
+}
+
 /// A [`State`] that threads may read and change concurrently.
 #[derive(Debug)]
 pub(crate) struct StateCell(AtomicU8);

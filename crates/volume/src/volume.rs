@@ -20,11 +20,12 @@ use std::sync::{Arc, Mutex};
 use device::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result, Stats, StatsSnapshot};
 
 use crate::config::ReadPolicySpec;
-use crate::counters::ObjectKind;
 use crate::error::VolumeError;
 use crate::geometry::Org;
 use crate::lock::RangeLock;
-use crate::object::{Drive, ObjectReport, PlexCounters, PlexCountersSnapshot, State, StateCell, Subdisk};
+use crate::object::{
+    Drive, ObjectKind, ObjectReport, PlexCounters, PlexCountersSnapshot, State, StateCell, Subdisk,
+};
 use crate::plex::{io_error, Plex};
 use crate::raid5::ParityReport;
 use crate::resolve::{Layout, PlexLayout, VolumeLayout};

@@ -11,6 +11,7 @@ mod busy;
 mod choice;
 pub mod crash;
 mod engine;
+mod error;
 pub mod gen;
 pub mod journal;
 pub mod layout;
@@ -20,9 +21,8 @@ mod stats;
 pub mod validate;
 
 pub use choice::{Committer, EngineChoice};
-pub use engine::{
-    data_buffer, run_job, uring_available, JobResult, Progress, ProgressSnapshot, WorkloadError,
-};
-pub use spec::{BlockSizes, Engine, JobSpec, Pattern, Region, Rw, Skew, SpecError};
+pub use engine::{data_buffer, run_job, uring_available, JobResult, Progress, ProgressSnapshot};
+pub use error::WorkloadError;
+pub use spec::{BlockSizes, Engine, JobSpec, KeyMapSpec, Pattern, Region, Rw, Skew, SpecError, ValidateSpec};
 pub use stats::{CpuUsage, Latency, OpSummary, SecondSample};
-pub use validate::{KeyMapSpec, ValidateSpec, ValidationError, ValidationSummary};
+pub use validate::{ValidationError, ValidationSummary};

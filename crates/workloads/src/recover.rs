@@ -18,7 +18,7 @@ use validation::{
     check_block_in, BlockVerdict, Expect, Finding, FindingKind, KeyBytes, KeyMapError, RunContext,
 };
 
-use crate::validate::KeyMapSpec;
+use crate::spec::KeyMapSpec;
 
 /// Bad blocks listed in a verdict, and blocks ahead of the journal; the
 /// counts go on.

@@ -1,11 +1,16 @@
-//! What a workload is: the parameters of one job, their parsing from the
-//! strings users type (`4k`, `4k/10:64k/90`, `zipf:1.2`), and their checking
-//! against a target. Every error names the parameter and what it accepts.
+//! What a workload is: the parameters of one job (how it validates too),
+//! their parsing from the strings users type (`4k`, `4k/10:64k/90`,
+//! `zipf:1.2`), and their checking against a target. Every error names the
+//! parameter and what it accepts.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
+use validation::{KeyMapChoice, KeyPlace};
+
+use crate::journal::JournalSpec;
 
 /// A workload parameter that cannot be used, with the flag it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -434,7 +439,50 @@ pub struct JobSpec {
     pub pattern: Pattern,
     pub seed: u64,
     /// Stamp every write and check every read (see `validate.rs`).
-    pub validate: Option<crate::validate::ValidateSpec>,
+    pub validate: Option<ValidateSpec>,
+}
+
+/// How a job validates.
+#[derive(Clone, Debug, Serialize)]
+pub struct ValidateSpec {
+    /// Check a block's old contents before rewriting it (Vdbench's default).
+    pub preread: bool,
+    /// Read a block back right after writing it.
+    pub reread: bool,
+    /// Stop the job after this many errors.
+    pub max_errors: u64,
+    /// Identifies this run in every stamp.
+    pub run_id: u64,
+    /// Keep the key map in a crash-safe journal.
+    pub journal: Option<JournalSpec>,
+    /// Where the key map lives.
+    pub key_map: KeyMapSpec,
+}
+
+/// Where key maps live: memory or a mapped scratch file (the cli's
+/// `--key-map` and `--key-map-dir`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct KeyMapSpec {
+    pub choice: KeyMapChoice,
+    /// The directory of scratch files. Default: the journal directory when
+    /// the journal is in one, else the system's temporary directory.
+    pub dir: Option<PathBuf>,
+}
+
+impl KeyMapSpec {
+    /// Memory or a file by size, in the default directory.
+    pub const AUTO: KeyMapSpec = KeyMapSpec { choice: KeyMapChoice::Auto, dir: None };
+
+    /// Where a map of `blocks` keys goes, `default_dir` standing in for an
+    /// unset directory.
+    pub fn place(&self, blocks: u64, default_dir: Option<&Path>) -> KeyPlace {
+        let dir = match (&self.dir, default_dir) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(dir)) => dir.to_path_buf(),
+            (None, None) => std::env::temp_dir(),
+        };
+        self.choice.place(blocks, &dir)
+    }
 }
 
 /// Upper bounds that keep a job from exhausting the machine.

@@ -7,24 +7,23 @@
 //! deadlock; `busy.rs`) and gives them back when it completes.
 //!
 //! The key map, and the journal writer's copy of it, live in memory or in
-//! mapped scratch files ([`KeyMapSpec`]), so memory stays bounded on very
+//! mapped scratch files ([`KeyMapSpec`](crate::KeyMapSpec)), so memory stays bounded on very
 //! large targets.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use validation::{
-    check_block, fill_block, next_key, BlockVerdict, Expect, Finding, KeyBytes, KeyMap, KeyMapChoice,
-    KeyPlace, KEY_NEVER_WRITTEN,
+    check_block, fill_block, next_key, BlockVerdict, Expect, Finding, KeyBytes, KeyMap, KeyPlace,
+    KEY_NEVER_WRITTEN,
 };
 
 use crate::busy::BusyTable;
 use crate::gen::Request;
 use crate::journal::{JournalMode, JournalPlace};
-use crate::spec::{spec_error, Engine, JobSpec, Region};
+use crate::spec::{spec_error, Engine, JobSpec, Region, ValidateSpec};
 
 /// With a group-commit journal, how many requests a worker prepares ahead
 /// at most, and the bytes they may cover (larger transfers get fewer, at
@@ -35,49 +34,6 @@ pub const JOURNAL_LOOKAHEAD_BYTES: u64 = 4 << 20;
 
 /// Errors kept in memory for the report; the count goes on past it.
 pub const ERRORS_KEPT_MAX: usize = 1000;
-
-/// How a job validates.
-#[derive(Clone, Debug, Serialize)]
-pub struct ValidateSpec {
-    /// Check a block's old contents before rewriting it (Vdbench's default).
-    pub preread: bool,
-    /// Read a block back right after writing it.
-    pub reread: bool,
-    /// Stop the job after this many errors.
-    pub max_errors: u64,
-    /// Identifies this run in every stamp.
-    pub run_id: u64,
-    /// Keep the key map in a crash-safe journal.
-    pub journal: Option<crate::journal::JournalSpec>,
-    /// Where the key map lives.
-    pub key_map: KeyMapSpec,
-}
-
-/// Where key maps live: memory or a mapped scratch file (the cli's
-/// `--key-map` and `--key-map-dir`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct KeyMapSpec {
-    pub choice: KeyMapChoice,
-    /// The directory of scratch files. Default: the journal directory when
-    /// the journal is in one, else the system's temporary directory.
-    pub dir: Option<PathBuf>,
-}
-
-impl KeyMapSpec {
-    /// Memory or a file by size, in the default directory.
-    pub const AUTO: KeyMapSpec = KeyMapSpec { choice: KeyMapChoice::Auto, dir: None };
-
-    /// Where a map of `blocks` keys goes, `default_dir` standing in for an
-    /// unset directory.
-    pub fn place(&self, blocks: u64, default_dir: Option<&std::path::Path>) -> KeyPlace {
-        let dir = match (&self.dir, default_dir) {
-            (Some(dir), _) => dir.clone(),
-            (None, Some(dir)) => dir.to_path_buf(),
-            (None, None) => std::env::temp_dir(),
-        };
-        self.choice.place(blocks, &dir)
-    }
-}
 
 /// Which read found an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -6,6 +6,7 @@ mod log;
 mod run;
 mod sweep;
 mod tidy;
+mod tidy_modules;
 mod trust;
 mod validate;
 mod volume;

@@ -1,4 +1,5 @@
 mod check;
+mod golden;
 mod journal;
 mod keys;
 mod stamp;

@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use device::AlignedBuf;
 
-use super::{data_buffer, Worker, WorkloadError};
+use super::worker::{data_buffer, Worker};
+use crate::error::WorkloadError;
 use crate::gen::{IoKind, Request};
 use crate::stats::ThreadStats;
 use crate::validate::{CheckedBy, Validator};

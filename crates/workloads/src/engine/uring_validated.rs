@@ -33,8 +33,9 @@ use std::time::Instant;
 use device::{check_request, AlignedBuf};
 use io_uring::{opcode, squeue, types};
 
-use super::uring::{check_result, new_ring, op_of, Ring};
-use super::{Worker, WorkloadError};
+use super::ring::{check_result, new_ring, op_of, Ring, Slots, FLUSH_TAG};
+use super::worker::Worker;
+use crate::error::WorkloadError;
 use crate::gen::{IoKind, Request};
 use crate::journal::{JournalWriter, RingCommit};
 use crate::stats::ThreadStats;
@@ -77,8 +78,7 @@ struct Engine<'v> {
     v: &'v Validator,
     ring: Ring,
     bufs: Vec<AlignedBuf>,
-    slots: Vec<Option<Slot>>,
-    free: Vec<usize>,
+    slots: Slots<Slot>,
     /// Writes waiting, in the order their records were queued, and how
     /// many may wait beyond one per free slot (group mode; none else).
     ready: VecDeque<Waiting>,
@@ -109,8 +109,8 @@ struct InRing {
 
 /// `user_data` of a ring commit's target flush and journal write; request
 /// slots use their index.
-const COMMIT_FLUSH_TAG: u64 = u64::MAX - 1;
-const COMMIT_WRITE_TAG: u64 = u64::MAX - 2;
+const COMMIT_FLUSH_TAG: u64 = FLUSH_TAG - 1;
+const COMMIT_WRITE_TAG: u64 = FLUSH_TAG - 2;
 
 /// Group mode: at most this many writes wait for a commit per worker
 /// thread (a request and its keys each, no buffer).
@@ -137,10 +137,9 @@ pub(super) fn run(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Workl
     })?;
     let mut e = Engine {
         v,
-        ring: Ring { ring, fixed: false, fd },
+        ring: Ring::new(ring, fd),
         bufs: (0..depth).map(|_| AlignedBuf::zeroed(max, align)).collect(),
-        slots: (0..depth).map(|_| None).collect(),
-        free: (0..depth).rev().collect(),
+        slots: Slots::new(depth),
         ready: VecDeque::with_capacity(waiting + depth),
         waiting,
         in_flight: 0,
@@ -175,7 +174,7 @@ impl Engine<'_> {
                 continue;
             }
             if idle {
-                debug_assert!(self.free.len() == self.slots.len());
+                debug_assert_eq!(self.slots.in_flight(), 0);
                 let now = Instant::now();
                 if blocked.is_none() && (drained || w.finished(now)) {
                     return Ok(());
@@ -193,7 +192,7 @@ impl Engine<'_> {
     /// How many waiting writes could go to the kernel now (their commit
     /// durable), up to the free slots.
     fn sendable(&self) -> usize {
-        let durable = self.ready.iter().take(self.free.len());
+        let durable = self.ready.iter().take(self.slots.free_count());
         durable.take_while(|r| self.v.journal_durable(r.ticket)).count()
     }
 
@@ -218,8 +217,8 @@ impl Engine<'_> {
     ) -> Result<bool, WorkloadError> {
         let preread = self.v.spec().preread;
         loop {
-            let write_room = self.ready.len() < self.free.len() + self.waiting;
-            if self.free.is_empty() && !write_room {
+            let write_room = self.ready.len() < self.slots.free_count() + self.waiting;
+            if self.slots.free_count() == 0 && !write_room {
                 return Ok(false);
             }
             let now = Instant::now();
@@ -232,7 +231,8 @@ impl Engine<'_> {
             let needs_kernel = req.kind == IoKind::Read || preread;
             // A read or pre-read leaves the waiting writes that could go
             // now their slots: they hold their blocks already.
-            if (needs_kernel && self.free.len() <= self.sendable()) || (!needs_kernel && !write_room) {
+            if (needs_kernel && self.slots.free_count() <= self.sendable()) || (!needs_kernel && !write_room)
+            {
                 *blocked = Some((req, measured));
                 return Ok(false);
             }
@@ -247,9 +247,9 @@ impl Engine<'_> {
             }
             if needs_kernel {
                 // Invariant: checked above that a slot is free.
-                let slot = self.free.pop().expect("a free slot");
+                let slot = self.slots.next_free().expect("a free slot");
                 let stage = if req.kind == IoKind::Read { Stage::Read } else { Stage::Preread };
-                self.slots[slot] = Some(Slot { req, measured, at: now, stage });
+                self.slots.fill(slot, Slot { req, measured, at: now, stage });
                 let read = Request { kind: IoKind::Read, ..req };
                 self.submit(w, slot, read)?;
             } else {
@@ -316,25 +316,25 @@ impl Engine<'_> {
                 ticket = ticket.max(queued);
             }
             self.v.journal_wait(ticket)?;
-            debug_assert!(self.ready.len() <= self.free.len());
+            debug_assert!(self.ready.len() <= self.slots.free_count());
         }
         // All stamped first, then sent back to back: stamping between the
         // submissions gave the device time to drain, and each submission
         // then had to wake it (a costly exit on a virtual disk).
         let mut sending = std::mem::take(&mut self.sending);
         while let Some(first) = self.ready.front() {
-            if self.free.is_empty() || !self.v.journal_durable(first.ticket) {
+            if self.slots.free_count() == 0 || !self.v.journal_durable(first.ticket) {
                 break;
             }
             // Invariant: checked just above.
             let r = self.ready.pop_front().expect("a waiting write");
-            let slot = self.free.pop().expect("a free slot");
+            let slot = self.slots.next_free().expect("a free slot");
             let len = r.req.len as usize;
             // Invariant: queued at once in group mode, above otherwise.
             let sequence = r.sequence.expect("a write's record is queued before it is sent");
             self.v.fill(&r.req, sequence, &r.keys, &mut self.bufs[slot][..len]);
             let stage = Stage::Writing { sequence, keys: r.keys };
-            self.slots[slot] = Some(Slot { req: r.req, measured: r.measured, at: r.at, stage });
+            self.slots.fill(slot, Slot { req: r.req, measured: r.measured, at: r.at, stage });
             sending.push((slot, r.req));
         }
         let sent = sending.drain(..).try_for_each(|(slot, req)| self.submit(w, slot, req));
@@ -370,20 +370,10 @@ impl Engine<'_> {
             .offset(commit.offset)
             .build()
             .user_data(COMMIT_WRITE_TAG);
-        let flush = commit.flush_target.then(|| {
-            let target = if self.ring.fixed {
-                opcode::Fsync::new(types::Fixed(0))
-            } else {
-                opcode::Fsync::new(types::Fd(self.ring.fd))
-            };
-            // Linked: the journal write waits for the flush, and fails
-            // (cancelled) when it does.
-            target
-                .flags(types::FsyncFlags::DATASYNC)
-                .build()
-                .flags(squeue::Flags::IO_LINK)
-                .user_data(COMMIT_FLUSH_TAG)
-        });
+        // Linked: the journal write waits for the flush, and fails
+        // (cancelled) when it does.
+        let flush =
+            commit.flush_target.then(|| self.ring.fdatasync(COMMIT_FLUSH_TAG).flags(squeue::Flags::IO_LINK));
         let pending = 1 + u32::from(flush.is_some());
         // Invariant: the ring has entries for the depth and a commit's two
         // requests, and submissions are handed over at once.
@@ -459,18 +449,16 @@ impl Engine<'_> {
     /// write waits; a write is recorded and journaled. The slot is free
     /// again; a finished request gives back its blocks.
     fn complete(&mut self, w: &mut Worker<'_>, slot: usize, result: i32) -> Result<(), WorkloadError> {
-        // Invariant: every completion carries the index of a slot in flight.
-        let s = self.slots[slot].take().expect("completion for an occupied slot");
-        let (req, len) = (s.req, s.req.len as usize);
+        let s = self.slots.get(slot);
         let io = if matches!(s.stage, Stage::Writing { .. }) {
-            req
+            s.req
         } else {
-            Request { kind: IoKind::Read, ..req }
+            Request { kind: IoKind::Read, ..s.req }
         };
-        if let Err(e) = check_result(&self.device_name, io, result) {
-            self.slots[slot] = Some(s);
-            return Err(e);
-        }
+        // A failed request keeps its slot: `abandon` gives its blocks back.
+        check_result(&self.device_name, io, result)?;
+        let s = self.slots.release(slot);
+        let (req, len) = (s.req, s.req.len as usize);
         match io.kind {
             IoKind::Read => w.device.stats().record_reads(1, req.len),
             IoKind::Write => w.device.stats().record_writes(1, req.len),
@@ -479,7 +467,6 @@ impl Engine<'_> {
             Stage::Read => self.v.check(&req, &self.bufs[slot][..len], CheckedBy::Read),
             Stage::Preread => {
                 let go_on = self.v.check(&req, &self.bufs[slot][..len], CheckedBy::Preread);
-                self.free.push(slot);
                 if !go_on {
                     w.limits.stop.store(true, Relaxed);
                 }
@@ -492,14 +479,12 @@ impl Engine<'_> {
                     Ok(go_on) => go_on,
                     Err(e) => {
                         self.v.unlock(&req);
-                        self.free.push(slot);
                         return Err(e);
                     }
                 }
             }
         };
         self.v.unlock(&req);
-        self.free.push(slot);
         if !go_on {
             w.limits.stop.store(true, Relaxed);
         }
@@ -534,11 +519,9 @@ impl Engine<'_> {
                     let _ = self.commit_done(tag, result);
                     continue;
                 }
-                let slot = tag as usize;
                 self.in_flight -= 1;
-                if let Some(s) = self.slots[slot].take() {
+                if let Some(s) = self.slots.release_if_taken(tag as usize) {
                     self.v.unlock(&s.req);
-                    self.free.push(slot);
                 }
             }
         }
@@ -552,11 +535,8 @@ impl Engine<'_> {
         for r in self.ready.drain(..) {
             self.v.unlock(&r.req);
         }
-        for slot in 0..self.slots.len() {
-            if let Some(s) = self.slots[slot].take() {
-                self.v.unlock(&s.req);
-                self.free.push(slot);
-            }
+        for s in self.slots.release_all() {
+            self.v.unlock(&s.req);
         }
     }
 

@@ -1,0 +1,3 @@
+mod frame;
+mod id;
+mod le;

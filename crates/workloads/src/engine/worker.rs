@@ -1,0 +1,160 @@
+//! A worker thread's state, whatever the engine: its request stream, its
+//! quotas and rate, its measurements, and the data its writes carry.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use device::{AlignedBuf, Device};
+use rand::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use super::progress::Progress;
+use crate::gen::{IoKind, Request, RequestGen};
+use crate::spec::{JobSpec, Pattern, Region};
+use crate::stats::ThreadStats;
+use crate::validate::Validator;
+
+/// When a worker stops, shared by every worker of a job.
+pub(crate) struct Limits {
+    pub deadline: Option<Instant>,
+    pub measure_start: Instant,
+    pub stop: AtomicBool,
+}
+
+/// Per-thread state every engine uses: the request stream, quotas, the
+/// measurements and the live counters.
+pub(crate) struct Worker<'a> {
+    pub job: &'a JobSpec,
+    pub validator: Option<&'a Validator>,
+    pub device: &'a dyn Device,
+    pub gen: RequestGen,
+    pub ios_left: u64,
+    pub bytes_left: u64,
+    pub limits: &'a Limits,
+    pub progress: &'a Progress,
+    pub stats: ThreadStats,
+    pub measuring: bool,
+    pub writes_since_flush: u64,
+    rate_interval: Option<Duration>,
+    next_issue: Instant,
+}
+
+impl<'a> Worker<'a> {
+    /// Worker `thread` of `job`'s threads: its share of the quotas, its
+    /// own request stream, no validator yet.
+    pub fn new(
+        job: &'a JobSpec,
+        device: &'a dyn Device,
+        region: Region,
+        thread: u32,
+        limits: &'a Limits,
+        progress: &'a Progress,
+    ) -> Worker<'a> {
+        let share = |total: u64| {
+            total / u64::from(job.threads) + u64::from(u64::from(thread) < total % u64::from(job.threads))
+        };
+        // Without any end condition a job moves the region's size once, as fio.
+        let no_limit = job.runtime.is_none() && job.ios.is_none() && job.io_bytes.is_none();
+        let io_bytes = if no_limit { Some(region.len) } else { job.io_bytes };
+        let rate_interval = (job.rate_iops > 0).then(|| {
+            let per_thread = (job.rate_iops as f64 / f64::from(job.threads)).max(1e-3);
+            Duration::from_secs_f64(1.0 / per_thread)
+        });
+        Worker {
+            job,
+            validator: None,
+            device,
+            gen: RequestGen::new(job, region, thread, job.threads),
+            ios_left: job.ios.map_or(u64::MAX, share),
+            bytes_left: io_bytes.map_or(u64::MAX, |b| share(b).max(1)),
+            limits,
+            progress,
+            stats: ThreadStats::new(limits.measure_start),
+            measuring: false,
+            writes_since_flush: 0,
+            rate_interval,
+            next_issue: Instant::now(),
+        }
+    }
+
+    /// True when this worker must not issue another request.
+    pub fn finished(&self, now: Instant) -> bool {
+        self.ios_left == 0
+            || self.bytes_left == 0
+            || self.limits.stop.load(Relaxed)
+            || self.progress.stop_requested()
+            || self.limits.deadline.is_some_and(|d| now >= d)
+    }
+
+    /// Counts a completion; `measured` requests (issued after the
+    /// warm-up) go into the statistics.
+    pub fn complete(&mut self, kind: IoKind, bytes: u64, latency: Duration, now: Instant, measured: bool) {
+        self.progress.count(bytes);
+        if measured {
+            if !self.measuring {
+                self.measuring = true;
+                self.stats = ThreadStats::new(self.limits.measure_start);
+            }
+            self.stats.record(kind, bytes, latency, now);
+        }
+    }
+
+    /// Takes the next request, and whether it is measured (issued after
+    /// the warm-up, and then charged to the quotas); `None` when the worker
+    /// is finished.
+    pub fn next_request(&mut self, now: Instant) -> Option<(Request, bool)> {
+        if self.finished(now) {
+            return None;
+        }
+        let req = self.gen.next_request();
+        let measured = now >= self.limits.measure_start;
+        if measured {
+            self.ios_left = self.ios_left.saturating_sub(1);
+            self.bytes_left = self.bytes_left.saturating_sub(req.len.min(self.bytes_left));
+        }
+        if let Some(interval) = self.rate_interval {
+            // At most one interval of lag is made up, so a stall is not
+            // followed by a burst.
+            self.next_issue = self.next_issue.max(now.checked_sub(interval).unwrap_or(now)) + interval;
+        }
+        Some((req, measured))
+    }
+
+    /// When rate-limited, how long to wait before the next request.
+    pub fn rate_wait(&self, now: Instant) -> Option<Duration> {
+        self.rate_interval?;
+        (self.next_issue > now).then(|| self.next_issue - now)
+    }
+
+    /// Whether a flush is due after a write completed.
+    pub fn flush_due(&mut self, kind: IoKind) -> bool {
+        if kind != IoKind::Write || self.job.flush_every == 0 {
+            return false;
+        }
+        self.writes_since_flush += 1;
+        if self.writes_since_flush >= self.job.flush_every {
+            self.writes_since_flush = 0;
+            return true;
+        }
+        false
+    }
+}
+
+/// Fills a buffer for writes according to the job's data pattern.
+pub fn data_buffer(len: usize, align: usize, pattern: Pattern, seed: u64) -> AlignedBuf {
+    let mut buf = AlignedBuf::zeroed(len, align);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    match pattern {
+        Pattern::Zeros => {}
+        Pattern::Random => rng.fill_bytes(&mut buf),
+        Pattern::Compressible { pct } => {
+            // In every 4 KiB, the first pct% is random and the rest zeros,
+            // so a block compressor shrinks it to about pct%.
+            for chunk in buf.chunks_mut(4096) {
+                let random = chunk.len() * usize::from(pct) / 100;
+                rng.fill_bytes(&mut chunk[..random]);
+            }
+        }
+    }
+    buf
+}

@@ -1,0 +1,117 @@
+//! Commits through a worker's own io_uring (`--journal-commit ring`): the
+//! journal file opened a second time with O_DIRECT and O_DSYNC, a commit
+//! begun here, sent by the worker beside its data requests, and ended with
+//! what the ring said.
+
+use std::os::fd::RawFd;
+use std::path::Path;
+
+use device::{AlignedBuf, Device, FileDevice, FileOptions};
+
+use super::{JournalStats, JournalWriteError, JournalWriter};
+
+/// A commit through a worker's ring ([`JournalWriter::begin_ring_commit`]):
+/// write `buf` at `offset` of the ring file, after an fdatasync of the
+/// target when `flush_target`, linked so that the write waits for it.
+pub struct RingCommit {
+    pub flush_target: bool,
+    pub offset: u64,
+    pub buf: AlignedBuf,
+    commit: u64,
+    counted: JournalStats,
+    room: u64,
+}
+
+impl JournalWriter {
+    /// The descriptor of the journal file opened for commits through a
+    /// worker's ring ([`JournalWriter::open_ring_file`]), if it is.
+    pub fn ring_fd(&self) -> Option<RawFd> {
+        self.ring_file.as_ref().and_then(|f| f.raw_fd())
+    }
+
+    /// Opens the journal file at `path` a second time, with O_DIRECT and
+    /// O_DSYNC, so that workers can commit through their rings. Returns
+    /// whether they can: not when the file system refuses O_DIRECT, or
+    /// needs an alignment (over 4 KiB) the journal's layout does not keep.
+    /// Called before any record is written.
+    pub fn open_ring_file(&mut self, path: &Path) -> bool {
+        let tail = self.tail.get_mut().unwrap_or_else(|e| e.into_inner());
+        assert!(tail.written_end == 0 && tail.generation == 0, "the ring file is opened before any record");
+        let options = FileOptions { direct: true, dsync: true, ..FileOptions::default() };
+        let Ok(file) = FileDevice::open(path, &options) else { return false };
+        let unit = u64::from(file.sector_bytes()).max(self.unit);
+        if unit > 4096
+            || self.records_at % unit != 0
+            || self.slot_bytes % unit != 0
+            || file.buffer_align() > 4096
+        {
+            return false;
+        }
+        self.unit = unit;
+        self.ring_file = Some(file);
+        true
+    }
+
+    /// Starts a commit through the caller's ring, when no commit is
+    /// running and a `before` record waits: takes the batch, and returns
+    /// the write to make (after a linked fdatasync of the target when
+    /// [`RingCommit::flush_target`]). The records are durable once it
+    /// completes; the caller must then hand the outcome to
+    /// [`JournalWriter::end_ring_commit`] (no other commit starts until it
+    /// does). A batch that does not fit in the slot is compacted here, at
+    /// once, and `None` returned: its records are durable already.
+    pub fn begin_ring_commit(&self) -> Result<Option<RingCommit>, JournalWriteError> {
+        debug_assert!(self.ring_file.is_some(), "ring commits need the ring file");
+        let mut state = self.lock();
+        if state.poisoned {
+            return Err(self.poisoned());
+        }
+        if state.committing || state.queued.is_empty() {
+            return Ok(None);
+        }
+        state.committing = true;
+        let batch = self.take_batch(&mut state, true, false);
+        drop(state);
+        let (commit, flush_target) = (batch.commit, batch.flush_target);
+        let mut counted = batch.counted();
+        let mut tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes = self.apply(&mut tail, batch.records);
+        if !self.fits(&tail, bytes.len()) {
+            let result = self.compact_now(&mut tail, flush_target);
+            drop(tail);
+            self.end_commit(commit, true, counted, result)?;
+            return Ok(None);
+        }
+        let (offset, buf) = self.stage(&mut tail, &bytes);
+        counted.ring_commits = 1;
+        let room = self.room(&tail);
+        Ok(Some(RingCommit { commit, flush_target, offset, buf, counted, room }))
+    }
+
+    /// Ends a commit begun by [`JournalWriter::begin_ring_commit`] with
+    /// what the ring said: the target flush's and the write's outcome
+    /// (`what` failed and why). A failure poisons the journal.
+    pub fn end_ring_commit(
+        &self,
+        commit: RingCommit,
+        outcome: Result<(), (&'static str, std::io::Error)>,
+    ) -> Result<(), JournalWriteError> {
+        let result = outcome.map(|()| (false, commit.room)).map_err(|(what, source)| {
+            JournalWriteError::Ring { device: self.device.name().to_string(), what, source }
+        });
+        self.end_commit(commit.commit, true, commit.counted, result)
+    }
+
+    /// Ends a ring commit as failed without freeing its buffer, which the
+    /// kernel may still read (the ring broke with the write in it).
+    pub fn end_ring_commit_leaking(
+        &self,
+        commit: RingCommit,
+        (what, source): (&'static str, std::io::Error),
+    ) -> Result<(), JournalWriteError> {
+        let RingCommit { commit, counted, buf, .. } = commit;
+        std::mem::forget(buf);
+        let device = self.device.name().to_string();
+        self.end_commit(commit, true, counted, Err(JournalWriteError::Ring { device, what, source }))
+    }
+}
