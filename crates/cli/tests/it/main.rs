@@ -10,3 +10,4 @@ mod trust;
 mod validate;
 mod volume;
 mod volume_safety;
+mod wire;

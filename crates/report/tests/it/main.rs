@@ -1,2 +1,4 @@
+mod fixtures;
+mod json;
 mod spread;
 mod volumes;
