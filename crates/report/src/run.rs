@@ -3,14 +3,13 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
 use workloads::JobResult;
 
 use crate::spread::{RepeatSummary, Spread};
 use crate::target::TargetReport;
 
 /// One job of a run: what it ran on, its runs and their summary.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct JobReport {
     pub name: String,
     /// What the job ran on and how: media, cache, layout.
@@ -19,15 +18,13 @@ pub struct JobReport {
     pub summary: Option<RepeatSummary>,
     /// When the target is a volume: its objects, states and counters after
     /// all runs of the job.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub volume: Option<volume::VolumeReport>,
     /// When the job ran through the block log: its counters.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<LogReport>,
 }
 
 /// The block log a job ran through: its mode and counters.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct LogReport {
     pub mode: blocklog::Mode,
     pub counters: blocklog::LogStats,
@@ -131,7 +128,7 @@ pub fn validation_summary(v: &workloads::ValidationSummary) -> String {
             e.block_bytes,
             e.checked_by,
             e.expected_key,
-            serde_json::to_string(&e.findings).unwrap_or_default()
+            findings_text(&e.findings)
         );
     }
     out
@@ -156,4 +153,11 @@ pub fn repeat_table(s: &RepeatSummary) -> String {
     }
     row(&mut out, "cpu %", &s.cpu_pct);
     out
+}
+
+/// A block's findings as in the JSON documents: one object per sector.
+fn findings_text(findings: &[validation::Finding]) -> String {
+    let wire: Vec<crate::json::validation::Finding> =
+        findings.iter().map(crate::json::validation::Finding::from).collect();
+    serde_json::to_string(&wire).unwrap_or_default()
 }

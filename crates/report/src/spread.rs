@@ -1,10 +1,9 @@
 //! Repeated runs summarised: min, median and max of each figure.
 
-use serde::Serialize;
 use workloads::{JobResult, OpSummary};
 
 /// min / median / max of one figure over repeated runs.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spread {
     pub min: f64,
     pub median: f64,
@@ -27,7 +26,7 @@ impl Spread {
 }
 
 /// The figures of one direction (read or write) over repeats.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OpSpread {
     pub iops: Spread,
     pub mib_per_s: Spread,
@@ -39,7 +38,7 @@ pub struct OpSpread {
 }
 
 /// Summary of a job's repeated runs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RepeatSummary {
     pub runs: usize,
     pub read: Option<OpSpread>,
@@ -76,4 +75,8 @@ pub fn summarize(runs: &[JobResult]) -> Option<RepeatSummary> {
         write: op_spread(runs, |r| &r.write),
         cpu_pct: Spread::of(&cpu)?,
     })
+}
+/// The median of `values`, 0 for none.
+pub(crate) fn median_or_zero(values: &[f64]) -> f64 {
+    Spread::of(values).map_or(0.0, |s| s.median)
 }

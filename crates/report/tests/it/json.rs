@@ -2,14 +2,15 @@
 //! byte for byte: a change to a document shows up as a diff here.
 //! Regenerate with `IOLAB_BLESS=1 cargo test -p report` and review it.
 //!
-//! These builders serialize the internal types the way the cli does at
-//! this commit; they pin the bytes the wire types must reproduce.
+//! Until the wire types came, iolab serialised its internal types; these
+//! goldens were written from that serialisation, and the wire types
+//! reproduce its bytes.
 
 use std::path::Path;
 
 use serde::Serialize;
 use workloads::crash::ViolationClass;
-use workloads::journal::{JournalMode, JournalStats};
+use workloads::journal::JournalMode;
 use workloads::recover::Verdict;
 use workloads::{Engine, JobResult, Rw};
 
@@ -31,61 +32,17 @@ fn pretty<T: Serialize>(doc: &T) -> String {
 
 #[test]
 fn run_document_matches_its_golden_file() {
-    let doc = report::RunDocument::new("0.1.0", fixtures::job_reports());
+    let doc = report::json::RunDocument::new("0.1.0", &fixtures::job_reports());
     check_golden("run.json", &doc.to_json());
 }
 
 #[test]
 fn error_log_matches_its_golden_file() {
-    let reports = fixtures::job_reports();
-    let errors: Vec<&workloads::ValidationError> = reports
-        .iter()
-        .flat_map(|r| &r.runs)
-        .filter_map(|run| run.validation.as_ref())
-        .flat_map(|v| &v.error_list)
-        .collect();
-    check_golden("error_log.json", &pretty(&errors));
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-enum Outcome {
-    Ok,
-    JournalIncomplete,
-    Bad,
-}
-
-#[derive(Serialize)]
-struct ValidateDocument<'a> {
-    schema: &'static str,
-    version: u32,
-    iolab_version: &'static str,
-    target: &'a str,
-    journal: &'a Path,
-    errors: u64,
-    outcome: Outcome,
-    #[serde(flatten)]
-    verdict: &'a Verdict,
+    check_golden("error_log.json", &report::json::error_log(&fixtures::job_reports()));
 }
 
 fn validate_document(v: &Verdict) -> String {
-    let outcome = if v.errors() > 0 {
-        Outcome::Bad
-    } else if v.journal_incomplete() {
-        Outcome::JournalIncomplete
-    } else {
-        Outcome::Ok
-    };
-    pretty(&ValidateDocument {
-        schema: "iolab-validate",
-        version: 2,
-        iolab_version: "0.1.0",
-        target: "/data/t.img",
-        journal: Path::new("/data/j"),
-        errors: v.errors(),
-        outcome,
-        verdict: v,
-    })
+    report::json::ValidateDocument::new("0.1.0", "/data/t.img", Path::new("/data/j"), v).to_json()
 }
 
 /// Bad (each class, torn, ahead, an async journal torn at its end), then
@@ -107,14 +64,7 @@ fn validate_documents_match_their_golden_file() {
 }
 
 fn crash_document(stack: &str, report: &workloads::crash::CrashReport) -> String {
-    let doc = serde_json::json!({
-        "schema": "iolab-crash",
-        "version": 1,
-        "stack": stack,
-        "seed": 7,
-        "report": report,
-    });
-    pretty(&doc)
+    report::json::CrashDocument::new(stack, 7, report).to_json()
 }
 
 #[test]
@@ -132,58 +82,24 @@ fn crash_documents_match_their_golden_file() {
     check_golden("crash.json", &docs.join("\n"));
 }
 
-#[derive(Serialize)]
-struct ArmRun {
-    iops: f64,
-    vs_off: Option<f64>,
-    journal: Option<JournalStats>,
-}
-
-#[derive(Serialize)]
-struct ArmRow {
-    arm: &'static str,
-    median_iops: f64,
-    median_vs_off: Option<f64>,
-    runs: Vec<ArmRun>,
-}
-
-#[derive(Serialize)]
-struct SweepDocument<'a> {
-    schema: &'static str,
-    version: u32,
-    iolab_version: &'static str,
-    target: &'a str,
-    journal_dir: &'a Path,
-    engine: &'static str,
-    threads: u32,
-    iodepth: u32,
-    bs: &'a str,
-    runtime_s: f64,
-    arms: Vec<ArmRow>,
-}
-
-fn sweep_journal_document(engine: &'static str, arms: Vec<ArmRow>) -> String {
-    pretty(&SweepDocument {
-        schema: "iolab-sweep-journal",
-        version: 1,
-        iolab_version: "0.1.0",
-        target: "/dev/sdz",
-        journal_dir: Path::new("/data/journals"),
+fn sweep_journal_document(engine: Engine, arms: Vec<report::SweepArm>) -> String {
+    let sweep = report::JournalSweep {
+        target: "/dev/sdz".into(),
+        journal_dir: "/data/journals".into(),
         engine,
         threads: 1,
         iodepth: 32,
-        bs: "4k",
+        bs: "4k".into(),
         runtime_s: 5.0,
+        repeat: 2,
         arms,
-    })
+    };
+    report::json::SweepJournalDocument::new("0.1.0", &sweep).to_json()
 }
-
-/// An arm's name and its runs: write IOPS and journal counters.
-type ArmRuns = (&'static str, Vec<(f64, Option<JournalStats>)>);
 
 /// The arms `off` and `group` over two repeats; without `off`, `group`
 /// alone (no ratios).
-fn sweep_journal_runs(with_off: bool) -> Vec<ArmRuns> {
+fn sweep_journal_runs(with_off: bool) -> Vec<(&'static str, report::ArmRuns)> {
     let group = (
         "group",
         vec![(600.0, Some(fixtures::journal_stats(30))), (500.0, Some(fixtures::journal_stats(20)))],
@@ -195,39 +111,11 @@ fn sweep_journal_runs(with_off: bool) -> Vec<ArmRuns> {
     }
 }
 
-fn sweep_journal_rows(arms: Vec<ArmRuns>) -> Vec<ArmRow> {
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        match v.len() {
-            0 => 0.0,
-            n if n % 2 == 1 => v[n / 2],
-            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        }
-    };
-    let off = arms.iter().find(|a| a.0 == "off").map(|a| a.1.iter().map(|r| r.0).collect::<Vec<_>>());
-    arms.into_iter()
-        .map(|(arm, runs)| {
-            let runs: Vec<ArmRun> = runs
-                .into_iter()
-                .enumerate()
-                .map(|(i, (iops, journal))| ArmRun {
-                    iops,
-                    vs_off: off.as_ref().map(|off| iops / off[i].max(f64::MIN_POSITIVE)),
-                    journal,
-                })
-                .collect();
-            let median_iops = median(runs.iter().map(|r| r.iops).collect());
-            let median_vs_off = off.as_ref().map(|_| median(runs.iter().filter_map(|r| r.vs_off).collect()));
-            ArmRow { arm, median_iops, median_vs_off, runs }
-        })
-        .collect()
-}
-
 #[test]
 fn sweep_journal_documents_match_their_golden_file() {
     let docs = [
-        sweep_journal_document("uring", sweep_journal_rows(sweep_journal_runs(true))),
-        sweep_journal_document("sync", sweep_journal_rows(sweep_journal_runs(false))),
+        sweep_journal_document(Engine::Uring, report::sweep_arms(sweep_journal_runs(true))),
+        sweep_journal_document(Engine::Sync, report::sweep_arms(sweep_journal_runs(false))),
     ];
     check_golden("sweep_journal.json", &docs.join("\n"));
 }
