@@ -146,7 +146,8 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
             let set = assemble::assemble_with(&args.set.drives, false, Access::Inspect)?;
             let reports = set.accumulated_reports();
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&reports)?);
+                let doc = report::json::VolumeListDocument::new(env!("CARGO_PKG_VERSION"), &reports);
+                println!("{}", doc.to_json());
             } else if args.verbose {
                 print!("{}", report::volume_list_verbose(&reports, args.stats));
             } else {

@@ -8,11 +8,10 @@
 
 use std::path::Path;
 
-use serde::Serialize;
 use workloads::crash::ViolationClass;
 use workloads::journal::JournalMode;
 use workloads::recover::Verdict;
-use workloads::{Engine, JobResult, Rw};
+use workloads::{Engine, Rw};
 
 use crate::fixtures;
 
@@ -24,10 +23,6 @@ fn check_golden(name: &str, actual: &str) {
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert!(actual == expected, "{name} differs from its golden file:\n{actual}");
-}
-
-fn pretty<T: Serialize>(doc: &T) -> String {
-    serde_json::to_string_pretty(doc).unwrap()
 }
 
 #[test]
@@ -122,46 +117,34 @@ fn sweep_journal_documents_match_their_golden_file() {
 
 #[test]
 fn volume_list_document_matches_its_golden_file() {
-    check_golden("volume_list.json", &pretty(&vec![fixtures::volume_report()]));
+    let doc = report::json::VolumeListDocument::new("0.1.0", &[fixtures::volume_report()]);
+    check_golden("volume_list.json", &doc.to_json());
 }
 
 #[test]
 fn bonnie_documents_match_their_golden_file() {
     let runs = vec![fixtures::bonnie_result(1), fixtures::bonnie_result(3)];
     let spread = report::bonnie_spread(&runs);
-    let one = vec![fixtures::bonnie_result(2)];
     let docs = [
-        pretty(&serde_json::json!({ "runs": runs, "spread": spread })),
-        pretty(&serde_json::json!({ "runs": one, "spread": None::<()> })),
+        report::json::BonnieDocument::new("0.1.0", &runs, spread.as_ref()).to_json(),
+        report::json::BonnieDocument::new("0.1.0", &[fixtures::bonnie_result(2)], None).to_json(),
     ];
     check_golden("bonnie.json", &docs.join("\n"));
-}
-
-#[derive(Serialize)]
-struct Row {
-    layout: String,
-    bonnie: Vec<workloads::bonnie::BonnieResult>,
-    fs: Vec<JobResult>,
-    plex: Option<volume::PlexCountersSnapshot>,
 }
 
 #[test]
 fn sweep_stripes_documents_match_their_golden_file() {
     let plex = fixtures::volume_report().plexes[1].counters;
-    let bonnie = vec![
-        Row { layout: "ufs".into(), bonnie: vec![fixtures::bonnie_result(1)], fs: Vec::new(), plex: None },
-        Row {
-            layout: "s8k".into(),
-            bonnie: vec![fixtures::bonnie_result(2)],
-            fs: Vec::new(),
-            plex: Some(plex),
-        },
+    let row = |layout: &str, bonnie, fs, plex| report::StripesRow { layout: layout.into(), bonnie, fs, plex };
+    let bonnie = [
+        row("ufs", vec![fixtures::bonnie_result(1)], Vec::new(), None),
+        row("s8k", vec![fixtures::bonnie_result(2)], Vec::new(), Some(plex)),
     ];
-    let fs = vec![Row {
-        layout: "s8k".into(),
-        bonnie: Vec::new(),
-        fs: vec![fixtures::job_result(Rw::RandRw, Engine::Sync, 70, None)],
-        plex: Some(plex),
-    }];
-    check_golden("sweep_stripes.json", &[pretty(&bonnie), pretty(&fs)].join("\n"));
+    let fs =
+        [row("s8k", Vec::new(), vec![fixtures::job_result(Rw::RandRw, Engine::Sync, 70, None)], Some(plex))];
+    let docs = [
+        report::json::SweepStripesDocument::new("0.1.0", &bonnie).to_json(),
+        report::json::SweepStripesDocument::new("0.1.0", &fs).to_json(),
+    ];
+    check_golden("sweep_stripes.json", &docs.join("\n"));
 }
