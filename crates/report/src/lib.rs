@@ -28,4 +28,4 @@ pub use sweep::{
 };
 pub use target::{target_lines, CacheState, LayoutPolicy, LayoutState, TargetReport};
 pub use validate::{verdict_line, verdict_text, Outcome};
-pub use volumes::{volume_list, volume_list_verbose};
+pub use volumes::{parity_lines, volume_list, volume_list_verbose};
