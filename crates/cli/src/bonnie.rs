@@ -116,8 +116,8 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&serde_json::json!({ "runs": results, "spread": spread }))?;
-        crate::write_json(path, &text)?;
+        let doc = report::json::BonnieDocument::new(env!("CARGO_PKG_VERSION"), &results, spread.as_ref());
+        crate::write_json(path, &doc.to_json())?;
     }
     target.close()?;
     Ok(ExitCode::SUCCESS)

@@ -134,45 +134,24 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
     })?;
     let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
     if to_stdout {
-        print!("{}", text(&args, &report));
+        print!("{}", report::crash_text(&crash_run(&args, &report), &report));
     }
     if let Some(path) = &args.json {
-        let doc = serde_json::json!({
-            "schema": "iolab-crash",
-            "version": 1,
-            "stack": args.stack.name(),
-            "seed": args.seed,
-            "report": report,
-        });
-        crate::write_json(path, &serde_json::to_string_pretty(&doc)?)?;
+        let doc = report::json::CrashDocument::new(args.stack.name(), args.seed, &report);
+        crate::write_json(path, &doc.to_json())?;
     }
     Ok(if report.violations == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-fn text(args: &CrashArgs, r: &CrashReport) -> String {
-    let stack = args.stack.name();
+/// What the report's heading says of the run, and the command that
+/// checks its first violation again: the same flags, `--state` added.
+fn crash_run<'a>(args: &'a CrashArgs, r: &CrashReport) -> report::CrashRun<'a> {
     let max_blocks = max_blocks(args);
-    let mut out = format!(
-        "iolab crash: stack {stack}, {} transactions of 1-{max_blocks} blocks of {}, a flush every {}, seed {}\n",
-        r.transactions, args.block_size, args.sync_every, args.seed
-    );
-    out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
-    out += &format!(
-        "states checked: {} ({} after flushes, {} sampled between them)\n",
-        r.states_checked, r.flush_states, r.sampled_states
-    );
-    out += &format!(
-        "violations: {} (torn transactions {}, torn writes {}, lost {}, corrupt {}, reopen failed {})\n",
-        r.violations, r.torn_transactions, r.torn_writes, r.lost, r.corrupt, r.open_failed
-    );
-    if let Some(v) = &r.first_violation {
-        out += &format!(
-            "first violation: state {} (crash after event {} of {}, {} seed {}): {:?}: {}\n",
-            v.state, v.after_events, r.events, v.policy, v.seed, v.class, v.detail
-        );
-        out += &format!(
-            "check it again: iolab crash --stack {stack} --size {} --log-size {} --log-home {} --transactions {} \
-             --max-blocks {} --block-size {} --sync-every {} --states {} --seed {} --state {}\n",
+    let recheck = r.first_violation.as_ref().map(|v| {
+        format!(
+            "iolab crash --stack {} --size {} --log-size {} --log-home {} --transactions {} \
+             --max-blocks {} --block-size {} --sync-every {} --states {} --seed {} --state {}",
+            args.stack.name(),
             args.size,
             args.log_size,
             args.log_home,
@@ -183,9 +162,16 @@ fn text(args: &CrashArgs, r: &CrashReport) -> String {
             args.states,
             args.seed,
             v.state
-        );
+        )
+    });
+    report::CrashRun {
+        stack: args.stack.name(),
+        block_size: &args.block_size,
+        max_blocks,
+        sync_every: args.sync_every,
+        seed: args.seed,
+        recheck,
     }
-    out
 }
 
 fn max_blocks(args: &CrashArgs) -> u32 {

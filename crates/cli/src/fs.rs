@@ -238,55 +238,16 @@ fn fsck(args: FsckArgs) -> anyhow::Result<ExitCode> {
     };
     let target = open(&args.target, repair == Repair::No, None, false)?;
     let report = ffs::fsck::fsck(target.device(), repair)?;
-    let status = if report.clean() {
-        0
-    } else if report.damage_left() {
-        4
-    } else {
-        1
-    };
     if args.json {
-        let findings: Vec<serde_json::Value> = report
-            .findings
-            .iter()
-            .map(|f| serde_json::json!({ "class": f.class.name(), "detail": f.detail, "repaired": f.repaired }))
-            .collect();
-        let doc = serde_json::json!({
-            "schema": "iolab-fsck", "version": 1,
-            "target": args.target,
-            "inodes_checked": report.inodes_checked,
-            "blocks_claimed": report.blocks_claimed,
-            "directories": report.directories,
-            "clean": report.clean(),
-            "damage_left": report.damage_left(),
-            "findings": findings,
-        });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    } else {
-        for f in &report.findings {
-            let fixed = if f.repaired { " [repaired]" } else { "" };
-            println!("{}: {}{fixed}", f.class.name(), f.detail);
-        }
         println!(
-            "{}: {} inodes, {} directories, {} blocks claimed: {}",
-            args.target,
-            report.inodes_checked,
-            report.directories,
-            report.blocks_claimed,
-            match status {
-                0 => "clean".to_string(),
-                1 => format!("{} problems, all repaired", report.findings.len()),
-                _ => format!(
-                    "{} problems, {} left{}",
-                    report.findings.len(),
-                    report.findings.iter().filter(|f| !f.repaired).count(),
-                    if repair == Repair::No { " (run with -p or -y to repair)" } else { "" }
-                ),
-            }
+            "{}",
+            report::json::FsckDocument::new(env!("CARGO_PKG_VERSION"), &args.target, &report).to_json()
         );
+    } else {
+        print!("{}", report::fsck_text(&args.target, &report, repair == Repair::No));
     }
     target.close()?;
-    Ok(ExitCode::from(status))
+    Ok(ExitCode::from(report::FsckOutcome::of(&report).exit_status()))
 }
 
 #[derive(Clone, Copy)]
@@ -304,17 +265,15 @@ fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
     let fs = Ffs::mount(scratch, &MountOptions::default())?;
     let attr = fsapi::resolve(&fs, &args.path).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
     match look {
-        Look::Stat => println!(
-            "{}: inode {}, {:?}, mode {:o}, {} links, uid {}, gid {}, {} bytes, {} blocks of 512, mtime {}.{:09}",
-            args.path, attr.ino, attr.kind, attr.perm, attr.nlink, attr.uid, attr.gid, attr.size, attr.blocks, attr.mtime.secs, attr.mtime.nanos
-        ),
+        Look::Stat => print!("{}", report::stat_text(&args.path, &attr)),
         Look::Cat => {
             use std::io::Write;
             let mut offset = 0u64;
             let mut buf = vec![0u8; 1 << 20];
             let mut out = std::io::stdout().lock();
             loop {
-                let n = fs.read(attr.ino, offset, &mut buf).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
+                let n =
+                    fs.read(attr.ino, offset, &mut buf).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
                 if n == 0 {
                     break;
                 }
@@ -333,7 +292,10 @@ fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
                 let child = fs.lookup(attr.ino, <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&e.name));
                 let name = String::from_utf8_lossy(&e.name);
                 match child {
-                    Ok(c) => println!("{:?} {:o} {:>3} {:>10} {name}", c.kind, c.perm, c.nlink, c.size),
+                    Ok(c) => {
+                        println!("{}", report::ls_line(&name, &c));
+                        fs.forget(c.ino, 1);
+                    }
                     Err(err) => println!("? {name}: {err}"),
                 }
             }

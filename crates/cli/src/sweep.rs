@@ -12,10 +12,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use device::Device;
-use serde::Serialize;
-use workloads::bonnie::{run_bonnie, BonnieResult, BonnieSpec};
+use report::StripesRow;
+use workloads::bonnie::{run_bonnie, BonnieSpec};
 use workloads::spec::{human_bytes, parse_bytes, parse_duration};
-use workloads::{BlockSizes, Engine, JobResult, JobSpec, Progress, Rw};
+use workloads::{BlockSizes, Engine, JobSpec, Progress, Rw};
 
 use crate::stack::{self, Stack};
 use crate::UsageError;
@@ -78,18 +78,6 @@ pub struct StripesArgs {
     pub force: bool,
 }
 
-/// One row of the sweep.
-#[derive(Debug, Serialize)]
-pub struct Row {
-    pub layout: String,
-    /// Every bonnie run of this layout.
-    pub bonnie: Vec<BonnieResult>,
-    /// Every fs-workload run of this layout.
-    pub fs: Vec<JobResult>,
-    /// The plex's counters over one run (the last; none for the plain drive).
-    pub plex: Option<volume::PlexCountersSnapshot>,
-}
-
 pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
     let args = match command {
         SweepCommand::Stripes(args) => args,
@@ -129,10 +117,13 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
     for stack in stacks {
         stack.close()?;
     }
-    print!("{}", table(&rows, args.workload));
+    match args.workload {
+        SweepWorkload::Bonnie => print!("{}", report::stripes_bonnie_table(&rows)),
+        SweepWorkload::Fs => print!("{}", report::stripes_fs_table(&rows)),
+    }
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&rows)?;
-        std::fs::write(path, text + "\n")
+        let doc = report::json::SweepStripesDocument::new(env!("CARGO_PKG_VERSION"), &rows);
+        std::fs::write(path, doc.to_json() + "\n")
             .with_context(|| format!("{}: cannot write the JSON", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
@@ -182,7 +173,7 @@ fn measure(
     org: Option<&str>,
     size: u64,
     runtime: Duration,
-) -> anyhow::Result<Row> {
+) -> anyhow::Result<StripesRow> {
     let (target, vol): (Arc<dyn Device>, Option<Arc<volume::Volume>>) = match org {
         None => (Arc::clone(&drives[0]), None),
         Some(org) => {
@@ -208,7 +199,7 @@ fn measure(
         ))
         .into());
     }
-    let mut row = Row { layout: name.into(), bonnie: Vec::new(), fs: Vec::new(), plex: None };
+    let mut row = StripesRow { layout: name.into(), bonnie: Vec::new(), fs: Vec::new(), plex: None };
     for _ in 0..args.repeat {
         if let Some(vol) = &vol {
             vol.reset_stats();
@@ -225,7 +216,7 @@ fn measure_once(
     name: &str,
     size: u64,
     runtime: Duration,
-    row: &mut Row,
+    row: &mut StripesRow,
 ) -> anyhow::Result<()> {
     match args.workload {
         SweepWorkload::Bonnie => {
@@ -249,60 +240,4 @@ fn measure_once(
         }
     }
     Ok(())
-}
-
-const PLEX_COLUMNS: [&str; 4] = ["Writes", "Reads", "Mblock", "Mstripe"];
-
-fn plex_values(row: &Row) -> Vec<u64> {
-    row.plex.map(|c| vec![c.writes, c.reads, c.multiblock, c.multistripe]).unwrap_or_default()
-}
-
-fn table(rows: &[Row], workload: SweepWorkload) -> String {
-    match workload {
-        SweepWorkload::Bonnie => {
-            let spreads: Vec<Option<[BonnieResult; 3]>> =
-                rows.iter().map(|r| report::bonnie_spread(&r.bonnie)).collect();
-            let mut lines: Vec<(String, &BonnieResult, Vec<u64>)> = Vec::new();
-            for (r, spread) in rows.iter().zip(&spreads) {
-                let Some([min, median, max]) = spread else { continue };
-                if r.bonnie.len() == 1 {
-                    lines.push((r.layout.clone(), median, plex_values(r)));
-                } else {
-                    lines.push((format!("{}:med", r.layout), median, plex_values(r)));
-                    lines.push((format!("{}:min", r.layout), min, Vec::new()));
-                    lines.push((format!("{}:max", r.layout), max, Vec::new()));
-                }
-            }
-            report::bonnie_table(&lines, &PLEX_COLUMNS)
-        }
-        SweepWorkload::Fs => {
-            let mut out = format!(
-                "{:<8} {:>10} {:>9} {:>12} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
-                "layout", "IOPS", "MiB/s", "lat mean us", "p99 us", "Writes", "Reads", "Mblock", "Mstripe"
-            );
-            for r in rows {
-                if r.fs.is_empty() {
-                    continue;
-                }
-                let median = |f: &dyn Fn(&JobResult) -> f64| {
-                    report::Spread::of(&r.fs.iter().map(f).collect::<Vec<_>>()).map_or(0.0, |s| s.median)
-                };
-                let iops = median(&|j| j.read.iops + j.write.iops);
-                let mibs = median(&|j| j.read.mib_per_s + j.write.mib_per_s);
-                let mean = median(&|j| {
-                    let ios = (j.read.ios + j.write.ios).max(1) as f64;
-                    (j.read.latency.mean_us * j.read.ios as f64
-                        + j.write.latency.mean_us * j.write.ios as f64)
-                        / ios
-                });
-                let p99 = median(&|j| j.read.latency.p99_us.max(j.write.latency.p99_us));
-                out.push_str(&format!("{:<8} {iops:>10.0} {mibs:>9.1} {mean:>12.1} {p99:>10.1}", r.layout));
-                for v in plex_values(r) {
-                    out.push_str(&format!(" {v:>9}"));
-                }
-                out.push('\n');
-            }
-            out
-        }
-    }
 }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use serde::Serialize;
 use workloads::journal::{JournalMode, JournalPlace, JournalSpec, JournalStats};
 use workloads::spec::{parse_bytes, parse_duration};
 use workloads::{BlockSizes, Engine, JobSpec, KeyMapSpec, Progress, Rw, ValidateSpec};
@@ -94,53 +93,11 @@ const ARMS: [Arm; 8] = [
     Arm { ring: true, ..arm("group-ring", true, false, Some(JournalMode::Group)) },
 ];
 
-/// One run of an arm.
-#[derive(Debug, Serialize)]
-struct ArmRun {
-    iops: f64,
-    /// Its IOPS over the `off` arm's in the same repeat (when `off` runs).
-    vs_off: Option<f64>,
-    journal: Option<JournalStats>,
-}
-
-#[derive(Debug, Serialize)]
-struct ArmRow {
-    arm: &'static str,
-    median_iops: f64,
-    median_vs_off: Option<f64>,
-    runs: Vec<ArmRun>,
-}
-
-/// The JSON document (docs/json.md).
-#[derive(Debug, Serialize)]
-struct SweepDocument<'a> {
-    schema: &'static str,
-    version: u32,
-    iolab_version: &'static str,
-    target: &'a str,
-    journal_dir: &'a Path,
-    engine: &'static str,
-    threads: u32,
-    iodepth: u32,
-    bs: &'a str,
-    runtime_s: f64,
-    arms: Vec<ArmRow>,
-}
-
 pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     if args.repeat == 0 {
         return Err(UsageError("--repeat: must be at least 1".into()).into());
     }
-    let arms = args
-        .arms
-        .iter()
-        .map(|name| {
-            ARMS.iter().find(|a| a.name == name).copied().ok_or_else(|| {
-                let known: Vec<_> = ARMS.iter().map(|a| a.name).collect();
-                UsageError(format!("--arms: '{name}' is not an arm; use {}", known.join(", ")))
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let arms = parse_arms(&args.arms)?;
     let size = args.size.as_deref().map(|s| parse_bytes("size", s)).transpose().map_err(UsageError::from)?;
     let runtime = parse_duration("runtime", &args.runtime).map_err(UsageError::from)?;
     let bs = BlockSizes::parse(&args.bs).map_err(UsageError::from)?;
@@ -189,57 +146,64 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     }
     // The pre-read arms read before they write: never holes.
     crate::run::lay_out_for_sweep(target.device().as_ref(), region.start..region.start + region.len)?;
-    let mut runs: Vec<Vec<(f64, Option<JournalStats>)>> = arms.iter().map(|_| Vec::new()).collect();
+    let measured = run_arms(&args, &job, &arms, target.device())?;
+    let sweep = report::JournalSweep {
+        target: args.target.clone(),
+        journal_dir: args.journal_dir.clone(),
+        engine,
+        threads,
+        iodepth,
+        bs: args.bs.clone(),
+        runtime_s: runtime.as_secs_f64(),
+        repeat: args.repeat,
+        arms: report::sweep_arms(measured),
+    };
+    print_sweep(&args, &sweep)?;
+    target.close()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The arms named by `--arms`, in that order.
+fn parse_arms(names: &[String]) -> Result<Vec<Arm>, UsageError> {
+    names
+        .iter()
+        .map(|name| {
+            ARMS.iter().find(|a| a.name == name).copied().ok_or_else(|| {
+                let known: Vec<_> = ARMS.iter().map(|a| a.name).collect();
+                UsageError(format!("--arms: '{name}' is not an arm; use {}", known.join(", ")))
+            })
+        })
+        .collect()
+}
+
+/// The table (unless the JSON goes to standard output), and the JSON.
+fn print_sweep(args: &JournalArgs, sweep: &report::JournalSweep) -> anyhow::Result<()> {
+    if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
+        print!("{}", report::journal_sweep_table(sweep));
+    }
+    if let Some(path) = &args.json {
+        let doc = report::json::SweepJournalDocument::new(env!("CARGO_PKG_VERSION"), sweep);
+        crate::write_json(path, &doc.to_json())?;
+    }
+    Ok(())
+}
+
+/// Every arm once per repeat, in the order given, so that a drift of the
+/// machine touches every arm alike; each arm's runs in repeat order.
+fn run_arms(
+    args: &JournalArgs,
+    job: &JobSpec,
+    arms: &[Arm],
+    device: &Arc<dyn device::Device>,
+) -> anyhow::Result<Vec<(&'static str, report::ArmRuns)>> {
+    let mut runs: Vec<report::ArmRuns> = arms.iter().map(|_| Vec::new()).collect();
     for r in 0..args.repeat {
         for (arm, runs) in arms.iter().zip(&mut runs) {
             eprintln!("iolab sweep: {} ({}/{})", arm.name, r + 1, args.repeat);
-            runs.push(run_arm(&job, arm, target.device(), &args.journal_dir)?);
+            runs.push(run_arm(job, arm, device, &args.journal_dir)?);
         }
     }
-    let off =
-        arms.iter().position(|a| a.name == "off").map(|i| runs[i].iter().map(|r| r.0).collect::<Vec<_>>());
-    let rows: Vec<ArmRow> = arms
-        .iter()
-        .zip(runs)
-        .map(|(arm, runs)| {
-            let runs: Vec<ArmRun> = runs
-                .into_iter()
-                .enumerate()
-                .map(|(i, (iops, journal))| ArmRun {
-                    iops,
-                    vs_off: off.as_ref().map(|off| iops / off[i].max(f64::MIN_POSITIVE)),
-                    journal,
-                })
-                .collect();
-            let median_iops = median(runs.iter().map(|r| r.iops));
-            let median_vs_off = off.as_ref().map(|_| median(runs.iter().filter_map(|r| r.vs_off)));
-            ArmRow { arm: arm.name, median_iops, median_vs_off, runs }
-        })
-        .collect();
-    let doc = SweepDocument {
-        schema: "iolab-sweep-journal",
-        version: 1,
-        iolab_version: env!("CARGO_PKG_VERSION"),
-        target: &args.target,
-        journal_dir: &args.journal_dir,
-        engine: match engine {
-            Engine::Uring => "uring",
-            Engine::Sync => "sync",
-        },
-        threads,
-        iodepth,
-        bs: &args.bs,
-        runtime_s: runtime.as_secs_f64(),
-        arms: rows,
-    };
-    if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
-        print!("{}", table(&doc, args.repeat));
-    }
-    if let Some(path) = &args.json {
-        crate::write_json(path, &serde_json::to_string_pretty(&doc)?)?;
-    }
-    target.close()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(arms.iter().map(|a| a.name).zip(runs).collect())
 }
 
 /// One run of `arm`: its write IOPS and its journal's counters. A journal
@@ -279,39 +243,4 @@ fn run_arm(
         }
     }
     Ok((result.write.iops, result.validation.and_then(|v| v.journal)))
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.collect();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn table(doc: &SweepDocument<'_>, repeat: u32) -> String {
-    let shape = match doc.engine {
-        "uring" => format!("uring engine, 1 thread x depth {}", doc.iodepth),
-        _ => format!("sync engine, {} threads", doc.threads),
-    };
-    let mut out = format!(
-        "# {} random writes on {}, {shape}, {repeat} run(s) of {} s per arm, medians\n\
-         {:<14} {:>10} {:>7}   runs (IOPS / vs off in the same repeat)\n",
-        doc.bs, doc.target, doc.runtime_s, "arm", "IOPS", "vs off"
-    );
-    for row in &doc.arms {
-        let vs = row.median_vs_off.map_or("-".to_string(), |r| format!("{r:.2}"));
-        let runs: Vec<String> = row
-            .runs
-            .iter()
-            .map(|r| match r.vs_off {
-                Some(v) => format!("{:.0}/{v:.2}", r.iops),
-                None => format!("{:.0}", r.iops),
-            })
-            .collect();
-        out.push_str(&format!("{:<14} {:>10.0} {vs:>7}   {}\n", row.arm, row.median_iops, runs.join(" ")));
-    }
-    out
 }

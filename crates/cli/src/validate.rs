@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use device::{FileDevice, FileOptions, LockKind};
-use workloads::journal::{JournalMode, JOURNAL_FILE};
+use workloads::journal::JOURNAL_FILE;
 use workloads::recover::{recover_watched, RecoverProgress, Verdict};
 
 use crate::stack::{self, Stack};
@@ -128,7 +128,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     }
     print_verdict(&verdict, &args)?;
     target.record()?;
-    Ok(ExitCode::from(outcome(&verdict).exit_status()))
+    Ok(ExitCode::from(exit_status(report::Outcome::of(&verdict))))
 }
 
 /// How validate opens its target: read-only under a shared lock, unless
@@ -143,39 +143,16 @@ fn target_options(args: &ValidateArgs, sector_bytes: Option<u32>) -> stack::Open
     }
 }
 
-/// What a verdict comes to, and the exit status that says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-enum Outcome {
-    /// Every block checked holds what the journal says.
-    Ok,
-    /// No bad block, but blocks hold writes the journal never recorded.
-    JournalIncomplete,
-    /// Bad blocks: lost, damaged, misplaced or torn data.
-    Bad,
-}
-
 /// The exit status of a verdict with no bad block but blocks ahead of the
 /// journal (1 is taken by bad blocks and failures, 2 by usage errors).
 pub const EXIT_JOURNAL_INCOMPLETE: u8 = 3;
 
-impl Outcome {
-    fn exit_status(self) -> u8 {
-        match self {
-            Outcome::Ok => 0,
-            Outcome::Bad => 1,
-            Outcome::JournalIncomplete => EXIT_JOURNAL_INCOMPLETE,
-        }
-    }
-}
-
-fn outcome(v: &Verdict) -> Outcome {
-    if v.errors() > 0 {
-        Outcome::Bad
-    } else if v.journal_incomplete() {
-        Outcome::JournalIncomplete
-    } else {
-        Outcome::Ok
+/// The exit status that says what a verdict comes to.
+fn exit_status(outcome: report::Outcome) -> u8 {
+    match outcome {
+        report::Outcome::Ok => 0,
+        report::Outcome::Bad => 1,
+        report::Outcome::JournalIncomplete => EXIT_JOURNAL_INCOMPLETE,
     }
 }
 
@@ -220,110 +197,19 @@ fn show_progress(progress: &RecoverProgress, done: &AtomicBool) {
     bar.finish_and_clear();
 }
 
-/// The version of `iolab validate --json`'s document (docs/json.md): 2
-/// added the `ahead` class, `outcome` and the sector numbers.
-const VALIDATE_SCHEMA_VERSION: u32 = 2;
-
-/// The JSON document of `iolab validate --json`: the verdict's fields at
-/// the top level, beside what was checked.
-#[derive(serde::Serialize)]
-struct ValidateDocument<'a> {
-    schema: &'static str,
-    version: u32,
-    iolab_version: &'static str,
-    target: &'a str,
-    journal: &'a std::path::Path,
-    /// Bad blocks in all (the exit status is 1 when not 0).
-    errors: u64,
-    /// ok (exit status 0), journal_incomplete (3) or bad (1).
-    outcome: Outcome,
-    #[serde(flatten)]
-    verdict: &'a Verdict,
-}
-
-/// Blocks ahead of the journal listed in the text (the JSON lists more).
-const AHEAD_SHOWN: usize = 10;
-
+/// The verdict as JSON (only that, when it goes to standard output),
+/// else in words.
 fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
-        let doc = ValidateDocument {
-            schema: "iolab-validate",
-            version: VALIDATE_SCHEMA_VERSION,
-            iolab_version: env!("CARGO_PKG_VERSION"),
-            target: &args.target,
-            journal: &args.journal,
-            errors: v.errors(),
-            outcome: outcome(v),
-            verdict: v,
-        };
-        crate::write_json(path, &serde_json::to_string_pretty(&doc)?)?;
+        let doc =
+            report::json::ValidateDocument::new(env!("CARGO_PKG_VERSION"), &args.target, &args.journal, v);
+        crate::write_json(path, &doc.to_json())?;
         if path.as_os_str() == "-" {
             return Ok(());
         }
     }
-    if v.journal_mode == Some(JournalMode::Async) {
-        println!(
-            "journal: written in async mode, which does not survive a host crash and loses its last records \
-             to a killed process: its history may be short (blocks it never names are not checked; blocks \
-             written after its last durable record are counted ahead of it, not lost)"
-        );
-    }
-    println!(
-        "journal: {} records replayed{}",
-        v.records,
-        match v.journal_generation {
-            0 => String::new(),
-            n => format!(" after {n} compactions"),
-        }
-    );
-    if let Some(at) = v.journal_torn_at {
-        println!("journal: ends with a damaged or truncated record at byte {at} of the journal file (not durable; ignored)");
-    }
-    println!(
-        "blocks: {} verified, {} pending-old, {} pending-new, {} torn{}, {} lost, {} misdirected, {} corrupt, {} zeroed, {} from another run, {} ahead of the journal",
-        v.verified,
-        v.pending_old,
-        v.pending_new,
-        v.torn,
-        if args.torn_ok { " (accepted)" } else { "" },
-        v.lost,
-        v.misdirected,
-        v.corrupt,
-        v.zeros,
-        v.foreign,
-        v.ahead
-    );
-    for bad in &v.bad {
-        println!("  block at byte {}: {bad}", bad.offset);
-    }
-    for ahead in v.ahead_blocks.iter().take(AHEAD_SHOWN) {
-        println!("  block at byte {}: {ahead}", ahead.offset);
-    }
-    if v.ahead > AHEAD_SHOWN as u64 {
-        println!(
-            "  ... and {} more blocks ahead of the journal (--json lists the first 50)",
-            v.ahead - AHEAD_SHOWN as u64
-        );
-    }
-    println!("verdict: {}", verdict_line(v));
+    print!("{}", report::verdict_text(v, EXIT_JOURNAL_INCOMPLETE));
     Ok(())
-}
-
-/// The last line: what the verdict comes to, in words.
-fn verdict_line(v: &Verdict) -> String {
-    let incomplete = format!(
-        "the journal is incomplete: {} blocks are ahead of it (written after its last durable record: the \
-         journal was cut short, or written async and caught by a crash)",
-        v.ahead
-    );
-    match outcome(v) {
-        Outcome::Ok => "ok: every block checked holds what the journal says".to_string(),
-        Outcome::JournalIncomplete => {
-            format!("{incomplete}; no block is older than the journal promises, none is damaged (exit status {EXIT_JOURNAL_INCOMPLETE})")
-        }
-        Outcome::Bad if v.journal_incomplete() => format!("{} bad blocks; also, {incomplete}", v.errors()),
-        Outcome::Bad => format!("{} bad blocks", v.errors()),
-    }
 }
 
 #[cfg(test)]

@@ -6,13 +6,11 @@
 use std::fmt::Write as _;
 
 use device::{Medium, MediumKind};
-use serde::Serialize;
 pub use workloads::layout::LayoutPolicy;
 use workloads::layout::LayoutReport;
 
 /// What was done about the page cache before each run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheState {
     /// Every medium opened with O_DIRECT: the cache is bypassed.
     Direct,
@@ -25,7 +23,7 @@ pub enum CacheState {
 }
 
 /// The layout's policy and outcome.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LayoutState {
     pub policy: LayoutPolicy,
     /// Whether holes were filled: the job reads (auto) or always.
@@ -33,12 +31,11 @@ pub struct LayoutState {
     /// Existing files get zeros (their contents unchanged), new ones the
     /// job's pattern.
     pub zeros: bool,
-    #[serde(flatten)]
     pub report: LayoutReport,
 }
 
 /// The target of a job, for the heading lines and the JSON.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct TargetReport {
     pub name: String,
     pub media: Vec<Medium>,

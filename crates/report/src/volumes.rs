@@ -1,9 +1,10 @@
 //! `iolab volume list`: objects, states and Vinum's counters; `-v`, the
-//! verbose listing of every volume, plex, subdisk and drive.
+//! verbose listing of every volume, plex, subdisk and drive; what
+//! `checkparity` found.
 
 use std::fmt::Write as _;
 
-use volume::{Org, PlexReport, State, VolumeReport};
+use volume::{Org, ParityReport, PlexReport, State, VolumeReport};
 
 fn mib(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64)
@@ -213,6 +214,23 @@ pub fn volume_list_verbose(reports: &[VolumeReport], stats: bool) -> String {
         }
         if stats {
             out.push_str(&stats_table(v));
+        }
+    }
+    out
+}
+
+/// `iolab volume checkparity`: a line per RAID-5 plex, and its first
+/// mismatching rows when there are any.
+pub fn parity_lines(reports: &[ParityReport]) -> String {
+    let mut out = String::new();
+    for r in reports {
+        let _ = writeln!(
+            out,
+            "{}: {} rows checked, {} with wrong parity",
+            r.plex, r.rows_checked, r.rows_mismatched
+        );
+        if !r.mismatched_rows.is_empty() {
+            let _ = writeln!(out, "  first wrong rows: {:?}", r.mismatched_rows);
         }
     }
     out

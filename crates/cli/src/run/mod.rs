@@ -72,19 +72,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// The error log and the JSON document, where asked for.
 fn write_results(args: &RunArgs, outcome: &execute::Outcome) -> anyhow::Result<()> {
     if let Some(path) = &args.error_log {
-        let errors: Vec<&workloads::ValidationError> = outcome
-            .reports
-            .iter()
-            .flat_map(|r| &r.runs)
-            .filter_map(|run| run.validation.as_ref())
-            .flat_map(|v| &v.error_list)
-            .collect();
-        let text = serde_json::to_string_pretty(&errors)?;
+        let text = report::json::error_log(&outcome.reports);
         std::fs::write(path, text + "\n")
             .with_context(|| format!("{}: cannot write the error log", path.display()))?;
     }
     if let Some(path) = &args.json {
-        let doc = report::RunDocument::new(env!("CARGO_PKG_VERSION"), outcome.reports.clone());
+        let doc = report::json::RunDocument::new(env!("CARGO_PKG_VERSION"), &outcome.reports);
         crate::write_json(path, &doc.to_json())?;
     }
     Ok(())

@@ -146,7 +146,8 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
             let set = assemble::assemble_with(&args.set.drives, false, Access::Inspect)?;
             let reports = set.accumulated_reports();
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&reports)?);
+                let doc = report::json::VolumeListDocument::new(env!("CARGO_PKG_VERSION"), &reports);
+                println!("{}", doc.to_json());
             } else if args.verbose {
                 print!("{}", report::volume_list_verbose(&reports, args.stats));
             } else {
@@ -274,14 +275,9 @@ fn set_state(drives: &[PathBuf], object: &str, state: State) -> anyhow::Result<E
 fn check_parity(args: &ObjectArgs) -> anyhow::Result<ExitCode> {
     let set = assemble::assemble_with(&args.set.drives, false, Access::Check)?;
     let volume = holder(&set, &args.object)?;
-    let mut bad = 0;
-    for r in volume.check_parity()? {
-        println!("{}: {} rows checked, {} with wrong parity", r.plex, r.rows_checked, r.rows_mismatched);
-        if !r.mismatched_rows.is_empty() {
-            println!("  first wrong rows: {:?}", r.mismatched_rows);
-        }
-        bad += r.rows_mismatched;
-    }
+    let reports = volume.check_parity()?;
+    print!("{}", report::parity_lines(&reports));
+    let bad: u64 = reports.iter().map(|r| r.rows_mismatched).sum();
     Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 

@@ -11,3 +11,4 @@ mod trust;
 mod validate;
 mod volume;
 mod volume_safety;
+mod wire;

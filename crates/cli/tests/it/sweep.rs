@@ -3,6 +3,7 @@
 
 use crate::cli::{iolab, stderr, stdout};
 
+/// The sweep's table and its rows as the JSON gives them.
 fn sweep(dir: &tempfile::TempDir, extra: &[&str]) -> (String, serde_json::Value) {
     let drives: Vec<String> =
         (1..=4).map(|i| dir.path().join(format!("d{i}")).to_str().unwrap().to_string()).collect();
@@ -13,7 +14,9 @@ fn sweep(dir: &tempfile::TempDir, extra: &[&str]) -> (String, serde_json::Value)
     args.extend(extra);
     let out = iolab(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    (stdout(&out), serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap())
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!((&doc["schema"], &doc["version"]), (&"iolab-sweep-stripes".into(), &1.into()));
+    (stdout(&out), doc["rows"].clone())
 }
 
 #[test]

@@ -169,7 +169,10 @@ fn random_writes(conf: &str, ios: &str) {
 
 /// `volume list --json`: the reports with the accumulated counters.
 fn listed(conf: &str) -> serde_json::Value {
-    serde_json::from_slice(&run_ok(&["volume", "list", "--json", conf]).stdout).unwrap()
+    let doc: serde_json::Value =
+        serde_json::from_slice(&run_ok(&["volume", "list", "--json", conf]).stdout).unwrap();
+    assert_eq!((&doc["schema"], &doc["version"]), (&"iolab-volume-list".into(), &1.into()));
+    doc["volumes"].clone()
 }
 
 #[test]
@@ -231,8 +234,8 @@ fn corrupted_statistics_record_is_reported_and_the_set_still_assembles() {
     }
     let out = run_ok(&["volume", "list", "--json", &conf]);
     assert!(stderr(&out).contains("checksum mismatch"), "{}", stderr(&out));
-    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(list[0]["stats"]["writes"], 0);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["volumes"][0]["stats"]["writes"], 0);
 }
 
 #[test]

@@ -1,2 +1,5 @@
+mod fixtures;
+mod json;
 mod spread;
+mod text;
 mod volumes;

@@ -90,3 +90,19 @@ fn raid5_plex_with_one_subdisk_out_is_listed_degraded() {
     let plex = text.lines().find(|l| l.starts_with("P ")).unwrap();
     assert!(plex.contains(" degraded "), "{plex}");
 }
+
+#[test]
+fn parity_check_names_each_plex_and_its_first_wrong_rows() {
+    let report = |plex: &str, rows_mismatched, mismatched_rows| volume::ParityReport {
+        plex: plex.into(),
+        rows_checked: 64,
+        rows_mismatched,
+        mismatched_rows,
+    };
+    let text = report::parity_lines(&[report("r.p0", 0, Vec::new()), report("r.p1", 2, vec![3, 9])]);
+    assert_eq!(
+        text,
+        "r.p0: 64 rows checked, 0 with wrong parity\n\
+         r.p1: 64 rows checked, 2 with wrong parity\n  first wrong rows: [3, 9]\n"
+    );
+}

@@ -1,0 +1,46 @@
+//! `iolab crash`'s report: the history recorded, the crash states checked
+//! and the first violation, with the command that checks it again.
+
+use workloads::crash::CrashReport;
+
+/// How the crash run was set up, as the heading says it.
+#[derive(Clone, Debug)]
+pub struct CrashRun<'a> {
+    /// The stack's name (`log`, `raid5-log`, ...).
+    pub stack: &'a str,
+    /// The block size as given (`4k`).
+    pub block_size: &'a str,
+    pub max_blocks: u32,
+    pub sync_every: u64,
+    pub seed: u64,
+    /// The command line that checks the first violation's state alone;
+    /// the cli knows its flags, so it writes it.
+    pub recheck: Option<String>,
+}
+
+/// The report's lines.
+pub fn crash_text(run: &CrashRun<'_>, r: &CrashReport) -> String {
+    let mut out = format!(
+        "iolab crash: stack {}, {} transactions of 1-{} blocks of {}, a flush every {}, seed {}\n",
+        run.stack, r.transactions, run.max_blocks, run.block_size, run.sync_every, run.seed
+    );
+    out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
+    out += &format!(
+        "states checked: {} ({} after flushes, {} sampled between them)\n",
+        r.states_checked, r.flush_states, r.sampled_states
+    );
+    out += &format!(
+        "violations: {} (torn transactions {}, torn writes {}, lost {}, corrupt {}, reopen failed {})\n",
+        r.violations, r.torn_transactions, r.torn_writes, r.lost, r.corrupt, r.open_failed
+    );
+    if let Some(v) = &r.first_violation {
+        out += &format!(
+            "first violation: state {} (crash after event {} of {}, {} seed {}): {:?}: {}\n",
+            v.state, v.after_events, r.events, v.policy, v.seed, v.class, v.detail
+        );
+        if let Some(command) = &run.recheck {
+            out += &format!("check it again: {command}\n");
+        }
+    }
+    out
+}

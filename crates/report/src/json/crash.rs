@@ -1,0 +1,118 @@
+//! `iolab crash --json`: schema `iolab-crash`, version 1.
+//!
+//! Every object's keys are in alphabetical order: version 1 was first
+//! written through `serde_json::Value`, whose maps sort their keys, and
+//! the order is kept so that the bytes stay what they were.
+
+use serde::Serialize;
+use workloads::crash::{CrashReport, ViolationClass as InternalClass};
+
+pub const SCHEMA: &str = "iolab-crash";
+pub const VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CrashDocument {
+    pub report: Report,
+    pub schema: &'static str,
+    /// The seed of the transactions and the sampled states.
+    pub seed: u64,
+    /// The stack's name, as `--stack` takes it.
+    pub stack: String,
+    pub version: u32,
+}
+
+impl CrashDocument {
+    pub fn new(stack: &str, seed: u64, r: &CrashReport) -> CrashDocument {
+        CrashDocument { report: Report::from(r), schema: SCHEMA, seed, stack: stack.into(), version: VERSION }
+    }
+
+    pub fn to_json(&self) -> String {
+        super::pretty(self)
+    }
+}
+
+/// What the enumeration checked and found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub corrupt: u64,
+    pub events: u64,
+    pub first_violation: Option<Violation>,
+    pub flush_states: u64,
+    pub flushes: u64,
+    pub lost: u64,
+    pub open_failed: u64,
+    pub sampled_states: u64,
+    pub states_checked: u64,
+    pub torn_transactions: u64,
+    pub torn_writes: u64,
+    pub transactions: u64,
+    pub violations: u64,
+    pub writes: u64,
+}
+
+impl From<&CrashReport> for Report {
+    fn from(r: &CrashReport) -> Report {
+        Report {
+            corrupt: r.corrupt,
+            events: r.events as u64,
+            first_violation: r.first_violation.as_ref().map(Violation::from),
+            flush_states: r.flush_states,
+            flushes: r.flushes as u64,
+            lost: r.lost,
+            open_failed: r.open_failed,
+            sampled_states: r.sampled_states,
+            states_checked: r.states_checked,
+            torn_transactions: r.torn_transactions,
+            torn_writes: r.torn_writes,
+            transactions: r.transactions,
+            violations: r.violations,
+            writes: r.writes as u64,
+        }
+    }
+}
+
+/// The first state that broke the promise, with what rechecks it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    pub after_events: u64,
+    pub class: ViolationClass,
+    pub detail: String,
+    pub policy: String,
+    pub seed: u64,
+    pub state: u64,
+}
+
+impl From<&workloads::crash::Violation> for Violation {
+    fn from(v: &workloads::crash::Violation) -> Violation {
+        Violation {
+            after_events: v.after_events as u64,
+            class: v.class.into(),
+            detail: v.detail.clone(),
+            policy: v.policy.clone(),
+            seed: v.seed,
+            state: v.state,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ViolationClass {
+    OpenFailed,
+    Corrupt,
+    Lost,
+    TornWrite,
+    TornTransaction,
+}
+
+impl From<InternalClass> for ViolationClass {
+    fn from(c: InternalClass) -> ViolationClass {
+        match c {
+            InternalClass::OpenFailed => ViolationClass::OpenFailed,
+            InternalClass::Corrupt => ViolationClass::Corrupt,
+            InternalClass::Lost => ViolationClass::Lost,
+            InternalClass::TornWrite => ViolationClass::TornWrite,
+            InternalClass::TornTransaction => ViolationClass::TornTransaction,
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! `iolab run --json`: schema `iolab-run`, version 2.
+
+use serde::Serialize;
+
+use super::validation::Validation;
+use super::volume::{DeviceCounters, Volume};
+use crate::{CacheState, JobReport, LayoutState, LogReport, OpSpread, RepeatSummary, TargetReport};
+
+pub const SCHEMA: &str = "iolab-run";
+/// 2 added `target` to each job and `reads_from_unwritten` to each run.
+pub const VERSION: u32 = 2;
+
+/// The whole document: every job of the invocation.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunDocument {
+    pub schema: &'static str,
+    pub version: u32,
+    pub iolab_version: String,
+    pub jobs: Vec<Job>,
+}
+
+impl RunDocument {
+    pub fn new(iolab_version: &str, jobs: &[JobReport]) -> RunDocument {
+        RunDocument {
+            schema: SCHEMA,
+            version: VERSION,
+            iolab_version: iolab_version.into(),
+            jobs: jobs.iter().map(Job::from).collect(),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        super::pretty(self)
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Job {
+    pub name: String,
+    pub target: Target,
+    pub runs: Vec<Run>,
+    pub summary: Option<Summary>,
+    /// Only when the target is a volume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume: Option<Volume>,
+    /// Only when the job ran through the block log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<Log>,
+}
+
+impl From<&JobReport> for Job {
+    fn from(j: &JobReport) -> Job {
+        Job {
+            name: j.name.clone(),
+            target: Target::from(&j.target),
+            runs: j.runs.iter().map(Run::from).collect(),
+            summary: j.summary.as_ref().map(Summary::from),
+            volume: j.volume.as_ref().map(Volume::from),
+            log: j.log.as_ref().map(Log::from),
+        }
+    }
+}
+
+/// What a job ran on and how it was measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Target {
+    pub name: String,
+    pub media: Vec<Medium>,
+    pub cache: Cache,
+    pub layout: Layout,
+    pub warnings: Vec<String>,
+}
+
+impl From<&TargetReport> for Target {
+    fn from(t: &TargetReport) -> Target {
+        Target {
+            name: t.name.clone(),
+            media: t.media.iter().map(Medium::from).collect(),
+            cache: t.cache.into(),
+            layout: Layout::from(&t.layout),
+            warnings: t.warnings.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Medium {
+    pub name: String,
+    pub kind: MediumKind,
+    pub direct: bool,
+    pub filesystem: Option<String>,
+    pub memory_backed: bool,
+    pub cached_bytes: Option<u64>,
+}
+
+impl From<&device::Medium> for Medium {
+    fn from(m: &device::Medium) -> Medium {
+        Medium {
+            name: m.name.clone(),
+            kind: m.kind.into(),
+            direct: m.direct,
+            filesystem: m.filesystem.clone(),
+            memory_backed: m.memory_backed,
+            cached_bytes: m.cached_bytes,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediumKind {
+    File,
+    BlockDevice,
+    Memory,
+    Null,
+}
+
+impl From<device::MediumKind> for MediumKind {
+    fn from(k: device::MediumKind) -> MediumKind {
+        match k {
+            device::MediumKind::File => MediumKind::File,
+            device::MediumKind::BlockDevice => MediumKind::BlockDevice,
+            device::MediumKind::Memory => MediumKind::Memory,
+            device::MediumKind::Null => MediumKind::Null,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cache {
+    Direct,
+    Dropped,
+    Kept,
+    None,
+}
+
+impl From<CacheState> for Cache {
+    fn from(c: CacheState) -> Cache {
+        match c {
+            CacheState::Direct => Cache::Direct,
+            CacheState::Dropped => Cache::Dropped,
+            CacheState::Kept => Cache::Kept,
+            CacheState::None => Cache::None,
+        }
+    }
+}
+
+/// The layout's policy and outcome, in one object.
+#[derive(Clone, Debug, Serialize)]
+pub struct Layout {
+    pub policy: LayoutPolicy,
+    pub wanted: bool,
+    pub zeros: bool,
+    pub known: bool,
+    pub unwritten_bytes: u64,
+    pub laid_out_bytes: u64,
+    pub seconds: f64,
+}
+
+impl From<&LayoutState> for Layout {
+    fn from(l: &LayoutState) -> Layout {
+        Layout {
+            policy: l.policy.into(),
+            wanted: l.wanted,
+            zeros: l.zeros,
+            known: l.report.known,
+            unwritten_bytes: l.report.unwritten_bytes,
+            laid_out_bytes: l.report.laid_out_bytes,
+            seconds: l.report.seconds,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayoutPolicy {
+    Auto,
+    Always,
+    Never,
+}
+
+impl From<crate::LayoutPolicy> for LayoutPolicy {
+    fn from(p: crate::LayoutPolicy) -> LayoutPolicy {
+        match p {
+            crate::LayoutPolicy::Auto => LayoutPolicy::Auto,
+            crate::LayoutPolicy::Always => LayoutPolicy::Always,
+            crate::LayoutPolicy::Never => LayoutPolicy::Never,
+        }
+    }
+}
+
+/// One run of a job (one per `--repeat`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    pub name: String,
+    pub target: String,
+    pub engine: Engine,
+    pub threads: u32,
+    pub iodepth: u32,
+    pub rw: Rw,
+    pub read_pct: u8,
+    /// As given: "4k", "fs", "4k/10:64k/90".
+    pub bs: String,
+    pub region_offset_bytes: u64,
+    pub region_bytes: u64,
+    pub seed: u64,
+    pub elapsed_s: f64,
+    pub read: Op,
+    pub write: Op,
+    pub flushes: u64,
+    pub cpu: Cpu,
+    pub per_second: Vec<Second>,
+    /// The target's counters over the run, warm-up included.
+    pub device: DeviceCounters,
+    /// `null` without `--validate`.
+    pub validation: Option<Validation>,
+    pub reads_from_unwritten: bool,
+}
+
+impl From<&workloads::JobResult> for Run {
+    fn from(r: &workloads::JobResult) -> Run {
+        Run {
+            name: r.name.clone(),
+            target: r.target.clone(),
+            engine: r.engine.into(),
+            threads: r.threads,
+            iodepth: r.iodepth,
+            rw: r.rw.into(),
+            read_pct: r.read_pct,
+            bs: r.bs.clone(),
+            region_offset_bytes: r.region_offset_bytes,
+            region_bytes: r.region_bytes,
+            seed: r.seed,
+            elapsed_s: r.elapsed_s,
+            read: Op::from(&r.read),
+            write: Op::from(&r.write),
+            flushes: r.flushes,
+            cpu: Cpu::from(&r.cpu),
+            per_second: r.per_second.iter().map(Second::from).collect(),
+            device: DeviceCounters::from(&r.device),
+            validation: r.validation.as_ref().map(Validation::from),
+            reads_from_unwritten: r.reads_from_unwritten,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    Sync,
+    Uring,
+}
+
+impl From<workloads::Engine> for Engine {
+    fn from(e: workloads::Engine) -> Engine {
+        match e {
+            workloads::Engine::Sync => Engine::Sync,
+            workloads::Engine::Uring => Engine::Uring,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    Read,
+    Write,
+    RandRead,
+    RandWrite,
+    Rw,
+    RandRw,
+}
+
+impl From<workloads::Rw> for Rw {
+    fn from(rw: workloads::Rw) -> Rw {
+        match rw {
+            workloads::Rw::Read => Rw::Read,
+            workloads::Rw::Write => Rw::Write,
+            workloads::Rw::RandRead => Rw::RandRead,
+            workloads::Rw::RandWrite => Rw::RandWrite,
+            workloads::Rw::Rw => Rw::Rw,
+            workloads::Rw::RandRw => Rw::RandRw,
+        }
+    }
+}
+
+/// One direction's results; latencies all 0 when `ios` is.
+#[derive(Clone, Debug, Serialize)]
+pub struct Op {
+    pub ios: u64,
+    pub bytes: u64,
+    pub iops: f64,
+    pub mib_per_s: f64,
+    pub latency: Latency,
+}
+
+impl From<&workloads::OpSummary> for Op {
+    fn from(o: &workloads::OpSummary) -> Op {
+        let l = &o.latency;
+        Op {
+            ios: o.ios,
+            bytes: o.bytes,
+            iops: o.iops,
+            mib_per_s: o.mib_per_s,
+            latency: Latency {
+                min_us: l.min_us,
+                mean_us: l.mean_us,
+                p50_us: l.p50_us,
+                p90_us: l.p90_us,
+                p99_us: l.p99_us,
+                p999_us: l.p999_us,
+                max_us: l.max_us,
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Latency {
+    pub min_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Cpu {
+    pub user_s: f64,
+    pub system_s: f64,
+    pub pct: f64,
+}
+
+impl From<&workloads::CpuUsage> for Cpu {
+    fn from(c: &workloads::CpuUsage) -> Cpu {
+        Cpu { user_s: c.user_s, system_s: c.system_s, pct: c.pct }
+    }
+}
+
+/// Requests and bytes in one second of the measured phase.
+#[derive(Clone, Debug, Serialize)]
+pub struct Second {
+    pub read_ios: u64,
+    pub write_ios: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+impl From<&workloads::SecondSample> for Second {
+    fn from(s: &workloads::SecondSample) -> Second {
+        Second {
+            read_ios: s.read_ios,
+            write_ios: s.write_ios,
+            read_bytes: s.read_bytes,
+            write_bytes: s.write_bytes,
+        }
+    }
+}
+
+/// min / median / max over a job's runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub runs: u64,
+    /// `null` when no run did that direction.
+    pub read: Option<Spreads>,
+    pub write: Option<Spreads>,
+    pub cpu_pct: Spread,
+}
+
+impl From<&RepeatSummary> for Summary {
+    fn from(s: &RepeatSummary) -> Summary {
+        Summary {
+            runs: s.runs as u64,
+            read: s.read.as_ref().map(Spreads::from),
+            write: s.write.as_ref().map(Spreads::from),
+            cpu_pct: s.cpu_pct.into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Spreads {
+    pub iops: Spread,
+    pub mib_per_s: Spread,
+    pub lat_mean_us: Spread,
+    pub lat_p50_us: Spread,
+    pub lat_p99_us: Spread,
+    pub lat_p999_us: Spread,
+    pub lat_max_us: Spread,
+}
+
+impl From<&OpSpread> for Spreads {
+    fn from(o: &OpSpread) -> Spreads {
+        Spreads {
+            iops: o.iops.into(),
+            mib_per_s: o.mib_per_s.into(),
+            lat_mean_us: o.lat_mean_us.into(),
+            lat_p50_us: o.lat_p50_us.into(),
+            lat_p99_us: o.lat_p99_us.into(),
+            lat_p999_us: o.lat_p999_us.into(),
+            lat_max_us: o.lat_max_us.into(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl From<crate::Spread> for Spread {
+    fn from(s: crate::Spread) -> Spread {
+        Spread { min: s.min, median: s.median, max: s.max }
+    }
+}
+
+/// The block log a job ran through, after all its runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Log {
+    pub mode: LogMode,
+    pub counters: LogCounters,
+}
+
+impl From<&LogReport> for Log {
+    fn from(l: &LogReport) -> Log {
+        let c = &l.counters;
+        Log {
+            mode: l.mode.into(),
+            counters: LogCounters {
+                transactions: c.transactions,
+                commits: c.commits,
+                forced_commits: c.forced_commits,
+                sectors_logged: c.sectors_logged,
+                log_bytes_written: c.log_bytes_written,
+                checkpoints: c.checkpoints,
+                revocations: c.revocations,
+                replays: c.replays,
+                sectors_replayed: c.sectors_replayed,
+            },
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogMode {
+    Log,
+    Async,
+    Sync,
+}
+
+impl From<blocklog::Mode> for LogMode {
+    fn from(m: blocklog::Mode) -> LogMode {
+        match m {
+            blocklog::Mode::Log => LogMode::Log,
+            blocklog::Mode::Async => LogMode::Async,
+            blocklog::Mode::Sync => LogMode::Sync,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LogCounters {
+    pub transactions: u64,
+    pub commits: u64,
+    pub forced_commits: u64,
+    pub sectors_logged: u64,
+    pub log_bytes_written: u64,
+    pub checkpoints: u64,
+    pub revocations: u64,
+    pub replays: u64,
+    pub sectors_replayed: u64,
+}
+
+/// `iolab run --error-log FILE`: every validation error of every run of
+/// every job, in order, as a list of the run document's error records.
+pub fn error_log(jobs: &[JobReport]) -> String {
+    let errors: Vec<super::validation::ValidationError> = jobs
+        .iter()
+        .flat_map(|j| &j.runs)
+        .filter_map(|run| run.validation.as_ref())
+        .flat_map(|v| &v.error_list)
+        .map(super::validation::ValidationError::from)
+        .collect();
+    super::pretty(&errors)
+}

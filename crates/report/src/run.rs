@@ -1,0 +1,163 @@
+//! The run table (fio's layout), the validation and block log lines, the
+//! table of repeats, and what a job's report holds.
+
+use std::fmt::Write as _;
+
+use workloads::JobResult;
+
+use crate::spread::{RepeatSummary, Spread};
+use crate::target::TargetReport;
+
+/// One job of a run: what it ran on, its runs and their summary.
+#[derive(Clone, Debug)]
+pub struct JobReport {
+    pub name: String,
+    /// What the job ran on and how: media, cache, layout.
+    pub target: TargetReport,
+    pub runs: Vec<JobResult>,
+    pub summary: Option<RepeatSummary>,
+    /// When the target is a volume: its objects, states and counters after
+    /// all runs of the job.
+    pub volume: Option<volume::VolumeReport>,
+    /// When the job ran through the block log: its counters.
+    pub log: Option<LogReport>,
+}
+
+/// The block log a job ran through: its mode and counters.
+#[derive(Clone, Debug)]
+pub struct LogReport {
+    pub mode: blocklog::Mode,
+    pub counters: blocklog::LogStats,
+}
+
+/// One line of the block log's counters after a job.
+pub fn log_line(log: &LogReport) -> String {
+    let c = &log.counters;
+    if log.mode != blocklog::Mode::Log {
+        return format!("block log: mode {} (writes in place, nothing logged)\n", log.mode);
+    }
+    format!(
+        "block log: mode log, {} transactions, {} commits ({} forced), {} sectors logged, {:.1} MiB to the log, {} checkpoints{}\n",
+        c.transactions,
+        c.commits,
+        c.forced_commits,
+        c.sectors_logged,
+        c.log_bytes_written as f64 / 1048576.0,
+        c.checkpoints,
+        if c.replays > 0 { format!(", replayed {} sectors at open", c.sectors_replayed) } else { String::new() }
+    )
+}
+
+/// The heading line of a job: what ran where.
+pub fn job_heading(r: &JobResult) -> String {
+    let mix =
+        if r.read.ios > 0 && r.write.ios > 0 || matches!(r.rw, workloads::Rw::Rw | workloads::Rw::RandRw) {
+            format!("{} {}% read", r.rw, r.read_pct)
+        } else {
+            r.rw.to_string()
+        };
+    format!(
+        "{}: {} on {} ({} bytes at offset {}), bs {}, {} engine, {} thread(s) x depth {}",
+        r.name, mix, r.target, r.region_bytes, r.region_offset_bytes, r.bs, r.engine, r.threads, r.iodepth
+    )
+}
+
+const HEADER: &str =
+    "          ios       IOPS     MiB/s  lat(us) mean      p50      p90      p99    p99.9      max\n";
+
+/// fio-like table of one run.
+pub fn run_table(r: &JobResult) -> String {
+    let mut out = String::new();
+    out.push_str(&job_heading(r));
+    out.push('\n');
+    out.push_str(HEADER);
+    let read_label = if r.reads_from_unwritten { "read*" } else { "read" };
+    for (label, op) in [(read_label, &r.read), ("write", &r.write)] {
+        if op.ios == 0 {
+            continue;
+        }
+        let l = &op.latency;
+        let _ = writeln!(
+            out,
+            "{label:<5} {:>9} {:>10.1} {:>9.2} {:>12.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
+            op.ios, op.iops, op.mib_per_s, l.mean_us, l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us
+        );
+    }
+    let _ = writeln!(
+        out,
+        "elapsed {:.2} s, cpu {:.1}% (user {:.2} s, sys {:.2} s), flushes {}",
+        r.elapsed_s, r.cpu.pct, r.cpu.user_s, r.cpu.system_s, r.flushes
+    );
+    if r.reads_from_unwritten && r.read.ios > 0 {
+        out.push_str(UNWRITTEN_MARK);
+    }
+    out
+}
+
+/// The footnote of a read row measured (at least partly) on holes.
+pub const UNWRITTEN_MARK: &str =
+    "* reads of never-written blocks (holes, --layout never): the file system answered them without the medium\n";
+
+/// The validation line of a run, and its first errors.
+pub fn validation_summary(v: &workloads::ValidationSummary) -> String {
+    let mut out = format!(
+        "validation: {} key blocks of {} bytes written, {} checked, {} bad\n",
+        v.blocks_written, v.key_block_bytes, v.blocks_checked, v.errors
+    );
+    if let Some(j) = &v.journal {
+        let _ = writeln!(
+            out,
+            "journal: {} records in {} commits ({} writes, {} through a worker's ring), {} target flushes, \
+             {} compactions; {} waits for a commit, {:.1} us mean",
+            j.records,
+            j.commits,
+            j.writes,
+            j.ring_commits,
+            j.target_flushes,
+            j.compactions,
+            j.waits,
+            j.wait_us as f64 / j.waits.max(1) as f64
+        );
+    }
+    for e in v.error_list.iter().take(VALIDATION_ERRORS_SHOWN) {
+        let _ = writeln!(
+            out,
+            "  {} at offset {} ({} bytes, found by {:?}, expected key {}): {}",
+            e.class,
+            e.block_offset,
+            e.block_bytes,
+            e.checked_by,
+            e.expected_key,
+            findings_text(&e.findings)
+        );
+    }
+    out
+}
+
+/// Validation errors printed in the table; the error log holds them all.
+pub const VALIDATION_ERRORS_SHOWN: usize = 10;
+
+/// Table of min / median / max over repeated runs.
+pub fn repeat_table(s: &RepeatSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "over {} runs:                  min     median        max", s.runs);
+    let row = |out: &mut String, label: &str, sp: &Spread| {
+        let _ = writeln!(out, "  {label:<22} {:>10.1} {:>10.1} {:>10.1}", sp.min, sp.median, sp.max);
+    };
+    for (dir, op) in [("read", &s.read), ("write", &s.write)] {
+        let Some(op) = op else { continue };
+        row(&mut out, &format!("{dir} IOPS"), &op.iops);
+        row(&mut out, &format!("{dir} MiB/s"), &op.mib_per_s);
+        row(&mut out, &format!("{dir} lat mean (us)"), &op.lat_mean_us);
+        row(&mut out, &format!("{dir} lat p99 (us)"), &op.lat_p99_us);
+    }
+    row(&mut out, "cpu %", &s.cpu_pct);
+    out
+}
+
+/// A block's findings as in the JSON documents: one object per sector.
+fn findings_text(findings: &[validation::Finding]) -> String {
+    let wire: Vec<crate::json::validation::Finding> =
+        findings.iter().map(crate::json::validation::Finding::from).collect();
+    serde_json::to_string(&wire).unwrap_or_default()
+}

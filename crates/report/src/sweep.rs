@@ -1,0 +1,179 @@
+//! The sweeps' tables: `iolab sweep stripes` (the third seed's, bonnie or
+//! the fs mix per layout with the plex counters that explain it) and
+//! `iolab sweep journal` (the second seed's, each arm's IOPS and its
+//! ratio to validation off in the same repeat).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use workloads::bonnie::BonnieResult;
+use workloads::journal::JournalStats;
+use workloads::{Engine, JobResult};
+
+use crate::spread::median_or_zero;
+
+/// One layout of the stripes sweep: what it measured.
+#[derive(Clone, Debug)]
+pub struct StripesRow {
+    /// `ufs` (the plain drive), `s64k` (striped), `r512k` (RAID-5).
+    pub layout: String,
+    /// Every bonnie run of this layout.
+    pub bonnie: Vec<BonnieResult>,
+    /// Every fs-workload run of this layout.
+    pub fs: Vec<JobResult>,
+    /// The plex's counters over one run (the last; none for the plain drive).
+    pub plex: Option<volume::PlexCountersSnapshot>,
+}
+
+const PLEX_COLUMNS: [&str; 4] = ["Writes", "Reads", "Mblock", "Mstripe"];
+
+fn plex_values(row: &StripesRow) -> Vec<u64> {
+    row.plex.map(|c| vec![c.writes, c.reads, c.multiblock, c.multistripe]).unwrap_or_default()
+}
+
+/// bonnie's table, a row per layout (with repeats: the median, then min
+/// and max rows), the plex counters to the right.
+pub fn stripes_bonnie_table(rows: &[StripesRow]) -> String {
+    let spreads: Vec<Option<[BonnieResult; 3]>> =
+        rows.iter().map(|r| crate::bonnie_spread(&r.bonnie)).collect();
+    let mut lines: Vec<(String, &BonnieResult, Vec<u64>)> = Vec::new();
+    for (r, spread) in rows.iter().zip(&spreads) {
+        let Some([min, median, max]) = spread else { continue };
+        if r.bonnie.len() == 1 {
+            lines.push((r.layout.clone(), median, plex_values(r)));
+        } else {
+            lines.push((format!("{}:med", r.layout), median, plex_values(r)));
+            lines.push((format!("{}:min", r.layout), min, Vec::new()));
+            lines.push((format!("{}:max", r.layout), max, Vec::new()));
+        }
+    }
+    crate::bonnie_table(&lines, &PLEX_COLUMNS)
+}
+
+/// The fs mix's table: medians over repeats of IOPS, MiB/s, mean latency
+/// (weighted by requests) and the worse p99 of reads and writes.
+pub fn stripes_fs_table(rows: &[StripesRow]) -> String {
+    let mut out = format!(
+        "{:<8} {:>10} {:>9} {:>12} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
+        "layout", "IOPS", "MiB/s", "lat mean us", "p99 us", "Writes", "Reads", "Mblock", "Mstripe"
+    );
+    for r in rows {
+        if r.fs.is_empty() {
+            continue;
+        }
+        let median = |f: &dyn Fn(&JobResult) -> f64| median_or_zero(&r.fs.iter().map(f).collect::<Vec<_>>());
+        let iops = median(&|j| j.read.iops + j.write.iops);
+        let mibs = median(&|j| j.read.mib_per_s + j.write.mib_per_s);
+        let mean = median(&|j| {
+            let ios = (j.read.ios + j.write.ios).max(1) as f64;
+            (j.read.latency.mean_us * j.read.ios as f64 + j.write.latency.mean_us * j.write.ios as f64) / ios
+        });
+        let p99 = median(&|j| j.read.latency.p99_us.max(j.write.latency.p99_us));
+        let _ = write!(out, "{:<8} {iops:>10.0} {mibs:>9.1} {mean:>12.1} {p99:>10.1}", r.layout);
+        for v in plex_values(r) {
+            let _ = write!(out, " {v:>9}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// What `iolab sweep journal` measured, and how.
+#[derive(Clone, Debug)]
+pub struct JournalSweep {
+    /// As given on the command line.
+    pub target: String,
+    pub journal_dir: PathBuf,
+    /// One engine for every arm; uring runs one thread at the depth, sync
+    /// as many threads.
+    pub engine: Engine,
+    pub threads: u32,
+    pub iodepth: u32,
+    /// The transfer size as given.
+    pub bs: String,
+    pub runtime_s: f64,
+    /// Runs of each arm.
+    pub repeat: u32,
+    /// In the order they ran within a repeat.
+    pub arms: Vec<SweepArm>,
+}
+
+/// One arm of the journal sweep over its repeats.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepArm {
+    pub arm: &'static str,
+    pub median_iops: f64,
+    /// The median of the runs' ratios; none when `off` did not run.
+    pub median_vs_off: Option<f64>,
+    pub runs: Vec<SweepArmRun>,
+}
+
+/// One run of an arm.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepArmRun {
+    /// Write IOPS.
+    pub iops: f64,
+    /// Its IOPS over the `off` arm's in the same repeat (when `off` runs):
+    /// a shared machine's drift between repeats cancels out of it.
+    pub vs_off: Option<f64>,
+    /// The journal's counters, for arms with a journal.
+    pub journal: Option<JournalStats>,
+}
+
+/// What one arm measured: each run's write IOPS and journal counters, in
+/// repeat order.
+pub type ArmRuns = Vec<(f64, Option<JournalStats>)>;
+
+/// The arms' medians and ratios to `off` from what each measured (by name).
+pub fn sweep_arms(measured: Vec<(&'static str, ArmRuns)>) -> Vec<SweepArm> {
+    let off = measured.iter().find(|(arm, _)| *arm == "off").map(|(_, runs)| {
+        let iops: Vec<f64> = runs.iter().map(|r| r.0).collect();
+        iops
+    });
+    measured
+        .into_iter()
+        .map(|(arm, runs)| {
+            let runs: Vec<SweepArmRun> = runs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (iops, journal))| SweepArmRun {
+                    iops,
+                    vs_off: off.as_ref().map(|off| iops / off[i].max(f64::MIN_POSITIVE)),
+                    journal,
+                })
+                .collect();
+            let median_iops = median_or_zero(&runs.iter().map(|r| r.iops).collect::<Vec<_>>());
+            let median_vs_off = off
+                .as_ref()
+                .map(|_| median_or_zero(&runs.iter().filter_map(|r| r.vs_off).collect::<Vec<_>>()));
+            SweepArm { arm, median_iops, median_vs_off, runs }
+        })
+        .collect()
+}
+
+/// The journal sweep's table: each arm's median IOPS and ratio to `off`,
+/// then every run.
+pub fn journal_sweep_table(sweep: &JournalSweep) -> String {
+    let shape = match sweep.engine {
+        Engine::Uring => format!("uring engine, 1 thread x depth {}", sweep.iodepth),
+        Engine::Sync => format!("sync engine, {} threads", sweep.threads),
+    };
+    let mut out = format!(
+        "# {} random writes on {}, {shape}, {} run(s) of {} s per arm, medians\n\
+         {:<14} {:>10} {:>7}   runs (IOPS / vs off in the same repeat)\n",
+        sweep.bs, sweep.target, sweep.repeat, sweep.runtime_s, "arm", "IOPS", "vs off"
+    );
+    for row in &sweep.arms {
+        let vs = row.median_vs_off.map_or("-".to_string(), |r| format!("{r:.2}"));
+        let runs: Vec<String> = row
+            .runs
+            .iter()
+            .map(|r| match r.vs_off {
+                Some(v) => format!("{:.0}/{v:.2}", r.iops),
+                None => format!("{:.0}", r.iops),
+            })
+            .collect();
+        let _ = writeln!(out, "{:<14} {:>10.0} {vs:>7}   {}", row.arm, row.median_iops, runs.join(" "));
+    }
+    out
+}

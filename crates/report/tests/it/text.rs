@@ -1,0 +1,134 @@
+//! The text reports moved out of the cli, against golden files: a layout
+//! change shows up as a diff here. Regenerate with `IOLAB_BLESS=1 cargo
+//! test -p report` and review the diff.
+
+use workloads::crash::ViolationClass;
+use workloads::journal::JournalMode;
+use workloads::{Engine, Rw};
+
+use crate::fixtures;
+
+fn check_golden(name: &str, actual: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden/text").join(name);
+    if std::env::var_os("IOLAB_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(actual == expected, "{name} differs from its golden file:\n{actual}");
+}
+
+fn stripes_rows() -> Vec<report::StripesRow> {
+    let plex = fixtures::volume_report().plexes[1].counters;
+    let row = |layout: &str, seeds: &[u64], plex| report::StripesRow {
+        layout: layout.into(),
+        bonnie: seeds.iter().map(|&s| fixtures::bonnie_result(s)).collect(),
+        fs: Vec::new(),
+        plex,
+    };
+    vec![row("ufs", &[1], None), row("s8k", &[2, 4, 3], Some(plex))]
+}
+
+#[test]
+fn stripes_bonnie_table_matches_its_golden_file() {
+    check_golden("stripes_bonnie.txt", &report::stripes_bonnie_table(&stripes_rows()));
+}
+
+#[test]
+fn stripes_fs_table_matches_its_golden_file() {
+    let plex = fixtures::volume_report().plexes[2].counters;
+    let runs =
+        |ios: &[u64]| ios.iter().map(|&n| fixtures::job_result(Rw::RandRw, Engine::Sync, n, None)).collect();
+    let rows = vec![
+        report::StripesRow { layout: "ufs".into(), bonnie: Vec::new(), fs: runs(&[70]), plex: None },
+        report::StripesRow {
+            layout: "r512k".into(),
+            bonnie: Vec::new(),
+            fs: runs(&[90, 30]),
+            plex: Some(plex),
+        },
+    ];
+    check_golden("stripes_fs.txt", &report::stripes_fs_table(&rows));
+}
+
+fn journal_sweep(engine: Engine, with_off: bool) -> report::JournalSweep {
+    let mut measured = vec![(
+        "group",
+        vec![(600.0, Some(fixtures::journal_stats(30))), (500.0, Some(fixtures::journal_stats(20)))],
+    )];
+    if with_off {
+        measured.insert(0, ("off", vec![(1000.0, None), (800.0, None)]));
+    }
+    report::JournalSweep {
+        target: "/dev/sdz".into(),
+        journal_dir: "/data/journals".into(),
+        engine,
+        threads: if engine == Engine::Uring { 1 } else { 32 },
+        iodepth: if engine == Engine::Uring { 32 } else { 1 },
+        bs: "4k".into(),
+        runtime_s: 5.0,
+        repeat: 2,
+        arms: report::sweep_arms(measured),
+    }
+}
+
+#[test]
+fn journal_sweep_tables_match_their_golden_file() {
+    let tables = [
+        report::journal_sweep_table(&journal_sweep(Engine::Uring, true)),
+        report::journal_sweep_table(&journal_sweep(Engine::Sync, false)),
+    ];
+    check_golden("sweep_journal.txt", &tables.concat());
+}
+
+#[test]
+fn each_run_is_compared_with_off_in_its_own_repeat() {
+    let sweep = journal_sweep(Engine::Uring, true);
+    let group = &sweep.arms[1];
+    let ratios: Vec<Option<f64>> = group.runs.iter().map(|r| r.vs_off).collect();
+    assert_eq!(ratios, [Some(0.6), Some(0.625)]);
+    assert_eq!((group.median_iops, group.median_vs_off), (550.0, Some(0.6125)));
+    let alone = journal_sweep(Engine::Uring, false);
+    assert_eq!((alone.arms[0].median_vs_off, alone.arms[0].runs[0].vs_off), (None, None));
+}
+
+fn crash_run(recheck: Option<String>) -> report::CrashRun<'static> {
+    report::CrashRun { stack: "raid5-log", block_size: "4k", max_blocks: 1, sync_every: 4, seed: 7, recheck }
+}
+
+#[test]
+fn crash_reports_match_their_golden_file() {
+    let recheck = "iolab crash --stack raid5-log --seed 7 --state 17".to_string();
+    let texts = [
+        report::crash_text(&crash_run(Some(recheck)), &fixtures::crash_report(Some(ViolationClass::Lost))),
+        report::crash_text(&crash_run(None), &fixtures::crash_report(None)),
+    ];
+    check_golden("crash.txt", &texts.concat());
+}
+
+#[test]
+fn verdicts_match_their_golden_file() {
+    let mut many_ahead = fixtures::verdict(Some(JournalMode::Group), true, 14);
+    many_ahead.journal_generation = 0;
+    let verdicts = [
+        fixtures::verdict(Some(JournalMode::Async), false, 2),
+        fixtures::verdict(Some(JournalMode::Sync), true, 1),
+        fixtures::verdict(None, true, 0),
+        many_ahead,
+    ];
+    let texts: Vec<String> = verdicts.iter().map(|v| report::verdict_text(v, 3)).collect();
+    check_golden("verdicts.txt", &texts.join("--\n"));
+}
+
+#[test]
+fn bad_blocks_outweigh_an_incomplete_journal() {
+    let outcome = |torn_ok, ahead| {
+        let mut v = fixtures::verdict(None, true, ahead);
+        v.torn = 1;
+        v.torn_ok = torn_ok;
+        report::Outcome::of(&v)
+    };
+    assert_eq!(outcome(false, 3), report::Outcome::Bad);
+    assert_eq!(outcome(true, 3), report::Outcome::JournalIncomplete);
+    assert_eq!(outcome(true, 0), report::Outcome::Ok);
+}
