@@ -172,15 +172,20 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     let target = open(&args.target, false, None, args.direct)?;
     let options = MountOptions { policy: args.policy, cache_bytes };
     let fs = Arc::new(Ffs::mount(Arc::clone(target.device()), &options)?);
-    println!(
-        "iolab: {} mounted at {} (policy {}, cache {}); unmount with `umount {}` or Ctrl-C",
-        args.target,
-        args.mountpoint.display(),
-        args.policy.name(),
-        args.cache,
-        args.mountpoint.display()
-    );
-    let served = serve(&fs, &args.mountpoint, args.threads);
+    let mounted = || {
+        use std::io::Write;
+        println!(
+            "iolab: {} mounted at {} (policy {}, cache {}); unmount with `umount {}` or Ctrl-C",
+            args.target,
+            args.mountpoint.display(),
+            args.policy.name(),
+            args.cache,
+            args.mountpoint.display()
+        );
+        // Scripts wait for this line: it must not sit in a pipe's buffer.
+        let _ = std::io::stdout().flush();
+    };
+    let served = serve(&fs, &args.mountpoint, args.threads, mounted);
     let fs = Arc::try_unwrap(fs)
         .map_err(|_| anyhow::anyhow!("the file system is still in use after the session ended"))?;
     let stats = fs.cache_stats();
@@ -196,7 +201,7 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
 
 /// Serves `fs` at `mountpoint` until unmounted, with the syncer writing
 /// buffers dirty for 30 s back, and Ctrl-C (or SIGTERM) unmounting.
-fn serve(fs: &Arc<Ffs>, mountpoint: &Path, threads: usize) -> std::io::Result<()> {
+fn serve(fs: &Arc<Ffs>, mountpoint: &Path, threads: usize, mounted: impl FnOnce()) -> std::io::Result<()> {
     const SYNCER_AGE: Duration = Duration::from_secs(30);
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -222,7 +227,7 @@ fn serve(fs: &Arc<Ffs>, mountpoint: &Path, threads: usize) -> std::io::Result<()
             }
         });
         let fs: Arc<dyn FileSystem> = Arc::clone(fs) as Arc<dyn FileSystem>;
-        let result = fusefront::serve(fs, mountpoint, threads);
+        let result = fusefront::serve(fs, mountpoint, threads, mounted);
         done.store(true, Ordering::Relaxed);
         result
     })

@@ -12,6 +12,9 @@ use device::{AlignedBuf, Device};
 
 use crate::format::BLOCK_BYTES;
 
+/// Dirty buffers written together when an eviction finds a dirty one.
+const EVICT_BATCH_BLOCKS: usize = 1024;
+
 /// Blocks a write-back request carries at most (1 MiB).
 const RUN_BLOCKS_MAX: usize = 256;
 
@@ -204,7 +207,17 @@ impl Cache {
         while self.bufs.len() >= self.capacity_blocks {
             let Some((&tick, &block)) = self.lru.iter().next() else { break };
             if self.dirty.contains(&block) {
-                self.write_blocks(&[block])?;
+                // Write a batch of the oldest dirty buffers, sorted and
+                // coalesced, rather than one block per eviction.
+                let mut batch: Vec<u64> = self
+                    .lru
+                    .values()
+                    .filter(|b| self.dirty.contains(b))
+                    .take(EVICT_BATCH_BLOCKS)
+                    .copied()
+                    .collect();
+                batch.sort_unstable();
+                self.write_blocks(&batch)?;
             }
             self.lru.remove(&tick);
             self.bufs.remove(&block);

@@ -131,8 +131,16 @@ pub fn config(threads: usize) -> Config {
 /// Serves `fs` at `mountpoint` until it is unmounted (`umount`,
 /// `fusermount3 -u`, or [`unmount`] from another thread). The file system
 /// itself is left as it is: the caller writes it back and closes it.
-pub fn serve(fs: Arc<dyn FileSystem>, mountpoint: &Path, threads: usize) -> std::io::Result<()> {
+/// `mounted` is called once the kernel has the mount, before the first
+/// request is served.
+pub fn serve(
+    fs: Arc<dyn FileSystem>,
+    mountpoint: &Path,
+    threads: usize,
+    mounted: impl FnOnce(),
+) -> std::io::Result<()> {
     let session = fuser::Session::new(FuseFront::new(fs), mountpoint, &config(threads))?;
+    mounted();
     session.run()
 }
 

@@ -1,6 +1,7 @@
 mod bonnie;
 mod cli;
 mod crash;
+mod fs;
 mod jobfile;
 mod log;
 mod run;

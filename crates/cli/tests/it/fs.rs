@@ -1,0 +1,194 @@
+//! iolab's file system end to end: made and checked from the CLI, and
+//! mounted through FUSE for GNU tar, diff and rm (where /dev/fuse is
+//! missing the FUSE test says why it skipped; CI requires it).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::cli::{iolab, stderr, stdout};
+
+/// A seeded tree shaped like a small source tree: nested directories,
+/// files of many sizes (one past the indirect blocks), symlinks, a hard
+/// link, a 255-byte name and a deep path.
+fn source_tree(root: &Path) {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for d in 0..24 {
+        let dir = root.join(format!("dir{d}")).join(format!("sub{}", d % 5));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..(8 + next(20)) {
+            let len = match next(10) {
+                0 => 0,
+                1..=6 => next(8000) as usize,
+                _ => next(150_000) as usize,
+            };
+            let data: Vec<u8> = (0..len).map(|i| (i as u64 ^ d ^ f) as u8).collect();
+            std::fs::write(dir.join(format!("file{f}.c")), data).unwrap();
+        }
+    }
+    std::fs::write(root.join("big.bin"), vec![0x5a; 5 << 20]).unwrap();
+    std::os::unix::fs::symlink("dir1/sub1/file0.c", root.join("link-to-file")).unwrap();
+    std::os::unix::fs::symlink("../../dir2", root.join("dir3/sub3/up")).unwrap();
+    std::os::unix::fs::symlink("x".repeat(200), root.join("long-target")).unwrap();
+    std::fs::hard_link(root.join("dir4/sub4/file1.c"), root.join("hard-link.c")).unwrap();
+    std::fs::write(root.join("n".repeat(255)), b"a name of 255 bytes").unwrap();
+    let deep: PathBuf = (0..14).map(|i| format!("d{i}")).collect();
+    std::fs::create_dir_all(root.join(&deep)).unwrap();
+    std::fs::write(root.join(&deep).join("leaf"), b"deep").unwrap();
+}
+
+/// A running `iolab fs mount`, unmounted and reaped however the test ends.
+struct Mounted {
+    child: Option<Child>,
+    mountpoint: PathBuf,
+}
+
+impl Mounted {
+    fn start(image: &Path, mountpoint: &Path, policy: &str) -> Mounted {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_iolab"))
+            .args(["fs", "mount", image.to_str().unwrap(), mountpoint.to_str().unwrap(), "--policy", policy])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.contains("mounted at"), "iolab fs mount said: {line}");
+        Mounted { child: Some(child), mountpoint: mountpoint.to_path_buf() }
+    }
+
+    /// Unmounts as a user does; the server writes back and exits 0.
+    fn unmount(mut self) -> String {
+        let status = Command::new("umount").arg(&self.mountpoint).status().unwrap();
+        assert!(status.success(), "umount");
+        let out = self.child.take().unwrap().wait_with_output().unwrap();
+        assert!(out.status.success(), "iolab fs mount exited {:?}", out.status);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("umount").arg("-l").arg(&self.mountpoint).status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn fuse_usable() -> bool {
+    if Path::new("/dev/fuse").exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("IOLAB_REQUIRE_FUSE").is_none(),
+        "IOLAB_REQUIRE_FUSE is set but /dev/fuse is missing"
+    );
+    eprintln!("skipped: /dev/fuse is missing, so nothing can be mounted through FUSE here");
+    false
+}
+
+fn run(program: &str, args: &[&str]) {
+    let status = Command::new(program).args(args).status().unwrap();
+    assert!(status.success(), "{program} {args:?}");
+}
+
+#[test]
+fn gnu_tar_extracts_into_the_mount_and_rm_empties_it_and_fsck_is_clean() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (src, image, mnt) = (dir.path().join("src"), dir.path().join("fs.img"), dir.path().join("mnt"));
+    source_tree(&src);
+    std::fs::create_dir(&mnt).unwrap();
+    let archive = dir.path().join("src.tar");
+    run("tar", &["cf", archive.to_str().unwrap(), "-C", dir.path().to_str().unwrap(), "src"]);
+    let out = iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "128m"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let mounted = Mounted::start(&image, &mnt, "sync");
+    run("tar", &["xf", archive.to_str().unwrap(), "-C", mnt.to_str().unwrap()]);
+    run("diff", &["-r", "--no-dereference", src.to_str().unwrap(), mnt.join("src").to_str().unwrap()]);
+    assert!(mounted.unmount().contains("clean"));
+    let out = iolab(&["fs", "fsck", image.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    let mounted = Mounted::start(&image, &mnt, "async");
+    run("diff", &["-r", "--no-dereference", src.to_str().unwrap(), mnt.join("src").to_str().unwrap()]);
+    run("rm", &["-rf", mnt.join("src").to_str().unwrap()]);
+    assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 1, "only lost+found is left");
+    mounted.unmount();
+    let out = iolab(&["fs", "fsck", image.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn mkfs_refuses_a_target_holding_data_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("fs.img");
+    assert_eq!(iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "16m"]).status.code(), Some(0));
+    let out = iolab(&["fs", "mkfs", image.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
+    assert_eq!(iolab(&["fs", "mkfs", image.to_str().unwrap(), "--force"]).status.code(), Some(0));
+}
+
+#[test]
+fn mounting_on_a_missing_directory_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("fs.img");
+    assert_eq!(iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "16m"]).status.code(), Some(0));
+    let out = iolab(&[
+        "fs",
+        "mount",
+        image.to_str().unwrap(),
+        dir.path().join("nowhere").to_str().unwrap(),
+        "--policy",
+        "sync",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("mkdir -p"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_file_that_is_not_a_file_system_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("plain.img");
+    std::fs::write(&image, vec![0u8; 1 << 20]).unwrap();
+    let out = iolab(&["fs", "ls", image.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not an iolab file system"), "{}", stderr(&out));
+}
+
+#[test]
+fn fsck_json_reports_the_classes_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("fs.img");
+    assert_eq!(iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "16m"]).status.code(), Some(0));
+    let out = iolab(&["fs", "fsck", image.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "iolab-fsck");
+    assert_eq!(doc["clean"], true);
+}
+
+#[test]
+fn ls_stat_and_cat_look_inside_an_image_without_changing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("fs.img");
+    assert_eq!(iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "16m"]).status.code(), Some(0));
+    let before = std::fs::read(&image).unwrap();
+    let out = iolab(&["fs", "ls", image.to_str().unwrap(), "/"]);
+    assert!(stdout(&out).contains("lost+found"), "{}", stdout(&out));
+    let out = iolab(&["fs", "stat", image.to_str().unwrap(), "/lost+found"]);
+    assert!(stdout(&out).contains("inode 2"), "{}", stdout(&out));
+    assert!(std::fs::read(&image).unwrap() == before, "looking changed nothing");
+}
