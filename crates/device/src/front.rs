@@ -62,6 +62,8 @@ impl<B: Backend> sealed::Sealed for B {}
 ///     fn flush(&self) -> Result<()> { Ok(()) }
 ///     fn stats(&self) -> &Stats { &self.0 }
 ///     fn raw_fd(&self) -> Option<std::os::fd::RawFd> { None }
+///     fn poison(&self, _: String) {}
+///     fn check_poison(&self, _: device::Op) -> Result<()> { Ok(()) }
 ///     fn unwritten(&self, _: u64, _: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> { Ok(None) }
 ///     fn media(&self) -> Vec<Medium> { Vec::new() }
 ///     fn drop_cache(&self) -> Result<()> { Ok(()) }
@@ -114,6 +116,15 @@ pub trait Device: sealed::Sealed + Send + Sync {
     /// with [`check_request`] before submitting it and records it in
     /// [`Device::stats`] when it completes.
     fn raw_fd(&self) -> Option<RawFd>;
+
+    /// Poisons the device from outside the front: a direct submitter
+    /// ([`Device::raw_fd`]) whose flush (or a write) failed reports it
+    /// here, so every later write and flush is refused, through the front
+    /// and by [`check_request`] alike. The first cause is kept.
+    fn poison(&self, cause: String);
+
+    /// `Err(Poisoned)` once the device is poisoned.
+    fn check_poison(&self, op: Op) -> Result<()>;
 
     /// The parts of `start..end` (cut to the device) never written (holes
     /// of a sparse file, chunks a memory image never allocated), sorted,
@@ -380,13 +391,24 @@ impl<B: Backend> Device for B {
     fn drop_cache(&self) -> Result<()> {
         self.drop_cache_raw()
     }
+
+    fn poison(&self, cause: String) {
+        self.front().poison(cause);
+    }
+
+    fn check_poison(&self, op: Op) -> Result<()> {
+        self.front().check_poison(op)
+    }
 }
 
 /// Checks a request against a device's geometry: sector-aligned offset and
 /// length, buffer address aligned to [`Device::buffer_align`], inside the
-/// device. The front calls it before every request; a direct submitter
+/// device; a write on a poisoned device is refused. The front calls it before every request; a direct submitter
 /// ([`Device::raw_fd`]) calls it before submitting one.
 pub fn check_request(dev: &dyn Device, op: Op, addr: usize, len: usize, offset: u64) -> Result<()> {
+    if op != Op::Read {
+        dev.check_poison(op)?;
+    }
     check_geometry(dev.name(), Geometry::of(dev), op, addr, len, offset)
 }
 

@@ -159,8 +159,17 @@ impl Ring {
         fsync.flags(types::FsyncFlags::DATASYNC).build().user_data(tag)
     }
 
-    /// fdatasync through the ring, with nothing else in flight.
-    pub(super) fn flush(&mut self, device: &str) -> Result<(), WorkloadError> {
+    /// fdatasync through the ring, with nothing else in flight. A failed
+    /// one poisons `device`, as a failed flush through the front does.
+    pub(super) fn flush(&mut self, device: &dyn device::Device) -> Result<(), WorkloadError> {
+        let result = self.fdatasync_now(device.name());
+        if let Err(e) = &result {
+            device.poison(format!("an io_uring fdatasync failed: {e}"));
+        }
+        result
+    }
+
+    fn fdatasync_now(&mut self, device: &str) -> Result<(), WorkloadError> {
         let entry = self.fdatasync(FLUSH_TAG);
         // SAFETY: a flush references no buffer.
         unsafe { self.ring.submission().push(&entry).expect("submission queue has room") };

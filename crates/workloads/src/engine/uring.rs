@@ -88,7 +88,7 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
         let flush_now = reap(&mut ring, &mut slots, &mut w, &device_name)?;
         if flush_now {
             drain(&mut ring, &mut slots, &mut w, &device_name)?;
-            ring.flush(&device_name)?;
+            ring.flush(w.device)?;
             w.device.stats().record_flush();
             w.stats.flushes += 1;
         }

@@ -433,6 +433,12 @@ impl Engine<'_> {
         let mut outcome = Ok(());
         for (tag, result) in done {
             let step = if tag == COMMIT_FLUSH_TAG || tag == COMMIT_WRITE_TAG {
+                if tag == COMMIT_FLUSH_TAG && result < 0 {
+                    // The target's fdatasync failed: what reached its disk
+                    // is unknown, as after a failed flush through the front.
+                    let cause = io::Error::from_raw_os_error(-result);
+                    w.device.poison(format!("an io_uring fdatasync before a journal commit failed: {cause}"));
+                }
                 self.commit_done(tag, result)
             } else {
                 self.in_flight -= 1;

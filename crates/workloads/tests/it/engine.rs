@@ -178,3 +178,26 @@ fn stop_request_ends_a_time_based_job() {
     let result = run_job(&job, mem(1 << 20), &progress).unwrap();
     assert_eq!(result.read.ios + result.write.ios, 0);
 }
+
+#[test]
+fn a_uring_job_on_a_poisoned_device_writes_nothing() {
+    use std::sync::Arc;
+    if !workloads::uring_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = device::FileOptions { create_bytes: Some(1 << 20), ..Default::default() };
+    let dev = Arc::new(device::FileDevice::open(dir.path().join("t"), &options).unwrap());
+    device::Device::poison(dev.as_ref(), "an earlier fdatasync failed".into());
+    let job = workloads::JobSpec {
+        rw: workloads::Rw::RandWrite,
+        read_pct: 0,
+        engine: workloads::Engine::Uring,
+        iodepth: 4,
+        ios: Some(10),
+        ..workloads::JobSpec::default()
+    };
+    let err = workloads::run_job(&job, dev.clone(), &workloads::Progress::default()).unwrap_err();
+    assert!(err.to_string().contains("refused"), "{err}");
+    assert_eq!(device::Device::stats(dev.as_ref()).snapshot().bytes_written, 0);
+}
