@@ -158,14 +158,3 @@ fn a_sparse_file_holds_no_data_until_written_there() {
     assert!(dev.holds_no_data(2 << 20, 1 << 20), "past the write");
     assert!(!dev.holds_no_data(0, 2 << 20), "a range around the write");
 }
-
-#[test]
-fn a_direct_submitter_s_check_refuses_writes_on_a_poisoned_device() {
-    let dir = tempfile::tempdir().unwrap();
-    let dev = create(&dir, 1 << 20, false);
-    dev.poison("an io_uring fdatasync failed".into());
-    let err = device::check_request(&dev, device::Op::Write, 0, 4096, 0).unwrap_err();
-    assert!(matches!(err, DeviceError::Poisoned { .. }), "{err}");
-    device::check_request(&dev, device::Op::Read, 0, 4096, 0).unwrap();
-    assert!(matches!(dev.flush(), Err(DeviceError::Poisoned { .. })), "the front refuses too");
-}

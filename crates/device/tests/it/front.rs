@@ -292,3 +292,15 @@ fn every_wrapper_is_poisoned_by_a_failed_flush_below_it() {
         );
     }
 }
+
+#[test]
+fn a_direct_submitter_s_check_refuses_writes_on_a_poisoned_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = device::FileOptions { create_bytes: Some(1 << 20), ..Default::default() };
+    let dev = device::FileDevice::open(dir.path().join("t"), &options).unwrap();
+    dev.poison("an io_uring fdatasync failed".into());
+    let err = device::check_request(&dev, device::Op::Write, 0, 4096, 0).unwrap_err();
+    assert!(matches!(err, device::DeviceError::Poisoned { .. }), "{err}");
+    device::check_request(&dev, device::Op::Read, 0, 4096, 0).unwrap();
+    assert!(matches!(dev.flush(), Err(device::DeviceError::Poisoned { .. })), "the front refuses too");
+}
