@@ -658,79 +658,89 @@ impl Checker {
 
     /// Group `g`'s maps against the claims; returns its true counts.
     fn check_group_maps(&mut self, g: u32) -> Result<GroupCounts, FsError> {
+        let free_blocks = self.check_block_map(g)?;
+        let (free_inodes, dirs) = self.check_inode_map(g)?;
+        Ok(GroupCounts { free_blocks, free_inodes, dirs })
+    }
+
+    /// Group `g`'s block bitmap against the claims; returns its free blocks.
+    fn check_block_map(&mut self, g: u32) -> Result<u32, FsError> {
         let sb = self.core.sb.clone();
         let start = sb.group_start(g);
-        let blocks = sb.group_blocks(g);
         let overhead = sb.group_overhead_blocks();
         let mut map = self.read(start + 1)?;
-        let (mut in_use_free, mut leaked) = (0u32, 0u32);
-        let mut free = 0u32;
-        for i in 0..blocks {
+        let (mut in_use_free, mut leaked, mut free) = (0u32, 0u32, 0u32);
+        for i in 0..sb.group_blocks(g) {
             let used = i < overhead || self.claims.contains_key(&(start + u64::from(i)));
-            let marked = map[(i / 8) as usize] & (1 << (i % 8)) != 0;
-            match (used, marked) {
+            let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
+            match (used, map[byte] & mask != 0) {
                 (true, false) => in_use_free += 1,
                 (false, true) => leaked += 1,
                 _ => {}
             }
             if used {
-                map[(i / 8) as usize] |= 1 << (i % 8);
+                map[byte] |= mask;
             } else {
-                map[(i / 8) as usize] &= !(1 << (i % 8));
+                map[byte] &= !mask;
                 free += 1;
             }
         }
-        let mut fix_blocks = false;
+        let mut fix = false;
         if in_use_free > 0 {
-            fix_blocks |= self.found(
+            fix |= self.found(
                 Class::BlockInUseButFree,
                 format!("group {g}: {in_use_free} blocks in use are free in the map"),
             );
         }
         if leaked > 0 {
-            fix_blocks |= self.found(
+            fix |= self.found(
                 Class::LeakedBlock,
                 format!("group {g}: {leaked} blocks marked in use belong to nothing"),
             );
         }
-        if fix_blocks {
+        if fix {
             self.core.cache.modify(start + 1)?.copy_from_slice(&map);
         }
-        let mut imap = self.read(start + 2)?;
-        let (mut inode_free, mut inode_leaked, mut free_inodes, mut dirs) = (0u32, 0u32, 0u32, 0u32);
+        Ok(free)
+    }
+
+    /// Group `g`'s inode bitmap against the inodes found; returns its free
+    /// inodes and directories.
+    fn check_inode_map(&mut self, g: u32) -> Result<(u32, u32), FsError> {
+        let sb = self.core.sb.clone();
+        let start = sb.group_start(g);
+        let mut map = self.read(start + 2)?;
+        let (mut in_use_free, mut leaked, mut free, mut dirs) = (0u32, 0u32, 0u32, 0u32);
         for i in 0..sb.inodes_per_group {
-            let ino = g * sb.inodes_per_group + i + 1;
-            let seen = self.inodes.get(&ino);
-            let marked = imap[(i / 8) as usize] & (1 << (i % 8)) != 0;
-            match (seen.is_some(), marked) {
-                (true, false) => inode_free += 1,
-                (false, true) => inode_leaked += 1,
+            let seen = self.inodes.get(&(g * sb.inodes_per_group + i + 1));
+            let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
+            match (seen.is_some(), map[byte] & mask != 0) {
+                (true, false) => in_use_free += 1,
+                (false, true) => leaked += 1,
                 _ => {}
             }
-            if seen.is_some() {
-                imap[(i / 8) as usize] |= 1 << (i % 8);
-                dirs += u32::from(seen.is_some_and(|s| s.inode.kind_bits() == S_IFDIR));
+            if let Some(seen) = seen {
+                map[byte] |= mask;
+                dirs += u32::from(seen.inode.kind_bits() == S_IFDIR);
             } else {
-                imap[(i / 8) as usize] &= !(1 << (i % 8));
-                free_inodes += 1;
+                map[byte] &= !mask;
+                free += 1;
             }
         }
-        let mut fix_inodes = false;
-        if inode_free > 0 {
-            fix_inodes |= self.found(
+        let mut fix = false;
+        if in_use_free > 0 {
+            fix |= self.found(
                 Class::InodeInUseButFree,
-                format!("group {g}: {inode_free} inodes in use are free in the map"),
+                format!("group {g}: {in_use_free} inodes in use are free in the map"),
             );
         }
-        if inode_leaked > 0 {
-            fix_inodes |= self.found(
-                Class::LeakedInode,
-                format!("group {g}: {inode_leaked} inodes marked in use are free"),
-            );
+        if leaked > 0 {
+            fix |=
+                self.found(Class::LeakedInode, format!("group {g}: {leaked} inodes marked in use are free"));
         }
-        if fix_inodes {
-            self.core.cache.modify(start + 2)?.copy_from_slice(&imap);
+        if fix {
+            self.core.cache.modify(start + 2)?.copy_from_slice(&map);
         }
-        Ok(GroupCounts { free_blocks: free, free_inodes, dirs })
+        Ok((free, dirs))
     }
 }

@@ -643,31 +643,11 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
 
 /// rename(2): the new entry in place before the old one goes.
 fn rename(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> Result<()> {
-    let mut from_dir = dir_inode(core, parent)?;
-    let src = core.dir_lookup(parent, &mut from_dir, name)?.ok_or(Errno::NOENT)?;
+    let Some(plan) = plan_rename(core, parent, name, new_parent, new_name)? else { return Ok(()) };
+    let Rename { src, dst, moving_dir } = plan;
+    let across = moving_dir && parent != new_parent;
     let mut to_dir = dir_inode(core, new_parent)?;
-    let moving = core.inode(src.ino)?;
-    let moving_dir = moving.mode & S_IFMT == S_IFDIR;
-    if moving_dir && is_ancestor(core, src.ino, new_parent)? {
-        return Err(Errno::INVAL);
-    }
-    let dst = core.dir_lookup(new_parent, &mut to_dir, new_name)?;
-    if let Some(dst) = &dst {
-        if dst.ino == src.ino {
-            return Ok(());
-        }
-        if dst.kind == DT_DIR && is_ancestor(core, dst.ino, parent)? {
-            return Err(Errno::NOTEMPTY);
-        }
-        let mut old = core.inode(dst.ino)?;
-        match (moving_dir, old.mode & S_IFMT == S_IFDIR) {
-            (true, false) => return Err(Errno::NOTDIR),
-            (false, true) => return Err(Errno::ISDIR),
-            (true, true) if !core.dir_is_empty(dst.ino, &mut old)? => return Err(Errno::NOTEMPTY),
-            _ => {}
-        }
-    }
-    if moving_dir && parent != new_parent && dst.is_none() {
+    if across && dst.is_none() {
         if to_dir.nlink >= LINKS_MAX {
             return Err(Errno::MLINK);
         }
@@ -691,36 +671,86 @@ fn rename(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name: 
     let block = core.dir_remove(parent, &mut from_dir, name, src.offset)?;
     core.ordered(block)?;
     touch(&mut from_dir);
-    if moving_dir && parent != new_parent {
-        from_dir.nlink -= 1;
-    }
+    from_dir.nlink -= u16::from(across);
     let block = core.put_inode(parent, &from_dir)?;
     core.ordered(block)?;
     // 3. A moved directory's `..`, and the inode that was replaced.
-    if moving_dir && parent != new_parent {
-        let mut moved = core.inode(src.ino)?;
-        let dotdot = core.dir_lookup(src.ino, &mut moved, b"..")?.ok_or(Errno::IO)?;
-        let block = core.dir_retarget(src.ino, &mut moved, dotdot.offset, new_parent, DT_DIR)?;
+    moved_in(core, src.ino, across.then_some(new_parent))?;
+    match dst {
+        Some(dst) => replaced(core, dst.ino, new_parent, parent == new_parent),
+        None => Ok(()),
+    }
+}
+
+/// What a rename moves and what it replaces.
+struct Rename {
+    src: crate::dir::Found,
+    dst: Option<crate::dir::Found>,
+    moving_dir: bool,
+}
+
+/// Every check rename(2) makes, in Linux's order, before anything is
+/// written; None when there is nothing to do (a name onto itself).
+fn plan_rename(
+    core: &mut Core,
+    parent: u32,
+    name: &[u8],
+    new_parent: u32,
+    new_name: &[u8],
+) -> Result<Option<Rename>> {
+    let mut from_dir = dir_inode(core, parent)?;
+    let src = core.dir_lookup(parent, &mut from_dir, name)?.ok_or(Errno::NOENT)?;
+    let mut to_dir = dir_inode(core, new_parent)?;
+    let moving_dir = core.inode(src.ino)?.mode & S_IFMT == S_IFDIR;
+    if moving_dir && is_ancestor(core, src.ino, new_parent)? {
+        return Err(Errno::INVAL);
+    }
+    let dst = core.dir_lookup(new_parent, &mut to_dir, new_name)?;
+    if let Some(dst) = &dst {
+        if dst.ino == src.ino {
+            return Ok(None);
+        }
+        if dst.kind == DT_DIR && is_ancestor(core, dst.ino, parent)? {
+            return Err(Errno::NOTEMPTY);
+        }
+        let mut old = core.inode(dst.ino)?;
+        match (moving_dir, old.mode & S_IFMT == S_IFDIR) {
+            (true, false) => return Err(Errno::NOTDIR),
+            (false, true) => return Err(Errno::ISDIR),
+            (true, true) if !core.dir_is_empty(dst.ino, &mut old)? => return Err(Errno::NOTEMPTY),
+            _ => {}
+        }
+    }
+    Ok(Some(Rename { src, dst, moving_dir }))
+}
+
+/// The moved inode's ctime; a directory moved to `new_parent` gets its
+/// `..` pointed there (ordered).
+fn moved_in(core: &mut Core, ino: u32, new_parent: Option<u32>) -> Result<()> {
+    if let Some(new_parent) = new_parent {
+        let mut moved = core.inode(ino)?;
+        let dotdot = core.dir_lookup(ino, &mut moved, b"..")?.ok_or(Errno::IO)?;
+        let block = core.dir_retarget(ino, &mut moved, dotdot.offset, new_parent, DT_DIR)?;
         core.ordered(block)?;
     }
-    let mut moved = core.inode(src.ino)?;
+    let mut moved = core.inode(ino)?;
     moved.times[2] = now();
-    core.put_inode(src.ino, &moved)?;
-    if let Some(dst) = dst {
-        let old = core.inode(dst.ino)?;
-        if old.mode & S_IFMT == S_IFDIR {
-            // The replaced directory's `..` no longer counts in the new
-            // parent; a directory moved in from elsewhere counts instead.
-            let mut to_dir = dir_inode(core, new_parent)?;
-            if parent == new_parent {
-                to_dir.nlink -= 1;
-            }
-            let block = core.put_inode(new_parent, &to_dir)?;
-            core.ordered(block)?;
-            core.drop_index(dst.ino);
-            return unlinked(core, dst.ino, old, 2);
-        }
-        return unlinked(core, dst.ino, old, 1);
-    }
+    core.put_inode(ino, &moved)?;
     Ok(())
+}
+
+/// The inode a rename replaced loses its entry: a directory also its `..`
+/// in the parent (unless a directory moved in from elsewhere took its
+/// place there: `same_parent` false).
+fn replaced(core: &mut Core, ino: u32, parent: u32, same_parent: bool) -> Result<()> {
+    let old = core.inode(ino)?;
+    if old.mode & S_IFMT != S_IFDIR {
+        return unlinked(core, ino, old, 1);
+    }
+    let mut dir = dir_inode(core, parent)?;
+    dir.nlink -= u16::from(same_parent);
+    let block = core.put_inode(parent, &dir)?;
+    core.ordered(block)?;
+    core.drop_index(ino);
+    unlinked(core, ino, old, 2)
 }

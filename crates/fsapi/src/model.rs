@@ -396,6 +396,10 @@ impl FileSystem for ModelFs {
         let Body::File(data) = &mut node.body else {
             return Err(if node.attr.kind == FileType::Dir { Errno::ISDIR } else { Errno::INVAL });
         };
+        if bytes.is_empty() {
+            // As pwrite(2): writing nothing extends nothing.
+            return Ok(0);
+        }
         let end = offset as usize + bytes.len();
         if data.len() < end {
             data.resize(end, 0);

@@ -124,40 +124,11 @@ pub fn enumerate(
     reopen: &ReopenStack<'_>,
 ) -> Result<CrashReport, CrashError> {
     check_spec(spec)?;
-    let recording = Recording::new();
-    let mut raw: Vec<Arc<dyn Device>> = Vec::with_capacity(sizes.len());
-    for (index, &size) in sizes.iter().enumerate() {
-        let mem: Arc<dyn Device> = Arc::new(MemDevice::new(size)?);
-        raw.push(Arc::new(RecordingDevice::new(mem, index, Arc::clone(&recording))));
-    }
-    let stack = build(raw).map_err(CrashError::Build)?;
-    // The stack's promise starts once it is built: no crash before that.
-    let built = recording.len();
-    if stack.size_bytes() < spec.region_blocks * spec.block_bytes {
-        return Err(CrashError::Spec(format!(
-            "the stack has {} bytes, fewer than the {} blocks of {} bytes the workload writes; use a larger --size",
-            stack.size_bytes(),
-            spec.region_blocks,
-            spec.block_bytes
-        )));
-    }
-    let history = run_workload(spec, stack.as_ref(), &recording)?;
-    drop(stack);
-    let events = recording.events();
+    let (history, events, built) = record(spec, sizes, build)?;
     let initial = sizes.iter().map(|&s| MemDevice::new(s)).collect::<Result<Vec<_>, _>>()?;
     let bounds = Bounds::of(&events);
     let points = crash_points(spec, &events, built);
-    if let Some(only) = spec.only_state.filter(|&only| only >= points.len() as u64) {
-        // Checking nothing would report "0 violations" for a state that
-        // does not exist.
-        let has = match points.len() {
-            0 => "no crash states".to_string(),
-            n => format!("states 0 to {}", n - 1),
-        };
-        return Err(CrashError::Spec(format!(
-            "--state {only}: this run has {has} (the same flags give the same states)"
-        )));
-    }
+    check_only_state(spec, points.len())?;
     let mut report = CrashReport {
         transactions: spec.transactions,
         events: events.len(),
@@ -184,34 +155,88 @@ pub fn enumerate(
             }),
             Err(e) => Some((ViolationClass::OpenFailed, e)),
         };
-        report.states_checked += 1;
-        if sampled {
-            report.sampled_states += 1;
-        } else {
-            report.flush_states += 1;
-        }
-        if let Some((class, detail)) = verdict {
-            report.violations += 1;
-            match class {
-                ViolationClass::OpenFailed => report.open_failed += 1,
-                ViolationClass::Corrupt => report.corrupt += 1,
-                ViolationClass::Lost => report.lost += 1,
-                ViolationClass::TornWrite => report.torn_writes += 1,
-                ViolationClass::TornTransaction => report.torn_transactions += 1,
-            }
-            if report.first_violation.is_none() {
-                report.first_violation = Some(Violation {
-                    state,
-                    after_events: point.after_events,
-                    policy: policy_name(point.policy),
-                    seed: point.seed,
-                    class,
-                    detail,
-                });
-            }
-        }
+        report.tally(state, &point, sampled, verdict);
     }
     Ok(report)
+}
+
+/// Builds the stack on recording devices of `sizes` and runs the
+/// transactions on it: what each one wrote, the recorded events, and how
+/// many of them building took (no crash is checked before the stack is
+/// built).
+fn record(
+    spec: &CrashSpec,
+    sizes: &[u64],
+    build: &BuildStack<'_>,
+) -> Result<(History, Vec<Event>, usize), CrashError> {
+    let recording = Recording::new();
+    let mut raw: Vec<Arc<dyn Device>> = Vec::with_capacity(sizes.len());
+    for (index, &size) in sizes.iter().enumerate() {
+        let mem: Arc<dyn Device> = Arc::new(MemDevice::new(size)?);
+        raw.push(Arc::new(RecordingDevice::new(mem, index, Arc::clone(&recording))));
+    }
+    let stack = build(raw).map_err(CrashError::Build)?;
+    let built = recording.len();
+    if stack.size_bytes() < spec.region_blocks * spec.block_bytes {
+        return Err(CrashError::Spec(format!(
+            "the stack has {} bytes, fewer than the {} blocks of {} bytes the workload writes; use a larger --size",
+            stack.size_bytes(),
+            spec.region_blocks,
+            spec.block_bytes
+        )));
+    }
+    let history = run_workload(spec, stack.as_ref(), &recording)?;
+    drop(stack);
+    Ok((history, recording.events(), built))
+}
+
+/// `--state N` past the states the flags give is an error: checking
+/// nothing would report "0 violations" for a state that does not exist.
+fn check_only_state(spec: &CrashSpec, states: usize) -> Result<(), CrashError> {
+    let Some(only) = spec.only_state.filter(|&only| only >= states as u64) else { return Ok(()) };
+    let has = match states {
+        0 => "no crash states".to_string(),
+        n => format!("states 0 to {}", n - 1),
+    };
+    Err(CrashError::Spec(format!("--state {only}: this run has {has} (the same flags give the same states)")))
+}
+
+impl CrashReport {
+    /// Counts state `state` (at `point`; `sampled` between flushes) and
+    /// what it broke, keeping the first violation.
+    fn tally(
+        &mut self,
+        state: u64,
+        point: &CrashPoint,
+        sampled: bool,
+        verdict: Option<(ViolationClass, String)>,
+    ) {
+        self.states_checked += 1;
+        if sampled {
+            self.sampled_states += 1;
+        } else {
+            self.flush_states += 1;
+        }
+        let Some((class, detail)) = verdict else { return };
+        self.violations += 1;
+        match class {
+            ViolationClass::OpenFailed => self.open_failed += 1,
+            ViolationClass::Corrupt => self.corrupt += 1,
+            ViolationClass::Lost => self.lost += 1,
+            ViolationClass::TornWrite => self.torn_writes += 1,
+            ViolationClass::TornTransaction => self.torn_transactions += 1,
+        }
+        if self.first_violation.is_none() {
+            self.first_violation = Some(Violation {
+                state,
+                after_events: point.after_events,
+                policy: policy_name(point.policy),
+                seed: point.seed,
+                class,
+                detail,
+            });
+        }
+    }
 }
 
 fn check_spec(spec: &CrashSpec) -> Result<(), CrashError> {
