@@ -140,9 +140,12 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     job.check().map_err(UsageError::from)?;
     let sector = u64::from(target.device().sector_bytes());
     let region = job.region(target.device().size_bytes(), sector).map_err(UsageError::from)?;
-    if engine == Engine::Sync && arms.iter().any(|a| a.ring) {
-        let why = "--arms: group-ring commits through the uring engine's rings; use --engine uring or auto";
-        return Err(UsageError(why.into()).into());
+    for arm in &arms {
+        // Every arm's job passes the job's own checks before any runs
+        // (group-ring on the sync engine, say).
+        arm_job(&job, arm, &args.journal_dir)
+            .check()
+            .map_err(|e| UsageError(format!("--arms: {}: {e}", arm.name)))?;
     }
     // The pre-read arms read before they write: never holes.
     crate::run::lay_out_for_sweep(target.device().as_ref(), region.start..region.start + region.len)?;
@@ -206,17 +209,15 @@ fn run_arms(
     Ok(arms.iter().map(|a| a.name).zip(runs).collect())
 }
 
-/// One run of `arm`: its write IOPS and its journal's counters. A journal
-/// arm writes into a new directory under `journal_dir`, removed after.
-fn run_arm(
-    job: &JobSpec,
-    arm: &Arm,
-    device: &Arc<dyn device::Device>,
-    journal_dir: &Path,
-) -> anyhow::Result<(f64, Option<JournalStats>)> {
-    let dir = journal_dir.join(format!("iolab-sweep-{}", arm.name));
-    let journal =
-        arm.journal.map(|mode| JournalSpec { mode, place: JournalPlace::Dir(dir.clone()), ring: arm.ring });
+/// Where `arm` keeps its journal.
+fn arm_journal_dir(journal_dir: &Path, arm: &Arm) -> PathBuf {
+    journal_dir.join(format!("iolab-sweep-{}", arm.name))
+}
+
+/// The sweep's job as `arm` runs it: its validation and journal.
+fn arm_job(job: &JobSpec, arm: &Arm, journal_dir: &Path) -> JobSpec {
+    let place = JournalPlace::Dir(arm_journal_dir(journal_dir, arm));
+    let journal = arm.journal.map(|mode| JournalSpec { mode, place, ring: arm.ring });
     let validate = arm.validate.then(|| ValidateSpec {
         preread: arm.preread,
         reread: false,
@@ -225,7 +226,19 @@ fn run_arm(
         journal,
         key_map: KeyMapSpec::AUTO,
     });
-    let job = JobSpec { validate, ..job.clone() };
+    JobSpec { validate, ..job.clone() }
+}
+
+/// One run of `arm`: its write IOPS and its journal's counters. A journal
+/// arm writes into a new directory under `journal_dir`, removed after.
+fn run_arm(
+    job: &JobSpec,
+    arm: &Arm,
+    device: &Arc<dyn device::Device>,
+    journal_dir: &Path,
+) -> anyhow::Result<(f64, Option<JournalStats>)> {
+    let dir = arm_journal_dir(journal_dir, arm);
+    let job = arm_job(job, arm, journal_dir);
     let result = workloads::run_job(&job, Arc::clone(device), &Progress::default());
     if arm.journal.is_some() {
         std::fs::remove_dir_all(&dir)

@@ -53,34 +53,8 @@ const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 impl FileDevice {
     pub fn open(path: impl AsRef<Path>, options: &FileOptions) -> Result<FileDevice> {
         let path = path.as_ref();
-        let open_err = |what: &str, source: io::Error| DeviceError::Open {
-            path: path.to_path_buf(),
-            what: what.to_string(),
-            source,
-        };
-        let exists = path.exists();
-        let mut open = OpenOptions::new();
-        open.read(true).write(!options.read_only);
-        if options.create_bytes.is_some() && !options.read_only {
-            open.create(true);
-        }
-        let flags =
-            if options.direct { libc::O_DIRECT } else { 0 } | if options.dsync { libc::O_DSYNC } else { 0 };
-        open.custom_flags(flags);
-        let file = match open.open(path) {
-            Ok(file) => file,
-            Err(e) if options.direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                return Err(open_err(
-                    "cannot open with O_DIRECT (the file system does not support it; drop --direct)",
-                    e,
-                ))
-            }
-            Err(e) if !exists && options.create_bytes.is_none() => {
-                return Err(open_err("does not exist (give a size to create it)", e))
-            }
-            Err(e) => return Err(open_err("cannot open", e)),
-        };
-        let meta = file.metadata().map_err(|e| open_err("cannot stat", e))?;
+        let file = open_file(path, options)?;
+        let meta = file.metadata().map_err(|e| open_error(path, "cannot stat", e))?;
         let is_block_device = meta.file_type().is_block_device();
         if !is_block_device && !meta.is_file() {
             return Err(DeviceError::Invalid(format!(
@@ -89,32 +63,9 @@ impl FileDevice {
             )));
         }
         let (size_bytes, sector_bytes, buffer_align) = if is_block_device {
-            let sector =
-                block_device_sector(&file).map_err(|e| open_err("cannot read the sector size", e))?;
-            let size = block_device_size(&file).map_err(|e| open_err("cannot read the device size", e))?;
-            (size, sector, if options.direct { sector as usize } else { 1 })
+            block_device_geometry(path, &file, options)?
         } else {
-            let sector = options.sector_bytes.unwrap_or(512);
-            if !(sector == 512 || sector == 4096) {
-                return Err(DeviceError::Invalid(format!(
-                    "{}: sector size {sector} is not supported; use 512 or 4096",
-                    path.display()
-                )));
-            }
-            let mut size = meta.len();
-            if let Some(want) = options.create_bytes {
-                if size < want && !options.read_only {
-                    file.set_len(want).map_err(|e| open_err("cannot extend the file", e))?;
-                    size = want;
-                }
-            }
-            let (sector, align) = if options.direct {
-                let (mem_align, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
-                (sector.max(offset_align), mem_align.max(1) as usize)
-            } else {
-                (sector, 1)
-            };
-            (size, sector, align)
+            file_geometry(path, &file, meta.len(), options)?
         };
         let size_bytes = size_bytes - size_bytes % u64::from(sector_bytes);
         if size_bytes == 0 {
@@ -304,6 +255,63 @@ fn lock_holder(meta: &std::fs::Metadata) -> Option<(String, u32)> {
         _ => format!("process {pid}"),
     };
     Some((holder, pid_number))
+}
+
+fn open_error(path: &Path, what: &str, source: io::Error) -> DeviceError {
+    DeviceError::Open { path: path.to_path_buf(), what: what.to_string(), source }
+}
+
+/// Opens `path` as `options` ask, naming what failed and the way on.
+fn open_file(path: &Path, options: &FileOptions) -> Result<File> {
+    let exists = path.exists();
+    let mut open = OpenOptions::new();
+    open.read(true).write(!options.read_only);
+    if options.create_bytes.is_some() && !options.read_only {
+        open.create(true);
+    }
+    let flags =
+        if options.direct { libc::O_DIRECT } else { 0 } | if options.dsync { libc::O_DSYNC } else { 0 };
+    open.custom_flags(flags);
+    open.open(path).map_err(|e| {
+        let what = if options.direct && e.raw_os_error() == Some(libc::EINVAL) {
+            "cannot open with O_DIRECT (the file system does not support it; drop --direct)"
+        } else if !exists && options.create_bytes.is_none() {
+            "does not exist (give a size to create it)"
+        } else {
+            "cannot open"
+        };
+        open_error(path, what, e)
+    })
+}
+
+/// A block device's (size, sector, buffer alignment), from the kernel.
+fn block_device_geometry(path: &Path, file: &File, options: &FileOptions) -> Result<(u64, u32, usize)> {
+    let sector = block_device_sector(file).map_err(|e| open_error(path, "cannot read the sector size", e))?;
+    let size = block_device_size(file).map_err(|e| open_error(path, "cannot read the device size", e))?;
+    Ok((size, sector, if options.direct { sector as usize } else { 1 }))
+}
+
+/// A regular file's (size, sector, buffer alignment): extended to
+/// `create_bytes` when shorter, the sector as asked (512 or 4096) and, with
+/// O_DIRECT, at least what the file system requires (statx).
+fn file_geometry(path: &Path, file: &File, len: u64, options: &FileOptions) -> Result<(u64, u32, usize)> {
+    let sector = options.sector_bytes.unwrap_or(512);
+    if !(sector == 512 || sector == 4096) {
+        return Err(DeviceError::Invalid(format!(
+            "{}: sector size {sector} is not supported; use 512 or 4096",
+            path.display()
+        )));
+    }
+    let mut size = len;
+    if let Some(want) = options.create_bytes.filter(|&want| size < want && !options.read_only) {
+        file.set_len(want).map_err(|e| open_error(path, "cannot extend the file", e))?;
+        size = want;
+    }
+    if !options.direct {
+        return Ok((size, sector, 1));
+    }
+    let (mem_align, offset_align) = dio_alignment(file).unwrap_or((512, 512));
+    Ok((size, sector.max(offset_align), mem_align.max(1) as usize))
 }
 
 fn block_device_sector(file: &File) -> io::Result<u32> {

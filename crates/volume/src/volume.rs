@@ -174,35 +174,9 @@ fn bind_plex(
             )));
         }
     }
-    let mut sds = Vec::with_capacity(spec.subdisks.len());
-    for sd in &spec.subdisks {
-        let drive =
-            drives.get(sd.drive).ok_or_else(|| invalid(format!("subdisk {} has no drive", sd.name)))?;
-        let end = sd.drive_offset_bytes.saturating_add(sd.length_bytes);
-        if end > drive.dev.size_bytes()
-            || sd.drive_offset_bytes % sector_bytes != 0
-            || sd.length_bytes % sector_bytes != 0
-        {
-            return Err(VolumeError::BadDrive {
-                drive: drive.name.clone(),
-                problem: format!(
-                    "subdisk {} (bytes {}..{end}) must lie inside the drive ({} bytes) on {sector_bytes}-byte sectors",
-                    sd.name,
-                    sd.drive_offset_bytes,
-                    drive.dev.size_bytes()
-                ),
-            });
-        }
-        sds.push(Subdisk {
-            name: sd.name.clone(),
-            drive: Arc::clone(drive),
-            drive_offset_bytes: sd.drive_offset_bytes,
-            length_bytes: sd.length_bytes,
-            state: StateCell::new(State::Up),
-            stats: Stats::default(),
-            revived_bytes: AtomicU64::new(0),
-        });
-    }
+    let sds = (spec.subdisks.iter())
+        .map(|sd| bind_subdisk(volume, sd, drives, sector_bytes))
+        .collect::<Result<Vec<_>, _>>()?;
     let lengths: Vec<u64> = sds.iter().map(|sd| sd.length_bytes).collect();
     let size_bytes = spec.org.plex_bytes(&lengths);
     Ok(Plex {
@@ -221,6 +195,43 @@ fn bind_plex(
             )),
             None => None,
         },
+    })
+}
+
+/// A subdisk bound to its drive, which must hold it on whole sectors.
+fn bind_subdisk(
+    volume: &str,
+    sd: &crate::resolve::SdLayout,
+    drives: &[Arc<Drive>],
+    sector_bytes: u64,
+) -> Result<Subdisk, VolumeError> {
+    let drive = drives.get(sd.drive).ok_or_else(|| VolumeError::Invalid {
+        volume: volume.to_string(),
+        problem: format!("subdisk {} has no drive", sd.name),
+    })?;
+    let end = sd.drive_offset_bytes.saturating_add(sd.length_bytes);
+    if end > drive.dev.size_bytes()
+        || sd.drive_offset_bytes % sector_bytes != 0
+        || sd.length_bytes % sector_bytes != 0
+    {
+        return Err(VolumeError::BadDrive {
+            drive: drive.name.clone(),
+            problem: format!(
+                "subdisk {} (bytes {}..{end}) must lie inside the drive ({} bytes) on {sector_bytes}-byte sectors",
+                sd.name,
+                sd.drive_offset_bytes,
+                drive.dev.size_bytes()
+            ),
+        });
+    }
+    Ok(Subdisk {
+        name: sd.name.clone(),
+        drive: Arc::clone(drive),
+        drive_offset_bytes: sd.drive_offset_bytes,
+        length_bytes: sd.length_bytes,
+        state: StateCell::new(State::Up),
+        stats: Stats::default(),
+        revived_bytes: AtomicU64::new(0),
     })
 }
 

@@ -116,39 +116,7 @@ impl Validator {
         let keys = KeyMap::with_bytes(KeyBytes::zeroed(blocks, &place)?, key_bytes);
         let journal = match &spec.journal {
             None => None,
-            Some(journal) => {
-                use crate::journal::{create_file, journal_record_bytes, JournalWriter};
-                let header = validation::journal::JournalHeader {
-                    run_id: spec.run_id,
-                    region_start: region.start,
-                    key_block_bytes: key_bytes,
-                    blocks,
-                    sector_bytes,
-                    target: target.name().to_string(),
-                    mode: journal.mode,
-                    generation: 0,
-                    write_ids_end: 0,
-                    created_ns: now_ns(),
-                };
-                // The writer's copy of the map, from which it writes
-                // compacted starts.
-                let mirror = KeyBytes::zeroed(blocks, &place)?;
-                let device: std::sync::Arc<dyn device::Device> = match &journal.place {
-                    JournalPlace::Device(dev) => dev.clone(),
-                    JournalPlace::Dir(dir) => {
-                        std::sync::Arc::new(create_file(dir, blocks, journal_record_bytes(blocks))?)
-                    }
-                };
-                let mut writer = JournalWriter::create(device, target.clone(), &header, mirror)?;
-                if let (JournalPlace::Dir(dir), JournalMode::Group, Engine::Uring, true) =
-                    (&journal.place, journal.mode, job.engine, journal.ring)
-                {
-                    // uring workers commit through their own rings when the
-                    // file takes O_DIRECT; else a committer thread does.
-                    writer.open_ring_file(&dir.join(crate::journal::JOURNAL_FILE));
-                }
-                Some(writer)
-            }
+            Some(journal) => Some(open_journal(job, &spec, journal, region, key_bytes, target, &place)?),
         };
         Ok(Validator {
             spec,
@@ -357,6 +325,51 @@ fn lookahead(job: &JobSpec, journal: Option<&crate::journal::JournalWriter>) -> 
         }
         _ => 1,
     }
+}
+
+/// The journal of a validated run, created where `journal` says, its
+/// header naming the run; under a group journal on the uring engine its
+/// file is opened a second time for commits through the workers' rings.
+fn open_journal(
+    job: &JobSpec,
+    spec: &ValidateSpec,
+    journal: &crate::journal::JournalSpec,
+    region: Region,
+    key_bytes: u64,
+    target: &std::sync::Arc<dyn device::Device>,
+    place: &KeyPlace,
+) -> Result<crate::journal::JournalWriter, crate::WorkloadError> {
+    use crate::journal::{create_file, journal_record_bytes, JournalWriter};
+    let blocks = region.len / key_bytes;
+    let header = validation::journal::JournalHeader {
+        run_id: spec.run_id,
+        region_start: region.start,
+        key_block_bytes: key_bytes,
+        blocks,
+        sector_bytes: target.sector_bytes(),
+        target: target.name().to_string(),
+        mode: journal.mode,
+        generation: 0,
+        write_ids_end: 0,
+        created_ns: now_ns(),
+    };
+    // The writer's copy of the map, from which it writes compacted starts.
+    let mirror = KeyBytes::zeroed(blocks, place)?;
+    let device: std::sync::Arc<dyn device::Device> = match &journal.place {
+        JournalPlace::Device(dev) => dev.clone(),
+        JournalPlace::Dir(dir) => {
+            std::sync::Arc::new(create_file(dir, blocks, journal_record_bytes(blocks))?)
+        }
+    };
+    let mut writer = JournalWriter::create(device, target.clone(), &header, mirror)?;
+    if let (JournalPlace::Dir(dir), JournalMode::Group, Engine::Uring, true) =
+        (&journal.place, journal.mode, job.engine, journal.ring)
+    {
+        // uring workers commit through their own rings when the file takes
+        // O_DIRECT; else a committer thread does.
+        writer.open_ring_file(&dir.join(crate::journal::JOURNAL_FILE));
+    }
+    Ok(writer)
 }
 
 /// Where the key maps of a run over `blocks` key blocks go. Their default

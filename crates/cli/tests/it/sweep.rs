@@ -145,5 +145,9 @@ fn journal_sweep_ring_arm_on_the_sync_engine_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = journal_sweep(&dir, &["--arms", "group-ring", "--engine", "sync"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("group-ring commits through the uring engine"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--arms: group-ring: --journal-commit: the sync engine has no ring"),
+        "{}",
+        stderr(&out)
+    );
 }
