@@ -132,7 +132,7 @@ pub struct ObjectArgs {
 #[derive(Debug, Args)]
 pub struct SetstateArgs {
     /// up, down or stale.
-    pub state: String,
+    pub state: State,
     /// A plex, subdisk or drive name.
     pub object: String,
     #[command(flatten)]
@@ -175,18 +175,7 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
         }
         VolumeCommand::Stop(args) => set_state(&args.set.drives, &args.object, State::Down),
         VolumeCommand::Setstate(args) => {
-            let state = match args.state.as_str() {
-                "up" => State::Up,
-                "down" => State::Down,
-                "stale" => State::Stale,
-                other => {
-                    return Err(UsageError(format!(
-                        "setstate: '{other}' is not a state; use up, down or stale"
-                    ))
-                    .into())
-                }
-            };
-            set_state(&args.set.drives, &args.object, state)
+            set_state(&args.set.drives, &args.object, args.state)
         }
         VolumeCommand::Init(args) => {
             let set = assemble_for_io(&args.set.drives, false)?;
