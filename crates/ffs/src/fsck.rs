@@ -58,7 +58,7 @@ pub enum Class {
     WrongSummaryCounts,
     /// An inode's count of allocated blocks that is wrong.
     WrongBlockCount,
-    /// The root (inode 1) or lost+found (inode 2) is not a directory.
+    /// The root (inode 1) is not a directory.
     RootMissing,
 }
 
@@ -353,10 +353,12 @@ impl Checker {
         Ok(true)
     }
 
-    /// The root and lost+found must be directories.
+    /// The root must be a directory.
     fn roots_present(&mut self) -> bool {
         let mut ok = true;
-        for (ino, name) in [(ROOT_INO, "the root directory"), (LOST_FOUND_INO, "lost+found")] {
+        // lost+found may be removed (fsck then reconnects nothing); the
+        // root may not.
+        for (ino, name) in [(ROOT_INO, "the root directory")] {
             let dir = self.inodes.get(&ino).is_some_and(|s| s.inode.kind_bits() == S_IFDIR);
             if !dir {
                 self.found(Class::RootMissing, format!("{name} (inode {ino}) is not a directory"));
@@ -525,7 +527,18 @@ impl Checker {
             self.inodes.remove(&ino);
             return Ok(());
         }
-        let mut lf = self.core.inode(LOST_FOUND_INO).map_err(Self::errno)?;
+        let lost_found =
+            self.entries.iter().find(|e| e.dir == ROOT_INO && e.name == b"lost+found").map(|e| e.ino);
+        let Some(lf_ino) =
+            lost_found.filter(|i| self.inodes.get(i).is_some_and(|s| s.inode.kind_bits() == S_IFDIR))
+        else {
+            self.found(Class::UnattachedInode, format!("no lost+found: inode {ino} stays unattached"));
+            if let Some(last) = self.report.findings.last_mut() {
+                last.repaired = false;
+            }
+            return Ok(());
+        };
+        let mut lf = self.core.inode(lf_ino).map_err(Self::errno)?;
         let name = format!("#{ino}");
         let dt = match inode.kind_bits() {
             S_IFDIR => DT_DIR,
@@ -535,29 +548,29 @@ impl Checker {
         // lost+found is made with room (mkfs gives it four blocks): fsck
         // never grows it, since the maps it would allocate from are not
         // rebuilt until pass 5.
-        if !self.core.dir_has_room(LOST_FOUND_INO, &mut lf, name.len()).map_err(Self::errno)? {
+        if !self.core.dir_has_room(lf_ino, &mut lf, name.len()).map_err(Self::errno)? {
             self.found(Class::UnattachedInode, format!("lost+found is full: inode {ino} stays unattached"));
             if let Some(last) = self.report.findings.last_mut() {
                 last.repaired = false;
             }
             return Ok(());
         }
-        self.core.dir_add(LOST_FOUND_INO, &mut lf, name.as_bytes(), ino, dt).map_err(Self::errno)?;
+        self.core.dir_add(lf_ino, &mut lf, name.as_bytes(), ino, dt).map_err(Self::errno)?;
         if dir {
             lf.nlink += 1;
             let mut moved = inode.clone();
             if let Ok(Some(dotdot)) = self.core.dir_lookup(ino, &mut moved, b"..") {
                 self.core
-                    .dir_retarget(ino, &mut moved, dotdot.offset, LOST_FOUND_INO, DT_DIR)
+                    .dir_retarget(ino, &mut moved, dotdot.offset, lf_ino, DT_DIR)
                     .map_err(Self::errno)?;
             }
-            self.dotdot.insert(ino, LOST_FOUND_INO);
+            self.dotdot.insert(ino, lf_ino);
         }
-        self.core.put_inode(LOST_FOUND_INO, &lf).map_err(Self::errno)?;
+        self.core.put_inode(lf_ino, &lf).map_err(Self::errno)?;
         if let Some(seen) = self.inodes.get_mut(&ino) {
             seen.names += 1;
         }
-        if let Some(seen) = self.inodes.get_mut(&LOST_FOUND_INO) {
+        if let Some(seen) = self.inodes.get_mut(&lf_ino) {
             seen.inode = lf;
         }
         Ok(())

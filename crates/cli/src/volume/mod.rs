@@ -174,9 +174,7 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         VolumeCommand::Stop(args) => set_state(&args.set.drives, &args.object, State::Down),
-        VolumeCommand::Setstate(args) => {
-            set_state(&args.set.drives, &args.object, args.state)
-        }
+        VolumeCommand::Setstate(args) => set_state(&args.set.drives, &args.object, args.state),
         VolumeCommand::Init(args) => {
             let set = assemble_for_io(&args.set.drives, false)?;
             let bar = Progress::new(&format!("initialising {}", args.object));

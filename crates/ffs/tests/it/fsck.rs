@@ -179,3 +179,13 @@ fn an_image_without_a_root_is_damaged_not_clean() {
     assert!(report.damage_left());
     assert_eq!(report.findings[0].class, Class::RootMissing);
 }
+
+#[test]
+fn a_file_system_whose_lost_and_found_was_removed_checks_clean() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Async);
+    fs.rmdir(ROOT, OsStr::new("lost+found")).unwrap();
+    fs.create(ROOT, OsStr::new("a"), Owner::root(0o644)).unwrap();
+    fs.unmount().unwrap();
+    assert!(fsck(&dev, Repair::No).unwrap().clean());
+}
