@@ -353,22 +353,17 @@ impl Checker {
         Ok(true)
     }
 
-    /// The root must be a directory.
+    /// The root must be a directory. (lost+found may be removed: fsck then
+    /// reconnects nothing.)
     fn roots_present(&mut self) -> bool {
-        let mut ok = true;
-        // lost+found may be removed (fsck then reconnects nothing); the
-        // root may not.
-        for (ino, name) in [(ROOT_INO, "the root directory")] {
-            let dir = self.inodes.get(&ino).is_some_and(|s| s.inode.kind_bits() == S_IFDIR);
-            if !dir {
-                self.found(Class::RootMissing, format!("{name} (inode {ino}) is not a directory"));
-                if let Some(last) = self.report.findings.last_mut() {
-                    last.repaired = false;
-                }
-                ok = false;
-            }
+        if self.inodes.get(&ROOT_INO).is_some_and(|s| s.inode.kind_bits() == S_IFDIR) {
+            return true;
         }
-        ok
+        self.found(Class::RootMissing, format!("the root directory (inode {ROOT_INO}) is not a directory"));
+        if let Some(last) = self.report.findings.last_mut() {
+            last.repaired = false;
+        }
+        false
     }
 
     // Pass 2: every directory's records; `.` and `..`.
