@@ -9,9 +9,14 @@ use std::collections::HashMap;
 use fsapi::Errno;
 
 use crate::core::{eio, Core};
-use crate::format::{record_bytes, DirRecord, DiskInode, BLOCK_BYTES, DT_DIR};
+use crate::format::{record_bytes, DirRecord, DiskInode, BLOCK_BYTES, DIR_CHUNK_BYTES, DT_DIR};
 
 const BLOCK: u64 = BLOCK_BYTES as u64;
+
+/// An empty record over a whole chunk.
+fn empty_chunk() -> DirRecord {
+    DirRecord { ino: 0, reclen: DIR_CHUNK_BYTES as u16, kind: 0, name: Vec::new() }
+}
 
 /// A live entry and where it is.
 #[derive(Clone, Debug)]
@@ -49,7 +54,12 @@ impl Core {
             let (_, bytes) = self.dir_block(dir, inode, n)?;
             let mut at = 0usize;
             while at < BLOCK_BYTES {
-                let Some(rec) = DirRecord::read(&bytes, at) else { break };
+                let Some(rec) = DirRecord::read(&bytes, at) else {
+                    // A chunk that does not parse is skipped (fsck
+                    // reports it); the next chunk stands on its own.
+                    at = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
+                    continue;
+                };
                 let offset = n * BLOCK + at as u64;
                 if rec.ino != 0 && offset >= from && !f(&rec, offset) {
                     return Ok(());
@@ -100,7 +110,10 @@ impl Core {
             let (_, bytes) = self.dir_block(dir, inode, n)?;
             let mut at = 0usize;
             while at < BLOCK_BYTES {
-                let Some(rec) = DirRecord::read(&bytes, at) else { break };
+                let Some(rec) = DirRecord::read(&bytes, at) else {
+                    at = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
+                    continue;
+                };
                 let used = if rec.ino == 0 { 0 } else { record_bytes(rec.name.len()) };
                 if rec.reclen as usize - used >= need {
                     return Ok(true);
@@ -127,7 +140,10 @@ impl Core {
             let (block, bytes) = self.dir_block(dir, inode, n)?;
             let mut at = 0usize;
             while at < BLOCK_BYTES {
-                let Some(rec) = DirRecord::read(&bytes, at) else { break };
+                let Some(rec) = DirRecord::read(&bytes, at) else {
+                    at = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
+                    continue;
+                };
                 let used = if rec.ino == 0 { 0 } else { record_bytes(rec.name.len()) };
                 if rec.reclen as usize - used >= need {
                     self.place(block, at, &rec, used, name, ino, kind)?;
@@ -137,10 +153,11 @@ impl Core {
                 at += rec.reclen as usize;
             }
         }
-        // No room: a new block, one empty record over it all.
+        // No room: a new block of empty chunks, the entry in the first.
         let (block, _) = self.bmap(dir, inode, blocks, true)?.ok_or(Errno::IO)?;
         inode.size += BLOCK;
-        let rec = DirRecord { ino, reclen: BLOCK_BYTES as u16, kind, name: name.to_vec() };
+        self.dir_empty_block(block)?;
+        let rec = DirRecord { ino, reclen: DIR_CHUNK_BYTES as u16, kind, name: name.to_vec() };
         match self.cache.modify(u64::from(block)) {
             Ok(bytes) => rec.write(bytes, 0),
             Err(e) => return Err(eio(self, e)),
@@ -194,7 +211,8 @@ impl Core {
     ) -> Result<u64, Errno> {
         let (block, bytes) = self.dir_block(dir, inode, offset / BLOCK)?;
         let target = (offset % BLOCK) as usize;
-        let (mut at, mut previous) = (0usize, None);
+        // Its space joins the record before it in its chunk.
+        let (mut at, mut previous) = (target - target % DIR_CHUNK_BYTES, None);
         while at < target {
             let rec = DirRecord::read(&bytes, at).ok_or(Errno::IO)?;
             previous = Some((at, rec.clone()));
@@ -256,9 +274,29 @@ impl Core {
         };
         let dot = DirRecord { ino, reclen: 12, kind: DT_DIR, name: b".".to_vec() };
         dot.write(bytes, 0);
-        let dotdot =
-            DirRecord { ino: parent, reclen: (BLOCK_BYTES - 12) as u16, kind: DT_DIR, name: b"..".to_vec() };
+        let dotdot = DirRecord {
+            ino: parent,
+            reclen: (DIR_CHUNK_BYTES - 12) as u16,
+            kind: DT_DIR,
+            name: b"..".to_vec(),
+        };
         dotdot.write(bytes, 12);
+        for chunk in 1..BLOCK_BYTES / DIR_CHUNK_BYTES {
+            empty_chunk().write(bytes, chunk * DIR_CHUNK_BYTES);
+        }
+        Ok(())
+    }
+
+    /// A directory block of empty chunks (a zeroed block is not one: a
+    /// record of length zero does not parse).
+    pub fn dir_empty_block(&mut self, block: u32) -> Result<(), Errno> {
+        let bytes = match self.cache.fresh(u64::from(block)) {
+            Ok(b) => b,
+            Err(e) => return Err(eio(self, e)),
+        };
+        for chunk in 0..BLOCK_BYTES / DIR_CHUNK_BYTES {
+            empty_chunk().write(bytes, chunk * DIR_CHUNK_BYTES);
+        }
         Ok(())
     }
 

@@ -391,6 +391,11 @@ impl DiskInode {
     }
 }
 
+/// A directory record never crosses a chunk of this many bytes (FFS's
+/// DIRBLKSIZ): a torn 4 KiB write leaves each 512-byte sector's records
+/// whole.
+pub const DIR_CHUNK_BYTES: usize = 512;
+
 /// Directory record types (docs/formats.md, "Directory").
 pub const DT_FILE: u8 = 1;
 pub const DT_DIR: u8 = 2;
@@ -421,7 +426,10 @@ impl DirRecord {
         let reclen = u16_at(block, at + 4);
         let name_len = block[at + 6] as usize;
         let ino = u32_at(block, at);
-        let fits = reclen as usize % 4 == 0 && reclen >= 8 && at + reclen as usize <= block.len();
+        let fits = reclen as usize % 4 == 0
+            && reclen >= 8
+            && at + reclen as usize <= block.len()
+            && at % DIR_CHUNK_BYTES + reclen as usize <= DIR_CHUNK_BYTES;
         if !fits || (ino != 0 && (name_len == 0 || record_bytes(name_len) > reclen as usize)) {
             return None;
         }

@@ -429,8 +429,7 @@ impl Checker {
                         .map_err(Self::errno)?
                         .map(|b| b.0)
                         .unwrap_or(0);
-                    let empty = DirRecord { ino: 0, reclen: BLOCK_BYTES as u16, kind: 0, name: Vec::new() };
-                    empty.write(self.core.cache.modify(u64::from(block))?, 0);
+                    self.core.dir_empty_block(block).map_err(Self::errno)?;
                     self.core.put_inode(dir, &inode).map_err(Self::errno)?;
                 }
                 continue;
@@ -440,17 +439,15 @@ impl Checker {
             while at < BLOCK_BYTES {
                 let Some(rec) = DirRecord::read(&bytes, at) else {
                     let detail = format!("directory {dir}, block {n}: a malformed record at byte {at}");
+                    let chunk_end = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
                     if self.found(Class::BadDirectoryBlock, detail) {
-                        // The rest of the block becomes one empty record.
-                        let rest = DirRecord {
-                            ino: 0,
-                            reclen: (BLOCK_BYTES - at) as u16,
-                            kind: 0,
-                            name: Vec::new(),
-                        };
+                        // The rest of the chunk becomes one empty record.
+                        let rest =
+                            DirRecord { ino: 0, reclen: (chunk_end - at) as u16, kind: 0, name: Vec::new() };
                         rest.write(self.core.cache.modify(u64::from(block))?, at);
                     }
-                    break;
+                    at = chunk_end;
+                    continue;
                 };
                 if rec.ino != 0 {
                     let offset = n * BLOCK_BYTES as u64 + at as u64;

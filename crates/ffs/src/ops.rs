@@ -121,8 +121,7 @@ impl Ffs {
                 if n == 0 {
                     core.dir_init(block, ino, parent).map_err(errno)?;
                 } else {
-                    let empty = DirRecord { ino: 0, reclen: BLOCK_BYTES as u16, kind: 0, name: Vec::new() };
-                    empty.write(core.cache.fresh(u64::from(block)).map_err(FsError::Device)?, 0);
+                    core.dir_empty_block(block).map_err(errno)?;
                 }
                 inode.direct[n] = block;
             }

@@ -189,3 +189,37 @@ fn a_file_system_whose_lost_and_found_was_removed_checks_clean() {
     fs.unmount().unwrap();
     assert!(fsck(&dev, Repair::No).unwrap().clean());
 }
+
+#[test]
+fn a_directory_sector_of_garbage_loses_only_its_own_chunk() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let d = fs.mkdir(ROOT, OsStr::new("d"), Owner::root(0o755)).unwrap();
+    for i in 0..60 {
+        let f = fs.create(d.ino, OsStr::new(&format!("entry-{i:03}")), Owner::root(0o644)).unwrap();
+        fs.forget(f.ino, 1);
+    }
+    fs.unmount().unwrap();
+    // Sector 1 of the directory's first block becomes garbage, as a torn
+    // write or a bad sector could leave it.
+    let mut inode_block = vec![0u8; 4096];
+    let (block, at) = sb(&dev).inode_place(d.ino as u32);
+    dev.read_at(&mut inode_block, block * 4096).unwrap();
+    let ffs::format::InodeSlot::Used(dir) =
+        ffs::format::DiskInode::decode(d.ino as u32, &inode_block[at..at + INODE_BYTES])
+    else {
+        panic!("a directory")
+    };
+    dev.write_at(&[0xa7; 512], u64::from(dir.direct[0]) * 4096 + 512).unwrap();
+    let report = fsck(&dev, Repair::Yes).unwrap();
+    assert!(report.findings.iter().any(|f| f.class == Class::BadDirectoryBlock));
+    assert!(fsck(&dev, Repair::No).unwrap().clean(), "repaired whole");
+    let fs = mount(&dev, Policy::Async);
+    let mut left = 0;
+    fs.readdir(d.ino, 0, &mut |_| {
+        left += 1;
+        true
+    })
+    .unwrap();
+    assert!((20..50).contains(&left), "only the entries of one chunk are gone: {left} left");
+}
