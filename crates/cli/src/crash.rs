@@ -32,6 +32,13 @@ pub enum Stack {
     /// The same RAID-5 volume with a stripe log on a fifth device: each
     /// row's data and parity are logged before they are written in place.
     Raid5Log,
+    /// iolab's file system under the `sync` policy: a seeded mix of file
+    /// operations and fsyncs; after each crash `fsck -p` must repair
+    /// everything and every fsync'd file must hold what was fsync'd.
+    FsSync,
+    /// The same under `async`: nothing is promised; the report shows the
+    /// damage a crash leaves.
+    FsAsync,
 }
 
 impl Stack {
@@ -43,6 +50,8 @@ impl Stack {
             Stack::Sync => "sync",
             Stack::Raid5 => "raid5",
             Stack::Raid5Log => "raid5-log",
+            Stack::FsSync => "fs-sync",
+            Stack::FsAsync => "fs-async",
         }
     }
 
@@ -60,9 +69,10 @@ pub struct CrashArgs {
     /// The stack to crash.
     #[arg(long, value_enum, default_value = "log")]
     pub stack: Stack,
-    /// Bytes of the stack's data area the transactions write.
-    #[arg(long, value_name = "SIZE", default_value = "1m")]
-    pub size: String,
+    /// Bytes of the stack's data area the transactions write (default
+    /// 1m; the file-system stacks: the device's size, default 8m).
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
     /// Size of the block log (log stacks).
     #[arg(long, value_name = "SIZE", default_value = "512k")]
     pub log_size: String,
@@ -100,7 +110,10 @@ pub struct CrashArgs {
 }
 
 pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
-    let data_bytes = parse_bytes("size", &args.size).map_err(UsageError::from)?;
+    if matches!(args.stack, Stack::FsSync | Stack::FsAsync) {
+        return run_fs(&args);
+    }
+    let data_bytes = parse_bytes("size", args.size.as_deref().unwrap_or("1m")).map_err(UsageError::from)?;
     let log_bytes = parse_bytes("log-size", &args.log_size).map_err(UsageError::from)?;
     let block_bytes = parse_bytes("block-size", &args.block_size).map_err(UsageError::from)?;
     if block_bytes == 0 || block_bytes % 512 != 0 || block_bytes > data_bytes {
@@ -127,6 +140,7 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
         Stack::Raid5 | Stack::Raid5Log => {
             crash_raid5(&spec, args.stack == Stack::Raid5Log, data_bytes, log_bytes)
         }
+        Stack::FsSync | Stack::FsAsync => unreachable!("file-system stacks return above"),
     }
     .map_err(|e| match e {
         CrashError::Spec(what) => anyhow::Error::from(UsageError(what)),
@@ -152,7 +166,7 @@ fn crash_run<'a>(args: &'a CrashArgs, r: &CrashReport) -> report::CrashRun<'a> {
             "iolab crash --stack {} --size {} --log-size {} --log-home {} --transactions {} \
              --max-blocks {} --block-size {} --sync-every {} --states {} --seed {} --state {}",
             args.stack.name(),
-            args.size,
+            args.size.as_deref().unwrap_or("1m"),
             args.log_size,
             args.log_home,
             args.transactions,
@@ -172,6 +186,54 @@ fn crash_run<'a>(args: &'a CrashArgs, r: &CrashReport) -> report::CrashRun<'a> {
         seed: args.seed,
         recheck,
     }
+}
+
+/// `iolab crash --stack fs-sync|fs-async`: the file system's promise.
+fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
+    let device_bytes = parse_bytes("size", args.size.as_deref().unwrap_or("8m")).map_err(UsageError::from)?;
+    let policy = if args.stack == Stack::FsSync { ffs::Policy::Sync } else { ffs::Policy::Async };
+    let spec = workloads::fscrash::FsCrashSpec {
+        policy,
+        operations: args.transactions,
+        fsync_every: args.sync_every,
+        sampled_states: args.states,
+        seed: args.seed,
+        only_state: args.state,
+        device_bytes,
+        cache_bytes: 256 << 10,
+    };
+    let report = workloads::fscrash::enumerate(&spec).map_err(|e| match e {
+        CrashError::Spec(what) => anyhow::Error::from(UsageError(what)),
+        other => anyhow::Error::from(other),
+    })?;
+    let recheck = report.first_violation.as_ref().map(|v| {
+        format!(
+            "iolab crash --stack {} --size {} --transactions {} --sync-every {} --states {} --seed {} --state {}",
+            args.stack.name(),
+            args.size.as_deref().unwrap_or("8m"),
+            args.transactions,
+            args.sync_every,
+            args.states,
+            args.seed,
+            v.state
+        )
+    });
+    let run = report::FsCrashRun {
+        stack: args.stack.name(),
+        sync_every: args.sync_every,
+        seed: args.seed,
+        recheck,
+    };
+    if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
+        print!("{}", report::fs_crash_text(&run, &report));
+    }
+    if let Some(path) = &args.json {
+        crate::write_json(
+            path,
+            &report::json::FsCrashDocument::new(args.stack.name(), args.seed, &report).to_json(),
+        )?;
+    }
+    Ok(if report.violations == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn max_blocks(args: &CrashArgs) -> u32 {

@@ -640,16 +640,22 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
     Ok(())
 }
 
-/// rename(2): the new entry in place before the old one goes.
+/// rename(2), in FFS's order so that a crash anywhere leaves only link
+/// counts too high (which preen lowers): the source's count raised, the
+/// new entry, the old entry removed, a moved directory's `..` pointed at
+/// its new parent before the old parent's count drops, the source's
+/// count lowered again.
 fn rename(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> Result<()> {
     let Some(plan) = plan_rename(core, parent, name, new_parent, new_name)? else { return Ok(()) };
     let Rename { src, dst, moving_dir } = plan;
     let across = moving_dir && parent != new_parent;
     let mut to_dir = dir_inode(core, new_parent)?;
+    if across && dst.is_none() && to_dir.nlink >= LINKS_MAX {
+        return Err(Errno::MLINK);
+    }
+    // 0. The source counts the entry it is about to gain.
+    add_links(core, src.ino, 1)?;
     if across && dst.is_none() {
-        if to_dir.nlink >= LINKS_MAX {
-            return Err(Errno::MLINK);
-        }
         to_dir.nlink += 1;
         let block = core.put_inode(new_parent, &to_dir)?;
         core.ordered(block)?;
@@ -669,16 +675,39 @@ fn rename(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name: 
     let mut from_dir = dir_inode(core, parent)?;
     let block = core.dir_remove(parent, &mut from_dir, name, src.offset)?;
     core.ordered(block)?;
+    // 3. A moved directory's `..`, then the old parent's count.
+    if across {
+        let mut moved = core.inode(src.ino)?;
+        let dotdot = core.dir_lookup(src.ino, &mut moved, b"..")?.ok_or(Errno::IO)?;
+        let block = core.dir_retarget(src.ino, &mut moved, dotdot.offset, new_parent, DT_DIR)?;
+        core.ordered(block)?;
+    }
+    let mut from_dir = dir_inode(core, parent)?;
     touch(&mut from_dir);
     from_dir.nlink -= u16::from(across);
     let block = core.put_inode(parent, &from_dir)?;
-    core.ordered(block)?;
-    // 3. A moved directory's `..`, and the inode that was replaced.
-    moved_in(core, src.ino, across.then_some(new_parent))?;
+    if across {
+        core.ordered(block)?;
+    }
+    // 4. The source's count back; the inode that was replaced.
+    add_links(core, src.ino, -1)?;
     match dst {
         Some(dst) => replaced(core, dst.ino, new_parent, parent == new_parent),
         None => Ok(()),
     }
+}
+
+/// Raises (or lowers) inode `ino`'s link count by `by`, written at once
+/// under `sync` when raised (a count too low is damage preen leaves).
+fn add_links(core: &mut Core, ino: u32, by: i32) -> Result<()> {
+    let mut inode = core.inode(ino)?;
+    inode.nlink = (i32::from(inode.nlink) + by) as u16;
+    inode.times[2] = now();
+    let block = core.put_inode(ino, &inode)?;
+    if by > 0 {
+        core.ordered(block)?;
+    }
+    Ok(())
 }
 
 /// What a rename moves and what it replaces.
@@ -721,21 +750,6 @@ fn plan_rename(
         }
     }
     Ok(Some(Rename { src, dst, moving_dir }))
-}
-
-/// The moved inode's ctime; a directory moved to `new_parent` gets its
-/// `..` pointed there (ordered).
-fn moved_in(core: &mut Core, ino: u32, new_parent: Option<u32>) -> Result<()> {
-    if let Some(new_parent) = new_parent {
-        let mut moved = core.inode(ino)?;
-        let dotdot = core.dir_lookup(ino, &mut moved, b"..")?.ok_or(Errno::IO)?;
-        let block = core.dir_retarget(ino, &mut moved, dotdot.offset, new_parent, DT_DIR)?;
-        core.ordered(block)?;
-    }
-    let mut moved = core.inode(ino)?;
-    moved.times[2] = now();
-    core.put_inode(ino, &moved)?;
-    Ok(())
 }
 
 /// The inode a rename replaced loses its entry: a directory also its `..`

@@ -44,3 +44,52 @@ pub fn crash_text(run: &CrashRun<'_>, r: &CrashReport) -> String {
     }
     out
 }
+
+/// How a file-system crash run was set up.
+#[derive(Clone, Debug)]
+pub struct FsCrashRun<'a> {
+    pub stack: &'a str,
+    pub sync_every: u64,
+    pub seed: u64,
+    pub recheck: Option<String>,
+}
+
+/// `iolab crash --stack fs-*`'s report: the history, the states checked,
+/// the fsck classes found before repair, the violations.
+pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport) -> String {
+    let mut out = format!(
+        "iolab crash: stack {}, {} file operations with an fsync every {} ({} fsyncs), seed {}\n",
+        run.stack, r.operations, run.sync_every, r.fsyncs, run.seed
+    );
+    out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
+    out += &format!(
+        "states checked: {} ({} after flushes, {} sampled between them); each: fsck -p, fsck -n, the fsync'd files read\n",
+        r.states_checked, r.flush_states, r.sampled_states
+    );
+    if r.damage_found.is_empty() {
+        out += "fsck found: nothing in any state\n";
+    } else {
+        let found: Vec<String> = r.damage_found.iter().map(|(c, n)| format!("{c} in {n}")).collect();
+        out += &format!("fsck found (states): {}\n", found.join(", "));
+    }
+    out += &format!(
+        "violations: {} (damage preen leaves {}, fsync'd files lost {}, unreadable {})\n",
+        r.violations, r.damage_left, r.fsync_lost, r.unreadable
+    );
+    if let Some(v) = &r.first_violation {
+        out += &format!(
+            "first violation: state {} (crash after event {} of {}, {} seed {}): {}: {}\n",
+            v.state,
+            v.after_events,
+            r.events,
+            v.policy,
+            v.seed,
+            v.class.name(),
+            v.detail
+        );
+        if let Some(command) = &run.recheck {
+            out += &format!("check it again: {command}\n");
+        }
+    }
+    out
+}

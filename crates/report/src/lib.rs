@@ -17,7 +17,7 @@ mod validate;
 mod volumes;
 
 pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
-pub use crash::{crash_text, CrashRun};
+pub use crash::{crash_text, fs_crash_text, CrashRun, FsCrashRun};
 pub use fs::{fsck_text, ls_line, stat_text, FsckOutcome};
 pub use run::{
     job_heading, log_line, repeat_table, run_table, validation_summary, JobReport, LogReport, UNWRITTEN_MARK,

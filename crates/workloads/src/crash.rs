@@ -333,6 +333,19 @@ impl Bounds {
 /// One state after each flush, then the sampled ones; sorted by position
 /// (the replayer walks the history once). `true` marks a sampled state.
 fn crash_points(spec: &CrashSpec, events: &[Event], built: usize) -> Vec<(CrashPoint, bool)> {
+    crash_points_of(events, built, spec.sampled_states, spec.seed)
+}
+
+/// The crash states of a recorded history: one after every flush from
+/// event `built` on (what survives a power cut there), and `sampled` more
+/// between flushes with dropped, kept, reordered and torn writes; each
+/// with whether it was sampled. In event order.
+pub(crate) fn crash_points_of(
+    events: &[Event],
+    built: usize,
+    sampled: u64,
+    seed: u64,
+) -> Vec<(CrashPoint, bool)> {
     let mut points: Vec<(CrashPoint, bool)> = events
         .iter()
         .enumerate()
@@ -341,8 +354,8 @@ fn crash_points(spec: &CrashSpec, events: &[Event], built: usize) -> Vec<(CrashP
             (CrashPoint { after_events: i + 1, policy: CrashPolicy::DropUnflushed, seed: 0 }, false)
         })
         .collect();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x5eed_c4a5);
-    for _ in 0..spec.sampled_states {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed_c4a5);
+    for _ in 0..sampled {
         let policy = match rng.random_range(0..5) {
             0 => CrashPolicy::DropUnflushed,
             1 => CrashPolicy::KeepAll,
@@ -357,7 +370,7 @@ fn crash_points(spec: &CrashSpec, events: &[Event], built: usize) -> Vec<(CrashP
     points
 }
 
-fn policy_name(policy: CrashPolicy) -> String {
+pub(crate) fn policy_name(policy: CrashPolicy) -> String {
     match policy {
         CrashPolicy::DropUnflushed => "drop-unflushed".into(),
         CrashPolicy::KeepAll => "keep-all".into(),

@@ -12,6 +12,7 @@ mod choice;
 pub mod crash;
 mod engine;
 mod error;
+pub mod fscrash;
 pub mod gen;
 pub mod journal;
 pub mod layout;

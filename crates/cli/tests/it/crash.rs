@@ -95,3 +95,42 @@ fn a_state_past_the_last_one_is_a_usage_error() {
     assert!(stderr(&out).contains("--state 1000: this run has states 0 to"), "{}", stderr(&out));
     assert!(!stdout(&out).contains("violations"), "{}", stdout(&out));
 }
+
+#[test]
+fn the_file_system_under_sync_survives_every_crash_state() {
+    let out = iolab(&[
+        "crash",
+        "--stack",
+        "fs-sync",
+        "--transactions",
+        "60",
+        "--sync-every",
+        "6",
+        "--states",
+        "60",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("violations: 0"), "{}", stdout(&out));
+}
+
+#[test]
+fn the_file_system_under_async_is_caught_damaged() {
+    let args = [
+        "crash",
+        "--stack",
+        "fs-async",
+        "--transactions",
+        "200",
+        "--sync-every",
+        "10",
+        "--states",
+        "400",
+        "--json",
+        "-",
+    ];
+    let out = iolab(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "iolab-crash-fs");
+    assert!(doc["damage_left"].as_u64().unwrap() > 0, "{doc}");
+}

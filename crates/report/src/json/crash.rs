@@ -116,3 +116,75 @@ impl From<InternalClass> for ViolationClass {
         }
     }
 }
+
+/// `iolab crash --stack fs-sync|fs-async --json`: schema `iolab-crash-fs`,
+/// version 1.
+#[derive(Clone, Debug, Serialize)]
+pub struct FsCrashDocument {
+    pub schema: &'static str,
+    pub version: u32,
+    pub stack: String,
+    pub seed: u64,
+    pub operations: u64,
+    pub fsyncs: u64,
+    pub events: usize,
+    pub writes: usize,
+    pub flushes: usize,
+    pub states_checked: u64,
+    pub flush_states: u64,
+    pub sampled_states: u64,
+    pub violations: u64,
+    pub damage_left: u64,
+    pub fsync_lost: u64,
+    pub unreadable: u64,
+    /// fsck classes found before repair: class -> states.
+    pub damage_found: std::collections::BTreeMap<String, u64>,
+    pub first_violation: Option<FsViolation>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FsViolation {
+    pub state: u64,
+    pub after_events: usize,
+    pub policy: String,
+    pub seed: u64,
+    /// `unreadable`, `damage_left` or `fsync_lost`.
+    pub class: &'static str,
+    pub detail: String,
+}
+
+impl FsCrashDocument {
+    pub fn new(stack: &str, seed: u64, r: &workloads::fscrash::FsCrashReport) -> FsCrashDocument {
+        FsCrashDocument {
+            schema: "iolab-crash-fs",
+            version: 1,
+            stack: stack.into(),
+            seed,
+            operations: r.operations,
+            fsyncs: r.fsyncs,
+            events: r.events,
+            writes: r.writes,
+            flushes: r.flushes,
+            states_checked: r.states_checked,
+            flush_states: r.flush_states,
+            sampled_states: r.sampled_states,
+            violations: r.violations,
+            damage_left: r.damage_left,
+            fsync_lost: r.fsync_lost,
+            unreadable: r.unreadable,
+            damage_found: r.damage_found.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            first_violation: r.first_violation.as_ref().map(|v| FsViolation {
+                state: v.state,
+                after_events: v.after_events,
+                policy: v.policy.clone(),
+                seed: v.seed,
+                class: v.class.name(),
+                detail: v.detail.clone(),
+            }),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        super::pretty(self)
+    }
+}

@@ -22,7 +22,7 @@ pub mod validation;
 pub mod volume;
 
 pub use bonnie::BonnieDocument;
-pub use crash::CrashDocument;
+pub use crash::{CrashDocument, FsCrashDocument};
 pub use fsck::FsckDocument;
 pub use run::error_log;
 pub use run::RunDocument;

@@ -1,6 +1,7 @@
 mod bonnie;
 mod crash;
 mod engine;
+mod fscrash;
 mod gen;
 mod journal_crash;
 mod layout;

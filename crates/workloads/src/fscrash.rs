@@ -1,0 +1,290 @@
+//! The crash check of iolab's file system: a seeded mix of creates,
+//! writes, mkdirs, renames, links, unlinks, rmdirs and fsyncs runs on the
+//! file system over a recording device; every crash state a power cut
+//! could leave (after each flush, and sampled between with dropped,
+//! reordered and torn writes) is checked as an administrator would after
+//! the crash: `fsck -p`, then `fsck -n`, then the files fsync'd before
+//! the crash read back.
+//!
+//! The promises: under `sync`, preen repairs everything a crash leaves
+//! (only its safe classes occur) and every fsync'd file holds what was
+//! fsync'd (unless a later write to it had begun); under `async`, nothing
+//! is promised, and the check shows the damage found.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use device::{CrashPoint, Device, Event, MemDevice, Recording, RecordingDevice, Replayer};
+use ffs::fsck::{fsck, Repair};
+use ffs::{Ffs, MkfsOptions, MountOptions, Policy};
+use fsapi::testing::{apply, dirs, files, Op};
+use fsapi::{FileSystem, Owner, SetAttr, ROOT};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::crash::{crash_points_of, policy_name, CrashError};
+
+/// Files the workload fsyncs and never renames or removes.
+const DURABLE_FILES: u64 = 4;
+
+/// What to run and how many crash states to check.
+#[derive(Clone, Debug)]
+pub struct FsCrashSpec {
+    pub policy: Policy,
+    /// Operations on the tree, fsyncs included.
+    pub operations: u64,
+    /// Every this many operations, one rewrites a durable file and fsyncs it.
+    pub fsync_every: u64,
+    pub sampled_states: u64,
+    pub seed: u64,
+    pub only_state: Option<u64>,
+    pub device_bytes: u64,
+    /// The buffer cache: small, so that evictions write back at any time.
+    pub cache_bytes: u64,
+}
+
+/// How a crash state broke the promise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsViolationClass {
+    /// fsck could not read the file system at all (no superblock).
+    Unreadable,
+    /// Damage preen does not repair, or left behind.
+    DamageLeft,
+    /// A file fsync'd before the crash is missing or holds other data.
+    FsyncLost,
+}
+
+impl FsViolationClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsViolationClass::Unreadable => "unreadable",
+            FsViolationClass::DamageLeft => "damage_left",
+            FsViolationClass::FsyncLost => "fsync_lost",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct FsViolation {
+    pub state: u64,
+    pub after_events: usize,
+    pub policy: String,
+    pub seed: u64,
+    pub class: FsViolationClass,
+    pub detail: String,
+}
+
+/// What the enumeration checked and found.
+#[derive(Clone, Debug, Default)]
+pub struct FsCrashReport {
+    pub operations: u64,
+    pub fsyncs: u64,
+    pub events: usize,
+    pub writes: usize,
+    pub flushes: usize,
+    pub states_checked: u64,
+    pub flush_states: u64,
+    pub sampled_states: u64,
+    pub violations: u64,
+    pub unreadable: u64,
+    pub damage_left: u64,
+    pub fsync_lost: u64,
+    /// fsck classes found (before repair), by name: in how many states.
+    pub damage_found: BTreeMap<&'static str, u64>,
+    pub first_violation: Option<FsViolation>,
+}
+
+/// One version of a durable file: its bytes, when its write began and
+/// when its fsync returned (event counts).
+struct Version {
+    data: Vec<u8>,
+    write_began: usize,
+    fsynced: usize,
+}
+
+/// Runs the workload on a fresh file system over a recording device and
+/// checks every crash state.
+pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
+    if spec.operations == 0 || spec.fsync_every == 0 {
+        return Err(CrashError::Spec("--transactions and --sync-every must be at least 1".into()));
+    }
+    let recording = Recording::new();
+    let mem: Arc<dyn Device> = Arc::new(MemDevice::new(spec.device_bytes)?);
+    let dev: Arc<dyn Device> = Arc::new(RecordingDevice::new(mem, 0, Arc::clone(&recording)));
+    ffs::mkfs(&dev, &MkfsOptions::default()).map_err(|e| CrashError::Spec(format!("--size: {e}")))?;
+    let options = MountOptions { policy: spec.policy, cache_bytes: spec.cache_bytes };
+    let fs = Ffs::mount(Arc::clone(&dev), &options).map_err(|e| CrashError::Build(e.to_string()))?;
+    let built = recording.len();
+    let durable = run_workload(spec, &fs, &recording)?;
+    drop(fs);
+    let events = recording.events();
+    let points = crash_points_of(&events, built, spec.sampled_states, spec.seed);
+    if let Some(only) = spec.only_state.filter(|&only| only >= points.len() as u64) {
+        return Err(CrashError::Spec(format!(
+            "--state {only}: this run has states 0 to {}",
+            points.len().saturating_sub(1)
+        )));
+    }
+    let mut report = FsCrashReport {
+        operations: spec.operations,
+        fsyncs: durable.iter().map(|v| v.len() as u64).sum(),
+        events: events.len(),
+        writes: events.iter().filter(|e| matches!(e, Event::Write { .. })).count(),
+        flushes: events.iter().filter(|e| matches!(e, Event::Flush { .. })).count(),
+        ..FsCrashReport::default()
+    };
+    let mut replayer = Replayer::new(events, vec![MemDevice::new(spec.device_bytes)?]);
+    for (state, (point, sampled)) in points.into_iter().enumerate() {
+        let state = state as u64;
+        if spec.only_state.is_some_and(|only| only != state) {
+            continue;
+        }
+        let image: Arc<dyn Device> = Arc::new(replayer.images_at(point)?.remove(0));
+        let verdict = check_state(&image, &durable, point.after_events, &mut report.damage_found);
+        report.tally(state, &point, sampled, verdict);
+    }
+    Ok(report)
+}
+
+/// The seeded operations; returns each durable file's versions.
+fn run_workload(
+    spec: &FsCrashSpec,
+    fs: &Ffs,
+    recording: &Recording,
+) -> Result<Vec<Vec<Version>>, CrashError> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
+    let mut durable: Vec<Vec<Version>> = (0..DURABLE_FILES).map(|_| Vec::new()).collect();
+    let failed = |what: &str, e: fsapi::Errno| CrashError::Build(format!("{what}: {e}"));
+    for i in 0..spec.operations {
+        if i % spec.fsync_every == spec.fsync_every - 1 {
+            let k = rng.random_range(0..DURABLE_FILES);
+            let len = rng.random_range(1..20_000usize);
+            let fill: u8 = rng.random();
+            let data: Vec<u8> = (0..len).map(|j| (j as u8).wrapping_mul(7) ^ fill).collect();
+            let write_began = recording.len();
+            rewrite(fs, &format!("keep{k}"), &data).map_err(|e| failed("rewriting a durable file", e))?;
+            durable[k as usize].push(Version { data, write_began, fsynced: recording.len() });
+            continue;
+        }
+        let op = Op::decode(std::array::from_fn(|_| rng.random()));
+        let (d, f) = (dirs(fs), files(fs));
+        // Durable files are never linked, truncated or written by the mix.
+        let f: Vec<String> = f.into_iter().filter(|p| !p.starts_with("/keep")).collect();
+        // Errors (ENOENT, EEXIST, ...) are part of the mix.
+        let _ = apply(fs, &op, &d, &f);
+    }
+    Ok(durable)
+}
+
+/// Writes `data` as the whole of the file `name` in the root and fsyncs it.
+fn rewrite(fs: &Ffs, name: &str, data: &[u8]) -> fsapi::Result<()> {
+    let attr = match fs.lookup(ROOT, OsStr::new(name)) {
+        Ok(a) => a,
+        Err(fsapi::Errno::NOENT) => fs.create(ROOT, OsStr::new(name), Owner::root(0o644))?,
+        Err(e) => return Err(e),
+    };
+    fs.write(attr.ino, 0, data)?;
+    fs.setattr(attr.ino, &SetAttr { size: Some(data.len() as u64), ..SetAttr::default() })?;
+    fs.fsync(attr.ino, false)?;
+    fs.forget(attr.ino, 1);
+    Ok(())
+}
+
+/// What an administrator does after the crash, and what must hold.
+fn check_state(
+    image: &Arc<dyn Device>,
+    durable: &[Vec<Version>],
+    after_events: usize,
+    found: &mut BTreeMap<&'static str, u64>,
+) -> Option<(FsViolationClass, String)> {
+    let preened = match fsck(image, Repair::Preen) {
+        Ok(r) => r,
+        Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
+    };
+    let mut classes: Vec<&'static str> = preened.findings.iter().map(|f| f.class.name()).collect();
+    classes.sort_unstable();
+    classes.dedup();
+    for class in classes {
+        *found.entry(class).or_default() += 1;
+    }
+    if let Some(left) = preened.findings.iter().find(|f| !f.repaired) {
+        return Some((FsViolationClass::DamageLeft, format!("{}: {}", left.class.name(), left.detail)));
+    }
+    match fsck(image, Repair::No) {
+        Ok(again) if again.clean() => {}
+        Ok(again) => {
+            let f = &again.findings[0];
+            return Some((
+                FsViolationClass::DamageLeft,
+                format!("after preen, {}: {}", f.class.name(), f.detail),
+            ));
+        }
+        Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
+    }
+    check_durable(image, durable, after_events).map(|d| (FsViolationClass::FsyncLost, d))
+}
+
+/// Every durable file whose fsync returned before the crash holds that
+/// version, or a later one, or anything at all once a later write began.
+fn check_durable(image: &Arc<dyn Device>, durable: &[Vec<Version>], after_events: usize) -> Option<String> {
+    let fs = match Ffs::mount(Arc::clone(image), &MountOptions::default()) {
+        Ok(fs) => fs,
+        Err(e) => return Some(format!("the checked image does not mount: {e}")),
+    };
+    for (k, versions) in durable.iter().enumerate() {
+        let Some(last) = versions.iter().rposition(|v| v.fsynced <= after_events) else { continue };
+        let name = format!("keep{k}");
+        let attr = match fs.lookup(ROOT, OsStr::new(&name)) {
+            Ok(a) => a,
+            Err(e) => return Some(format!("/{name}, fsync'd, is gone: {e}")),
+        };
+        if versions[last + 1..].iter().any(|v| v.write_began < after_events) {
+            continue; // a later write had begun: its blocks may be mixed in
+        }
+        let mut buf = vec![0u8; attr.size as usize];
+        let read = fs.read(attr.ino, 0, &mut buf).map(|n| buf.truncate(n));
+        if read.is_err() || buf != versions[last].data {
+            return Some(format!(
+                "/{name} holds {} bytes, not the {} its last fsync made durable",
+                buf.len(),
+                versions[last].data.len()
+            ));
+        }
+    }
+    None
+}
+
+impl FsCrashReport {
+    fn tally(
+        &mut self,
+        state: u64,
+        point: &CrashPoint,
+        sampled: bool,
+        verdict: Option<(FsViolationClass, String)>,
+    ) {
+        self.states_checked += 1;
+        if sampled {
+            self.sampled_states += 1;
+        } else {
+            self.flush_states += 1;
+        }
+        let Some((class, detail)) = verdict else { return };
+        self.violations += 1;
+        match class {
+            FsViolationClass::Unreadable => self.unreadable += 1,
+            FsViolationClass::DamageLeft => self.damage_left += 1,
+            FsViolationClass::FsyncLost => self.fsync_lost += 1,
+        }
+        if self.first_violation.is_none() {
+            self.first_violation = Some(FsViolation {
+                state,
+                after_events: point.after_events,
+                policy: policy_name(point.policy),
+                seed: point.seed,
+                class,
+                detail,
+            });
+        }
+    }
+}
