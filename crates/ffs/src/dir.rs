@@ -18,6 +18,15 @@ fn empty_chunk() -> DirRecord {
     DirRecord { ino: 0, reclen: DIR_CHUNK_BYTES as u16, kind: 0, name: Vec::new() }
 }
 
+/// A record with room for a new entry.
+struct Room {
+    n: u64,
+    block: u64,
+    at: usize,
+    rec: DirRecord,
+    used: usize,
+}
+
 /// A live entry and where it is.
 #[derive(Clone, Debug)]
 pub struct Found {
@@ -101,13 +110,13 @@ impl Core {
         Ok(found)
     }
 
-    /// Whether directory `dir` can take an entry of `name_len` bytes
-    /// without growing (fsck adds to lost+found only so: it must not
-    /// allocate from maps it has not rebuilt yet).
-    pub fn dir_has_room(&mut self, dir: u32, inode: &mut DiskInode, name_len: usize) -> Result<bool, Errno> {
+    /// The first record of directory `dir` with room for an entry of
+    /// `name_len` bytes: (block index, device block, byte in block, the
+    /// record, its bytes in use). None: the directory must grow.
+    fn find_room(&mut self, dir: u32, inode: &mut DiskInode, name_len: usize) -> Result<Option<Room>, Errno> {
         let need = record_bytes(name_len);
         for n in 0..inode.size / BLOCK {
-            let (_, bytes) = self.dir_block(dir, inode, n)?;
+            let (block, bytes) = self.dir_block(dir, inode, n)?;
             let mut at = 0usize;
             while at < BLOCK_BYTES {
                 let Some(rec) = DirRecord::read(&bytes, at) else {
@@ -116,12 +125,19 @@ impl Core {
                 };
                 let used = if rec.ino == 0 { 0 } else { record_bytes(rec.name.len()) };
                 if rec.reclen as usize - used >= need {
-                    return Ok(true);
+                    return Ok(Some(Room { n, block, at, rec, used }));
                 }
                 at += rec.reclen as usize;
             }
         }
-        Ok(false)
+        Ok(None)
+    }
+
+    /// Whether directory `dir` can take an entry of `name_len` bytes
+    /// without growing (fsck adds to lost+found only so: it must not
+    /// allocate from maps it has not rebuilt yet).
+    pub fn dir_has_room(&mut self, dir: u32, inode: &mut DiskInode, name_len: usize) -> Result<bool, Errno> {
+        Ok(self.find_room(dir, inode, name_len)?.is_some())
     }
 
     /// Adds `name -> ino` to directory `dir` (the name must not be there).
@@ -134,25 +150,12 @@ impl Core {
         ino: u32,
         kind: u8,
     ) -> Result<u64, Errno> {
-        let need = record_bytes(name.len());
-        let blocks = inode.size / BLOCK;
-        for n in 0..blocks {
-            let (block, bytes) = self.dir_block(dir, inode, n)?;
-            let mut at = 0usize;
-            while at < BLOCK_BYTES {
-                let Some(rec) = DirRecord::read(&bytes, at) else {
-                    at = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
-                    continue;
-                };
-                let used = if rec.ino == 0 { 0 } else { record_bytes(rec.name.len()) };
-                if rec.reclen as usize - used >= need {
-                    self.place(block, at, &rec, used, name, ino, kind)?;
-                    self.index_insert(dir, name, n * BLOCK + (at + used) as u64);
-                    return Ok(block);
-                }
-                at += rec.reclen as usize;
-            }
+        if let Some(Room { n, block, at, rec, used }) = self.find_room(dir, inode, name.len())? {
+            self.place(block, at, &rec, used, name, ino, kind)?;
+            self.index_insert(dir, name, n * BLOCK + (at + used) as u64);
+            return Ok(block);
         }
+        let blocks = inode.size / BLOCK;
         // No room: a new block of empty chunks, the entry in the first.
         let (block, _) = self.bmap(dir, inode, blocks, true)?.ok_or(Errno::IO)?;
         inode.size += BLOCK;

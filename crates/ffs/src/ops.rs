@@ -495,11 +495,7 @@ impl FileSystem for Ffs {
         let mut core = self.lock();
         let ino = core.valid_ino(ino)?;
         let mut inode = core.inode(ino)?;
-        match inode.mode & S_IFMT {
-            S_IFDIR => return Err(Errno::ISDIR),
-            S_IFLNK => return Err(Errno::INVAL),
-            _ => {}
-        }
+        file_only(&inode)?;
         let end = (offset + buf.len() as u64).min(inode.size);
         let mut at = offset;
         while at < end {
@@ -523,11 +519,7 @@ impl FileSystem for Ffs {
         core.check_alive()?;
         let ino = core.valid_ino(ino)?;
         let mut inode = core.inode(ino)?;
-        match inode.mode & S_IFMT {
-            S_IFDIR => return Err(Errno::ISDIR),
-            S_IFLNK => return Err(Errno::INVAL),
-            _ => {}
-        }
+        file_only(&inode)?;
         let mut done = 0usize;
         let result = write_blocks(&mut core, ino, &mut inode, offset, data, &mut done);
         if done > 0 {
@@ -582,6 +574,15 @@ impl FileSystem for Ffs {
     }
 }
 
+/// A regular file's data calls refuse a directory (EISDIR) and a symlink.
+fn file_only(inode: &DiskInode) -> Result<()> {
+    match inode.mode & S_IFMT {
+        S_IFDIR => Err(Errno::ISDIR),
+        S_IFLNK => Err(Errno::INVAL),
+        _ => Ok(()),
+    }
+}
+
 /// Writes `data` at `offset` block by block, counting what went in.
 fn write_blocks(
     core: &mut Core,
@@ -608,11 +609,7 @@ fn write_blocks(
 /// Sets a file's size: blocks past it freed (pointers cleared on disk
 /// first under `sync`), the tail of the last block zeroed.
 fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Result<()> {
-    match inode.mode & S_IFMT {
-        S_IFDIR => return Err(Errno::ISDIR),
-        S_IFLNK => return Err(Errno::INVAL),
-        _ => {}
-    }
+    file_only(inode)?;
     if size < inode.size {
         let keep = size.div_ceil(BLOCK_BYTES as u64);
         let freed = core.truncate_blocks(inode, keep)?;
