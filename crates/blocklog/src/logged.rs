@@ -620,6 +620,24 @@ impl Backend for LoggedDevice {
         self.write_atomic_raw(&[(offset, buf)], checked)
     }
 
+    /// In `log` mode, the largest write that fits a transaction (half the
+    /// log, headers included); no limit in the other modes.
+    fn max_request_bytes_raw(&self) -> u64 {
+        if self.mode != Mode::Log {
+            return u64::MAX;
+        }
+        let (mut lo, mut hi) = (0u64, self.max_txn_bytes / u64::from(self.sector_bytes));
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if self.txn_bytes_bound(mid, 0) <= self.max_txn_bytes {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo * u64::from(self.sector_bytes)
+    }
+
     /// Writes every `(offset, data)` pair as one transaction: after a crash
     /// either all of them are present or none (in `log` mode; the other
     /// modes write them one by one, which is what they are compared for).

@@ -95,6 +95,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             direct: args.direct,
             force: false,
             must_exist: true,
+            read_only: false,
         };
         let plan = target.plan_log(&log)?;
         target = target.push_log(plan, &log)?;

@@ -139,6 +139,12 @@ pub trait Device: sealed::Sealed + Send + Sync {
     /// dirty ones), so a buffered run starts cold, as fio's `invalidate=1`.
     /// A no-op where nothing is cached.
     fn drop_cache(&self) -> Result<()>;
+
+    /// The most bytes one write may carry (a block log's transaction
+    /// limit; the kernel's `max_sectors_kb`); a larger write is refused.
+    /// Writers that gather requests (a file system's write-back) keep
+    /// under it. `u64::MAX` where there is no limit.
+    fn max_request_bytes(&self) -> u64;
 }
 
 /// Raw I/O under the front. A backend keeps a [`Front`] (its name,
@@ -194,6 +200,11 @@ pub trait Backend: Send + Sync {
     /// See [`Device::drop_cache`].
     fn drop_cache_raw(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// See [`Device::max_request_bytes`].
+    fn max_request_bytes_raw(&self) -> u64 {
+        u64::MAX
     }
 }
 
@@ -390,6 +401,10 @@ impl<B: Backend> Device for B {
 
     fn drop_cache(&self) -> Result<()> {
         self.drop_cache_raw()
+    }
+
+    fn max_request_bytes(&self) -> u64 {
+        self.max_request_bytes_raw()
     }
 
     fn poison(&self, cause: String) {

@@ -169,12 +169,14 @@ impl Cache {
     }
 
     /// Writes `blocks` (sorted, dirty) in runs of neighbours.
+    /// A run carries at most 1 MiB, and no more than the device takes in
+    /// one request (a block log's transaction limit).
     fn write_blocks(&mut self, blocks: &[u64]) -> device::Result<()> {
+        let run_max = RUN_BLOCKS_MAX.min((self.dev.max_request_bytes() / BLOCK_BYTES as u64).max(1) as usize);
         let mut i = 0;
         while i < blocks.len() {
             let mut run = 1;
-            while i + run < blocks.len() && blocks[i + run] == blocks[i] + run as u64 && run < RUN_BLOCKS_MAX
-            {
+            while i + run < blocks.len() && blocks[i + run] == blocks[i] + run as u64 && run < run_max {
                 run += 1;
             }
             let first = blocks[i];

@@ -25,7 +25,7 @@ use std::sync::Arc;
 pub use cache::CacheStats;
 pub use format::Policy;
 pub use mkfs::{geometry, mkfs, MkfsOptions};
-pub use mount::read_superblock;
+pub use mount::{read_superblock, Unmounted};
 pub use ops::{Ffs, MountOptions};
 
 /// What making, mounting or checking a file system can fail with.

@@ -135,6 +135,6 @@ pub fn mkfs(dev: &Dev, options: &MkfsOptions) -> Result<Superblock, FsError> {
     // The root and lost+found, made by a mount like any directory.
     let fs = crate::Ffs::mount(std::sync::Arc::clone(dev), &crate::MountOptions::default())?;
     fs.make_root()?;
-    let sb = fs.unmount()?;
+    let sb = fs.unmount()?.superblock;
     Ok(sb)
 }

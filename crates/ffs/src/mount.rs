@@ -36,6 +36,14 @@ pub fn read_superblock(dev: &Dev) -> Result<Superblock, FsError> {
     }
 }
 
+/// What an unmount left: the superblock on disk, and what the cache did
+/// over the whole mount.
+#[derive(Clone, Debug)]
+pub struct Unmounted {
+    pub superblock: Superblock,
+    pub cache: crate::CacheStats,
+}
+
 impl Ffs {
     /// Mounts the file system on `dev`: marks it not clean (so a crash is
     /// known), records the policy, and serves it.
@@ -135,8 +143,9 @@ impl Ffs {
 
     /// Unmounts: frees inodes unlinked while they were open, writes
     /// everything back and marks the file system clean. Returns the
-    /// superblock as left on disk.
-    pub fn unmount(self) -> Result<Superblock, FsError> {
+    /// superblock as left on disk and the cache's counters, the final
+    /// write-back included.
+    pub fn unmount(self) -> Result<Unmounted, FsError> {
         self.release_orphans()?;
         {
             let mut core = self.lock();
@@ -146,8 +155,8 @@ impl Ffs {
             core.sb.clean = true;
         }
         self.sync_all()?;
-        let sb = self.lock().sb.clone();
-        Ok(sb)
+        let core = self.lock();
+        Ok(Unmounted { superblock: core.sb.clone(), cache: core.cache.stats })
     }
 
     /// The counters of the buffer cache.

@@ -6,8 +6,12 @@
 //!
 //! What the kernel promises here (measured, see ../shared's reference):
 //! `sync(1)` never reaches a FUSE server, so durability comes from
-//! `fsync` and from unmounting; the kernel's writeback cache is left off,
-//! so sizes and times stay the file system's.
+//! `fsync` and from unmounting. With the kernel's writeback cache (on
+//! unless the caller turns it off) the kernel gathers writes in its page
+//! cache and sends them in large requests, at fsync, under memory pressure
+//! or after its dirty expiry, and at unmount, and keeps files' modification
+//! times itself, sending them with the data; without it every `write(2)`
+//! is a request and sizes and times are the file system's at once.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -28,6 +32,7 @@ const TTL: Duration = Duration::from_secs(1);
 /// A file system served to the kernel.
 pub struct FuseFront {
     fs: Arc<dyn FileSystem>,
+    writeback_cache: bool,
 }
 
 fn errno(e: fsapi::Errno) -> FuseErrno {
@@ -94,8 +99,8 @@ fn owner(req: &Request, mode: u32, umask: u32) -> Owner {
 }
 
 impl FuseFront {
-    pub fn new(fs: Arc<dyn FileSystem>) -> FuseFront {
-        FuseFront { fs }
+    pub fn new(fs: Arc<dyn FileSystem>, writeback_cache: bool) -> FuseFront {
+        FuseFront { fs, writeback_cache }
     }
 
     fn entry(&self, result: fsapi::Result<Attr>, reply: ReplyEntry) {
@@ -128,6 +133,15 @@ pub fn config(threads: usize) -> Config {
     config
 }
 
+/// How a mount is served.
+#[derive(Clone, Copy, Debug)]
+pub struct Serving {
+    /// Threads reading the kernel's requests.
+    pub threads: usize,
+    /// Ask for the kernel's writeback cache (see the crate's notes).
+    pub writeback_cache: bool,
+}
+
 /// Serves `fs` at `mountpoint` until it is unmounted (`umount`,
 /// `fusermount3 -u`, or [`unmount`] from another thread). The file system
 /// itself is left as it is: the caller writes it back and closes it.
@@ -136,10 +150,11 @@ pub fn config(threads: usize) -> Config {
 pub fn serve(
     fs: Arc<dyn FileSystem>,
     mountpoint: &Path,
-    threads: usize,
+    serving: Serving,
     mounted: impl FnOnce(),
 ) -> std::io::Result<()> {
-    let session = fuser::Session::new(FuseFront::new(fs), mountpoint, &config(threads))?;
+    let front = FuseFront::new(fs, serving.writeback_cache);
+    let session = fuser::Session::new(front, mountpoint, &config(serving.threads))?;
     mounted();
     session.run()
 }
@@ -161,6 +176,17 @@ pub fn unmount(mountpoint: &Path) -> std::io::Result<()> {
 }
 
 impl fuser::Filesystem for FuseFront {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        if self.writeback_cache {
+            // A kernel without it serves as before: every write a request.
+            let _ = config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE);
+        }
+        // Lookups and readdirs in one directory may come at once; the file
+        // system orders them itself.
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.entry(self.fs.lookup(parent.0, name), reply);
     }

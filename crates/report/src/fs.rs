@@ -1,10 +1,16 @@
-//! The file system's reports: fsck's findings and verdict, and the lines
-//! `iolab fs ls` and `stat` print.
+//! The file system's reports: fsck's findings and verdict, the lines
+//! `iolab fs ls` and `stat` print, and what an in-process extraction or
+//! removal did and how it was timed.
 
 use std::fmt::Write as _;
 
+use device::Medium;
 use ffs::fsck::Report;
+use ffs::{Policy, Unmounted};
 use fsapi::Attr;
+use workloads::tree::{Extracted, LoadedArchive, Removed};
+
+use crate::target::{human, medium_kind, memory_warnings};
 
 /// What a check comes to, and the exit status that says it (as e2fsck's:
 /// 0 clean, 1 repaired, 4 damage left).
@@ -91,4 +97,114 @@ pub fn stat_text(path: &str, a: &Attr) -> String {
         a.ctime.secs,
         a.ctime.nanos
     )
+}
+
+/// An in-process tree workload on iolab's file system: where it ran and
+/// how long from the first call to the end of the unmount.
+pub struct TreeRun<'a> {
+    pub target: &'a str,
+    pub media: &'a [Medium],
+    pub policy: Policy,
+    /// The cache size as the user gave it.
+    pub cache: &'a str,
+    pub seconds: f64,
+    pub unmounted: &'a Unmounted,
+}
+
+impl TreeRun<'_> {
+    /// The target's lines: each medium, how the time was taken, warnings.
+    fn heading(&self) -> String {
+        let mut out = String::new();
+        for m in self.media {
+            let _ = writeln!(
+                out,
+                "target {}: {}; its page cache dropped before the mount, the unmount's write-back and flush \
+                 inside the time",
+                m.name,
+                medium_kind(m)
+            );
+        }
+        for w in memory_warnings(self.target, self.media) {
+            let _ = writeln!(out, "warning: {w}");
+        }
+        out
+    }
+
+    /// The device traffic the policy caused, and the time.
+    fn footer(&self, out: &mut String) {
+        let c = &self.unmounted.cache;
+        let _ = writeln!(
+            out,
+            "device: {} blocks of 4 KiB written in {} requests, {} synchronous writes, {} flushes; \
+             cache hits {}, misses {}",
+            c.blocks_written, c.write_requests, c.sync_writes, c.flushes, c.hits, c.misses
+        );
+        let sb = &self.unmounted.superblock;
+        let _ = writeln!(
+            out,
+            "unmounted clean: {} of {} blocks free, {} of {} inodes free",
+            sb.free_blocks,
+            sb.blocks,
+            sb.free_inodes,
+            sb.total_inodes()
+        );
+    }
+}
+
+/// What `iolab fs untar` prints.
+pub fn untar_text(
+    run: &TreeRun,
+    archive_path: &str,
+    archive: &LoadedArchive,
+    copies: u32,
+    made: &Extracted,
+) -> String {
+    let mut out = run.heading();
+    let _ = writeln!(
+        out,
+        "archive {archive_path}: {}, {} as stored, {} in memory (read and decompressed before the clock starts)",
+        archive.compression.name(),
+        human(archive.file_bytes),
+        human(archive.tar.len() as u64)
+    );
+    let copies_text = if copies == 1 { "1 copy".to_string() } else { format!("{copies} copies") };
+    let _ = writeln!(
+        out,
+        "extracted {copies_text} in-process (policy {}, cache {}): {} entries ({} files, {} directories, {} symlinks, \
+         {} hard links; {} of data) in {:.2} s with the unmount, {:.0} entries/s",
+        run.policy.name(),
+        run.cache,
+        made.entries,
+        made.files,
+        made.dirs,
+        made.symlinks,
+        made.hard_links,
+        human(made.data_bytes),
+        run.seconds,
+        made.entries as f64 / run.seconds.max(1e-9)
+    );
+    if let Some((first, why)) = made.skipped.first() {
+        let _ = writeln!(out, "skipped {} members; the first, {first}: {why}", made.skipped.len());
+    }
+    run.footer(&mut out);
+    out
+}
+
+/// What `iolab fs rm` prints.
+pub fn rm_text(run: &TreeRun, paths: &[String], removed: &Removed) -> String {
+    let mut out = run.heading();
+    let _ = writeln!(
+        out,
+        "removed {} in-process (policy {}, cache {}): {} names unlinked, {} directories removed in {:.2} s \
+         with the unmount, {:.0} removals/s",
+        paths.join(" "),
+        run.policy.name(),
+        run.cache,
+        removed.unlinked,
+        removed.dirs,
+        run.seconds,
+        (removed.unlinked + removed.dirs) as f64 / run.seconds.max(1e-9)
+    );
+    run.footer(&mut out);
+    out
 }

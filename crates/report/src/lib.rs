@@ -18,7 +18,7 @@ mod volumes;
 
 pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
 pub use crash::{crash_text, fs_crash_text, CrashRun, FsCrashRun};
-pub use fs::{fsck_text, ls_line, stat_text, FsckOutcome};
+pub use fs::{fsck_text, ls_line, rm_text, stat_text, untar_text, FsckOutcome, TreeRun};
 pub use run::{
     job_heading, log_line, repeat_table, run_table, validation_summary, JobReport, LogReport, UNWRITTEN_MARK,
     VALIDATION_ERRORS_SHOWN,
@@ -28,6 +28,8 @@ pub use sweep::{
     journal_sweep_table, stripes_bonnie_table, stripes_fs_table, sweep_arms, ArmRuns, JournalSweep,
     StripesRow, SweepArm, SweepArmRun,
 };
-pub use target::{target_lines, CacheState, LayoutPolicy, LayoutState, TargetReport};
+pub use target::{
+    medium_kind, memory_warnings, target_lines, CacheState, LayoutPolicy, LayoutState, TargetReport,
+};
 pub use validate::{verdict_line, verdict_text, Outcome};
 pub use volumes::{parity_lines, volume_list, volume_list_verbose};

@@ -60,16 +60,7 @@ impl TargetReport {
         } else {
             CacheState::Dropped
         };
-        let mut warnings = Vec::new();
-        for m in &media {
-            if m.kind == MediumKind::File && m.memory_backed {
-                let fs = m.filesystem.as_deref().unwrap_or("memory");
-                warnings.push(format!("{} lives on {fs}: this measures memory, not a disk", m.name));
-            }
-        }
-        if media.iter().any(|m| m.kind == MediumKind::Memory) {
-            warnings.push(format!("{name} is memory: this measures memory and iolab, not a disk"));
-        }
+        let mut warnings = memory_warnings(&name, &media);
         if cache == CacheState::Kept {
             let cached: u64 = media.iter().filter_map(|m| m.cached_bytes).sum();
             if cached > 0 {
@@ -95,6 +86,41 @@ impl TargetReport {
     }
 }
 
+/// Warnings for media that are memory (a `mem:` target, a file on tmpfs):
+/// what is measured there is not a disk.
+pub fn memory_warnings(name: &str, media: &[Medium]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for m in media {
+        if m.kind == MediumKind::File && m.memory_backed {
+            let fs = m.filesystem.as_deref().unwrap_or("memory");
+            warnings.push(format!("{} lives on {fs}: this measures memory, not a disk", m.name));
+        }
+    }
+    if media.iter().any(|m| m.kind == MediumKind::Memory) {
+        warnings.push(format!("{name} is memory: this measures memory and iolab, not a disk"));
+    }
+    warnings
+}
+
+/// A medium as a file-system command measured it: O_DIRECT or buffered,
+/// and what lies beneath.
+pub fn medium_kind(m: &Medium) -> String {
+    medium_text(m, if m.direct { "O_DIRECT" } else { "buffered" })
+}
+
+/// What a medium is, with `io` (how it was read and written) where it
+/// applies.
+fn medium_text(m: &Medium, io: &str) -> String {
+    match m.kind {
+        MediumKind::File => {
+            format!("file on {}, {io}", m.filesystem.as_deref().unwrap_or("an unknown file system"))
+        }
+        MediumKind::BlockDevice => format!("block device, {io}"),
+        MediumKind::Memory => "memory (mem:)".to_string(),
+        MediumKind::Null => "null (discards writes; reads return nothing)".to_string(),
+    }
+}
+
 /// The lines heading a job: each medium, the cache, the layout, warnings.
 pub fn target_lines(t: &TargetReport) -> String {
     let mut out = String::new();
@@ -110,21 +136,14 @@ pub fn target_lines(t: &TargetReport) -> String {
 
 fn describe(m: &Medium, cache: CacheState) -> String {
     let io = if m.direct {
-        "O_DIRECT (page cache bypassed)".to_string()
+        "O_DIRECT (page cache bypassed)"
     } else {
         match cache {
-            CacheState::Kept => "buffered, page cache kept between runs (--keep-cache)".to_string(),
-            _ => "buffered, page cache dropped before each run".to_string(),
+            CacheState::Kept => "buffered, page cache kept between runs (--keep-cache)",
+            _ => "buffered, page cache dropped before each run",
         }
     };
-    match m.kind {
-        MediumKind::File => {
-            format!("file on {}, {io}", m.filesystem.as_deref().unwrap_or("an unknown file system"))
-        }
-        MediumKind::BlockDevice => format!("block device, {io}"),
-        MediumKind::Memory => "memory (mem:)".to_string(),
-        MediumKind::Null => "null (discards writes; reads return nothing)".to_string(),
-    }
+    medium_text(m, io)
 }
 
 fn layout_line(l: &LayoutState) -> String {
@@ -156,7 +175,7 @@ fn layout_line(l: &LayoutState) -> String {
 }
 
 /// Bytes in KiB, MiB or GiB, one decimal.
-fn human(bytes: u64) -> String {
+pub(crate) fn human(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["bytes", "KiB", "MiB", "GiB"];
     let mut value = bytes as f64;
     let mut unit = 0;

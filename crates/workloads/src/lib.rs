@@ -2,9 +2,13 @@
 //! with worker threads (positional calls, or io_uring with many requests in
 //! flight), and measures it.
 //!
+//! The file-system workloads ([`tree`]: tar extraction, `rm -rf`) run on
+//! the `fsapi::FileSystem` interface, and [`fscrash`] checks iolab's file
+//! system's crash promise over a recording device.
+//!
 //! This crate never prints; progress is published through [`Progress`] for
-//! the caller to display. It knows nothing of volumes, logs or file systems:
-//! it sees only a `Device`.
+//! the caller to display. It knows nothing of volumes or logs: it sees a
+//! `Device` or a `FileSystem`.
 
 pub mod bonnie;
 mod busy;
@@ -19,6 +23,7 @@ pub mod layout;
 pub mod recover;
 pub mod spec;
 mod stats;
+pub mod tree;
 pub mod validate;
 
 pub use choice::{Committer, EngineChoice};

@@ -120,6 +120,22 @@ fn a_transaction_larger_than_half_the_log_is_refused() {
 }
 
 #[test]
+fn the_largest_request_the_log_takes_is_told_and_taken_and_one_sector_more_is_refused() {
+    let dev = format(crash_stack(), Mode::Log);
+    let max = dev.max_request_bytes() as usize;
+    assert!(max > 0 && max % 512 == 0, "{max}");
+    dev.write_at(&vec![1u8; max], 0).unwrap();
+    assert!(dev.write_at(&vec![1u8; max + 512], 0).is_err());
+}
+
+#[test]
+fn only_log_mode_limits_a_request() {
+    for mode in [Mode::Async, Mode::Sync] {
+        assert_eq!(format(crash_stack(), mode).max_request_bytes(), u64::MAX, "{mode}");
+    }
+}
+
+#[test]
 fn opening_a_device_without_a_log_says_so() {
     let mem = Arc::new(MemDevice::new(LOG_BYTES + DATA_BYTES).unwrap());
     let err = LoggedDevice::open(mem, None, Mode::Log).err().unwrap();

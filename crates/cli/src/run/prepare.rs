@@ -252,6 +252,7 @@ fn log_options(f: &JobFields, spec: &JobSpec, force: bool) -> Result<Option<LogO
         direct: f.direct.unwrap_or(false),
         force,
         must_exist: false,
+        read_only: false,
     }))
 }
 

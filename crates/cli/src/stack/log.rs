@@ -23,6 +23,10 @@ pub struct LogOptions {
     pub force: bool,
     /// Refuse to format: the log must be there already (checking a target).
     pub must_exist: bool,
+    /// A read-only command: a separate log device is opened read-only
+    /// under a shared lock, behind a scratch view its replay writes to
+    /// (the stack's top should be a scratch view too; see `Stack::scratch`).
+    pub read_only: bool,
 }
 
 /// What putting a stack behind the block log will do, decided before
@@ -77,7 +81,10 @@ impl Stack {
                 return Ok(LogPlan { log_dev, action: LogAction::Open, data_bytes, sector_bytes });
             }
             None if options.must_exist => {
-                bail!("{}: holds no iolab block log to replay (was the run made with --log?)", holder.name());
+                bail!(
+                    "{}: holds no iolab block log to replay (was it made with --log or --block-log?)",
+                    holder.name()
+                );
             }
             None => {
                 super::check_writable(self, options.force)?;
@@ -130,10 +137,15 @@ impl Stack {
 
 fn open_log_device(options: &LogOptions) -> anyhow::Result<Option<Arc<dyn Device>>> {
     let Some(path) = &options.log_device else { return Ok(None) };
-    let file_options = FileOptions { direct: options.direct, ..Default::default() };
+    let file_options =
+        FileOptions { direct: options.direct, read_only: options.read_only, ..Default::default() };
     let dev = FileDevice::open(path, &file_options).map_err(|e| {
         UsageError(format!("--log-device: {e} (create it first, e.g. truncate -s 16m {})", path.display()))
     })?;
+    if options.read_only {
+        take_lock(&dev, Lock::Require(LockKind::Shared))?;
+        return Ok(Some(Arc::new(device::Overlay::over(Arc::new(dev)))));
+    }
     take_lock(&dev, Lock::Require(LockKind::Exclusive))?;
     Ok(Some(Arc::new(dev)))
 }

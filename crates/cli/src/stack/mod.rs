@@ -31,6 +31,10 @@ pub enum Layer {
     Volume { set: Box<volume::VolumeSet>, volume: Arc<volume::Volume> },
     /// The block log (`--log`).
     Log(Arc<LoggedDevice>),
+    /// A scratch view: writes above it stay in memory, so a read-only
+    /// command can replay a log or mount a file system without changing
+    /// the target.
+    Scratch,
 }
 
 /// What opening the base did to the file system, for `discard` and the
@@ -79,7 +83,7 @@ impl Stack {
     pub fn volume(&self) -> Option<&Arc<volume::Volume>> {
         self.layers.iter().find_map(|l| match l {
             Layer::Volume { volume, .. } => Some(volume),
-            Layer::Log(_) => None,
+            Layer::Log(_) | Layer::Scratch => None,
         })
     }
 
@@ -87,8 +91,16 @@ impl Stack {
     pub fn log(&self) -> Option<&Arc<LoggedDevice>> {
         self.layers.iter().find_map(|l| match l {
             Layer::Log(log) => Some(log),
-            Layer::Volume { .. } => None,
+            Layer::Volume { .. } | Layer::Scratch => None,
         })
+    }
+
+    /// Puts a scratch view on top: what is written above it stays in
+    /// memory and is gone at close.
+    pub fn scratch(mut self) -> Stack {
+        let view: Arc<dyn Device> = Arc::new(device::Overlay::over(Arc::clone(&self.device)));
+        self.push(view, Layer::Scratch);
+        self
     }
 
     fn push(&mut self, device: Arc<dyn Device>, layer: Layer) {

@@ -11,7 +11,7 @@ use crate::cli::{iolab, stderr, stdout};
 /// A seeded tree shaped like a small source tree: nested directories,
 /// files of many sizes (one past the indirect blocks), symlinks, a hard
 /// link, a 255-byte name and a deep path.
-fn source_tree(root: &Path) {
+pub(crate) fn source_tree(root: &Path) {
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut next = move |n: u64| {
         x ^= x << 13;
@@ -44,15 +44,16 @@ fn source_tree(root: &Path) {
 }
 
 /// A running `iolab fs mount`, unmounted and reaped however the test ends.
-struct Mounted {
+pub(crate) struct Mounted {
     child: Option<Child>,
     mountpoint: PathBuf,
 }
 
 impl Mounted {
-    fn start(image: &Path, mountpoint: &Path, policy: &str) -> Mounted {
+    pub(crate) fn start(image: &Path, mountpoint: &Path, policy: &str, extra: &[&str]) -> Mounted {
         let mut child = Command::new(env!("CARGO_BIN_EXE_iolab"))
             .args(["fs", "mount", image.to_str().unwrap(), mountpoint.to_str().unwrap(), "--policy", policy])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -64,7 +65,7 @@ impl Mounted {
     }
 
     /// Unmounts as a user does; the server writes back and exits 0.
-    fn unmount(mut self) -> String {
+    pub(crate) fn unmount(mut self) -> String {
         let status = Command::new("umount").arg(&self.mountpoint).status().unwrap();
         assert!(status.success(), "umount");
         let out = self.child.take().unwrap().wait_with_output().unwrap();
@@ -83,7 +84,7 @@ impl Drop for Mounted {
     }
 }
 
-fn fuse_usable() -> bool {
+pub(crate) fn fuse_usable() -> bool {
     if Path::new("/dev/fuse").exists() {
         return true;
     }
@@ -95,7 +96,7 @@ fn fuse_usable() -> bool {
     false
 }
 
-fn run(program: &str, args: &[&str]) {
+pub(crate) fn run(program: &str, args: &[&str]) {
     let status = Command::new(program).args(args).status().unwrap();
     assert!(status.success(), "{program} {args:?}");
 }
@@ -114,14 +115,14 @@ fn gnu_tar_extracts_into_the_mount_and_rm_empties_it_and_fsck_is_clean() {
     let out = iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "128m"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
-    let mounted = Mounted::start(&image, &mnt, "sync");
+    let mounted = Mounted::start(&image, &mnt, "sync", &[]);
     run("tar", &["xf", archive.to_str().unwrap(), "-C", mnt.to_str().unwrap()]);
     run("diff", &["-r", "--no-dereference", src.to_str().unwrap(), mnt.join("src").to_str().unwrap()]);
     assert!(mounted.unmount().contains("clean"));
     let out = iolab(&["fs", "fsck", image.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 
-    let mounted = Mounted::start(&image, &mnt, "async");
+    let mounted = Mounted::start(&image, &mnt, "async", &[]);
     run("diff", &["-r", "--no-dereference", src.to_str().unwrap(), mnt.join("src").to_str().unwrap()]);
     run("rm", &["-rf", mnt.join("src").to_str().unwrap()]);
     assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 1, "only lost+found is left");

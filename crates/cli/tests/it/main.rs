@@ -2,6 +2,7 @@ mod bonnie;
 mod cli;
 mod crash;
 mod fs;
+mod fs_tree;
 mod jobfile;
 mod log;
 mod run;

@@ -6,4 +6,5 @@ mod gen;
 mod journal_crash;
 mod layout;
 mod spec;
+mod tree;
 mod validate;

@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use device::{Device, LockKind};
+use device::LockKind;
 use ffs::fsck::Repair;
 use ffs::{Ffs, MkfsOptions, MountOptions, Policy};
 use fsapi::FileSystem;
 use workloads::spec::parse_bytes;
+
+mod tree;
 
 use crate::stack::{self, Stack};
 use crate::UsageError;
@@ -42,6 +44,27 @@ pub enum FsCommand {
     Stat(PathArgs),
     /// Print a file of an unmounted file system.
     Cat(PathArgs),
+    /// Extract a tar archive (plain, gzip or xz) into the file system
+    /// in-process, as GNU tar does, timed through the unmount.
+    Untar(tree::UntarArgs),
+    /// Remove paths and everything under them in-process, as rm -rf does,
+    /// timed through the unmount.
+    Rm(tree::RmArgs),
+}
+
+/// The file system behind iolab's block log, as `iolab run --log` puts a
+/// target behind it.
+#[derive(Debug, Args)]
+pub struct BlockLogArgs {
+    /// Put the file system behind iolab's block log in this mode (log:
+    /// writes committed through the log at each flush; async; sync). mkfs
+    /// formats the log; every other command replays it first (a command
+    /// that only reads replays it into memory, leaving the target as it is).
+    #[arg(long, value_name = "MODE")]
+    pub block_log: Option<blocklog::Mode>,
+    /// With --block-log: the log is on this file or device, not inside the target.
+    #[arg(long, value_name = "PATH", requires = "block_log")]
+    pub block_log_device: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -61,6 +84,12 @@ pub struct MkfsArgs {
     /// Overwrite a target that holds a file system, a partition table or an iolab volume.
     #[arg(long)]
     pub force: bool,
+    /// With --block-log: the size of the block log (default: 1 MiB per
+    /// GiB of target, 1 to 64 MiB).
+    #[arg(long, value_name = "SIZE", requires = "block_log")]
+    pub block_log_size: Option<String>,
+    #[command(flatten)]
+    pub log: BlockLogArgs,
 }
 
 #[derive(Debug, Args)]
@@ -80,6 +109,20 @@ pub struct MountArgs {
     /// Open the target with O_DIRECT.
     #[arg(long)]
     pub direct: bool,
+    /// Send every write(2) to the file system as it is made, instead of
+    /// letting the kernel gather writes in its page cache (the writeback
+    /// cache) and send them at fsync, after its dirty expiry, or at
+    /// unmount. Slower; sizes and times are then the file system's at once.
+    #[arg(long)]
+    pub no_writeback_cache: bool,
+    /// Run the server on these CPUs only (e.g. 0 or 0-1,3), as taskset
+    /// does. Where waking a thread on another CPU is dear (a virtual
+    /// machine), serving on the CPU the program using the mount runs on
+    /// saves most of each request's cost.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    #[command(flatten)]
+    pub log: BlockLogArgs,
 }
 
 #[derive(Debug, Args)]
@@ -97,6 +140,8 @@ pub struct FsckArgs {
     /// Print the report as JSON (schema iolab-fsck, version 1).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub log: BlockLogArgs,
 }
 
 #[derive(Debug, Args)]
@@ -105,6 +150,8 @@ pub struct PathArgs {
     /// A path in the file system, from its root.
     #[arg(default_value = "/")]
     pub path: String,
+    #[command(flatten)]
+    pub log: BlockLogArgs,
 }
 
 pub fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
@@ -115,26 +162,87 @@ pub fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
         FsCommand::Ls(args) => inspect(args, Look::Ls),
         FsCommand::Stat(args) => inspect(args, Look::Stat),
         FsCommand::Cat(args) => inspect(args, Look::Cat),
+        FsCommand::Untar(args) => tree::untar(args),
+        FsCommand::Rm(args) => tree::rm(args),
     }
 }
 
-fn open(target: &str, read_only: bool, create_bytes: Option<u64>, direct: bool) -> anyhow::Result<Stack> {
-    let lock = if read_only { LockKind::Shared } else { LockKind::Exclusive };
+/// How a command opens its target.
+#[derive(Clone, Copy, Default)]
+struct Access {
+    /// The command only reads: the target is opened read-only under a
+    /// shared lock, with a scratch view on top for the mount's and the
+    /// log replay's writes.
+    read_only: bool,
+    direct: bool,
+    /// mkfs: the size of a file to create.
+    create_bytes: Option<u64>,
+    /// mkfs: format a new block log (of this size, or the default) where
+    /// the target holds none; `force` lets it replace one.
+    format_log: Option<Option<u64>>,
+    force: bool,
+}
+
+/// Opens `target` for a command, behind the block log where asked. A
+/// target holding a block log that the command was not told of is named
+/// (its file system sits behind the log's header) rather than misread.
+fn open(target: &str, access: Access, log: &BlockLogArgs) -> anyhow::Result<Stack> {
+    let lock = if access.read_only { LockKind::Shared } else { LockKind::Exclusive };
     let options = stack::OpenOptions {
-        direct,
-        read_only,
+        direct: access.direct,
+        read_only: access.read_only,
         sector_bytes: None,
-        create_bytes,
+        create_bytes: access.create_bytes,
         lock: stack::Lock::Require(lock),
     };
-    Stack::open(target, &options)
+    let mut stack = Stack::open(target, &options)?;
+    let Some(mode) = log.block_log else {
+        if access.format_log.is_none()
+            && device::signature::probe(stack.device().as_ref())? == Some("iolab block log")
+        {
+            stack.discard();
+            return Err(UsageError(format!(
+                "{target}: holds an iolab block log; pass --block-log MODE (log, async or sync) to replay it and \
+                 use the file system behind it"
+            ))
+            .into());
+        }
+        return Ok(if access.read_only { stack.scratch() } else { stack });
+    };
+    if access.read_only {
+        stack = stack.scratch();
+    }
+    let options = stack::LogOptions {
+        mode,
+        log_bytes: access.format_log.flatten(),
+        log_device: log.block_log_device.clone(),
+        home_writes: blocklog::HomeWrites::AtCheckpoint,
+        direct: access.direct,
+        force: access.force,
+        must_exist: access.format_log.is_none(),
+        read_only: access.read_only,
+    };
+    match stack.plan_log(&options) {
+        Ok(plan) => stack.push_log(plan, &options),
+        Err(e) => {
+            stack.discard();
+            Err(e)
+        }
+    }
 }
 
 fn mkfs(args: MkfsArgs) -> anyhow::Result<ExitCode> {
     let bytes = |flag, v: &Option<String>| v.as_deref().map(|s| parse_bytes(flag, s)).transpose();
     let size = bytes("size", &args.size).map_err(UsageError::from)?;
     let log_bytes = bytes("log-size", &args.log_size).map_err(UsageError::from)?;
-    let target = open(&args.target, false, size, false)?;
+    let block_log_bytes = bytes("block-log-size", &args.block_log_size).map_err(UsageError::from)?;
+    let access = Access {
+        create_bytes: size,
+        format_log: Some(block_log_bytes),
+        force: args.force,
+        ..Access::default()
+    };
+    let target = open(&args.target, access, &args.log)?;
     let options = MkfsOptions { inodes: args.inodes, log_bytes };
     let device = Arc::clone(target.device());
     let checked = stack::check_writable(&target, args.force).and_then(|()| {
@@ -146,9 +254,15 @@ fn mkfs(args: MkfsArgs) -> anyhow::Result<ExitCode> {
         return Err(e);
     }
     let sb = ffs::mkfs(&device, &options)?;
+    let behind = match target.log() {
+        Some(log) => {
+            format!(" behind a block log (mode {}, {} KiB)", log.mode(), log.header().log_bytes / 1024)
+        }
+        None => String::new(),
+    };
     println!(
-        "made an iolab file system on {}: {} blocks of 4 KiB in {} groups, {} inodes, a {} KiB log region",
-        device.name(),
+        "made an iolab file system on {}{behind}: {} blocks of 4 KiB in {} groups, {} inodes, {} KiB reserved for the log policy",
+        args.target,
         sb.blocks,
         sb.groups,
         sb.total_inodes(),
@@ -169,7 +283,11 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let target = open(&args.target, false, None, args.direct)?;
+    let cpus = args.cpus.as_deref().map(parse_cpus).transpose().map_err(UsageError)?;
+    let target = open(&args.target, Access { direct: args.direct, ..Access::default() }, &args.log)?;
+    if let Some(cpus) = &cpus {
+        pin_to(cpus)?;
+    }
     let options = MountOptions { policy: args.policy, cache_bytes };
     let fs = Arc::new(Ffs::mount(Arc::clone(target.device()), &options)?);
     let mounted = || {
@@ -185,23 +303,29 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         // Scripts wait for this line: it must not sit in a pipe's buffer.
         let _ = std::io::stdout().flush();
     };
-    let served = serve(&fs, &args.mountpoint, args.threads, mounted);
+    let serving = fusefront::Serving { threads: args.threads, writeback_cache: !args.no_writeback_cache };
+    let served = serve(&fs, &args.mountpoint, serving, mounted);
     let fs = Arc::try_unwrap(fs)
         .map_err(|_| anyhow::anyhow!("the file system is still in use after the session ended"))?;
-    let stats = fs.cache_stats();
     let unmounted = fs.unmount().context("cannot write the file system back")?;
     target.close()?;
     served.with_context(|| format!("{}: the FUSE session failed", args.mountpoint.display()))?;
+    let (sb, stats) = (&unmounted.superblock, &unmounted.cache);
     println!(
         "iolab: unmounted; written back and clean ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes)",
-        unmounted.free_blocks, unmounted.blocks, stats.blocks_written, stats.write_requests, stats.sync_writes
+        sb.free_blocks, sb.blocks, stats.blocks_written, stats.write_requests, stats.sync_writes
     );
     Ok(ExitCode::SUCCESS)
 }
 
 /// Serves `fs` at `mountpoint` until unmounted, with the syncer writing
 /// buffers dirty for 30 s back, and Ctrl-C (or SIGTERM) unmounting.
-fn serve(fs: &Arc<Ffs>, mountpoint: &Path, threads: usize, mounted: impl FnOnce()) -> std::io::Result<()> {
+fn serve(
+    fs: &Arc<Ffs>,
+    mountpoint: &Path,
+    serving: fusefront::Serving,
+    mounted: impl FnOnce(),
+) -> std::io::Result<()> {
     const SYNCER_AGE: Duration = Duration::from_secs(30);
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -227,10 +351,47 @@ fn serve(fs: &Arc<Ffs>, mountpoint: &Path, threads: usize, mounted: impl FnOnce(
             }
         });
         let fs: Arc<dyn FileSystem> = Arc::clone(fs) as Arc<dyn FileSystem>;
-        let result = fusefront::serve(fs, mountpoint, threads, mounted);
+        let result = fusefront::serve(fs, mountpoint, serving, mounted);
         done.store(true, Ordering::Relaxed);
         result
     })
+}
+
+/// A CPU list as taskset takes it: numbers and ranges, comma-separated.
+fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
+    let bad = || format!("--cpus: '{text}' is not a CPU list; give numbers and ranges such as 0 or 0-1,3");
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut cpus = Vec::new();
+    for part in text.split(',') {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let (lo, hi): (usize, usize) =
+            (lo.trim().parse().map_err(|_| bad())?, hi.trim().parse().map_err(|_| bad())?);
+        if lo > hi || hi >= libc::CPU_SETSIZE as usize {
+            return Err(bad());
+        }
+        cpus.extend(lo..=hi);
+    }
+    if let Some(&cpu) = cpus.iter().find(|&&c| c >= online) {
+        return Err(format!("--cpus: CPU {cpu} is not here; this machine has CPUs 0-{}", online - 1));
+    }
+    Ok(cpus)
+}
+
+/// Restricts this process's threads (and every thread it starts after) to `cpus`.
+fn pin_to(cpus: &[usize]) -> anyhow::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays inside it
+    // (parse_cpus checked each number against CPU_SETSIZE).
+    let result = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if result != 0 {
+        return Err(anyhow::anyhow!("--cpus: cannot run on {cpus:?}: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 fn fsck(args: FsckArgs) -> anyhow::Result<ExitCode> {
@@ -241,7 +402,8 @@ fn fsck(args: FsckArgs) -> anyhow::Result<ExitCode> {
     } else {
         Repair::No
     };
-    let target = open(&args.target, repair == Repair::No, None, false)?;
+    let target =
+        open(&args.target, Access { read_only: repair == Repair::No, ..Access::default() }, &args.log)?;
     let report = ffs::fsck::fsck(target.device(), repair)?;
     if args.json {
         println!(
@@ -263,14 +425,27 @@ enum Look {
 }
 
 /// Looks inside an unmounted image without changing it: the file system is
-/// mounted over a scratch view whose writes stay in memory.
+/// mounted over the stack's scratch view, whose writes stay in memory.
 fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
-    let target = open(&args.target, true, None, false)?;
-    let scratch: Arc<dyn Device> = Arc::new(device::Overlay::over(Arc::clone(target.device())));
-    let fs = Ffs::mount(scratch, &MountOptions::default())?;
+    let target = open(&args.target, Access { read_only: true, ..Access::default() }, &args.log)?;
+    let fs = Ffs::mount(Arc::clone(target.device()), &MountOptions::default())?;
     let attr = fsapi::resolve(&fs, &args.path).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
     match look {
         Look::Stat => print!("{}", report::stat_text(&args.path, &attr)),
+        Look::Cat if attr.kind != fsapi::FileType::File => {
+            let what = match attr.kind {
+                fsapi::FileType::Symlink => {
+                    let to = fs.readlink(attr.ino).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
+                    format!("a symlink to {}", String::from_utf8_lossy(&to))
+                }
+                _ => "a directory".to_string(),
+            };
+            return Err(UsageError(format!(
+                "{}: {what}; cat prints files (ls and stat show the rest)",
+                args.path
+            ))
+            .into());
+        }
         Look::Cat => {
             use std::io::Write;
             let mut offset = 0u64;
@@ -307,4 +482,24 @@ fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cpus;
+
+    #[test]
+    fn a_cpu_list_takes_numbers_and_ranges() {
+        assert_eq!(parse_cpus("0"), Ok(vec![0]));
+        assert_eq!(parse_cpus("0-0,0"), Ok(vec![0, 0]));
+    }
+
+    #[test]
+    fn a_cpu_list_that_is_not_one_or_names_a_missing_cpu_is_refused() {
+        for bad in ["", "a", "1-0", "0,", "-1"] {
+            assert!(parse_cpus(bad).unwrap_err().contains("not a CPU list"), "{bad}");
+        }
+        assert!(parse_cpus("100000").unwrap_err().contains("not a CPU list"));
+        assert!(parse_cpus("1000").unwrap_err().contains("is not here"));
+    }
 }

@@ -1,0 +1,213 @@
+//! `iolab fs untar` and `iolab fs rm`: the tree workloads run in-process
+//! on iolab's file system (no FUSE, no kernel), timed from the mount to
+//! the end of the unmount, so the figure is the file system's own cost
+//! under its policy.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use ffs::{Ffs, MountOptions, Policy};
+use fsapi::{Errno, FileSystem, Ino, Owner};
+use workloads::spec::parse_bytes;
+use workloads::tree::{extract, load_archive, remove_tree, Extracted, Removed};
+
+use crate::UsageError;
+
+/// How the file system is mounted in-process.
+#[derive(Debug, Args)]
+pub struct InProcess {
+    /// The metadata policy: sync or async.
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Policy,
+    /// Size of the buffer cache.
+    #[arg(long, value_name = "SIZE", default_value = "64m")]
+    pub cache: String,
+    /// Open the target with O_DIRECT.
+    #[arg(long)]
+    pub direct: bool,
+    #[command(flatten)]
+    pub log: super::BlockLogArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct UntarArgs {
+    pub target: String,
+    /// A tar archive, plain or compressed with gzip or xz; read whole into
+    /// memory and decompressed before the clock starts.
+    pub archive: PathBuf,
+    /// The directory to extract into, made (with its parents) if missing.
+    #[arg(long, value_name = "PATH", default_value = "/")]
+    pub into: String,
+    /// Extract this many copies, into copy-1 ... copy-N under --into (the
+    /// first seed extracted ten).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub copies: u32,
+    #[command(flatten)]
+    pub mount: InProcess,
+}
+
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    pub target: String,
+    /// Paths in the file system to remove with everything under them.
+    #[arg(required = true)]
+    pub paths: Vec<String>,
+    #[command(flatten)]
+    pub mount: InProcess,
+}
+
+pub fn untar(args: UntarArgs) -> anyhow::Result<ExitCode> {
+    if args.copies == 0 {
+        return Err(UsageError("--copies: give at least 1".into()).into());
+    }
+    let archive = load_archive(&args.archive).map_err(|e| UsageError(e.to_string()))?;
+    let mut made = Extracted::default();
+    let in_process = in_process(&args.target, &args.mount, |fs| {
+        let into = make_dirs(fs, &args.into)?;
+        let result = (|| {
+            for copy in 1..=args.copies {
+                let dir = if args.copies == 1 {
+                    into
+                } else {
+                    let name = format!("copy-{copy}");
+                    let d = fs
+                        .mkdir(into, OsStr::new(&name), Owner::root(0o755))
+                        .map_err(|e| anyhow::anyhow!("{}/{name}: mkdir failed: {e}", args.into))?;
+                    fs.forget(d.ino, 1);
+                    d.ino
+                };
+                let one = extract(fs, dir, &archive.tar).map_err(explain)?;
+                add(&mut made, one);
+            }
+            Ok(())
+        })();
+        fs.forget(into, 1);
+        result
+    })?;
+    let done = in_process.report(&args.target, &args.mount);
+    let shown = args.archive.display().to_string();
+    print!("{}", report::untar_text(&done, &shown, &archive, args.copies, &made));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn rm(args: RmArgs) -> anyhow::Result<ExitCode> {
+    let mut parts = Vec::new();
+    for path in &args.paths {
+        let trimmed = path.trim_matches('/');
+        let Some((parent, name)) =
+            trimmed.rsplit_once('/').or(Some(("", trimmed))).filter(|(_, n)| !n.is_empty())
+        else {
+            return Err(
+                UsageError(format!("{path}: the root cannot be removed; name what is under it")).into()
+            );
+        };
+        parts.push((path.clone(), parent.to_string(), name.to_string()));
+    }
+    let mut removed = Removed::default();
+    let in_process = in_process(&args.target, &args.mount, |fs| {
+        for (path, parent, name) in &parts {
+            let dir = fsapi::resolve(fs, parent).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+            let one = remove_tree(fs, dir.ino, OsStr::new(name), path).map_err(explain);
+            fs.forget(dir.ino, 1);
+            let one = one?;
+            removed.unlinked += one.unlinked;
+            removed.dirs += one.dirs;
+        }
+        Ok(())
+    })?;
+    let done = in_process.report(&args.target, &args.mount);
+    print!("{}", report::rm_text(&done, &args.paths, &removed));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What an in-process run leaves to report.
+struct Done {
+    unmounted: ffs::Unmounted,
+    seconds: f64,
+    media: Vec<device::Medium>,
+}
+
+impl Done {
+    fn report<'a>(&'a self, target: &'a str, mount: &'a InProcess) -> report::TreeRun<'a> {
+        report::TreeRun {
+            target,
+            media: &self.media,
+            policy: mount.policy,
+            cache: &mount.cache,
+            seconds: self.seconds,
+            unmounted: &self.unmounted,
+        }
+    }
+}
+
+/// Opens the target, drops its page cache, then mounts, runs `work` and
+/// unmounts on the clock. The unmount writes everything back whether the
+/// work succeeded or not, so a failed run leaves a clean image.
+fn in_process(
+    target: &str,
+    mount: &InProcess,
+    work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,
+) -> anyhow::Result<Done> {
+    let cache_bytes = parse_bytes("cache", &mount.cache).map_err(UsageError::from)?;
+    let stack =
+        super::open(target, super::Access { direct: mount.direct, ..super::Access::default() }, &mount.log)?;
+    let device = Arc::clone(stack.device());
+    device.drop_cache().with_context(|| format!("{target}: cannot drop its page cache"))?;
+    let media = device.media();
+    let start = Instant::now();
+    let fs = Ffs::mount(device, &MountOptions { policy: mount.policy, cache_bytes })?;
+    let worked = work(&fs);
+    let unmounted = fs.unmount().context("cannot write the file system back");
+    let seconds = start.elapsed().as_secs_f64();
+    stack.close()?;
+    worked?;
+    Ok(Done { unmounted: unmounted?, seconds, media })
+}
+
+/// The directory at `path`, made with its parents where missing; one
+/// lookup reference held (none for the root).
+fn make_dirs(fs: &dyn FileSystem, path: &str) -> anyhow::Result<Ino> {
+    let mut dir = fsapi::ROOT;
+    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        let name = OsStr::new(part);
+        let next = match fs.lookup(dir, name) {
+            Err(Errno::NOENT) => fs.mkdir(dir, name, Owner::root(0o755)),
+            found => found,
+        }
+        .map_err(|e| anyhow::anyhow!("--into {path}: {part}: {e}"))?;
+        fs.forget(dir, 1);
+        if next.kind != fsapi::FileType::Dir {
+            fs.forget(next.ino, 1);
+            return Err(UsageError(format!("--into {path}: {part} is not a directory")).into());
+        }
+        dir = next.ino;
+    }
+    Ok(dir)
+}
+
+/// A workload error, with the fix where the file system is full.
+fn explain(e: workloads::tree::TreeError) -> anyhow::Error {
+    match &e {
+        workloads::tree::TreeError::Call { errno, .. } if *errno == Errno::NOSPC => {
+            anyhow::anyhow!(
+                "{e}: the file system is full; make it larger (iolab fs mkfs --size) or extract less"
+            )
+        }
+        _ => e.into(),
+    }
+}
+
+fn add(total: &mut Extracted, one: Extracted) {
+    total.entries += one.entries;
+    total.files += one.files;
+    total.dirs += one.dirs;
+    total.symlinks += one.symlinks;
+    total.hard_links += one.hard_links;
+    total.data_bytes += one.data_bytes;
+    total.skipped.extend(one.skipped);
+}

@@ -1,0 +1,159 @@
+//! `iolab fs untar` and `iolab fs rm` (the tree workloads in-process), and
+//! the file system behind iolab's block log (`--block-log`), from the CLI.
+
+use std::path::Path;
+
+use crate::cli::{iolab, stderr, stdout};
+use crate::fs::{fuse_usable, run, source_tree, Mounted};
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A new image of `size` and a gzipped archive of a source-like tree.
+fn image_and_archive(dir: &Path, size: &str, log: &[&str]) -> (std::path::PathBuf, std::path::PathBuf) {
+    source_tree(&dir.join("src"));
+    let archive = dir.join("src.tar.gz");
+    run("tar", &["czf", path(&archive), "-C", path(dir), "src"]);
+    let image = dir.join("fs.img");
+    let mut args = vec!["fs", "mkfs", path(&image), "--size", size];
+    args.extend_from_slice(log);
+    let out = iolab(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    (image, archive)
+}
+
+#[test]
+fn untar_extracts_what_tar_extracts_and_rm_removes_it_and_fsck_is_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, archive) = image_and_archive(dir.path(), "64m", &[]);
+    let out = iolab(&["fs", "untar", path(&image), path(&archive), "--policy", "sync", "--copies", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("extracted 2 copies in-process (policy sync"), "{}", stdout(&out));
+    for copy in ["copy-1", "copy-2"] {
+        let out = iolab(&["fs", "cat", path(&image), &format!("/{copy}/src/dir4/sub4/file1.c")]);
+        assert_eq!(out.stdout, std::fs::read(dir.path().join("src/dir4/sub4/file1.c")).unwrap(), "{copy}");
+    }
+    let out = iolab(&["fs", "stat", path(&image), "/copy-2/src/hard-link.c"]);
+    assert!(stdout(&out).contains("2 links"), "{}", stdout(&out));
+    let out = iolab(&["fs", "rm", path(&image), "/copy-1", "copy-2", "--policy", "async"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = iolab(&["fs", "ls", path(&image), "/"]);
+    assert_eq!(stdout(&out).lines().count(), 1, "only lost+found is left: {}", stdout(&out));
+    let out = iolab(&["fs", "fsck", path(&image)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn untar_of_a_file_that_is_not_an_archive_is_a_usage_error_that_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, _) = image_and_archive(dir.path(), "16m", &[]);
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "not an archive\n".repeat(100)).unwrap();
+    let before = std::fs::read(&image).unwrap();
+    let out = iolab(&["fs", "untar", path(&image), path(&notes), "--policy", "async"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not a tar archive"), "{}", stderr(&out));
+    assert!(std::fs::read(&image).unwrap() == before, "the image was not touched");
+}
+
+#[test]
+fn untar_onto_a_full_file_system_says_so_and_leaves_it_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, archive) = image_and_archive(dir.path(), "4m", &[]);
+    let out = iolab(&["fs", "untar", path(&image), path(&archive), "--policy", "async"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("the file system is full"), "{}", stderr(&out));
+    let out = iolab(&["fs", "fsck", path(&image)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn rm_of_the_root_or_of_a_missing_path_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, _) = image_and_archive(dir.path(), "16m", &[]);
+    let out = iolab(&["fs", "rm", path(&image), "/", "--policy", "async"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("the root cannot be removed"), "{}", stderr(&out));
+    let out = iolab(&["fs", "rm", path(&image), "/no/such", "--policy", "async"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("/no/such"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_file_system_behind_the_block_log_is_made_filled_and_checked_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = ["--block-log", "log"];
+    let (image, archive) = image_and_archive(dir.path(), "64m", &log);
+    let out =
+        iolab(&["fs", "untar", path(&image), path(&archive), "--policy", "async", "--block-log", "log"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = iolab(&["fs", "fsck", path(&image), "--block-log", "log"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = iolab(&["fs", "cat", path(&image), "/src/big.bin", "--block-log", "log"]);
+    assert_eq!(out.stdout, vec![0x5a; 5 << 20]);
+}
+
+#[test]
+fn a_target_holding_a_block_log_is_named_when_the_command_was_not_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, archive) = image_and_archive(dir.path(), "16m", &["--block-log", "log"]);
+    for args in [vec!["fsck"], vec!["ls"], vec!["untar", path(&archive), "--policy", "async"]] {
+        let mut full = vec!["fs", args[0], path(&image)];
+        full.extend_from_slice(&args[1..]);
+        let out = iolab(&full);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("pass --block-log"), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn commands_that_read_leave_a_logged_target_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, archive) = image_and_archive(dir.path(), "32m", &["--block-log", "log"]);
+    let out = iolab(&["fs", "untar", path(&image), path(&archive), "--policy", "sync", "--block-log", "log"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let before = std::fs::read(&image).unwrap();
+    for look in
+        [vec!["fsck", "-n"], vec!["ls", "/src"], vec!["stat", "/src"], vec!["cat", "/src/hard-link.c"]]
+    {
+        let mut full = vec!["fs", look[0], path(&image)];
+        full.extend_from_slice(&look[1..]);
+        full.extend_from_slice(&["--block-log", "log"]);
+        let out = iolab(&full);
+        assert!(out.status.success(), "{look:?}: {}", stderr(&out));
+    }
+    assert!(std::fs::read(&image).unwrap() == before, "looking changed nothing");
+}
+
+#[test]
+fn gnu_tar_through_fuse_on_a_file_system_behind_the_block_log_on_one_cpu() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (image, archive) = image_and_archive(dir.path(), "64m", &["--block-log", "log"]);
+    let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Mounted::start(&image, &mnt, "async", &["--block-log", "log", "--cpus", "0"]);
+    run("tar", &["xzf", path(&archive), "-C", path(&mnt)]);
+    run("diff", &["-r", "--no-dereference", path(&src), path(&mnt.join("src"))]);
+    run("rm", &["-rf", path(&mnt.join("src/dir1"))]);
+    mounted.unmount();
+    let out = iolab(&["fs", "fsck", path(&image), "--block-log", "log"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = iolab(&["fs", "ls", path(&image), "/src", "--block-log", "log"]);
+    assert!(!stdout(&out).contains("dir1\n") && stdout(&out).contains("dir2"), "{}", stdout(&out));
+}
+
+#[test]
+fn cat_of_a_symlink_or_a_directory_says_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, archive) = image_and_archive(dir.path(), "32m", &[]);
+    assert!(iolab(&["fs", "untar", path(&image), path(&archive), "--policy", "async"]).status.success());
+    let out = iolab(&["fs", "cat", path(&image), "/src/link-to-file"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a symlink to dir1/sub1/file0.c"), "{}", stderr(&out));
+    let out = iolab(&["fs", "cat", path(&image), "/src"]);
+    assert!(stderr(&out).contains("a directory"), "{}", stderr(&out));
+}

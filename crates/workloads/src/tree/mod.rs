@@ -1,0 +1,33 @@
+//! File-system workloads over [`fsapi::FileSystem`]: extracting an
+//! archive as GNU tar does and removing a tree as `rm -rf` does. They run
+//! unchanged on iolab's file system in-process, on the reference model,
+//! or on a directory of any kernel file system ([`fsapi::HostFs`]).
+
+mod archive;
+mod rm;
+mod tar;
+
+use std::fmt;
+
+use fsapi::Errno;
+
+pub use self::archive::{load_archive, Compression, LoadedArchive};
+pub use self::rm::{remove_tree, Removed};
+pub use self::tar::{extract, Extracted, RECORD_BYTES};
+
+/// Why a tree workload stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    /// The archive could not be read or is not a tar archive.
+    #[error("{path}: {reason}")]
+    Archive { path: String, reason: String },
+    /// A file-system call failed.
+    #[error("{path}: {call} failed: {errno}")]
+    Call { path: String, call: &'static str, errno: Errno },
+}
+
+impl TreeError {
+    fn call(path: impl fmt::Display, call: &'static str, errno: Errno) -> TreeError {
+        TreeError::Call { path: path.to_string(), call, errno }
+    }
+}

@@ -1,0 +1,65 @@
+//! Removing a tree as `rm -rf` does: read a directory whole, unlink its
+//! files and symlinks, descend into its directories, then remove it.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+use fsapi::{FileSystem, FileType, Ino};
+
+use super::TreeError;
+
+/// What a removal took away.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Removed {
+    /// Files and symlinks unlinked.
+    pub unlinked: u64,
+    pub dirs: u64,
+}
+
+/// Removes `name` in directory `parent` and everything under it; `shown`
+/// is its path for messages.
+pub fn remove_tree(
+    fs: &dyn FileSystem,
+    parent: Ino,
+    name: &OsStr,
+    shown: &str,
+) -> Result<Removed, TreeError> {
+    let mut removed = Removed::default();
+    let attr = fs.lookup(parent, name).map_err(|e| TreeError::call(shown, "lookup", e))?;
+    let emptied = match attr.kind {
+        FileType::Dir => empty_dir(fs, attr.ino, shown, &mut removed),
+        FileType::File | FileType::Symlink => Ok(()),
+    };
+    fs.forget(attr.ino, 1);
+    emptied?;
+    if attr.kind == FileType::Dir {
+        fs.rmdir(parent, name).map_err(|e| TreeError::call(shown, "rmdir", e))?;
+        removed.dirs += 1;
+    } else {
+        fs.unlink(parent, name).map_err(|e| TreeError::call(shown, "unlink", e))?;
+        removed.unlinked += 1;
+    }
+    Ok(removed)
+}
+
+fn empty_dir(fs: &dyn FileSystem, dir: Ino, shown: &str, removed: &mut Removed) -> Result<(), TreeError> {
+    let mut entries = Vec::new();
+    fs.readdir(dir, 0, &mut |e| {
+        entries.push((e.name, e.kind));
+        true
+    })
+    .map_err(|e| TreeError::call(shown, "readdir", e))?;
+    for (name, kind) in entries {
+        let path = format!("{shown}/{}", String::from_utf8_lossy(&name));
+        let name = OsStr::from_bytes(&name);
+        if kind == FileType::Dir {
+            let inner = remove_tree(fs, dir, name, &path)?;
+            removed.unlinked += inner.unlinked;
+            removed.dirs += inner.dirs;
+        } else {
+            fs.unlink(dir, name).map_err(|e| TreeError::call(&path, "unlink", e))?;
+            removed.unlinked += 1;
+        }
+    }
+    Ok(())
+}
