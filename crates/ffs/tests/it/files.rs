@@ -172,3 +172,20 @@ fn a_file_system_of_several_groups_is_made_and_checks_clean() {
     fs.unmount().unwrap();
     assert!(ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap().clean());
 }
+
+#[test]
+fn the_syncer_writes_back_what_is_older_than_its_age_and_nothing_younger() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let f = fs.create(fsapi::ROOT, std::ffi::OsStr::new("f"), fsapi::Owner::root(0o644)).unwrap();
+    fs.write(f.ino, 0, &pattern(40_000, 3)).unwrap();
+    let before = dev.stats().snapshot().writes;
+    // Nothing has been dirty for an hour: the pass writes nothing.
+    assert_eq!(fs.write_back_older(std::time::Duration::from_secs(3600)).unwrap(), 0);
+    assert_eq!(dev.stats().snapshot().writes, before);
+    // Everything dirty is older than zero: the pass writes it all, once.
+    let written = fs.write_back_older(std::time::Duration::ZERO).unwrap();
+    assert!(written >= 10, "the file's ten blocks and its metadata: {written}");
+    assert!(dev.stats().snapshot().writes > before);
+    assert_eq!(fs.write_back_older(std::time::Duration::ZERO).unwrap(), 0, "clean now");
+}
