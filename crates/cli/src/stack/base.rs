@@ -159,11 +159,30 @@ pub(super) fn take_lock(dev: &FileDevice, lock: Lock) -> anyhow::Result<()> {
 fn volume_config(path: &Path, direct: bool) -> anyhow::Result<Option<volume::VolumeSet>> {
     let small_file = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() < 1 << 20);
     let text = if small_file { std::fs::read_to_string(path).ok() } else { None };
-    let is_config = text.and_then(|t| volume::parse(&t).ok()).is_some_and(|c| !c.drives.is_empty());
+    let Some(text) = text else { return Ok(None) };
+    let is_config = match volume::parse(&text) {
+        Ok(config) => !config.drives.is_empty(),
+        // A configuration with a mistake is not a data file to overwrite.
+        Err(e) if looks_like_config(&text) => {
+            return Err(
+                UsageError(format!("{}: reads as a volume configuration, but {e}", path.display())).into()
+            )
+        }
+        Err(_) => false,
+    };
     if !is_config {
         return Ok(None);
     }
     Ok(Some(crate::volume::assemble_for_io(&[path.to_path_buf()], direct)?))
+}
+
+/// Text whose first word (past comments) is one of Vinum's: a
+/// configuration, whether or not it parses.
+fn looks_like_config(text: &str) -> bool {
+    let first = text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).find(|l| !l.is_empty());
+    first
+        .and_then(|l| l.split_whitespace().next())
+        .is_some_and(|w| matches!(w, "drive" | "volume" | "plex" | "sd"))
 }
 
 fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow::Result<Stack> {

@@ -289,3 +289,20 @@ fn a_create_that_fails_removes_the_drive_files_it_made() {
         assert!(!dir.path().join(made).exists(), "{made} is left behind");
     }
 }
+
+#[test]
+fn a_configuration_with_a_mistake_is_named_not_overwritten_as_a_data_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("bad.conf");
+    let text = "# a RAID-5 set\ndrive a device /nowhere/d1\nvolume raid\n plex org raid5 64k\n  sd drive a\n";
+    std::fs::write(&conf, text).unwrap();
+    for args in [
+        vec!["run", "--target", conf.to_str().unwrap(), "--rw", "write", "--ios", "4"],
+        vec!["fs", "mkfs", conf.to_str().unwrap(), "--force"],
+    ] {
+        let out = iolab(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("reads as a volume configuration, but line 5"), "{}", stderr(&out));
+    }
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), text, "the configuration is as it was");
+}
