@@ -157,3 +157,30 @@ fn cat_of_a_symlink_or_a_directory_says_what_it_is() {
     let out = iolab(&["fs", "cat", path(&image), "/src"]);
     assert!(stderr(&out).contains("a directory"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_file_system_on_a_raid5_volume_is_filled_checked_and_its_parity_is_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("r5.conf");
+    std::fs::write(&conf, crate::volume::RAID5).unwrap();
+    let conf = path(&conf).to_string();
+    let out = iolab(&["volume", "create", &conf, "--drive-size", "24m"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    source_tree(&dir.path().join("src"));
+    let archive = dir.path().join("src.tar");
+    run("tar", &["cf", path(&archive), "-C", path(dir.path()), "src"]);
+    for args in [
+        vec!["fs", "mkfs", &conf],
+        vec!["fs", "untar", &conf, path(&archive), "--policy", "sync"],
+        vec!["fs", "fsck", &conf],
+        vec!["fs", "rm", &conf, "/src/dir3", "--policy", "async"],
+        vec!["fs", "fsck", &conf],
+        vec!["volume", "checkparity", "raid", &conf],
+    ] {
+        let out = iolab(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}{}", stdout(&out), stderr(&out));
+        if args[1] == "checkparity" {
+            assert!(stdout(&out).contains(" 0 with wrong parity"), "{}", stdout(&out));
+        }
+    }
+}
