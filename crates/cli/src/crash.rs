@@ -36,6 +36,10 @@ pub enum Stack {
     /// operations and fsyncs; after each crash `fsck -p` must repair
     /// everything and every fsync'd file must hold what was fsync'd.
     FsSync,
+    /// iolab's file system under the `log` policy (WAPBL): after each
+    /// crash the log's replay alone must leave nothing for fsck, every
+    /// fsync'd file whole, and the tree one that a commit made.
+    FsLog,
     /// The same under `async`: nothing is promised; the report shows the
     /// damage a crash leaves.
     FsAsync,
@@ -51,6 +55,7 @@ impl Stack {
             Stack::Raid5 => "raid5",
             Stack::Raid5Log => "raid5-log",
             Stack::FsSync => "fs-sync",
+            Stack::FsLog => "fs-log",
             Stack::FsAsync => "fs-async",
         }
     }
@@ -110,7 +115,7 @@ pub struct CrashArgs {
 }
 
 pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
-    if matches!(args.stack, Stack::FsSync | Stack::FsAsync) {
+    if matches!(args.stack, Stack::FsSync | Stack::FsLog | Stack::FsAsync) {
         return run_fs(&args);
     }
     let data_bytes = parse_bytes("size", args.size.as_deref().unwrap_or("1m")).map_err(UsageError::from)?;
@@ -140,7 +145,7 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
         Stack::Raid5 | Stack::Raid5Log => {
             crash_raid5(&spec, args.stack == Stack::Raid5Log, data_bytes, log_bytes)
         }
-        Stack::FsSync | Stack::FsAsync => unreachable!("file-system stacks return above"),
+        Stack::FsSync | Stack::FsLog | Stack::FsAsync => unreachable!("file-system stacks return above"),
     }
     .map_err(|e| match e {
         CrashError::Spec(what) => anyhow::Error::from(UsageError(what)),
@@ -188,10 +193,14 @@ fn crash_run<'a>(args: &'a CrashArgs, r: &CrashReport) -> report::CrashRun<'a> {
     }
 }
 
-/// `iolab crash --stack fs-sync|fs-async`: the file system's promise.
+/// `iolab crash --stack fs-sync|fs-log|fs-async`: the file system's promise.
 fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
     let device_bytes = parse_bytes("size", args.size.as_deref().unwrap_or("8m")).map_err(UsageError::from)?;
-    let policy = if args.stack == Stack::FsSync { ffs::Policy::Sync } else { ffs::Policy::Async };
+    let policy = match args.stack {
+        Stack::FsSync => ffs::Policy::Sync,
+        Stack::FsLog => ffs::Policy::Log,
+        _ => ffs::Policy::Async,
+    };
     let spec = workloads::fscrash::FsCrashSpec {
         policy,
         operations: args.transactions,

@@ -15,8 +15,9 @@ fn bit(map: &[u8], i: u32) -> bool {
     map[(i / 8) as usize] & (1 << (i % 8)) != 0
 }
 
-/// The first clear bit of `map` in `from..limit`, then in `0..from`.
-fn find_clear(map: &[u8], from: u32, limit: u32) -> Option<u32> {
+/// The first clear bit of `map` in `from..limit`, then in `0..from`,
+/// passing over those `skip` names.
+fn find_clear(map: &[u8], from: u32, limit: u32, skip: impl Fn(u32) -> bool) -> Option<u32> {
     let scan = |lo: u32, hi: u32| {
         let mut i = lo;
         while i < hi {
@@ -24,7 +25,7 @@ fn find_clear(map: &[u8], from: u32, limit: u32) -> Option<u32> {
                 i += 8;
                 continue;
             }
-            if !bit(map, i) {
+            if !bit(map, i) && !skip(i) {
                 return Some(i);
             }
             i += 1;
@@ -51,7 +52,21 @@ impl Core {
     }
 
     /// A free block, near `hint` where possible; ENOSPC when none is.
+    /// Under `log`, a block freed since the last commit is not taken; when
+    /// only such blocks are left, the transaction is committed first.
     pub fn alloc_block(&mut self, hint: u64) -> Result<u32, Errno> {
+        match self.alloc_block_once(hint) {
+            Err(Errno::NOSPC) if !self.log.freed_since_commit.is_empty() => {
+                if let Err(e) = self.commit() {
+                    return Err(eio(self, e));
+                }
+                self.alloc_block_once(hint)
+            }
+            other => other,
+        }
+    }
+
+    fn alloc_block_once(&mut self, hint: u64) -> Result<u32, Errno> {
         let groups = self.sb.groups;
         let hint = hint.clamp(self.sb.first_group_block, self.sb.blocks - 1);
         let first = ((hint - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group)) as u32;
@@ -64,8 +79,9 @@ impl Core {
             let from = if k == 0 { (hint - start) as u32 } else { 0 };
             let limit = self.sb.group_blocks(g);
             let map_block = start + BLOCK_BITMAP;
+            let freed = &self.log.freed_since_commit;
             let found = match self.cache.read(map_block) {
-                Ok(map) => find_clear(map, from, limit),
+                Ok(map) => find_clear(map, from, limit, |i| freed.contains(&((start + u64::from(i)) as u32))),
                 Err(e) => return Err(eio(self, e)),
             };
             if let Some(i) = found {
@@ -87,6 +103,9 @@ impl Core {
         if self.set_bit(self.sb.group_start(g) + BLOCK_BITMAP, i, false)? {
             self.groups[g as usize].free_blocks += 1;
             self.sb.free_blocks += 1;
+            if self.policy == crate::Policy::Log {
+                self.log.freed_since_commit.insert(block as u32);
+            }
         }
         Ok(())
     }
@@ -103,7 +122,7 @@ impl Core {
             }
             let map_block = self.sb.group_start(g) + INODE_BITMAP;
             let found = match self.cache.read(map_block) {
-                Ok(map) => find_clear(map, 0, self.sb.inodes_per_group),
+                Ok(map) => find_clear(map, 0, self.sb.inodes_per_group, |_| false),
                 Err(e) => return Err(eio(self, e)),
             };
             if let Some(i) = found {

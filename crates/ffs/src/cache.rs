@@ -3,6 +3,11 @@
 //! past its capacity the least recently used buffer goes, written first
 //! if dirty. Write-back is sorted by block number and coalesces runs of
 //! neighbours into one request, as a disk wants it.
+//!
+//! Dirty buffers are file data or metadata. A full write-back writes the
+//! data first, then the metadata; under the `log` policy data goes in
+//! place outside the log (`Device::write_unlogged`) and metadata joins the
+//! open transaction, which the flush after it commits.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -44,24 +49,45 @@ pub struct Cache {
     bufs: HashMap<u64, Buf>,
     /// tick -> block: the least recently used first.
     lru: BTreeMap<u64, u64>,
+    /// Dirty metadata and dirty file data, by block.
     dirty: BTreeSet<u64>,
+    dirty_data: BTreeSet<u64>,
     tick: u64,
     capacity_blocks: usize,
+    /// File data goes outside the device's log (the `log` policy).
+    unlogged_data: bool,
+    /// Metadata blocks written since the last flush: what the open
+    /// transaction of a log holds at most.
+    pub meta_since_flush: usize,
     pub stats: CacheStats,
 }
 
 impl Cache {
-    pub fn new(dev: Arc<dyn Device>, capacity_bytes: u64) -> Cache {
+    /// A cache of `capacity_bytes` over `dev`; `unlogged_data`: file data
+    /// is written with `write_unlogged` (the `log` policy).
+    pub fn new(dev: Arc<dyn Device>, capacity_bytes: u64, unlogged_data: bool) -> Cache {
         let capacity_blocks = (capacity_bytes / BLOCK_BYTES as u64).max(64) as usize;
         Cache {
             dev,
             bufs: HashMap::new(),
             lru: BTreeMap::new(),
             dirty: BTreeSet::new(),
+            dirty_data: BTreeSet::new(),
             tick: 0,
             capacity_blocks,
+            unlogged_data,
+            meta_since_flush: 0,
             stats: CacheStats::default(),
         }
+    }
+
+    /// Dirty metadata buffers.
+    pub fn dirty_meta(&self) -> usize {
+        self.dirty.len()
+    }
+
+    fn is_dirty(&self, block: &u64) -> bool {
+        self.dirty.contains(block) || self.dirty_data.contains(block)
     }
 
     fn touch(&mut self, block: u64) {
@@ -115,8 +141,22 @@ impl Cache {
         Ok(self.dirty_buf(block))
     }
 
+    /// The bytes of file data `block`, to change: dirty, and written as
+    /// file data.
+    pub fn modify_data(&mut self, block: u64) -> device::Result<&mut [u8]> {
+        self.load(block, false)?;
+        self.dirty.remove(&block);
+        self.dirty_data.insert(block);
+        Ok(self.mark(block))
+    }
+
     fn dirty_buf(&mut self, block: u64) -> &mut [u8] {
+        self.dirty_data.remove(&block);
         self.dirty.insert(block);
+        self.mark(block)
+    }
+
+    fn mark(&mut self, block: u64) -> &mut [u8] {
         let buf = self.bufs.get_mut(&block).expect("loaded just before");
         buf.dirtied.get_or_insert_with(Instant::now);
         &mut buf.data
@@ -128,16 +168,17 @@ impl Cache {
         if let Some(buf) = self.bufs.remove(&block) {
             self.lru.remove(&buf.tick);
             self.dirty.remove(&block);
+            self.dirty_data.remove(&block);
         }
     }
 
     /// Writes `block` now and makes it durable (a synchronous write: the
     /// policies' ordering points).
     pub fn write_now(&mut self, block: u64) -> device::Result<()> {
-        if let Some(buf) = self.bufs.get_mut(&block) {
-            self.dev.write_at(&buf.data, block * BLOCK_BYTES as u64)?;
-            buf.dirtied = None;
-            self.dirty.remove(&block);
+        if self.is_dirty(&block) {
+            self.write_blocks(&[block])?;
+            self.stats.blocks_written -= 1;
+            self.stats.write_requests -= 1;
         }
         self.dev.flush()?;
         self.stats.sync_writes += 1;
@@ -145,14 +186,18 @@ impl Cache {
         Ok(())
     }
 
-    /// Writes every dirty buffer, in block order, neighbours together;
-    /// `flush`: then makes them durable.
+    /// Writes every dirty buffer, the file data first, each kind in block
+    /// order with neighbours together; `flush`: then makes them durable
+    /// (under the `log` policy, commits the metadata).
     pub fn write_back(&mut self, flush: bool) -> device::Result<()> {
-        let blocks: Vec<u64> = self.dirty.iter().copied().collect();
-        self.write_blocks(&blocks)?;
+        let data: Vec<u64> = self.dirty_data.iter().copied().collect();
+        self.write_blocks(&data)?;
+        let meta: Vec<u64> = self.dirty.iter().copied().collect();
+        self.write_blocks(&meta)?;
         if flush {
             self.dev.flush()?;
             self.stats.flushes += 1;
+            self.meta_since_flush = 0;
         }
         Ok(())
     }
@@ -160,41 +205,63 @@ impl Cache {
     /// Writes the buffers dirty for longer than `age` (the syncer's pass).
     pub fn write_back_older(&mut self, age: Duration) -> device::Result<usize> {
         let now = Instant::now();
-        let old: Vec<u64> = (self.dirty.iter())
-            .filter(|b| self.bufs[b].dirtied.is_some_and(|t| now.duration_since(t) >= age))
-            .copied()
-            .collect();
-        self.write_blocks(&old)?;
-        Ok(old.len())
+        let old = |set: &BTreeSet<u64>| -> Vec<u64> {
+            (set.iter())
+                .filter(|b| self.bufs[b].dirtied.is_some_and(|t| now.duration_since(t) >= age))
+                .copied()
+                .collect()
+        };
+        let (data, meta) = (old(&self.dirty_data), old(&self.dirty));
+        self.write_blocks(&data)?;
+        self.write_blocks(&meta)?;
+        Ok(data.len() + meta.len())
     }
 
-    /// Writes `blocks` (sorted, dirty) in runs of neighbours.
+    /// Writes `blocks` (sorted, dirty) in runs of neighbours of one kind.
     /// A run carries at most 1 MiB, and no more than the device takes in
     /// one request (a block log's transaction limit).
     fn write_blocks(&mut self, blocks: &[u64]) -> device::Result<()> {
         let run_max = RUN_BLOCKS_MAX.min((self.dev.max_request_bytes() / BLOCK_BYTES as u64).max(1) as usize);
         let mut i = 0;
         while i < blocks.len() {
+            let first = blocks[i];
+            let data = self.dirty_data.contains(&first);
             let mut run = 1;
-            while i + run < blocks.len() && blocks[i + run] == blocks[i] + run as u64 && run < run_max {
+            while i + run < blocks.len()
+                && blocks[i + run] == first + run as u64
+                && run < run_max
+                && self.dirty_data.contains(&blocks[i + run]) == data
+            {
                 run += 1;
             }
-            let first = blocks[i];
+            let unlogged = data && self.unlogged_data;
+            let offset = first * BLOCK_BYTES as u64;
+            let write = |dev: &dyn Device, buf: &[u8]| {
+                if unlogged {
+                    dev.write_unlogged(buf, offset)
+                } else {
+                    dev.write_at(buf, offset)
+                }
+            };
             if run == 1 {
-                self.dev.write_at(&self.bufs[&first].data, first * BLOCK_BYTES as u64)?;
+                write(self.dev.as_ref(), &self.bufs[&first].data)?;
             } else {
                 let mut staged =
                     AlignedBuf::zeroed(run * BLOCK_BYTES, BLOCK_BYTES.max(self.dev.buffer_align()));
                 for (k, chunk) in staged.chunks_mut(BLOCK_BYTES).enumerate() {
                     chunk.copy_from_slice(&self.bufs[&(first + k as u64)].data);
                 }
-                self.dev.write_at(&staged, first * BLOCK_BYTES as u64)?;
+                write(self.dev.as_ref(), &staged)?;
             }
             for b in &blocks[i..i + run] {
                 if let Some(buf) = self.bufs.get_mut(b) {
                     buf.dirtied = None;
                 }
                 self.dirty.remove(b);
+                self.dirty_data.remove(b);
+            }
+            if !data {
+                self.meta_since_flush += run;
             }
             self.stats.blocks_written += run as u64;
             self.stats.write_requests += 1;
@@ -208,13 +275,13 @@ impl Cache {
     fn make_room(&mut self) -> device::Result<()> {
         while self.bufs.len() >= self.capacity_blocks {
             let Some((&tick, &block)) = self.lru.iter().next() else { break };
-            if self.dirty.contains(&block) {
+            if self.is_dirty(&block) {
                 // Write a batch of the oldest dirty buffers, sorted and
                 // coalesced, rather than one block per eviction.
                 let mut batch: Vec<u64> = self
                     .lru
                     .values()
-                    .filter(|b| self.dirty.contains(b))
+                    .filter(|b| self.is_dirty(b))
                     .take(EVICT_BATCH_BLOCKS)
                     .copied()
                     .collect();

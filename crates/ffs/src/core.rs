@@ -2,12 +2,14 @@
 //! for each call: the superblock, the groups' counts, the buffer cache,
 //! and the inodes the kernel (or a workload) holds references to.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
+use device::AlignedBuf;
 use fsapi::Errno;
 
 use crate::cache::Cache;
-use crate::format::{DiskInode, InodeSlot, Policy, Superblock, INODE_BYTES};
+use crate::format::{DiskInode, GroupHeader, InodeSlot, Policy, Superblock, BLOCK_BYTES, INODE_BYTES};
 
 /// A group's counts, kept in memory and written to its header with the
 /// superblock's (summary counts are delayed under every policy).
@@ -38,6 +40,25 @@ pub struct Core {
     /// unknown, so the file system takes no more changes (EIO) until it
     /// is mounted again.
     pub failed: Option<String>,
+    /// The `log` policy's transactions: blocks freed since the last commit
+    /// (not handed out again before it, or a crash could leave committed
+    /// metadata pointing at another file's data), when the last commit
+    /// was, and how many metadata blocks a commit may hold before the
+    /// next operation commits first (0: not `log`).
+    pub log: LogState,
+}
+
+/// See [`Core::log`].
+pub struct LogState {
+    pub freed_since_commit: HashSet<u32>,
+    pub last_commit: Instant,
+    pub commit_blocks: usize,
+}
+
+impl LogState {
+    pub fn new(commit_blocks: usize) -> LogState {
+        LogState { freed_since_commit: HashSet::new(), last_commit: Instant::now(), commit_blocks }
+    }
 }
 
 /// A device error as the errno a caller gets: EIO, and the file system
@@ -105,6 +126,57 @@ impl Core {
             }
         }
         Ok(())
+    }
+
+    /// Puts the groups' counts into their headers (delayed writes).
+    pub fn stage_group_headers(&mut self) -> device::Result<()> {
+        for g in 0..self.sb.groups {
+            let counts = self.groups[g as usize];
+            let header = GroupHeader {
+                group: g,
+                blocks: self.sb.group_blocks(g),
+                free_blocks: counts.free_blocks,
+                free_inodes: counts.free_inodes,
+                dirs: counts.dirs,
+                fs_id: self.sb.fs_id,
+            };
+            let start = self.sb.group_start(g);
+            let block = self.cache.modify(start)?;
+            block[..512].copy_from_slice(&header.encode());
+        }
+        Ok(())
+    }
+
+    /// The superblock, one generation on, in its next slot: the bytes
+    /// and the block they go to.
+    pub fn next_superblock(&mut self, align: usize) -> (AlignedBuf, u64) {
+        self.sb.generation += 1;
+        let mut buf = AlignedBuf::zeroed(BLOCK_BYTES, BLOCK_BYTES.max(align));
+        let bytes = self.sb.encode();
+        buf[..bytes.len()].copy_from_slice(&bytes);
+        (buf, self.sb.generation % 2)
+    }
+
+    /// Under `log`: commits everything changed so far as one transaction
+    /// (the file data in place first, then the metadata with the group
+    /// headers and the superblock through the log, then the commit).
+    pub fn commit(&mut self) -> device::Result<()> {
+        self.stage_group_headers()?;
+        let (sb, slot) = self.next_superblock(1);
+        self.cache.modify(slot)?.copy_from_slice(&sb);
+        self.cache.write_back(true)?;
+        self.log.freed_since_commit.clear();
+        self.log.last_commit = Instant::now();
+        Ok(())
+    }
+
+    /// Under `log`, whether the open transaction is full enough that the
+    /// next operation should commit it first (so no operation's metadata
+    /// is split by a commit the log forces).
+    pub fn commit_due(&self) -> bool {
+        self.log.commit_blocks > 0
+            && self.failed.is_none()
+            && self.cache.dirty_meta() + self.cache.meta_since_flush >= self.log.commit_blocks
     }
 
     pub fn is_referenced(&self, ino: u32) -> bool {

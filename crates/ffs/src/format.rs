@@ -61,6 +61,9 @@ pub enum Policy {
     Async,
     /// The ordering-critical metadata written synchronously (FFS's default).
     Sync,
+    /// Metadata committed through the log region in transactions (WAPBL):
+    /// after a crash, mounting replays the log and nothing needs repair.
+    Log,
 }
 
 impl Policy {
@@ -68,6 +71,7 @@ impl Policy {
         match self {
             Policy::Async => 0,
             Policy::Sync => 1,
+            Policy::Log => 3,
         }
     }
 
@@ -75,6 +79,7 @@ impl Policy {
         match code {
             0 => Some(Policy::Async),
             1 => Some(Policy::Sync),
+            3 => Some(Policy::Log),
             _ => None,
         }
     }
@@ -83,6 +88,7 @@ impl Policy {
         match self {
             Policy::Async => "async",
             Policy::Sync => "sync",
+            Policy::Log => "log",
         }
     }
 }
@@ -93,8 +99,9 @@ impl std::str::FromStr for Policy {
         match text {
             "async" => Ok(Policy::Async),
             "sync" => Ok(Policy::Sync),
-            "softdep" | "log" => Err(format!("--policy: '{text}' is not built yet; use sync or async")),
-            other => Err(format!("--policy: '{other}' is not a policy; use sync or async")),
+            "log" => Ok(Policy::Log),
+            "softdep" => Err(format!("--policy: '{text}' is not built yet; use sync, log or async")),
+            other => Err(format!("--policy: '{other}' is not a policy; use sync, log or async")),
         }
     }
 }

@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::cache::Cache;
-use crate::core::{Core, GroupCounts};
+use crate::core::{Core, GroupCounts, LogState};
 use crate::format::*;
-use crate::mount::read_superblock;
+use crate::mount::replayed_superblock;
 use crate::{Dev, FsError, Policy};
 
 /// What fsck may change.
@@ -112,6 +112,8 @@ pub struct Finding {
 /// The outcome of a check.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
+    /// Commits of the file system's log replayed before the check.
+    pub replayed_commits: u64,
     pub findings: Vec<Finding>,
     pub inodes_checked: u64,
     pub blocks_claimed: u64,
@@ -168,24 +170,24 @@ struct Checker {
 /// Checks the file system on `dev` (not mounted) and repairs as `repair`
 /// allows. Unrecoverable: no superblock, a geometry that does not fit.
 pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
-    let sb = read_superblock(dev)?;
-    if sb.blocks * BLOCK_BYTES as u64 > dev.size_bytes() {
-        return Err(FsError::Damaged("the superblock's size is larger than the device".into()));
-    }
+    // As fsck_ffs with WAPBL: what the log committed is replayed home
+    // first (a check that only reads is given a scratch view to replay on).
+    let (sb, replayed) = replayed_superblock(dev)?;
     let groups = vec![GroupCounts::default(); sb.groups as usize];
     let core = Core {
         sb,
         groups,
-        cache: Cache::new(Arc::clone(dev), 256 << 20),
+        cache: Cache::new(Arc::clone(dev), 256 << 20, false),
         policy: Policy::Async,
         refs: HashMap::new(),
         dir_index: HashMap::new(),
         failed: None,
+        log: LogState::new(0),
     };
     let mut c = Checker {
         core,
         repair,
-        report: Report::default(),
+        report: Report { replayed_commits: replayed.map_or(0, |r| r.commits), ..Report::default() },
         inodes: BTreeMap::new(),
         claims: HashMap::new(),
         entries: Vec::new(),

@@ -6,8 +6,9 @@
 //! writes go out at once and in what order (`policy.rs`); `fsck.rs`
 //! checks an unmounted image and repairs it.
 //!
-//! This crate depends on `device` and `fsapi` only, never prints, and
-//! never writes outside the device it was given.
+//! This crate depends on `device`, `fsapi` and `blocklog` (the `log`
+//! policy's transactions, on the file system's own log region) only,
+//! never prints, and never writes outside the device it was given.
 
 mod alloc;
 mod bmap;
@@ -19,6 +20,7 @@ pub mod fsck;
 mod mkfs;
 mod mount;
 mod ops;
+mod wapbl;
 
 use std::sync::Arc;
 
@@ -27,6 +29,7 @@ pub use format::Policy;
 pub use mkfs::{geometry, mkfs, MkfsOptions};
 pub use mount::{read_superblock, Unmounted};
 pub use ops::{Ffs, MountOptions};
+pub use wapbl::replay as replay_log;
 
 /// What making, mounting or checking a file system can fail with.
 #[derive(Debug, thiserror::Error)]

@@ -5,13 +5,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use device::AlignedBuf;
+use blocklog::ReplayReport;
+use device::{AlignedBuf, Device};
 
 use crate::cache::Cache;
-use crate::core::{Core, GroupCounts};
+use crate::core::{Core, GroupCounts, LogState};
 use crate::format::*;
 use crate::mkfs::now_ns;
-use crate::{Dev, Ffs, FsError, MountOptions};
+use crate::{wapbl, Dev, Ffs, FsError, MountOptions};
 
 /// Reads block `n` straight from the device.
 fn read_block(dev: &Dev, n: u64) -> Result<AlignedBuf, FsError> {
@@ -42,20 +43,47 @@ pub fn read_superblock(dev: &Dev) -> Result<Superblock, FsError> {
 pub struct Unmounted {
     pub superblock: Superblock,
     pub cache: crate::CacheStats,
+    /// Under `log`: the log's counters (commits, bytes written to it).
+    pub log: Option<blocklog::LogStats>,
+}
+
+/// The superblock of `raw` after its log's committed transactions are
+/// replayed home (any policy), checked against the device's size.
+pub(crate) fn replayed_superblock(raw: &Dev) -> Result<(Superblock, Option<ReplayReport>), FsError> {
+    let first = read_superblock(raw)?;
+    check_size(&first, raw)?;
+    let replayed = wapbl::replay(raw, &first)?;
+    let sb = if replayed.is_some() { read_superblock(raw)? } else { first };
+    check_size(&sb, raw)?;
+    Ok((sb, replayed))
+}
+
+fn check_size(sb: &Superblock, dev: &Dev) -> Result<(), FsError> {
+    if sb.blocks * BLOCK_BYTES as u64 > dev.size_bytes() {
+        return Err(FsError::Damaged(format!(
+            "it says it has {} blocks, the device holds {}",
+            sb.blocks,
+            dev.size_bytes() / BLOCK_BYTES as u64
+        )));
+    }
+    Ok(())
 }
 
 impl Ffs {
-    /// Mounts the file system on `dev`: marks it not clean (so a crash is
-    /// known), records the policy, and serves it.
-    pub fn mount(dev: Dev, options: &MountOptions) -> Result<Ffs, FsError> {
+    /// Mounts the file system on `dev`: replays its log (whatever the
+    /// policy), marks it not clean (so a crash is known), records the
+    /// policy, and serves it. Under `log` every write goes through the
+    /// log on the file system's log region.
+    pub fn mount(raw: Dev, options: &MountOptions) -> Result<Ffs, FsError> {
+        let (first, _) = replayed_superblock(&raw)?;
+        let (dev, log): (Dev, _) = match options.policy {
+            Policy::Log => {
+                let (log, _) = wapbl::open(&raw, &first)?;
+                (log.clone(), Some(log))
+            }
+            _ => (Arc::clone(&raw), None),
+        };
         let mut sb = read_superblock(&dev)?;
-        if sb.blocks * BLOCK_BYTES as u64 > dev.size_bytes() {
-            return Err(FsError::Damaged(format!(
-                "it says it has {} blocks, the device holds {}",
-                sb.blocks,
-                dev.size_bytes() / BLOCK_BYTES as u64
-            )));
-        }
         let mut groups = Vec::with_capacity(sb.groups as usize);
         for g in 0..sb.groups {
             let h = GroupHeader::decode(&read_block(&dev, sb.group_start(g))?, g, sb.fs_id)?;
@@ -65,7 +93,13 @@ impl Ffs {
         sb.mounts += 1;
         sb.mounted_ns = now_ns();
         sb.policy = options.policy;
-        let cache = Cache::new(Arc::clone(&dev), options.cache_bytes);
+        let commit_blocks = match &log {
+            // Half of what one transaction may hold: room for the largest
+            // operation after the check that commits before it.
+            Some(log) => ((log.max_request_bytes() / BLOCK_BYTES as u64) / 2).max(1) as usize,
+            None => 0,
+        };
+        let cache = Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some());
         let core = Core {
             sb,
             groups,
@@ -74,61 +108,52 @@ impl Ffs {
             refs: HashMap::new(),
             dir_index: HashMap::new(),
             failed: None,
+            log: LogState::new(commit_blocks),
         };
-        let fs = Ffs { core: Mutex::new(core), dev };
+        let fs = Ffs { core: Mutex::new(core), dev, log };
         fs.write_superblock()?;
         Ok(fs)
     }
 
-    /// Writes the superblock into its next slot and makes it durable.
+    /// Writes the superblock into its next slot and makes it durable
+    /// (under `log`: commits it, with everything else changed).
     fn write_superblock(&self) -> Result<(), FsError> {
         let mut core = self.lock();
-        core.sb.generation += 1;
-        let slot = core.sb.generation % 2;
-        let bytes = core.sb.encode();
+        if core.policy == Policy::Log {
+            return core.commit().map_err(|e| self.failed(core, e));
+        }
+        let (buf, slot) = core.next_superblock(self.dev.buffer_align());
         drop(core);
-        let mut buf = AlignedBuf::zeroed(BLOCK_BYTES, BLOCK_BYTES.max(self.dev.buffer_align()));
-        buf[..bytes.len()].copy_from_slice(&bytes);
         self.dev.write_at(&buf, slot * BLOCK_BYTES as u64)?;
         self.dev.flush()?;
         Ok(())
     }
 
-    /// Puts the groups' counts into their headers (delayed writes).
-    fn stage_group_headers(&self) -> Result<(), FsError> {
-        let mut core = self.lock();
-        for g in 0..core.sb.groups {
-            let counts = core.groups[g as usize];
-            let header = GroupHeader {
-                group: g,
-                blocks: core.sb.group_blocks(g),
-                free_blocks: counts.free_blocks,
-                free_inodes: counts.free_inodes,
-                dirs: counts.dirs,
-                fs_id: core.sb.fs_id,
-            };
-            let start = core.sb.group_start(g);
-            let block = core.cache.modify(start)?;
-            block[..512].copy_from_slice(&header.encode());
-        }
-        Ok(())
+    /// Records a failed write: the file system takes no more changes.
+    fn failed(&self, mut core: std::sync::MutexGuard<'_, Core>, e: device::DeviceError) -> FsError {
+        core.failed.get_or_insert_with(|| e.to_string());
+        e.into()
     }
 
     /// Writes everything back, sorted, then the superblock: all of it
-    /// durable when this returns (`sync`, and `fsync` for now).
+    /// durable when this returns (`sync`, and `fsync` for now). Under
+    /// `log`, one commit.
     pub fn sync_all(&self) -> Result<(), FsError> {
-        self.lock().check_alive().map_err(|_| self.failure())?;
-        self.stage_group_headers()?;
-        let written = self.lock().cache.write_back(true);
-        if let Err(e) = written {
-            self.lock().failed.get_or_insert_with(|| e.to_string());
-            return Err(e.into());
+        let mut core = self.lock();
+        core.check_alive().map_err(|_| self.failure_of(&core))?;
+        if core.policy == Policy::Log {
+            return core.commit().map_err(|e| self.failed(core, e));
         }
+        let written = core.stage_group_headers().and_then(|()| core.cache.write_back(true));
+        if let Err(e) = written {
+            return Err(self.failed(core, e));
+        }
+        drop(core);
         self.write_superblock()
     }
 
-    fn failure(&self) -> FsError {
-        let cause = self.lock().failed.clone().unwrap_or_default();
+    fn failure_of(&self, core: &Core) -> FsError {
+        let cause = core.failed.clone().unwrap_or_default();
         FsError::Invalid(format!(
             "an earlier write failed ({cause}); nothing more is written until it is mounted again"
         ))
@@ -139,6 +164,22 @@ impl Ffs {
         let mut core = self.lock();
         core.check_alive().map_err(|_| FsError::Invalid("the file system failed".into()))?;
         Ok(core.cache.write_back_older(age)?)
+    }
+
+    /// The periodic work a mount's syncer does about once a second: under
+    /// `log`, commits what changed if the last commit is a second old (as
+    /// WAPBL's); under every policy, writes back buffers dirty for longer
+    /// than `age`.
+    pub fn tick(&self, age: Duration) -> Result<(), FsError> {
+        let mut core = self.lock();
+        core.check_alive().map_err(|_| self.failure_of(&core))?;
+        let pending = core.cache.dirty_meta() > 0 || core.cache.meta_since_flush > 0;
+        if core.policy == Policy::Log && pending && core.log.last_commit.elapsed() >= Duration::from_secs(1) {
+            core.commit().map_err(|e| self.failed(core, e))?;
+            return Ok(());
+        }
+        core.cache.write_back_older(age).map_err(|e| self.failed(core, e))?;
+        Ok(())
     }
 
     /// Unmounts: frees inodes unlinked while they were open, writes
@@ -155,8 +196,19 @@ impl Ffs {
             core.sb.clean = true;
         }
         self.sync_all()?;
+        if let Some(log) = &self.log {
+            // Everything committed goes home and the log is left empty:
+            // the image is whole without it.
+            log.checkpoint()?;
+        }
         let core = self.lock();
-        Ok(Unmounted { superblock: core.sb.clone(), cache: core.cache.stats })
+        Ok(Unmounted { superblock: core.sb.clone(), cache: core.cache.stats, log: self.log_stats() })
+    }
+
+    /// The block log's counters under `log` (commits, bytes written to the
+    /// log, checkpoints).
+    pub fn log_stats(&self) -> Option<blocklog::LogStats> {
+        self.log.as_ref().map(|l| l.log_stats())
     }
 
     /// The counters of the buffer cache.

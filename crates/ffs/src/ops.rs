@@ -38,7 +38,10 @@ impl Default for MountOptions {
 /// A mounted file system.
 pub struct Ffs {
     pub(crate) core: Mutex<Core>,
+    /// What the cache writes to: the device, or under `log` the block log
+    /// over it.
     pub(crate) dev: Dev,
+    pub(crate) log: Option<std::sync::Arc<blocklog::LoggedDevice>>,
 }
 
 fn now() -> (i64, u32) {
@@ -98,10 +101,19 @@ fn touch(inode: &mut DiskInode) {
 }
 
 impl Ffs {
+    /// The mounted state, for one call. Under `log`, a transaction grown
+    /// near its limit is committed first, between calls, so no call's
+    /// metadata is split across commits.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
         // Every call checks before it changes, so a panic elsewhere cannot
         // have left the state half-changed in a way later calls trust.
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+        let mut core = self.core.lock().unwrap_or_else(|e| e.into_inner());
+        if core.commit_due() {
+            if let Err(e) = core.commit() {
+                eio(&mut core, e);
+            }
+        }
+        core
     }
 
     /// A new file system's root (inode 1) and lost+found (inode 2).
@@ -597,7 +609,7 @@ fn write_blocks(
         let (n, within) = (at / BLOCK_BYTES as u64, (at % BLOCK_BYTES as u64) as usize);
         let len = (BLOCK_BYTES - within).min(data.len() - *done);
         let (block, _) = core.bmap(ino, inode, n, true)?.ok_or(Errno::IO)?;
-        match core.cache.modify(u64::from(block)) {
+        match core.cache.modify_data(u64::from(block)) {
             Ok(bytes) => bytes[within..within + len].copy_from_slice(&data[*done..*done + len]),
             Err(e) => return Err(eio(core, e)),
         }
@@ -616,7 +628,7 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
         let within = (size % BLOCK_BYTES as u64) as usize;
         if within != 0 {
             if let Some((block, _)) = core.bmap(ino, inode, size / BLOCK_BYTES as u64, false)? {
-                match core.cache.modify(u64::from(block)) {
+                match core.cache.modify_data(u64::from(block)) {
                     Ok(bytes) => bytes[within..].fill(0),
                     Err(e) => return Err(eio(core, e)),
                 }

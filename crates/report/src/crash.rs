@@ -62,8 +62,13 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
         run.stack, r.operations, run.sync_every, r.fsyncs, run.seed
     );
     out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
+    let each = if run.stack == "fs-log" {
+        "the log replayed, fsck -n, the fsync'd files read, the tree against the commits"
+    } else {
+        "fsck -p, fsck -n, the fsync'd files read"
+    };
     out += &format!(
-        "states checked: {} ({} after flushes, {} sampled between them); each: fsck -p, fsck -n, the fsync'd files read\n",
+        "states checked: {} ({} after flushes, {} sampled between them); each: {each}\n",
         r.states_checked, r.flush_states, r.sampled_states
     );
     if r.damage_found.is_empty() {
@@ -73,8 +78,9 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
         out += &format!("fsck found (states): {}\n", found.join(", "));
     }
     out += &format!(
-        "violations: {} (damage preen leaves {}, fsync'd files lost {}, unreadable {})\n",
-        r.violations, r.damage_left, r.fsync_lost, r.unreadable
+        "violations: {} (damage preen leaves {}, fsync'd files lost {}, unreadable {}, \
+         found after the log's replay {}, a tree no commit made {})\n",
+        r.violations, r.damage_left, r.fsync_lost, r.unreadable, r.not_clean, r.not_committed
     );
     if let Some(v) = &r.first_violation {
         out += &format!(

@@ -44,6 +44,11 @@ impl FsckOutcome {
 /// A finding a line, then the verdict. `reported_only`: the check was `-n`.
 pub fn fsck_text(target: &str, report: &Report, reported_only: bool) -> String {
     let mut out = String::new();
+    if report.replayed_commits > 0 {
+        let into = if reported_only { " (into memory: -n changes nothing)" } else { "" };
+        let _ =
+            writeln!(out, "replayed the file system's log first: {} commits{into}", report.replayed_commits);
+    }
     for f in &report.findings {
         let fixed = if f.repaired { " [repaired]" } else { "" };
         let _ = writeln!(out, "{}: {}{fixed}", f.class.name(), f.detail);
@@ -139,6 +144,16 @@ impl TreeRun<'_> {
              cache hits {}, misses {}",
             c.blocks_written, c.write_requests, c.sync_writes, c.flushes, c.hits, c.misses
         );
+        if let Some(log) = &self.unmounted.log {
+            let _ = writeln!(
+                out,
+                "log: {} commits ({} forced by a full transaction), {} of metadata written to the log, {} checkpoints",
+                log.commits,
+                log.forced_commits,
+                human(log.log_bytes_written),
+                log.checkpoints
+            );
+        }
         let sb = &self.unmounted.superblock;
         let _ = writeln!(
             out,

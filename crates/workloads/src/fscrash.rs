@@ -8,8 +8,10 @@
 //!
 //! The promises: under `sync`, preen repairs everything a crash leaves
 //! (only its safe classes occur) and every fsync'd file holds what was
-//! fsync'd (unless a later write to it had begun); under `async`, nothing
-//! is promised, and the check shows the damage found.
+//! fsync'd (unless a later write to it had begun); under `log`, the log's
+//! replay alone leaves nothing for fsck to find, and every fsync'd file
+//! is whole; under `async`, nothing is promised, and the check shows the
+//! damage found.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -18,7 +20,7 @@ use std::sync::Arc;
 use device::{CrashPoint, Device, Event, MemDevice, Recording, RecordingDevice, Replayer};
 use ffs::fsck::{fsck, Repair};
 use ffs::{Ffs, MkfsOptions, MountOptions, Policy};
-use fsapi::testing::{apply, dirs, files, Op};
+use fsapi::testing::{apply, dirs, files, tree, Op};
 use fsapi::{FileSystem, Owner, SetAttr, ROOT};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -53,6 +55,11 @@ pub enum FsViolationClass {
     DamageLeft,
     /// A file fsync'd before the crash is missing or holds other data.
     FsyncLost,
+    /// Under `log`: fsck found anything at all once the log was replayed.
+    NotClean,
+    /// Under `log`: the tree after the crash is not one a commit made (a
+    /// step half there, or a completed commit missing).
+    NotCommitted,
 }
 
 impl FsViolationClass {
@@ -61,6 +68,8 @@ impl FsViolationClass {
             FsViolationClass::Unreadable => "unreadable",
             FsViolationClass::DamageLeft => "damage_left",
             FsViolationClass::FsyncLost => "fsync_lost",
+            FsViolationClass::NotClean => "not_clean",
+            FsViolationClass::NotCommitted => "not_committed",
         }
     }
 }
@@ -90,6 +99,8 @@ pub struct FsCrashReport {
     pub unreadable: u64,
     pub damage_left: u64,
     pub fsync_lost: u64,
+    pub not_clean: u64,
+    pub not_committed: u64,
     /// fsck classes found (before repair), by name: in how many states.
     pub damage_found: BTreeMap<&'static str, u64>,
     pub first_violation: Option<FsViolation>,
@@ -101,6 +112,25 @@ struct Version {
     data: Vec<u8>,
     write_began: usize,
     fsynced: usize,
+}
+
+/// The whole tree: path -> (kind, content or target, links).
+type Tree = BTreeMap<String, (fsapi::FileType, Vec<u8>, u32)>;
+
+/// Under `log`: the tree after each step of the workload, with the events
+/// recorded by then and the log's commits completed by then. A commit
+/// made during step `k` (at the start of a call, or by an fsync) holds the
+/// tree as step `k - 1` left it.
+struct Step {
+    end: usize,
+    commits: u64,
+    tree: Tree,
+}
+
+/// What the workload leaves to check against.
+struct Ran {
+    durable: Vec<Vec<Version>>,
+    steps: Vec<Step>,
 }
 
 /// Runs the workload on a fresh file system over a recording device and
@@ -116,7 +146,7 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
     let options = MountOptions { policy: spec.policy, cache_bytes: spec.cache_bytes };
     let fs = Ffs::mount(Arc::clone(&dev), &options).map_err(|e| CrashError::Build(e.to_string()))?;
     let built = recording.len();
-    let durable = run_workload(spec, &fs, &recording)?;
+    let ran = run_workload(spec, &fs, &recording)?;
     drop(fs);
     let events = recording.events();
     let points = crash_points_of(&events, built, spec.sampled_states, spec.seed);
@@ -128,7 +158,7 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
     }
     let mut report = FsCrashReport {
         operations: spec.operations,
-        fsyncs: durable.iter().map(|v| v.len() as u64).sum(),
+        fsyncs: ran.durable.iter().map(|v| v.len() as u64).sum(),
         events: events.len(),
         writes: events.iter().filter(|e| matches!(e, Event::Write { .. })).count(),
         flushes: events.iter().filter(|e| matches!(e, Event::Flush { .. })).count(),
@@ -141,20 +171,32 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
             continue;
         }
         let image: Arc<dyn Device> = Arc::new(replayer.images_at(point)?.remove(0));
-        let verdict = check_state(&image, &durable, point.after_events, &mut report.damage_found);
+        let verdict = match spec.policy {
+            Policy::Log => {
+                let window = committed_window(&ran.steps, replayer.events(), point.after_events);
+                check_logged_state(&image, &ran, window, point.after_events, &mut report.damage_found)
+            }
+            _ => check_state(&image, &ran.durable, point.after_events, &mut report.damage_found),
+        };
         report.tally(state, &point, sampled, verdict);
     }
     Ok(report)
 }
 
-/// The seeded operations; returns each durable file's versions.
-fn run_workload(
-    spec: &FsCrashSpec,
-    fs: &Ffs,
-    recording: &Recording,
-) -> Result<Vec<Vec<Version>>, CrashError> {
+/// The seeded operations; returns each durable file's versions and,
+/// under `log`, the tree after every step.
+fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<Ran, CrashError> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
-    let mut durable: Vec<Vec<Version>> = (0..DURABLE_FILES).map(|_| Vec::new()).collect();
+    let mut ran = Ran { durable: (0..DURABLE_FILES).map(|_| Vec::new()).collect(), steps: Vec::new() };
+    let logged = spec.policy == Policy::Log;
+    let mut step = |fs: &Ffs| {
+        if logged {
+            let tree = tree(fs);
+            let commits = fs.log_stats().map_or(0, |s| s.commits);
+            ran.steps.push(Step { end: recording.len(), commits, tree });
+        }
+    };
+    step(fs);
     let failed = |what: &str, e: fsapi::Errno| CrashError::Build(format!("{what}: {e}"));
     for i in 0..spec.operations {
         if i % spec.fsync_every == spec.fsync_every - 1 {
@@ -163,8 +205,9 @@ fn run_workload(
             let fill: u8 = rng.random();
             let data: Vec<u8> = (0..len).map(|j| (j as u8).wrapping_mul(7) ^ fill).collect();
             let write_began = recording.len();
-            rewrite(fs, &format!("keep{k}"), &data).map_err(|e| failed("rewriting a durable file", e))?;
-            durable[k as usize].push(Version { data, write_began, fsynced: recording.len() });
+            rewrite(fs, &format!("keep{k}"), &data, &mut step)
+                .map_err(|e| failed("rewriting a durable file", e))?;
+            ran.durable[k as usize].push(Version { data, write_began, fsynced: recording.len() });
             continue;
         }
         let op = Op::decode(std::array::from_fn(|_| rng.random()));
@@ -173,22 +216,69 @@ fn run_workload(
         let f: Vec<String> = f.into_iter().filter(|p| !p.starts_with("/keep")).collect();
         // Errors (ENOENT, EEXIST, ...) are part of the mix.
         let _ = apply(fs, &op, &d, &f);
+        step(fs);
     }
-    Ok(durable)
+    Ok(ran)
 }
 
-/// Writes `data` as the whole of the file `name` in the root and fsyncs it.
-fn rewrite(fs: &Ffs, name: &str, data: &[u8]) -> fsapi::Result<()> {
+/// Writes `data` as the whole of the file `name` in the root and fsyncs
+/// it, calling `step` after each call that changes the tree.
+fn rewrite(fs: &Ffs, name: &str, data: &[u8], step: &mut impl FnMut(&Ffs)) -> fsapi::Result<()> {
     let attr = match fs.lookup(ROOT, OsStr::new(name)) {
         Ok(a) => a,
-        Err(fsapi::Errno::NOENT) => fs.create(ROOT, OsStr::new(name), Owner::root(0o644))?,
+        Err(fsapi::Errno::NOENT) => {
+            let made = fs.create(ROOT, OsStr::new(name), Owner::root(0o644))?;
+            step(fs);
+            made
+        }
         Err(e) => return Err(e),
     };
     fs.write(attr.ino, 0, data)?;
+    step(fs);
     fs.setattr(attr.ino, &SetAttr { size: Some(data.len() as u64), ..SetAttr::default() })?;
+    step(fs);
     fs.fsync(attr.ino, false)?;
     fs.forget(attr.ino, 1);
     Ok(())
+}
+
+/// A tree without its files' bytes (their lengths kept): file data goes
+/// in place outside the log (ordered, as WAPBL and ext4's default), so a
+/// block a later step rewrote may hold the newer bytes; what the log
+/// promises is the metadata (the fsync'd files' bytes are checked apart).
+fn shape(tree: &Tree) -> Tree {
+    let strip = |(path, (kind, bytes, links)): (&String, &(fsapi::FileType, Vec<u8>, u32))| {
+        let kept = match kind {
+            fsapi::FileType::File => (bytes.len() as u64).to_le_bytes().to_vec(),
+            _ => bytes.clone(),
+        };
+        (path.clone(), (*kind, kept, *links))
+    };
+    tree.iter().map(strip).collect()
+}
+
+/// The steps whose tree a crash after `after_events` events may leave
+/// under `log`: from the one the last completed commit holds to the one
+/// in progress. A commit completes at the last flush of the step it was
+/// made in; one whose flush had not completed may or may not be there.
+fn committed_window(
+    steps: &[Step],
+    events: &[Event],
+    after_events: usize,
+) -> std::ops::RangeInclusive<usize> {
+    let mut lo = 0;
+    for k in 1..steps.len() {
+        if steps[k].commits == steps[k - 1].commits {
+            continue;
+        }
+        let last_flush =
+            (steps[k - 1].end..steps[k].end).rev().find(|&i| matches!(events[i], Event::Flush { .. }));
+        if last_flush.is_some_and(|p| p < after_events) {
+            lo = k - 1;
+        }
+    }
+    let hi = steps.iter().position(|s| s.end >= after_events).unwrap_or(steps.len() - 1);
+    lo..=hi.max(lo)
 }
 
 /// What an administrator does after the crash, and what must hold.
@@ -202,12 +292,7 @@ fn check_state(
         Ok(r) => r,
         Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
     };
-    let mut classes: Vec<&'static str> = preened.findings.iter().map(|f| f.class.name()).collect();
-    classes.sort_unstable();
-    classes.dedup();
-    for class in classes {
-        *found.entry(class).or_default() += 1;
-    }
+    count_classes(&preened, found);
     if let Some(left) = preened.findings.iter().find(|f| !f.repaired) {
         return Some((FsViolationClass::DamageLeft, format!("{}: {}", left.class.name(), left.detail)));
     }
@@ -223,6 +308,54 @@ fn check_state(
         Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
     }
     check_durable(image, durable, after_events).map(|d| (FsViolationClass::FsyncLost, d))
+}
+
+/// Under `log` the promise is whole: fsck, which replays the log as a
+/// mount does, finds nothing at all, and every fsync'd file is there.
+fn check_logged_state(
+    image: &Arc<dyn Device>,
+    ran: &Ran,
+    window: std::ops::RangeInclusive<usize>,
+    after_events: usize,
+    found: &mut BTreeMap<&'static str, u64>,
+) -> Option<(FsViolationClass, String)> {
+    let checked = match fsck(image, Repair::No) {
+        Ok(r) => r,
+        Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
+    };
+    count_classes(&checked, found);
+    if let Some(f) = checked.findings.first() {
+        return Some((FsViolationClass::NotClean, format!("{}: {}", f.class.name(), f.detail)));
+    }
+    if let Some(lost) = check_durable(image, &ran.durable, after_events) {
+        return Some((FsViolationClass::FsyncLost, lost));
+    }
+    let fs = match Ffs::mount(Arc::clone(image), &MountOptions::default()) {
+        Ok(fs) => fs,
+        Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
+    };
+    let left = shape(&tree(&fs));
+    if ran.steps[window.clone()].iter().any(|s| shape(&s.tree) == left) {
+        return None;
+    }
+    Some((
+        FsViolationClass::NotCommitted,
+        format!(
+            "the tree is none of those steps {} to {} left (the last commit completed and the one in progress)",
+            window.start(),
+            window.end()
+        ),
+    ))
+}
+
+/// Counts each class a check found once for this state.
+fn count_classes(report: &ffs::fsck::Report, found: &mut BTreeMap<&'static str, u64>) {
+    let mut classes: Vec<&'static str> = report.findings.iter().map(|f| f.class.name()).collect();
+    classes.sort_unstable();
+    classes.dedup();
+    for class in classes {
+        *found.entry(class).or_default() += 1;
+    }
 }
 
 /// Every durable file whose fsync returned before the crash holds that
@@ -275,6 +408,8 @@ impl FsCrashReport {
             FsViolationClass::Unreadable => self.unreadable += 1,
             FsViolationClass::DamageLeft => self.damage_left += 1,
             FsViolationClass::FsyncLost => self.fsync_lost += 1,
+            FsViolationClass::NotClean => self.not_clean += 1,
+            FsViolationClass::NotCommitted => self.not_committed += 1,
         }
         if self.first_violation.is_none() {
             self.first_violation = Some(FsViolation {

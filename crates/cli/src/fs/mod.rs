@@ -97,7 +97,8 @@ pub struct MountArgs {
     pub target: String,
     pub mountpoint: PathBuf,
     /// The metadata policy: sync (ordered synchronous metadata writes, as
-    /// FFS) or async (all delayed). softdep and log come with their issue.
+    /// FFS), log (metadata committed through the file system's log, as
+    /// WAPBL) or async (all delayed). softdep comes with its issue.
     #[arg(long, value_name = "POLICY")]
     pub policy: Policy,
     /// Size of the buffer cache.
@@ -311,15 +312,17 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     target.close()?;
     served.with_context(|| format!("{}: the FUSE session failed", args.mountpoint.display()))?;
     let (sb, stats) = (&unmounted.superblock, &unmounted.cache);
+    let log = unmounted.log.map(|l| format!(", {} log commits", l.commits)).unwrap_or_default();
     println!(
-        "iolab: unmounted; written back and clean ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes)",
+        "iolab: unmounted; written back and clean ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes{log})",
         sb.free_blocks, sb.blocks, stats.blocks_written, stats.write_requests, stats.sync_writes
     );
     Ok(ExitCode::SUCCESS)
 }
 
 /// Serves `fs` at `mountpoint` until unmounted, with the syncer writing
-/// buffers dirty for 30 s back, and Ctrl-C (or SIGTERM) unmounting.
+/// buffers dirty for 30 s back (and under `log` committing every second),
+/// and Ctrl-C (or SIGTERM) unmounting.
 fn serve(
     fs: &Arc<Ffs>,
     mountpoint: &Path,
@@ -344,7 +347,7 @@ fn serve(
                 }
                 ticks += 1;
                 if ticks % 10 == 0 {
-                    if let Err(e) = fs.write_back_older(SYNCER_AGE) {
+                    if let Err(e) = fs.tick(SYNCER_AGE) {
                         eprintln!("iolab: warning: the syncer's write-back failed: {e}");
                     }
                 }

@@ -122,7 +122,7 @@ fn gnu_tar_extracts_into_the_mount_and_rm_empties_it_and_fsck_is_clean() {
     let out = iolab(&["fs", "fsck", image.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 
-    let mounted = Mounted::start(&image, &mnt, "async", &[]);
+    let mounted = Mounted::start(&image, &mnt, "log", &[]);
     run("diff", &["-r", "--no-dereference", src.to_str().unwrap(), mnt.join("src").to_str().unwrap()]);
     run("rm", &["-rf", mnt.join("src").to_str().unwrap()]);
     assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 1, "only lost+found is left");

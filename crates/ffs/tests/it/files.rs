@@ -189,3 +189,48 @@ fn the_syncer_writes_back_what_is_older_than_its_age_and_nothing_younger() {
     assert!(dev.stats().snapshot().writes > before);
     assert_eq!(fs.write_back_older(std::time::Duration::ZERO).unwrap(), 0, "clean now");
 }
+
+#[test]
+fn under_log_blocks_freed_since_the_last_commit_are_not_reused_before_it() {
+    use std::ffi::OsStr;
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Log);
+    let a = fs.create(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o644)).unwrap();
+    fs.write(a.ino, 0, &pattern(40_000, 1)).unwrap();
+    fs.forget(a.ino, 1);
+    fs.sync().unwrap();
+    // Removed, not committed: a crash now must still find a whole.
+    fs.unlink(fsapi::ROOT, OsStr::new("a")).unwrap();
+    let b = fs.create(fsapi::ROOT, OsStr::new("b"), fsapi::Owner::root(0o644)).unwrap();
+    fs.write(b.ino, 0, &pattern(40_000, 2)).unwrap();
+    // b's data goes in place (outside the log); its metadata joins the
+    // open transaction, which the crash (a drop) never commits.
+    fs.write_back_older(std::time::Duration::ZERO).unwrap();
+    drop(fs);
+    let fs = mount(&dev, Policy::Async);
+    let a = fs.lookup(fsapi::ROOT, OsStr::new("a")).expect("the removal was never committed");
+    assert!(
+        read_all(&fs, a.ino, 40_000) == pattern(40_000, 1),
+        "a's blocks were given to b before the commit"
+    );
+}
+
+#[test]
+fn under_log_a_crash_after_a_commit_leaves_nothing_for_fsck() {
+    use std::ffi::OsStr;
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Log);
+    for i in 0..50 {
+        let f = fs.create(fsapi::ROOT, OsStr::new(&format!("f{i}")), fsapi::Owner::root(0o644)).unwrap();
+        fs.write(f.ino, 0, &pattern(9_000, i as u8)).unwrap();
+        fs.forget(f.ino, 1);
+    }
+    fs.sync().unwrap();
+    fs.mkdir(fsapi::ROOT, OsStr::new("uncommitted"), fsapi::Owner::root(0o755)).unwrap();
+    drop(fs); // a crash: the superblock says mounted, the metadata is in the log
+    let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
+    assert!(report.replayed_commits > 0 && report.findings.is_empty(), "{report:?}");
+    let fs = mount(&dev, Policy::Async);
+    assert!(fs.lookup(fsapi::ROOT, OsStr::new("f49")).is_ok());
+    assert!(fs.lookup(fsapi::ROOT, OsStr::new("uncommitted")).is_err());
+}

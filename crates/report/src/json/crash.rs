@@ -117,8 +117,9 @@ impl From<InternalClass> for ViolationClass {
     }
 }
 
-/// `iolab crash --stack fs-sync|fs-async --json`: schema `iolab-crash-fs`,
-/// version 1.
+/// `iolab crash --stack fs-sync|fs-log|fs-async --json`: schema
+/// `iolab-crash-fs`, version 2 (version 1 had no `not_clean` or
+/// `not_committed`).
 #[derive(Clone, Debug, Serialize)]
 pub struct FsCrashDocument {
     pub schema: &'static str,
@@ -137,6 +138,10 @@ pub struct FsCrashDocument {
     pub damage_left: u64,
     pub fsync_lost: u64,
     pub unreadable: u64,
+    /// Under `log`: states fsck found anything in, and states whose tree
+    /// no commit made.
+    pub not_clean: u64,
+    pub not_committed: u64,
     /// fsck classes found before repair: class -> states.
     pub damage_found: std::collections::BTreeMap<String, u64>,
     pub first_violation: Option<FsViolation>,
@@ -148,7 +153,8 @@ pub struct FsViolation {
     pub after_events: usize,
     pub policy: String,
     pub seed: u64,
-    /// `unreadable`, `damage_left` or `fsync_lost`.
+    /// `unreadable`, `damage_left`, `fsync_lost`, `not_clean` or
+    /// `not_committed`.
     pub class: &'static str,
     pub detail: String,
 }
@@ -157,7 +163,7 @@ impl FsCrashDocument {
     pub fn new(stack: &str, seed: u64, r: &workloads::fscrash::FsCrashReport) -> FsCrashDocument {
         FsCrashDocument {
             schema: "iolab-crash-fs",
-            version: 1,
+            version: 2,
             stack: stack.into(),
             seed,
             operations: r.operations,
@@ -172,6 +178,8 @@ impl FsCrashDocument {
             damage_left: r.damage_left,
             fsync_lost: r.fsync_lost,
             unreadable: r.unreadable,
+            not_clean: r.not_clean,
+            not_committed: r.not_committed,
             damage_found: r.damage_found.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             first_violation: r.first_violation.as_ref().map(|v| FsViolation {
                 state: v.state,

@@ -39,3 +39,12 @@ fn a_state_past_the_last_is_refused() {
     s.only_state = Some(1_000_000);
     assert!(enumerate(&s).is_err());
 }
+
+#[test]
+fn every_crash_state_of_log_is_clean_after_replay_and_keeps_fsynced_files() {
+    for seed in [1, 2] {
+        let report = enumerate(&spec(Policy::Log, seed)).unwrap();
+        assert!(report.states_checked > 150, "{report:?}");
+        assert_eq!(report.violations, 0, "seed {seed}: {:?}", report.first_violation);
+    }
+}
