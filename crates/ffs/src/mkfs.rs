@@ -98,6 +98,9 @@ pub fn mkfs(dev: &Dev, options: &MkfsOptions) -> Result<Superblock, FsError> {
     let mut sb = geometry(dev.size_bytes(), dev.sector_bytes(), options)?;
     let table = sb.inode_table_blocks();
     let zeros = AlignedBuf::zeroed(BLOCK_BYTES * 64, BLOCK_BYTES.max(dev.buffer_align()));
+    // The log region's two header slots: a log an earlier file system
+    // left there must never be replayed onto this one.
+    dev.write_at(&zeros[..2 * BLOCK_BYTES], sb.log_start_block * BLOCK_BYTES as u64)?;
     for g in 0..sb.groups {
         let start = sb.group_start(g);
         let blocks = sb.group_blocks(g);

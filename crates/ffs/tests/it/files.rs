@@ -5,7 +5,7 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 
 use device::{Device, MemDevice};
-use ffs::{Ffs, FsError, MountOptions, Policy};
+use ffs::{mkfs, Ffs, FsError, MkfsOptions, MountOptions, Policy};
 use fsapi::{Errno, FileSystem, Owner, SetAttr, ROOT};
 
 use crate::common::{fresh, mount};
@@ -233,4 +233,21 @@ fn under_log_a_crash_after_a_commit_leaves_nothing_for_fsck() {
     let fs = mount(&dev, Policy::Async);
     assert!(fs.lookup(fsapi::ROOT, OsStr::new("f49")).is_ok());
     assert!(fs.lookup(fsapi::ROOT, OsStr::new("uncommitted")).is_err());
+}
+
+#[test]
+fn mkfs_over_a_file_system_whose_log_holds_commits_replays_none_of_them() {
+    use std::ffi::OsStr;
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Log);
+    for i in 0..20 {
+        fs.mkdir(fsapi::ROOT, OsStr::new(&format!("old{i}")), fsapi::Owner::root(0o755)).unwrap();
+    }
+    fs.sync().unwrap();
+    drop(fs); // a crash: the log holds commits not yet home
+    mkfs(&dev, &MkfsOptions::default()).unwrap();
+    let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
+    assert_eq!((report.replayed_commits, report.findings.len()), (0, 0), "{report:?}");
+    let fs = mount(&dev, Policy::Log);
+    assert!(fs.lookup(fsapi::ROOT, OsStr::new("old0")).is_err(), "the old file system's log was replayed");
 }
