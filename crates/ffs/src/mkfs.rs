@@ -21,6 +21,13 @@ pub struct MkfsOptions {
 pub fn geometry(device_bytes: u64, sector_bytes: u32, options: &MkfsOptions) -> Result<Superblock, FsError> {
     let blocks = device_bytes / BLOCK_BYTES as u64;
     let log_bytes = options.log_bytes.unwrap_or_else(|| (device_bytes / 1024).clamp(1 << 20, 64 << 20));
+    let least = blocklog::AREA_START + blocklog::MIN_AREA_BYTES;
+    if log_bytes < least {
+        return Err(FsError::Invalid(format!(
+            "--log-size: a log region of {log_bytes} bytes is too small for the log policy's log; give at least {} KiB",
+            least / 1024
+        )));
+    }
     let log_blocks = log_bytes.div_ceil(BLOCK_BYTES as u64);
     let first_group_block = 2 + log_blocks;
     if blocks < first_group_block + 64 {
