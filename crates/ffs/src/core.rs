@@ -13,7 +13,7 @@ use crate::format::{DiskInode, GroupHeader, InodeSlot, Policy, Superblock, BLOCK
 
 /// A group's counts, kept in memory and written to its header with the
 /// superblock's (summary counts are delayed under every policy).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupCounts {
     pub free_blocks: u32,
     pub free_inodes: u32,
@@ -30,6 +30,9 @@ pub struct Refs {
 pub struct Core {
     pub sb: Superblock,
     pub groups: Vec<GroupCounts>,
+    /// The counts as last put into the group headers: only the headers
+    /// whose counts changed since are staged again.
+    pub groups_staged: Vec<GroupCounts>,
     pub cache: Cache,
     pub policy: Policy,
     pub refs: HashMap<u32, Refs>,
@@ -128,10 +131,13 @@ impl Core {
         Ok(())
     }
 
-    /// Puts the groups' counts into their headers (delayed writes).
+    /// Puts the groups' changed counts into their headers (delayed writes).
     pub fn stage_group_headers(&mut self) -> device::Result<()> {
         for g in 0..self.sb.groups {
             let counts = self.groups[g as usize];
+            if self.groups_staged.get(g as usize) == Some(&counts) {
+                continue;
+            }
             let header = GroupHeader {
                 group: g,
                 blocks: self.sb.group_blocks(g),
@@ -143,6 +149,37 @@ impl Core {
             let start = self.sb.group_start(g);
             let block = self.cache.modify(start)?;
             block[..512].copy_from_slice(&header.encode());
+            if let Some(staged) = self.groups_staged.get_mut(g as usize) {
+                *staged = counts;
+            }
+        }
+        Ok(())
+    }
+
+    /// Under `log`, gives up the blocks of a large file from its end a
+    /// chunk at a time down to `keep` blocks (each chunk leaves a file
+    /// with holes, a consistent state), committing between chunks when
+    /// the transaction is full: freeing gigabytes touches more bitmaps
+    /// and indirect blocks than one transaction holds. The caller frees
+    /// the rest.
+    pub fn shed_in_chunks(&mut self, ino: u32, inode: &mut DiskInode, keep: u64) -> Result<(), Errno> {
+        const CHUNK: u64 = 2048;
+        if self.policy != Policy::Log {
+            return Ok(());
+        }
+        let mut end = inode.size.div_ceil(BLOCK_BYTES as u64);
+        while end > keep + CHUNK {
+            end -= CHUNK;
+            let freed = self.truncate_blocks(inode, end)?;
+            self.put_inode(ino, inode)?;
+            for block in freed.blocks {
+                self.free_block(block)?;
+            }
+            if self.commit_due() {
+                if let Err(e) = self.commit() {
+                    return Err(eio(self, e));
+                }
+            }
         }
         Ok(())
     }

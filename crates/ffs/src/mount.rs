@@ -102,6 +102,7 @@ impl Ffs {
         let cache = Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some());
         let core = Core {
             sb,
+            groups_staged: groups.clone(),
             groups,
             cache,
             policy: options.policy,

@@ -184,6 +184,7 @@ fn hold(core: &mut Core, ino: u32) {
 /// `sync`), then the maps. Its last link is gone and nothing holds it.
 fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
     let dir = inode.mode & S_IFMT == S_IFDIR;
+    core.shed_in_chunks(ino, &mut inode, 0)?;
     let freed = core.truncate_blocks(&mut inode, 0)?;
     let block = core.clear_inode(ino)?;
     core.ordered(block)?;
@@ -624,6 +625,7 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
     file_only(inode)?;
     if size < inode.size {
         let keep = size.div_ceil(BLOCK_BYTES as u64);
+        core.shed_in_chunks(ino, inode, keep)?;
         let freed = core.truncate_blocks(inode, keep)?;
         let within = (size % BLOCK_BYTES as u64) as usize;
         if within != 0 {
