@@ -112,11 +112,22 @@ pub struct CrashArgs {
     /// Write the report as JSON to FILE ("-" for standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// fs-* stacks: instead of the mix of operations, extract this tar
+    /// archive (plain, gzip or xz; kept small: the tree is taken after
+    /// every call) as GNU tar does, then sync.
+    #[arg(long, value_name = "FILE")]
+    pub archive: Option<PathBuf>,
 }
 
 pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
     if matches!(args.stack, Stack::FsSync | Stack::FsLog | Stack::FsAsync) {
         return run_fs(&args);
+    }
+    if args.archive.is_some() {
+        return Err(UsageError(
+            "--archive: only the fs-sync, fs-log and fs-async stacks extract archives".into(),
+        )
+        .into());
     }
     let data_bytes = parse_bytes("size", args.size.as_deref().unwrap_or("1m")).map_err(UsageError::from)?;
     let log_bytes = parse_bytes("log-size", &args.log_size).map_err(UsageError::from)?;
@@ -210,18 +221,28 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
         only_state: args.state,
         device_bytes,
         cache_bytes: 256 << 10,
+        archive: match &args.archive {
+            Some(path) => {
+                let loaded = workloads::tree::load_archive(path).map_err(|e| UsageError(e.to_string()))?;
+                Some(std::sync::Arc::new(loaded.tar))
+            }
+            None => None,
+        },
     };
     let report = workloads::fscrash::enumerate(&spec).map_err(|e| match e {
         CrashError::Spec(what) => anyhow::Error::from(UsageError(what)),
         other => anyhow::Error::from(other),
     })?;
+    let archive = args.archive.as_ref().map(|p| p.display().to_string());
     let recheck = report.first_violation.as_ref().map(|v| {
+        let workload = match &archive {
+            Some(path) => format!("--archive {path}"),
+            None => format!("--transactions {} --sync-every {}", args.transactions, args.sync_every),
+        };
         format!(
-            "iolab crash --stack {} --size {} --transactions {} --sync-every {} --states {} --seed {} --state {}",
+            "iolab crash --stack {} --size {} {workload} --states {} --seed {} --state {}",
             args.stack.name(),
             args.size.as_deref().unwrap_or("8m"),
-            args.transactions,
-            args.sync_every,
             args.states,
             args.seed,
             v.state
@@ -231,6 +252,7 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
         stack: args.stack.name(),
         sync_every: args.sync_every,
         seed: args.seed,
+        archive: archive.as_deref(),
         recheck,
     };
     if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {

@@ -87,6 +87,7 @@ impl Core {
             if let Some(i) = found {
                 self.set_bit(map_block, i, true)?;
                 self.groups[g as usize].free_blocks -= 1;
+                self.groups_dirty.insert(g);
                 self.sb.free_blocks -= 1;
                 return Ok((start + u64::from(i)) as u32);
             }
@@ -102,6 +103,7 @@ impl Core {
         self.cache.discard(block);
         if self.set_bit(self.sb.group_start(g) + BLOCK_BITMAP, i, false)? {
             self.groups[g as usize].free_blocks += 1;
+            self.groups_dirty.insert(g);
             self.sb.free_blocks += 1;
             if self.policy == crate::Policy::Log {
                 self.log.freed_since_commit.insert(block as u32);
@@ -127,6 +129,7 @@ impl Core {
             };
             if let Some(i) = found {
                 self.set_bit(map_block, i, true)?;
+                self.groups_dirty.insert(g);
                 let counts = &mut self.groups[g as usize];
                 counts.free_inodes -= 1;
                 counts.dirs += u32::from(dir);
@@ -143,6 +146,7 @@ impl Core {
         let g = (ino - 1) / self.sb.inodes_per_group;
         let i = (ino - 1) % self.sb.inodes_per_group;
         if !self.set_bit(self.sb.group_start(g) + INODE_BITMAP, i, true)? {
+            self.groups_dirty.insert(g);
             let counts = &mut self.groups[g as usize];
             counts.free_inodes -= 1;
             counts.dirs += u32::from(dir);
@@ -167,6 +171,7 @@ impl Core {
         let g = (ino - 1) / self.sb.inodes_per_group;
         let i = (ino - 1) % self.sb.inodes_per_group;
         if self.set_bit(self.sb.group_start(g) + INODE_BITMAP, i, false)? {
+            self.groups_dirty.insert(g);
             let counts = &mut self.groups[g as usize];
             counts.free_inodes += 1;
             counts.dirs -= u32::from(dir && counts.dirs > 0);

@@ -2,7 +2,7 @@
 //! for each call: the superblock, the groups' counts, the buffer cache,
 //! and the inodes the kernel (or a workload) holds references to.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 
 use device::AlignedBuf;
@@ -30,9 +30,8 @@ pub struct Refs {
 pub struct Core {
     pub sb: Superblock,
     pub groups: Vec<GroupCounts>,
-    /// The counts as last put into the group headers: only the headers
-    /// whose counts changed since are staged again.
-    pub groups_staged: Vec<GroupCounts>,
+    /// Groups whose counts changed since their headers were last staged.
+    pub groups_dirty: BTreeSet<u32>,
     pub cache: Cache,
     pub policy: Policy,
     pub refs: HashMap<u32, Refs>,
@@ -131,13 +130,10 @@ impl Core {
         Ok(())
     }
 
-    /// Puts the groups' changed counts into their headers (delayed writes).
+    /// Puts the changed groups' counts into their headers (delayed writes).
     pub fn stage_group_headers(&mut self) -> device::Result<()> {
-        for g in 0..self.sb.groups {
+        for g in std::mem::take(&mut self.groups_dirty) {
             let counts = self.groups[g as usize];
-            if self.groups_staged.get(g as usize) == Some(&counts) {
-                continue;
-            }
             let header = GroupHeader {
                 group: g,
                 blocks: self.sb.group_blocks(g),
@@ -149,9 +145,6 @@ impl Core {
             let start = self.sb.group_start(g);
             let block = self.cache.modify(start)?;
             block[..512].copy_from_slice(&header.encode());
-            if let Some(staged) = self.groups_staged.get_mut(g as usize) {
-                *staged = counts;
-            }
         }
         Ok(())
     }
@@ -211,9 +204,11 @@ impl Core {
     /// next operation should commit it first (so no operation's metadata
     /// is split by a commit the log forces).
     pub fn commit_due(&self) -> bool {
-        self.log.commit_blocks > 0
-            && self.failed.is_none()
-            && self.cache.dirty_meta() + self.cache.meta_since_flush >= self.log.commit_blocks
+        // What the commit would hold: the dirty metadata, the metadata the
+        // cache already wrote into the open transaction, the changed
+        // groups' headers and the superblock.
+        let held = self.cache.dirty_meta() + self.cache.meta_since_flush + self.groups_dirty.len() + 1;
+        self.log.commit_blocks > 0 && self.failed.is_none() && held >= self.log.commit_blocks
     }
 
     pub fn is_referenced(&self, ino: u32) -> bool {

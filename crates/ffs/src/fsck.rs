@@ -176,7 +176,7 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     let groups = vec![GroupCounts::default(); sb.groups as usize];
     let core = Core {
         sb,
-        groups_staged: Vec::new(),
+        groups_dirty: Default::default(),
         groups,
         cache: Cache::new(Arc::clone(dev), 256 << 20, false),
         policy: Policy::Async,

@@ -21,7 +21,8 @@ pub struct MkfsOptions {
 pub fn geometry(device_bytes: u64, sector_bytes: u32, options: &MkfsOptions) -> Result<Superblock, FsError> {
     let blocks = device_bytes / BLOCK_BYTES as u64;
     let log_bytes = options.log_bytes.unwrap_or_else(|| (device_bytes / 1024).clamp(1 << 20, 64 << 20));
-    let least = blocklog::AREA_START + blocklog::MIN_AREA_BYTES;
+    // WAPBL's least, and room for a transaction of a few calls.
+    let least: u64 = 1 << 20;
     if log_bytes < least {
         return Err(FsError::Invalid(format!(
             "--log-size: a log region of {log_bytes} bytes is too small for the log policy's log; give at least {} KiB",

@@ -47,6 +47,12 @@ pub struct Unmounted {
     pub log: Option<blocklog::LogStats>,
 }
 
+/// Metadata blocks one call changes at most between two of the `log`
+/// policy's checks (a rename replacing a file: two directories, four
+/// inodes, the freed file's last chunk of indirect blocks and bitmaps,
+/// their groups' headers).
+const CALL_BLOCKS_MAX: usize = 32;
+
 /// The superblock of `raw` after its log's committed transactions are
 /// replayed home (any policy), checked against the device's size.
 pub(crate) fn replayed_superblock(raw: &Dev) -> Result<(Superblock, Option<ReplayReport>), FsError> {
@@ -94,15 +100,19 @@ impl Ffs {
         sb.mounted_ns = now_ns();
         sb.policy = options.policy;
         let commit_blocks = match &log {
-            // Half of what one transaction may hold: room for the largest
-            // operation after the check that commits before it.
-            Some(log) => ((log.max_request_bytes() / BLOCK_BYTES as u64) / 2).max(1) as usize,
+            // What one transaction may hold, less room for the largest call
+            // after the check that commits before it (calls that free or
+            // write much commit between chunks of their own).
+            Some(log) => {
+                let most = (log.max_request_bytes() / BLOCK_BYTES as u64) as usize;
+                most.saturating_sub(CALL_BLOCKS_MAX).max(most / 2).max(1)
+            }
             None => 0,
         };
         let cache = Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some());
         let core = Core {
             sb,
-            groups_staged: groups.clone(),
+            groups_dirty: Default::default(),
             groups,
             cache,
             policy: options.policy,

@@ -21,6 +21,10 @@ use crate::{Dev, FsError};
 /// Links an inode may have.
 const LINKS_MAX: u16 = 65_000;
 
+/// Under `log`, a write checks at every this many file blocks (4 MiB)
+/// whether the transaction is full and commits what it wrote so far.
+const WRITE_CHUNK_BLOCKS: u64 = 1024;
+
 /// How to mount.
 #[derive(Clone, Copy, Debug)]
 pub struct MountOptions {
@@ -608,6 +612,16 @@ fn write_blocks(
     while *done < data.len() {
         let at = offset + *done as u64;
         let (n, within) = (at / BLOCK_BYTES as u64, (at % BLOCK_BYTES as u64) as usize);
+        if *done > 0 && n % WRITE_CHUNK_BLOCKS == 0 && core.commit_due() {
+            // A long write under `log`: what is written so far becomes a
+            // state of its own (the size covering it), committed before
+            // the write goes on, so that the transaction stays whole.
+            inode.size = inode.size.max(at);
+            core.put_inode(ino, inode)?;
+            if let Err(e) = core.commit() {
+                return Err(eio(core, e));
+            }
+        }
         let len = (BLOCK_BYTES - within).min(data.len() - *done);
         let (block, _) = core.bmap(ino, inode, n, true)?.ok_or(Errno::IO)?;
         match core.cache.modify_data(u64::from(block)) {

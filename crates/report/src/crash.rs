@@ -51,16 +51,23 @@ pub struct FsCrashRun<'a> {
     pub stack: &'a str,
     pub sync_every: u64,
     pub seed: u64,
+    /// The archive extracted instead of the mix of operations.
+    pub archive: Option<&'a str>,
     pub recheck: Option<String>,
 }
 
 /// `iolab crash --stack fs-*`'s report: the history, the states checked,
 /// the fsck classes found before repair, the violations.
 pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport) -> String {
-    let mut out = format!(
-        "iolab crash: stack {}, {} file operations with an fsync every {} ({} fsyncs), seed {}\n",
-        run.stack, r.operations, run.sync_every, r.fsyncs, run.seed
-    );
+    let mut out = match run.archive {
+        Some(archive) => {
+            format!("iolab crash: stack {}, {archive} extracted as GNU tar does, then sync\n", run.stack)
+        }
+        None => format!(
+            "iolab crash: stack {}, {} file operations with an fsync every {} ({} fsyncs), seed {}\n",
+            run.stack, r.operations, run.sync_every, r.fsyncs, run.seed
+        ),
+    };
     out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
     let each = if run.stack == "fs-log" {
         "the log replayed, fsck -n, the fsync'd files read, the tree against the commits"

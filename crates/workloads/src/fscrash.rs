@@ -44,6 +44,10 @@ pub struct FsCrashSpec {
     pub device_bytes: u64,
     /// The buffer cache: small, so that evictions write back at any time.
     pub cache_bytes: u64,
+    /// Instead of the mix: extract this tar archive (uncompressed, in
+    /// memory) as GNU tar does, then sync; the tree is taken after every
+    /// member.
+    pub archive: Option<Arc<Vec<u8>>>,
 }
 
 /// How a crash state broke the promise.
@@ -197,6 +201,15 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
         }
     };
     step(fs);
+    if let Some(archive) = &spec.archive {
+        // Every call that changes the tree is a step: a commit may come
+        // between two writes of one member.
+        let observed = Observed { inner: fs, after: std::sync::Mutex::new(|| step(fs)) };
+        crate::tree::extract(&observed, ROOT, archive)
+            .map_err(|e| CrashError::Build(format!("extracting the archive: {e}")))?;
+        fs.sync().map_err(|e| CrashError::Build(format!("sync after the extraction: {e}")))?;
+        return Ok(ran);
+    }
     let failed = |what: &str, e: fsapi::Errno| CrashError::Build(format!("{what}: {e}"));
     for i in 0..spec.operations {
         if i % spec.fsync_every == spec.fsync_every - 1 {
@@ -219,6 +232,88 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
         step(fs);
     }
     Ok(ran)
+}
+
+/// A file system that calls `after` once each call that changes the tree
+/// has returned.
+struct Observed<'a, F: FnMut() + Send> {
+    inner: &'a Ffs,
+    after: std::sync::Mutex<F>,
+}
+
+impl<F: FnMut() + Send> Observed<'_, F> {
+    fn changed<T>(&self, result: fsapi::Result<T>) -> fsapi::Result<T> {
+        (self.after.lock().unwrap_or_else(|e| e.into_inner()))();
+        result
+    }
+}
+
+impl<F: FnMut() + Send> FileSystem for Observed<'_, F> {
+    fn lookup(&self, parent: fsapi::Ino, name: &OsStr) -> fsapi::Result<fsapi::Attr> {
+        self.inner.lookup(parent, name)
+    }
+    fn forget(&self, ino: fsapi::Ino, count: u64) {
+        self.inner.forget(ino, count)
+    }
+    fn getattr(&self, ino: fsapi::Ino) -> fsapi::Result<fsapi::Attr> {
+        self.inner.getattr(ino)
+    }
+    fn setattr(&self, ino: fsapi::Ino, changes: &SetAttr) -> fsapi::Result<fsapi::Attr> {
+        self.changed(self.inner.setattr(ino, changes))
+    }
+    fn create(&self, parent: fsapi::Ino, name: &OsStr, owner: Owner) -> fsapi::Result<fsapi::Attr> {
+        self.changed(self.inner.create(parent, name, owner))
+    }
+    fn mkdir(&self, parent: fsapi::Ino, name: &OsStr, owner: Owner) -> fsapi::Result<fsapi::Attr> {
+        self.changed(self.inner.mkdir(parent, name, owner))
+    }
+    fn symlink(
+        &self,
+        parent: fsapi::Ino,
+        name: &OsStr,
+        target: &OsStr,
+        owner: Owner,
+    ) -> fsapi::Result<fsapi::Attr> {
+        self.changed(self.inner.symlink(parent, name, target, owner))
+    }
+    fn readlink(&self, ino: fsapi::Ino) -> fsapi::Result<Vec<u8>> {
+        self.inner.readlink(ino)
+    }
+    fn link(&self, ino: fsapi::Ino, new_parent: fsapi::Ino, new_name: &OsStr) -> fsapi::Result<fsapi::Attr> {
+        self.changed(self.inner.link(ino, new_parent, new_name))
+    }
+    fn unlink(&self, parent: fsapi::Ino, name: &OsStr) -> fsapi::Result<()> {
+        self.changed(self.inner.unlink(parent, name))
+    }
+    fn rmdir(&self, parent: fsapi::Ino, name: &OsStr) -> fsapi::Result<()> {
+        self.changed(self.inner.rmdir(parent, name))
+    }
+    fn rename(&self, parent: fsapi::Ino, name: &OsStr, to: fsapi::Ino, to_name: &OsStr) -> fsapi::Result<()> {
+        self.changed(self.inner.rename(parent, name, to, to_name))
+    }
+    fn read(&self, ino: fsapi::Ino, offset: u64, buf: &mut [u8]) -> fsapi::Result<usize> {
+        self.inner.read(ino, offset, buf)
+    }
+    fn write(&self, ino: fsapi::Ino, offset: u64, data: &[u8]) -> fsapi::Result<usize> {
+        self.changed(self.inner.write(ino, offset, data))
+    }
+    fn readdir(
+        &self,
+        ino: fsapi::Ino,
+        offset: u64,
+        entry: &mut dyn FnMut(fsapi::DirEntry) -> bool,
+    ) -> fsapi::Result<()> {
+        self.inner.readdir(ino, offset, entry)
+    }
+    fn fsync(&self, ino: fsapi::Ino, data_only: bool) -> fsapi::Result<()> {
+        self.inner.fsync(ino, data_only)
+    }
+    fn statfs(&self) -> fsapi::Result<fsapi::StatFs> {
+        self.inner.statfs()
+    }
+    fn sync(&self) -> fsapi::Result<()> {
+        self.inner.sync()
+    }
 }
 
 /// Writes `data` as the whole of the file `name` in the root and fsyncs

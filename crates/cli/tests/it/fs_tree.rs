@@ -191,6 +191,6 @@ fn mkfs_refuses_a_log_region_too_small_for_the_log_policy() {
     let image = dir.path().join("fs.img");
     let out = iolab(&["fs", "mkfs", path(&image), "--size", "16m", "--log-size", "64k"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("give at least 264 KiB"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("give at least 1024 KiB"), "{}", stderr(&out));
     assert!(!image.exists(), "a refused mkfs leaves no file behind");
 }

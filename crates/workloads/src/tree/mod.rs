@@ -13,7 +13,7 @@ use fsapi::Errno;
 
 pub use self::archive::{load_archive, Compression, LoadedArchive};
 pub use self::rm::{remove_tree, Removed};
-pub use self::tar::{extract, Extracted, RECORD_BYTES};
+pub use self::tar::{extract, extract_observed, Extracted, RECORD_BYTES};
 
 /// Why a tree workload stopped.
 #[derive(Debug, thiserror::Error)]

@@ -41,9 +41,20 @@ pub struct Extracted {
 /// Extracts `tar` (an uncompressed archive in memory) into directory
 /// `into`. Stops at the first call that fails, naming the member.
 pub fn extract(fs: &dyn FileSystem, into: Ino, tar: &[u8]) -> Result<Extracted, TreeError> {
+    extract_observed(fs, into, tar, &mut || {})
+}
+
+/// [`extract`], calling `after_member` after each member is extracted
+/// (a crash check takes the tree there).
+pub fn extract_observed(
+    fs: &dyn FileSystem,
+    into: Ino,
+    tar: &[u8],
+    after_member: &mut dyn FnMut(),
+) -> Result<Extracted, TreeError> {
     let mut out = Extracted::default();
     let mut dirs = DirCache::new(into);
-    let result = extract_into(fs, &mut dirs, tar, &mut out);
+    let result = extract_into(fs, &mut dirs, tar, &mut out, after_member);
     // Directory times last, deepest first, whether or not all went well.
     let timed = dirs.set_times(fs);
     dirs.release(fs);
@@ -55,6 +66,7 @@ fn extract_into(
     dirs: &mut DirCache,
     tar: &[u8],
     out: &mut Extracted,
+    after_member: &mut dyn FnMut(),
 ) -> Result<(), TreeError> {
     let bad = |reason: String| TreeError::Archive { path: "the archive".into(), reason };
     let mut archive = tar::Archive::new(std::io::Cursor::new(tar));
@@ -128,6 +140,7 @@ fn extract_into(
             }
             _ => out.skipped.push((shown, "a member type tar would not extract either")),
         }
+        after_member();
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ fn spec(policy: Policy, seed: u64) -> FsCrashSpec {
         only_state: None,
         device_bytes: 8 << 20,
         cache_bytes: 256 << 10,
+        archive: None,
     }
 }
 
@@ -47,4 +48,52 @@ fn every_crash_state_of_log_is_clean_after_replay_and_keeps_fsynced_files() {
         assert!(report.states_checked > 150, "{report:?}");
         assert_eq!(report.violations, 0, "seed {seed}: {:?}", report.first_violation);
     }
+}
+
+/// A small source-like archive: ten directories of ten files of 0 to
+/// 30 KB, a symlink and a hard link.
+fn source_archive() -> std::sync::Arc<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    let header = |kind, size: u64| {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_size(size);
+        h.set_mode(0o644);
+        h.set_mtime(1_500_000_000);
+        h
+    };
+    for d in 0..10u64 {
+        b.append_data(&mut header(tar::EntryType::Directory, 0), format!("src/d{d}"), &[][..]).unwrap();
+        for f in 0..10u64 {
+            let len = ((d * 7 + f * 13) % 10) * 3_000;
+            let data: Vec<u8> = (0..len).map(|i| (i ^ d ^ f) as u8).collect();
+            let mut h = header(tar::EntryType::Regular, len);
+            b.append_data(&mut h, format!("src/d{d}/f{f}.c"), &data[..]).unwrap();
+        }
+    }
+    b.append_link(&mut header(tar::EntryType::Symlink, 0), "src/link", "d1/f1.c").unwrap();
+    b.append_link(&mut header(tar::EntryType::Link, 0), "src/hard.c", "src/d2/f2.c").unwrap();
+    std::sync::Arc::new(b.into_inner().unwrap())
+}
+
+fn extraction(policy: Policy) -> FsCrashSpec {
+    FsCrashSpec {
+        archive: Some(source_archive()),
+        cache_bytes: 128 << 10,
+        sampled_states: 300,
+        ..spec(policy, 1)
+    }
+}
+
+#[test]
+fn every_crash_state_of_a_tar_extraction_under_log_is_one_a_commit_made() {
+    let report = enumerate(&extraction(Policy::Log)).unwrap();
+    assert!(report.flushes > 4 && report.states_checked > 300, "{report:?}");
+    assert_eq!(report.violations, 0, "{:?}", report.first_violation);
+}
+
+#[test]
+fn every_crash_state_of_a_tar_extraction_under_sync_is_repaired_by_preen() {
+    let report = enumerate(&extraction(Policy::Sync)).unwrap();
+    assert_eq!(report.violations, 0, "{:?}", report.first_violation);
 }
