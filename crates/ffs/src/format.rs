@@ -127,6 +127,8 @@ pub struct Superblock {
     pub fs_id: u64,
     pub created_ns: u64,
     pub mounted_ns: u64,
+    /// The first inode of the orphan list (unlinked while open; 0: none).
+    pub orphans: u32,
 }
 
 impl Superblock {
@@ -156,6 +158,7 @@ impl Superblock {
         put64(&mut b, 128, self.mounted_ns);
         put32(&mut b, 136, ROOT_INO);
         put32(&mut b, 140, LOST_FOUND_INO);
+        put32(&mut b, 144, self.orphans);
         let crc = checksum(&[], &b, 12);
         put32(&mut b, 12, crc);
         b
@@ -191,6 +194,7 @@ impl Superblock {
             fs_id: u64_at(b, 112),
             created_ns: u64_at(b, 120),
             mounted_ns: u64_at(b, 128),
+            orphans: u32_at(b, 144),
         };
         sb.check()?;
         Ok(sb)
@@ -322,6 +326,8 @@ pub struct DiskInode {
     pub single: u32,
     pub double: u32,
     pub inline_target: Vec<u8>,
+    /// The next inode of the orphan list (0: the last, or not on it).
+    pub next_orphan: u32,
 }
 
 /// What an inode slot holds.
@@ -359,6 +365,7 @@ impl DiskInode {
         put32(out, 140, self.double);
         let n = self.inline_target.len().min(INLINE_SYMLINK_BYTES);
         out[144..144 + n].copy_from_slice(&self.inline_target[..n]);
+        put32(out, 244, self.next_orphan);
         let crc = checksum(&ino.to_le_bytes(), out, 84);
         put32(out, 84, crc);
     }
@@ -380,6 +387,7 @@ impl DiskInode {
             generation: u32_at(b, 80),
             single: u32_at(b, 136),
             double: u32_at(b, 140),
+            next_orphan: u32_at(b, 244),
             ..DiskInode::default()
         };
         for i in 0..4 {

@@ -165,6 +165,9 @@ struct Checker {
     entries: Vec<Entry>,
     /// directory -> its parent by `..`.
     dotdot: HashMap<u32, u32>,
+    /// Inodes on the orphan list: unlinked while open, freed by the next
+    /// mount; named by nothing, and rightly so.
+    orphans: HashSet<u32>,
 }
 
 /// Checks the file system on `dev` (not mounted) and repairs as `repair`
@@ -193,7 +196,9 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
         claims: HashMap::new(),
         entries: Vec::new(),
         dotdot: HashMap::new(),
+        orphans: HashSet::new(),
     };
+    c.orphans = c.core.listed_orphans().into_iter().collect();
     c.pass1_inodes()?;
     if !c.roots_present() {
         // Nothing else can be judged from a tree with no root: report it
@@ -497,7 +502,9 @@ impl Checker {
             }
             stack.extend(children.get(&d).into_iter().flatten().copied());
         }
-        let unattached: Vec<u32> = self.inodes.keys().copied().filter(|i| !reachable.contains(i)).collect();
+        let unattached: Vec<u32> = (self.inodes.keys().copied())
+            .filter(|i| !reachable.contains(i) && !self.orphans.contains(i))
+            .collect();
         for ino in unattached {
             let seen = &self.inodes[&ino];
             if seen.names > 0 && seen.inode.kind_bits() != S_IFDIR {
@@ -562,6 +569,17 @@ impl Checker {
             self.dotdot.insert(ino, lf_ino);
         }
         self.core.put_inode(lf_ino, &lf).map_err(Self::errno)?;
+        if inode.nlink == 0 {
+            // A file a crash left unlinked but still allocated (open when
+            // it went down, its orphan list not on disk): linked again, it
+            // counts its new name, as fsck_ffs's linkup does.
+            let mut linked = inode.clone();
+            linked.nlink = if dir { 2 } else { 1 };
+            self.core.put_inode(ino, &linked).map_err(Self::errno)?;
+            if let Some(seen) = self.inodes.get_mut(&ino) {
+                seen.inode = linked;
+            }
+        }
         if let Some(seen) = self.inodes.get_mut(&ino) {
             seen.names += 1;
         }

@@ -68,6 +68,7 @@ pub fn geometry(device_bytes: u64, sector_bytes: u32, options: &MkfsOptions) -> 
         fs_id: new_fs_id(),
         created_ns: now_ns(),
         mounted_ns: 0,
+        orphans: 0,
     };
     // A last group too short for its own overhead and a few data blocks
     // is left out: the file system ends before it.

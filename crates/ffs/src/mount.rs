@@ -122,6 +122,9 @@ impl Ffs {
             log: LogState::new(commit_blocks),
         };
         let fs = Ffs { core: Mutex::new(core), dev, log };
+        if fs.lock().sb.orphans != 0 {
+            fs.reclaim_orphans()?;
+        }
         fs.write_superblock()?;
         Ok(fs)
     }

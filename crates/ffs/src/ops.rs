@@ -152,6 +152,22 @@ impl Ffs {
         Ok(())
     }
 
+    /// Frees the inodes the orphan list holds: files unlinked while open
+    /// when the file system last went down without an unmount.
+    pub(crate) fn reclaim_orphans(&self) -> std::result::Result<usize, FsError> {
+        let mut core = self.lock();
+        let listed = core.listed_orphans();
+        core.sb.orphans = 0;
+        for &ino in &listed {
+            let mut inode =
+                core.inode(ino).map_err(|e| FsError::Invalid(format!("orphan inode {ino}: {e}")))?;
+            inode.next_orphan = 0;
+            free_inode(&mut core, ino, inode)
+                .map_err(|e| FsError::Invalid(format!("orphan inode {ino}: {e}")))?;
+        }
+        Ok(listed.len())
+    }
+
     /// Frees every inode unlinked while it was still referenced (an
     /// unmount drops every reference).
     pub(crate) fn release_orphans(&self) -> std::result::Result<(), FsError> {
@@ -188,6 +204,9 @@ fn hold(core: &mut Core, ino: u32) {
 /// `sync`), then the maps. Its last link is gone and nothing holds it.
 fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
     let dir = inode.mode & S_IFMT == S_IFDIR;
+    if core.sb.orphans != 0 {
+        core.unlist_orphan(ino, inode.next_orphan)?;
+    }
     core.shed_in_chunks(ino, &mut inode, 0)?;
     let freed = core.truncate_blocks(&mut inode, 0)?;
     let block = core.clear_inode(ino)?;
@@ -202,15 +221,62 @@ fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
 }
 
 /// Drops a link of `ino` (its entry already gone, written under `sync`);
-/// frees it when that was the last and nothing holds it.
+/// frees it when that was the last and nothing holds it, else puts it on
+/// the orphan list, which the next mount empties if a crash comes first.
 fn unlinked(core: &mut Core, ino: u32, mut inode: DiskInode, links: u16) -> Result<()> {
     inode.nlink = inode.nlink.saturating_sub(links);
     inode.times[2] = now();
     if inode.nlink == 0 && !core.is_referenced(ino) {
         return free_inode(core, ino, inode);
     }
+    if inode.nlink == 0 {
+        inode.next_orphan = core.sb.orphans;
+        core.sb.orphans = ino;
+    }
     let block = core.put_inode(ino, &inode)?;
     core.ordered(block)
+}
+
+impl Core {
+    /// Takes `ino` (whose next is `next`) off the orphan list, if it is on it.
+    fn unlist_orphan(&mut self, ino: u32, next: u32) -> Result<()> {
+        if self.sb.orphans == ino {
+            self.sb.orphans = next;
+            return Ok(());
+        }
+        let mut at = self.sb.orphans;
+        for _ in 0..self.sb.total_inodes() {
+            if at == 0 {
+                break;
+            }
+            let mut inode = self.inode(at)?;
+            if inode.next_orphan == ino {
+                inode.next_orphan = next;
+                self.put_inode(at, &inode)?;
+                break;
+            }
+            at = inode.next_orphan;
+        }
+        Ok(())
+    }
+
+    /// The inodes on the orphan list, in order: each allocated with no
+    /// link. A list that leads elsewhere (left stale by a crash under a
+    /// policy that does not write it atomically) is cut there.
+    pub fn listed_orphans(&mut self) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut at = self.sb.orphans;
+        while at != 0 && (out.len() as u64) < self.sb.total_inodes() && !out.contains(&at) {
+            match self.valid_ino(u64::from(at)).and_then(|i| self.inode(i)) {
+                Ok(inode) if inode.nlink == 0 => {
+                    out.push(at);
+                    at = inode.next_orphan;
+                }
+                _ => break,
+            }
+        }
+        out
+    }
 }
 
 /// Adds an entry to `parent` (whose inode is `dir`), ordered: the entry's

@@ -1,5 +1,6 @@
 //! The crash check of iolab's file system: a seeded mix of creates,
-//! writes, mkdirs, renames, links, unlinks, rmdirs and fsyncs runs on the
+//! writes, mkdirs, renames, links, unlinks, rmdirs, fsyncs and files
+//! unlinked while open runs on the
 //! file system over a recording device; every crash state a power cut
 //! could leave (after each flush, and sampled between with dropped,
 //! reordered and torn writes) is checked as an administrator would after
@@ -29,6 +30,10 @@ use crate::crash::{crash_points_of, policy_name, CrashError};
 
 /// Files the workload fsyncs and never renames or removes.
 const DURABLE_FILES: u64 = 4;
+
+/// Every this many operations, one makes a file, writes it and unlinks
+/// it while it is still open.
+const ORPHAN_EVERY: u64 = 10;
 
 /// What to run and how many crash states to check.
 #[derive(Clone, Debug)]
@@ -211,6 +216,8 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
         return Ok(ran);
     }
     let failed = |what: &str, e: fsapi::Errno| CrashError::Build(format!("{what}: {e}"));
+    // Files held open after their unlink; the crash finds the last ones open.
+    let mut held: Vec<u64> = Vec::new();
     for i in 0..spec.operations {
         if i % spec.fsync_every == spec.fsync_every - 1 {
             let k = rng.random_range(0..DURABLE_FILES);
@@ -221,6 +228,25 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
             rewrite(fs, &format!("keep{k}"), &data, &mut step)
                 .map_err(|e| failed("rewriting a durable file", e))?;
             ran.durable[k as usize].push(Version { data, write_began, fsynced: recording.len() });
+            continue;
+        }
+        if i % ORPHAN_EVERY == ORPHAN_EVERY / 2 {
+            // A file unlinked while still open (as a program's temporary
+            // file): on the orphan list until closed, or a crash.
+            let name = format!("open{i}");
+            let made = fs.create(ROOT, OsStr::new(&name), Owner::root(0o600));
+            if let Ok(file) = made {
+                step(fs);
+                let _ = fs.write(file.ino, 0, &vec![i as u8; rng.random_range(1..9_000usize)]);
+                step(fs);
+                let _ = fs.unlink(ROOT, OsStr::new(&name));
+                step(fs);
+                held.push(file.ino);
+            }
+            if held.len() > 2 {
+                fs.forget(held.remove(0), 1);
+                step(fs);
+            }
             continue;
         }
         let op = Op::decode(std::array::from_fn(|_| rng.random()));

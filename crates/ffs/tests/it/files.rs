@@ -251,3 +251,54 @@ fn mkfs_over_a_file_system_whose_log_holds_commits_replays_none_of_them() {
     let fs = mount(&dev, Policy::Log);
     assert!(fs.lookup(fsapi::ROOT, OsStr::new("old0")).is_err(), "the old file system's log was replayed");
 }
+
+/// A file unlinked while open, then a crash: the orphan list carries it.
+fn crash_with_an_open_unlinked_file(policy: Policy) -> (Arc<dyn Device>, u64) {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, policy);
+    let free_before = fs.statfs().unwrap().files_free;
+    let f = fs.create(ROOT, OsStr::new("open"), Owner::root(0o644)).unwrap();
+    fs.write(f.ino, 0, &pattern(50_000, 9)).unwrap();
+    fs.unlink(ROOT, OsStr::new("open")).unwrap(); // still held: an orphan
+    fs.sync().unwrap();
+    drop(fs); // the crash, with the file still open
+    (dev, free_before)
+}
+
+#[test]
+fn an_open_unlinked_file_left_by_a_crash_is_no_finding_and_the_next_mount_frees_it() {
+    for policy in [Policy::Log, Policy::Sync, Policy::Async] {
+        let (dev, free_before) = crash_with_an_open_unlinked_file(policy);
+        let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
+        assert!(report.findings.is_empty(), "{policy:?}: {:?}", report.findings);
+        let fs = mount(&dev, Policy::Async);
+        assert_eq!(
+            fs.statfs().unwrap().files_free,
+            free_before,
+            "{policy:?}: the orphan's inode is free again"
+        );
+        fs.unmount().unwrap();
+        let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
+        assert!(report.findings.is_empty(), "{policy:?} after the mount: {:?}", report.findings);
+    }
+}
+
+#[test]
+fn an_orphan_closed_before_the_unmount_leaves_the_list_empty() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Log);
+    let held: Vec<_> = (0..3)
+        .map(|i| {
+            let name = format!("o{i}");
+            let f = fs.create(ROOT, OsStr::new(&name), Owner::root(0o644)).unwrap();
+            fs.unlink(ROOT, OsStr::new(&name)).unwrap();
+            f.ino
+        })
+        .collect();
+    fs.forget(held[1], 1); // the middle of the list goes first
+    fs.forget(held[0], 1);
+    fs.forget(held[2], 1);
+    let sb = fs.unmount().unwrap().superblock;
+    assert_eq!(sb.orphans, 0);
+    assert!(ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap().findings.is_empty());
+}
