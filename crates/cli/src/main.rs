@@ -14,6 +14,7 @@ mod run;
 mod stack;
 mod sweep;
 mod sweep_journal;
+mod sweep_policies;
 mod validate;
 mod volume;
 
@@ -22,6 +23,26 @@ mod volume;
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// Checks before the run that a result file can be written: its directory
+/// exists and it is not a directory itself. `-` is standard output.
+pub(crate) fn check_output(flag: &str, path: &std::path::Path, stdout_ok: bool) -> Result<(), UsageError> {
+    if stdout_ok && path.as_os_str() == "-" {
+        return Ok(());
+    }
+    if path.is_dir() {
+        return Err(UsageError(format!("--{flag}: {} is a directory; give a file name", path.display())));
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !dir.is_dir() {
+        return Err(UsageError(format!(
+            "--{flag}: {}: the directory {} does not exist; create it or give another path",
+            path.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
 
 /// Writes a JSON document to `path`, or to standard output when it is "-".
 pub(crate) fn write_json(path: &std::path::Path, doc: &str) -> anyhow::Result<()> {

@@ -27,6 +27,9 @@ pub enum SweepCommand {
     /// Validation off, on, and with its journal in each mode (the second
     /// seed's table).
     Journal(crate::sweep_journal::JournalArgs),
+    /// iolab's file system under each metadata policy: copies of a source
+    /// tree extracted, then removed (the first seed's table).
+    Policies(crate::sweep_policies::PoliciesArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -82,6 +85,7 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
     let args = match command {
         SweepCommand::Stripes(args) => args,
         SweepCommand::Journal(args) => return crate::sweep_journal::run(args),
+        SweepCommand::Policies(args) => return crate::sweep_policies::run(args),
     };
     if args.repeat == 0 {
         return Err(UsageError("--repeat: must be at least 1".into()).into());

@@ -9,6 +9,7 @@ mod bonnie;
 mod crash;
 mod fs;
 pub mod json;
+mod policies;
 mod run;
 mod spread;
 mod sweep;
@@ -19,6 +20,7 @@ mod volumes;
 pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
 pub use crash::{crash_text, fs_crash_text, CrashRun, FsCrashRun};
 pub use fs::{fsck_text, ls_line, rm_text, stat_text, untar_text, FsckOutcome, TreeRun};
+pub use policies::{min_sec, policies_table, Phase, PhaseRun, PoliciesSweep, PolicyRuns};
 pub use run::{
     job_heading, log_line, repeat_table, run_table, validation_summary, JobReport, LogReport, UNWRITTEN_MARK,
     VALIDATION_ERRORS_SHOWN,
@@ -29,7 +31,8 @@ pub use sweep::{
     StripesRow, SweepArm, SweepArmRun,
 };
 pub use target::{
-    medium_kind, memory_warnings, target_lines, CacheState, LayoutPolicy, LayoutState, TargetReport,
+    human as human_bytes, medium_kind, memory_warnings, target_lines, CacheState, LayoutPolicy, LayoutState,
+    TargetReport,
 };
 pub use validate::{verdict_line, verdict_text, Outcome};
 pub use volumes::{parity_lines, volume_list, volume_list_verbose};

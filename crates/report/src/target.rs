@@ -175,7 +175,7 @@ fn layout_line(l: &LayoutState) -> String {
 }
 
 /// Bytes in KiB, MiB or GiB, one decimal.
-pub(crate) fn human(bytes: u64) -> String {
+pub fn human(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["bytes", "KiB", "MiB", "GiB"];
     let mut value = bytes as f64;
     let mut unit = 0;

@@ -17,7 +17,7 @@ use ffs::{Ffs, MkfsOptions, MountOptions, Policy};
 use fsapi::FileSystem;
 use workloads::spec::parse_bytes;
 
-mod tree;
+pub(crate) mod tree;
 
 use crate::stack::{self, Stack};
 use crate::UsageError;
@@ -54,7 +54,7 @@ pub enum FsCommand {
 
 /// The file system behind iolab's block log, as `iolab run --log` puts a
 /// target behind it.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct BlockLogArgs {
     /// Put the file system behind iolab's block log in this mode (log:
     /// writes committed through the log at each flush; async; sync). mkfs
@@ -237,24 +237,8 @@ fn mkfs(args: MkfsArgs) -> anyhow::Result<ExitCode> {
     let size = bytes("size", &args.size).map_err(UsageError::from)?;
     let log_bytes = bytes("log-size", &args.log_size).map_err(UsageError::from)?;
     let block_log_bytes = bytes("block-log-size", &args.block_log_size).map_err(UsageError::from)?;
-    let access = Access {
-        create_bytes: size,
-        format_log: Some(block_log_bytes),
-        force: args.force,
-        ..Access::default()
-    };
-    let target = open(&args.target, access, &args.log)?;
     let options = MkfsOptions { inodes: args.inodes, log_bytes };
-    let device = Arc::clone(target.device());
-    let checked = stack::check_writable(&target, args.force).and_then(|()| {
-        ffs::geometry(device.size_bytes(), device.sector_bytes(), &options)
-            .map_err(|e| UsageError(format!("{e}")).into())
-    });
-    if let Err(e) = checked {
-        target.discard();
-        return Err(e);
-    }
-    let sb = ffs::mkfs(&device, &options)?;
+    let (target, sb) = make(&args.target, size, &options, args.force, block_log_bytes, &args.log)?;
     let behind = match target.log() {
         Some(log) => {
             format!(" behind a block log (mode {}, {} KiB)", log.mode(), log.header().log_bytes / 1024)
@@ -269,9 +253,33 @@ fn mkfs(args: MkfsArgs) -> anyhow::Result<ExitCode> {
         sb.total_inodes(),
         sb.log_blocks * 4
     );
-    drop(device);
     target.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Makes a file system on `target` after every check (a target holding
+/// data needs `force`); returns the open stack and the superblock made.
+pub(crate) fn make(
+    target: &str,
+    create_bytes: Option<u64>,
+    options: &MkfsOptions,
+    force: bool,
+    block_log_bytes: Option<u64>,
+    log: &BlockLogArgs,
+) -> anyhow::Result<(Stack, ffs::format::Superblock)> {
+    let access = Access { create_bytes, format_log: Some(block_log_bytes), force, ..Access::default() };
+    let stack = open(target, access, log)?;
+    let device = Arc::clone(stack.device());
+    let checked = stack::check_writable(&stack, force).and_then(|()| {
+        ffs::geometry(device.size_bytes(), device.sector_bytes(), options)
+            .map_err(|e| UsageError(format!("{e}")).into())
+    });
+    if let Err(e) = checked {
+        stack.discard();
+        return Err(e);
+    }
+    let sb = ffs::mkfs(&device, options)?;
+    Ok((stack, sb))
 }
 
 fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {

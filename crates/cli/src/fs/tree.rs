@@ -126,10 +126,10 @@ pub fn rm(args: RmArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// What an in-process run leaves to report.
-struct Done {
-    unmounted: ffs::Unmounted,
-    seconds: f64,
-    media: Vec<device::Medium>,
+pub(crate) struct Done {
+    pub unmounted: ffs::Unmounted,
+    pub seconds: f64,
+    pub media: Vec<device::Medium>,
 }
 
 impl Done {
@@ -148,7 +148,7 @@ impl Done {
 /// Opens the target, drops its page cache, then mounts, runs `work` and
 /// unmounts on the clock. The unmount writes everything back whether the
 /// work succeeded or not, so a failed run leaves a clean image.
-fn in_process(
+pub(crate) fn in_process(
     target: &str,
     mount: &InProcess,
     work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,

@@ -48,10 +48,10 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         check_validated_regions(&fields, &specs)?;
     }
     if let Some(path) = &args.json {
-        check_output("json", path, true)?;
+        crate::check_output("json", path, true)?;
     }
     if let Some(path) = &args.error_log {
-        check_output("error-log", path, false)?;
+        crate::check_output("error-log", path, false)?;
     }
     let create_bytes = create_sizes(&fields, &specs);
     Ok(Plan { jobs: fields.into_iter().zip(specs).collect(), concurrent, default_job, create_bytes })
@@ -260,24 +260,4 @@ fn create_sizes(fields: &[JobFields], specs: &[JobSpec]) -> Vec<Option<u64>> {
             None => end(spec),
         })
         .collect()
-}
-
-/// Checks before the run that a result file can be written: its directory
-/// exists and it is not a directory itself. `-` is standard output.
-fn check_output(flag: &str, path: &Path, stdout_ok: bool) -> Result<(), UsageError> {
-    if stdout_ok && path.as_os_str() == "-" {
-        return Ok(());
-    }
-    if path.is_dir() {
-        return Err(UsageError(format!("--{flag}: {} is a directory; give a file name", path.display())));
-    }
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return Err(UsageError(format!(
-            "--{flag}: {}: the directory {} does not exist; create it or give another path",
-            path.display(),
-            dir.display()
-        )));
-    }
-    Ok(())
 }

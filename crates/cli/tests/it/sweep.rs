@@ -151,3 +151,51 @@ fn journal_sweep_ring_arm_on_the_sync_engine_is_a_usage_error() {
         stderr(&out)
     );
 }
+
+#[test]
+fn policies_sweep_prints_the_seeds_table_and_its_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let out = iolab(&[
+        "sweep",
+        "policies",
+        "--files",
+        "60",
+        "--copies",
+        "2",
+        "--repeat",
+        "1",
+        "--size",
+        "64m",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for row in ["tar ", "rm ", "sync", "log", "async", "x1.00"] {
+        assert!(text.contains(row), "{row} missing from\n{text}");
+    }
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "iolab-sweep-policies");
+    assert_eq!(doc["policies"].as_array().unwrap().len(), 3);
+    assert!(
+        doc["policies"][0]["tar"]["runs"][0]["sync_writes"].as_u64().unwrap() > 0,
+        "sync writes synchronously"
+    );
+}
+
+#[test]
+fn policies_sweep_refuses_a_policy_not_built_and_a_target_holding_data() {
+    let out = iolab(&["sweep", "policies", "--policies", "softdep,async"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("softdep"), "{}", stderr(&out));
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.img");
+    assert!(iolab(&["fs", "mkfs", data.to_str().unwrap(), "--size", "16m"]).status.success());
+    let before = std::fs::read(&data).unwrap();
+    let out =
+        iolab(&["sweep", "policies", "--target", data.to_str().unwrap(), "--files", "10", "--repeat", "1"]);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
+    assert!(std::fs::read(&data).unwrap() == before, "the file system is as it was");
+}

@@ -77,6 +77,18 @@ pub fn load_archive(path: &Path) -> Result<LoadedArchive, TreeError> {
     Ok(LoadedArchive { tar, compression, file_bytes: raw.len() as u64 })
 }
 
+/// The members of an archive in memory and the bytes of its files.
+pub fn archive_size(tar: &[u8]) -> Result<(u64, u64), TreeError> {
+    let bad = |e: std::io::Error| TreeError::Archive { path: "the archive".into(), reason: e.to_string() };
+    let mut archive = ::tar::Archive::new(tar);
+    let (mut entries, mut bytes) = (0, 0);
+    for entry in archive.entries().map_err(bad)? {
+        entries += 1;
+        bytes += entry.map_err(bad)?.size();
+    }
+    Ok((entries, bytes))
+}
+
 /// A first header whose checksum adds up (POSIX ustar, GNU and v7 alike).
 fn looks_like_tar(tar: &[u8]) -> bool {
     let Some(header) = tar.get(..512) else { return false };

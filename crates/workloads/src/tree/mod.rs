@@ -4,6 +4,7 @@
 //! or on a directory of any kernel file system ([`fsapi::HostFs`]).
 
 mod archive;
+mod generate;
 mod rm;
 mod tar;
 
@@ -11,7 +12,8 @@ use std::fmt;
 
 use fsapi::Errno;
 
-pub use self::archive::{load_archive, Compression, LoadedArchive};
+pub use self::archive::{archive_size, load_archive, Compression, LoadedArchive};
+pub use self::generate::source_archive;
 pub use self::rm::{remove_tree, Removed};
 pub use self::tar::{extract, extract_observed, Extracted, RECORD_BYTES};
 

@@ -1,0 +1,172 @@
+//! `iolab sweep policies`: the first seed's table. Rows tar and rm, a
+//! column per metadata policy, minutes:seconds (median of the repeats,
+//! min-max), each column's ratio to `async`, and the device counters that
+//! explain it.
+
+use std::fmt::Write as _;
+
+/// One timed phase of one run: what `iolab fs untar` or `rm` measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PhaseRun {
+    pub seconds: f64,
+    pub blocks_written: u64,
+    pub write_requests: u64,
+    pub sync_writes: u64,
+    pub flushes: u64,
+    /// Bytes written to the `log` policy's log (0 under the others).
+    pub log_bytes: u64,
+}
+
+/// Every repeat of one policy.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyRuns {
+    pub policy: String,
+    pub tar: Vec<PhaseRun>,
+    pub rm: Vec<PhaseRun>,
+}
+
+/// A whole sweep.
+#[derive(Clone, Debug)]
+pub struct PoliciesSweep {
+    pub archive: String,
+    pub entries: u64,
+    pub data_bytes: u64,
+    pub copies: u32,
+    pub repeats: u32,
+    /// The target's line: where the file systems were made and how.
+    pub target: String,
+    pub policies: Vec<PolicyRuns>,
+}
+
+/// Median, min and max of one phase's figure over the repeats.
+pub fn median_min_max(values: impl Iterator<Item = f64>) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = values.collect();
+    if v.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    (median, v[0], v[n - 1])
+}
+
+impl PolicyRuns {
+    pub fn phase(&self, phase: Phase) -> &[PhaseRun] {
+        match phase {
+            Phase::Tar => &self.tar,
+            Phase::Rm => &self.rm,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Tar,
+    Rm,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Tar => "tar",
+            Phase::Rm => "rm",
+        }
+    }
+}
+
+impl PoliciesSweep {
+    /// A phase's median seconds under `async`, when it ran.
+    pub fn async_median(&self, phase: Phase) -> Option<f64> {
+        let runs = self.policies.iter().find(|p| p.policy == "async")?;
+        Some(median_min_max(runs.phase(phase).iter().map(|r| r.seconds)).0)
+    }
+}
+
+/// Seconds as the seed wrote them, minutes:seconds, to the hundredth.
+pub fn min_sec(seconds: f64) -> String {
+    let hundredths = (seconds.max(0.0) * 100.0).round() as u64;
+    format!("{}:{:02}.{:02}", hundredths / 6000, hundredths / 100 % 60, hundredths % 100)
+}
+
+/// The table, in the seed's layout.
+pub fn policies_table(s: &PoliciesSweep) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} copies of {}: {} entries, {}; {} repeats on {}",
+        s.copies,
+        s.archive,
+        s.entries,
+        crate::target::human(s.data_bytes),
+        s.repeats,
+        s.target
+    );
+    let _ = writeln!(
+        out,
+        "minutes:seconds from the mount to the end of the unmount (write-back and flush inside): median (min-max), x async"
+    );
+    let width = 28;
+    let mut head = format!("{:<6}", "");
+    for p in &s.policies {
+        let _ = write!(head, "{:<width$}", p.policy);
+    }
+    let _ = writeln!(out, "{}", head.trim_end());
+    for phase in [Phase::Tar, Phase::Rm] {
+        let base = s.async_median(phase);
+        let mut line = format!("{:<6}", phase.name());
+        let mut ratios = format!("{:<6}", "");
+        for p in &s.policies {
+            let (median, min, max) = median_min_max(p.phase(phase).iter().map(|r| r.seconds));
+            let _ = write!(
+                line,
+                "{:<width$}",
+                format!("{} ({}-{})", min_sec(median), min_sec(min), min_sec(max))
+            );
+            let ratio = base.filter(|b| *b > 0.0).map_or("".to_string(), |b| format!("x{:.2}", median / b));
+            let _ = write!(ratios, "{ratio:<width$}");
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+        let _ = writeln!(out, "{}", ratios.trim_end());
+    }
+    let _ = writeln!(
+        out,
+        "what the device saw (medians): blocks written / requests / synchronous writes / flushes / log"
+    );
+    for phase in [Phase::Tar, Phase::Rm] {
+        let mut line = format!("{:<6}", phase.name());
+        for p in &s.policies {
+            let runs = p.phase(phase);
+            let med = |f: fn(&PhaseRun) -> u64| median_min_max(runs.iter().map(|r| f(r) as f64)).0 as u64;
+            let log = med(|r| r.log_bytes);
+            let cell = format!(
+                "{}/{}/{}/{}/{}",
+                med(|r| r.blocks_written),
+                med(|r| r.write_requests),
+                med(|r| r.sync_writes),
+                med(|r| r.flushes),
+                if log == 0 { "-".to_string() } else { crate::target::human(log) }
+            );
+            let _ = write!(line, "{cell:<width$}");
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_read_as_minutes_and_seconds() {
+        assert_eq!(min_sec(0.0), "0:00.00");
+        assert_eq!(min_sec(2156.04), "35:56.04");
+        assert_eq!(min_sec(59.999), "1:00.00");
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median_min_max([4.0, 1.0, 3.0, 2.0].into_iter()), (2.5, 1.0, 4.0));
+        assert_eq!(median_min_max([5.0, 1.0, 3.0].into_iter()), (3.0, 1.0, 5.0));
+    }
+}
