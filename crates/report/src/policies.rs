@@ -105,50 +105,55 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
         out,
         "minutes:seconds from the mount to the end of the unmount (write-back and flush inside): median (min-max), x async"
     );
-    let width = 28;
-    let mut head = format!("{:<6}", "");
-    for p in &s.policies {
-        let _ = write!(head, "{:<width$}", p.policy);
-    }
-    let _ = writeln!(out, "{}", head.trim_end());
+    // Every cell first, then the columns as wide as their widest cell.
+    let mut rows: Vec<Vec<String>> =
+        vec![std::iter::once(String::new()).chain(s.policies.iter().map(|p| p.policy.clone())).collect()];
     for phase in [Phase::Tar, Phase::Rm] {
         let base = s.async_median(phase);
-        let mut line = format!("{:<6}", phase.name());
-        let mut ratios = format!("{:<6}", "");
+        let mut times = vec![phase.name().to_string()];
+        let mut ratios = vec![String::new()];
         for p in &s.policies {
             let (median, min, max) = median_min_max(p.phase(phase).iter().map(|r| r.seconds));
-            let _ = write!(
-                line,
-                "{:<width$}",
-                format!("{} ({}-{})", min_sec(median), min_sec(min), min_sec(max))
-            );
-            let ratio = base.filter(|b| *b > 0.0).map_or("".to_string(), |b| format!("x{:.2}", median / b));
-            let _ = write!(ratios, "{ratio:<width$}");
+            times.push(format!("{} ({}-{})", min_sec(median), min_sec(min), min_sec(max)));
+            ratios.push(base.filter(|b| *b > 0.0).map_or(String::new(), |b| format!("x{:.2}", median / b)));
         }
-        let _ = writeln!(out, "{}", line.trim_end());
-        let _ = writeln!(out, "{}", ratios.trim_end());
+        rows.push(times);
+        rows.push(ratios);
     }
-    let _ = writeln!(
-        out,
+    rows.push(vec![
         "what the device saw (medians): blocks written / requests / synchronous writes / flushes / log"
-    );
+            .into(),
+    ]);
     for phase in [Phase::Tar, Phase::Rm] {
-        let mut line = format!("{:<6}", phase.name());
+        let mut cells = vec![phase.name().to_string()];
         for p in &s.policies {
             let runs = p.phase(phase);
             let med = |f: fn(&PhaseRun) -> u64| median_min_max(runs.iter().map(|r| f(r) as f64)).0 as u64;
             let log = med(|r| r.log_bytes);
-            let cell = format!(
+            cells.push(format!(
                 "{}/{}/{}/{}/{}",
                 med(|r| r.blocks_written),
                 med(|r| r.write_requests),
                 med(|r| r.sync_writes),
                 med(|r| r.flushes),
                 if log == 0 { "-".to_string() } else { crate::target::human(log) }
-            );
-            let _ = write!(line, "{cell:<width$}");
+            ));
         }
-        let _ = writeln!(out, "{}", line.trim_end());
+        rows.push(cells);
+    }
+    let columns = s.policies.len() + 1;
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter().filter(|r| r.len() > 1).filter_map(|r| r.get(c)).map(String::len).max().unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        if row.len() == 1 {
+            let _ = writeln!(out, "{}", row[0]);
+            continue;
+        }
+        let line: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     out
 }
