@@ -40,6 +40,10 @@ pub enum Stack {
     /// crash the log's replay alone must leave nothing for fsck, every
     /// fsync'd file whole, and the tree one that a commit made.
     FsLog,
+    /// The same under `softdep` (soft updates): after each crash fsck -n
+    /// must find nothing but leaks, preen must repair them, and every
+    /// fsync'd file must hold what was fsync'd.
+    FsSoftdep,
     /// The same under `async`: nothing is promised; the report shows the
     /// damage a crash leaves.
     FsAsync,
@@ -56,6 +60,7 @@ impl Stack {
             Stack::Raid5Log => "raid5-log",
             Stack::FsSync => "fs-sync",
             Stack::FsLog => "fs-log",
+            Stack::FsSoftdep => "fs-softdep",
             Stack::FsAsync => "fs-async",
         }
     }
@@ -120,12 +125,12 @@ pub struct CrashArgs {
 }
 
 pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
-    if matches!(args.stack, Stack::FsSync | Stack::FsLog | Stack::FsAsync) {
+    if matches!(args.stack, Stack::FsSync | Stack::FsSoftdep | Stack::FsLog | Stack::FsAsync) {
         return run_fs(&args);
     }
     if args.archive.is_some() {
         return Err(UsageError(
-            "--archive: only the fs-sync, fs-log and fs-async stacks extract archives".into(),
+            "--archive: only the fs-sync, fs-softdep, fs-log and fs-async stacks extract archives".into(),
         )
         .into());
     }
@@ -156,7 +161,9 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
         Stack::Raid5 | Stack::Raid5Log => {
             crash_raid5(&spec, args.stack == Stack::Raid5Log, data_bytes, log_bytes)
         }
-        Stack::FsSync | Stack::FsLog | Stack::FsAsync => unreachable!("file-system stacks return above"),
+        Stack::FsSync | Stack::FsSoftdep | Stack::FsLog | Stack::FsAsync => {
+            unreachable!("file-system stacks return above")
+        }
     }
     .map_err(|e| match e {
         CrashError::Spec(what) => anyhow::Error::from(UsageError(what)),
@@ -204,16 +211,18 @@ fn crash_run<'a>(args: &'a CrashArgs, r: &CrashReport) -> report::CrashRun<'a> {
     }
 }
 
-/// `iolab crash --stack fs-sync|fs-log|fs-async`: the file system's promise.
+/// `iolab crash --stack fs-sync|fs-softdep|fs-log|fs-async`: the file system's promise.
 fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
     let device_bytes = parse_bytes("size", args.size.as_deref().unwrap_or("8m")).map_err(UsageError::from)?;
     let policy = match args.stack {
         Stack::FsSync => ffs::Policy::Sync,
         Stack::FsLog => ffs::Policy::Log,
+        Stack::FsSoftdep => ffs::Policy::Softdep,
         _ => ffs::Policy::Async,
     };
     let spec = workloads::fscrash::FsCrashSpec {
         policy,
+        promise: policy,
         operations: args.transactions,
         fsync_every: args.sync_every,
         sampled_states: args.states,

@@ -36,7 +36,7 @@ pub struct PoliciesArgs {
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub repeat: u32,
     /// The metadata policies, in the table's order.
-    #[arg(long, value_name = "LIST", default_value = "sync,log,async")]
+    #[arg(long, value_name = "LIST", default_value = "sync,softdep,log,async")]
     pub policies: String,
     /// The file or block device the file systems are made on, a new one
     /// per run (a target holding data needs --force); default: a
@@ -73,7 +73,7 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
         .collect::<Result<_, _>>()
         .map_err(UsageError)?;
     if policies.is_empty() {
-        return Err(UsageError("--policies: name at least one of sync, log and async".into()).into());
+        return Err(UsageError("--policies: name at least one of sync, softdep, log and async".into()).into());
     }
     parse_bytes("cache", &args.cache).map_err(UsageError::from)?;
     if let Some(path) = &args.json {

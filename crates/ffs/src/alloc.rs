@@ -6,6 +6,7 @@
 use fsapi::Errno;
 
 use crate::core::{eio, Core};
+use crate::softdep::{Kind, Wait};
 
 /// Bitmap blocks of a group: blocks at +1, inodes at +2.
 const BLOCK_BITMAP: u64 = 1;
@@ -54,16 +55,26 @@ impl Core {
     /// A free block, near `hint` where possible; ENOSPC when none is.
     /// Under `log`, a block freed since the last commit is not taken; when
     /// only such blocks are left, the transaction is committed first.
+    /// Under `softdep`, blocks freed but not yet released are waited for
+    /// the same way (a full write-back releases them).
     pub fn alloc_block(&mut self, hint: u64) -> Result<u32, Errno> {
-        match self.alloc_block_once(hint) {
+        let block = match self.alloc_block_once(hint) {
             Err(Errno::NOSPC) if !self.log.freed_since_commit.is_empty() => {
                 if let Err(e) = self.commit() {
                     return Err(eio(self, e));
                 }
                 self.alloc_block_once(hint)
             }
+            Err(Errno::NOSPC) if self.cache.sd.as_ref().is_some_and(|sd| !sd.idle()) => {
+                self.softdep_sync()?;
+                self.alloc_block_once(hint)
+            }
             other => other,
+        }?;
+        if let Some(sd) = &mut self.cache.sd {
+            sd.allocated_block(block);
         }
+        Ok(block)
     }
 
     fn alloc_block_once(&mut self, hint: u64) -> Result<u32, Errno> {
@@ -95,6 +106,31 @@ impl Core {
         Err(Errno::NOSPC)
     }
 
+    /// Returns `blocks`, no longer pointed to in memory, to the free maps.
+    /// Under `softdep` they stay taken until `waits` hold (the pointers
+    /// gone from the disk too); the other policies order their own writes.
+    pub fn free_blocks(&mut self, blocks: Vec<u32>, waits: Vec<Wait>) -> Result<(), Errno> {
+        if let Some(sd) = &self.cache.sd {
+            // A directory block keeps its buffer: the removals in it are
+            // what the link counts of the inodes it named wait for (it is
+            // written, and given back with the rest once nothing on the
+            // disk points to it).
+            let drop: Vec<u64> =
+                blocks.iter().map(|&b| u64::from(b)).filter(|&b| sd.kind(b) != Some(Kind::Dir)).collect();
+            for b in drop {
+                self.cache.discard(b);
+            }
+            if let Some(sd) = &mut self.cache.sd {
+                sd.hold_blocks(blocks, waits);
+            }
+            return Ok(());
+        }
+        for block in blocks {
+            self.free_block(block)?;
+        }
+        Ok(())
+    }
+
     /// Returns `block` to its group's free map.
     pub fn free_block(&mut self, block: u32) -> Result<(), Errno> {
         let block = u64::from(block);
@@ -114,6 +150,20 @@ impl Core {
 
     /// A free inode number for a new inode whose directory is `parent`.
     pub fn alloc_inode(&mut self, parent: u32, dir: bool) -> Result<u32, Errno> {
+        let ino = match self.alloc_inode_once(parent, dir) {
+            Err(Errno::NOSPC) if self.cache.sd.as_ref().is_some_and(|sd| !sd.idle()) => {
+                self.softdep_sync()?;
+                self.alloc_inode_once(parent, dir)
+            }
+            other => other,
+        }?;
+        if let Some(sd) = &mut self.cache.sd {
+            sd.allocated_inode(ino);
+        }
+        Ok(ino)
+    }
+
+    fn alloc_inode_once(&mut self, parent: u32, dir: bool) -> Result<u32, Errno> {
         let groups = self.sb.groups;
         let parent_group = (parent - 1) / self.sb.inodes_per_group;
         let first = if dir { self.dir_group(parent_group) } else { parent_group };
@@ -166,8 +216,17 @@ impl Core {
             .unwrap_or(fallback)
     }
 
-    /// Returns inode number `ino` to its group's free map.
+    /// Returns inode number `ino` to its group's free map; under
+    /// `softdep`, once its slot is free on the disk.
     pub fn free_inode(&mut self, ino: u32, dir: bool) -> Result<(), Errno> {
+        if let Some(sd) = &mut self.cache.sd {
+            sd.hold_inode(ino, dir);
+            return Ok(());
+        }
+        self.clear_inode_bit(ino, dir)
+    }
+
+    fn clear_inode_bit(&mut self, ino: u32, dir: bool) -> Result<(), Errno> {
         let g = (ino - 1) / self.sb.inodes_per_group;
         let i = (ino - 1) % self.sb.inodes_per_group;
         if self.set_bit(self.sb.group_start(g) + INODE_BITMAP, i, false)? {
@@ -177,6 +236,21 @@ impl Core {
             counts.dirs -= u32::from(dir && counts.dirs > 0);
             self.sb.free_inodes += 1;
             self.sb.dirs -= u64::from(dir && self.sb.dirs > 0);
+        }
+        Ok(())
+    }
+
+    /// Under `softdep`: clears in the maps the blocks and inodes the
+    /// dependencies released (their pointers are gone from the disk).
+    pub fn apply_released(&mut self) -> Result<(), Errno> {
+        let Some(sd) = &mut self.cache.sd else { return Ok(()) };
+        let blocks = std::mem::take(&mut sd.released_blocks);
+        let inodes = std::mem::take(&mut sd.released_inodes);
+        for block in blocks {
+            self.free_block(block)?;
+        }
+        for (ino, dir) in inodes {
+            self.clear_inode_bit(ino, dir)?;
         }
         Ok(())
     }

@@ -33,6 +33,7 @@ impl Core {
     }
 
     fn set(&mut self, block: u32, index: u64, value: u32) -> Result<(), Errno> {
+        self.cache.set_kind(u64::from(block), crate::softdep::Kind::Indirect);
         match self.cache.modify(u64::from(block)) {
             Ok(bytes) => {
                 set_pointer(bytes, index as usize, value);

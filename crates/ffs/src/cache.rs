@@ -9,6 +9,7 @@
 //! place outside the log (`Device::write_unlogged`) and metadata joins the
 //! open transaction, which the flush after it commits.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,9 +17,14 @@ use std::time::{Duration, Instant};
 use device::{AlignedBuf, Device};
 
 use crate::format::BLOCK_BYTES;
+use crate::softdep::{Blocks, Kind, Softdep};
 
 /// Dirty buffers written together when an eviction finds a dirty one.
 const EVICT_BATCH_BLOCKS: usize = 1024;
+
+/// Buffers with a rolled-back update an eviction passes over before it
+/// lets the cache grow past its capacity.
+const EVICT_KEPT_MAX: usize = 64;
 
 /// Blocks a write-back request carries at most (1 MiB).
 const RUN_BLOCKS_MAX: usize = 256;
@@ -60,6 +66,24 @@ pub struct Cache {
     /// transaction of a log holds at most.
     pub meta_since_flush: usize,
     pub stats: CacheStats,
+    /// Under `softdep`: the dependencies, which decide what each metadata
+    /// write may carry (`softdep.rs`).
+    pub sd: Option<Softdep>,
+}
+
+impl Blocks for Cache {
+    fn memory(&self, block: u64) -> Option<Cow<'_, [u8]>> {
+        if let Some(buf) = self.bufs.get(&block) {
+            return Some(Cow::Borrowed(&buf.data[..]));
+        }
+        let mut data = AlignedBuf::zeroed(BLOCK_BYTES, BLOCK_BYTES.max(self.dev.buffer_align()));
+        self.dev.read_at(&mut data, block * BLOCK_BYTES as u64).ok()?;
+        Some(Cow::Owned(data.to_vec()))
+    }
+
+    fn dirty(&self, block: u64) -> bool {
+        self.is_dirty(&block)
+    }
 }
 
 impl Cache {
@@ -78,12 +102,18 @@ impl Cache {
             unlogged_data,
             meta_since_flush: 0,
             stats: CacheStats::default(),
+            sd: None,
         }
     }
 
     /// Dirty metadata buffers.
     pub fn dirty_meta(&self) -> usize {
         self.dirty.len()
+    }
+
+    /// Dirty file-data buffers.
+    pub fn dirty_data(&self) -> usize {
+        self.dirty_data.len()
     }
 
     fn is_dirty(&self, block: &u64) -> bool {
@@ -132,12 +162,25 @@ impl Cache {
     /// The bytes of `block`, to change: the buffer becomes dirty.
     pub fn modify(&mut self, block: u64) -> device::Result<&mut [u8]> {
         self.load(block, false)?;
+        if let Some(sd) = &mut self.sd {
+            sd.before_change(block, &self.bufs[&block].data);
+        }
         Ok(self.dirty_buf(block))
+    }
+
+    /// Under `softdep`, records what metadata block `block` holds.
+    pub fn set_kind(&mut self, block: u64, kind: Kind) {
+        if let Some(sd) = &mut self.sd {
+            sd.set_kind(block, kind);
+        }
     }
 
     /// A newly allocated block: zeroed without reading, dirty.
     pub fn fresh(&mut self, block: u64) -> device::Result<&mut [u8]> {
         self.load(block, true)?;
+        if let Some(sd) = &mut self.sd {
+            sd.fresh(block);
+        }
         Ok(self.dirty_buf(block))
     }
 
@@ -145,6 +188,9 @@ impl Cache {
     /// file data.
     pub fn modify_data(&mut self, block: u64) -> device::Result<&mut [u8]> {
         self.load(block, false)?;
+        if let Some(sd) = &mut self.sd {
+            sd.data(block);
+        }
         self.dirty.remove(&block);
         self.dirty_data.insert(block);
         Ok(self.mark(block))
@@ -180,9 +226,21 @@ impl Cache {
             self.stats.blocks_written -= 1;
             self.stats.write_requests -= 1;
         }
-        self.dev.flush()?;
+        self.flush()?;
         self.stats.sync_writes += 1;
+        Ok(())
+    }
+
+    /// Makes every write so far durable (under `log`, commits); under
+    /// `softdep`, then runs the work that waited on those writes.
+    pub fn flush(&mut self) -> device::Result<()> {
+        self.dev.flush()?;
         self.stats.flushes += 1;
+        self.meta_since_flush = 0;
+        if let Some(mut sd) = self.sd.take() {
+            sd.flushed(self);
+            self.sd = Some(sd);
+        }
         Ok(())
     }
 
@@ -195,9 +253,7 @@ impl Cache {
         let meta: Vec<u64> = self.dirty.iter().copied().collect();
         self.write_blocks(&meta)?;
         if flush {
-            self.dev.flush()?;
-            self.stats.flushes += 1;
-            self.meta_since_flush = 0;
+            self.flush()?;
         }
         Ok(())
     }
@@ -220,8 +276,22 @@ impl Cache {
     /// Writes `blocks` (sorted, dirty) in runs of neighbours of one kind.
     /// A run carries at most 1 MiB, and no more than the device takes in
     /// one request (a block log's transaction limit).
+    ///
+    /// Under `softdep` a metadata block goes out as its dependencies allow
+    /// (updates rolled back in the copy written); one rolled back stays
+    /// dirty.
     fn write_blocks(&mut self, blocks: &[u64]) -> device::Result<()> {
         let run_max = RUN_BLOCKS_MAX.min((self.dev.max_request_bytes() / BLOCK_BYTES as u64).max(1) as usize);
+        let images: HashMap<u64, Vec<u8>> = match &self.sd {
+            Some(sd) => (blocks.iter())
+                .filter(|b| self.dirty.contains(b))
+                .filter_map(|&b| sd.image(self, b, &self.bufs[&b].data).map(|image| (b, image)))
+                .collect(),
+            None => HashMap::new(),
+        };
+        let bytes_of = |cache: &Cache, b: u64| -> Vec<u8> {
+            images.get(&b).cloned().unwrap_or_else(|| cache.bufs[&b].data.to_vec())
+        };
         let mut i = 0;
         while i < blocks.len() {
             let first = blocks[i];
@@ -243,22 +313,41 @@ impl Cache {
                     dev.write_at(buf, offset)
                 }
             };
-            if run == 1 {
+            if run == 1 && !images.contains_key(&first) {
                 write(self.dev.as_ref(), &self.bufs[&first].data)?;
             } else {
                 let mut staged =
                     AlignedBuf::zeroed(run * BLOCK_BYTES, BLOCK_BYTES.max(self.dev.buffer_align()));
                 for (k, chunk) in staged.chunks_mut(BLOCK_BYTES).enumerate() {
-                    chunk.copy_from_slice(&self.bufs[&(first + k as u64)].data);
+                    let b = first + k as u64;
+                    match images.get(&b) {
+                        Some(image) => chunk.copy_from_slice(image),
+                        None => chunk.copy_from_slice(&self.bufs[&b].data),
+                    }
                 }
                 write(self.dev.as_ref(), &staged)?;
             }
-            for b in &blocks[i..i + run] {
-                if let Some(buf) = self.bufs.get_mut(b) {
+            for &b in &blocks[i..i + run] {
+                let rolled_back = images.contains_key(&b);
+                let written = match (&self.sd, data) {
+                    (Some(_), false) => Some(bytes_of(self, b)),
+                    _ => None,
+                };
+                if let Some(sd) = &mut self.sd {
+                    match &written {
+                        Some(image) => sd.written(b, image, rolled_back),
+                        None => sd.written_data(b),
+                    }
+                    if rolled_back {
+                        // Written without some update: it goes again.
+                        continue;
+                    }
+                }
+                if let Some(buf) = self.bufs.get_mut(&b) {
                     buf.dirtied = None;
                 }
-                self.dirty.remove(b);
-                self.dirty_data.remove(b);
+                self.dirty.remove(&b);
+                self.dirty_data.remove(&b);
             }
             if !data {
                 self.meta_since_flush += run;
@@ -272,7 +361,11 @@ impl Cache {
 
     /// Keeps the cache within its capacity: the least recently used
     /// buffers go, the dirty ones written first.
+    /// A buffer written with an update rolled back (`softdep`) stays: a
+    /// flush may let it go complete; if not, it moves to the back and
+    /// the cache runs over its capacity for a while.
     fn make_room(&mut self) -> device::Result<()> {
+        let mut kept = 0;
         while self.bufs.len() >= self.capacity_blocks {
             let Some((&tick, &block)) = self.lru.iter().next() else { break };
             if self.is_dirty(&block) {
@@ -287,6 +380,18 @@ impl Cache {
                     .collect();
                 batch.sort_unstable();
                 self.write_blocks(&batch)?;
+                if self.is_dirty(&block) {
+                    self.flush()?;
+                    self.write_blocks(&[block])?;
+                }
+                if self.is_dirty(&block) {
+                    self.touch(block);
+                    kept += 1;
+                    if kept > EVICT_KEPT_MAX {
+                        break;
+                    }
+                    continue;
+                }
             }
             self.lru.remove(&tick);
             self.bufs.remove(&block);

@@ -177,6 +177,42 @@ impl Core {
         Ok(())
     }
 
+    /// Under `softdep`: a link of `ino` removed in memory, whose count
+    /// must not drop on the disk before `gone` holds. Recorded before the
+    /// count drops in memory.
+    pub fn removed(&mut self, ino: u32, weight: u32, gone: crate::softdep::Gone) {
+        if let Some(sd) = &mut self.cache.sd {
+            sd.removed(ino, weight, gone);
+        }
+    }
+
+    /// Under `softdep`: write-back passes (each flushed, the released
+    /// blocks and inodes cleared in the maps after it) until nothing is
+    /// dirty and nothing waits, or a pass moves nothing on (an inode still
+    /// open keeps what waits on it). Each pass lets the next layer of
+    /// dependencies go out complete.
+    pub fn softdep_sync(&mut self) -> Result<(), Errno> {
+        const PASSES_MAX: usize = 256;
+        let mut last = None;
+        for _ in 0..PASSES_MAX {
+            if let Err(e) = self.stage_group_headers().and_then(|()| self.cache.write_back(true)) {
+                return Err(eio(self, e));
+            }
+            self.apply_released()?;
+            let (dirty_meta, dirty_data) = (self.cache.dirty_meta(), self.cache.dirty_data());
+            let Some(sd) = &mut self.cache.sd else { return Ok(()) };
+            let now = (dirty_meta, dirty_data, sd.signature());
+            if now.0 == 0 && now.1 == 0 && sd.idle() {
+                break;
+            }
+            if last == Some(now) && self.groups_dirty.is_empty() {
+                break;
+            }
+            last = Some(now);
+        }
+        Ok(())
+    }
+
     /// The superblock, one generation on, in its next slot: the bytes
     /// and the block they go to.
     pub fn next_superblock(&mut self, align: usize) -> (AlignedBuf, u64) {

@@ -10,6 +10,7 @@ use fsapi::Errno;
 
 use crate::core::{eio, Core};
 use crate::format::{record_bytes, DirRecord, DiskInode, BLOCK_BYTES, DIR_CHUNK_BYTES, DT_DIR};
+use crate::softdep::{Gone, Kind};
 
 const BLOCK: u64 = BLOCK_BYTES as u64;
 
@@ -165,6 +166,7 @@ impl Core {
             Ok(bytes) => rec.write(bytes, 0),
             Err(e) => return Err(eio(self, e)),
         }
+        self.added(u64::from(block), 0, ino);
         self.index_insert(dir, name, blocks * BLOCK);
         Ok(u64::from(block))
     }
@@ -182,18 +184,34 @@ impl Core {
         ino: u32,
         kind: u8,
     ) -> Result<(), Errno> {
+        self.cache.set_kind(block, Kind::Dir);
         let bytes = match self.cache.modify(block) {
             Ok(b) => b,
             Err(e) => return Err(eio(self, e)),
         };
         if used == 0 {
             DirRecord { ino, reclen: rec.reclen, kind, name: name.to_vec() }.write(bytes, at);
-            return Ok(());
+        } else {
+            DirRecord { reclen: used as u16, ..rec.clone() }.write(bytes, at);
+            let new = DirRecord { ino, reclen: rec.reclen - used as u16, kind, name: name.to_vec() };
+            new.write(bytes, at + used);
         }
-        DirRecord { reclen: used as u16, ..rec.clone() }.write(bytes, at);
-        let new = DirRecord { ino, reclen: rec.reclen - used as u16, kind, name: name.to_vec() };
-        new.write(bytes, at + used);
+        self.added(block, at + used, ino);
         Ok(())
+    }
+
+    /// Under `softdep`: an entry naming `ino` is at byte `at` of `block`.
+    fn added(&mut self, block: u64, at: usize, ino: u32) {
+        if let Some(sd) = &mut self.cache.sd {
+            sd.added(block, at, ino);
+        }
+    }
+
+    /// Under `softdep`: the entry `rec` at byte `at` of `block` goes (a
+    /// directory's counts its own `.` too).
+    fn entry_gone(&mut self, block: u64, at: usize, rec: &DirRecord) {
+        let weight = if rec.kind == DT_DIR && rec.name != b".." { 2 } else { 1 };
+        self.removed(rec.ino, weight, Gone::Entry { block, at });
     }
 
     fn index_insert(&mut self, dir: u32, name: &[u8], offset: u64) {
@@ -222,6 +240,8 @@ impl Core {
             at += rec.reclen as usize;
         }
         let rec = DirRecord::read(&bytes, target).ok_or(Errno::IO)?;
+        self.entry_gone(block, target, &rec);
+        self.cache.set_kind(block, Kind::Dir);
         let out = match self.cache.modify(block) {
             Ok(b) => b,
             Err(e) => return Err(eio(self, e)),
@@ -252,10 +272,15 @@ impl Core {
         let (block, bytes) = self.dir_block(dir, inode, offset / BLOCK)?;
         let at = (offset % BLOCK) as usize;
         let rec = DirRecord::read(&bytes, at).ok_or(Errno::IO)?;
+        if rec.ino != ino {
+            self.entry_gone(block, at, &rec);
+        }
+        self.cache.set_kind(block, Kind::Dir);
         match self.cache.modify(block) {
             Ok(out) => DirRecord { ino, kind, ..rec }.write(out, at),
             Err(e) => return Err(eio(self, e)),
         }
+        self.added(block, at, ino);
         Ok(block)
     }
 
@@ -271,6 +296,7 @@ impl Core {
 
     /// The first block of a new directory: `.` and `..`.
     pub fn dir_init(&mut self, block: u32, ino: u32, parent: u32) -> Result<(), Errno> {
+        self.cache.set_kind(u64::from(block), Kind::Dir);
         let bytes = match self.cache.fresh(u64::from(block)) {
             Ok(b) => b,
             Err(e) => return Err(eio(self, e)),
@@ -293,6 +319,7 @@ impl Core {
     /// A directory block of empty chunks (a zeroed block is not one: a
     /// record of length zero does not parse).
     pub fn dir_empty_block(&mut self, block: u32) -> Result<(), Errno> {
+        self.cache.set_kind(u64::from(block), Kind::Dir);
         let bytes = match self.cache.fresh(u64::from(block)) {
             Ok(b) => b,
             Err(e) => return Err(eio(self, e)),

@@ -61,6 +61,10 @@ pub enum Policy {
     Async,
     /// The ordering-critical metadata written synchronously (FFS's default).
     Sync,
+    /// Soft updates: every metadata write delayed, in an order (with
+    /// updates rolled back in the copy written) that leaves only leaks
+    /// after a crash (`softdep.rs`).
+    Softdep,
     /// Metadata committed through the log region in transactions (WAPBL):
     /// after a crash, mounting replays the log and nothing needs repair.
     Log,
@@ -71,6 +75,7 @@ impl Policy {
         match self {
             Policy::Async => 0,
             Policy::Sync => 1,
+            Policy::Softdep => 2,
             Policy::Log => 3,
         }
     }
@@ -79,6 +84,7 @@ impl Policy {
         match code {
             0 => Some(Policy::Async),
             1 => Some(Policy::Sync),
+            2 => Some(Policy::Softdep),
             3 => Some(Policy::Log),
             _ => None,
         }
@@ -88,6 +94,7 @@ impl Policy {
         match self {
             Policy::Async => "async",
             Policy::Sync => "sync",
+            Policy::Softdep => "softdep",
             Policy::Log => "log",
         }
     }
@@ -100,8 +107,8 @@ impl std::str::FromStr for Policy {
             "async" => Ok(Policy::Async),
             "sync" => Ok(Policy::Sync),
             "log" => Ok(Policy::Log),
-            "softdep" => Err(format!("--policy: '{text}' is not built yet; use sync, log or async")),
-            other => Err(format!("--policy: '{other}' is not a policy; use sync, log or async")),
+            "softdep" => Ok(Policy::Softdep),
+            other => Err(format!("--policy: '{other}' is not a policy; use sync, softdep, log or async")),
         }
     }
 }

@@ -84,6 +84,21 @@ impl Class {
         }
     }
 
+    /// Whether it is a leak: something marked in use that nothing uses, a
+    /// count too high, or a summary off. The only damage soft updates
+    /// leaves after a crash (a background fsck's work).
+    pub fn is_leak(self) -> bool {
+        matches!(
+            self,
+            Class::UnattachedInode
+                | Class::LinkCountTooHigh
+                | Class::LeakedBlock
+                | Class::LeakedInode
+                | Class::WrongSummaryCounts
+                | Class::WrongBlockCount
+        )
+    }
+
     /// Whether preen (`-p`) repairs it: the damage a `sync` crash leaves.
     pub fn preen_safe(self) -> bool {
         matches!(
@@ -485,9 +500,11 @@ impl Checker {
     }
 
     // Pass 3: directories reachable from the root; inodes nothing names.
+    // A directory cut off with what it holds is reconnected at the top of
+    // the cut-off tree only (as fsck_ffs walks up to it): what it names
+    // comes back with it.
     fn pass3_connectivity(&mut self) -> Result<(), FsError> {
         let mut reachable: HashSet<u32> = HashSet::new();
-        let mut stack = vec![ROOT_INO];
         let children: HashMap<u32, Vec<u32>> = self
             .entries
             .iter()
@@ -496,25 +513,51 @@ impl Checker {
                 m.entry(e.dir).or_default().push(e.ino);
                 m
             });
-        while let Some(d) = stack.pop() {
-            if !reachable.insert(d) {
-                continue;
+        let reach = |from: u32, reachable: &mut HashSet<u32>| {
+            let mut stack = vec![from];
+            while let Some(d) = stack.pop() {
+                if reachable.insert(d) {
+                    stack.extend(children.get(&d).into_iter().flatten().copied());
+                }
             }
-            stack.extend(children.get(&d).into_iter().flatten().copied());
-        }
-        let unattached: Vec<u32> = (self.inodes.keys().copied())
+        };
+        reach(ROOT_INO, &mut reachable);
+        let named_by: HashMap<u32, u32> = (self.entries.iter())
+            .filter(|e| e.name != b"." && e.name != b".." && e.dir != e.ino)
+            .map(|e| (e.ino, e.dir))
+            .collect();
+        let mut unattached: Vec<u32> = (self.inodes.keys().copied())
             .filter(|i| !reachable.contains(i) && !self.orphans.contains(i))
             .collect();
+        unattached.sort_unstable();
         for ino in unattached {
+            if reachable.contains(&ino) {
+                continue; // came back with the directory above it
+            }
             let seen = &self.inodes[&ino];
             if seen.names > 0 && seen.inode.kind_bits() != S_IFDIR {
                 continue; // named from a directory that is itself unattached
             }
-            let (size, links) = (seen.inode.size, seen.inode.nlink);
-            let detail = format!("inode {ino} ({size} bytes, {links} links) is named by no reachable entry");
-            if self.found(Class::UnattachedInode, detail) {
-                self.reattach(ino)?;
+            // The top of the cut-off tree this directory is in: up through
+            // the directories that name it.
+            let mut top = ino;
+            for _ in 0..self.inodes.len() {
+                let Some(&parent) = named_by.get(&top) else { break };
+                if parent == top || reachable.contains(&parent) {
+                    break;
+                }
+                top = parent;
+                if top == ino {
+                    break; // a loop of directories: reconnect where it began
+                }
             }
+            let seen = &self.inodes[&top];
+            let (size, links) = (seen.inode.size, seen.inode.nlink);
+            let detail = format!("inode {top} ({size} bytes, {links} links) is named by no reachable entry");
+            if self.found(Class::UnattachedInode, detail) {
+                self.reattach(top)?;
+            }
+            reach(top, &mut reachable);
         }
         Ok(())
     }
@@ -696,11 +739,18 @@ impl Checker {
         let overhead = sb.group_overhead_blocks();
         let mut map = self.read(start + 1)?;
         let (mut in_use_free, mut leaked, mut free) = (0u32, 0u32, 0u32);
+        let mut named = Vec::new();
         for i in 0..sb.group_blocks(g) {
             let used = i < overhead || self.claims.contains_key(&(start + u64::from(i)));
             let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
             match (used, map[byte] & mask != 0) {
-                (true, false) => in_use_free += 1,
+                (true, false) => {
+                    in_use_free += 1;
+                    if named.len() < 4 {
+                        let owner = self.claims.get(&(start + u64::from(i))).copied().unwrap_or(0);
+                        named.push(format!("{} of inode {owner}", start + u64::from(i)));
+                    }
+                }
                 (false, true) => leaked += 1,
                 _ => {}
             }
@@ -715,7 +765,10 @@ impl Checker {
         if in_use_free > 0 {
             fix |= self.found(
                 Class::BlockInUseButFree,
-                format!("group {g}: {in_use_free} blocks in use are free in the map"),
+                format!(
+                    "group {g}: {in_use_free} blocks in use are free in the map ({}...)",
+                    named.join(", ")
+                ),
             );
         }
         if leaked > 0 {
@@ -737,11 +790,17 @@ impl Checker {
         let start = sb.group_start(g);
         let mut map = self.read(start + 2)?;
         let (mut in_use_free, mut leaked, mut free, mut dirs) = (0u32, 0u32, 0u32, 0u32);
+        let mut named = Vec::new();
         for i in 0..sb.inodes_per_group {
             let seen = self.inodes.get(&(g * sb.inodes_per_group + i + 1));
             let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
             match (seen.is_some(), map[byte] & mask != 0) {
-                (true, false) => in_use_free += 1,
+                (true, false) => {
+                    in_use_free += 1;
+                    if named.len() < 4 {
+                        named.push((g * sb.inodes_per_group + i + 1).to_string());
+                    }
+                }
                 (false, true) => leaked += 1,
                 _ => {}
             }
@@ -757,7 +816,10 @@ impl Checker {
         if in_use_free > 0 {
             fix |= self.found(
                 Class::InodeInUseButFree,
-                format!("group {g}: {in_use_free} inodes in use are free in the map"),
+                format!(
+                    "group {g}: {in_use_free} inodes in use are free in the map ({}...)",
+                    named.join(", ")
+                ),
             );
         }
         if leaked > 0 {

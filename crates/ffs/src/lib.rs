@@ -20,6 +20,7 @@ pub mod fsck;
 mod mkfs;
 mod mount;
 mod ops;
+mod softdep;
 mod wapbl;
 
 use std::sync::Arc;
@@ -29,6 +30,7 @@ pub use format::Policy;
 pub use mkfs::{geometry, mkfs, MkfsOptions};
 pub use mount::{read_superblock, Unmounted};
 pub use ops::{Ffs, MountOptions};
+pub use softdep::SoftdepStats;
 pub use wapbl::replay as replay_log;
 
 /// What making, mounting or checking a file system can fail with.

@@ -109,7 +109,10 @@ impl Ffs {
             }
             None => 0,
         };
-        let cache = Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some());
+        let mut cache = Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some());
+        if options.policy == Policy::Softdep {
+            cache.sd = Some(crate::softdep::Softdep::new(sb.clone()));
+        }
         let core = Core {
             sb,
             groups_dirty: Default::default(),
@@ -158,6 +161,13 @@ impl Ffs {
         if core.policy == Policy::Log {
             return core.commit().map_err(|e| self.failed(core, e));
         }
+        if core.policy == Policy::Softdep {
+            if core.softdep_sync().is_err() {
+                return Err(self.failure_of(&core));
+            }
+            drop(core);
+            return self.write_superblock();
+        }
         let written = core.stage_group_headers().and_then(|()| core.cache.write_back(true));
         if let Err(e) = written {
             return Err(self.failed(core, e));
@@ -192,6 +202,17 @@ impl Ffs {
             core.commit().map_err(|e| self.failed(core, e))?;
             return Ok(());
         }
+        if core.policy == Policy::Softdep {
+            // One pass: what is ready goes out, the rest next time.
+            let idle = core.cache.sd.as_ref().is_none_or(|sd| sd.idle());
+            if core.cache.dirty_meta() > 0 || core.cache.dirty_data() > 0 || !idle {
+                let pass = core.stage_group_headers().and_then(|()| core.cache.write_back(true));
+                pass.map_err(|e| self.failed(core, e))?;
+                let mut core = self.lock();
+                core.apply_released().map_err(|_| self.failure_of(&core))?;
+            }
+            return Ok(());
+        }
         core.cache.write_back_older(age).map_err(|e| self.failed(core, e))?;
         Ok(())
     }
@@ -210,6 +231,21 @@ impl Ffs {
             core.sb.clean = true;
         }
         self.sync_all()?;
+        {
+            let mut core = self.lock();
+            let waiting = core.cache.sd.as_ref().is_some_and(|sd| !sd.idle()) || core.cache.dirty_meta() > 0;
+            if waiting {
+                // Soft updates could not finish (it should always): the
+                // image is left marked not clean rather than trusted.
+                core.sb.clean = false;
+                drop(core);
+                self.write_superblock()?;
+                return Err(FsError::Damaged(
+                    "soft updates left dependencies waiting at unmount; the file system is marked not clean"
+                        .into(),
+                ));
+            }
+        }
         if let Some(log) = &self.log {
             // Everything committed goes home and the log is left empty:
             // the image is whole without it.
@@ -217,6 +253,11 @@ impl Ffs {
         }
         let core = self.lock();
         Ok(Unmounted { superblock: core.sb.clone(), cache: core.cache.stats, log: self.log_stats() })
+    }
+
+    /// Under `softdep`: the dependencies' counters.
+    pub fn softdep_stats(&self) -> Option<crate::SoftdepStats> {
+        self.lock().cache.sd.as_ref().map(|sd| sd.stats)
     }
 
     /// The block log's counters under `log` (commits, bytes written to the

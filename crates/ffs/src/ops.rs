@@ -16,6 +16,7 @@ use fsapi::{
 
 use crate::core::{eio, Core};
 use crate::format::*;
+use crate::softdep::{Gone, Wait};
 use crate::{Dev, FsError};
 
 /// Links an inode may have.
@@ -117,6 +118,15 @@ impl Ffs {
                 eio(&mut core, e);
             }
         }
+        // Under `softdep`, blocks and inodes an eviction's flush released.
+        if core
+            .cache
+            .sd
+            .as_ref()
+            .is_some_and(|sd| !sd.released_blocks.is_empty() || !sd.released_inodes.is_empty())
+        {
+            let _ = core.apply_released();
+        }
         core
     }
 
@@ -211,9 +221,7 @@ fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
     let freed = core.truncate_blocks(&mut inode, 0)?;
     let block = core.clear_inode(ino)?;
     core.ordered(block)?;
-    for block in freed.blocks {
-        core.free_block(block)?;
-    }
+    core.free_blocks(freed.blocks, vec![Wait::Inode(ino)])?;
     core.free_inode(ino, dir)?;
     core.drop_index(ino);
     core.refs.remove(&ino);
@@ -533,6 +541,9 @@ impl FileSystem for Ffs {
         }
         let block = core.dir_remove(parent, &mut dir, name.as_bytes(), found.offset)?;
         core.ordered(block)?;
+        // Under `softdep`, the parent's count drops on the disk once the
+        // directory (whose `..` it counts) is gone from it.
+        core.removed(parent, 1, Gone::Inode(found.ino));
         dir.nlink -= 1;
         touch(&mut dir);
         let block = core.put_inode(parent, &dir)?;
@@ -719,12 +730,14 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
         inode.size = size;
         let block = core.put_inode(ino, inode)?;
         core.ordered(block)?;
-        for changed in freed.changed {
+        for &changed in &freed.changed {
             core.ordered(changed)?;
         }
-        for block in freed.blocks {
-            core.free_block(block)?;
-        }
+        // Under `softdep`, released once the inode and the indirect blocks
+        // on the disk no longer point to them.
+        let waits =
+            std::iter::once(Wait::Inode(ino)).chain(freed.changed.into_iter().map(Wait::Indirect)).collect();
+        core.free_blocks(freed.blocks, waits)?;
     }
     inode.size = size;
     touch(inode);
@@ -852,6 +865,7 @@ fn replaced(core: &mut Core, ino: u32, parent: u32, same_parent: bool) -> Result
         return unlinked(core, ino, old, 1);
     }
     let mut dir = dir_inode(core, parent)?;
+    core.removed(parent, 1, Gone::Inode(ino));
     dir.nlink -= u16::from(same_parent);
     let block = core.put_inode(parent, &dir)?;
     core.ordered(block)?;

@@ -69,10 +69,10 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
         ),
     };
     out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
-    let each = if run.stack == "fs-log" {
-        "the log replayed, fsck -n, the fsync'd files read, the tree against the commits"
-    } else {
-        "fsck -p, fsck -n, the fsync'd files read"
+    let each = match run.stack {
+        "fs-log" => "the log replayed, fsck -n, the fsync'd files read, the tree against the commits",
+        "fs-softdep" => "fsck -n (leaks only), fsck -p, fsck -n, the fsync'd files read",
+        _ => "fsck -p, fsck -n, the fsync'd files read",
     };
     out += &format!(
         "states checked: {} ({} after flushes, {} sampled between them); each: {each}\n",
@@ -86,8 +86,8 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
     }
     out += &format!(
         "violations: {} (damage preen leaves {}, fsync'd files lost {}, unreadable {}, \
-         found after the log's replay {}, a tree no commit made {})\n",
-        r.violations, r.damage_left, r.fsync_lost, r.unreadable, r.not_clean, r.not_committed
+         found after the log's replay {}, a tree no commit made {}, more than leaks {})\n",
+        r.violations, r.damage_left, r.fsync_lost, r.unreadable, r.not_clean, r.not_committed, r.beyond_leaks
     );
     if let Some(v) = &r.first_violation {
         out += &format!(

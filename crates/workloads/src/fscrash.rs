@@ -9,7 +9,9 @@
 //!
 //! The promises: under `sync`, preen repairs everything a crash leaves
 //! (only its safe classes occur) and every fsync'd file holds what was
-//! fsync'd (unless a later write to it had begun); under `log`, the log's
+//! fsync'd (unless a later write to it had begun); under `softdep`, fsck
+//! finds nothing but leaks (before preen repairs them), and every fsync'd
+//! file holds what was fsync'd; under `log`, the log's
 //! replay alone leaves nothing for fsck to find, and every fsync'd file
 //! is whole; under `async`, nothing is promised, and the check shows the
 //! damage found.
@@ -39,6 +41,9 @@ const ORPHAN_EVERY: u64 = 10;
 #[derive(Clone, Debug)]
 pub struct FsCrashSpec {
     pub policy: Policy,
+    /// The promise each state is checked against: the policy's own, or
+    /// another's (a policy that does not keep it must be caught).
+    pub promise: Policy,
     /// Operations on the tree, fsyncs included.
     pub operations: u64,
     /// Every this many operations, one rewrites a durable file and fsyncs it.
@@ -69,6 +74,8 @@ pub enum FsViolationClass {
     /// Under `log`: the tree after the crash is not one a commit made (a
     /// step half there, or a completed commit missing).
     NotCommitted,
+    /// Under `softdep`: fsck found damage other than leaks.
+    BeyondLeaks,
 }
 
 impl FsViolationClass {
@@ -79,6 +86,7 @@ impl FsViolationClass {
             FsViolationClass::FsyncLost => "fsync_lost",
             FsViolationClass::NotClean => "not_clean",
             FsViolationClass::NotCommitted => "not_committed",
+            FsViolationClass::BeyondLeaks => "beyond_leaks",
         }
     }
 }
@@ -110,6 +118,7 @@ pub struct FsCrashReport {
     pub fsync_lost: u64,
     pub not_clean: u64,
     pub not_committed: u64,
+    pub beyond_leaks: u64,
     /// fsck classes found (before repair), by name: in how many states.
     pub damage_found: BTreeMap<&'static str, u64>,
     pub first_violation: Option<FsViolation>,
@@ -148,6 +157,9 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
     if spec.operations == 0 || spec.fsync_every == 0 {
         return Err(CrashError::Spec("--transactions and --sync-every must be at least 1".into()));
     }
+    if spec.promise == Policy::Log && spec.policy != Policy::Log {
+        return Err(CrashError::Spec("the log's promise is checked under the log policy only".into()));
+    }
     let recording = Recording::new();
     let mem: Arc<dyn Device> = Arc::new(MemDevice::new(spec.device_bytes)?);
     let dev: Arc<dyn Device> = Arc::new(RecordingDevice::new(mem, 0, Arc::clone(&recording)));
@@ -180,10 +192,13 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
             continue;
         }
         let image: Arc<dyn Device> = Arc::new(replayer.images_at(point)?.remove(0));
-        let verdict = match spec.policy {
+        let verdict = match spec.promise {
             Policy::Log => {
                 let window = committed_window(&ran.steps, replayer.events(), point.after_events);
                 check_logged_state(&image, &ran, window, point.after_events, &mut report.damage_found)
+            }
+            Policy::Softdep => {
+                check_softdep_state(&image, &ran.durable, point.after_events, &mut report.damage_found)
             }
             _ => check_state(&image, &ran.durable, point.after_events, &mut report.damage_found),
         };
@@ -409,11 +424,10 @@ fn check_state(
     after_events: usize,
     found: &mut BTreeMap<&'static str, u64>,
 ) -> Option<(FsViolationClass, String)> {
-    let preened = match fsck(image, Repair::Preen) {
+    let preened = match fsck_counted(image, Repair::Preen, found) {
         Ok(r) => r,
-        Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
+        Err(violation) => return Some(violation),
     };
-    count_classes(&preened, found);
     if let Some(left) = preened.findings.iter().find(|f| !f.repaired) {
         return Some((FsViolationClass::DamageLeft, format!("{}: {}", left.class.name(), left.detail)));
     }
@@ -431,6 +445,24 @@ fn check_state(
     check_durable(image, durable, after_events).map(|d| (FsViolationClass::FsyncLost, d))
 }
 
+/// Under `softdep`: fsck -n finds leaks at most; then, as under `sync`,
+/// preen repairs them and every fsync'd file is there.
+fn check_softdep_state(
+    image: &Arc<dyn Device>,
+    durable: &[Vec<Version>],
+    after_events: usize,
+    found: &mut BTreeMap<&'static str, u64>,
+) -> Option<(FsViolationClass, String)> {
+    let checked = match fsck_counted(image, Repair::No, found) {
+        Ok(r) => r,
+        Err(violation) => return Some(violation),
+    };
+    if let Some(f) = checked.findings.iter().find(|f| !f.class.is_leak()) {
+        return Some((FsViolationClass::BeyondLeaks, format!("{}: {}", f.class.name(), f.detail)));
+    }
+    check_state(image, durable, after_events, &mut BTreeMap::new())
+}
+
 /// Under `log` the promise is whole: fsck, which replays the log as a
 /// mount does, finds nothing at all, and every fsync'd file is there.
 fn check_logged_state(
@@ -440,11 +472,10 @@ fn check_logged_state(
     after_events: usize,
     found: &mut BTreeMap<&'static str, u64>,
 ) -> Option<(FsViolationClass, String)> {
-    let checked = match fsck(image, Repair::No) {
+    let checked = match fsck_counted(image, Repair::No, found) {
         Ok(r) => r,
-        Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
+        Err(violation) => return Some(violation),
     };
-    count_classes(&checked, found);
     if let Some(f) = checked.findings.first() {
         return Some((FsViolationClass::NotClean, format!("{}: {}", f.class.name(), f.detail)));
     }
@@ -467,6 +498,17 @@ fn check_logged_state(
             window.end()
         ),
     ))
+}
+
+/// fsck on the image, the classes it found counted.
+fn fsck_counted(
+    image: &Arc<dyn Device>,
+    repair: Repair,
+    found: &mut BTreeMap<&'static str, u64>,
+) -> Result<ffs::fsck::Report, (FsViolationClass, String)> {
+    let report = fsck(image, repair).map_err(|e| (FsViolationClass::Unreadable, e.to_string()))?;
+    count_classes(&report, found);
+    Ok(report)
 }
 
 /// Counts each class a check found once for this state.
@@ -531,6 +573,7 @@ impl FsCrashReport {
             FsViolationClass::FsyncLost => self.fsync_lost += 1,
             FsViolationClass::NotClean => self.not_clean += 1,
             FsViolationClass::NotCommitted => self.not_committed += 1,
+            FsViolationClass::BeyondLeaks => self.beyond_leaks += 1,
         }
         if self.first_violation.is_none() {
             self.first_violation = Some(FsViolation {

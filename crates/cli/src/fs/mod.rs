@@ -97,8 +97,9 @@ pub struct MountArgs {
     pub target: String,
     pub mountpoint: PathBuf,
     /// The metadata policy: sync (ordered synchronous metadata writes, as
-    /// FFS), log (metadata committed through the file system's log, as
-    /// WAPBL) or async (all delayed). softdep comes with its issue.
+    /// FFS), softdep (soft updates: delayed writes in a safe order, with
+    /// rollbacks), log (metadata committed through the file system's log,
+    /// as WAPBL) or async (all delayed).
     #[arg(long, value_name = "POLICY")]
     pub policy: Policy,
     /// Size of the buffer cache.

@@ -21,7 +21,7 @@ use crate::UsageError;
 /// How the file system is mounted in-process.
 #[derive(Debug, Args)]
 pub struct InProcess {
-    /// The metadata policy: sync, log or async.
+    /// The metadata policy: sync, softdep, log or async.
     #[arg(long, value_name = "POLICY")]
     pub policy: Policy,
     /// Size of the buffer cache.

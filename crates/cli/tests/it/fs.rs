@@ -101,8 +101,10 @@ pub(crate) fn run(program: &str, args: &[&str]) {
     assert!(status.success(), "{program} {args:?}");
 }
 
-#[test]
-fn gnu_tar_extracts_into_the_mount_and_rm_empties_it_and_fsck_is_clean() {
+/// GNU tar extracts a tree into a mount under `first`, diff finds it
+/// whole, and after an unmount fsck is clean; then under `second` it is
+/// still whole, rm -rf empties it, and fsck is clean again.
+fn tar_then_rm_through_mounts(first: &str, second: &str) {
     if !fuse_usable() {
         return;
     }
@@ -115,20 +117,30 @@ fn gnu_tar_extracts_into_the_mount_and_rm_empties_it_and_fsck_is_clean() {
     let out = iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "128m"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
-    let mounted = Mounted::start(&image, &mnt, "sync", &[]);
+    let mounted = Mounted::start(&image, &mnt, first, &[]);
     run("tar", &["xf", archive.to_str().unwrap(), "-C", mnt.to_str().unwrap()]);
     run("diff", &["-r", "--no-dereference", src.to_str().unwrap(), mnt.join("src").to_str().unwrap()]);
     assert!(mounted.unmount().contains("clean"));
     let out = iolab(&["fs", "fsck", image.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 
-    let mounted = Mounted::start(&image, &mnt, "log", &[]);
+    let mounted = Mounted::start(&image, &mnt, second, &[]);
     run("diff", &["-r", "--no-dereference", src.to_str().unwrap(), mnt.join("src").to_str().unwrap()]);
     run("rm", &["-rf", mnt.join("src").to_str().unwrap()]);
     assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 1, "only lost+found is left");
     mounted.unmount();
     let out = iolab(&["fs", "fsck", image.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn gnu_tar_extracts_into_the_mount_and_rm_empties_it_and_fsck_is_clean() {
+    tar_then_rm_through_mounts("sync", "log");
+}
+
+#[test]
+fn gnu_tar_and_rm_work_through_a_softdep_mount_and_fsck_is_clean() {
+    tar_then_rm_through_mounts("softdep", "softdep");
 }
 
 #[test]

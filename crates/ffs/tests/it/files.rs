@@ -190,23 +190,31 @@ fn the_syncer_writes_back_what_is_older_than_its_age_and_nothing_younger() {
     assert_eq!(fs.write_back_older(std::time::Duration::ZERO).unwrap(), 0, "clean now");
 }
 
-#[test]
-fn under_log_blocks_freed_since_the_last_commit_are_not_reused_before_it() {
+/// `a` written and synced, removed; `b` made and written in its place;
+/// everything written back, nothing flushed or committed; then a crash.
+fn a_removed_then_b_written(policy: Policy) -> Arc<dyn Device> {
     use std::ffi::OsStr;
     let dev = fresh(16 << 20);
-    let fs = mount(&dev, Policy::Log);
+    let fs = mount(&dev, policy);
     let a = fs.create(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o644)).unwrap();
     fs.write(a.ino, 0, &pattern(40_000, 1)).unwrap();
     fs.forget(a.ino, 1);
     fs.sync().unwrap();
-    // Removed, not committed: a crash now must still find a whole.
     fs.unlink(fsapi::ROOT, OsStr::new("a")).unwrap();
     let b = fs.create(fsapi::ROOT, OsStr::new("b"), fsapi::Owner::root(0o644)).unwrap();
     fs.write(b.ino, 0, &pattern(40_000, 2)).unwrap();
-    // b's data goes in place (outside the log); its metadata joins the
-    // open transaction, which the crash (a drop) never commits.
     fs.write_back_older(std::time::Duration::ZERO).unwrap();
     drop(fs);
+    dev
+}
+
+#[test]
+fn under_log_blocks_freed_since_the_last_commit_are_not_reused_before_it() {
+    use std::ffi::OsStr;
+    // Removed, not committed: a crash now must still find a whole. b's
+    // data went in place (outside the log); its metadata joined the open
+    // transaction, which the crash never commits.
+    let dev = a_removed_then_b_written(Policy::Log);
     let fs = mount(&dev, Policy::Async);
     let a = fs.lookup(fsapi::ROOT, OsStr::new("a")).expect("the removal was never committed");
     assert!(
@@ -301,4 +309,114 @@ fn an_orphan_closed_before_the_unmount_leaves_the_list_empty() {
     let sb = fs.unmount().unwrap().superblock;
     assert_eq!(sb.orphans, 0);
     assert!(ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap().findings.is_empty());
+}
+
+/// fsck -n's findings on `dev`, every one a leak (what soft updates may
+/// leave after a crash).
+fn only_leaks(dev: &std::sync::Arc<dyn device::Device>) -> Vec<&'static str> {
+    let report = ffs::fsck::fsck(dev, ffs::fsck::Repair::No).unwrap();
+    let beyond: Vec<_> = report.findings.iter().filter(|f| !f.class.is_leak()).collect();
+    assert!(beyond.is_empty(), "{beyond:?}");
+    report.findings.iter().map(|f| f.class.name()).collect()
+}
+
+#[test]
+fn under_softdep_an_entry_is_not_written_before_its_inode() {
+    use std::ffi::OsStr;
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Softdep);
+    let a = fs.create(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o644)).unwrap();
+    fs.forget(a.ino, 1);
+    // Everything written once, nothing flushed: the inode's bitmap is not
+    // on the disk, so neither the inode nor the entry naming it may be.
+    fs.write_back_older(std::time::Duration::ZERO).unwrap();
+    drop(fs);
+    assert!(only_leaks(&dev).contains(&"leaked_inode"));
+    let fs = mount(&dev, Policy::Async);
+    assert!(fs.lookup(fsapi::ROOT, OsStr::new("a")).is_err(), "the entry went before its inode");
+}
+
+#[test]
+fn under_softdep_a_removed_file_keeps_its_blocks_until_the_removal_is_on_the_disk() {
+    use std::ffi::OsStr;
+    // A crash before any flush: a's inode may still be on the disk.
+    let dev = a_removed_then_b_written(Policy::Softdep);
+    only_leaks(&dev);
+    let fs = mount(&dev, Policy::Async);
+    if let Ok(a) = fs.lookup(fsapi::ROOT, OsStr::new("a")) {
+        assert!(read_all(&fs, a.ino, 40_000) == pattern(40_000, 1), "a's blocks were given to b");
+    }
+}
+
+#[test]
+fn under_softdep_sync_leaves_a_clean_image_behind_a_deep_tree() {
+    use std::ffi::OsStr;
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Softdep);
+    let mut parent = fsapi::ROOT;
+    for depth in 0..12 {
+        let d = fs.mkdir(parent, OsStr::new(&format!("d{depth}")), fsapi::Owner::root(0o755)).unwrap();
+        let f = fs.create(d.ino, OsStr::new("f"), fsapi::Owner::root(0o644)).unwrap();
+        fs.write(f.ino, 0, &pattern(5_000, depth as u8)).unwrap();
+        parent = d.ino;
+    }
+    fs.sync().unwrap();
+    drop(fs); // a crash right after sync returned: nothing may be missing
+    let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
+    assert!(report.clean(), "{:?}", report.findings);
+}
+
+#[test]
+fn under_softdep_blocks_a_truncation_freed_stay_taken_while_the_disk_inode_points_to_them() {
+    use std::ffi::OsStr;
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Softdep);
+    let a = fs.create(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o644)).unwrap();
+    fs.write(a.ino, 0, &pattern(40_000, 1)).unwrap();
+    fs.sync().unwrap();
+    let before = fs.statfs().unwrap().blocks_free;
+    fs.setattr(a.ino, &SetAttr { size: Some(0), ..SetAttr::default() }).unwrap();
+    fs.unlink(fsapi::ROOT, OsStr::new("a")).unwrap();
+    fs.forget(a.ino, 1);
+    // One syncer pass: the removal reaches the disk, and the freed inode
+    // is written as the disk had it (its entry was still there), pointers
+    // and all: its old blocks are not free yet.
+    fs.tick(std::time::Duration::ZERO).unwrap();
+    assert_eq!(
+        fs.statfs().unwrap().blocks_free,
+        before,
+        "blocks released while the disk inode points to them"
+    );
+    fs.sync().unwrap();
+    assert!(fs.statfs().unwrap().blocks_free >= before + 10, "the blocks never came back");
+    drop(fs);
+    assert!(ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap().clean());
+}
+
+#[test]
+fn under_softdep_directories_removed_while_held_are_gone_after_unmount() {
+    use std::ffi::OsStr;
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Softdep);
+    let src = fs.mkdir(fsapi::ROOT, OsStr::new("src"), fsapi::Owner::root(0o755)).unwrap();
+    for i in 0..25 {
+        let d = fs.mkdir(src.ino, OsStr::new(&format!("d{i}")), fsapi::Owner::root(0o755)).unwrap();
+        let f = fs.create(d.ino, OsStr::new("f"), fsapi::Owner::root(0o644)).unwrap();
+        fs.write(f.ino, 0, &pattern(3_000, i as u8)).unwrap();
+    }
+    fs.unmount().unwrap();
+    // As rm -rf through the kernel: every inode still looked up while
+    // its entry goes.
+    let fs = mount(&dev, Policy::Softdep);
+    let src = fs.lookup(fsapi::ROOT, OsStr::new("src")).unwrap();
+    for i in 0..25 {
+        let d = fs.lookup(src.ino, OsStr::new(&format!("d{i}"))).unwrap();
+        fs.lookup(d.ino, OsStr::new("f")).unwrap();
+        fs.unlink(d.ino, OsStr::new("f")).unwrap();
+        fs.rmdir(src.ino, OsStr::new(&format!("d{i}"))).unwrap();
+    }
+    fs.rmdir(fsapi::ROOT, OsStr::new("src")).unwrap();
+    fs.unmount().unwrap();
+    let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
+    assert!(report.clean(), "{:?}", report.findings);
 }

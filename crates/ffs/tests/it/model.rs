@@ -43,6 +43,11 @@ proptest! {
     }
 
     #[test]
+    fn softdep_agrees_with_the_model_across_remounts(numbers in prop::collection::vec(any::<[u16; 6]>(), 1..80)) {
+        check(numbers, Policy::Softdep)?;
+    }
+
+    #[test]
     fn sync_agrees_with_the_model_across_remounts(numbers in prop::collection::vec(any::<[u16; 6]>(), 1..80)) {
         check(numbers, Policy::Sync)?;
     }

@@ -117,9 +117,9 @@ impl From<InternalClass> for ViolationClass {
     }
 }
 
-/// `iolab crash --stack fs-sync|fs-log|fs-async --json`: schema
-/// `iolab-crash-fs`, version 2 (version 1 had no `not_clean` or
-/// `not_committed`).
+/// `iolab crash --stack fs-sync|fs-softdep|fs-log|fs-async --json`:
+/// schema `iolab-crash-fs`, version 3 (version 1 had no `not_clean` or
+/// `not_committed`, version 2 no `beyond_leaks`).
 #[derive(Clone, Debug, Serialize)]
 pub struct FsCrashDocument {
     pub schema: &'static str,
@@ -142,6 +142,8 @@ pub struct FsCrashDocument {
     /// no commit made.
     pub not_clean: u64,
     pub not_committed: u64,
+    /// Under `softdep`: states fsck found more than leaks in.
+    pub beyond_leaks: u64,
     /// fsck classes found before repair: class -> states.
     pub damage_found: std::collections::BTreeMap<String, u64>,
     pub first_violation: Option<FsViolation>,
@@ -153,8 +155,8 @@ pub struct FsViolation {
     pub after_events: usize,
     pub policy: String,
     pub seed: u64,
-    /// `unreadable`, `damage_left`, `fsync_lost`, `not_clean` or
-    /// `not_committed`.
+    /// `unreadable`, `damage_left`, `fsync_lost`, `not_clean`,
+    /// `not_committed` or `beyond_leaks`.
     pub class: &'static str,
     pub detail: String,
 }
@@ -163,7 +165,7 @@ impl FsCrashDocument {
     pub fn new(stack: &str, seed: u64, r: &workloads::fscrash::FsCrashReport) -> FsCrashDocument {
         FsCrashDocument {
             schema: "iolab-crash-fs",
-            version: 2,
+            version: 3,
             stack: stack.into(),
             seed,
             operations: r.operations,
@@ -180,6 +182,7 @@ impl FsCrashDocument {
             unreadable: r.unreadable,
             not_clean: r.not_clean,
             not_committed: r.not_committed,
+            beyond_leaks: r.beyond_leaks,
             damage_found: r.damage_found.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             first_violation: r.first_violation.as_ref().map(|v| FsViolation {
                 state: v.state,

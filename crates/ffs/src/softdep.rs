@@ -1,0 +1,663 @@
+//! The `softdep` policy: soft updates, after McKusick and Ganger. Every
+//! metadata write is delayed, none is synchronous, and yet a crash leaves
+//! only leaks (blocks and inodes marked in use that nothing names, link
+//! counts too high, summary counts off). The rules:
+//!
+//! 1. A block pointer reaches the disk only after the block's bit in its
+//!    bitmap and the block's own first contents have (a new block is
+//!    *settled* once both writes were flushed).
+//! 2. A new inode reaches the disk only after its bit in the inode bitmap
+//!    has, and a new directory's (or long symlink's) inode only once its
+//!    first block is settled and its parent's link count, raised for the
+//!    `..` it holds, is on the disk.
+//! 3. A directory entry reaches the disk only after its inode does, with a
+//!    link count that covers this entry as well as every entry whose
+//!    removal is not yet on the disk.
+//! 4. A link count is lowered, and an inode freed, only after the
+//!    directory blocks without its entries are on the disk; a freed
+//!    directory lowers its parent's count only once it is gone itself.
+//! 5. A freed block or inode is not reused (its bit stays set) until
+//!    every pointer to it is cleared on the disk.
+//!
+//! As soft updates does, an update whose dependencies are not on the disk
+//! yet is *rolled back in the copy being written*: a pointer to an
+//! unsettled block is written as 0 (a hole), a new entry whose inode is
+//! not ready as an empty record (or the entry it replaced), a new inode as
+//! the free slot it was, a link count as the higher one. The buffer stays
+//! dirty and goes out again, complete, once the dependency is on the disk;
+//! so every buffer can always be written and no write waits.
+//!
+//! How the dependencies are known: the cache keeps, for each metadata
+//! block that differs from the disk, the image the disk holds (the
+//! *shadow*: taken when a clean block is first changed, and replaced by
+//! what each write put there once a flush makes it durable). Each rule is
+//! then a comparison between what memory holds and what the disk holds,
+//! and the work that waited on a write (lowering a count, releasing a
+//! freed block) runs after the flush that made the write durable.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+use crate::format::{
+    pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, Superblock, BLOCK_BYTES, DIRECT_POINTERS,
+    DIR_CHUNK_BYTES, INLINE_SYMLINK_BYTES, INODES_PER_BLOCK, INODE_BYTES, POINTERS_PER_BLOCK, S_IFDIR,
+    S_IFLNK,
+};
+
+/// What a metadata block that is not an inode block holds (inode blocks
+/// are known by their place).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    Indirect,
+}
+
+/// Where a freed block may still be pointed to from, on the disk: it is
+/// handed out again only once no such copy points to it (rule 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Inode `ino` as the disk holds it (its direct and indirect slots).
+    Inode(u32),
+    /// Indirect block `block` as the disk holds it.
+    Indirect(u64),
+}
+
+/// What a removed link waits for before its inode's count may drop on
+/// the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gone {
+    /// The entry at byte `at` of directory block `block` no longer names
+    /// the inode on the disk, or the block itself was freed and released
+    /// (its directory is gone from the disk).
+    Entry { block: u64, at: usize },
+    /// A directory whose `..` named the inode is gone.
+    Inode(u32),
+}
+
+struct Removal {
+    ino: u32,
+    weight: u32,
+    gone: Gone,
+}
+
+struct Held {
+    blocks: Vec<u32>,
+    set: HashSet<u32>,
+    waits: Vec<Wait>,
+}
+
+/// Blocks as memory holds them, for the rules that look at other blocks
+/// than the one being written.
+pub trait Blocks {
+    /// The bytes of `block` as memory holds them (read from the device
+    /// when not cached); None when it cannot be read.
+    fn memory(&self, block: u64) -> Option<Cow<'_, [u8]>>;
+    fn dirty(&self, block: u64) -> bool;
+}
+
+/// Counters, for reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoftdepStats {
+    /// Metadata blocks written with an update rolled back.
+    pub rollbacks: u64,
+    /// Freed blocks and inodes released after their pointers were gone.
+    pub released_blocks: u64,
+    pub released_inodes: u64,
+}
+
+/// The soft-updates state of a mount.
+pub struct Softdep {
+    sb: Superblock,
+    /// Events (allocations, frees, writes) in order.
+    seq: u64,
+    last_write: HashMap<u64, u64>,
+    last_durable: HashMap<u64, u64>,
+    since_flush: HashSet<u64>,
+    /// What the disk holds, for metadata blocks that may differ from memory.
+    durable: HashMap<u64, Box<[u8]>>,
+    /// What the writes since the last flush put there.
+    inflight: HashMap<u64, Box<[u8]>>,
+    kinds: HashMap<u64, Kind>,
+    /// Blocks and inodes allocated, not yet settled: when.
+    fresh_blocks: HashMap<u32, u64>,
+    fresh_inodes: HashMap<u32, u64>,
+    removals: Vec<Removal>,
+    /// Links removed in memory, not yet on the disk, by inode.
+    pending: HashMap<u32, u32>,
+    held: Vec<Held>,
+    held_inodes: Vec<(u32, bool, u64)>,
+    /// Released, for the file system to clear in its bitmaps.
+    pub released_blocks: Vec<u32>,
+    pub released_inodes: Vec<(u32, bool)>,
+    pub stats: SoftdepStats,
+    /// What the metadata writes since the last signature carried.
+    written_digest: u64,
+}
+
+fn slot_is_free(bytes: &[u8]) -> bool {
+    bytes.iter().all(|&b| b == 0)
+}
+
+fn used(ino: u32, bytes: &[u8]) -> Option<DiskInode> {
+    match DiskInode::decode(ino, bytes) {
+        InodeSlot::Used(inode) => Some(inode),
+        _ => None,
+    }
+}
+
+/// The record that starts at byte `at` of directory block `block`, if one
+/// does and it names an inode.
+pub fn record_at(block: &[u8], at: usize) -> Option<DirRecord> {
+    let mut walk = at - at % DIR_CHUNK_BYTES;
+    while walk < at {
+        walk += DirRecord::read(block, walk)?.reclen as usize;
+    }
+    (walk == at).then(|| DirRecord::read(block, at)).flatten().filter(|r| r.ino != 0)
+}
+
+impl Softdep {
+    pub fn new(sb: Superblock) -> Softdep {
+        Softdep {
+            sb,
+            seq: 0,
+            last_write: HashMap::new(),
+            last_durable: HashMap::new(),
+            since_flush: HashSet::new(),
+            durable: HashMap::new(),
+            inflight: HashMap::new(),
+            kinds: HashMap::new(),
+            fresh_blocks: HashMap::new(),
+            fresh_inodes: HashMap::new(),
+            removals: Vec::new(),
+            pending: HashMap::new(),
+            held: Vec::new(),
+            held_inodes: Vec::new(),
+            released_blocks: Vec::new(),
+            released_inodes: Vec::new(),
+            stats: SoftdepStats::default(),
+            written_digest: 0,
+        }
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Nothing waits: no removal, no freed block or inode held back.
+    pub fn idle(&self) -> bool {
+        self.removals.is_empty() && self.held.is_empty() && self.held_inodes.is_empty()
+    }
+
+    /// What is still waiting, to tell whether a write-back pass moved
+    /// anything on.
+    pub fn signature(&mut self) -> [u64; 6] {
+        [
+            self.removals.len() as u64,
+            self.held.len() as u64,
+            self.held_inodes.len() as u64,
+            self.fresh_blocks.len() as u64,
+            self.fresh_inodes.len() as u64,
+            std::mem::take(&mut self.written_digest),
+        ]
+    }
+
+    /// A metadata block is about to change: `current` is what it holds
+    /// now, which the disk holds too unless a shadow says otherwise.
+    pub fn before_change(&mut self, block: u64, current: &[u8]) {
+        if !self.durable.contains_key(&block) && !self.inflight.contains_key(&block) {
+            self.durable.insert(block, current.into());
+        }
+    }
+
+    /// A block newly allocated and zeroed: nothing on the disk names it,
+    /// so the disk's copy counts as zeros.
+    pub fn fresh(&mut self, block: u64) {
+        if !self.inflight.contains_key(&block) {
+            self.durable.insert(block, vec![0u8; BLOCK_BYTES].into());
+        }
+    }
+
+    /// `block` holds file data: no shadow.
+    pub fn data(&mut self, block: u64) {
+        self.durable.remove(&block);
+        self.kinds.remove(&block);
+    }
+
+    pub fn kind(&self, block: u64) -> Option<Kind> {
+        self.kinds.get(&block).copied()
+    }
+
+    pub fn set_kind(&mut self, block: u64, kind: Kind) {
+        self.kinds.insert(block, kind);
+    }
+
+    pub fn allocated_block(&mut self, block: u32) {
+        let at = self.tick();
+        self.fresh_blocks.insert(block, at);
+    }
+
+    pub fn allocated_inode(&mut self, ino: u32) {
+        let at = self.tick();
+        self.fresh_inodes.insert(ino, at);
+    }
+
+    /// Blocks freed in memory: their bits stay set until no copy in
+    /// `waits` points to them on the disk.
+    pub fn hold_blocks(&mut self, blocks: Vec<u32>, waits: Vec<Wait>) {
+        self.tick();
+        for &b in &blocks {
+            self.fresh_blocks.remove(&b);
+        }
+        let set = blocks.iter().copied().collect();
+        self.held.push(Held { blocks, set, waits });
+    }
+
+    /// An inode freed in memory: its bit stays set until its slot is free
+    /// on the disk.
+    pub fn hold_inode(&mut self, ino: u32, dir: bool) {
+        let at = self.tick();
+        self.fresh_inodes.remove(&ino);
+        self.held_inodes.push((ino, dir, at));
+    }
+
+    /// A link of `ino` removed in memory (`weight` of its count).
+    pub fn removed(&mut self, ino: u32, weight: u32, gone: Gone) {
+        self.tick();
+        *self.pending.entry(ino).or_default() += weight;
+        self.removals.push(Removal { ino, weight, gone });
+    }
+
+    fn pending(&self, ino: u32) -> u32 {
+        self.pending.get(&ino).copied().unwrap_or(0)
+    }
+
+    fn durable_after(&self, block: u64, after: u64) -> bool {
+        self.last_durable.get(&block).is_some_and(|&w| w > after)
+    }
+
+    fn block_bitmap(&self, block: u32) -> u64 {
+        let g = (u64::from(block) - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group);
+        self.sb.group_start(g as u32) + 1
+    }
+
+    fn inode_bitmap(&self, ino: u32) -> u64 {
+        self.sb.group_start((ino - 1) / self.sb.inodes_per_group) + 2
+    }
+
+    /// Rule 1: the block's bit and its contents are on the disk.
+    fn settled(&self, block: u32) -> bool {
+        match self.fresh_blocks.get(&block) {
+            None => true,
+            Some(&at) => {
+                self.durable_after(u64::from(block), at) && self.durable_after(self.block_bitmap(block), at)
+            }
+        }
+    }
+
+    fn is_inode_block(&self, block: u64) -> bool {
+        if block < self.sb.first_group_block || block >= self.sb.blocks {
+            return false;
+        }
+        let within = (block - self.sb.first_group_block) % u64::from(self.sb.blocks_per_group);
+        (3..3 + u64::from(self.sb.inode_table_blocks())).contains(&within)
+    }
+
+    fn first_ino(&self, block: u64) -> u32 {
+        let g = ((block - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group)) as u32;
+        let within = (block - self.sb.group_start(g) - 3) as u32;
+        g * self.sb.inodes_per_group + within * INODES_PER_BLOCK + 1
+    }
+
+    /// What the disk holds for `block`.
+    fn on_disk<'a>(&'a self, blocks: &'a dyn Blocks, block: u64) -> Option<Cow<'a, [u8]>> {
+        match self.durable.get(&block) {
+            Some(bytes) => Some(Cow::Borrowed(&bytes[..])),
+            None => blocks.memory(block),
+        }
+    }
+
+    /// Inode `ino` in memory and on the disk.
+    fn inode_both(&self, blocks: &dyn Blocks, ino: u32) -> Option<(Option<DiskInode>, Option<DiskInode>)> {
+        let (block, at) = self.sb.inode_place(ino);
+        let memory = blocks.memory(block)?;
+        let disk = self.on_disk(blocks, block)?;
+        Some((used(ino, &memory[at..at + INODE_BYTES]), used(ino, &disk[at..at + INODE_BYTES])))
+    }
+
+    /// Rule 3: inode `ino` is on the disk with a count covering every
+    /// entry memory gives it and every removal not yet on the disk.
+    fn links_on_disk(&self, blocks: &dyn Blocks, ino: u32) -> bool {
+        match self.inode_both(blocks, ino) {
+            Some((Some(memory), Some(disk))) => {
+                u32::from(disk.nlink) >= u32::from(memory.nlink) + self.pending(ino)
+            }
+            _ => false,
+        }
+    }
+
+    fn inode_gone(&self, blocks: &dyn Blocks, ino: u32) -> bool {
+        let (block, at) = self.sb.inode_place(ino);
+        self.on_disk(blocks, block).is_some_and(|d| slot_is_free(&d[at..at + INODE_BYTES]))
+    }
+
+    /// The image to write for metadata block `block` whose memory copy is
+    /// `memory`: None when memory can go as it is.
+    pub fn image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8]) -> Option<Vec<u8>> {
+        let disk = self.durable.get(&block)?;
+        if self.is_inode_block(block) {
+            return self.inode_image(blocks, block, memory, disk);
+        }
+        match self.kinds.get(&block)? {
+            Kind::Dir => self.dir_image(blocks, memory, disk),
+            Kind::Indirect => self.indirect_image(memory, disk),
+        }
+    }
+
+    fn inode_image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8], disk: &[u8]) -> Option<Vec<u8>> {
+        let first = self.first_ino(block);
+        let mut out: Option<Vec<u8>> = None;
+        for k in 0..INODES_PER_BLOCK as usize {
+            let ino = first + k as u32;
+            let range = k * INODE_BYTES..(k + 1) * INODE_BYTES;
+            let pending = self.pending(ino);
+            if memory[range.clone()] == disk[range.clone()] && pending == 0 {
+                continue;
+            }
+            let slot = self.inode_slot(blocks, ino, &memory[range.clone()], &disk[range.clone()], pending);
+            if slot[..] != memory[range.clone()] {
+                out.get_or_insert_with(|| memory.to_vec())[range].copy_from_slice(&slot);
+            }
+        }
+        out
+    }
+
+    fn inode_slot(&self, blocks: &dyn Blocks, ino: u32, memory: &[u8], disk: &[u8], pending: u32) -> Vec<u8> {
+        let Some(m) = used(ino, memory) else {
+            // Freed in memory: the disk keeps it whole while an entry
+            // naming it may still be there (rule 4).
+            return if pending > 0 && !slot_is_free(disk) { disk.to_vec() } else { memory.to_vec() };
+        };
+        let d = used(ino, disk);
+        let new = d.is_none() || self.fresh_inodes.contains_key(&ino);
+        if new && !self.ready(blocks, ino, &m) {
+            return disk.to_vec();
+        }
+        let mut w = m.clone();
+        w.nlink = u16::try_from(u32::from(m.nlink) + pending).unwrap_or(u16::MAX);
+        let was = |now: u32, then: Option<u32>| now != 0 && then != Some(now) && !self.settled(now);
+        for k in 0..DIRECT_POINTERS {
+            if was(m.direct[k], d.as_ref().map(|d| d.direct[k])) {
+                w.direct[k] = 0;
+            }
+        }
+        if was(m.single, d.as_ref().map(|d| d.single)) {
+            w.single = 0;
+        }
+        if was(m.double, d.as_ref().map(|d| d.double)) {
+            w.double = 0;
+        }
+        if m.kind_bits() == S_IFDIR {
+            w.size = w.size.min(self.mapped_prefix(blocks, &w));
+        }
+        let mut out = vec![0u8; INODE_BYTES];
+        w.encode(ino, &mut out);
+        out
+    }
+
+    /// Rule 2 for a new inode.
+    fn ready(&self, blocks: &dyn Blocks, ino: u32, m: &DiskInode) -> bool {
+        if let Some(&at) = self.fresh_inodes.get(&ino) {
+            if !self.durable_after(self.inode_bitmap(ino), at) {
+                return false;
+            }
+        }
+        let dir = m.kind_bits() == S_IFDIR;
+        let long_link = m.kind_bits() == S_IFLNK && m.size as usize > INLINE_SYMLINK_BYTES;
+        if (dir || long_link) && (m.direct[0] == 0 || !self.settled(m.direct[0])) {
+            return false;
+        }
+        if dir {
+            let parent = blocks.memory(u64::from(m.direct[0])).and_then(|b| record_at(&b, 12)).map(|r| r.ino);
+            return parent.is_some_and(|p| p == ino || self.links_on_disk(blocks, p));
+        }
+        true
+    }
+
+    /// The bytes of a directory the disk can map without a hole: the
+    /// blocks from the first whose pointer is not written.
+    fn mapped_prefix(&self, blocks: &dyn Blocks, w: &DiskInode) -> u64 {
+        let count = w.size / BLOCK_BYTES as u64;
+        let single = (w.single != 0).then(|| self.on_disk(blocks, u64::from(w.single))).flatten();
+        let mut n = 0u64;
+        while n < count {
+            let p = if n < DIRECT_POINTERS as u64 {
+                w.direct[n as usize]
+            } else if n < DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK {
+                single.as_ref().map_or(0, |s| pointer_at(s, (n - DIRECT_POINTERS as u64) as usize))
+            } else {
+                0
+            };
+            if p == 0 {
+                break;
+            }
+            n += 1;
+        }
+        n * BLOCK_BYTES as u64
+    }
+
+    fn dir_image(&self, blocks: &dyn Blocks, memory: &[u8], disk: &[u8]) -> Option<Vec<u8>> {
+        let mut out: Option<Vec<u8>> = None;
+        let mut at = 0usize;
+        while at < BLOCK_BYTES {
+            let Some(rec) = DirRecord::read(memory, at) else {
+                at = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
+                continue;
+            };
+            let here = at;
+            at += rec.reclen as usize;
+            if rec.ino == 0 || rec.name == b"." {
+                continue;
+            }
+            let before = record_at(disk, here);
+            if before.as_ref().is_some_and(|b| b.ino == rec.ino && b.name == rec.name) {
+                continue;
+            }
+            // A new directory's `..`: its inode waits for the parent (rule 2).
+            if rec.name == b".." && before.is_none() {
+                continue;
+            }
+            if self.links_on_disk(blocks, rec.ino) {
+                continue;
+            }
+            let bytes = out.get_or_insert_with(|| memory.to_vec());
+            let (ino, kind) = match before.filter(|b| b.name == rec.name) {
+                Some(b) => (b.ino, b.kind),
+                None => (0, 0),
+            };
+            bytes[here..here + 4].copy_from_slice(&ino.to_le_bytes());
+            bytes[here + 7] = kind;
+        }
+        out
+    }
+
+    fn indirect_image(&self, memory: &[u8], disk: &[u8]) -> Option<Vec<u8>> {
+        let mut out: Option<Vec<u8>> = None;
+        for k in 0..POINTERS_PER_BLOCK as usize {
+            let p = pointer_at(memory, k);
+            if p != 0 && p != pointer_at(disk, k) && !self.settled(p) {
+                set_pointer(out.get_or_insert_with(|| memory.to_vec()), k, 0);
+            }
+        }
+        out
+    }
+
+    /// Metadata `block` was written with `image`.
+    pub fn written(&mut self, block: u64, image: &[u8], rolled_back: bool) {
+        let at = self.tick();
+        self.last_write.insert(block, at);
+        self.since_flush.insert(block);
+        self.stats.rollbacks += u64::from(rolled_back);
+        let digest = u64::from(crc32c::crc32c(image)) ^ block.rotate_left(32);
+        self.written_digest = self.written_digest.wrapping_mul(31).wrapping_add(digest);
+        self.inflight.insert(block, image.into());
+    }
+
+    /// File data `block` was written (its contents, for rule 1).
+    pub fn written_data(&mut self, block: u64) {
+        if self.fresh_blocks.contains_key(&(block as u32)) {
+            let at = self.tick();
+            self.last_write.insert(block, at);
+            self.since_flush.insert(block);
+        }
+    }
+
+    /// A flush made the writes before it durable: the shadows move on,
+    /// and the work that waited on them runs.
+    pub fn flushed(&mut self, blocks: &dyn Blocks) {
+        for block in std::mem::take(&mut self.since_flush) {
+            if let Some(&at) = self.last_write.get(&block) {
+                self.last_durable.insert(block, at);
+            }
+            if let Some(image) = self.inflight.remove(&block) {
+                self.durable.insert(block, image);
+            }
+            if !blocks.dirty(block) {
+                // Clean: the disk holds what memory does.
+                self.durable.remove(&block);
+            }
+        }
+        self.fresh_blocks.retain(|&b, &mut at| {
+            !(self.last_durable.get(&u64::from(b)).is_some_and(|&w| w > at) && {
+                let g = (u64::from(b) - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group);
+                let map = self.sb.group_start(g as u32) + 1;
+                self.last_durable.get(&map).is_some_and(|&w| w > at)
+            })
+        });
+        let settled_inodes: Vec<u32> = (self.fresh_inodes.iter())
+            .filter(|(&ino, &at)| self.durable_after(self.inode_bitmap(ino), at))
+            .map(|(&ino, _)| ino)
+            .collect();
+        for ino in settled_inodes {
+            self.fresh_inodes.remove(&ino);
+        }
+        self.run_worklist(blocks);
+    }
+
+    fn gone(&self, blocks: &dyn Blocks, removal: &Removal, released: &HashSet<u64>) -> bool {
+        match removal.gone {
+            Gone::Inode(dir) => self.inode_gone(blocks, dir),
+            Gone::Entry { block, at } => {
+                released.contains(&block)
+                    || self
+                        .on_disk(blocks, block)
+                        .is_some_and(|d| record_at(&d, at).is_none_or(|r| r.ino != removal.ino))
+            }
+        }
+    }
+
+    /// Removals on the disk lower the counts written from now on.
+    fn settle_removals(&mut self, blocks: &dyn Blocks, released: &HashSet<u64>) {
+        let removals = std::mem::take(&mut self.removals);
+        for removal in removals {
+            if self.gone(blocks, &removal, released) {
+                if let Some(p) = self.pending.get_mut(&removal.ino) {
+                    *p = p.saturating_sub(removal.weight);
+                    if *p == 0 {
+                        self.pending.remove(&removal.ino);
+                    }
+                }
+            } else {
+                self.removals.push(removal);
+            }
+        }
+    }
+
+    fn run_worklist(&mut self, blocks: &dyn Blocks) {
+        self.settle_removals(blocks, &HashSet::new());
+        // Freed blocks whose pointers are gone from the disk. An indirect
+        // block released is no longer waited on (it is unreachable, and
+        // so is what it points to).
+        let mut all_released: HashSet<u64> = HashSet::new();
+        loop {
+            let mut released: HashSet<u64> = HashSet::new();
+            let held = std::mem::take(&mut self.held);
+            for h in held {
+                let done = h.waits.iter().all(|w| !self.points_into(blocks, *w, &h.set));
+                if done {
+                    released.extend(h.blocks.iter().map(|&b| u64::from(b)));
+                    self.stats.released_blocks += h.blocks.len() as u64;
+                    self.released_blocks.extend(h.blocks);
+                } else {
+                    self.held.push(h);
+                }
+            }
+            if released.is_empty() {
+                break;
+            }
+            for b in &released {
+                self.forget(*b);
+            }
+            all_released.extend(&released);
+            for h in &mut self.held {
+                h.waits.retain(|w| !matches!(w, Wait::Indirect(block) if released.contains(block)));
+            }
+        }
+        let held = std::mem::take(&mut self.held_inodes);
+        for (ino, dir, at) in held {
+            if self.inode_gone(blocks, ino) {
+                self.stats.released_inodes += 1;
+                self.released_inodes.push((ino, dir));
+            } else {
+                self.held_inodes.push((ino, dir, at));
+            }
+        }
+        // Entries in directory blocks just released are gone with them.
+        if !all_released.is_empty() {
+            self.settle_removals(blocks, &all_released);
+        }
+    }
+
+    /// An entry naming `ino` put at byte `at` of directory block `block`:
+    /// if a removal of the same entry there is still waiting, the two
+    /// cancel (the disk's entry is right again).
+    pub fn added(&mut self, block: u64, at: usize, ino: u32) {
+        let same = |r: &Removal| r.ino == ino && r.gone == Gone::Entry { block, at };
+        if let Some(k) = self.removals.iter().position(same) {
+            let removal = self.removals.remove(k);
+            if let Some(p) = self.pending.get_mut(&ino) {
+                *p = p.saturating_sub(removal.weight);
+                if *p == 0 {
+                    self.pending.remove(&ino);
+                }
+            }
+        }
+    }
+
+    /// Whether the disk's copy of `holder` still points into `set` (a copy
+    /// that cannot be read counts as pointing).
+    fn points_into(&self, blocks: &dyn Blocks, holder: Wait, set: &HashSet<u32>) -> bool {
+        match holder {
+            Wait::Inode(ino) => {
+                let (block, at) = self.sb.inode_place(ino);
+                let Some(disk) = self.on_disk(blocks, block) else { return true };
+                used(ino, &disk[at..at + INODE_BYTES])
+                    .is_some_and(|d| d.direct.iter().chain([&d.single, &d.double]).any(|p| set.contains(p)))
+            }
+            Wait::Indirect(block) => match self.on_disk(blocks, block) {
+                Some(disk) => (0..POINTERS_PER_BLOCK as usize).any(|k| set.contains(&pointer_at(&disk, k))),
+                None => true,
+            },
+        }
+    }
+
+    /// A block given back: nothing about it is kept.
+    fn forget(&mut self, block: u64) {
+        self.durable.remove(&block);
+        self.inflight.remove(&block);
+        self.kinds.remove(&block);
+        self.last_write.remove(&block);
+        self.last_durable.remove(&block);
+        self.since_flush.remove(&block);
+    }
+}
