@@ -10,7 +10,9 @@
 //! open transaction, which the flush after it commits.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,10 +23,6 @@ use crate::softdep::{Blocks, Kind, Softdep};
 
 /// Dirty buffers written together when an eviction finds a dirty one.
 const EVICT_BATCH_BLOCKS: usize = 1024;
-
-/// Buffers with a rolled-back update an eviction passes over before it
-/// lets the cache grow past its capacity.
-const EVICT_KEPT_MAX: usize = 64;
 
 /// Blocks a write-back request carries at most (1 MiB).
 const RUN_BLOCKS_MAX: usize = 256;
@@ -69,6 +67,9 @@ pub struct Cache {
     /// Under `softdep`: the dependencies, which decide what each metadata
     /// write may carry (`softdep.rs`).
     pub sd: Option<Softdep>,
+    /// Under `softdep`: dirty buffers whose last write held an update back;
+    /// writing them again is worth it only after a flush.
+    rolled: HashSet<u64>,
 }
 
 impl Blocks for Cache {
@@ -93,7 +94,7 @@ impl Cache {
         let capacity_blocks = (capacity_bytes / BLOCK_BYTES as u64).max(64) as usize;
         Cache {
             dev,
-            bufs: HashMap::new(),
+            bufs: HashMap::default(),
             lru: BTreeMap::new(),
             dirty: BTreeSet::new(),
             dirty_data: BTreeSet::new(),
@@ -103,6 +104,7 @@ impl Cache {
             meta_since_flush: 0,
             stats: CacheStats::default(),
             sd: None,
+            rolled: HashSet::default(),
         }
     }
 
@@ -177,6 +179,10 @@ impl Cache {
 
     /// A newly allocated block: zeroed without reading, dirty.
     pub fn fresh(&mut self, block: u64) -> device::Result<&mut [u8]> {
+        if let (Some(sd), Some(buf)) = (&mut self.sd, self.bufs.get(&block)) {
+            // Whatever a write of it not yet flushed carried.
+            sd.before_change(block, &buf.data);
+        }
         self.load(block, true)?;
         if let Some(sd) = &mut self.sd {
             sd.fresh(block);
@@ -211,6 +217,7 @@ impl Cache {
     /// A freed block: its buffer dropped unwritten (whatever it held is
     /// no longer anybody's).
     pub fn discard(&mut self, block: u64) {
+        self.rolled.remove(&block);
         if let Some(buf) = self.bufs.remove(&block) {
             self.lru.remove(&buf.tick);
             self.dirty.remove(&block);
@@ -237,6 +244,7 @@ impl Cache {
         self.dev.flush()?;
         self.stats.flushes += 1;
         self.meta_since_flush = 0;
+        self.rolled.clear();
         if let Some(mut sd) = self.sd.take() {
             sd.flushed(self);
             self.sd = Some(sd);
@@ -287,7 +295,24 @@ impl Cache {
                 .filter(|b| self.dirty.contains(b))
                 .filter_map(|&b| sd.image(self, b, &self.bufs[&b].data).map(|image| (b, image)))
                 .collect(),
-            None => HashMap::new(),
+            None => HashMap::default(),
+        };
+        // A block whose safe copy is what its last write carried already
+        // waits on something else: writing it again changes nothing.
+        let unchanged: Vec<u64> = match &self.sd {
+            Some(sd) => {
+                (images.iter()).filter(|(&b, image)| sd.last_written_is(b, image)).map(|(&b, _)| b).collect()
+            }
+            None => Vec::new(),
+        };
+        let kept;
+        let blocks = if unchanged.is_empty() {
+            blocks
+        } else {
+            self.rolled.extend(&unchanged);
+            let skip: HashSet<u64> = unchanged.iter().copied().collect();
+            kept = (blocks.iter()).filter(|b| !skip.contains(b)).copied().collect::<Vec<u64>>();
+            &kept[..]
         };
         let bytes_of = |cache: &Cache, b: u64| -> Vec<u8> {
             images.get(&b).cloned().unwrap_or_else(|| cache.bufs[&b].data.to_vec())
@@ -340,8 +365,10 @@ impl Cache {
                     }
                     if rolled_back {
                         // Written without some update: it goes again.
+                        self.rolled.insert(b);
                         continue;
                     }
+                    self.rolled.remove(&b);
                 }
                 if let Some(buf) = self.bufs.get_mut(&b) {
                     buf.dirtied = None;
@@ -361,35 +388,37 @@ impl Cache {
 
     /// Keeps the cache within its capacity: the least recently used
     /// buffers go, the dirty ones written first.
-    /// A buffer written with an update rolled back (`softdep`) stays: a
-    /// flush may let it go complete; if not, it moves to the back and
-    /// the cache runs over its capacity for a while.
+    /// A buffer written with an update rolled back (`softdep`) stays,
+    /// passed over, until a flush lets it go out complete (the syncer's,
+    /// or one here once such buffers fill half the cache).
     fn make_room(&mut self) -> device::Result<()> {
-        let mut kept = 0;
+        if self.bufs.len() >= self.capacity_blocks && self.rolled.len() > self.capacity_blocks / 2 {
+            self.flush()?;
+        }
+        let mut passed = 0;
         while self.bufs.len() >= self.capacity_blocks {
             let Some((&tick, &block)) = self.lru.iter().next() else { break };
+            if self.rolled.contains(&block) {
+                self.touch(block);
+                passed += 1;
+                if passed > self.bufs.len() {
+                    break;
+                }
+                continue;
+            }
             if self.is_dirty(&block) {
                 // Write a batch of the oldest dirty buffers, sorted and
                 // coalesced, rather than one block per eviction.
                 let mut batch: Vec<u64> = self
                     .lru
                     .values()
-                    .filter(|b| self.is_dirty(b))
+                    .filter(|b| self.is_dirty(b) && !self.rolled.contains(b))
                     .take(EVICT_BATCH_BLOCKS)
                     .copied()
                     .collect();
                 batch.sort_unstable();
                 self.write_blocks(&batch)?;
                 if self.is_dirty(&block) {
-                    self.flush()?;
-                    self.write_blocks(&[block])?;
-                }
-                if self.is_dirty(&block) {
-                    self.touch(block);
-                    kept += 1;
-                    if kept > EVICT_KEPT_MAX {
-                        break;
-                    }
                     continue;
                 }
             }

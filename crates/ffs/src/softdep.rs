@@ -35,8 +35,8 @@
 //! and the work that waited on a write (lowering a count, releasing a
 //! freed block) runs after the flush that made the write durable.
 
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 
 use crate::format::{
     pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, Superblock, BLOCK_BYTES, DIRECT_POINTERS,
@@ -114,9 +114,11 @@ pub struct Softdep {
     last_durable: HashMap<u64, u64>,
     since_flush: HashSet<u64>,
     /// What the disk holds, for metadata blocks that may differ from memory.
-    durable: HashMap<u64, Box<[u8]>>,
-    /// What the writes since the last flush put there.
+    durable: HashMap<u64, Shadow>,
+    /// What the writes since the last flush put there: a copy when it is
+    /// not what memory holds (or memory changed since).
     inflight: HashMap<u64, Box<[u8]>>,
+    written_as_memory: HashSet<u64>,
     kinds: HashMap<u64, Kind>,
     /// Blocks and inodes allocated, not yet settled: when.
     fresh_blocks: HashMap<u32, u64>,
@@ -134,12 +136,33 @@ pub struct Softdep {
     written_digest: u64,
 }
 
+/// The disk's image of a block: a copy, or zeros for a block newly
+/// allocated (nothing on the disk names it; most are file data, which
+/// needs no copy at all).
+enum Shadow {
+    Zeros,
+    Bytes(Box<[u8]>),
+}
+
+static ZEROS: [u8; BLOCK_BYTES] = [0; BLOCK_BYTES];
+
+impl Shadow {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Shadow::Zeros => &ZEROS,
+            Shadow::Bytes(b) => b,
+        }
+    }
+}
+
 fn slot_is_free(bytes: &[u8]) -> bool {
     bytes.iter().all(|&b| b == 0)
 }
 
+/// The inode in a slot of a block iolab wrote or holds (memory, or what
+/// it wrote to the disk): its checksum is its own.
 fn used(ino: u32, bytes: &[u8]) -> Option<DiskInode> {
-    match DiskInode::decode(ino, bytes) {
+    match DiskInode::decode_trusted(ino, bytes) {
         InodeSlot::Used(inode) => Some(inode),
         _ => None,
     }
@@ -160,16 +183,17 @@ impl Softdep {
         Softdep {
             sb,
             seq: 0,
-            last_write: HashMap::new(),
-            last_durable: HashMap::new(),
-            since_flush: HashSet::new(),
-            durable: HashMap::new(),
-            inflight: HashMap::new(),
-            kinds: HashMap::new(),
-            fresh_blocks: HashMap::new(),
-            fresh_inodes: HashMap::new(),
+            last_write: HashMap::default(),
+            last_durable: HashMap::default(),
+            since_flush: HashSet::default(),
+            durable: HashMap::default(),
+            inflight: HashMap::default(),
+            written_as_memory: HashSet::default(),
+            kinds: HashMap::default(),
+            fresh_blocks: HashMap::default(),
+            fresh_inodes: HashMap::default(),
             removals: Vec::new(),
-            pending: HashMap::new(),
+            pending: HashMap::default(),
             held: Vec::new(),
             held_inodes: Vec::new(),
             released_blocks: Vec::new(),
@@ -205,8 +229,10 @@ impl Softdep {
     /// A metadata block is about to change: `current` is what it holds
     /// now, which the disk holds too unless a shadow says otherwise.
     pub fn before_change(&mut self, block: u64, current: &[u8]) {
-        if !self.durable.contains_key(&block) && !self.inflight.contains_key(&block) {
-            self.durable.insert(block, current.into());
+        if self.written_as_memory.remove(&block) {
+            self.inflight.insert(block, current.into());
+        } else if !self.durable.contains_key(&block) && !self.inflight.contains_key(&block) {
+            self.durable.insert(block, Shadow::Bytes(current.into()));
         }
     }
 
@@ -214,7 +240,7 @@ impl Softdep {
     /// so the disk's copy counts as zeros.
     pub fn fresh(&mut self, block: u64) {
         if !self.inflight.contains_key(&block) {
-            self.durable.insert(block, vec![0u8; BLOCK_BYTES].into());
+            self.durable.insert(block, Shadow::Zeros);
         }
     }
 
@@ -312,7 +338,7 @@ impl Softdep {
     /// What the disk holds for `block`.
     fn on_disk<'a>(&'a self, blocks: &'a dyn Blocks, block: u64) -> Option<Cow<'a, [u8]>> {
         match self.durable.get(&block) {
-            Some(bytes) => Some(Cow::Borrowed(&bytes[..])),
+            Some(shadow) => Some(Cow::Borrowed(shadow.bytes())),
             None => blocks.memory(block),
         }
     }
@@ -344,7 +370,7 @@ impl Softdep {
     /// The image to write for metadata block `block` whose memory copy is
     /// `memory`: None when memory can go as it is.
     pub fn image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8]) -> Option<Vec<u8>> {
-        let disk = self.durable.get(&block)?;
+        let disk = self.durable.get(&block)?.bytes();
         if self.is_inode_block(block) {
             return self.inode_image(blocks, block, memory, disk);
         }
@@ -492,15 +518,40 @@ impl Softdep {
         out
     }
 
+    /// Whether the last write of `block` (flushed or not) carried `image`.
+    pub fn last_written_is(&self, block: u64, image: &[u8]) -> bool {
+        if self.written_as_memory.contains(&block) {
+            return false;
+        }
+        match self
+            .inflight
+            .get(&block)
+            .map(|b| &b[..])
+            .or_else(|| self.durable.get(&block).map(Shadow::bytes))
+        {
+            Some(last) => last == image,
+            None => false,
+        }
+    }
+
     /// Metadata `block` was written with `image`.
     pub fn written(&mut self, block: u64, image: &[u8], rolled_back: bool) {
         let at = self.tick();
         self.last_write.insert(block, at);
         self.since_flush.insert(block);
         self.stats.rollbacks += u64::from(rolled_back);
-        let digest = u64::from(crc32c::crc32c(image)) ^ block.rotate_left(32);
-        self.written_digest = self.written_digest.wrapping_mul(31).wrapping_add(digest);
-        self.inflight.insert(block, image.into());
+        let digest = if rolled_back { u64::from(crc32c::crc32c(image)) } else { 1 };
+        self.written_digest =
+            self.written_digest.wrapping_mul(31).wrapping_add(digest ^ block.rotate_left(32));
+        if rolled_back {
+            self.written_as_memory.remove(&block);
+            self.inflight.insert(block, image.into());
+        } else {
+            // What memory holds: copied only if memory changes before
+            // the flush (`before_change`).
+            self.inflight.remove(&block);
+            self.written_as_memory.insert(block);
+        }
     }
 
     /// File data `block` was written (its contents, for rule 1).
@@ -520,8 +571,9 @@ impl Softdep {
                 self.last_durable.insert(block, at);
             }
             if let Some(image) = self.inflight.remove(&block) {
-                self.durable.insert(block, image);
+                self.durable.insert(block, Shadow::Bytes(image));
             }
+            self.written_as_memory.remove(&block);
             if !blocks.dirty(block) {
                 // Clean: the disk holds what memory does.
                 self.durable.remove(&block);
@@ -574,13 +626,13 @@ impl Softdep {
     }
 
     fn run_worklist(&mut self, blocks: &dyn Blocks) {
-        self.settle_removals(blocks, &HashSet::new());
+        self.settle_removals(blocks, &HashSet::default());
         // Freed blocks whose pointers are gone from the disk. An indirect
         // block released is no longer waited on (it is unreachable, and
         // so is what it points to).
-        let mut all_released: HashSet<u64> = HashSet::new();
+        let mut all_released: HashSet<u64> = HashSet::default();
         loop {
-            let mut released: HashSet<u64> = HashSet::new();
+            let mut released: HashSet<u64> = HashSet::default();
             let held = std::mem::take(&mut self.held);
             for h in held {
                 let done = h.waits.iter().all(|w| !self.points_into(blocks, *w, &h.set));
@@ -655,6 +707,7 @@ impl Softdep {
     fn forget(&mut self, block: u64) {
         self.durable.remove(&block);
         self.inflight.remove(&block);
+        self.written_as_memory.remove(&block);
         self.kinds.remove(&block);
         self.last_write.remove(&block);
         self.last_durable.remove(&block);
