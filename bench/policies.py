@@ -11,7 +11,7 @@ Prints, per policy and phase, the median seconds (min-max), the ratio to
 async's median, and the medians of blocks written, write requests,
 synchronous writes, flushes and bytes written to the log.
 
-Usage: bench/policies.py [--archive FILE] [--rounds 5] [--policies async,log,sync]
+Usage: bench/policies.py [--archive FILE] [--rounds 5] [--policies async,softdep,log,sync]
                          [--size 1g] [--log-size SIZE] [--dir DIR] [--iolab PATH]
 Default archive: glibc-source's (/usr/src/glibc/glibc-*.tar.xz), else
 /usr/share/doc tarred on the fly; either is decompressed into /dev/shm first.
@@ -53,7 +53,7 @@ def main():
     found = sorted(glob.glob("/usr/src/glibc/glibc-*.tar.xz"))
     ap.add_argument("--archive", default=found[-1] if found else None)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--policies", default="async,log,sync")
+    ap.add_argument("--policies", default="async,softdep,log,sync")
     ap.add_argument("--size", default="1g")
     ap.add_argument("--log-size", default=None)
     ap.add_argument("--dir", default=None)
@@ -85,7 +85,7 @@ def main():
         keys = ["blocks", "requests", "sync writes", "flushes", "log MiB"]
         print(f"{'phase':<5} {'policy':<7} {'seconds (min-max)':<20} {'x async':>8} " + " ".join(f"{k:>11}" for k in keys))
         for phase in ("tar", "rm"):
-            base = statistics.median(r["seconds"] for r in results[(policies[0], phase)]) if "async" in policies else None
+            base = statistics.median(r["seconds"] for r in results[("async", phase)]) if "async" in policies else None
             for p in policies:
                 rs = results[(p, phase)]
                 t = [r["seconds"] for r in rs]

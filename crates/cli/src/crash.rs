@@ -41,8 +41,8 @@ pub enum Stack {
     /// fsync'd file whole, and the tree one that a commit made.
     FsLog,
     /// The same under `softdep` (soft updates): after each crash fsck -n
-    /// must find nothing but leaks, preen must repair them, and every
-    /// fsync'd file must hold what was fsync'd.
+    /// must find nothing but leaks, fsck -B (leaks only) must repair them,
+    /// and every fsync'd file must hold what was fsync'd.
     FsSoftdep,
     /// The same under `async`: nothing is promised; the report shows the
     /// damage a crash leaves.

@@ -21,6 +21,10 @@ pub enum Repair {
     No,
     /// `-p`: the safe classes only.
     Preen,
+    /// `-B` (FreeBSD's background fsck): the leaks only (`Class::is_leak`),
+    /// all soft updates may leave after a crash; anything else is left
+    /// for a full fsck.
+    Leaks,
     /// `-y`: everything.
     Yes,
 }
@@ -240,6 +244,7 @@ impl Checker {
         let repaired = match self.repair {
             Repair::No => false,
             Repair::Preen => class.preen_safe(),
+            Repair::Leaks => class.is_leak(),
             Repair::Yes => true,
         };
         self.report.findings.push(Finding { class, detail, repaired });

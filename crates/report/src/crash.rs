@@ -71,7 +71,7 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
     out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
     let each = match run.stack {
         "fs-log" => "the log replayed, fsck -n, the fsync'd files read, the tree against the commits",
-        "fs-softdep" => "fsck -n (leaks only), fsck -p, fsck -n, the fsync'd files read",
+        "fs-softdep" => "fsck -n (leaks only), fsck -B, fsck -n, the fsync'd files read",
         _ => "fsck -p, fsck -n, the fsync'd files read",
     };
     out += &format!(

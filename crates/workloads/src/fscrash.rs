@@ -10,8 +10,8 @@
 //! The promises: under `sync`, preen repairs everything a crash leaves
 //! (only its safe classes occur) and every fsync'd file holds what was
 //! fsync'd (unless a later write to it had begun); under `softdep`, fsck
-//! finds nothing but leaks (before preen repairs them), and every fsync'd
-//! file holds what was fsync'd; under `log`, the log's
+//! finds nothing but leaks, which the background fsck (`-B`) repairs, and
+//! every fsync'd file holds what was fsync'd; under `log`, the log's
 //! replay alone leaves nothing for fsck to find, and every fsync'd file
 //! is whole; under `async`, nothing is promised, and the check shows the
 //! damage found.
@@ -200,7 +200,9 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
             Policy::Softdep => {
                 check_softdep_state(&image, &ran.durable, point.after_events, &mut report.damage_found)
             }
-            _ => check_state(&image, &ran.durable, point.after_events, &mut report.damage_found),
+            _ => {
+                check_state(&image, Repair::Preen, &ran.durable, point.after_events, &mut report.damage_found)
+            }
         };
         report.tally(state, &point, sampled, verdict);
     }
@@ -417,14 +419,16 @@ fn committed_window(
     lo..=hi.max(lo)
 }
 
-/// What an administrator does after the crash, and what must hold.
+/// What an administrator does after the crash (`fsck -p`, or `-B` under
+/// `softdep`), and what must hold.
 fn check_state(
     image: &Arc<dyn Device>,
+    repair: Repair,
     durable: &[Vec<Version>],
     after_events: usize,
     found: &mut BTreeMap<&'static str, u64>,
 ) -> Option<(FsViolationClass, String)> {
-    let preened = match fsck_counted(image, Repair::Preen, found) {
+    let preened = match fsck_counted(image, repair, found) {
         Ok(r) => r,
         Err(violation) => return Some(violation),
     };
@@ -445,8 +449,9 @@ fn check_state(
     check_durable(image, durable, after_events).map(|d| (FsViolationClass::FsyncLost, d))
 }
 
-/// Under `softdep`: fsck -n finds leaks at most; then, as under `sync`,
-/// preen repairs them and every fsync'd file is there.
+/// Under `softdep`: fsck -n finds leaks at most; then the background
+/// fsck (`-B`, leaks only) repairs them all, and every fsync'd file is
+/// there.
 fn check_softdep_state(
     image: &Arc<dyn Device>,
     durable: &[Vec<Version>],
@@ -460,7 +465,7 @@ fn check_softdep_state(
     if let Some(f) = checked.findings.iter().find(|f| !f.class.is_leak()) {
         return Some((FsViolationClass::BeyondLeaks, format!("{}: {}", f.class.name(), f.detail)));
     }
-    check_state(image, durable, after_events, &mut BTreeMap::new())
+    check_state(image, Repair::Leaks, durable, after_events, &mut BTreeMap::new())
 }
 
 /// Under `log` the promise is whole: fsck, which replays the log as a

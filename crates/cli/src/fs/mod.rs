@@ -131,8 +131,15 @@ pub struct MountArgs {
 pub struct FsckArgs {
     pub target: String,
     /// Report only (the default).
-    #[arg(short = 'n', conflicts_with_all = ["preen", "yes"])]
+    #[arg(short = 'n', conflicts_with_all = ["preen", "yes", "background"])]
     pub no: bool,
+    /// Repair the leaks only (blocks and inodes marked in use that nothing
+    /// uses, link counts too high, unattached inodes, counts off): all
+    /// that the softdep policy leaves after a crash (FreeBSD's fsck -B).
+    /// Anything else is reported and left for fsck -y. On an unmounted
+    /// image only: a mount holds the image's lock.
+    #[arg(short = 'B', long, conflicts_with_all = ["preen", "yes"])]
+    pub background: bool,
     /// Repair what is safe to repair unattended.
     #[arg(short = 'p', conflicts_with = "yes")]
     pub preen: bool,
@@ -411,6 +418,8 @@ fn fsck(args: FsckArgs) -> anyhow::Result<ExitCode> {
         Repair::Yes
     } else if args.preen {
         Repair::Preen
+    } else if args.background {
+        Repair::Leaks
     } else {
         Repair::No
     };

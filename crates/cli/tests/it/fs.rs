@@ -205,3 +205,14 @@ fn ls_stat_and_cat_look_inside_an_image_without_changing_it() {
     assert!(stdout(&out).contains("inode 2"), "{}", stdout(&out));
     assert!(std::fs::read(&image).unwrap() == before, "looking changed nothing");
 }
+
+#[test]
+fn fsck_background_on_a_clean_image_finds_nothing_and_refuses_with_preen() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("fs.img");
+    assert_eq!(iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "16m"]).status.code(), Some(0));
+    let out = iolab(&["fs", "fsck", "-B", image.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = iolab(&["fs", "fsck", "-B", "-p", image.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

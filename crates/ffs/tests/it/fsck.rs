@@ -223,3 +223,22 @@ fn a_directory_sector_of_garbage_loses_only_its_own_chunk() {
     .unwrap();
     assert!((20..50).contains(&left), "only the entries of one chunk are gone: {left} left");
 }
+
+#[test]
+fn background_repairs_leaks() {
+    let (dev, _, f) = populated();
+    edit_inode(&dev, f as u32, |i| i.nlink = 3);
+    assert!(!fsck(&dev, Repair::Leaks).unwrap().damage_left());
+    assert!(fsck(&dev, Repair::No).unwrap().clean());
+}
+
+#[test]
+fn background_leaves_what_is_more_than_a_leak() {
+    let (dev, _, f) = populated();
+    edit_inode(&dev, f as u32, |i| i.nlink = 0);
+    assert!(classes(&dev, Repair::No).contains(&Class::LinkCountTooLow));
+    // A count too low is no leak: -B reports it and leaves it to -y.
+    let report = fsck(&dev, Repair::Leaks).unwrap();
+    assert!(report.damage_left(), "{:?}", report.findings);
+    assert!(report.findings.iter().all(|x| x.repaired == x.class.is_leak()), "{:?}", report.findings);
+}
