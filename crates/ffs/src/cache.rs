@@ -314,9 +314,6 @@ impl Cache {
             kept = (blocks.iter()).filter(|b| !skip.contains(b)).copied().collect::<Vec<u64>>();
             &kept[..]
         };
-        let bytes_of = |cache: &Cache, b: u64| -> Vec<u8> {
-            images.get(&b).cloned().unwrap_or_else(|| cache.bufs[&b].data.to_vec())
-        };
         let mut i = 0;
         while i < blocks.len() {
             let first = blocks[i];
@@ -353,15 +350,13 @@ impl Cache {
                 write(self.dev.as_ref(), &staged)?;
             }
             for &b in &blocks[i..i + run] {
-                let rolled_back = images.contains_key(&b);
-                let written = match (&self.sd, data) {
-                    (Some(_), false) => Some(bytes_of(self, b)),
-                    _ => None,
-                };
+                let image = images.get(&b);
+                let rolled_back = image.is_some();
                 if let Some(sd) = &mut self.sd {
-                    match &written {
-                        Some(image) => sd.written(b, image, rolled_back),
-                        None => sd.written_data(b),
+                    if data {
+                        sd.written_data(b);
+                    } else {
+                        sd.written(b, image.map(|i| &i[..]));
                     }
                     if rolled_back {
                         // Written without some update: it goes again.

@@ -383,6 +383,7 @@ impl Softdep {
     fn inode_image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8], disk: &[u8]) -> Option<Vec<u8>> {
         let first = self.first_ino(block);
         let mut out: Option<Vec<u8>> = None;
+        let mut slot = [0u8; INODE_BYTES];
         for k in 0..INODES_PER_BLOCK as usize {
             let ino = first + k as u32;
             let range = k * INODE_BYTES..(k + 1) * INODE_BYTES;
@@ -390,24 +391,48 @@ impl Softdep {
             if memory[range.clone()] == disk[range.clone()] && pending == 0 {
                 continue;
             }
-            let slot = self.inode_slot(blocks, ino, &memory[range.clone()], &disk[range.clone()], pending);
-            if slot[..] != memory[range.clone()] {
-                out.get_or_insert_with(|| memory.to_vec())[range].copy_from_slice(&slot);
+            let safe = self.inode_slot(
+                blocks,
+                ino,
+                &memory[range.clone()],
+                &disk[range.clone()],
+                pending,
+                &mut slot,
+            );
+            if *safe != memory[range.clone()] {
+                out.get_or_insert_with(|| memory.to_vec())[range].copy_from_slice(safe);
             }
         }
         out
     }
 
-    fn inode_slot(&self, blocks: &dyn Blocks, ino: u32, memory: &[u8], disk: &[u8], pending: u32) -> Vec<u8> {
+    /// The copy of inode `ino` the disk may take now: `memory`, `disk`,
+    /// or one made in `slot`.
+    fn inode_slot<'a>(
+        &self,
+        blocks: &dyn Blocks,
+        ino: u32,
+        memory: &'a [u8],
+        disk: &'a [u8],
+        pending: u32,
+        slot: &'a mut [u8; INODE_BYTES],
+    ) -> &'a [u8] {
+        // The commonest wait, told without decoding: a new inode whose
+        // bitmap bit is not on the disk yet.
+        if let Some(&at) = self.fresh_inodes.get(&ino) {
+            if slot_is_free(disk) && !self.durable_after(self.inode_bitmap(ino), at) {
+                return disk;
+            }
+        }
         let Some(m) = used(ino, memory) else {
             // Freed in memory: the disk keeps it whole while an entry
             // naming it may still be there (rule 4).
-            return if pending > 0 && !slot_is_free(disk) { disk.to_vec() } else { memory.to_vec() };
+            return if pending > 0 && !slot_is_free(disk) { disk } else { memory };
         };
         let d = used(ino, disk);
         let new = d.is_none() || self.fresh_inodes.contains_key(&ino);
         if new && !self.ready(blocks, ino, &m) {
-            return disk.to_vec();
+            return disk;
         }
         let mut w = m.clone();
         w.nlink = u16::try_from(u32::from(m.nlink) + pending).unwrap_or(u16::MAX);
@@ -426,9 +451,11 @@ impl Softdep {
         if m.kind_bits() == S_IFDIR {
             w.size = w.size.min(self.mapped_prefix(blocks, &w));
         }
-        let mut out = vec![0u8; INODE_BYTES];
-        w.encode(ino, &mut out);
-        out
+        if w == m {
+            return memory;
+        }
+        w.encode(ino, slot);
+        slot
     }
 
     /// Rule 2 for a new inode.
@@ -534,24 +561,29 @@ impl Softdep {
         }
     }
 
-    /// Metadata `block` was written with `image`.
-    pub fn written(&mut self, block: u64, image: &[u8], rolled_back: bool) {
+    /// Metadata `block` was written: with `rolled_back`, a copy holding
+    /// some update back; without, what memory holds.
+    pub fn written(&mut self, block: u64, rolled_back: Option<&[u8]>) {
         let at = self.tick();
         self.last_write.insert(block, at);
         self.since_flush.insert(block);
-        self.stats.rollbacks += u64::from(rolled_back);
-        let digest = if rolled_back { u64::from(crc32c::crc32c(image)) } else { 1 };
+        let digest = match rolled_back {
+            Some(image) => {
+                self.stats.rollbacks += 1;
+                self.written_as_memory.remove(&block);
+                self.inflight.insert(block, image.into());
+                u64::from(crc32c::crc32c(image))
+            }
+            None => {
+                // What memory holds: copied only if memory changes before
+                // the flush (`before_change`).
+                self.inflight.remove(&block);
+                self.written_as_memory.insert(block);
+                1
+            }
+        };
         self.written_digest =
             self.written_digest.wrapping_mul(31).wrapping_add(digest ^ block.rotate_left(32));
-        if rolled_back {
-            self.written_as_memory.remove(&block);
-            self.inflight.insert(block, image.into());
-        } else {
-            // What memory holds: copied only if memory changes before
-            // the flush (`before_change`).
-            self.inflight.remove(&block);
-            self.written_as_memory.insert(block);
-        }
     }
 
     /// File data `block` was written (its contents, for rule 1).

@@ -339,13 +339,31 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
 /// Serves `fs` at `mountpoint` until unmounted, with the syncer writing
 /// buffers dirty for 30 s back (and under `log` committing every second),
 /// and Ctrl-C (or SIGTERM) unmounting.
+/// A mount's syncer, until `done`: once a second the file system's
+/// periodic work (`Ffs::tick`: buffers dirty for 30 s written back, under
+/// `log` a commit, under `softdep` a pass); `every` runs ten times a
+/// second.
+pub(crate) fn syncer(fs: &Ffs, done: &AtomicBool, mut every: impl FnMut()) {
+    const SYNCER_AGE: Duration = Duration::from_secs(30);
+    let mut ticks = 0u32;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::park_timeout(Duration::from_millis(100));
+        every();
+        ticks += 1;
+        if ticks % 10 == 0 {
+            if let Err(e) = fs.tick(SYNCER_AGE) {
+                eprintln!("iolab: warning: the syncer's write-back failed: {e}");
+            }
+        }
+    }
+}
+
 fn serve(
     fs: &Arc<Ffs>,
     mountpoint: &Path,
     serving: fusefront::Serving,
     mounted: impl FnOnce(),
 ) -> std::io::Result<()> {
-    const SYNCER_AGE: Duration = Duration::from_secs(30);
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&interrupted))?;
@@ -353,21 +371,13 @@ fn serve(
     let done = AtomicBool::new(false);
     std::thread::scope(|scope| {
         scope.spawn(|| {
-            let mut ticks = 0u32;
-            while !done.load(Ordering::Relaxed) {
-                std::thread::park_timeout(Duration::from_millis(100));
+            syncer(fs, &done, || {
                 if interrupted.swap(false, Ordering::Relaxed) {
                     if let Err(e) = fusefront::unmount(mountpoint) {
                         eprintln!("iolab: cannot unmount {}: {e}", mountpoint.display());
                     }
                 }
-                ticks += 1;
-                if ticks % 10 == 0 {
-                    if let Err(e) = fs.tick(SYNCER_AGE) {
-                        eprintln!("iolab: warning: the syncer's write-back failed: {e}");
-                    }
-                }
-            }
+            })
         });
         let fs: Arc<dyn FileSystem> = Arc::clone(fs) as Arc<dyn FileSystem>;
         let result = fusefront::serve(fs, mountpoint, serving, mounted);

@@ -145,8 +145,8 @@ impl Done {
     }
 }
 
-/// Opens the target, drops its page cache, then mounts, runs `work` and
-/// unmounts on the clock. The unmount writes everything back whether the
+/// Opens the target, drops its page cache, then mounts, runs `work` (with
+/// the mount's syncer beside it) and unmounts on the clock. The unmount writes everything back whether the
 /// work succeeded or not, so a failed run leaves a clean image.
 pub(crate) fn in_process(
     target: &str,
@@ -161,7 +161,15 @@ pub(crate) fn in_process(
     let media = device.media();
     let start = Instant::now();
     let fs = Ffs::mount(device, &MountOptions { policy: mount.policy, cache_bytes })?;
-    let worked = work(&fs);
+    // The syncer runs beside the work, as under a mount.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let worked = std::thread::scope(|scope| {
+        let syncer = scope.spawn(|| super::syncer(&fs, &done, || {}));
+        let worked = work(&fs);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        syncer.thread().unpark();
+        worked
+    });
     let unmounted = fs.unmount().context("cannot write the file system back");
     let seconds = start.elapsed().as_secs_f64();
     stack.close()?;
