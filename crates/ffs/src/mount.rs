@@ -193,7 +193,8 @@ impl Ffs {
     /// The periodic work a mount's syncer does about once a second: under
     /// `log`, commits what changed if the last commit is a second old (as
     /// WAPBL's); under every policy, writes back buffers dirty for longer
-    /// than `age`.
+    /// than `age` (under `softdep`, then flushes, so that what waited on
+    /// them can go next).
     pub fn tick(&self, age: Duration) -> Result<(), FsError> {
         let mut core = self.lock();
         core.check_alive().map_err(|_| self.failure_of(&core))?;
@@ -203,12 +204,16 @@ impl Ffs {
             return Ok(());
         }
         if core.policy == Policy::Softdep {
-            // One pass: what is ready goes out, the rest next time.
-            let idle = core.cache.sd.as_ref().is_none_or(|sd| sd.idle());
-            if core.cache.dirty_meta() > 0 || core.cache.dirty_data() > 0 || !idle {
-                let pass = core.stage_group_headers().and_then(|()| core.cache.write_back(true));
-                pass.map_err(|e| self.failed(core, e))?;
+            // As FreeBSD's syncer under soft updates: buffers go out once
+            // they have been dirty for `age` (what is ready complete, the
+            // rest rolled back), then a flush lets the work that waited on
+            // them run. Nothing is flushed while nothing is old enough.
+            let written = core.cache.write_back_older(age).map_err(|e| self.failed(core, e))?;
+            if written > 0 {
                 let mut core = self.lock();
+                if let Err(e) = core.cache.flush() {
+                    return Err(self.failed(core, e));
+                }
                 core.apply_released().map_err(|_| self.failure_of(&core))?;
             }
             return Ok(());

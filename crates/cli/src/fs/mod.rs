@@ -336,13 +336,9 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Serves `fs` at `mountpoint` until unmounted, with the syncer writing
-/// buffers dirty for 30 s back (and under `log` committing every second),
-/// and Ctrl-C (or SIGTERM) unmounting.
 /// A mount's syncer, until `done`: once a second the file system's
 /// periodic work (`Ffs::tick`: buffers dirty for 30 s written back, under
-/// `log` a commit, under `softdep` a pass); `every` runs ten times a
-/// second.
+/// `log` a commit); `every` runs ten times a second.
 pub(crate) fn syncer(fs: &Ffs, done: &AtomicBool, mut every: impl FnMut()) {
     const SYNCER_AGE: Duration = Duration::from_secs(30);
     let mut ticks = 0u32;
@@ -358,6 +354,9 @@ pub(crate) fn syncer(fs: &Ffs, done: &AtomicBool, mut every: impl FnMut()) {
     }
 }
 
+/// Serves `fs` at `mountpoint` until unmounted, with the syncer writing
+/// buffers dirty for 30 s back (and under `log` committing every second),
+/// and Ctrl-C (or SIGTERM) unmounting.
 fn serve(
     fs: &Arc<Ffs>,
     mountpoint: &Path,
