@@ -172,12 +172,12 @@ fn policies_sweep_prints_the_seeds_table_and_its_json() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    for row in ["tar ", "rm ", "sync", "log", "async", "x1.00"] {
+    for row in ["tar ", "rm ", "sync", "softdep", "log", "async", "x1.00"] {
         assert!(text.contains(row), "{row} missing from\n{text}");
     }
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["schema"], "iolab-sweep-policies");
-    assert_eq!(doc["policies"].as_array().unwrap().len(), 3);
+    assert_eq!(doc["policies"].as_array().unwrap().len(), 4);
     assert!(
         doc["policies"][0]["tar"]["runs"][0]["sync_writes"].as_u64().unwrap() > 0,
         "sync writes synchronously"
@@ -185,10 +185,10 @@ fn policies_sweep_prints_the_seeds_table_and_its_json() {
 }
 
 #[test]
-fn policies_sweep_refuses_a_policy_not_built_and_a_target_holding_data() {
-    let out = iolab(&["sweep", "policies", "--policies", "softdep,async"]);
+fn policies_sweep_refuses_an_unknown_policy_and_a_target_holding_data() {
+    let out = iolab(&["sweep", "policies", "--policies", "wapbl,async"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("softdep"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("wapbl"), "{}", stderr(&out));
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data.img");
     assert!(iolab(&["fs", "mkfs", data.to_str().unwrap(), "--size", "16m"]).status.success());
