@@ -45,6 +45,8 @@ pub struct Unmounted {
     pub cache: crate::CacheStats,
     /// Under `log`: the log's counters (commits, bytes written to it).
     pub log: Option<blocklog::LogStats>,
+    /// Under `softdep`: the dependencies' counters (rollbacks, releases).
+    pub softdep: Option<crate::SoftdepStats>,
 }
 
 /// Metadata blocks one call changes at most between two of the `log`
@@ -257,12 +259,12 @@ impl Ffs {
             log.checkpoint()?;
         }
         let core = self.lock();
-        Ok(Unmounted { superblock: core.sb.clone(), cache: core.cache.stats, log: self.log_stats() })
-    }
-
-    /// Under `softdep`: the dependencies' counters.
-    pub fn softdep_stats(&self) -> Option<crate::SoftdepStats> {
-        self.lock().cache.sd.as_ref().map(|sd| sd.stats)
+        Ok(Unmounted {
+            superblock: core.sb.clone(),
+            cache: core.cache.stats,
+            log: self.log_stats(),
+            softdep: core.cache.sd.as_ref().map(|sd| sd.stats),
+        })
     }
 
     /// The block log's counters under `log` (commits, bytes written to the

@@ -127,7 +127,7 @@ pub struct Softdep {
     /// Links removed in memory, not yet on the disk, by inode.
     pending: HashMap<u32, u32>,
     held: Vec<Held>,
-    held_inodes: Vec<(u32, bool, u64)>,
+    held_inodes: Vec<(u32, bool)>,
     /// Released, for the file system to clear in its bitmaps.
     pub released_blocks: Vec<u32>,
     pub released_inodes: Vec<(u32, bool)>,
@@ -282,9 +282,9 @@ impl Softdep {
     /// An inode freed in memory: its bit stays set until its slot is free
     /// on the disk.
     pub fn hold_inode(&mut self, ino: u32, dir: bool) {
-        let at = self.tick();
+        self.tick();
         self.fresh_inodes.remove(&ino);
-        self.held_inodes.push((ino, dir, at));
+        self.held_inodes.push((ino, dir));
     }
 
     /// A link of `ino` removed in memory (`weight` of its count).
@@ -611,13 +611,10 @@ impl Softdep {
                 self.durable.remove(&block);
             }
         }
-        self.fresh_blocks.retain(|&b, &mut at| {
-            !(self.last_durable.get(&u64::from(b)).is_some_and(|&w| w > at) && {
-                let g = (u64::from(b) - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group);
-                let map = self.sb.group_start(g as u32) + 1;
-                self.last_durable.get(&map).is_some_and(|&w| w > at)
-            })
-        });
+        let settled: Vec<u32> = self.fresh_blocks.keys().copied().filter(|&b| self.settled(b)).collect();
+        for block in settled {
+            self.fresh_blocks.remove(&block);
+        }
         let settled_inodes: Vec<u32> = (self.fresh_inodes.iter())
             .filter(|(&ino, &at)| self.durable_after(self.inode_bitmap(ino), at))
             .map(|(&ino, _)| ino)
@@ -645,12 +642,7 @@ impl Softdep {
         let removals = std::mem::take(&mut self.removals);
         for removal in removals {
             if self.gone(blocks, &removal, released) {
-                if let Some(p) = self.pending.get_mut(&removal.ino) {
-                    *p = p.saturating_sub(removal.weight);
-                    if *p == 0 {
-                        self.pending.remove(&removal.ino);
-                    }
-                }
+                self.unpend(&removal);
             } else {
                 self.removals.push(removal);
             }
@@ -688,12 +680,12 @@ impl Softdep {
             }
         }
         let held = std::mem::take(&mut self.held_inodes);
-        for (ino, dir, at) in held {
+        for (ino, dir) in held {
             if self.inode_gone(blocks, ino) {
                 self.stats.released_inodes += 1;
                 self.released_inodes.push((ino, dir));
             } else {
-                self.held_inodes.push((ino, dir, at));
+                self.held_inodes.push((ino, dir));
             }
         }
         // Entries in directory blocks just released are gone with them.
@@ -709,11 +701,16 @@ impl Softdep {
         let same = |r: &Removal| r.ino == ino && r.gone == Gone::Entry { block, at };
         if let Some(k) = self.removals.iter().position(same) {
             let removal = self.removals.remove(k);
-            if let Some(p) = self.pending.get_mut(&ino) {
-                *p = p.saturating_sub(removal.weight);
-                if *p == 0 {
-                    self.pending.remove(&ino);
-                }
+            self.unpend(&removal);
+        }
+    }
+
+    /// A removal no longer waits: its inode's count may drop on the disk.
+    fn unpend(&mut self, removal: &Removal) {
+        if let Some(p) = self.pending.get_mut(&removal.ino) {
+            *p = p.saturating_sub(removal.weight);
+            if *p == 0 {
+                self.pending.remove(&removal.ino);
             }
         }
     }

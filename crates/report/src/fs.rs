@@ -154,6 +154,14 @@ impl TreeRun<'_> {
                 log.checkpoints
             );
         }
+        if let Some(sd) = &self.unmounted.softdep {
+            let _ = writeln!(
+                out,
+                "softdep: {} metadata writes with an update rolled back; {} blocks and {} inodes freed once \
+                 the disk no longer named them",
+                sd.rollbacks, sd.released_blocks, sd.released_inodes
+            );
+        }
         let sb = &self.unmounted.superblock;
         let _ = writeln!(
             out,
