@@ -638,20 +638,30 @@ impl Checker {
     }
 
     // Pass 4: each inode's link count against the entries naming it.
+    //
+    // A directory whose count is 0 was removed while still open (its
+    // orphan-list entry may not have reached the disk): its `.` and `..`
+    // are no longer links, as the kernel counts them.
     fn pass4_link_counts(&mut self) -> Result<(), FsError> {
-        let subdirs: HashMap<u32, u32> =
-            self.dotdot.iter().filter(|(d, p)| d != p).fold(HashMap::new(), |mut m, (_, p)| {
+        let removed = |d: &u32| self.inodes.get(d).is_some_and(|s| s.inode.nlink == 0);
+        let subdirs: HashMap<u32, u32> = (self.dotdot.iter()).filter(|(d, p)| d != p && !removed(d)).fold(
+            HashMap::new(),
+            |mut m, (_, p)| {
                 *m.entry(*p).or_default() += 1;
                 m
-            });
+            },
+        );
         let inos: Vec<u32> = self.inodes.keys().copied().collect();
         for ino in inos {
             let seen = &self.inodes[&ino];
             let (mut inode, seen_names) = (seen.inode.clone(), seen.names);
             let dir = inode.kind_bits() == S_IFDIR;
             // A directory: its entry, its `.`, and each subdirectory's `..`.
-            let names =
-                if dir { seen_names + 1 + subdirs.get(&ino).copied().unwrap_or(0) } else { seen_names };
+            let names = if dir && inode.nlink > 0 {
+                seen_names + 1 + subdirs.get(&ino).copied().unwrap_or(0)
+            } else {
+                seen_names
+            };
             let names = if ino == ROOT_INO { names + 1 } else { names };
             let links = u32::from(inode.nlink);
             if links == names {

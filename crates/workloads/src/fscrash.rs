@@ -1,6 +1,6 @@
 //! The crash check of iolab's file system: a seeded mix of creates,
-//! writes, mkdirs, renames, links, unlinks, rmdirs, fsyncs and files
-//! unlinked while open runs on the
+//! writes, mkdirs, renames, links, unlinks, rmdirs, fsyncs, files
+//! unlinked while open and directories removed while looked up runs on the
 //! file system over a recording device; every crash state a power cut
 //! could leave (after each flush, and sampled between with dropped,
 //! reordered and torn writes) is checked as an administrator would after
@@ -36,6 +36,11 @@ const DURABLE_FILES: u64 = 4;
 /// Every this many operations, one makes a file, writes it and unlinks
 /// it while it is still open.
 const ORPHAN_EVERY: u64 = 10;
+
+/// Every this many operations, one makes a directory holding a file and
+/// removes both while the directory is still looked up (as `rm -rf`
+/// through the kernel does: the kernel forgets it later).
+const HELD_DIR_EVERY: u64 = 20;
 
 /// What to run and how many crash states to check.
 #[derive(Clone, Debug)]
@@ -245,6 +250,27 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
             rewrite(fs, &format!("keep{k}"), &data, &mut step)
                 .map_err(|e| failed("rewriting a durable file", e))?;
             ran.durable[k as usize].push(Version { data, write_began, fsynced: recording.len() });
+            continue;
+        }
+        if i % HELD_DIR_EVERY == 14 {
+            let name = format!("held{i}");
+            if let Ok(dir) = fs.mkdir(ROOT, OsStr::new(&name), Owner::root(0o755)) {
+                step(fs);
+                if let Ok(file) = fs.create(dir.ino, OsStr::new("f"), Owner::root(0o644)) {
+                    let _ = fs.write(file.ino, 0, &vec![i as u8; rng.random_range(1..9_000usize)]);
+                    fs.forget(file.ino, 1);
+                    step(fs);
+                    let _ = fs.unlink(dir.ino, OsStr::new("f"));
+                    step(fs);
+                }
+                let _ = fs.rmdir(ROOT, OsStr::new(&name));
+                step(fs);
+                held.push(dir.ino);
+            }
+            if held.len() > 2 {
+                fs.forget(held.remove(0), 1);
+                step(fs);
+            }
             continue;
         }
         if i % ORPHAN_EVERY == ORPHAN_EVERY / 2 {

@@ -242,3 +242,17 @@ fn background_leaves_what_is_more_than_a_leak() {
     assert!(report.damage_left(), "{:?}", report.findings);
     assert!(report.findings.iter().all(|x| x.repaired == x.class.is_leak()), "{:?}", report.findings);
 }
+
+#[test]
+fn a_directory_removed_while_open_is_no_link_of_its_parent() {
+    let dev = crate::common::fresh(16 << 20);
+    let fs = mount(&dev, Policy::Sync);
+    let d = fs.mkdir(ROOT, OsStr::new("d"), Owner::root(0o755)).unwrap();
+    fs.rmdir(ROOT, OsStr::new("d")).unwrap(); // still looked up: on the orphan list
+    fs.sync().unwrap();
+    drop(fs); // a crash with d removed and still open
+    let report = fsck(&dev, Repair::No).unwrap();
+    assert!(report.clean(), "{:?}", report.findings);
+    let fs = mount(&dev, Policy::Async);
+    assert!(fs.getattr(d.ino).is_err(), "the next mount frees it");
+}
