@@ -252,40 +252,15 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
             ran.durable[k as usize].push(Version { data, write_began, fsynced: recording.len() });
             continue;
         }
-        if i % HELD_DIR_EVERY == 14 {
-            let name = format!("held{i}");
-            if let Ok(dir) = fs.mkdir(ROOT, OsStr::new(&name), Owner::root(0o755)) {
-                step(fs);
-                if let Ok(file) = fs.create(dir.ino, OsStr::new("f"), Owner::root(0o644)) {
-                    let _ = fs.write(file.ino, 0, &vec![i as u8; rng.random_range(1..9_000usize)]);
-                    fs.forget(file.ino, 1);
-                    step(fs);
-                    let _ = fs.unlink(dir.ino, OsStr::new("f"));
-                    step(fs);
-                }
-                let _ = fs.rmdir(ROOT, OsStr::new(&name));
-                step(fs);
-                held.push(dir.ino);
-            }
-            if held.len() > 2 {
-                fs.forget(held.remove(0), 1);
-                step(fs);
-            }
-            continue;
-        }
-        if i % ORPHAN_EVERY == ORPHAN_EVERY / 2 {
-            // A file unlinked while still open (as a program's temporary
-            // file): on the orphan list until closed, or a crash.
-            let name = format!("open{i}");
-            let made = fs.create(ROOT, OsStr::new(&name), Owner::root(0o600));
-            if let Ok(file) = made {
-                step(fs);
-                let _ = fs.write(file.ino, 0, &vec![i as u8; rng.random_range(1..9_000usize)]);
-                step(fs);
-                let _ = fs.unlink(ROOT, OsStr::new(&name));
-                step(fs);
-                held.push(file.ino);
-            }
+        let special = if i % HELD_DIR_EVERY == 14 {
+            Some(removed_while_looked_up(fs, i, &mut rng, &mut step))
+        } else if i % ORPHAN_EVERY == ORPHAN_EVERY / 2 {
+            Some(unlinked_while_open(fs, i, &mut rng, &mut step))
+        } else {
+            None
+        };
+        if let Some(ino) = special {
+            held.extend(ino);
             if held.len() > 2 {
                 fs.forget(held.remove(0), 1);
                 step(fs);
@@ -301,6 +276,47 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
         step(fs);
     }
     Ok(ran)
+}
+
+/// A directory holding a file, both removed while the directory is still
+/// looked up (as `rm -rf` through the kernel, which forgets it later).
+fn removed_while_looked_up(
+    fs: &Ffs,
+    i: u64,
+    rng: &mut Xoshiro256PlusPlus,
+    step: &mut impl FnMut(&Ffs),
+) -> Option<u64> {
+    let name = format!("held{i}");
+    let dir = fs.mkdir(ROOT, OsStr::new(&name), Owner::root(0o755)).ok()?;
+    step(fs);
+    if let Ok(file) = fs.create(dir.ino, OsStr::new("f"), Owner::root(0o644)) {
+        let _ = fs.write(file.ino, 0, &vec![i as u8; rng.random_range(1..9_000usize)]);
+        fs.forget(file.ino, 1);
+        step(fs);
+        let _ = fs.unlink(dir.ino, OsStr::new("f"));
+        step(fs);
+    }
+    let _ = fs.rmdir(ROOT, OsStr::new(&name));
+    step(fs);
+    Some(dir.ino)
+}
+
+/// A file unlinked while still open (as a program's temporary file): on
+/// the orphan list until closed, or a crash.
+fn unlinked_while_open(
+    fs: &Ffs,
+    i: u64,
+    rng: &mut Xoshiro256PlusPlus,
+    step: &mut impl FnMut(&Ffs),
+) -> Option<u64> {
+    let name = format!("open{i}");
+    let file = fs.create(ROOT, OsStr::new(&name), Owner::root(0o600)).ok()?;
+    step(fs);
+    let _ = fs.write(file.ino, 0, &vec![i as u8; rng.random_range(1..9_000usize)]);
+    step(fs);
+    let _ = fs.unlink(ROOT, OsStr::new(&name));
+    step(fs);
+    Some(file.ino)
 }
 
 /// A file system that calls `after` once each call that changes the tree
