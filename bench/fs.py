@@ -7,14 +7,18 @@ the extraction to the end of the unmount (so write-back and the final
 flush are included):
   inproc-async, inproc-sync  iolab fs untar --policy ... (in-process, through
                              fsapi; iolab's own clock, mount to unmount)
-  fuse-async, fuse-sync      iolab fs mount --policy ... (FUSE), then GNU tar
+  fuse-async, fuse-sync      iolab fs mount --policy ... --transport dev (FUSE
+                             through /dev/fuse), then GNU tar
+  uring-async, uring-sync    the same with --transport uring (FUSE over
+                             io_uring: needs the fuse module's enable_uring)
   ext4-nojournal             mkfs.ext4 -O ^has_journal, loop mount, GNU tar
   ext4-sync                  mkfs.ext4, loop mount -o sync, GNU tar
 Prints medians (min-max) and the ratios to ext4-nojournal.
 
 --pin CPU runs every arm's extracting program (GNU tar, iolab fs untar)
-and the FUSE server on that one CPU (taskset; iolab fs mount --cpus), for
-machines where waking a thread on another CPU is dear (virtual machines).
+and the /dev/fuse server on that one CPU (taskset; iolab fs mount --cpus),
+for machines where waking a thread on another CPU is dear (virtual
+machines); the io_uring server answers on the caller's CPU by itself.
 
 The archive is decompressed into memory (/dev/shm) first, so no arm pays
 for reading or decompressing it. Default archive: glibc-source's
@@ -36,7 +40,8 @@ import sys
 import tempfile
 import time
 
-ARMS = ["inproc-async", "inproc-sync", "fuse-async", "fuse-sync", "ext4-nojournal", "ext4-sync"]
+ARMS = ["inproc-async", "inproc-sync", "fuse-async", "fuse-sync", "uring-async", "uring-sync", "ext4-nojournal",
+        "ext4-sync"]
 
 
 PIN = []  # taskset -c CPU, with --pin
@@ -60,9 +65,10 @@ def timed_inproc(iolab, image, size, archive, policy):
     return float(m.group(1))
 
 
-def timed_fuse(iolab, image, size, mnt, archive, policy):
+def timed_fuse(iolab, image, size, mnt, archive, policy, transport):
     sh(iolab, "fs", "mkfs", image, "--size", size, "--force")
-    server = subprocess.Popen([iolab, "fs", "mount", image, mnt, "--policy", policy, *server_pin()],
+    pin = server_pin() if transport == "dev" else []
+    server = subprocess.Popen([iolab, "fs", "mount", image, mnt, "--policy", policy, "--transport", transport, *pin],
                               stdout=subprocess.PIPE, text=True)
     line = server.stdout.readline()
     if "mounted at" not in line:
@@ -71,7 +77,11 @@ def timed_fuse(iolab, image, size, mnt, archive, policy):
     sh(*PIN, "tar", "xf", archive, "-C", mnt)
     sh("umount", mnt)
     server.wait()
-    return time.monotonic() - start
+    elapsed = time.monotonic() - start
+    last = server.stdout.read()
+    if f"served {'over io_uring' if transport == 'uring' else 'through /dev/fuse'}" not in last:
+        sys.exit(f"iolab fs mount --transport {transport} said: {last}")
+    return elapsed
 
 
 def timed_ext4(image, size, mnt, archive, sync):
@@ -118,6 +128,9 @@ def main():
     for a in chosen:
         if a not in ARMS:
             sys.exit(f"--arms: unknown arm {a}; choose from {','.join(ARMS)}")
+    enable = "/sys/module/fuse/parameters/enable_uring"
+    if any(a.startswith("uring-") for a in chosen) and open(enable).read().strip() != "Y":
+        sys.exit(f"the uring arms need FUSE over io_uring: echo Y > {enable} (as root)")
     work = tempfile.mkdtemp(prefix="iolab-fs-bench-", dir=args.dir)
     shm = tempfile.mkdtemp(prefix="iolab-fs-bench-", dir="/dev/shm")
     mnt = os.path.join(work, "mnt")
@@ -128,8 +141,10 @@ def main():
         arms = {
             "inproc-async": lambda: timed_inproc(args.iolab, image, args.size, archive, "async"),
             "inproc-sync": lambda: timed_inproc(args.iolab, image, args.size, archive, "sync"),
-            "fuse-async": lambda: timed_fuse(args.iolab, image, args.size, mnt, archive, "async"),
-            "fuse-sync": lambda: timed_fuse(args.iolab, image, args.size, mnt, archive, "sync"),
+            "fuse-async": lambda: timed_fuse(args.iolab, image, args.size, mnt, archive, "async", "dev"),
+            "fuse-sync": lambda: timed_fuse(args.iolab, image, args.size, mnt, archive, "sync", "dev"),
+            "uring-async": lambda: timed_fuse(args.iolab, image, args.size, mnt, archive, "async", "uring"),
+            "uring-sync": lambda: timed_fuse(args.iolab, image, args.size, mnt, archive, "sync", "uring"),
             "ext4-nojournal": lambda: timed_ext4(image, args.size, mnt, archive, False),
             "ext4-sync": lambda: timed_ext4(image, args.size, mnt, archive, True),
         }

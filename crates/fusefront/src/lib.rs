@@ -13,7 +13,12 @@
 //! times itself, sending them with the data; without it every `write(2)`
 //! is a request and sizes and times are the file system's at once.
 
+mod ring;
+mod setid;
+mod wire;
+
 use std::ffi::OsStr;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,10 +34,15 @@ use fuser::{
 /// changes the file system, so a second is safe and saves round trips.
 const TTL: Duration = Duration::from_secs(1);
 
+pub use ring::RingReport;
+
 /// A file system served to the kernel.
 pub struct FuseFront {
     fs: Arc<dyn FileSystem>,
     writeback_cache: bool,
+    /// Set when io_uring is wanted: INIT asks for it and tells the queues.
+    ring: Option<Arc<ring::Start>>,
+    counts: Arc<wire::OpCounts>,
 }
 
 fn errno(e: fsapi::Errno) -> FuseErrno {
@@ -100,7 +110,7 @@ fn owner(req: &Request, mode: u32, umask: u32) -> Owner {
 
 impl FuseFront {
     pub fn new(fs: Arc<dyn FileSystem>, writeback_cache: bool) -> FuseFront {
-        FuseFront { fs, writeback_cache }
+        FuseFront { fs, writeback_cache, ring: None, counts: Arc::new(wire::OpCounts::new()) }
     }
 
     fn entry(&self, result: fsapi::Result<Attr>, reply: ReplyEntry) {
@@ -118,45 +128,124 @@ impl FuseFront {
     }
 }
 
-/// Mount options iolab uses: named iolab in the mount table, the kernel
-/// checking permissions, no access times.
+/// Mount options iolab uses: named iolab in the mount table, no access
+/// times, and the kernel checking permissions unless the server is root.
+///
+/// Without `allow_other` only the user who mounted can use the mount. For
+/// root, `default_permissions` changes nothing: root passes every check
+/// the kernel would make but execute permission, which the kernel checks
+/// on files either way. What it costs is a GETATTR of a directory before
+/// each path lookup through it after anything in it changed (every file
+/// tar creates), since a change leaves the directory's attributes stale.
 pub fn config(threads: usize) -> Config {
     let mut config = Config::default();
-    config.mount_options = vec![
-        MountOption::FSName("iolab".into()),
-        MountOption::Subtype("iolab".into()),
-        MountOption::DefaultPermissions,
-        MountOption::NoAtime,
-    ];
+    config.mount_options =
+        vec![MountOption::FSName("iolab".into()), MountOption::Subtype("iolab".into()), MountOption::NoAtime];
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        config.mount_options.push(MountOption::DefaultPermissions);
+    }
     config.n_threads = Some(threads.max(1));
     config.clone_fd = threads > 1;
     config
 }
 
+/// How the kernel's requests reach the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// io_uring where the kernel allows it (see [`uring_enabled`]), else
+    /// /dev/fuse.
+    Auto,
+    /// Read from /dev/fuse by `threads` threads, wherever the scheduler
+    /// puts them.
+    Dev,
+    /// FUSE over io_uring: a queue per CPU, each served by a thread on
+    /// that CPU (Linux 6.14 and later).
+    Uring,
+}
+
 /// How a mount is served.
 #[derive(Clone, Copy, Debug)]
 pub struct Serving {
-    /// Threads reading the kernel's requests.
+    /// Threads reading the kernel's requests from /dev/fuse (over io_uring
+    /// they serve only INIT, FORGET and INTERRUPT).
     pub threads: usize,
     /// Ask for the kernel's writeback cache (see the crate's notes).
     pub writeback_cache: bool,
+    pub transport: Transport,
+}
+
+/// How a mount was served.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Served {
+    /// What the io_uring queues did; `None` when they were not used.
+    pub ring: Option<RingReport>,
+    /// Requests by operation (both transports), busiest first.
+    pub requests: Vec<(&'static str, u64)>,
+}
+
+/// Whether this kernel lets a FUSE server take requests through io_uring
+/// (the fuse module's `enable_uring` parameter, off by default).
+pub fn uring_enabled() -> bool {
+    ring::enabled()
+}
+
+/// What to tell a user who asked for io_uring on a kernel that has it off.
+pub fn uring_disabled_help() -> String {
+    format!(
+        "FUSE over io_uring is off in this kernel (Linux 6.14 or later has it): as root, `echo Y > {}`, \
+         or serve through /dev/fuse (--transport dev)",
+        ring::ENABLE_PARAMETER
+    )
+}
+
+/// How many io_uring queues (and threads) a mount over io_uring has: one
+/// per possible CPU.
+pub fn uring_queues() -> usize {
+    ring::queue_count()
 }
 
 /// Serves `fs` at `mountpoint` until it is unmounted (`umount`,
 /// `fusermount3 -u`, or [`unmount`] from another thread). The file system
 /// itself is left as it is: the caller writes it back and closes it.
 /// `mounted` is called once the kernel has the mount, before the first
-/// request is served.
+/// request is served. Asking for [`Transport::Uring`] on a kernel without
+/// it is an error before anything is mounted.
 pub fn serve(
     fs: Arc<dyn FileSystem>,
     mountpoint: &Path,
     serving: Serving,
     mounted: impl FnOnce(),
-) -> std::io::Result<()> {
-    let front = FuseFront::new(fs, serving.writeback_cache);
+) -> std::io::Result<Served> {
+    let ring = match serving.transport {
+        Transport::Dev => false,
+        Transport::Auto => ring::enabled(),
+        Transport::Uring if ring::enabled() => true,
+        Transport::Uring => return Err(std::io::Error::other(uring_disabled_help())),
+    };
+    let start = ring.then(ring::Start::new);
+    let mut front = FuseFront::new(Arc::clone(&fs), serving.writeback_cache);
+    front.ring = start.clone();
+    let counts = Arc::clone(&front.counts);
     let session = fuser::Session::new(front, mountpoint, &config(serving.threads))?;
+    let rings = match &start {
+        Some(start) => Some(ring::Rings::spawn(
+            fs,
+            session.as_fd().try_clone_to_owned()?,
+            Arc::clone(start),
+            Arc::clone(&counts),
+        )?),
+        None => None,
+    };
     mounted();
-    session.run()
+    let result = session.run();
+    if let Some(start) = &start {
+        // A session that ended before INIT leaves no queue waiting.
+        start.decide(false);
+    }
+    let ring = rings.map(ring::Rings::join);
+    result?;
+    Ok(Served { ring, requests: counts.by_name() })
 }
 
 /// Unmounts `mountpoint` (what `umount` does): a busy mount is detached
@@ -184,18 +273,31 @@ impl fuser::Filesystem for FuseFront {
         // Lookups and readdirs in one directory may come at once; the file
         // system orders them itself.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        // The server clears set-ID bits itself (setid.rs), sparing a
+        // GETATTR before every chown.
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+        // Each io_uring entry's payload buffer holds the largest write; the
+        // same limit through /dev/fuse keeps both transports alike.
+        let _ = config.set_max_write(ring::MAX_WRITE);
+        if let Some(start) = &self.ring {
+            // A kernel that does not offer it serves through /dev/fuse.
+            start.decide(config.add_capabilities(fuser::InitFlags::FUSE_OVER_IO_URING).is_ok());
+        }
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.counts.add(wire::op::LOOKUP);
         self.entry(self.fs.lookup(parent.0, name), reply);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.counts.add(wire::op::FORGET);
         self.fs.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.counts.add(wire::op::GETATTR);
         match self.fs.getattr(ino.0) {
             Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
             Err(e) => reply.error(errno(e)),
@@ -220,7 +322,8 @@ impl fuser::Filesystem for FuseFront {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let changes = SetAttr {
+        self.counts.add(wire::op::SETATTR);
+        let mut changes = SetAttr {
             perm: mode.map(|m| (m & 0o7777) as u16),
             uid,
             gid,
@@ -228,13 +331,16 @@ impl fuser::Filesystem for FuseFront {
             atime: atime.map(time_of),
             mtime: mtime.map(time_of),
         };
-        match self.fs.setattr(ino.0, &changes) {
+        let changed = setid::on_setattr(&*self.fs, ino.0, &mut changes, Some(setid::Kill::ByRule))
+            .and_then(|()| self.fs.setattr(ino.0, &changes));
+        match changed {
             Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
             Err(e) => reply.error(errno(e)),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.counts.add(wire::op::READLINK);
         match self.fs.readlink(ino.0) {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(errno(e)),
@@ -251,6 +357,7 @@ impl fuser::Filesystem for FuseFront {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.counts.add(wire::op::MKNOD);
         // Regular files only: devices, FIFOs and sockets are not part of
         // the file system.
         if mode & libc::S_IFMT != libc::S_IFREG {
@@ -260,18 +367,22 @@ impl fuser::Filesystem for FuseFront {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        self.counts.add(wire::op::MKDIR);
         self.entry(self.fs.mkdir(parent.0, name, owner(req, mode, umask)), reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.counts.add(wire::op::UNLINK);
         Self::empty(self.fs.unlink(parent.0, name), reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.counts.add(wire::op::RMDIR);
         Self::empty(self.fs.rmdir(parent.0, name), reply);
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        self.counts.add(wire::op::SYMLINK);
         let owner = Owner { perm: 0o777, uid: req.uid(), gid: req.gid() };
         self.entry(self.fs.symlink(parent.0, link_name, target.as_os_str(), owner), reply);
     }
@@ -286,6 +397,7 @@ impl fuser::Filesystem for FuseFront {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(wire::op::RENAME);
         // RENAME_NOREPLACE and RENAME_EXCHANGE are not offered; callers
         // (mv) fall back to a plain rename.
         if !flags.is_empty() {
@@ -295,10 +407,12 @@ impl fuser::Filesystem for FuseFront {
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        self.counts.add(wire::op::LINK);
         self.entry(self.fs.link(ino.0, newparent.0, newname), reply);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.counts.add(wire::op::OPEN);
         match self.fs.open(ino.0) {
             Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
             Err(e) => reply.error(errno(e)),
@@ -316,6 +430,7 @@ impl fuser::Filesystem for FuseFront {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.counts.add(wire::op::READ);
         let mut buf = vec![0u8; size as usize];
         match self.fs.read(ino.0, offset, &mut buf) {
             Ok(n) => reply.data(&buf[..n]),
@@ -330,12 +445,18 @@ impl fuser::Filesystem for FuseFront {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(ino.0, offset, data) {
+        self.counts.add(wire::op::WRITE);
+        let killed = if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            setid::on_write(&*self.fs, ino.0)
+        } else {
+            Ok(())
+        };
+        match killed.and_then(|()| self.fs.write(ino.0, offset, data)) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(e)),
         }
@@ -349,6 +470,7 @@ impl fuser::Filesystem for FuseFront {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(wire::op::FLUSH);
         // Nothing to do at close (no locks, nothing buffered per handle):
         // ENOSYS tells the kernel to stop sending FLUSH, saving a round
         // trip at every close.
@@ -365,15 +487,18 @@ impl fuser::Filesystem for FuseFront {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(wire::op::RELEASE);
         self.fs.release(ino.0);
         reply.ok();
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        self.counts.add(wire::op::FSYNC);
         Self::empty(self.fs.fsync(ino.0, datasync), reply);
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        self.counts.add(wire::op::READDIR);
         let result = self.fs.readdir(ino.0, offset, &mut |e| {
             let name = <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&e.name);
             // `add` says true when the reply buffer is full.
@@ -385,11 +510,30 @@ impl fuser::Filesystem for FuseFront {
         }
     }
 
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.counts.add(wire::op::OPENDIR);
+        reply.opened(FileHandle(0), FopenFlags::empty());
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.counts.add(wire::op::RELEASEDIR);
+        reply.ok();
+    }
+
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        self.counts.add(wire::op::FSYNCDIR);
         Self::empty(self.fs.fsync(ino.0, datasync), reply);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.counts.add(wire::op::STATFS);
         match self.fs.statfs() {
             Ok(s) => reply.statfs(
                 s.blocks,
@@ -415,6 +559,7 @@ impl fuser::Filesystem for FuseFront {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        self.counts.add(wire::op::CREATE);
         let created = self.fs.create(parent.0, name, owner(req, mode, umask));
         match created.and_then(|attr| self.fs.open(attr.ino).map(|()| attr)) {
             Ok(attr) => {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use device::LockKind;
 use ffs::fsck::Repair;
 use ffs::{Ffs, MkfsOptions, MountOptions, Policy};
@@ -117,14 +117,31 @@ pub struct MountArgs {
     /// unmount. Slower; sizes and times are then the file system's at once.
     #[arg(long)]
     pub no_writeback_cache: bool,
-    /// Run the server on these CPUs only (e.g. 0 or 0-1,3), as taskset
-    /// does. Where waking a thread on another CPU is dear (a virtual
-    /// machine), serving on the CPU the program using the mount runs on
-    /// saves most of each request's cost.
+    /// How the kernel's requests reach the server: uring (FUSE over
+    /// io_uring, Linux 6.14 and later with the fuse module's enable_uring
+    /// on: a queue per CPU, each answered by a thread on that CPU, so a
+    /// request never wakes another CPU), dev (threads reading /dev/fuse,
+    /// wherever the scheduler puts them), or auto (uring where the kernel
+    /// allows it).
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = TransportArg::Auto)]
+    pub transport: TransportArg,
+    /// Run the /dev/fuse server on these CPUs only (e.g. 0 or 0-1,3), as
+    /// taskset does. Where waking a thread on another CPU is dear (a
+    /// virtual machine), serving on the CPU the program using the mount
+    /// runs on saves most of each request's cost (what --transport uring
+    /// does by itself, whatever CPU the program runs on).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     #[command(flatten)]
     pub log: BlockLogArgs,
+}
+
+/// `--transport`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    Auto,
+    Dev,
+    Uring,
 }
 
 #[derive(Debug, Args)]
@@ -301,6 +318,7 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let cpus = args.cpus.as_deref().map(parse_cpus).transpose().map_err(UsageError)?;
+    let transport = transport(args.transport, cpus.is_some())?;
     let target = open(&args.target, Access { direct: args.direct, ..Access::default() }, &args.log)?;
     if let Some(cpus) = &cpus {
         pin_to(cpus)?;
@@ -320,20 +338,71 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         // Scripts wait for this line: it must not sit in a pipe's buffer.
         let _ = std::io::stdout().flush();
     };
-    let serving = fusefront::Serving { threads: args.threads, writeback_cache: !args.no_writeback_cache };
+    let serving =
+        fusefront::Serving { threads: args.threads, writeback_cache: !args.no_writeback_cache, transport };
     let served = serve(&fs, &args.mountpoint, serving, mounted);
     let fs = Arc::try_unwrap(fs)
         .map_err(|_| anyhow::anyhow!("the file system is still in use after the session ended"))?;
     let unmounted = fs.unmount().context("cannot write the file system back")?;
     target.close()?;
-    served.with_context(|| format!("{}: the FUSE session failed", args.mountpoint.display()))?;
+    let served = served.with_context(|| format!("{}: the FUSE session failed", args.mountpoint.display()))?;
     let (sb, stats) = (&unmounted.superblock, &unmounted.cache);
     let log = unmounted.log.map(|l| format!(", {} log commits", l.commits)).unwrap_or_default();
     println!(
-        "iolab: unmounted; written back and clean ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes{log})",
-        sb.free_blocks, sb.blocks, stats.blocks_written, stats.write_requests, stats.sync_writes
+        "iolab: unmounted; written back and clean ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes{log}); {}",
+        sb.free_blocks,
+        sb.blocks,
+        stats.blocks_written,
+        stats.write_requests,
+        stats.sync_writes,
+        served_through(&served)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The transport a mount asked for: `auto` with `--cpus` is /dev/fuse
+/// (the CPUs pin its threads); `uring` with `--cpus`, or on a kernel
+/// without it, is refused before anything is opened.
+fn transport(arg: TransportArg, cpus: bool) -> Result<fusefront::Transport, UsageError> {
+    match (arg, cpus) {
+        (TransportArg::Uring, true) => Err(UsageError(
+            "--cpus pins the /dev/fuse server's threads; over io_uring each queue's thread runs on its own CPU \
+             already: drop --cpus, or use --transport dev"
+                .into(),
+        )),
+        (TransportArg::Uring, false) if !fusefront::uring_enabled() => {
+            Err(UsageError(fusefront::uring_disabled_help()))
+        }
+        (TransportArg::Uring, false) => Ok(fusefront::Transport::Uring),
+        (TransportArg::Auto, false) => Ok(fusefront::Transport::Auto),
+        (TransportArg::Dev, _) | (TransportArg::Auto, true) => Ok(fusefront::Transport::Dev),
+    }
+}
+
+/// How the requests were served, for the unmount's line: the transport,
+/// then the requests by operation, busiest first.
+fn served_through(served: &fusefront::Served) -> String {
+    let total: u64 = served.requests.iter().map(|&(_, n)| n).sum();
+    let ops: Vec<String> = served.requests.iter().map(|(name, n)| format!("{name} {n}")).collect();
+    format!("{}; {total} requests: {}", transport_used(served), ops.join(", "))
+}
+
+fn transport_used(served: &fusefront::Served) -> String {
+    match &served.ring {
+        None => "served through /dev/fuse".into(),
+        Some(ring) => match &ring.refused {
+            None if ring.queues == 0 => {
+                "served through /dev/fuse (the kernel offered no io_uring at INIT)".into()
+            }
+            None => format!(
+                "served over io_uring ({} queues, {} requests through them)",
+                ring.queues, ring.requests
+            ),
+            Some(why) => {
+                format!("served through /dev/fuse ({why}; {} requests over io_uring)", ring.requests)
+            }
+        },
+    }
 }
 
 /// A mount's syncer, until `done`: once a second the file system's
@@ -362,7 +431,7 @@ fn serve(
     mountpoint: &Path,
     serving: fusefront::Serving,
     mounted: impl FnOnce(),
-) -> std::io::Result<()> {
+) -> std::io::Result<fusefront::Served> {
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&interrupted))?;

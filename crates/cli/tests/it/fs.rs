@@ -96,6 +96,25 @@ pub(crate) fn fuse_usable() -> bool {
     false
 }
 
+/// Whether FUSE over io_uring can be used here (the fuse module's
+/// `enable_uring`); CI turns it on and sets IOLAB_REQUIRE_FUSE_URING.
+fn fuse_uring_usable() -> bool {
+    if !fuse_usable() {
+        return false;
+    }
+    let enabled =
+        std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring").is_ok_and(|v| v.trim() == "Y");
+    if enabled {
+        return true;
+    }
+    assert!(
+        std::env::var_os("IOLAB_REQUIRE_FUSE_URING").is_none(),
+        "IOLAB_REQUIRE_FUSE_URING is set but the fuse module's enable_uring is off"
+    );
+    eprintln!("skipped: FUSE over io_uring is off here (/sys/module/fuse/parameters/enable_uring)");
+    false
+}
+
 pub(crate) fn run(program: &str, args: &[&str]) {
     let status = Command::new(program).args(args).status().unwrap();
     assert!(status.success(), "{program} {args:?}");
@@ -103,11 +122,9 @@ pub(crate) fn run(program: &str, args: &[&str]) {
 
 /// GNU tar extracts a tree into a mount under `first`, diff finds it
 /// whole, and after an unmount fsck is clean; then under `second` it is
-/// still whole, rm -rf empties it, and fsck is clean again.
-fn tar_then_rm_through_mounts(first: &str, second: &str) {
-    if !fuse_usable() {
-        return;
-    }
+/// still whole, rm -rf empties it, and fsck is clean again. Both mounts
+/// are served through `transport`; the unmount lines say what served them.
+fn tar_then_rm_through_mounts(first: &str, second: &str, transport: &str) -> [String; 2] {
     let dir = tempfile::tempdir().unwrap();
     let (src, image, mnt) = (dir.path().join("src"), dir.path().join("fs.img"), dir.path().join("mnt"));
     source_tree(&src);
@@ -117,30 +134,106 @@ fn tar_then_rm_through_mounts(first: &str, second: &str) {
     let out = iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "128m"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
-    let mounted = Mounted::start(&image, &mnt, first, &[]);
+    let serving = ["--transport", transport];
+    let mounted = Mounted::start(&image, &mnt, first, &serving);
     run("tar", &["xf", archive.to_str().unwrap(), "-C", mnt.to_str().unwrap()]);
     run("diff", &["-r", "--no-dereference", src.to_str().unwrap(), mnt.join("src").to_str().unwrap()]);
-    assert!(mounted.unmount().contains("clean"));
+    let extracted = mounted.unmount();
+    assert!(extracted.contains("clean"));
     let out = iolab(&["fs", "fsck", image.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 
-    let mounted = Mounted::start(&image, &mnt, second, &[]);
+    let mounted = Mounted::start(&image, &mnt, second, &serving);
     run("diff", &["-r", "--no-dereference", src.to_str().unwrap(), mnt.join("src").to_str().unwrap()]);
     run("rm", &["-rf", mnt.join("src").to_str().unwrap()]);
     assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 1, "only lost+found is left");
-    mounted.unmount();
+    let removed = mounted.unmount();
     let out = iolab(&["fs", "fsck", image.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    [extracted, removed]
 }
 
 #[test]
 fn gnu_tar_extracts_into_the_mount_and_rm_empties_it_and_fsck_is_clean() {
-    tar_then_rm_through_mounts("sync", "log");
+    if fuse_usable() {
+        tar_then_rm_through_mounts("sync", "log", "dev");
+    }
 }
 
 #[test]
 fn gnu_tar_and_rm_work_through_a_softdep_mount_and_fsck_is_clean() {
-    tar_then_rm_through_mounts("softdep", "softdep");
+    if fuse_usable() {
+        tar_then_rm_through_mounts("softdep", "softdep", "dev");
+    }
+}
+
+#[test]
+fn gnu_tar_and_rm_work_through_a_mount_over_io_uring() {
+    if !fuse_uring_usable() {
+        return;
+    }
+    for said in tar_then_rm_through_mounts("async", "log", "uring") {
+        let ring = said.split("served over io_uring (").nth(1).unwrap_or_else(|| panic!("{said}"));
+        let through_ring: u64 =
+            ring.split(", ").nth(1).and_then(|n| n.split(' ').next()?.parse().ok()).unwrap();
+        assert!(through_ring > 100, "the requests came through the rings: {said}");
+    }
+}
+
+/// A chown of a set-ID file through the mount clears its set-ID bits, as
+/// on any Linux file system (the server does it: it asks the kernel for
+/// FUSE_HANDLE_KILLPRIV_V2).
+fn chown_clears_set_id_bits(transport: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (image, mnt) = (dir.path().join("fs.img"), dir.path().join("mnt"));
+    std::fs::create_dir(&mnt).unwrap();
+    let out = iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "32m"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mounted = Mounted::start(&image, &mnt, "async", &["--transport", transport]);
+    let (file, group_free) = (mnt.join("tool"), mnt.join("locked"));
+    std::fs::write(&file, b"x").unwrap();
+    std::fs::write(&group_free, b"x").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    std::fs::set_permissions(&group_free, std::fs::Permissions::from_mode(0o6744)).unwrap();
+    std::os::unix::fs::chown(&file, Some(1), Some(1)).unwrap();
+    std::os::unix::fs::chown(&group_free, Some(1), Some(1)).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!((mode(&file), mode(&group_free)), (0o755, 0o2744), "set-group-ID without group execute stays");
+    mounted.unmount();
+}
+
+#[test]
+fn a_chown_through_the_mount_clears_set_id_bits() {
+    if fuse_usable() {
+        chown_clears_set_id_bits("dev");
+    }
+}
+
+#[test]
+fn a_chown_through_a_mount_over_io_uring_clears_set_id_bits() {
+    if fuse_uring_usable() {
+        chown_clears_set_id_bits("uring");
+    }
+}
+
+#[test]
+fn io_uring_with_pinned_cpus_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = iolab(&[
+        "fs",
+        "mount",
+        dir.path().join("fs.img").to_str().unwrap(),
+        dir.path().to_str().unwrap(),
+        "--policy",
+        "async",
+        "--transport",
+        "uring",
+        "--cpus",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--transport dev"), "{}", stderr(&out));
 }
 
 #[test]

@@ -1,0 +1,552 @@
+//! FUSE's wire format, for the io_uring transport (`ring.rs`), which
+//! receives the kernel's requests in its own buffers instead of through
+//! `fuser`: the request header, the fixed argument of each operation, the
+//! names and data after it, and every reply this front sends, laid out as
+//! Linux's `include/uapi/linux/fuse.h` (protocol 7.42) says, in the host's
+//! byte order. Decoding never trusts a length: a short or malformed
+//! request is answered `EINVAL`, never a panic.
+//!
+//! The answers mirror the `fuser` front's (lib.rs) call for call, so a
+//! mount behaves the same whichever transport serves it.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use fsapi::{Attr, DirEntry, Errno, FileSystem, FileType, Owner, SetAttr, StatFs, Time};
+
+use crate::setid::{self, Kill};
+
+/// How long the kernel may keep names and attributes (as the `fuser`
+/// front: only this process changes the file system).
+const TTL_SECS: u64 = 1;
+
+/// The operations this transport answers (FUSE's opcodes).
+pub(crate) mod op {
+    pub const LOOKUP: u32 = 1;
+    pub const FORGET: u32 = 2;
+    pub const GETATTR: u32 = 3;
+    pub const SETATTR: u32 = 4;
+    pub const READLINK: u32 = 5;
+    pub const SYMLINK: u32 = 6;
+    pub const MKNOD: u32 = 8;
+    pub const MKDIR: u32 = 9;
+    pub const UNLINK: u32 = 10;
+    pub const RMDIR: u32 = 11;
+    pub const RENAME: u32 = 12;
+    pub const LINK: u32 = 13;
+    pub const OPEN: u32 = 14;
+    pub const READ: u32 = 15;
+    pub const WRITE: u32 = 16;
+    pub const STATFS: u32 = 17;
+    pub const RELEASE: u32 = 18;
+    pub const FSYNC: u32 = 20;
+    pub const FLUSH: u32 = 25;
+    pub const OPENDIR: u32 = 27;
+    pub const READDIR: u32 = 28;
+    pub const RELEASEDIR: u32 = 29;
+    pub const FSYNCDIR: u32 = 30;
+    pub const CREATE: u32 = 35;
+    pub const RENAME2: u32 = 45;
+
+    /// The names reports give each operation, by opcode.
+    pub const NAMES: &[(u32, &str)] = &[
+        (LOOKUP, "lookup"),
+        (FORGET, "forget"),
+        (GETATTR, "getattr"),
+        (SETATTR, "setattr"),
+        (READLINK, "readlink"),
+        (SYMLINK, "symlink"),
+        (MKNOD, "mknod"),
+        (MKDIR, "mkdir"),
+        (UNLINK, "unlink"),
+        (RMDIR, "rmdir"),
+        (RENAME, "rename"),
+        (LINK, "link"),
+        (OPEN, "open"),
+        (READ, "read"),
+        (WRITE, "write"),
+        (STATFS, "statfs"),
+        (RELEASE, "release"),
+        (FSYNC, "fsync"),
+        (FLUSH, "flush"),
+        (OPENDIR, "opendir"),
+        (READDIR, "readdir"),
+        (RELEASEDIR, "releasedir"),
+        (FSYNCDIR, "fsyncdir"),
+        (CREATE, "create"),
+        (RENAME2, "rename"),
+    ];
+}
+
+/// Requests served, by operation (both transports count here).
+#[derive(Debug)]
+pub(crate) struct OpCounts {
+    /// By index into `op::NAMES`, then one for every other opcode.
+    counts: Vec<AtomicU64>,
+}
+
+impl OpCounts {
+    pub fn new() -> OpCounts {
+        OpCounts { counts: (0..=op::NAMES.len()).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    pub fn add(&self, opcode: u32) {
+        let at = op::NAMES.iter().position(|&(code, _)| code == opcode).unwrap_or(op::NAMES.len());
+        self.counts[at].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Each operation's name and count, busiest first, none left out
+    /// but those never asked for; `rename` and `rename2` add up.
+    pub fn by_name(&self) -> Vec<(&'static str, u64)> {
+        let mut named: Vec<(&'static str, u64)> = Vec::new();
+        let names = op::NAMES.iter().map(|&(_, name)| name).chain(["other"]);
+        for (name, count) in names.zip(&self.counts) {
+            let count = count.load(Ordering::Relaxed);
+            match named.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, total)) => *total += count,
+                None => named.push((name, count)),
+            }
+        }
+        named.retain(|&(_, count)| count > 0);
+        named.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        named
+    }
+}
+
+/// `setattr`'s valid bits.
+const FATTR_MODE: u32 = 1 << 0;
+const FATTR_UID: u32 = 1 << 1;
+const FATTR_GID: u32 = 1 << 2;
+const FATTR_SIZE: u32 = 1 << 3;
+const FATTR_ATIME: u32 = 1 << 4;
+const FATTR_MTIME: u32 = 1 << 5;
+const FATTR_ATIME_NOW: u32 = 1 << 7;
+const FATTR_MTIME_NOW: u32 = 1 << 8;
+const FATTR_KILL_SUIDGID: u32 = 1 << 11;
+
+/// `write_flags`: clear the set-ID bits first (see setid.rs).
+const WRITE_KILL_SUIDGID: u32 = 1 << 2;
+
+/// `fsync_flags`: data only (fdatasync).
+const FSYNC_FDATASYNC: u32 = 1 << 0;
+
+/// Bytes of `struct fuse_in_header` and `struct fuse_out_header`.
+pub(crate) const IN_HEADER_BYTES: usize = 40;
+pub(crate) const OUT_HEADER_BYTES: usize = 16;
+
+/// A request's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InHeader {
+    pub opcode: u32,
+    pub unique: u64,
+    pub nodeid: u64,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+impl InHeader {
+    pub fn parse(b: &[u8]) -> Option<InHeader> {
+        // len (0), opcode (4), unique (8), nodeid (16), uid (24), gid (28),
+        // pid (32), total_extlen (36), padding (38).
+        let _extensions = u16_at(b, 36)?;
+        Some(InHeader {
+            opcode: u32_at(b, 4)?,
+            unique: u64_at(b, 8)?,
+            nodeid: u64_at(b, 16)?,
+            uid: u32_at(b, 24)?,
+            gid: u32_at(b, 28)?,
+        })
+    }
+}
+
+/// `struct fuse_out_header` for a reply of `payload` bytes, or an error.
+pub(crate) fn out_header(unique: u64, result: Result<usize, Errno>) -> [u8; OUT_HEADER_BYTES] {
+    let (len, error) = match result {
+        Ok(payload) => (OUT_HEADER_BYTES + payload, 0),
+        Err(e) => (OUT_HEADER_BYTES, -e.0),
+    };
+    let mut h = [0u8; OUT_HEADER_BYTES];
+    h[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+    h[4..8].copy_from_slice(&error.to_ne_bytes());
+    h[8..16].copy_from_slice(&unique.to_ne_bytes());
+    h
+}
+
+/// The first NUL-terminated name in `b` and what follows it.
+fn name(b: &[u8]) -> Result<(&OsStr, &[u8]), Errno> {
+    let end = b.iter().position(|&c| c == 0).ok_or(Errno::INVAL)?;
+    Ok((OsStr::from_bytes(&b[..end]), &b[end + 1..]))
+}
+
+fn field32(b: &[u8], at: usize) -> Result<u32, Errno> {
+    u32_at(b, at).ok_or(Errno::INVAL)
+}
+
+fn field64(b: &[u8], at: usize) -> Result<u64, Errno> {
+    u64_at(b, at).ok_or(Errno::INVAL)
+}
+
+fn mode_bits(kind: FileType) -> u32 {
+    match kind {
+        FileType::File => libc::S_IFREG,
+        FileType::Dir => libc::S_IFDIR,
+        FileType::Symlink => libc::S_IFLNK,
+    }
+}
+
+/// `struct fuse_attr` (88 bytes).
+fn put_attr(out: &mut Vec<u8>, a: &Attr) {
+    for v in [a.ino, a.size, a.blocks, a.atime.secs as u64, a.mtime.secs as u64, a.ctime.secs as u64] {
+        out.extend_from_slice(&v.to_ne_bytes());
+    }
+    let mode = mode_bits(a.kind) | u32::from(a.perm);
+    // atimensec, mtimensec, ctimensec, mode, nlink, uid, gid, rdev,
+    // blksize, flags.
+    for v in [a.atime.nanos, a.mtime.nanos, a.ctime.nanos, mode, a.nlink, a.uid, a.gid, 0, 4096, 0] {
+        out.extend_from_slice(&v.to_ne_bytes());
+    }
+}
+
+/// `struct fuse_entry_out` (128 bytes).
+fn put_entry(out: &mut Vec<u8>, a: &Attr) {
+    // nodeid, generation, entry_valid, attr_valid, their nanoseconds.
+    for v in [a.ino, 0, TTL_SECS, TTL_SECS] {
+        out.extend_from_slice(&v.to_ne_bytes());
+    }
+    out.extend_from_slice(&[0u8; 8]);
+    put_attr(out, a);
+}
+
+/// `struct fuse_attr_out` (104 bytes).
+fn put_attr_out(out: &mut Vec<u8>, a: &Attr) {
+    out.extend_from_slice(&TTL_SECS.to_ne_bytes());
+    out.extend_from_slice(&[0u8; 8]);
+    put_attr(out, a);
+}
+
+/// `struct fuse_open_out` (16 bytes): no handle, no flags.
+fn put_open(out: &mut Vec<u8>) {
+    out.extend_from_slice(&[0u8; 16]);
+}
+
+/// `struct fuse_kstatfs` (80 bytes).
+fn put_statfs(out: &mut Vec<u8>, s: &StatFs) {
+    for v in [s.blocks, s.blocks_free, s.blocks_avail, s.files, s.files_free] {
+        out.extend_from_slice(&v.to_ne_bytes());
+    }
+    for v in [s.block_bytes, s.name_bytes_max, s.block_bytes, 0, 0, 0, 0, 0, 0, 0] {
+        out.extend_from_slice(&v.to_ne_bytes());
+    }
+}
+
+/// Appends `struct fuse_dirent` for `e`, padded to 8 bytes, if it fits in
+/// `limit` bytes; says whether it did.
+fn put_dirent(out: &mut Vec<u8>, e: &DirEntry, limit: usize) -> bool {
+    let unpadded = 24 + e.name.len();
+    let bytes = unpadded.next_multiple_of(8);
+    if out.len() + bytes > limit {
+        return false;
+    }
+    out.extend_from_slice(&e.ino.to_ne_bytes());
+    out.extend_from_slice(&e.next.to_ne_bytes());
+    out.extend_from_slice(&(e.name.len() as u32).to_ne_bytes());
+    out.extend_from_slice(&(mode_bits(e.kind) >> 12).to_ne_bytes());
+    out.extend_from_slice(&e.name);
+    out.resize(out.len() + bytes - unpadded, 0);
+    true
+}
+
+fn owner(h: &InHeader, mode: u32, umask: u32) -> Owner {
+    Owner { perm: (mode & !umask & 0o7777) as u16, uid: h.uid, gid: h.gid }
+}
+
+fn time(secs: u64, nanos: u32) -> Time {
+    Time { secs: secs as i64, nanos }
+}
+
+/// `struct fuse_setattr_in` as the changes it asks for.
+fn setattr_changes(a: &[u8]) -> Result<SetAttr, Errno> {
+    // valid (0), padding, fh (8), size (16), lock_owner (24), atime (32),
+    // mtime (40), ctime (48), atimensec (56), mtimensec (60), ctimensec
+    // (64), mode (68), unused4, uid (76), gid (80), unused5.
+    let valid = field32(a, 0)?;
+    let stamp = |set: u32, now: u32, secs: usize, nanos: usize| -> Result<Option<Time>, Errno> {
+        Ok(if valid & now != 0 {
+            Some(Time::now())
+        } else if valid & set != 0 {
+            Some(time(field64(a, secs)?, field32(a, nanos)?))
+        } else {
+            None
+        })
+    };
+    Ok(SetAttr {
+        perm: if valid & FATTR_MODE != 0 { Some((field32(a, 68)? & 0o7777) as u16) } else { None },
+        uid: if valid & FATTR_UID != 0 { Some(field32(a, 76)?) } else { None },
+        gid: if valid & FATTR_GID != 0 { Some(field32(a, 80)?) } else { None },
+        size: if valid & FATTR_SIZE != 0 { Some(field64(a, 16)?) } else { None },
+        atime: stamp(FATTR_ATIME, FATTR_ATIME_NOW, 32, 56)?,
+        mtime: stamp(FATTR_MTIME, FATTR_MTIME_NOW, 40, 60)?,
+    })
+}
+
+/// Answers one request: `arg` is the operation's fixed argument (the ring
+/// entry's `op_in`), `payload` what follows it (names, written data).
+/// The reply's bytes go to `out` (emptied first); an error is the errno
+/// to send instead. Operations this file system does not offer are
+/// `ENOSYS`, which tells the kernel not to ask again, as `fuser`'s
+/// defaults do.
+pub(crate) fn answer(
+    fs: &dyn FileSystem,
+    h: &InHeader,
+    arg: &[u8],
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), Errno> {
+    out.clear();
+    let ino = h.nodeid;
+    match h.opcode {
+        op::LOOKUP => put_entry(out, &fs.lookup(ino, name(payload)?.0)?),
+        op::GETATTR => put_attr_out(out, &fs.getattr(ino)?),
+        op::SETATTR => {
+            let mut changes = setattr_changes(arg)?;
+            let kill = (field32(arg, 0)? & FATTR_KILL_SUIDGID != 0).then_some(Kill::Told);
+            setid::on_setattr(fs, ino, &mut changes, kill)?;
+            put_attr_out(out, &fs.setattr(ino, &changes)?);
+        }
+        op::READLINK => out.extend_from_slice(&fs.readlink(ino)?),
+        op::SYMLINK => {
+            let (link, rest) = name(payload)?;
+            let (target, _) = name(rest)?;
+            let owner = Owner { perm: 0o777, uid: h.uid, gid: h.gid };
+            put_entry(out, &fs.symlink(ino, link, target, owner)?);
+        }
+        op::MKNOD => {
+            // mode (0), rdev (4), umask (8): regular files only, as the
+            // fuser front.
+            let (mode, umask) = (field32(arg, 0)?, field32(arg, 8)?);
+            if mode & libc::S_IFMT != libc::S_IFREG {
+                return Err(Errno::PERM);
+            }
+            put_entry(out, &fs.create(ino, name(payload)?.0, owner(h, mode, umask))?);
+        }
+        op::MKDIR => {
+            let (mode, umask) = (field32(arg, 0)?, field32(arg, 4)?);
+            put_entry(out, &fs.mkdir(ino, name(payload)?.0, owner(h, mode, umask))?);
+        }
+        op::UNLINK => fs.unlink(ino, name(payload)?.0)?,
+        op::RMDIR => fs.rmdir(ino, name(payload)?.0)?,
+        op::RENAME | op::RENAME2 => {
+            // newdir (0); RENAME2 adds flags (8): RENAME_NOREPLACE and
+            // RENAME_EXCHANGE are not offered (mv falls back).
+            if h.opcode == op::RENAME2 && field32(arg, 8)? != 0 {
+                return Err(Errno::INVAL);
+            }
+            let (from, rest) = name(payload)?;
+            let (to, _) = name(rest)?;
+            fs.rename(ino, from, field64(arg, 0)?, to)?;
+        }
+        op::LINK => put_entry(out, &fs.link(field64(arg, 0)?, ino, name(payload)?.0)?),
+        op::OPEN => {
+            fs.open(ino)?;
+            put_open(out);
+        }
+        op::READ => {
+            // fh (0), offset (8), size (16).
+            let (offset, size) = (field64(arg, 8)?, field32(arg, 16)? as usize);
+            out.resize(size, 0);
+            let n = fs.read(ino, offset, out)?;
+            out.truncate(n);
+        }
+        op::WRITE => {
+            let (offset, size) = (field64(arg, 8)?, field32(arg, 16)? as usize);
+            let data = payload.get(..size).ok_or(Errno::INVAL)?;
+            // write_flags (20).
+            if field32(arg, 20)? & WRITE_KILL_SUIDGID != 0 {
+                setid::on_write(fs, ino)?;
+            }
+            let n = fs.write(ino, offset, data)?;
+            out.extend_from_slice(&(n as u32).to_ne_bytes());
+            out.extend_from_slice(&[0u8; 4]);
+        }
+        op::STATFS => put_statfs(out, &fs.statfs()?),
+        op::RELEASE => fs.release(ino),
+        op::FSYNC | op::FSYNCDIR => fs.fsync(ino, field32(arg, 8)? & FSYNC_FDATASYNC != 0)?,
+        op::OPENDIR => put_open(out),
+        op::RELEASEDIR => {}
+        op::READDIR => {
+            let (offset, limit) = (field64(arg, 8)?, field32(arg, 16)? as usize);
+            fs.readdir(ino, offset, &mut |e| put_dirent(out, &e, limit))?;
+        }
+        op::CREATE => {
+            // flags (0), mode (4), umask (8), open_flags (12).
+            let (mode, umask) = (field32(arg, 4)?, field32(arg, 8)?);
+            let attr = fs.create(ino, name(payload)?.0, owner(h, mode, umask))?;
+            fs.open(attr.ino)?;
+            put_entry(out, &attr);
+            put_open(out);
+        }
+        // FLUSH: nothing is buffered per open file (see the fuser front).
+        op::FLUSH => return Err(Errno::NOSYS),
+        _ => return Err(Errno::NOSYS),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsapi::ModelFs;
+
+    fn header(opcode: u32, nodeid: u64) -> InHeader {
+        InHeader { opcode, unique: 7, nodeid, uid: 0, gid: 0 }
+    }
+
+    fn mkdir_arg(mode: u32, umask: u32) -> Vec<u8> {
+        [mode.to_ne_bytes(), umask.to_ne_bytes()].concat()
+    }
+
+    #[test]
+    fn a_request_header_is_read_field_by_field() {
+        let mut b = vec![0u8; IN_HEADER_BYTES];
+        b[4..8].copy_from_slice(&9u32.to_ne_bytes());
+        b[8..16].copy_from_slice(&77u64.to_ne_bytes());
+        b[16..24].copy_from_slice(&5u64.to_ne_bytes());
+        b[24..28].copy_from_slice(&1000u32.to_ne_bytes());
+        b[28..32].copy_from_slice(&100u32.to_ne_bytes());
+        let h = InHeader::parse(&b).unwrap();
+        assert_eq!(h, InHeader { opcode: 9, unique: 77, nodeid: 5, uid: 1000, gid: 100 });
+        assert_eq!(InHeader::parse(&b[..30]), None);
+    }
+
+    #[test]
+    fn an_error_reply_is_the_negated_errno_with_no_payload() {
+        let h = out_header(42, Err(Errno::NOENT));
+        assert_eq!(u32::from_ne_bytes(h[0..4].try_into().unwrap()), 16);
+        assert_eq!(i32::from_ne_bytes(h[4..8].try_into().unwrap()), -libc::ENOENT);
+        assert_eq!(u64::from_ne_bytes(h[8..16].try_into().unwrap()), 42);
+    }
+
+    #[test]
+    fn mkdir_then_lookup_answers_an_entry_naming_the_new_directory() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        answer(&fs, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o40755, 0o022), b"d\0", &mut out).unwrap();
+        assert_eq!(out.len(), 128);
+        let made = u64::from_ne_bytes(out[0..8].try_into().unwrap());
+        answer(&fs, &header(op::LOOKUP, fsapi::ROOT), &[], b"d\0", &mut out).unwrap();
+        assert_eq!(u64::from_ne_bytes(out[0..8].try_into().unwrap()), made);
+        let mode = u32::from_ne_bytes(out[40 + 60..40 + 64].try_into().unwrap());
+        assert_eq!(mode, libc::S_IFDIR | 0o755);
+    }
+
+    #[test]
+    fn a_name_without_its_nul_is_einval() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let got = answer(&fs, &header(op::LOOKUP, fsapi::ROOT), &[], b"d", &mut out);
+        assert_eq!(got, Err(Errno::INVAL));
+    }
+
+    #[test]
+    fn a_fixed_argument_cut_short_is_einval() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let got = answer(&fs, &header(op::MKDIR, fsapi::ROOT), &[0u8; 6], b"d\0", &mut out);
+        assert_eq!(got, Err(Errno::INVAL));
+    }
+
+    #[test]
+    fn write_then_read_round_trips_the_data() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let create = [0u32, 0o100644, 0o022, 0].map(u32::to_ne_bytes).concat();
+        answer(&fs, &header(op::CREATE, fsapi::ROOT), &create, b"f\0", &mut out).unwrap();
+        let ino = u64::from_ne_bytes(out[0..8].try_into().unwrap());
+        let mut io = vec![0u8; 40];
+        io[8..16].copy_from_slice(&3u64.to_ne_bytes());
+        io[16..20].copy_from_slice(&5u32.to_ne_bytes());
+        answer(&fs, &header(op::WRITE, ino), &io, b"hello", &mut out).unwrap();
+        assert_eq!(u32::from_ne_bytes(out[0..4].try_into().unwrap()), 5);
+        io[8..16].copy_from_slice(&0u64.to_ne_bytes());
+        io[16..20].copy_from_slice(&100u32.to_ne_bytes());
+        answer(&fs, &header(op::READ, ino), &io, &[], &mut out).unwrap();
+        assert_eq!(out, b"\0\0\0hello");
+    }
+
+    #[test]
+    fn readdir_stops_before_an_entry_that_would_not_fit() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        for n in [b"a\0", b"b\0", b"c\0"] {
+            answer(&fs, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o755, 0), n, &mut out).unwrap();
+        }
+        let mut arg = vec![0u8; 40];
+        // Room for two 32-byte entries (24 bytes and a one-byte name, padded).
+        arg[16..20].copy_from_slice(&70u32.to_ne_bytes());
+        answer(&fs, &header(op::READDIR, fsapi::ROOT), &arg, &[], &mut out).unwrap();
+        assert_eq!(out.len(), 64);
+        let next = u64::from_ne_bytes(out[40..48].try_into().unwrap());
+        arg[8..16].copy_from_slice(&next.to_ne_bytes());
+        answer(&fs, &header(op::READDIR, fsapi::ROOT), &arg, &[], &mut out).unwrap();
+        assert_eq!(out.len(), 32, "the third entry comes from the second entry's offset");
+    }
+
+    #[test]
+    fn rename2_with_flags_is_refused_and_without_moves_the_entry() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        answer(&fs, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o755, 0), b"a\0", &mut out).unwrap();
+        let mut arg = [fsapi::ROOT.to_ne_bytes(), [0u8; 8]].concat();
+        arg[8..12].copy_from_slice(&1u32.to_ne_bytes());
+        let refused = answer(&fs, &header(op::RENAME2, fsapi::ROOT), &arg, b"a\0b\0", &mut out);
+        assert_eq!(refused, Err(Errno::INVAL));
+        arg[8..12].copy_from_slice(&0u32.to_ne_bytes());
+        answer(&fs, &header(op::RENAME2, fsapi::ROOT), &arg, b"a\0b\0", &mut out).unwrap();
+        assert!(fs.lookup(fsapi::ROOT, OsStr::new("b")).is_ok());
+    }
+
+    #[test]
+    fn a_setattr_the_kernel_marks_clears_setuid_before_the_chown() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let create = [0u32, 0o104755, 0, 0].map(u32::to_ne_bytes).concat();
+        answer(&fs, &header(op::CREATE, fsapi::ROOT), &create, b"f\0", &mut out).unwrap();
+        let ino = u64::from_ne_bytes(out[0..8].try_into().unwrap());
+        let mut arg = vec![0u8; 88];
+        arg[0..4].copy_from_slice(&(FATTR_UID | FATTR_KILL_SUIDGID).to_ne_bytes());
+        arg[76..80].copy_from_slice(&7u32.to_ne_bytes());
+        answer(&fs, &header(op::SETATTR, ino), &arg, &[], &mut out).unwrap();
+        let attr = fs.getattr(ino).unwrap();
+        assert_eq!((attr.uid, attr.perm), (7, 0o755));
+    }
+
+    #[test]
+    fn counts_add_rename2_to_rename_and_leave_out_what_never_came() {
+        let counts = OpCounts::new();
+        for code in [op::RENAME, op::RENAME2, op::LOOKUP, 9999] {
+            counts.add(code);
+        }
+        assert_eq!(counts.by_name(), vec![("rename", 2), ("lookup", 1), ("other", 1)]);
+    }
+
+    #[test]
+    fn an_unknown_operation_is_enosys() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        assert_eq!(answer(&fs, &header(9999, 1), &[], &[], &mut out), Err(Errno::NOSYS));
+    }
+}
