@@ -84,40 +84,42 @@ mod tests {
         fs.create(ROOT, OsStr::new("f"), Owner { perm, uid: 0, gid: 0 }).unwrap().ino
     }
 
+    /// The mode `changes` asks for once the kill is applied.
+    fn mode_after(fs: &ModelFs, ino: Ino, mut changes: SetAttr, kill: Kill) -> Option<u16> {
+        on_setattr(fs, ino, &mut changes, Some(kill)).unwrap();
+        changes.perm
+    }
+
     #[test]
     fn a_chown_by_rule_clears_setuid_and_setgid_with_group_execute() {
         let fs = ModelFs::new();
         let ino = file(&fs, 0o6755);
-        let mut changes = SetAttr { uid: Some(5), ..SetAttr::default() };
-        on_setattr(&fs, ino, &mut changes, Some(Kill::ByRule)).unwrap();
-        assert_eq!(changes.perm, Some(0o0755));
+        let chown = SetAttr { uid: Some(5), ..SetAttr::default() };
+        assert_eq!(mode_after(&fs, ino, chown, Kill::ByRule), Some(0o0755));
     }
 
     #[test]
     fn setgid_without_group_execute_stays() {
         let fs = ModelFs::new();
         let ino = file(&fs, 0o6744);
-        let mut changes = SetAttr { gid: Some(5), ..SetAttr::default() };
-        on_setattr(&fs, ino, &mut changes, Some(Kill::Told)).unwrap();
-        assert_eq!(changes.perm, Some(0o2744));
+        let chown = SetAttr { gid: Some(5), ..SetAttr::default() };
+        assert_eq!(mode_after(&fs, ino, chown, Kill::Told), Some(0o2744));
     }
 
     #[test]
     fn a_chown_of_a_directory_by_rule_keeps_its_bits() {
         let fs = ModelFs::new();
         let ino = fs.mkdir(ROOT, OsStr::new("d"), Owner { perm: 0o2775, uid: 0, gid: 0 }).unwrap().ino;
-        let mut changes = SetAttr { gid: Some(5), ..SetAttr::default() };
-        on_setattr(&fs, ino, &mut changes, Some(Kill::ByRule)).unwrap();
-        assert_eq!(changes.perm, None);
+        let chown = SetAttr { gid: Some(5), ..SetAttr::default() };
+        assert_eq!(mode_after(&fs, ino, chown, Kill::ByRule), None);
     }
 
     #[test]
     fn a_change_that_sets_the_mode_is_left_as_asked() {
         let fs = ModelFs::new();
         let ino = file(&fs, 0o4755);
-        let mut changes = SetAttr { uid: Some(5), perm: Some(0o4711), ..SetAttr::default() };
-        on_setattr(&fs, ino, &mut changes, Some(Kill::Told)).unwrap();
-        assert_eq!(changes.perm, Some(0o4711));
+        let chmod_too = SetAttr { uid: Some(5), perm: Some(0o4711), ..SetAttr::default() };
+        assert_eq!(mode_after(&fs, ino, chmod_too, Kill::Told), Some(0o4711));
     }
 
     #[test]

@@ -84,35 +84,34 @@ impl Drop for Mounted {
     }
 }
 
-pub(crate) fn fuse_usable() -> bool {
-    if Path::new("/dev/fuse").exists() {
-        return true;
+/// `available`, or else a skip said on standard error (a failure when CI
+/// set `required_by`, which says the machine must have it).
+fn usable_or_skip(available: bool, required_by: &str, missing: &str) -> bool {
+    if !available {
+        assert!(std::env::var_os(required_by).is_none(), "{required_by} is set but {missing}");
+        eprintln!("skipped: {missing}");
     }
-    assert!(
-        std::env::var_os("IOLAB_REQUIRE_FUSE").is_none(),
-        "IOLAB_REQUIRE_FUSE is set but /dev/fuse is missing"
-    );
-    eprintln!("skipped: /dev/fuse is missing, so nothing can be mounted through FUSE here");
-    false
+    available
+}
+
+pub(crate) fn fuse_usable() -> bool {
+    usable_or_skip(
+        Path::new("/dev/fuse").exists(),
+        "IOLAB_REQUIRE_FUSE",
+        "/dev/fuse is missing, so nothing can be mounted through FUSE here",
+    )
 }
 
 /// Whether FUSE over io_uring can be used here (the fuse module's
 /// `enable_uring`); CI turns it on and sets IOLAB_REQUIRE_FUSE_URING.
 fn fuse_uring_usable() -> bool {
-    if !fuse_usable() {
-        return false;
-    }
-    let enabled =
-        std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring").is_ok_and(|v| v.trim() == "Y");
-    if enabled {
-        return true;
-    }
-    assert!(
-        std::env::var_os("IOLAB_REQUIRE_FUSE_URING").is_none(),
-        "IOLAB_REQUIRE_FUSE_URING is set but the fuse module's enable_uring is off"
-    );
-    eprintln!("skipped: FUSE over io_uring is off here (/sys/module/fuse/parameters/enable_uring)");
-    false
+    let parameter = "/sys/module/fuse/parameters/enable_uring";
+    fuse_usable()
+        && usable_or_skip(
+            std::fs::read_to_string(parameter).is_ok_and(|v| v.trim() == "Y"),
+            "IOLAB_REQUIRE_FUSE_URING",
+            &format!("FUSE over io_uring is off here ({parameter})"),
+        )
 }
 
 pub(crate) fn run(program: &str, args: &[&str]) {
