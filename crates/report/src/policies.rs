@@ -1,26 +1,37 @@
 //! `iolab sweep policies`: the first seed's table. Rows tar and rm, a
-//! column per metadata policy, minutes:seconds (median of the repeats,
-//! min-max), each column's ratio to `async`, and the device counters that
-//! explain it.
+//! column per metadata policy of iolab's file system (and per kernel file
+//! system or directory compared with them), minutes:seconds (median of
+//! the repeats, min-max), each column's ratio to `async`, the device
+//! counters that explain it, and how each column ran.
 
 use std::fmt::Write as _;
 
-/// One timed phase of one run: what `iolab fs untar` or `rm` measured.
+/// One timed phase of one run and what the device saw (4 KiB blocks
+/// written, write requests, flushes; a kernel file system's from its
+/// block device's statistics).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PhaseRun {
     pub seconds: f64,
     pub blocks_written: u64,
     pub write_requests: u64,
-    pub sync_writes: u64,
+    /// Writes made synchronous by the policy; `None` where not known (a
+    /// kernel file system).
+    pub sync_writes: Option<u64>,
     pub flushes: u64,
-    /// Bytes written to the `log` policy's log (0 under the others).
-    pub log_bytes: u64,
+    /// Bytes written to the `log` policy's log; `None` where there is no
+    /// iolab log (a kernel file system).
+    pub log_bytes: Option<u64>,
 }
 
-/// Every repeat of one policy.
+/// Every repeat of one column: a policy of iolab's file system, a kernel
+/// file system, or a directory.
 #[derive(Clone, Debug, Default)]
-pub struct PolicyRuns {
-    pub policy: String,
+pub struct ColumnRuns {
+    /// The column's heading ("async", "ext4-nojournal", ...).
+    pub name: String,
+    /// How it ran: the file system, how it was made and mounted, and what
+    /// drove the work.
+    pub how: String,
     pub tar: Vec<PhaseRun>,
     pub rm: Vec<PhaseRun>,
 }
@@ -35,7 +46,7 @@ pub struct PoliciesSweep {
     pub repeats: u32,
     /// The target's line: where the file systems were made and how.
     pub target: String,
-    pub policies: Vec<PolicyRuns>,
+    pub columns: Vec<ColumnRuns>,
 }
 
 /// Median, min and max of one phase's figure over the repeats.
@@ -50,7 +61,7 @@ pub fn median_min_max(values: impl Iterator<Item = f64>) -> (f64, f64, f64) {
     (median, v[0], v[n - 1])
 }
 
-impl PolicyRuns {
+impl ColumnRuns {
     pub fn phase(&self, phase: Phase) -> &[PhaseRun] {
         match phase {
             Phase::Tar => &self.tar,
@@ -77,7 +88,7 @@ impl Phase {
 impl PoliciesSweep {
     /// A phase's median seconds under `async`, when it ran.
     pub fn async_median(&self, phase: Phase) -> Option<f64> {
-        let runs = self.policies.iter().find(|p| p.policy == "async")?;
+        let runs = self.columns.iter().find(|p| p.name == "async")?;
         Some(median_min_max(runs.phase(phase).iter().map(|r| r.seconds)).0)
     }
 }
@@ -107,12 +118,12 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
     );
     // Every cell first, then the columns as wide as their widest cell.
     let mut rows: Vec<Vec<String>> =
-        vec![std::iter::once(String::new()).chain(s.policies.iter().map(|p| p.policy.clone())).collect()];
+        vec![std::iter::once(String::new()).chain(s.columns.iter().map(|p| p.name.clone())).collect()];
     for phase in [Phase::Tar, Phase::Rm] {
         let base = s.async_median(phase);
         let mut times = vec![phase.name().to_string()];
         let mut ratios = vec![String::new()];
-        for p in &s.policies {
+        for p in &s.columns {
             let (median, min, max) = median_min_max(p.phase(phase).iter().map(|r| r.seconds));
             times.push(format!("{} ({}-{})", min_sec(median), min_sec(min), min_sec(max)));
             ratios.push(base.filter(|b| *b > 0.0).map_or(String::new(), |b| format!("x{:.2}", median / b)));
@@ -126,22 +137,27 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
     ]);
     for phase in [Phase::Tar, Phase::Rm] {
         let mut cells = vec![phase.name().to_string()];
-        for p in &s.policies {
+        for p in &s.columns {
             let runs = p.phase(phase);
             let med = |f: fn(&PhaseRun) -> u64| median_min_max(runs.iter().map(|r| f(r) as f64)).0 as u64;
-            let log = med(|r| r.log_bytes);
+            let known = |f: fn(&PhaseRun) -> Option<u64>| runs.iter().all(|r| f(r).is_some());
+            let sync_writes = if known(|r| r.sync_writes) {
+                med(|r| r.sync_writes.unwrap_or(0)).to_string()
+            } else {
+                "-".into()
+            };
+            let log = med(|r| r.log_bytes.unwrap_or(0));
             cells.push(format!(
-                "{}/{}/{}/{}/{}",
+                "{}/{}/{sync_writes}/{}/{}",
                 med(|r| r.blocks_written),
                 med(|r| r.write_requests),
-                med(|r| r.sync_writes),
                 med(|r| r.flushes),
                 if log == 0 { "-".to_string() } else { crate::target::human(log) }
             ));
         }
         rows.push(cells);
     }
-    let columns = s.policies.len() + 1;
+    let columns = s.columns.len() + 1;
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
             rows.iter().filter(|r| r.len() > 1).filter_map(|r| r.get(c)).map(String::len).max().unwrap_or(0)
@@ -154,6 +170,10 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
         }
         let line: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    let _ = writeln!(out, "how each column ran:");
+    for c in &s.columns {
+        let _ = writeln!(out, "  {}: {}", c.name, c.how);
     }
     out
 }

@@ -146,12 +146,35 @@ impl Done {
 }
 
 /// Opens the target, drops its page cache, then mounts, runs `work` (with
-/// the mount's syncer beside it) and unmounts on the clock. The unmount writes everything back whether the
-/// work succeeded or not, so a failed run leaves a clean image.
+/// the mount's syncer beside it) and unmounts on the clock. The unmount
+/// writes everything back whether the work succeeded or not, so a failed
+/// run leaves a clean image.
 pub(crate) fn in_process(
     target: &str,
     mount: &InProcess,
     work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,
+) -> anyhow::Result<Done> {
+    mounted(target, mount, |fs| {
+        // The syncer runs beside the work, as under a mount.
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let syncer = scope.spawn(|| super::syncer(fs, &done, || {}));
+            let worked = work(&**fs);
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            syncer.thread().unpark();
+            worked
+        })
+    })
+}
+
+/// Opens the target, drops its page cache, then mounts, runs `work` with
+/// the mounted file system, and unmounts, all on the clock (the unmount
+/// runs whether the work succeeded or not). `work` must leave no other
+/// holder of the file system behind.
+pub(crate) fn mounted(
+    target: &str,
+    mount: &InProcess,
+    work: impl FnOnce(&Arc<Ffs>) -> anyhow::Result<()>,
 ) -> anyhow::Result<Done> {
     let cache_bytes = parse_bytes("cache", &mount.cache).map_err(UsageError::from)?;
     let stack =
@@ -160,16 +183,10 @@ pub(crate) fn in_process(
     device.drop_cache().with_context(|| format!("{target}: cannot drop its page cache"))?;
     let media = device.media();
     let start = Instant::now();
-    let fs = Ffs::mount(device, &MountOptions { policy: mount.policy, cache_bytes })?;
-    // The syncer runs beside the work, as under a mount.
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let worked = std::thread::scope(|scope| {
-        let syncer = scope.spawn(|| super::syncer(&fs, &done, || {}));
-        let worked = work(&fs);
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        syncer.thread().unpark();
-        worked
-    });
+    let fs = Arc::new(Ffs::mount(device, &MountOptions { policy: mount.policy, cache_bytes })?);
+    let worked = work(&fs);
+    let fs =
+        Arc::try_unwrap(fs).map_err(|_| anyhow::anyhow!("the file system is still in use after the work"))?;
     let unmounted = fs.unmount().context("cannot write the file system back");
     let seconds = start.elapsed().as_secs_f64();
     stack.close()?;

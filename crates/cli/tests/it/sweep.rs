@@ -177,11 +177,83 @@ fn policies_sweep_prints_the_seeds_table_and_its_json() {
     }
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["schema"], "iolab-sweep-policies");
-    assert_eq!(doc["policies"].as_array().unwrap().len(), 4);
+    assert_eq!(doc["columns"].as_array().unwrap().len(), 4);
     assert!(
-        doc["policies"][0]["tar"]["runs"][0]["sync_writes"].as_u64().unwrap() > 0,
+        doc["columns"][0]["tar"]["runs"][0]["sync_writes"].as_u64().unwrap() > 0,
         "sync writes synchronously"
     );
+}
+
+/// A small sweep with `extra` arguments (one copy of a 40-file tree, one
+/// repeat); its table, and its JSON document.
+fn small_policies_sweep(extra: &[&str]) -> (String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let mut args =
+        vec!["sweep", "policies", "--files", "40", "--copies", "1", "--repeat", "1", "--size", "64m"];
+    args.extend(["--json", json.to_str().unwrap()]);
+    args.extend(extra);
+    let out = iolab(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (stdout(&out), doc)
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("skipped: kernel file systems on loop devices need root");
+    }
+    root
+}
+
+#[test]
+fn a_kernel_column_runs_gnu_tar_on_a_new_ext4_beside_the_policies() {
+    if !is_root() {
+        return;
+    }
+    let (text, doc) = small_policies_sweep(&["--policies", "async", "--kernel", "ext4-nojournal"]);
+    assert!(text.contains("ext4-nojournal: mkfs.ext4 -q -F -O ^has_journal on a loop device"), "{text}");
+    let column = &doc["columns"][1];
+    assert_eq!(column["name"], "ext4-nojournal");
+    let run = &column["tar"]["runs"][0];
+    assert!(run["blocks_written"].as_u64().unwrap() > 0, "the loop device's counters: {run}");
+    assert!(run["sync_writes"].is_null(), "a kernel file system's synchronous writes are not known: {run}");
+    assert!(column["tar"]["vs_async"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn the_fuse_driver_runs_gnu_tar_through_a_mount_of_each_policy() {
+    if !crate::fs::fuse_usable() {
+        return;
+    }
+    let (text, doc) = small_policies_sweep(&["--policies", "softdep,async", "--driver", "fuse"]);
+    assert!(text.contains("mounted through FUSE (served"), "{text}");
+    let run = &doc["columns"][0]["tar"]["runs"][0];
+    assert!(run["blocks_written"].as_u64().unwrap() > 0, "{run}");
+}
+
+#[test]
+fn a_directory_column_works_in_a_directory_of_its_own_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, doc) = small_policies_sweep(&["--policies", "none", "--dir", dir.path().to_str().unwrap()]);
+    assert!(text.contains("a directory on "), "{text}");
+    assert!(doc["columns"][0]["rm"]["runs"][0]["seconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "its work directory is gone");
+}
+
+#[test]
+fn policies_sweep_names_what_is_wrong_with_its_columns() {
+    for (args, says) in [
+        (&["--kernel", "ext3"][..], "choose from"),
+        (&["--policies", "none"][..], "nothing to compare"),
+        (&["--dir", "/nonexistent/iolab"][..], "--dir /nonexistent/iolab"),
+    ] {
+        let out = iolab(&[&["sweep", "policies"][..], args].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
 }
 
 #[test]

@@ -1,11 +1,12 @@
-//! `iolab sweep policies --json`: schema `iolab-sweep-policies`, version 1.
+//! `iolab sweep policies --json`: schema `iolab-sweep-policies`, version 2
+//! (version 1 had only iolab's policies, under `policies`).
 
 use serde::Serialize;
 
-use crate::policies::{median_min_max, Phase, PhaseRun, PoliciesSweep, PolicyRuns};
+use crate::policies::{median_min_max, ColumnRuns, Phase, PhaseRun, PoliciesSweep};
 
 pub const SCHEMA: &str = "iolab-sweep-policies";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepPoliciesDocument {
@@ -18,12 +19,13 @@ pub struct SweepPoliciesDocument {
     pub copies: u32,
     pub repeats: u32,
     pub target: String,
-    pub policies: Vec<Policy>,
+    pub columns: Vec<Column>,
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct Policy {
-    pub policy: String,
+pub struct Column {
+    pub name: String,
+    pub how: String,
     pub tar: PhaseSummary,
     pub rm: PhaseSummary,
 }
@@ -43,9 +45,9 @@ pub struct Run {
     pub seconds: f64,
     pub blocks_written: u64,
     pub write_requests: u64,
-    pub sync_writes: u64,
+    pub sync_writes: Option<u64>,
     pub flushes: u64,
-    pub log_bytes: u64,
+    pub log_bytes: Option<u64>,
 }
 
 impl From<&PhaseRun> for Run {
@@ -61,7 +63,7 @@ impl From<&PhaseRun> for Run {
     }
 }
 
-fn summary(s: &PoliciesSweep, p: &PolicyRuns, phase: Phase) -> PhaseSummary {
+fn summary(s: &PoliciesSweep, p: &ColumnRuns, phase: Phase) -> PhaseSummary {
     let runs = p.phase(phase);
     let (median_s, min_s, max_s) = median_min_max(runs.iter().map(|r| r.seconds));
     PhaseSummary {
@@ -85,11 +87,12 @@ impl SweepPoliciesDocument {
             copies: s.copies,
             repeats: s.repeats,
             target: s.target.clone(),
-            policies: s
-                .policies
+            columns: s
+                .columns
                 .iter()
-                .map(|p| Policy {
-                    policy: p.policy.clone(),
+                .map(|p| Column {
+                    name: p.name.clone(),
+                    how: p.how.clone(),
                     tar: summary(s, p, Phase::Tar),
                     rm: summary(s, p, Phase::Rm),
                 })

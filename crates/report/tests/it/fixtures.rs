@@ -457,3 +457,40 @@ pub fn bonnie_result(seed: u64) -> BonnieResult {
         phases,
     }
 }
+
+fn phase(seconds: f64, sync_writes: Option<u64>, log_bytes: Option<u64>) -> report::PhaseRun {
+    report::PhaseRun {
+        seconds,
+        blocks_written: 4700,
+        write_requests: 150,
+        sync_writes,
+        flushes: 3,
+        log_bytes,
+    }
+}
+
+/// A policies sweep: three of iolab's policies and a kernel column.
+pub fn policies_sweep() -> report::PoliciesSweep {
+    let runs = |name: &str, tar: f64, rm: f64, sync_writes: Option<u64>, log_bytes: Option<u64>| {
+        report::ColumnRuns {
+            name: name.into(),
+            how: format!("how {name} ran"),
+            tar: vec![phase(tar, sync_writes, log_bytes), phase(tar * 1.1, sync_writes, log_bytes)],
+            rm: vec![phase(rm, sync_writes, log_bytes)],
+        }
+    };
+    report::PoliciesSweep {
+        archive: "glibc-2.36.tar.xz".into(),
+        entries: 21116,
+        data_bytes: 235_600_000,
+        copies: 10,
+        repeats: 2,
+        target: "fs.img (file on ext4, buffered), a new file system of 8.0 GiB per run".into(),
+        columns: vec![
+            runs("sync", 80.0, 60.0, Some(439_450), Some(0)),
+            runs("log", 9.5, 3.2, Some(0), Some(17_900_000)),
+            runs("async", 8.0, 3.0, Some(0), Some(0)),
+            runs("ext4-nojournal", 9.0, 2.5, None, None),
+        ],
+    }
+}

@@ -149,37 +149,9 @@ fn sweep_stripes_documents_match_their_golden_file() {
     check_golden("sweep_stripes.json", &docs.join("\n"));
 }
 
-fn phase(seconds: f64, sync_writes: u64, log_bytes: u64) -> report::PhaseRun {
-    report::PhaseRun {
-        seconds,
-        blocks_written: 4700,
-        write_requests: 150,
-        sync_writes,
-        flushes: 3,
-        log_bytes,
-    }
-}
-
 #[test]
 fn sweep_policies_document_matches_its_golden_file() {
-    let runs = |policy: &str, tar: f64, rm: f64, sync_writes: u64, log_bytes: u64| report::PolicyRuns {
-        policy: policy.into(),
-        tar: vec![phase(tar, sync_writes, log_bytes), phase(tar * 1.1, sync_writes, log_bytes)],
-        rm: vec![phase(rm, sync_writes, log_bytes)],
-    };
-    let sweep = report::PoliciesSweep {
-        archive: "glibc-2.36.tar.xz".into(),
-        entries: 21116,
-        data_bytes: 235_600_000,
-        copies: 10,
-        repeats: 2,
-        target: "fs.img (file on ext4, buffered), a new file system of 8.0 GiB per run".into(),
-        policies: vec![
-            runs("sync", 80.0, 60.0, 439_450, 0),
-            runs("log", 9.5, 3.2, 0, 17_900_000),
-            runs("async", 8.0, 3.0, 0, 0),
-        ],
-    };
+    let sweep = fixtures::policies_sweep();
     let doc = report::json::SweepPoliciesDocument::new("0.1.0", &sweep);
     check_golden("sweep_policies.json", &doc.to_json());
 }

@@ -132,3 +132,8 @@ fn bad_blocks_outweigh_an_incomplete_journal() {
     assert_eq!(outcome(true, 3), report::Outcome::JournalIncomplete);
     assert_eq!(outcome(true, 0), report::Outcome::Ok);
 }
+
+#[test]
+fn policies_table_matches_its_golden_file() {
+    check_golden("sweep_policies.txt", &report::policies_table(&fixtures::policies_sweep()));
+}

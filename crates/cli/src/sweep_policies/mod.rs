@@ -1,0 +1,356 @@
+//! `iolab sweep policies`: the first seed's table in one command. Each
+//! run makes a new file system, extracts the archive's copies into
+//! separate directories and unmounts, then mounts again with a cold
+//! cache, removes every copy and unmounts; each phase timed from the mount
+//! to the end of the unmount. Columns alternate within each repeat: iolab's
+//! file system under each policy (driven in-process by iolab's own tar and
+//! rm, or through FUSE by GNU tar and rm), kernel file systems made on the
+//! same file (`kernel.rs`), a directory the user mounted (`dir.rs`).
+
+mod dir;
+mod gnu;
+mod kernel;
+mod progress;
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use ffs::{MkfsOptions, Policy};
+use fsapi::{FileSystem, Owner, ROOT};
+use workloads::spec::parse_bytes;
+use workloads::tree::{archive_size, extract_observed, load_archive, remove_tree, source_archive};
+
+use self::dir::UserDir;
+use self::gnu::Work;
+use self::kernel::{Backing, KernelFs};
+use self::progress::Progress;
+use crate::fs::tree::{in_process, Done, InProcess};
+use crate::fs::BlockLogArgs;
+use crate::UsageError;
+
+/// How iolab's file system is driven.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Driver {
+    /// iolab's own tar and rm in-process, through fsapi: no kernel, no
+    /// system calls; the file system's own cost.
+    Direct,
+    /// Mounted through FUSE; GNU tar and rm run through the mount, as a
+    /// user's would.
+    Fuse,
+}
+
+#[derive(Debug, Args)]
+pub struct PoliciesArgs {
+    /// A tar archive (plain, gzip or xz) to extract, e.g. glibc-source's
+    /// /usr/src/glibc/glibc-*.tar.xz; default: a seeded source-like tree
+    /// (docs/fs.md).
+    #[arg(long, value_name = "FILE")]
+    pub archive: Option<PathBuf>,
+    /// Files in the generated tree (without --archive).
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub files: u32,
+    /// Copies extracted per run, each into its own directory (the seed: 10).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub copies: u32,
+    /// Runs per policy (the seed: 4).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub repeat: u32,
+    /// iolab's metadata policies, in the table's order ("none" for none).
+    #[arg(long, value_name = "LIST", default_value = "sync,softdep,log,async")]
+    pub policies: String,
+    /// How iolab's file system is driven: direct (iolab's own tar and rm
+    /// in-process, the file system's cost alone) or fuse (mounted through
+    /// FUSE, with GNU tar and rm).
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = Driver::Direct)]
+    pub driver: Driver,
+    /// Kernel file systems to compare, a column each (ext4, ext4-journal,
+    /// ext4-nojournal, ext4-sync, xfs, btrfs): each run makes one on a
+    /// loop device over the same file (or on --target when it is a block
+    /// device), mounts it and runs GNU tar and rm. Needs root and the
+    /// mkfs tools.
+    #[arg(long, value_name = "LIST")]
+    pub kernel: Option<String>,
+    /// A directory on a file system already mounted, as one more column:
+    /// GNU tar and rm in a new directory under it (removed at the end);
+    /// its type and options are reported.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The file or block device the file systems are made on, a new one
+    /// per run (a target holding data needs --force); default: a
+    /// temporary file, removed at the end.
+    #[arg(long, value_name = "PATH")]
+    pub target: Option<String>,
+    /// Size of a file target to create (default: room for the copies
+    /// twice over, at least 1 GiB).
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// The buffer cache of each mount.
+    #[arg(long, value_name = "SIZE", default_value = "64m")]
+    pub cache: String,
+    /// Make file systems on a target that holds data.
+    #[arg(long)]
+    pub force: bool,
+    /// The generated tree's seed.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Write the results as JSON (schema iolab-sweep-policies, version 1)
+    /// to FILE ("-" for standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// One column of the table.
+enum Column {
+    Iolab(Policy),
+    Kernel(KernelFs),
+    Dir(UserDir),
+}
+
+impl Column {
+    fn name(&self) -> String {
+        match self {
+            Column::Iolab(p) => p.name().to_string(),
+            Column::Kernel(k) => k.name().to_string(),
+            Column::Dir(d) => d.name(),
+        }
+    }
+}
+
+/// The columns asked for, checked before anything is written.
+fn columns(args: &PoliciesArgs, block_device: bool) -> Result<Vec<Column>, UsageError> {
+    let mut columns = Vec::new();
+    if !matches!(args.policies.trim(), "" | "none") {
+        for p in args.policies.split(',') {
+            columns.push(Column::Iolab(p.trim().parse::<Policy>().map_err(UsageError)?));
+        }
+    }
+    let mut kernel = Vec::new();
+    for k in args.kernel.iter().flat_map(|list| list.split(',')).filter(|k| !k.trim().is_empty()) {
+        kernel.push(k.trim().parse::<KernelFs>().map_err(UsageError)?);
+    }
+    kernel::check_tools(&kernel, !block_device)?;
+    columns.extend(kernel.into_iter().map(Column::Kernel));
+    if let Some(dir) = &args.dir {
+        columns.push(Column::Dir(UserDir::find(dir)?));
+    }
+    if columns.is_empty() {
+        return Err(UsageError(
+            "nothing to compare: name policies (--policies sync,softdep,log,async), --kernel file systems or a --dir"
+                .into(),
+        ));
+    }
+    let gnu = args.driver == Driver::Fuse || columns.iter().any(|c| !matches!(c, Column::Iolab(_)));
+    for program in ["tar", "rm"] {
+        if gnu && kernel::find_program(program).is_none() {
+            return Err(UsageError(format!(
+                "GNU {program} is not installed; the kernel, --dir and fuse columns run it"
+            )));
+        }
+    }
+    if args.driver == Driver::Fuse && !Path::new("/dev/fuse").exists() {
+        return Err(UsageError("--driver fuse: /dev/fuse is missing; use --driver direct".into()));
+    }
+    Ok(columns)
+}
+
+pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
+    if args.copies == 0 || args.repeat == 0 {
+        return Err(UsageError("--copies and --repeat: give at least 1".into()).into());
+    }
+    let block_device = args.target.as_deref().is_some_and(is_block_device);
+    let columns = columns(&args, block_device)?;
+    parse_bytes("cache", &args.cache).map_err(UsageError::from)?;
+    if let Some(path) = &args.json {
+        crate::check_output("json", path, true)?;
+    }
+    let (name, tar) = match &args.archive {
+        Some(path) => {
+            (path.display().to_string(), load_archive(path).map_err(|e| UsageError(e.to_string()))?.tar)
+        }
+        None => (
+            format!("a generated source-like tree (seed {}, {} files)", args.seed, args.files),
+            source_archive(args.seed, args.files),
+        ),
+    };
+    let (entries, data_bytes) = archive_size(&tar).map_err(|e| UsageError(e.to_string()))?;
+    let size = match &args.size {
+        Some(s) => parse_bytes("size", s).map_err(UsageError::from)?,
+        None => (2 * u64::from(args.copies) * (data_bytes + 4096 * entries)).max(1 << 30),
+    };
+    let temp = tempfile::Builder::new().prefix("iolab-policies-").tempdir()?;
+    let target = match &args.target {
+        Some(t) => t.clone(),
+        None => temp.path().join("fs.img").display().to_string(),
+    };
+    let mountpoint = temp.path().join("mnt");
+    std::fs::create_dir(&mountpoint)?;
+    // The first file system made checks the target (--force where it
+    // holds data) and sizes a new file; every run after replaces the
+    // sweep's own.
+    let (stack, _) =
+        crate::fs::make(&target, Some(size), &MkfsOptions::default(), args.force, None, &no_log())?;
+    let medium = stack.device().media().iter().map(report::medium_kind).collect::<Vec<_>>().join(", ");
+    stack.close()?;
+    let gnu_needed = args.driver == Driver::Fuse || columns.iter().any(|c| !matches!(c, Column::Iolab(_)));
+    let work = if gnu_needed { Some(Work::new(&tar, args.copies)?) } else { None };
+    let backing = if block_device { Backing::Device(&target) } else { Backing::File(Path::new(&target)) };
+    let mut runs: Vec<report::ColumnRuns> =
+        columns.iter().map(|c| report::ColumnRuns { name: c.name(), ..Default::default() }).collect();
+    let progress = Progress::new(entries, args.copies, u64::from(args.repeat) * columns.len() as u64);
+    let ctx =
+        RunContext { args: &args, target: &target, mountpoint: &mountpoint, tar: &tar, work: work.as_ref() };
+    for repeat in 1..=args.repeat {
+        for (column, runs) in columns.iter().zip(runs.iter_mut()) {
+            let name = runs.name.clone();
+            let phase = progress.run(repeat, args.repeat, &name);
+            let (tar_run, rm_run, how) = match column {
+                Column::Iolab(policy) => ctx.iolab(*policy, size, &phase)?,
+                Column::Kernel(fs) => {
+                    let work = ctx.work.expect("GNU tar's archive is written when a kernel column runs");
+                    let (tar_run, rm_run, on) = kernel::run_once(*fs, &backing, &mountpoint, work, &phase)?;
+                    (tar_run, rm_run, fs.how(&on))
+                }
+                Column::Dir(dir) => {
+                    let work = ctx.work.expect("GNU tar's archive is written when a --dir column runs");
+                    let (tar_run, rm_run, cold) = dir.run_once(work, &phase)?;
+                    (tar_run, rm_run, dir.how(cold))
+                }
+            };
+            progress.say(&format!(
+                "repeat {}/{} {:<5} tar {}  rm {}",
+                repeat,
+                args.repeat,
+                runs.name,
+                report::min_sec(tar_run.seconds),
+                report::min_sec(rm_run.seconds)
+            ));
+            runs.how = how;
+            runs.tar.push(tar_run);
+            runs.rm.push(rm_run);
+        }
+    }
+    progress.finish();
+    let shown_target = if args.target.is_some() { target.clone() } else { "a temporary file".to_string() };
+    let sweep = report::PoliciesSweep {
+        archive: name,
+        entries,
+        data_bytes,
+        copies: args.copies,
+        repeats: args.repeat,
+        target: format!(
+            "{shown_target} ({medium}), a new file system of {} per run",
+            report::human_bytes(size)
+        ),
+        columns: runs,
+    };
+    if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
+        print!("{}", report::policies_table(&sweep));
+    }
+    if let Some(path) = &args.json {
+        let doc = report::json::SweepPoliciesDocument::new(env!("CARGO_PKG_VERSION"), &sweep);
+        crate::write_json(path, &doc.to_json())?;
+    }
+    drop(work);
+    temp.close()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn is_block_device(path: &str) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
+}
+
+/// What every run of a sweep shares.
+struct RunContext<'a> {
+    args: &'a PoliciesArgs,
+    target: &'a str,
+    mountpoint: &'a Path,
+    tar: &'a [u8],
+    work: Option<&'a Work>,
+}
+
+impl RunContext<'_> {
+    /// One run of iolab's file system under `policy`: a new file system,
+    /// the tar phase, the rm phase; and how it ran.
+    fn iolab(
+        &self,
+        policy: Policy,
+        size: u64,
+        phases: &progress::Run,
+    ) -> anyhow::Result<(report::PhaseRun, report::PhaseRun, String)> {
+        let (stack, _) =
+            crate::fs::make(self.target, Some(size), &MkfsOptions::default(), true, None, &no_log())?;
+        stack.close()?;
+        let mount = InProcess { policy, cache: self.args.cache.clone(), direct: false, log: no_log() };
+        let made = format!("iolab's file system, policy {}, cache {}", policy.name(), self.args.cache);
+        match (self.args.driver, self.work) {
+            (Driver::Fuse, Some(work)) => {
+                let (tar_done, served) = gnu::through_fuse(self.target, &mount, self.mountpoint, |dir| {
+                    gnu::extract_copies(work, dir, phases.phase("tar"))
+                })?;
+                let (rm_done, _) = gnu::through_fuse(self.target, &mount, self.mountpoint, |dir| {
+                    gnu::remove_copies(work, dir, phases.phase("rm"))
+                })?;
+                let transport = match &served.ring {
+                    Some(ring) if ring.queues > 0 && ring.refused.is_none() => "over io_uring",
+                    _ => "through /dev/fuse",
+                };
+                let how = format!("{made}, mounted through FUSE (served {transport}); GNU tar and rm");
+                Ok((phase_run(&tar_done), phase_run(&rm_done), how))
+            }
+            _ => {
+                let copies = self.args.copies;
+                let tar_done = in_process(self.target, &mount, |fs| {
+                    extract_copies(fs, self.tar, copies, phases.phase("tar"))
+                })?;
+                let rm_done =
+                    in_process(self.target, &mount, |fs| remove_copies(fs, copies, phases.phase("rm")))?;
+                let how = format!(
+                    "{made}, in-process (iolab's tar and rm through fsapi: no kernel, no system calls)"
+                );
+                Ok((phase_run(&tar_done), phase_run(&rm_done), how))
+            }
+        }
+    }
+}
+
+fn no_log() -> BlockLogArgs {
+    BlockLogArgs::default()
+}
+
+fn extract_copies(fs: &dyn FileSystem, tar: &[u8], copies: u32, progress: &Progress) -> anyhow::Result<()> {
+    for copy in 1..=copies {
+        let name = format!("copy-{copy}");
+        let dir = fs
+            .mkdir(ROOT, OsStr::new(&name), Owner::root(0o755))
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let extracted = extract_observed(fs, dir.ino, tar, &mut || progress.entry());
+        fs.forget(dir.ino, 1);
+        extracted?;
+        progress.copy_done(copy);
+    }
+    Ok(())
+}
+
+fn remove_copies(fs: &dyn FileSystem, copies: u32, progress: &Progress) -> anyhow::Result<()> {
+    for copy in 1..=copies {
+        let name = format!("copy-{copy}");
+        remove_tree(fs, ROOT, OsStr::new(&name), &name)?;
+        progress.copy_done(copy);
+    }
+    Ok(())
+}
+
+fn phase_run(done: &Done) -> report::PhaseRun {
+    let c = &done.unmounted.cache;
+    report::PhaseRun {
+        seconds: done.seconds,
+        blocks_written: c.blocks_written,
+        write_requests: c.write_requests,
+        sync_writes: Some(c.sync_writes),
+        flushes: c.flushes,
+        log_bytes: Some(done.unmounted.log.map_or(0, |l| l.log_bytes_written)),
+    }
+}

@@ -1,0 +1,98 @@
+//! The sweep's progress through its long phases: on a terminal, a bar in
+//! archive entries (each copy's entries once extracted and once removed,
+//! over every column and repeat) with the phase, the copy, the rate and
+//! the time left; elsewhere nothing but the line each run ends with.
+
+use std::io::IsTerminal;
+use std::sync::Mutex;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub(crate) struct Progress {
+    bar: Option<ProgressBar>,
+    /// Entries in one copy of the archive.
+    entries: u64,
+    copies: u32,
+    /// "repeat R/N COLUMN PHASE", and the entries counted in this copy.
+    at: Mutex<(String, u64)>,
+}
+
+impl Progress {
+    pub fn new(entries: u64, copies: u32, runs: u64) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(runs * 2 * u64::from(copies) * entries);
+            let template = "{msg:40} [{elapsed_precise}] {bar:25} {rate:>14} ETA {eta}";
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                let rate = |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.0} entries/s", state.per_sec());
+                };
+                bar.set_style(style.progress_chars("=> ").with_key("rate", rate));
+            }
+            bar
+        });
+        Progress { bar, entries, copies, at: Mutex::new((String::new(), 0)) }
+    }
+
+    /// One run of `column`, whose phases this follows.
+    pub fn run<'a>(&'a self, repeat: u32, repeats: u32, column: &'a str) -> Run<'a> {
+        Run { progress: self, repeat, repeats, column }
+    }
+
+    /// A phase begins (copy 1 of it).
+    fn phase(&self, repeat: u32, repeats: u32, column: &str, phase: &str) {
+        let mut at = self.at.lock().unwrap_or_else(|e| e.into_inner());
+        *at = (format!("repeat {repeat}/{repeats} {column} {phase}"), 0);
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("{} copy 1/{}", at.0, self.copies));
+        }
+    }
+
+    /// One entry extracted (where the work can say so).
+    pub fn entry(&self) {
+        if let Some(bar) = &self.bar {
+            self.at.lock().unwrap_or_else(|e| e.into_inner()).1 += 1;
+            bar.inc(1);
+        }
+    }
+
+    /// Copy `copy` is done: what its entries did not count yet.
+    pub fn copy_done(&self, copy: u32) {
+        let Some(bar) = &self.bar else { return };
+        let mut at = self.at.lock().unwrap_or_else(|e| e.into_inner());
+        bar.inc(self.entries.saturating_sub(at.1));
+        at.1 = 0;
+        if copy < self.copies {
+            bar.set_message(format!("{} copy {}/{}", at.0, copy + 1, self.copies));
+        }
+    }
+
+    /// A line for the user, above the bar where there is one.
+    pub fn say(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// One run of one column.
+pub(crate) struct Run<'a> {
+    progress: &'a Progress,
+    repeat: u32,
+    repeats: u32,
+    column: &'a str,
+}
+
+impl<'a> Run<'a> {
+    /// The run's `phase` ("tar", "rm") begins.
+    pub fn phase(&self, phase: &str) -> &'a Progress {
+        self.progress.phase(self.repeat, self.repeats, self.column, phase);
+        self.progress
+    }
+}
