@@ -10,6 +10,7 @@ mod cli;
 mod crash;
 mod fs;
 mod jobfile;
+mod mounts;
 mod run;
 mod stack;
 mod sweep;

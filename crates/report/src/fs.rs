@@ -8,7 +8,7 @@ use device::Medium;
 use ffs::fsck::Report;
 use ffs::{Policy, Unmounted};
 use fsapi::Attr;
-use workloads::tree::{Extracted, LoadedArchive, Removed};
+use workloads::tree::{Extracted, LoadedArchive, MdtestPhase, MdtestSpec, Removed};
 
 use crate::target::{human, medium_kind, memory_warnings};
 
@@ -229,5 +229,71 @@ pub fn rm_text(run: &TreeRun, paths: &[String], removed: &Removed) -> String {
         (removed.unlinked + removed.dirs) as f64 / run.seconds.max(1e-9)
     );
     run.footer(&mut out);
+    out
+}
+
+/// Where `iolab fs tree` ran.
+pub enum TreeOn<'a> {
+    /// iolab's file system, mounted in-process.
+    Iolab(&'a TreeRun<'a>),
+    /// A directory of a kernel file system: its path and its mount.
+    Dir { path: &'a str, mount: &'a str },
+}
+
+/// What `iolab fs tree` prints: where it ran, the tree's shape, then
+/// mdtest's summary (each phase's calls, time, rate and latency).
+pub fn mdtest_text(on: &TreeOn, spec: &MdtestSpec, phases: &[MdtestPhase]) -> String {
+    let mut out = match on {
+        TreeOn::Iolab(run) => {
+            let mut out = run.heading();
+            let _ = writeln!(
+                out,
+                "iolab's file system in-process (fsapi calls, no kernel), policy {}, cache {}",
+                run.policy.name(),
+                run.cache
+            );
+            out
+        }
+        TreeOn::Dir { path, mount } => format!(
+            "directory {path} on {mount}: system calls through fsapi's HostFs (a descriptor per inode, as \
+             virtiofsd's passthrough); the kernel's caches warm from phase to phase, as under mdtest\n"
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "tree: depth {}, fanout {} ({} directories), {} items in each: {} directories and {} files; {} written to \
+         each file, {} read",
+        spec.depth,
+        spec.fanout,
+        spec.tree_dirs(),
+        spec.items,
+        spec.items_total(),
+        spec.items_total(),
+        human(u64::from(spec.write_bytes)),
+        human(u64::from(spec.read_bytes))
+    );
+    let _ = writeln!(
+        out,
+        "{:<20} {:>10} {:>9} {:>12} {:>9} {:>9} {:>10}",
+        "phase", "calls", "seconds", "calls/s", "p50 us", "p99 us", "max us"
+    );
+    for p in phases {
+        let us = |q: f64| p.latency_ns.value_at_quantile(q) as f64 / 1000.0;
+        let _ = writeln!(
+            out,
+            "{:<20} {:>10} {:>9.3} {:>12.1} {:>9.1} {:>9.1} {:>10.1}",
+            p.name,
+            p.items,
+            p.seconds,
+            p.rate(),
+            us(0.5),
+            us(0.99),
+            p.latency_ns.max() as f64 / 1000.0
+        );
+    }
+    if let TreeOn::Iolab(run) = on {
+        let _ = writeln!(out, "with the mount and the unmount's write-back: {:.3} s in all", run.seconds);
+        run.footer(&mut out);
+    }
     out
 }

@@ -19,7 +19,7 @@ mod volumes;
 
 pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
 pub use crash::{crash_text, fs_crash_text, CrashRun, FsCrashRun};
-pub use fs::{fsck_text, ls_line, rm_text, stat_text, untar_text, FsckOutcome, TreeRun};
+pub use fs::{fsck_text, ls_line, mdtest_text, rm_text, stat_text, untar_text, FsckOutcome, TreeOn, TreeRun};
 pub use policies::{min_sec, policies_table, ColumnRuns, Phase, PhaseRun, PoliciesSweep};
 pub use run::{
     job_heading, log_line, repeat_table, run_table, validation_summary, JobReport, LogReport, UNWRITTEN_MARK,

@@ -50,6 +50,11 @@ pub enum FsCommand {
     /// Remove paths and everything under them in-process, as rm -rf does,
     /// timed through the unmount.
     Rm(tree::RmArgs),
+    /// mdtest's metadata phases (directories and files made, looked up,
+    /// read and removed in every directory of a tree, then the tree
+    /// removed), each with its rate and latency: on iolab's file system
+    /// in-process, or in a directory of any mounted file system.
+    Tree(tree::TreeArgs),
 }
 
 /// The file system behind iolab's block log, as `iolab run --log` puts a
@@ -190,6 +195,7 @@ pub fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
         FsCommand::Cat(args) => inspect(args, Look::Cat),
         FsCommand::Untar(args) => tree::untar(args),
         FsCommand::Rm(args) => tree::rm(args),
+        FsCommand::Tree(args) => tree::mdtest(args),
     }
 }
 

@@ -14,7 +14,9 @@ use clap::Args;
 use ffs::{Ffs, MountOptions, Policy};
 use fsapi::{Errno, FileSystem, Ino, Owner};
 use workloads::spec::parse_bytes;
-use workloads::tree::{extract, load_archive, remove_tree, Extracted, Removed};
+use workloads::tree::{
+    extract, load_archive, remove_tree, run_mdtest, Extracted, MdtestPhase, MdtestSpec, Removed,
+};
 
 use crate::UsageError;
 
@@ -122,6 +124,102 @@ pub fn rm(args: RmArgs) -> anyhow::Result<ExitCode> {
     })?;
     let done = in_process.report(&args.target, &args.mount);
     print!("{}", report::rm_text(&done, &args.paths, &removed));
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Args)]
+pub struct TreeArgs {
+    /// An iolab file system (mounted in-process under --policy), or a
+    /// directory of any mounted file system (the phases run in a new
+    /// directory under it, removed at the end).
+    pub target: String,
+    /// Levels of the tree below its top directory (mdtest -z).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub depth: u32,
+    /// Subdirectories of each directory of the tree (mdtest -b).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub fanout: u32,
+    /// Directories and files made in each directory of the tree (mdtest -I).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub items: u32,
+    /// Bytes written to each file as it is created (mdtest -w).
+    #[arg(long, value_name = "SIZE", default_value = "0")]
+    pub write: String,
+    /// Bytes read from each file in the read phase (mdtest -e).
+    #[arg(long, value_name = "SIZE", default_value = "0")]
+    pub read: String,
+    /// The metadata policy an iolab file system is mounted with.
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<Policy>,
+    /// Size of the buffer cache (iolab's file system).
+    #[arg(long, value_name = "SIZE", default_value = "64m")]
+    pub cache: String,
+    /// Open an iolab target with O_DIRECT.
+    #[arg(long)]
+    pub direct: bool,
+}
+
+pub fn mdtest(args: TreeArgs) -> anyhow::Result<ExitCode> {
+    let bytes = |flag: &'static str, v: &str| -> Result<u32, UsageError> {
+        let n = parse_bytes(flag, v).map_err(UsageError::from)?;
+        u32::try_from(n).map_err(|_| UsageError(format!("--{flag}: {v} is more than 4 GiB a file")))
+    };
+    let spec = MdtestSpec {
+        depth: args.depth,
+        fanout: args.fanout,
+        items: args.items,
+        write_bytes: bytes("write", &args.write)?,
+        read_bytes: bytes("read", &args.read)?,
+    };
+    spec.check().map_err(UsageError)?;
+    let mut phases = Vec::new();
+    let work = |fs: &dyn FileSystem, into: Ino, phases: &mut Vec<MdtestPhase>| -> anyhow::Result<()> {
+        *phases = run_mdtest(fs, into, &spec, &mut |_| {}).map_err(explain)?;
+        Ok(())
+    };
+    if std::path::Path::new(&args.target).is_dir() {
+        if args.policy.is_some() || args.direct {
+            return Err(UsageError(format!(
+                "{}: a directory runs on the file system it is on; --policy and --direct are for iolab's file system",
+                args.target
+            ))
+            .into());
+        }
+        let (real, mount) =
+            crate::mounts::mount_of(std::path::Path::new(&args.target)).map_err(UsageError)?;
+        let base = real.join(format!("iolab-tree-{}", std::process::id()));
+        std::fs::create_dir(&base).with_context(|| format!("{}: cannot make it", base.display()))?;
+        let worked = fsapi::HostFs::new(&base)
+            .with_context(|| format!("{}: cannot open it", base.display()))
+            .and_then(|fs| work(&fs, fsapi::ROOT, &mut phases));
+        let removed =
+            std::fs::remove_dir(&base).with_context(|| format!("{}: cannot remove it", base.display()));
+        worked.and(removed)?;
+        let shown = real.display().to_string();
+        let on = report::TreeOn::Dir { path: &shown, mount: &mount.describe() };
+        print!("{}", report::mdtest_text(&on, &spec, &phases));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(policy) = args.policy else {
+        return Err(UsageError(format!(
+            "{}: name the metadata policy to mount it with (--policy sync, softdep, log or async), or give a \
+             directory",
+            args.target
+        ))
+        .into());
+    };
+    let mount = InProcess { policy, cache: args.cache.clone(), direct: args.direct, log: Default::default() };
+    let done = in_process(&args.target, &mount, |fs| {
+        let name = OsStr::new("mdtest");
+        let top =
+            fs.mkdir(fsapi::ROOT, name, Owner::root(0o755)).map_err(|e| anyhow::anyhow!("/mdtest: {e}"))?;
+        let worked = work(fs, top.ino, &mut phases);
+        fs.forget(top.ino, 1);
+        let removed = fs.rmdir(fsapi::ROOT, name).map_err(|e| anyhow::anyhow!("/mdtest: rmdir: {e}"));
+        worked.and(removed)
+    })?;
+    let run = done.report(&args.target, &mount);
+    print!("{}", report::mdtest_text(&report::TreeOn::Iolab(&run), &spec, &phases));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -16,38 +16,25 @@ use anyhow::Context;
 use super::gnu::{self, Work};
 use super::kernel::DiskStat;
 use super::progress;
+use crate::mounts::{mount_of, Mount};
 use crate::UsageError;
 
 /// The directory and the mount it is on.
 pub(crate) struct UserDir {
     path: PathBuf,
-    fs_type: String,
-    source: String,
-    options: String,
-    device: (u32, u32),
+    mount: Mount,
 }
 
 impl UserDir {
     /// Finds the mount `path` is on; a missing path or one that is not a
     /// directory is a usage error.
     pub fn find(path: &Path) -> Result<UserDir, UsageError> {
-        let real = std::fs::canonicalize(path)
+        let (real, mount) = mount_of(path)
             .map_err(|e| UsageError(format!("--dir {}: {e}; name a directory to work in", path.display())))?;
         if !real.is_dir() {
             return Err(UsageError(format!("--dir {}: not a directory", path.display())));
         }
-        let info = std::fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| UsageError(format!("--dir: cannot read /proc/self/mountinfo: {e}")))?;
-        let mut best: Option<(usize, UserDir)> = None;
-        for line in info.lines() {
-            let Some(found) = parse_mountinfo(line) else { continue };
-            let (mount_point, dir) = found;
-            let depth = mount_point.components().count();
-            if real.starts_with(&mount_point) && best.as_ref().is_none_or(|(d, _)| depth >= *d) {
-                best = Some((depth, UserDir { path: real.clone(), ..dir }));
-            }
-        }
-        best.map(|(_, d)| d).ok_or_else(|| UsageError(format!("--dir {}: no mount holds it", path.display())))
+        Ok(UserDir { path: real, mount })
     }
 
     pub fn name(&self) -> String {
@@ -61,9 +48,9 @@ impl UserDir {
             "caches NOT dropped (not root): the rm phase starts warm"
         };
         format!(
-            "a directory on {} ({}, {}), made before the sweep and not remade per run; GNU tar and rm, each phase \
-             ended by syncfs; {cache}",
-            self.fs_type, self.source, self.options
+            "a directory on {}, made before the sweep and not remade per run; GNU tar and rm, each phase ended by \
+             syncfs; the device's counters count whatever else wrote to it; {cache}",
+            self.mount.describe()
         )
     }
 
@@ -92,7 +79,7 @@ impl UserDir {
         base: &Path,
         phase: impl FnOnce(&Path) -> anyhow::Result<()>,
     ) -> anyhow::Result<report::PhaseRun> {
-        let stat = || DiskStat::of_device(self.device.0, self.device.1).unwrap_or_default();
+        let stat = || DiskStat::of_device(self.mount.device.0, self.mount.device.1).unwrap_or_default();
         let before = stat();
         let start = Instant::now();
         phase(base)?;
@@ -100,26 +87,6 @@ impl UserDir {
         let seconds = start.elapsed().as_secs_f64();
         Ok(before.phase(stat(), seconds))
     }
-}
-
-/// A mountinfo line's mount point, and the mount's type, source, options
-/// and device (`ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] -
-/// TYPE SOURCE SUPEROPTIONS`).
-fn parse_mountinfo(line: &str) -> Option<(PathBuf, UserDir)> {
-    let (left, right) = line.split_once(" - ")?;
-    let left: Vec<&str> = left.split(' ').collect();
-    let right: Vec<&str> = right.split(' ').collect();
-    let (major, minor) = left.get(2)?.split_once(':')?;
-    let unescape = |s: &str| s.replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\");
-    let mount_point = PathBuf::from(unescape(left.get(4)?));
-    let dir = UserDir {
-        path: PathBuf::new(),
-        fs_type: right.first()?.to_string(),
-        source: unescape(right.get(1)?),
-        options: left.get(5)?.to_string(),
-        device: (major.parse().ok()?, minor.parse().ok()?),
-    };
-    Some((mount_point, dir))
 }
 
 fn syncfs(dir: &Path) -> anyhow::Result<()> {
@@ -142,15 +109,6 @@ fn drop_caches() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_mountinfo_line_gives_the_mount_point_type_source_options_and_device() {
-        let line = "36 35 254:0 / /srv/my\\040data rw,relatime shared:1 - ext4 /dev/vda rw,errors=remount-ro";
-        let (point, dir) = parse_mountinfo(line).unwrap();
-        assert_eq!(point, PathBuf::from("/srv/my data"));
-        assert_eq!((dir.fs_type.as_str(), dir.source.as_str()), ("ext4", "/dev/vda"));
-        assert_eq!((dir.options.as_str(), dir.device), ("rw,relatime", (254, 0)));
-    }
 
     #[test]
     fn a_missing_directory_is_a_usage_error() {

@@ -50,7 +50,7 @@ pub(crate) fn extract_copies(work: &Work, dir: &Path, progress: &Progress) -> an
     for (n, copy) in (1..).zip(work.copy_dirs(dir)) {
         std::fs::create_dir(&copy).with_context(|| format!("{}: cannot make it", copy.display()))?;
         run("tar", &["xf", &archive, "-C", &copy.display().to_string()])?;
-        progress.copy_done(n);
+        progress.copy_done(n)?;
     }
     Ok(())
 }
@@ -59,7 +59,7 @@ pub(crate) fn extract_copies(work: &Work, dir: &Path, progress: &Progress) -> an
 pub(crate) fn remove_copies(work: &Work, dir: &Path, progress: &Progress) -> anyhow::Result<()> {
     for (n, copy) in (1..).zip(work.copy_dirs(dir)) {
         run("rm", &["-rf", &copy.display().to_string()])?;
-        progress.copy_done(n);
+        progress.copy_done(n)?;
     }
     Ok(())
 }

@@ -198,11 +198,12 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     let backing = if block_device { Backing::Device(&target) } else { Backing::File(Path::new(&target)) };
     let mut runs: Vec<report::ColumnRuns> =
         columns.iter().map(|c| report::ColumnRuns { name: c.name(), ..Default::default() }).collect();
-    let progress = Progress::new(entries, args.copies, u64::from(args.repeat) * columns.len() as u64);
+    let progress = Progress::new(entries, args.copies, u64::from(args.repeat) * columns.len() as u64)?;
     let ctx =
         RunContext { args: &args, target: &target, mountpoint: &mountpoint, tar: &tar, work: work.as_ref() };
     for repeat in 1..=args.repeat {
         for (column, runs) in columns.iter().zip(runs.iter_mut()) {
+            progress.go_on()?;
             let name = runs.name.clone();
             let phase = progress.run(repeat, args.repeat, &name);
             let (tar_run, rm_run, how) = match column {
@@ -329,7 +330,7 @@ fn extract_copies(fs: &dyn FileSystem, tar: &[u8], copies: u32, progress: &Progr
         let extracted = extract_observed(fs, dir.ino, tar, &mut || progress.entry());
         fs.forget(dir.ino, 1);
         extracted?;
-        progress.copy_done(copy);
+        progress.copy_done(copy)?;
     }
     Ok(())
 }
@@ -338,7 +339,7 @@ fn remove_copies(fs: &dyn FileSystem, copies: u32, progress: &Progress) -> anyho
     for copy in 1..=copies {
         let name = format!("copy-{copy}");
         remove_tree(fs, ROOT, OsStr::new(&name), &name)?;
-        progress.copy_done(copy);
+        progress.copy_done(copy)?;
     }
     Ok(())
 }

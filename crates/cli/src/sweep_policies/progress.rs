@@ -1,10 +1,14 @@
 //! The sweep's progress through its long phases: on a terminal, a bar in
 //! archive entries (each copy's entries once extracted and once removed,
 //! over every column and repeat) with the phase, the copy, the rate and
-//! the time left; elsewhere nothing but the line each run ends with.
+//! the time left; elsewhere nothing but the line each run ends with. It
+//! also carries Ctrl-C: an interrupted sweep stops at the end of the copy
+//! it is on (GNU tar, in the same process group, stops at once) and
+//! unwinds, unmounting and removing what it made.
 
 use std::io::IsTerminal;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -15,10 +19,18 @@ pub(crate) struct Progress {
     copies: u32,
     /// "repeat R/N COLUMN PHASE", and the entries counted in this copy.
     at: Mutex<(String, u64)>,
+    /// Set by SIGINT or SIGTERM.
+    interrupted: Arc<AtomicBool>,
 }
 
 impl Progress {
-    pub fn new(entries: u64, copies: u32, runs: u64) -> Progress {
+    /// Follows `runs` runs; SIGINT and SIGTERM no longer end the process
+    /// but the sweep (see [`Progress::go_on`]).
+    pub fn new(entries: u64, copies: u32, runs: u64) -> std::io::Result<Progress> {
+        let interrupted = Arc::new(AtomicBool::new(false));
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(signal, Arc::clone(&interrupted))?;
+        }
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new(runs * 2 * u64::from(copies) * entries);
             let template = "{msg:40} [{elapsed_precise}] {bar:25} {rate:>14} ETA {eta}";
@@ -30,7 +42,15 @@ impl Progress {
             }
             bar
         });
-        Progress { bar, entries, copies, at: Mutex::new((String::new(), 0)) }
+        Ok(Progress { bar, entries, copies, at: Mutex::new((String::new(), 0)), interrupted })
+    }
+
+    /// An error once the sweep was interrupted.
+    pub fn go_on(&self) -> anyhow::Result<()> {
+        if self.interrupted.load(Ordering::Relaxed) {
+            anyhow::bail!("interrupted; the sweep removes what it made and stops");
+        }
+        Ok(())
     }
 
     /// One run of `column`, whose phases this follows.
@@ -55,15 +75,18 @@ impl Progress {
         }
     }
 
-    /// Copy `copy` is done: what its entries did not count yet.
-    pub fn copy_done(&self, copy: u32) {
-        let Some(bar) = &self.bar else { return };
+    /// Copy `copy` is done: what its entries did not count yet. An error
+    /// if the sweep was interrupted meanwhile.
+    pub fn copy_done(&self, copy: u32) -> anyhow::Result<()> {
+        self.go_on()?;
+        let Some(bar) = &self.bar else { return Ok(()) };
         let mut at = self.at.lock().unwrap_or_else(|e| e.into_inner());
         bar.inc(self.entries.saturating_sub(at.1));
         at.1 = 0;
         if copy < self.copies {
             bar.set_message(format!("{} copy {}/{}", at.0, copy + 1, self.copies));
         }
+        Ok(())
     }
 
     /// A line for the user, above the bar where there is one.

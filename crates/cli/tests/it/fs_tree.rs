@@ -1,4 +1,4 @@
-//! `iolab fs untar` and `iolab fs rm` (the tree workloads in-process), and
+//! `iolab fs untar`, `iolab fs rm` and `iolab fs tree` (the tree workloads), and
 //! the file system behind iolab's block log (`--block-log`), from the CLI.
 
 use std::path::Path;
@@ -193,4 +193,54 @@ fn mkfs_refuses_a_log_region_too_small_for_the_log_policy() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("give at least 1024 KiB"), "{}", stderr(&out));
     assert!(!image.exists(), "a refused mkfs leaves no file behind");
+}
+
+/// `iolab fs tree` with a small tree (7 directories, 3 items each).
+fn tree_run(target: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["fs", "tree", path(target), "--depth", "1", "--fanout", "6", "--items", "3"];
+    args.extend_from_slice(extra);
+    let out = iolab(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout(&out)
+}
+
+#[test]
+fn tree_runs_mdtests_phases_on_an_image_and_leaves_it_clean_and_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("fs.img");
+    assert!(iolab(&["fs", "mkfs", path(&image), "--size", "32m"]).status.success());
+    let text = tree_run(&image, &["--policy", "softdep", "--write", "1k", "--read", "1k"]);
+    for phase in ["Directory creation", "File read", "Tree removal"] {
+        assert!(text.contains(phase), "{phase} missing from\n{text}");
+    }
+    assert!(text.contains("File creation                21"), "7 directories x 3 files:\n{text}");
+    assert!(text.contains("Tree creation                 7"), "{text}");
+    let out = iolab(&["fs", "fsck", path(&image)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let listed = stdout(&iolab(&["fs", "ls", path(&image), "/"]));
+    assert_eq!(listed.lines().count(), 1, "only lost+found is left:\n{listed}");
+}
+
+#[test]
+fn tree_in_a_directory_says_where_it_ran_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = tree_run(dir.path(), &[]);
+    assert!(text.contains("system calls through fsapi's HostFs"), "{text}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn tree_names_what_is_wrong_with_its_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("fs.img");
+    assert!(iolab(&["fs", "mkfs", path(&image), "--size", "32m"]).status.success());
+    for (args, says) in [
+        (vec!["fs", "tree", path(&image)], "--policy"),
+        (vec!["fs", "tree", path(dir.path()), "--policy", "sync"], "a directory runs on the file system"),
+        (vec!["fs", "tree", path(dir.path()), "--items", "0"], "--items"),
+    ] {
+        let out = iolab(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
 }

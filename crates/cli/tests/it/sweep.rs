@@ -271,3 +271,26 @@ fn policies_sweep_refuses_an_unknown_policy_and_a_target_holding_data() {
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
     assert!(std::fs::read(&data).unwrap() == before, "the file system is as it was");
 }
+
+#[test]
+fn an_interrupted_policies_sweep_stops_and_removes_what_it_made() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["sweep", "policies", "--files", "40", "--copies", "1", "--repeat", "50", "--size", "64m"])
+        .args(["--policies", "async", "--dir", dir.path().to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("repeat 1/50"), "{first}");
+    // SAFETY: kill with a child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("interrupted")), "{rest:?}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "its work directory is gone");
+}

@@ -1,10 +1,12 @@
 //! File-system workloads over [`fsapi::FileSystem`]: extracting an
-//! archive as GNU tar does and removing a tree as `rm -rf` does. They run
+//! archive as GNU tar does, removing a tree as `rm -rf` does, and
+//! mdtest's metadata phases. They run
 //! unchanged on iolab's file system in-process, on the reference model,
 //! or on a directory of any kernel file system ([`fsapi::HostFs`]).
 
 mod archive;
 mod generate;
+mod mdtest;
 mod rm;
 mod tar;
 
@@ -14,6 +16,7 @@ use fsapi::Errno;
 
 pub use self::archive::{archive_size, load_archive, Compression, LoadedArchive};
 pub use self::generate::source_archive;
+pub use self::mdtest::{run_mdtest, MdtestPhase, MdtestSpec, MDTEST_PHASES};
 pub use self::rm::{remove_tree, Removed};
 pub use self::tar::{extract, extract_observed, Extracted, RECORD_BYTES};
 
