@@ -1,24 +1,39 @@
-//! `iolab bonnie`: the six bonnie phases on a file, a device or a volume.
+//! `iolab bonnie`: the six bonnie phases on a file, a device or a volume;
+//! on a directory, as bonnie++ -d DIR runs them, the six phases on a test
+//! file in it and then bonnie++'s file tests (`-n`) in a directory of
+//! their own there.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Args;
-use workloads::bonnie::{run_bonnie, BonnieSpec};
+use workloads::bonnie::{run_bonnie, BonnieResult, BonnieSpec};
 use workloads::spec::parse_bytes;
+use workloads::tree::{run_file_tests, FileTestSpec};
 
 use crate::stack::{self, Stack};
 use crate::UsageError;
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct BonnieArgs {
     /// A file or block device path, mem:SIZE, a volume configuration file or
-    /// volume:NAME:DRIVES. A missing file is created sparse with --size.
+    /// volume:NAME:DRIVES. A missing file is created sparse with --size. A
+    /// directory runs as bonnie++ -d does: a test file of --size in it,
+    /// then the file tests (-n).
     #[arg(long, short = 't', value_name = "TARGET")]
     pub target: String,
     /// Bytes of the target to use (bonnie's file size); default: all of it.
+    /// On a directory: the test file's size (needed; 0 runs the file
+    /// tests alone, as bonnie++ -s 0).
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
+    /// bonnie++'s file tests on a directory target: NUM[:MAX[:MIN[:DIRS]]],
+    /// NUM files in units of 1024 created, read back and deleted in name
+    /// order and in random order, each of MIN to MAX bytes, over DIRS
+    /// directories (default 16: 16,384 empty files in one; 0 skips them).
+    #[arg(short = 'n', long = "files", value_name = "SPEC")]
+    pub files: Option<String>,
     /// Transfer size of the block phases and the seeks.
     #[arg(long, value_name = "SIZE", default_value = "8k")]
     pub chunk: String,
@@ -59,6 +74,33 @@ pub struct BonnieArgs {
 pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
     let size = args.size.as_deref().map(|s| parse_bytes("size", s)).transpose().map_err(UsageError::from)?;
     let chunk = parse_bytes("chunk", &args.chunk).map_err(UsageError::from)?;
+    if args.repeat == 0 {
+        return Err(UsageError("--repeat: must be at least 1".into()).into());
+    }
+    let results = if Path::new(&args.target).is_dir() {
+        in_directory(&args, size, chunk)?
+    } else {
+        if args.files.as_deref().is_some_and(|f| f != "0") {
+            return Err(UsageError(format!(
+                "-n: the file tests need a file system: give --target a directory (bonnie++ -d DIR); {} is not one",
+                args.target
+            ))
+            .into());
+        }
+        on_target(&args, Path::new(&args.target), size, chunk, false)?
+    };
+    report(&args, &results)
+}
+
+/// The six phases on `target` (a path, or anything Stack opens), run
+/// `--repeat` times. `made` says the sweep created the file itself.
+fn on_target(
+    args: &BonnieArgs,
+    target: &Path,
+    size: Option<u64>,
+    chunk: u64,
+    made: bool,
+) -> anyhow::Result<Vec<BonnieResult>> {
     let options = stack::OpenOptions {
         direct: !args.buffered,
         read_only: false,
@@ -66,8 +108,9 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
         create_bytes: size,
         lock: stack::Lock::Warn(device::LockKind::Exclusive),
     };
-    let target = Stack::open(&args.target, &options)?;
-    stack::check_writable(&target, args.force)?;
+    let shown = target.to_str().context("the target's name is not UTF-8")?;
+    let target = Stack::open(shown, &options)?;
+    stack::check_writable(&target, args.force || made)?;
     let dev = target.device().as_ref();
     let size_bytes = size.unwrap_or(dev.size_bytes() - dev.size_bytes() % chunk.max(1));
     let spec = BonnieSpec {
@@ -84,18 +127,94 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
         (Some(_), true) => "buffered: figures include the page cache unless the size is well over RAM",
     };
     eprintln!("iolab bonnie: {} bytes of {} ({cache})", size_bytes, dev.name());
-    if args.repeat == 0 {
-        return Err(UsageError("--repeat: must be at least 1".into()).into());
-    }
     let mut results = Vec::with_capacity(args.repeat as usize);
     for _ in 0..args.repeat {
         results.push(run_bonnie(dev, &spec)?);
     }
+    target.close()?;
+    Ok(results)
+}
+
+/// bonnie++ -d DIR: per repeat, the six phases on a test file of
+/// `--size` in DIR (removed after), then the file tests in a directory of
+/// their own there (emptied and removed by the tests' deletes).
+fn in_directory(args: &BonnieArgs, size: Option<u64>, chunk: u64) -> anyhow::Result<Vec<BonnieResult>> {
+    let dir = Path::new(&args.target);
+    let Some(size) = size else {
+        return Err(UsageError(format!(
+            "{}: a directory needs --size, the test file's size (bonnie++ takes twice the memory so the page cache \
+             cannot hold it; O_DIRECT here makes less enough), or --size 0 for the file tests alone",
+            args.target
+        ))
+        .into());
+    };
+    let files = match args.files.as_deref().unwrap_or("16") {
+        "0" => None,
+        text => Some(FileTestSpec::parse(text, args.seed).map_err(UsageError)?),
+    };
+    if size == 0 && files.is_none() {
+        return Err(UsageError("--size 0 and -n 0: nothing to run".into()).into());
+    }
+    let (real, mount) = crate::mounts::mount_of(dir).map_err(UsageError)?;
+    let scratch = real.join(format!("Bonnie.{}", std::process::id()));
+    if let Some(f) = &files {
+        eprintln!(
+            "iolab bonnie: file tests in {} on {}: {} files of {} to {} bytes{}",
+            real.display(),
+            mount.describe(),
+            f.files,
+            f.min_bytes,
+            f.max_bytes,
+            if f.dirs > 0 { format!(" in {} directories", f.dirs) } else { String::new() }
+        );
+    }
+    let mut results = Vec::with_capacity(args.repeat as usize);
+    for _ in 0..args.repeat {
+        let mut result = if size > 0 {
+            let once = BonnieArgs { repeat: 1, ..args.clone() };
+            let block = on_target(&once, &scratch, Some(size), chunk, true);
+            let removed = std::fs::remove_file(&scratch)
+                .with_context(|| format!("{}: cannot remove it", scratch.display()));
+            let mut block = block?;
+            removed?;
+            block.remove(0)
+        } else {
+            BonnieResult {
+                target: real.display().to_string(),
+                spec: BonnieSpec {
+                    size_bytes: 0,
+                    chunk_bytes: chunk,
+                    seeks: args.seeks,
+                    seekers: args.seekers,
+                    seed: args.seed,
+                },
+                phases: Vec::new(),
+                files: None,
+            }
+        };
+        if let Some(spec) = &files {
+            std::fs::create_dir(&scratch)
+                .with_context(|| format!("{}: cannot make it", scratch.display()))?;
+            let tested = fsapi::HostFs::new(&scratch)
+                .with_context(|| format!("{}: cannot open it", scratch.display()))
+                .and_then(|fs| run_file_tests(&fs, fsapi::ROOT, spec).map_err(anyhow::Error::from));
+            let removed = std::fs::remove_dir(&scratch)
+                .with_context(|| format!("{}: cannot remove it", scratch.display()));
+            result.files = Some(tested?);
+            removed?;
+        }
+        result.target = real.display().to_string();
+        results.push(result);
+    }
+    Ok(results)
+}
+
+fn report(args: &BonnieArgs, results: &[BonnieResult]) -> anyhow::Result<ExitCode> {
     let name = args.name.clone().unwrap_or_else(|| "iolab".into());
     let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
-    let spread = if results.len() > 1 { report::bonnie_spread(&results) } else { None };
+    let spread = if results.len() > 1 { report::bonnie_spread(results) } else { None };
     if to_stdout {
-        let mut rows: Vec<(String, &workloads::bonnie::BonnieResult, Vec<u64>)> =
+        let mut rows: Vec<(String, &BonnieResult, Vec<u64>)> =
             results.iter().map(|r| (name.clone(), r, Vec::new())).collect();
         if let Some(spread) = &spread {
             rows.extend(
@@ -106,7 +225,7 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
             );
         }
         print!("{}", report::bonnie_table(&rows, &[]));
-        for r in &results {
+        for r in results {
             if args.csv {
                 println!("{}", report::bonnie_csv(&name, r));
             }
@@ -116,9 +235,8 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &args.json {
-        let doc = report::json::BonnieDocument::new(env!("CARGO_PKG_VERSION"), &results, spread.as_ref());
+        let doc = report::json::BonnieDocument::new(env!("CARGO_PKG_VERSION"), results, spread.as_ref());
         crate::write_json(path, &doc.to_json())?;
     }
-    target.close()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,7 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use device::{AlignedBuf, Device};
 use rand::{Rng, SeedableRng};
@@ -14,7 +14,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 
 use crate::spec::{spec_error, SpecError};
-use crate::stats::cpu_times;
+use crate::stats::PhaseMeter;
 use crate::WorkloadError;
 
 /// A phase shorter than this is reported as `+++` (too short to measure).
@@ -66,7 +66,11 @@ pub struct PhaseResult {
 pub struct BonnieResult {
     pub target: String,
     pub spec: BonnieSpec,
+    /// The six block phases; none when only the file tests ran (bonnie++
+    /// `-s 0`).
     pub phases: Vec<PhaseResult>,
+    /// bonnie++'s file tests (`-n`), where they ran (on a directory).
+    pub files: Option<crate::tree::FileTests>,
 }
 
 impl BonnieSpec {
@@ -100,49 +104,36 @@ impl BonnieSpec {
     }
 }
 
+/// A phase's times and the requests it sent to the device.
 struct Meter {
-    start: Instant,
-    cpu: Duration,
+    times: PhaseMeter,
     reads: u64,
     writes: u64,
-    latency_max: Duration,
 }
 
 impl Meter {
     fn start(dev: &dyn Device) -> Meter {
-        let (u, s) = cpu_times();
         let stats = dev.stats().snapshot();
-        Meter {
-            start: Instant::now(),
-            cpu: u + s,
-            reads: stats.reads,
-            writes: stats.writes,
-            latency_max: Duration::ZERO,
-        }
+        Meter { times: PhaseMeter::start(), reads: stats.reads, writes: stats.writes }
     }
 
     fn timed<T>(&mut self, f: impl FnOnce() -> T) -> T {
-        let t = Instant::now();
-        let out = f();
-        self.latency_max = self.latency_max.max(t.elapsed());
-        out
+        self.times.timed(f)
     }
 
     fn finish(self, dev: &dyn Device, name: &'static str, amount: u64, per_kib: bool) -> PhaseResult {
-        let elapsed = self.start.elapsed().as_secs_f64().max(1e-9);
-        let (u, s) = cpu_times();
-        let cpu_s = (u + s).saturating_sub(self.cpu).as_secs_f64();
+        let t = self.times.finish();
         let stats = dev.stats().snapshot();
-        let rate = if per_kib { amount as f64 / 1024.0 / elapsed } else { amount as f64 / elapsed };
+        let rate = if per_kib { amount as f64 / 1024.0 / t.elapsed_s } else { amount as f64 / t.elapsed_s };
         PhaseResult {
             name,
             amount,
-            elapsed_s: elapsed,
-            cpu_s,
+            elapsed_s: t.elapsed_s,
+            cpu_s: t.cpu_s,
             rate,
-            cpu_pct: 100.0 * cpu_s / elapsed,
-            too_short: elapsed < PHASE_SECONDS_MIN,
-            latency_max_us: self.latency_max.as_secs_f64() * 1e6,
+            cpu_pct: 100.0 * t.cpu_s / t.elapsed_s,
+            too_short: t.elapsed_s < PHASE_SECONDS_MIN,
+            latency_max_us: t.latency_max_us,
             device_reads: stats.reads - self.reads,
             device_writes: stats.writes - self.writes,
         }
@@ -220,7 +211,7 @@ pub fn run_bonnie(dev: &dyn Device, spec: &BonnieSpec) -> Result<BonnieResult, W
     phases.push(m.finish(dev, "get_block", spec.size_bytes, true));
 
     phases.push(seeks(dev, spec, chunks, align)?);
-    Ok(BonnieResult { target: dev.name().to_string(), spec: *spec, phases })
+    Ok(BonnieResult { target: dev.name().to_string(), spec: *spec, phases, files: None })
 }
 
 /// `spec.seekers` threads share `spec.seeks` random chunk reads; one in ten

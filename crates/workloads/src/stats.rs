@@ -140,6 +140,46 @@ pub(crate) fn summarize(ios: u64, bytes: u64, hist: &Histogram<u64>, elapsed: Du
     }
 }
 
+/// A phase as bonnie measures it: wall time, the process's CPU time, and
+/// the longest single call.
+pub(crate) struct PhaseMeter {
+    start: Instant,
+    cpu: Duration,
+    latency_max: Duration,
+}
+
+/// What a [`PhaseMeter`] measured.
+pub(crate) struct PhaseTimes {
+    /// Wall seconds (at least a nanosecond, so rates stay finite).
+    pub elapsed_s: f64,
+    pub cpu_s: f64,
+    pub latency_max_us: f64,
+}
+
+impl PhaseMeter {
+    pub fn start() -> PhaseMeter {
+        let (u, s) = cpu_times();
+        PhaseMeter { start: Instant::now(), cpu: u + s, latency_max: Duration::ZERO }
+    }
+
+    /// Runs one call on the clock.
+    pub fn timed<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let out = f();
+        self.latency_max = self.latency_max.max(t.elapsed());
+        out
+    }
+
+    pub fn finish(self) -> PhaseTimes {
+        let (u, s) = cpu_times();
+        PhaseTimes {
+            elapsed_s: self.start.elapsed().as_secs_f64().max(1e-9),
+            cpu_s: (u + s).saturating_sub(self.cpu).as_secs_f64(),
+            latency_max_us: self.latency_max.as_secs_f64() * 1e6,
+        }
+    }
+}
+
 /// Process CPU time so far (user, system).
 pub(crate) fn cpu_times() -> (Duration, Duration) {
     // SAFETY: getrusage fills the zeroed struct it is given.

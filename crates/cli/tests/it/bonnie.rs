@@ -64,6 +64,14 @@ fn repeat_adds_min_median_max_rows() {
 /// IOLAB_REQUIRE_BONNIE_TOOLS so the check cannot be skipped there.
 #[test]
 fn bon_csv2txt_reads_the_csv_line() {
+    if let Some(text) = bon_csv2txt(&csv_lines()[0]) {
+        assert!(text.lines().any(|l| l.starts_with("box ") && l.contains("8M::64:3")), "{text}");
+    }
+}
+
+/// What bonnie++'s `bon_csv2txt` makes of `line`; `None` where the tool
+/// is missing (not allowed in CI).
+fn bon_csv2txt(line: &str) -> Option<String> {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let spawned = Command::new("bon_csv2txt")
@@ -76,12 +84,51 @@ fn bon_csv2txt_reads_the_csv_line() {
             std::env::var_os("IOLAB_REQUIRE_BONNIE_TOOLS").is_none(),
             "bon_csv2txt is required but missing"
         );
-        return;
+        return None;
     };
-    let line = &csv_lines()[0];
     child.stdin.take().unwrap().write_all(format!("{line}\n").as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.lines().any(|l| l.starts_with("box ") && l.contains("8M::64:3")), "{text}");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// On a directory, as bonnie++ -d: the block phases on a test file, then
+/// the file tests, whose CSV columns bon_csv2txt shows; nothing is left.
+#[test]
+fn on_a_directory_the_file_tests_run_and_fill_their_csv_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = iolab(&[
+        "bonnie",
+        "--target",
+        dir.path().to_str().unwrap(),
+        "--size",
+        "1m",
+        "-n",
+        "1:512:0:3",
+        "--seeks",
+        "64",
+        "--name",
+        "box",
+        "--csv",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("Sequential Create") && text.contains("1:512:0/3"), "{text}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the test file and directory are gone");
+    let line = text.lines().last().unwrap();
+    assert_eq!(line.split(',').nth(21), Some("1"), "{line}");
+    if let Some(table) = bon_csv2txt(line) {
+        assert!(table.contains("Sequential Create") && table.contains("1:512:0/3"), "{table}");
+    }
+}
+
+#[test]
+fn file_tests_need_a_directory_and_a_directory_needs_a_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = iolab(&["bonnie", "--target", "mem:8m", "-n", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("give --target a directory"), "{}", stderr(&out));
+    let out = iolab(&["bonnie", "--target", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--size"), "{}", stderr(&out));
 }

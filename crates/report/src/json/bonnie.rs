@@ -1,12 +1,13 @@
-//! `iolab bonnie --json`: schema `iolab-bonnie`, version 1. Every run,
-//! each phase with the requests it sent to the device, and with repeats
-//! the spread.
+//! `iolab bonnie --json`: schema `iolab-bonnie`, version 2. Every run,
+//! each phase with the requests it sent to the device, bonnie++'s file
+//! tests where they ran, and with repeats the spread.
 
 use serde::Serialize;
 use workloads::bonnie::{BonnieResult, PhaseResult};
+use workloads::tree::{FilePhase as FilePhaseResult, FileTests as FileTestsResult};
 
 pub const SCHEMA: &str = "iolab-bonnie";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BonnieDocument {
@@ -45,6 +46,64 @@ pub struct BonnieRun {
     pub target: String,
     pub spec: BonnieSpec,
     pub phases: Vec<Phase>,
+    /// Only where the file tests ran (so a stripes sweep's rows, which
+    /// never run them, are as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_tests: Option<FileTests>,
+}
+
+/// bonnie++'s file tests (`-n`).
+#[derive(Clone, Debug, Serialize)]
+pub struct FileTests {
+    pub files: u64,
+    pub max_bytes: u32,
+    pub min_bytes: u32,
+    pub dirs: u32,
+    pub seed: u64,
+    pub phases: Vec<FilePhase>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FilePhase {
+    /// seq_create, seq_stat, seq_del, ran_create, ran_stat or ran_del.
+    pub name: String,
+    pub files: u64,
+    pub elapsed_s: f64,
+    pub cpu_s: f64,
+    /// Files a second.
+    pub rate: f64,
+    pub cpu_pct: f64,
+    pub too_short: bool,
+    pub latency_max_us: f64,
+}
+
+impl From<&FileTestsResult> for FileTests {
+    fn from(t: &FileTestsResult) -> FileTests {
+        let s = &t.spec;
+        FileTests {
+            files: s.files,
+            max_bytes: s.max_bytes,
+            min_bytes: s.min_bytes,
+            dirs: s.dirs,
+            seed: s.seed,
+            phases: t.phases.iter().map(FilePhase::from).collect(),
+        }
+    }
+}
+
+impl From<&FilePhaseResult> for FilePhase {
+    fn from(p: &FilePhaseResult) -> FilePhase {
+        FilePhase {
+            name: p.name.to_string(),
+            files: p.files,
+            elapsed_s: p.elapsed_s,
+            cpu_s: p.cpu_s,
+            rate: p.rate,
+            cpu_pct: p.cpu_pct,
+            too_short: p.too_short,
+            latency_max_us: p.latency_max_us,
+        }
+    }
 }
 
 impl From<&BonnieResult> for BonnieRun {
@@ -60,6 +119,7 @@ impl From<&BonnieResult> for BonnieRun {
                 seed: s.seed,
             },
             phases: r.phases.iter().map(Phase::from).collect(),
+            file_tests: r.files.as_ref().map(FileTests::from),
         }
     }
 }

@@ -455,7 +455,29 @@ pub fn bonnie_result(seed: u64) -> BonnieResult {
         target: "mem:8m".into(),
         spec: BonnieSpec { size_bytes: 8 << 20, seeks: 64, ..BonnieSpec::default() },
         phases,
+        files: None,
     }
+}
+
+/// bonnie++'s file tests whose figures derive from `seed`; the stat
+/// phases too short to measure.
+pub fn file_tests(seed: u64) -> workloads::tree::FileTests {
+    let spec = workloads::tree::FileTestSpec { files: 2048, max_bytes: 4096, min_bytes: 512, dirs: 4, seed };
+    let phases = workloads::tree::FILE_PHASES
+        .iter()
+        .enumerate()
+        .map(|(i, &name)| workloads::tree::FilePhase {
+            name,
+            files: 2048,
+            elapsed_s: 0.75 + i as f64,
+            cpu_s: 0.5,
+            rate: (seed * 2000 + i as u64) as f64,
+            cpu_pct: 50.0 + seed as f64,
+            too_short: name.ends_with("stat"),
+            latency_max_us: 100.0 * (i + 1) as f64,
+        })
+        .collect();
+    workloads::tree::FileTests { spec, phases }
 }
 
 fn phase(seconds: f64, sync_writes: Option<u64>, log_bytes: Option<u64>) -> report::PhaseRun {

@@ -14,6 +14,7 @@ use workloads::recover::Verdict;
 use workloads::{Engine, Rw};
 
 use crate::fixtures;
+use workloads::bonnie::BonnieResult;
 
 fn check_golden(name: &str, actual: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden/json").join(name);
@@ -128,6 +129,12 @@ fn bonnie_documents_match_their_golden_file() {
     let docs = [
         report::json::BonnieDocument::new("0.1.0", &runs, spread.as_ref()).to_json(),
         report::json::BonnieDocument::new("0.1.0", &[fixtures::bonnie_result(2)], None).to_json(),
+        report::json::BonnieDocument::new(
+            "0.1.0",
+            &[BonnieResult { files: Some(fixtures::file_tests(2)), ..fixtures::bonnie_result(2) }],
+            None,
+        )
+        .to_json(),
     ];
     check_golden("bonnie.json", &docs.join("\n"));
 }

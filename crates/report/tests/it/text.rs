@@ -137,3 +137,25 @@ fn bad_blocks_outweigh_an_incomplete_journal() {
 fn policies_table_matches_its_golden_file() {
     check_golden("sweep_policies.txt", &report::policies_table(&fixtures::policies_sweep()));
 }
+
+#[test]
+fn bonnie_table_and_csv_with_file_tests_match_their_golden_file() {
+    let both = workloads::bonnie::BonnieResult {
+        files: Some(fixtures::file_tests(1)),
+        ..fixtures::bonnie_result(1)
+    };
+    let files_only = workloads::bonnie::BonnieResult {
+        phases: Vec::new(),
+        files: Some(fixtures::file_tests(2)),
+        ..both.clone()
+    };
+    let rows = vec![("both".to_string(), &both, Vec::new()), ("files".to_string(), &files_only, Vec::new())];
+    let mut out = report::bonnie_table(&rows, &[]);
+    for r in [&both, &files_only] {
+        out.push_str(&report::bonnie_csv("iolab", r));
+        out.push('\n');
+        out.push_str(&report::bonnie_csv_103("iolab", r));
+        out.push('\n');
+    }
+    check_golden("bonnie_files.txt", &out);
+}

@@ -1,10 +1,11 @@
 //! File-system workloads over [`fsapi::FileSystem`]: extracting an
-//! archive as GNU tar does, removing a tree as `rm -rf` does, and
-//! mdtest's metadata phases. They run
+//! archive as GNU tar does, removing a tree as `rm -rf` does, mdtest's
+//! metadata phases, and bonnie++'s file tests. They run
 //! unchanged on iolab's file system in-process, on the reference model,
 //! or on a directory of any kernel file system ([`fsapi::HostFs`]).
 
 mod archive;
+mod files;
 mod generate;
 mod mdtest;
 mod rm;
@@ -15,6 +16,7 @@ use std::fmt;
 use fsapi::Errno;
 
 pub use self::archive::{archive_size, load_archive, Compression, LoadedArchive};
+pub use self::files::{run_file_tests, FilePhase, FileTestSpec, FileTests, FILE_PHASES};
 pub use self::generate::source_archive;
 pub use self::mdtest::{run_mdtest, MdtestPhase, MdtestSpec, MDTEST_PHASES};
 pub use self::rm::{remove_tree, Removed};
