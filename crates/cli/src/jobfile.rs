@@ -32,9 +32,10 @@ where
 #[derive(Clone, Debug, Default, Args, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct JobFields {
-    /// What to run on: a file or block device path, mem:SIZE (memory) or
-    /// null:SIZE (discards data; measures the engine alone). A missing file
-    /// is created sparse with the region's size. Default: a temporary 1 GiB file.
+    /// What to run on: a file or block device path, mem:SIZE (memory),
+    /// null:SIZE (discards data; measures the engine alone), or a directory
+    /// (files in it: --nrfiles). A missing file is created sparse with the
+    /// region's size. Default: a temporary 1 GiB file.
     #[arg(long, short = 't', value_name = "TARGET")]
     pub target: Option<String>,
     /// Name of the job in reports.
@@ -108,6 +109,12 @@ pub struct JobFields {
     /// Sector size of a file target: 512 or 4096 (to act as a 4Kn disk).
     #[arg(long, value_name = "BYTES")]
     pub sector_size: Option<u32>,
+    /// With a directory target: the job's region spread over N files in it,
+    /// iolab.0.0 ... (fio's directory= and nrfiles=), taken one after
+    /// another as one address space (fio's file_service_type=sequential);
+    /// missing files made sparse, --size split evenly over them.
+    #[arg(long, value_name = "N")]
+    pub nrfiles: Option<u32>,
     /// Flush (fdatasync) after every N writes in each thread.
     #[arg(long, value_name = "N")]
     pub flush_every: Option<u64>,
@@ -235,6 +242,7 @@ impl JobFields {
             layout,
             keep_cache,
             sector_size,
+            nrfiles,
             flush_every,
             end_flush,
             runtime,

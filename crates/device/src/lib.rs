@@ -23,6 +23,7 @@
 //! backend checks, counts or poisons on its own: that is the front's.
 
 mod align;
+mod concat;
 mod crash;
 mod error;
 mod faulty;
@@ -37,6 +38,7 @@ mod slice;
 mod stats;
 
 pub use align::AlignedBuf;
+pub use concat::Concat;
 pub use crash::{CrashDevice, CrashOutcome, CrashPolicy};
 pub use error::{DeviceError, Op, Result};
 pub use faulty::{Fault, FaultyDevice};

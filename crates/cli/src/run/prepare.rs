@@ -231,7 +231,15 @@ fn open_stack(
             _ => region,
         }),
     };
-    Stack::open(spec, &options)
+    let path = Path::new(spec);
+    match f.nrfiles {
+        _ if path.is_dir() => Stack::open_directory(path, f.nrfiles.unwrap_or(1), &options),
+        Some(_) => Err(UsageError(format!(
+            "--nrfiles: only applies to a directory target (fio's directory=); {spec} is not a directory"
+        ))
+        .into()),
+        None => Stack::open(spec, &options),
+    }
 }
 
 /// `--log` and its companions; a file created for a logged job gets room

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use device::{Device, FileDevice, FileOptions, LockKind, MemDevice, NullDevice};
+use device::{Concat, Device, FileDevice, FileOptions, LockKind, MemDevice, NullDevice};
 use workloads::spec::parse_bytes;
 
 use super::{Layer, Origin, Stack};
@@ -65,10 +65,96 @@ impl Stack {
             return open_volume(crate::volume::assemble_for_io(&paths, options.direct)?, Some(name), spec);
         }
         let path = Path::new(spec);
+        if path.is_dir() {
+            return Err(UsageError(format!(
+                "--target: {spec} is a directory; iolab run spreads a job over files in one (--nrfiles N, fio's \
+                 directory= and nrfiles=), iolab bonnie runs there as bonnie++ -d; this command needs a file or a \
+                 device"
+            ))
+            .into());
+        }
         if let Some(set) = volume_config(path, options.direct)? {
             return open_volume(set, None, spec);
         }
         open_file(path, options)
+    }
+
+    /// `files` files in directory `dir`, `iolab.0.0` ... (fio's names for
+    /// job 0), one after another as one device (fio's
+    /// `file_service_type=sequential`). Missing files are made sparse,
+    /// `create_bytes` split evenly over them (in 4 KiB); existing ones are
+    /// taken as they are, but must have that size when it is given.
+    pub fn open_directory(dir: &Path, files: u32, options: &OpenOptions) -> anyhow::Result<Stack> {
+        if files == 0 {
+            return Err(UsageError("--nrfiles: give at least 1".into()).into());
+        }
+        let per_file = options.create_bytes.map(|b| b / u64::from(files) / 4096 * 4096);
+        let names: Vec<PathBuf> = (0..files).map(|n| dir.join(format!("iolab.0.{n}"))).collect();
+        let mut members: Vec<Arc<dyn Device>> = Vec::with_capacity(names.len());
+        let mut made = Vec::new();
+        let opened = (|| -> anyhow::Result<()> {
+            for name in &names {
+                let exists = name.exists();
+                let length = std::fs::metadata(name).map(|m| m.len()).ok();
+                match (exists, per_file) {
+                    (false, None) => {
+                        return Err(UsageError(format!(
+                            "--target {}: {} does not exist; give --size to make the {files} files sparse (the \
+                             size split over them)",
+                            dir.display(),
+                            name.display()
+                        ))
+                        .into())
+                    }
+                    (_, Some(0)) => {
+                        return Err(UsageError(format!(
+                            "--size: too small for {files} files of at least 4 KiB each"
+                        ))
+                        .into())
+                    }
+                    (true, Some(want)) if length != Some(want) => {
+                        return Err(UsageError(format!(
+                            "{}: holds {} bytes, not the {want} that --size gives each of {files} files; remove it \
+                             or give the size the files have",
+                            name.display(),
+                            length.unwrap_or(0)
+                        ))
+                        .into())
+                    }
+                    _ => {}
+                }
+                let file_options = FileOptions {
+                    direct: options.direct,
+                    dsync: false,
+                    read_only: options.read_only && exists,
+                    create_bytes: if exists { None } else { per_file },
+                    sector_bytes: options.sector_bytes,
+                };
+                let dev = FileDevice::open(name, &file_options)?;
+                if !exists {
+                    made.push(name.clone());
+                }
+                take_lock(&dev, options.lock)?;
+                members.push(Arc::new(dev));
+            }
+            Ok(())
+        })();
+        if let Err(e) = opened {
+            drop(members);
+            for file in &made {
+                let _ = std::fs::remove_file(file);
+            }
+            return Err(e);
+        }
+        let set = Concat::new(format!("{} ({files} files)", dir.display()), members)?;
+        let origin = Origin {
+            created: made.len() == names.len(),
+            read_only: options.read_only && made.is_empty(),
+            path: Some(dir.to_path_buf()),
+            made_files: made,
+            ..Origin::default()
+        };
+        Ok(Stack { device: Arc::new(set), origin, layers: Vec::new() })
     }
 
     /// A sparse temporary file in the system's temporary directory, opened
@@ -127,6 +213,7 @@ fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
         was_empty: exists && empty,
         read_only: file_options.read_only,
         path: Some(path.to_path_buf()),
+        made_files: Vec::new(),
     };
     Ok(Stack { device: Arc::new(dev), origin, layers: Vec::new() })
 }

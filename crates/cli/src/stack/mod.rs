@@ -14,7 +14,7 @@ mod base;
 mod log;
 mod safety;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -51,6 +51,9 @@ pub struct Origin {
     pub read_only: bool,
     /// The path the user named, whose data would be overwritten.
     pub path: Option<PathBuf>,
+    /// A directory target: the files this command created in it (removed
+    /// if the command is refused; `created` says all of them were new).
+    pub made_files: Vec<PathBuf>,
 }
 
 /// What a closed stack leaves to report.
@@ -154,9 +157,17 @@ impl Stack {
         let Stack { device, origin, layers } = self;
         drop(layers);
         drop(device);
-        let Origin { temp, created, was_empty, path, .. } = origin;
+        let Origin { temp, created, was_empty, path, made_files, .. } = origin;
         if temp.is_some() {
             return; // Dropping the directory removes the file in it.
+        }
+        if path.as_deref().is_some_and(Path::is_dir) {
+            for file in made_files {
+                if let Err(e) = std::fs::remove_file(&file) {
+                    eprintln!("iolab: warning: {}: could not undo its creation: {e}", file.display());
+                }
+            }
+            return;
         }
         let Some(path) = path else { return };
         let undone = if created {

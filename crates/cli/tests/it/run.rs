@@ -151,3 +151,53 @@ fn validation_options_without_validate_are_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--reread: only applies with --validate"), "{}", stderr(&out));
 }
+
+/// A run on a directory: `args` after `run --target DIR`.
+fn run_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    iolab(&[&["run", "--target", dir.to_str().unwrap()][..], args].concat())
+}
+
+#[test]
+fn a_directory_target_spreads_the_job_over_nrfiles_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), &["--nrfiles", "3", "--size", "3m", "--rw", "randrw", "--ios", "300"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("(3 files)"), "{}", stdout(&out));
+    for n in 0..3 {
+        let len = std::fs::metadata(dir.path().join(format!("iolab.0.{n}"))).unwrap().len();
+        assert_eq!(len, 1 << 20, "iolab.0.{n} holds a third of the region");
+    }
+    let again = run_in(dir.path(), &["--nrfiles", "3", "--rw", "randread", "--ios", "100"]);
+    assert_eq!(again.status.code(), Some(0), "the files are taken as they are: {}", stderr(&again));
+}
+
+#[test]
+fn a_directory_target_names_what_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("iolab.0.0"), vec![1u8; 4096]).unwrap();
+    let out = run_in(dir.path(), &["--nrfiles", "2", "--size", "2m", "--ios", "10"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("iolab.0.0: holds 4096 bytes"), "{}", stderr(&out));
+    assert!(!dir.path().join("iolab.0.1").exists(), "nothing is made when a file does not fit");
+    let file = dir.path().join("iolab.0.0");
+    let out = iolab(&["run", "--target", file.to_str().unwrap(), "--nrfiles", "2", "--ios", "10"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("only applies to a directory"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_refused_run_on_a_directory_removes_the_files_it_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), &["--nrfiles", "2", "--size", "2m", "--engine", "uring", "--ios", "10"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--engine sync"), "a set of files has no one descriptor: {}", stderr(&out));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn other_commands_on_a_directory_say_what_takes_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = iolab(&["fs", "mkfs", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--nrfiles"), "{}", stderr(&out));
+}
