@@ -50,10 +50,12 @@ pub struct BonnieArgs {
     /// Machine name in the table and the CSV line.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// Also print bonnie++ 2.00's CSV line (bon_csv2txt and bon_csv2html read it).
+    /// Print bonnie++ 2.00's CSV line on standard output (bon_csv2txt and
+    /// bon_csv2html read it: `iolab bonnie --csv | bon_csv2txt`); the
+    /// table then goes to standard error.
     #[arg(long)]
     pub csv: bool,
-    /// Also print bonnie++ 1.03's CSV line.
+    /// Print bonnie++ 1.03's CSV line (the table to standard error).
     #[arg(long)]
     pub csv_103: bool,
     /// Write the results as JSON to FILE ("-" for standard output).
@@ -224,7 +226,15 @@ fn report(args: &BonnieArgs, results: &[BonnieResult]) -> anyhow::Result<ExitCod
                     .map(|(n, r)| (n.to_string(), r, Vec::new())),
             );
         }
-        print!("{}", report::bonnie_table(&rows, &[]));
+        // With a CSV line asked for, standard output carries the CSV alone,
+        // so `iolab bonnie --csv | bon_csv2txt` works; the table goes to
+        // standard error.
+        let table = report::bonnie_table(&rows, &[]);
+        if args.csv || args.csv_103 {
+            eprint!("{table}");
+        } else {
+            print!("{table}");
+        }
         for r in results {
             if args.csv {
                 println!("{}", report::bonnie_csv(&name, r));

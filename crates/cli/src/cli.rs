@@ -5,7 +5,15 @@ use clap::{Parser, Subcommand};
 /// iolab: build storage stacks, drive workloads through them, validate
 /// every byte, crash them on purpose, and report honestly.
 #[derive(Debug, Parser)]
-#[command(name = "iolab", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "iolab",
+    version = env!("IOLAB_LONG_VERSION"),
+    about = "iolab measures storage you can trust: it builds stacks (volumes, a block log, a file system) from \
+             files or devices, drives fio-like workloads through them or through any file, device or directory, \
+             checks every byte, crashes them on purpose, and reports how each figure was taken.",
+    long_about = None,
+    propagate_version = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -52,6 +60,14 @@ pub enum Command {
     /// stat and cat inside an unmounted image.
     #[command(subcommand)]
     Fs(crate::fs::FsCommand),
+    /// Print a completion script for a shell (bash, zsh, fish, elvish,
+    /// powershell): `iolab completions bash > /etc/bash_completion.d/iolab`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print iolab's manual page (roff): `iolab man | man -l -`.
+    Man,
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -63,5 +79,15 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate(args) => crate::validate::run(args),
         Command::Sweep(command) => crate::sweep::run(command),
         Command::Fs(command) => crate::fs::run(command),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "iolab", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

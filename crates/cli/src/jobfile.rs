@@ -115,6 +115,11 @@ pub struct JobFields {
     /// missing files made sparse, --size split evenly over them.
     #[arg(long, value_name = "N")]
     pub nrfiles: Option<u32>,
+    /// A job-file key: with `concurrent = true`, this job waits for the
+    /// jobs before it to end, and starts a new group with the jobs after
+    /// it (fio's stonewall).
+    #[arg(skip)]
+    pub stonewall: Option<bool>,
     /// Flush (fdatasync) after every N writes in each thread.
     #[arg(long, value_name = "N")]
     pub flush_every: Option<u64>,
@@ -212,6 +217,14 @@ pub struct JobFields {
     pub log_home: Option<HomeWrites>,
 }
 
+/// Every field of [`JobFields`], named once for the macros that go over
+/// them all (merging, printing as a job file).
+macro_rules! each_field {
+    ($then:ident!($($pre:expr),*)) => {
+        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, validate, no_preread, reread, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home)
+    };
+}
+
 macro_rules! overlay {
     ($over:expr, $base:expr, $($field:ident),*) => {
         JobFields { $($field: $over.$field.clone().or_else(|| $base.$field.clone()),)* }
@@ -221,51 +234,7 @@ macro_rules! overlay {
 impl JobFields {
     /// `self` where set, else `base`.
     pub fn over(&self, base: &JobFields) -> JobFields {
-        overlay!(
-            self,
-            base,
-            target,
-            name,
-            offset,
-            size,
-            rw,
-            rwmixread,
-            seekpct,
-            skew,
-            bs,
-            bsalign,
-            threads,
-            iodepth,
-            iodepth_batch,
-            engine,
-            direct,
-            layout,
-            keep_cache,
-            sector_size,
-            nrfiles,
-            flush_every,
-            end_flush,
-            runtime,
-            io_size,
-            ios,
-            ramp,
-            rate_iops,
-            pattern,
-            validate,
-            no_preread,
-            reread,
-            journal,
-            journal_mode,
-            journal_commit,
-            key_map,
-            key_map_dir,
-            max_errors,
-            seed,
-            log,
-            log_size,
-            log_device,
-            log_home
-        )
+        each_field!(overlay!(self, base))
     }
 }
 
@@ -282,7 +251,70 @@ pub struct JobFile {
     pub jobs: Vec<JobFields>,
 }
 
+/// A value as a job file writes it.
+trait TomlValue {
+    fn toml(&self) -> String;
+}
+
+macro_rules! toml_as_is {
+    ($($t:ty),*) => { $(impl TomlValue for $t { fn toml(&self) -> String { self.to_string() } })* };
+}
+macro_rules! toml_quoted {
+    ($($t:ty),*) => { $(impl TomlValue for $t { fn toml(&self) -> String { format!("{:?}", self.to_string()) } })* };
+}
+toml_as_is!(u8, u32, u64, bool);
+toml_quoted!(
+    String,
+    Rw,
+    Skew,
+    BlockSizes,
+    EngineChoice,
+    LayoutPolicy,
+    Pattern,
+    JournalMode,
+    Committer,
+    KeyMapChoice,
+    Mode,
+    HomeWrites
+);
+
+impl TomlValue for std::path::PathBuf {
+    fn toml(&self) -> String {
+        format!("{:?}", self.display().to_string())
+    }
+}
+
+macro_rules! toml_lines {
+    ($fields:expr, $($field:ident),*) => {{
+        let mut lines = Vec::new();
+        $(if let Some(v) = &$fields.$field {
+            lines.push(format!("{} = {}", stringify!($field).replace('_', "-"), v.toml()));
+        })*
+        lines
+    }};
+}
+
+impl JobFields {
+    /// The keys set, as job-file lines (`rw = "randread"`).
+    pub fn toml_lines(&self) -> Vec<String> {
+        each_field!(toml_lines!(self))
+    }
+}
+
 impl JobFile {
+    /// The file as iolab's TOML job file reads.
+    pub fn to_toml(&self) -> String {
+        let mut out = format!("concurrent = {}\n", self.concurrent);
+        let global = self.global.toml_lines();
+        if !global.is_empty() {
+            out += &format!("\n[global]\n{}\n", global.join("\n"));
+        }
+        for job in &self.jobs {
+            out += &format!("\n[[job]]\n{}\n", job.toml_lines().join("\n"));
+        }
+        out
+    }
+
     pub fn load(path: &Path) -> anyhow::Result<JobFile> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("{}: cannot read the job file", path.display()))?;

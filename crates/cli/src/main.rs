@@ -8,6 +8,7 @@ use clap::Parser;
 mod bonnie;
 mod cli;
 mod crash;
+mod fio;
 mod fs;
 mod jobfile;
 mod mounts;

@@ -1,6 +1,7 @@
 //! The validation choices a user names (journal mode, where key maps
 //! live), parsed once from their text into the types used here.
 
+use std::fmt;
 use std::str::FromStr;
 
 use crate::journal::JournalMode;
@@ -29,5 +30,27 @@ impl FromStr for KeyMapChoice {
             "file" => Ok(KeyMapChoice::File),
             other => Err(format!("--key-map: '{other}' is not a choice; use auto, memory or file")),
         }
+    }
+}
+
+/// Written as `--journal-mode` takes it.
+impl fmt::Display for JournalMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JournalMode::Group => "group",
+            JournalMode::Sync => "sync",
+            JournalMode::Async => "async",
+        })
+    }
+}
+
+/// Written as `--key-map` takes it.
+impl fmt::Display for KeyMapChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KeyMapChoice::Auto => "auto",
+            KeyMapChoice::Memory => "memory",
+            KeyMapChoice::File => "file",
+        })
     }
 }

@@ -2,6 +2,7 @@
 //! file key) into the types the engine uses; the rules that tie several
 //! values together are in [`crate::JobSpec::check`].
 
+use std::fmt;
 use std::str::FromStr;
 
 use serde::Serialize;
@@ -112,6 +113,68 @@ impl FromStr for LayoutPolicy {
             other => {
                 Err(spec_error("layout", format!("'{other}' is not a choice; use auto, always or never")))
             }
+        }
+    }
+}
+
+/// Each choice written as its flag takes it, so a job printed back as a
+/// job file (`iolab run --print-job`) reads the same.
+impl fmt::Display for EngineChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EngineChoice::Auto => "auto",
+            EngineChoice::Sync => "sync",
+            EngineChoice::Uring => "uring",
+        })
+    }
+}
+
+impl fmt::Display for Committer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Committer::Thread => "thread",
+            Committer::Ring => "ring",
+        })
+    }
+}
+
+impl fmt::Display for LayoutPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LayoutPolicy::Auto => "auto",
+            LayoutPolicy::Always => "always",
+            LayoutPolicy::Never => "never",
+        })
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pattern::Random => f.write_str("random"),
+            Pattern::Zeros => f.write_str("zeros"),
+            Pattern::Compressible { pct } => write!(f, "compress:{pct}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_choice_reads_back_as_it_prints() {
+        for text in ["auto", "sync", "uring"] {
+            assert_eq!(text.parse::<EngineChoice>().unwrap().to_string(), text);
+        }
+        for text in ["thread", "ring"] {
+            assert_eq!(text.parse::<Committer>().unwrap().to_string(), text);
+        }
+        for text in ["auto", "always", "never"] {
+            assert_eq!(text.parse::<LayoutPolicy>().unwrap().to_string(), text);
+        }
+        for text in ["random", "zeros", "compress:40"] {
+            assert_eq!(text.parse::<Pattern>().unwrap().to_string(), text);
         }
     }
 }

@@ -30,7 +30,7 @@ impl Outcome {
 
 /// Lays every job out, then runs the repeats, printing each run's table
 /// as it ends. A failure still records what the volumes went through.
-pub fn all(jobs: &[Prepared], concurrent: bool, args: &RunArgs) -> anyhow::Result<Outcome> {
+pub fn all(jobs: &[Prepared], groups: &[std::ops::Range<usize>], args: &RunArgs) -> anyhow::Result<Outcome> {
     let interrupted = catch_interrupts()?;
     let mut targets = Vec::with_capacity(jobs.len());
     for job in jobs {
@@ -41,8 +41,7 @@ pub fn all(jobs: &[Prepared], concurrent: bool, args: &RunArgs) -> anyhow::Resul
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let results =
-            repeat(jobs, &targets, args, i, concurrent, &interrupted).map_err(|e| abandon(jobs, e))?;
+        let results = repeat(jobs, &targets, args, i, groups, &interrupted).map_err(|e| abandon(jobs, e))?;
         for ((all, mut result), t) in runs.iter_mut().zip(results).zip(&targets) {
             result.reads_from_unwritten = t.reads_from_unwritten();
             if args.to_stdout() {
@@ -74,42 +73,35 @@ pub fn all(jobs: &[Prepared], concurrent: bool, args: &RunArgs) -> anyhow::Resul
     Ok(Outcome { reports, interrupted: interrupted.load(Ordering::Relaxed) })
 }
 
-/// Run `index` of every job: at once, or one after the other (stopping
-/// between jobs on Ctrl-C). The target lines head each job's first run.
+/// Run `index` of every job: group after group, the jobs of a group at
+/// once (stopping between groups on Ctrl-C). The target lines head each
+/// job's first run, named when it shares its group.
 fn repeat(
     jobs: &[Prepared],
     targets: &[report::TargetReport],
     args: &RunArgs,
     index: u32,
-    concurrent: bool,
+    groups: &[std::ops::Range<usize>],
     interrupted: &AtomicBool,
 ) -> anyhow::Result<Vec<JobResult>> {
-    let heading = |job: &Prepared, t: &report::TargetReport, named: bool| {
-        if index == 0 && args.to_stdout() {
-            let lines = report::target_lines(t);
-            if named {
-                print!("{}: {lines}", job.spec.name);
-            } else {
-                print!("{lines}");
-            }
-        }
-    };
-    if concurrent {
-        for (job, t) in jobs.iter().zip(targets) {
-            start_cold(job)?;
-            heading(job, t, true);
-        }
-        return run_together(jobs, args.quiet, index, args.repeat, interrupted);
-    }
     let mut results = Vec::with_capacity(jobs.len());
-    for (job, t) in jobs.iter().zip(targets) {
+    for group in groups {
         if interrupted.load(Ordering::Relaxed) && !results.is_empty() {
             break;
         }
-        start_cold(job)?;
-        heading(job, t, false);
-        let one = std::slice::from_ref(job);
-        results.extend(run_together(one, args.quiet, index, args.repeat, interrupted)?);
+        let named = group.len() > 1;
+        for (job, t) in jobs[group.clone()].iter().zip(&targets[group.clone()]) {
+            start_cold(job)?;
+            if index == 0 && args.to_stdout() {
+                let lines = report::target_lines(t);
+                if named {
+                    print!("{}: {lines}", job.spec.name);
+                } else {
+                    print!("{lines}");
+                }
+            }
+        }
+        results.extend(run_together(&jobs[group.clone()], args.quiet, index, args.repeat, interrupted)?);
     }
     Ok(results)
 }

@@ -3,6 +3,7 @@
 //! every rule that ties several flags together checked here, before any
 //! target is opened.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,8 +21,10 @@ const DEFAULT_RUNTIME: Duration = Duration::from_secs(10);
 /// The jobs of a run, checked on their own and against each other.
 pub struct Plan {
     pub jobs: Vec<(JobFields, JobSpec)>,
-    /// Run the jobs at the same time (a job file's `concurrent = true`).
-    pub concurrent: bool,
+    /// Groups of jobs run one after another, the jobs of a group at the
+    /// same time: every job alone, or (a job file's `concurrent = true`)
+    /// all together, split where a job has `stonewall`.
+    pub groups: Vec<Range<usize>>,
     /// No target and no job file: the built-in job on a temporary file.
     pub default_job: bool,
     /// Per job: the size to create its target file with, if missing.
@@ -34,18 +37,19 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     }
     let (fields, concurrent) = match &args.jobfile {
         Some(path) => {
-            let file = JobFile::load(path)?;
+            let file = load(args, path)?;
             let jobs = file.jobs.iter().map(|job| args.job.over(&job.over(&file.global))).collect();
             (jobs, file.concurrent)
         }
         None => (vec![args.job.clone()], false),
     };
+    let groups = groups(&fields, concurrent);
     let default_job = args.jobfile.is_none() && args.job.target.is_none();
     let specs = (fields.iter().enumerate())
         .map(|(index, f)| job_from_fields(f, index, default_job))
         .collect::<Result<Vec<_>, _>>()?;
-    if concurrent {
-        check_validated_regions(&fields, &specs)?;
+    for group in groups.iter().filter(|g| g.len() > 1) {
+        check_validated_regions(&fields[group.clone()], &specs[group.clone()])?;
     }
     if let Some(path) = &args.json {
         crate::check_output("json", path, true)?;
@@ -54,7 +58,41 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         crate::check_output("error-log", path, false)?;
     }
     let create_bytes = create_sizes(&fields, &specs);
-    Ok(Plan { jobs: fields.into_iter().zip(specs).collect(), concurrent, default_job, create_bytes })
+    Ok(Plan { jobs: fields.into_iter().zip(specs).collect(), groups, default_job, create_bytes })
+}
+
+/// A job file: iolab's TOML, or fio's (recognised by its content,
+/// whatever the name), translated; what the translation ignored is said
+/// on standard error, or with `--strict` refused.
+pub fn load(args: &RunArgs, path: &Path) -> anyhow::Result<JobFile> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("{}: cannot read the job file: {e}", path.display())))?;
+    if !crate::fio::looks_like_fio(&text) {
+        return JobFile::load(path);
+    }
+    let translated = crate::fio::translate(path, args.strict)?;
+    for note in &translated.notes {
+        eprintln!("iolab: {}: {note}", path.display());
+    }
+    Ok(translated.file)
+}
+
+/// The groups of `fields`: one job each, or (concurrent) runs of jobs
+/// split before each job with `stonewall`.
+fn groups(fields: &[JobFields], concurrent: bool) -> Vec<Range<usize>> {
+    if !concurrent {
+        return (0..fields.len()).map(|i| i..i + 1).collect();
+    }
+    let mut groups = Vec::new();
+    let mut start = 0;
+    for (i, f) in fields.iter().enumerate() {
+        if i > start && f.stonewall == Some(true) {
+            groups.push(start..i);
+            start = i;
+        }
+    }
+    groups.push(start..fields.len());
+    groups
 }
 
 /// The flags that mean something only beside another: given alone, each

@@ -20,8 +20,9 @@ pub(crate) use prepare::lay_out_for_sweep;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// A TOML job file: [global] settings and [[job]] sections, keys named
-    /// as the flags (docs/workloads.md). Flags given here override it.
+    /// A job file: iolab's TOML ([global] settings and [[job]] sections,
+    /// keys named as the flags; docs/workloads.md) or fio's, recognised by
+    /// its content. Flags given here override it.
     #[arg(value_name = "JOBFILE")]
     pub jobfile: Option<PathBuf>,
     #[command(flatten)]
@@ -42,6 +43,14 @@ pub struct RunArgs {
     /// No progress display.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Print the job file as iolab's TOML job file (a fio file translated,
+    /// flags applied) and run nothing.
+    #[arg(long, requires = "jobfile")]
+    pub print_job: bool,
+    /// Refuse a fio job file with any option iolab would ignore (instead
+    /// of a note for each).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl RunArgs {
@@ -52,9 +61,19 @@ impl RunArgs {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if let (true, Some(path)) = (args.print_job, &args.jobfile) {
+        let file = jobs::load(&args, path)?;
+        let merged = crate::jobfile::JobFile {
+            concurrent: file.concurrent,
+            global: Default::default(),
+            jobs: file.jobs.iter().map(|job| args.job.over(&job.over(&file.global))).collect(),
+        };
+        print!("{}", merged.to_toml());
+        return Ok(ExitCode::SUCCESS);
+    }
     let plan = jobs::plan(&args)?;
     let jobs = prepare::all(&plan, args.force)?;
-    let outcome = execute::all(&jobs, plan.concurrent, &args)?;
+    let outcome = execute::all(&jobs, &plan.groups, &args)?;
     let bad_blocks = outcome.bad_blocks();
     write_results(&args, &outcome)?;
     execute::close(jobs, args.to_stdout())?;

@@ -19,6 +19,14 @@ fn table_has_bonnies_header_and_a_row() {
 }
 
 #[test]
+fn with_csv_standard_output_is_the_csv_alone_and_the_table_goes_to_standard_error() {
+    let out = iolab(&["bonnie", "--target", "mem:8m", "--seeks", "64", "--csv"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
+    assert!(stderr(&out).contains("Machine    MB K/sec"), "{}", stderr(&out));
+}
+
+#[test]
 fn csv_200_line_has_bonnie_pp_200_fields() {
     let line = &csv_lines()[0];
     let fields: Vec<&str> = line.split(',').collect();
@@ -112,9 +120,10 @@ fn on_a_directory_the_file_tests_run_and_fill_their_csv_columns() {
         "--csv",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let text = stdout(&out);
-    assert!(text.contains("Sequential Create") && text.contains("1:512:0/3"), "{text}");
+    let table = stderr(&out);
+    assert!(table.contains("Sequential Create") && table.contains("1:512:0/3"), "{table}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the test file and directory are gone");
+    let text = stdout(&out);
     let line = text.lines().last().unwrap();
     assert_eq!(line.split(',').nth(21), Some("1"), "{line}");
     if let Some(table) = bon_csv2txt(line) {

@@ -1,7 +1,7 @@
 //! Job files: [global] and [[job]] sections, keys as the flags; flags
 //! override the file.
 
-use crate::cli::{iolab, stderr};
+use crate::cli::{iolab, stderr, stdout};
 
 fn write_jobfile(dir: &tempfile::TempDir, text: &str) -> String {
     let path = dir.path().join("jobs.toml");
@@ -130,4 +130,77 @@ fn concurrent_validated_jobs_on_disjoint_regions_of_a_new_file_run_clean() {
     let jobs = doc["jobs"].as_array().unwrap();
     assert!(jobs.iter().all(|j| j["runs"][0]["validation"]["errors"] == 0), "{doc}");
     assert_eq!(std::fs::metadata(&target).unwrap().len(), 2 << 20, "created for both regions");
+}
+
+/// Each fio job file under golden/fio, translated by `iolab run FILE
+/// --print-job`, against its `.expected` (exit status, the TOML, the notes).
+/// IOLAB_BLESS rewrites the expectations.
+#[test]
+fn fio_job_files_translate_as_their_golden_files_say() {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden/fio");
+    let temp = tempfile::tempdir().unwrap();
+    let target = temp.path().join("t.img");
+    std::fs::write(&target, vec![0u8; 1 << 20]).unwrap();
+    let mut cases: Vec<_> = std::fs::read_dir(&golden)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "fio"))
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 10, "{cases:?}");
+    for case in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+            .args(["run", case.to_str().unwrap(), "--print-job"])
+            .env("IOLAB_FIO_TARGET", &target)
+            .env("IOLAB_FIO_SIZE", "8m")
+            .output()
+            .unwrap();
+        let text = format!(
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            out.status.code().unwrap_or(-1),
+            stdout(&out),
+            stderr(&out)
+        )
+        .replace(golden.to_str().unwrap(), "GOLDEN")
+        .replace(target.to_str().unwrap(), "TARGET");
+        let expected = case.with_extension("expected");
+        if std::env::var_os("IOLAB_BLESS").is_some() {
+            std::fs::write(&expected, &text).unwrap();
+        }
+        let want =
+            std::fs::read_to_string(&expected).unwrap_or_else(|e| panic!("{}: {e}", expected.display()));
+        assert!(text == want, "{} differs from {}:\n{text}", case.display(), expected.display());
+    }
+}
+
+#[test]
+fn strict_refuses_a_fio_file_with_options_iolab_would_ignore() {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden/fio/unknown.fio");
+    let out = iolab(&["run", golden.to_str().unwrap(), "--print-job", "--strict"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cpus_allowed=0") && stderr(&out).contains("lat_percentiles=1"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_fio_job_file_runs_its_jobs_with_a_note_per_ignored_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("job.fio");
+    let target = dir.path().join("t.img");
+    let text = format!(
+        "[global]\nfilename={}\nsize=4m\nnumber_ios=200\ncpus_allowed=0\n\n[reads]\nrw=randread\n\n[writes]\nrw=randwrite\nbs=8k\n",
+        target.display()
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = iolab(&["run", file.to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cpus_allowed=0: ignored"), "{}", stderr(&out));
+    let table = stdout(&out);
+    assert!(
+        table.contains("reads:") && table.contains("writes:"),
+        "the two jobs ran at once, each named:\n{table}"
+    );
 }

@@ -1,0 +1,488 @@
+//! fio's job files (`iolab run job.fio`, whatever the name): sections,
+//! `[global]` applying to the jobs after it, `include`, `;` and `#`
+//! comments, bare keys, `${VAR}`, `$ncpus`, `$mb_memory` and `$pagesize`,
+//! fio's units (`kb_base`), and the options iolab can run, each turned into
+//! the job-file key that does the same (`jobfile.rs`). fio runs a file's
+//! jobs at once, a `stonewall` job waiting for those before it; so does
+//! iolab here. Every other option is named in a note as ignored, or
+//! refused under `--strict`. Parsing only: the caller prints the notes.
+//!
+//! Source of the semantics: fio's HOWTO (options), `init.c` and
+//! `parse.c` (sections, `include`, variables, units).
+
+use std::path::{Path, PathBuf};
+
+use crate::jobfile::{JobFields, JobFile};
+use crate::UsageError;
+
+/// Includes nested deeper than this are refused (a file including itself).
+const INCLUDE_DEPTH_MAX: u32 = 16;
+
+/// A fio job file turned into iolab's.
+#[derive(Debug)]
+pub struct Translated {
+    pub file: JobFile,
+    /// One line per option ignored or changed in meaning, naming the job.
+    pub notes: Vec<String>,
+}
+
+/// Whether `text` is a fio job file rather than iolab's TOML: INI
+/// sections and `key=value` lines, no `[[job]]` array.
+pub fn looks_like_fio(text: &str) -> bool {
+    let lines = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with(['#', ';']));
+    let mut section = false;
+    for line in lines {
+        if line.starts_with("[[") {
+            return false;
+        }
+        if line.starts_with('[') && line.ends_with(']') {
+            section = true;
+        } else if let Some((_, value)) = line.split_once('=') {
+            // TOML quotes its strings; fio never needs to.
+            let v = value.trim();
+            if v.starts_with('"') || v.starts_with('\'') {
+                return false;
+            }
+        }
+    }
+    section
+}
+
+/// One `[section]` as read: its name and its options in order.
+#[derive(Clone, Debug, Default)]
+struct Section {
+    name: String,
+    options: Vec<(String, Option<String>)>,
+}
+
+/// Reads `path` (and what it includes) into sections.
+fn read_sections(path: &Path, depth: u32, into: &mut Vec<Section>) -> Result<(), UsageError> {
+    if depth > INCLUDE_DEPTH_MAX {
+        return Err(UsageError(format!(
+            "{}: includes nested more than {INCLUDE_DEPTH_MAX} deep",
+            path.display()
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("{}: cannot read the fio job file: {e}", path.display())))?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        let at = || format!("{}:{}", path.display(), n + 1);
+        if line.is_empty() || line.starts_with(['#', ';']) {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("include ") {
+            let included = PathBuf::from(rest.trim());
+            let included = if included.is_absolute() { included } else { dir.join(included) };
+            read_sections(&included, depth + 1, into)?;
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            into.push(Section { name: name.trim().to_string(), options: Vec::new() });
+            continue;
+        }
+        let Some(section) = into.last_mut() else {
+            return Err(UsageError(format!("{}: '{line}' comes before any [section]", at())));
+        };
+        let (key, value) = match line.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(expand(v.trim(), &at())?)),
+            None => (line, None),
+        };
+        section.options.push((key.to_string(), value));
+    }
+    Ok(())
+}
+
+/// `${VAR}` from the environment, and fio's `$ncpus`, `$mb_memory` and
+/// `$pagesize`.
+fn expand(value: &str, at: &str) -> Result<String, UsageError> {
+    let mut out = value.to_string();
+    while let Some(start) = out.find("${") {
+        let Some(len) = out[start..].find('}') else {
+            return Err(UsageError(format!("{at}: '{value}' opens ${{ without closing it")));
+        };
+        let name = &out[start + 2..start + len];
+        let found = std::env::var(name).map_err(|_| {
+            UsageError(format!("{at}: ${{{name}}} is not set in the environment; set it or write the value"))
+        })?;
+        out.replace_range(start..start + len + 1, &found);
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let memory_mb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines().find(|l| l.starts_with("MemTotal:"))?.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib / 1024);
+    Ok(out
+        .replace("$ncpus", &cpus.to_string())
+        .replace("$mb_memory", &memory_mb.to_string())
+        .replace("$pagesize", "4096"))
+}
+
+/// fio's size units: k, m, g, t, p with or without `i` and `b`; with
+/// `kb_base=1000`, `k` is 1000 and `KiB` 1024; a bare number is bytes.
+fn fio_bytes(text: &str, kb_base: u64) -> Option<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    let unit = unit.to_ascii_lowercase();
+    let binary = unit.contains('i');
+    let base = if binary { 1024 } else { kb_base };
+    let power = match unit.trim_end_matches(['b', 'i']).trim_end_matches('i') {
+        "" => 0,
+        "k" => 1,
+        "m" => 2,
+        "g" => 3,
+        "t" => 4,
+        "p" => 5,
+        _ => return None,
+    };
+    n.checked_mul(base.checked_pow(power)?)
+}
+
+/// `n` bytes with the largest unit that divides it (`64m`, `4k`, `1000`).
+fn exact_size(n: u64) -> String {
+    for (unit, name) in [(1u64 << 40, "t"), (1 << 30, "g"), (1 << 20, "m"), (1 << 10, "k")] {
+        if n >= unit && n % unit == 0 {
+            return format!("{}{name}", n / unit);
+        }
+    }
+    n.to_string()
+}
+
+/// A job being built: its fields, and what it noted.
+struct Job {
+    name: String,
+    fields: JobFields,
+    stonewall: bool,
+    numjobs: u32,
+    group_reporting: bool,
+    time_based: bool,
+    filesize: Option<u64>,
+}
+
+/// Turns `path`, a fio job file, into iolab's jobs; `strict` refuses a
+/// file with any option iolab would ignore.
+pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
+    let mut sections = Vec::new();
+    read_sections(path, 0, &mut sections)?;
+    let mut global: Vec<(String, Option<String>)> = Vec::new();
+    let mut jobs = Vec::new();
+    let mut notes = Vec::new();
+    for section in sections {
+        if section.name == "global" {
+            global.extend(section.options);
+            continue;
+        }
+        let options: Vec<(String, Option<String>)> = global.iter().cloned().chain(section.options).collect();
+        jobs.push(job(&section.name, &options, &mut notes)?);
+    }
+    if jobs.is_empty() {
+        return Err(UsageError(format!("{}: holds no job section (only [global])", path.display())));
+    }
+    if strict && !notes.is_empty() {
+        return Err(UsageError(format!(
+            "{}: --strict: options iolab would not run as fio does:\n  {}",
+            path.display(),
+            notes.join("\n  ")
+        )));
+    }
+    let file = JobFile {
+        concurrent: true,
+        global: JobFields::default(),
+        jobs: jobs.into_iter().map(|j| finish(j, &mut notes)).collect(),
+    };
+    Ok(Translated { file, notes })
+}
+
+/// The last touches once a job's options are all read.
+fn finish(mut j: Job, notes: &mut Vec<String>) -> JobFields {
+    if j.numjobs > 1 {
+        j.fields.threads = Some(j.fields.threads.unwrap_or(1) * j.numjobs);
+        if !j.group_reporting {
+            notes.push(format!(
+                "{}: numjobs={} runs as {} threads of one job on one target, reported together (fio's \
+                 group_reporting=1; without it fio reports each clone)",
+                j.name, j.numjobs, j.numjobs
+            ));
+        }
+    }
+    if let (Some(per_file), None) = (j.filesize, &j.fields.size) {
+        let files = u64::from(j.fields.nrfiles.unwrap_or(1));
+        j.fields.size = Some(exact_size(per_file * files));
+    }
+    if !j.time_based && j.fields.runtime.is_some() && j.fields.io_size.is_none() && j.fields.ios.is_none() {
+        // Without time_based fio stops at the runtime or after one pass
+        // over the region, whichever comes first.
+        j.fields.io_size = j.fields.size.clone();
+    }
+    if j.stonewall {
+        j.fields.stonewall = Some(true);
+    }
+    j.fields.name = Some(j.fields.name.clone().unwrap_or(j.name));
+    j.fields
+}
+
+fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>) -> Result<Job, UsageError> {
+    let mut j = Job {
+        name: name.to_string(),
+        fields: JobFields::default(),
+        stonewall: false,
+        numjobs: 1,
+        group_reporting: false,
+        time_based: false,
+        filesize: None,
+    };
+    let kb_base = options
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "kb_base")
+        .and_then(|(_, v)| v.as_deref()?.parse::<u64>().ok())
+        .unwrap_or(1024);
+    for (key, value) in options {
+        let v = value.as_deref();
+        let bad = |why: &str| UsageError(format!("[{name}] {key}={}: {why}", v.unwrap_or("")));
+        let bytes = |v: Option<&str>| -> Result<u64, UsageError> {
+            v.and_then(|v| fio_bytes(v, kb_base)).ok_or_else(|| bad("not a size"))
+        };
+        let flag = || v.is_none_or(|v| !matches!(v, "0" | "false"));
+        let mut ignore = |why: &str| {
+            notes.push(format!("{name}: {key}{}: {why}", v.map(|v| format!("={v}")).unwrap_or_default()))
+        };
+        match key.as_str() {
+            "filename" => {
+                let v = v.ok_or_else(|| bad("needs a file name"))?;
+                if v.contains(':') {
+                    return Err(bad(
+                        "several files in one filename are not supported; use directory= and nrfiles=",
+                    ));
+                }
+                j.fields.target = Some(v.to_string());
+            }
+            "directory" => j.fields.target = Some(v.ok_or_else(|| bad("needs a directory"))?.to_string()),
+            "nrfiles" => {
+                j.fields.nrfiles = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
+            }
+            "filesize" => j.filesize = Some(bytes(v)?),
+            "name" => j.fields.name = v.map(str::to_string),
+            "size" | "offset" => {
+                let text = v.ok_or_else(|| bad("needs a value"))?;
+                let resolved = match text.strip_suffix('%') {
+                    Some(pct) => percent_of_target(&j.fields, pct).map_err(|why| bad(&why))?,
+                    None => bytes(Some(text))?,
+                };
+                let slot = if key == "size" { &mut j.fields.size } else { &mut j.fields.offset };
+                *slot = Some(exact_size(resolved));
+            }
+            "rw" | "readwrite" => {
+                let text = v.ok_or_else(|| bad("needs a pattern"))?;
+                let (pattern, suffix) = text.split_once(':').map_or((text, None), |(p, s)| (p, Some(s)));
+                let pattern = match pattern {
+                    "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => {
+                        return Err(bad(
+                            "iolab does not trim; use read, write, randread, randwrite, rw or randrw",
+                        ))
+                    }
+                    other => other,
+                };
+                j.fields.rw = Some(pattern.parse().map_err(|e| bad(&format!("{e}")))?);
+                if suffix.is_some() {
+                    ignore("the :N suffix ignored (sequential runs between random offsets): see --seekpct");
+                }
+            }
+            "rwmixread" => {
+                j.fields.rwmixread =
+                    Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a percentage"))?)
+            }
+            "rwmixwrite" => {
+                let w: u8 = v
+                    .and_then(|v| v.parse().ok())
+                    .filter(|w| *w <= 100)
+                    .ok_or_else(|| bad("not a percentage"))?;
+                j.fields.rwmixread = Some(100 - w);
+            }
+            "bs" | "blocksize" => {
+                let text = v.ok_or_else(|| bad("needs a size"))?;
+                let mut sizes = text.split(',').filter(|s| !s.is_empty());
+                let first = bytes(sizes.next())?;
+                if sizes.any(|s| fio_bytes(s, kb_base) != Some(first)) {
+                    ignore("both reads and writes use the first size");
+                }
+                j.fields.bs = Some(first.to_string().parse().map_err(|e| bad(&format!("{e}")))?);
+            }
+            "bsrange" | "blocksize_range" => {
+                let text = v.ok_or_else(|| bad("needs MIN-MAX"))?;
+                let first = text.split(',').next().unwrap_or(text);
+                let (lo, hi) = first.split_once('-').ok_or_else(|| bad("needs MIN-MAX"))?;
+                let range = format!("{}-{}", bytes(Some(lo))?, bytes(Some(hi))?);
+                j.fields.bs = Some(range.parse().map_err(|e| bad(&format!("{e}")))?);
+            }
+            "bssplit" => {
+                let text = v.ok_or_else(|| bad("needs SIZE/PCT:..."))?;
+                let first = text.split(',').next().unwrap_or(text);
+                let mut parts = Vec::new();
+                for part in first.split(':').filter(|p| !p.is_empty()) {
+                    let (size, pct) = part.split_once('/').ok_or_else(|| bad("needs SIZE/PCT:..."))?;
+                    parts.push(format!("{}/{}", bytes(Some(size))?, pct));
+                }
+                j.fields.bs = Some(parts.join(":").parse().map_err(|e| bad(&format!("{e}")))?);
+            }
+            "blockalign" | "ba" => j.fields.bsalign = Some(exact_size(bytes(v)?)),
+            "iodepth" => {
+                j.fields.iodepth = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a depth"))?)
+            }
+            "iodepth_batch" | "iodepth_batch_submit" => {
+                j.fields.iodepth_batch =
+                    Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
+            }
+            "ioengine" => {
+                let engine = match v.unwrap_or("") {
+                    "io_uring" | "libaio" | "posixaio" => "uring",
+                    "psync" | "sync" | "pvsync" | "pvsync2" | "vsync" => "sync",
+                    other => {
+                        return Err(bad(&format!(
+                        "the {other} engine has no equivalent; iolab runs io_uring (libaio) or sync (psync)"
+                    )))
+                    }
+                };
+                if !matches!(v, Some("io_uring") | Some("psync")) {
+                    ignore(&format!("runs on iolab's {engine} engine"));
+                }
+                j.fields.engine = Some(engine.parse().map_err(|e| bad(&format!("{e}")))?);
+            }
+            "direct" => j.fields.direct = Some(flag()),
+            "buffered" => j.fields.direct = Some(!flag()),
+            "numjobs" => {
+                j.numjobs =
+                    v.and_then(|v| v.parse().ok()).filter(|n| *n > 0).ok_or_else(|| bad("not a count"))?
+            }
+            "group_reporting" => j.group_reporting = flag(),
+            "time_based" => j.time_based = flag(),
+            "runtime" | "timeout" => {
+                j.fields.runtime = Some(duration(v).ok_or_else(|| bad("not a duration"))?)
+            }
+            "ramp_time" => j.fields.ramp = Some(duration(v).ok_or_else(|| bad("not a duration"))?),
+            "io_size" | "io_limit" => j.fields.io_size = Some(exact_size(bytes(v)?)),
+            "number_ios" => {
+                j.fields.ios = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
+            }
+            "random_distribution" => {
+                let text = v.ok_or_else(|| bad("needs a distribution"))?;
+                let skew =
+                    match text.split_once(':') {
+                        None if text == "random" => "uniform".to_string(),
+                        Some(("zipf", theta)) => format!("zipf:{theta}"),
+                        _ => return Err(bad(
+                            "iolab has uniform (random) and zipf:THETA; --skew hot:IO/REGION for a hot spot",
+                        )),
+                    };
+                j.fields.skew = Some(skew.parse().map_err(|e| bad(&format!("{e}")))?);
+            }
+            "rate_iops" => {
+                let text = v.ok_or_else(|| bad("needs a rate"))?;
+                let first = text.split(',').next().unwrap_or(text);
+                if text.contains(',') {
+                    ignore("the first rate caps reads and writes together");
+                }
+                j.fields.rate_iops = Some(first.parse().map_err(|_| bad("not a rate"))?);
+            }
+            "verify" => match v {
+                Some("0") | Some("none") => {}
+                _ => {
+                    j.fields.validate = Some(true);
+                    ignore("checked with iolab's stamps (every block, every read), not fio's verify pattern");
+                }
+            },
+            "do_verify" | "verify_fatal" | "verify_backlog" | "verify_interval" => {}
+            "fsync" | "fdatasync" => {
+                j.fields.flush_every = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
+            }
+            "end_fsync" => j.fields.end_flush = Some(flag()),
+            "randseed" | "rand_seed" => {
+                j.fields.seed = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a seed"))?)
+            }
+            "stonewall" | "wait_for_previous" => j.stonewall = flag(),
+            "new_group" => ignore("ignored: a reporting group only, and iolab reports each job"),
+            "invalidate" => j.fields.keep_cache = Some(!flag()),
+            "zero_buffers" => j.fields.pattern = Some("zeros".parse().map_err(|e| bad(&format!("{e}")))?),
+            "buffer_compress_percentage" => {
+                let pct: u8 = v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a percentage"))?;
+                let pattern = format!("compress:{}", 100u8.saturating_sub(pct).max(1));
+                j.fields.pattern = Some(pattern.parse().map_err(|e| bad(&format!("{e}")))?);
+            }
+            "kb_base" | "description" | "thread" | "refill_buffers" | "randrepeat" => {}
+            _ => ignore("ignored: iolab has no equivalent"),
+        }
+    }
+    Ok(j)
+}
+
+/// `PCT` percent of the job's target so far (its file or device).
+fn percent_of_target(fields: &JobFields, pct: &str) -> Result<u64, String> {
+    let pct: f64 = pct.parse().map_err(|_| "not a percentage".to_string())?;
+    let target =
+        fields.target.as_deref().ok_or("a percentage needs filename= first, naming an existing target")?;
+    let len = target_bytes(Path::new(target))
+        .ok_or_else(|| format!("a percentage of {target} needs it to exist"))?;
+    Ok(((len as f64 * pct / 100.0) as u64) / 4096 * 4096)
+}
+
+fn target_bytes(path: &Path) -> Option<u64> {
+    use std::io::{Seek, SeekFrom};
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.is_file() {
+        return Some(meta.len());
+    }
+    // A block device's size is where its end is.
+    std::fs::File::open(path).ok()?.seek(SeekFrom::End(0)).ok()
+}
+
+/// fio's times: a number of seconds, or with a unit (us, ms, s, m, h, d).
+fn duration(v: Option<&str>) -> Option<String> {
+    let t = v?.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let n: u64 = n.parse().ok()?;
+    Some(match unit {
+        "" | "s" | "sec" => format!("{n}s"),
+        "ms" | "msec" => format!("{n}ms"),
+        "m" | "min" => format!("{n}m"),
+        "h" => format!("{n}h"),
+        "d" => format!("{}h", n * 24),
+        "us" | "usec" => format!("{}ms", n / 1000),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fio_units_follow_kb_base() {
+        assert_eq!(fio_bytes("4k", 1024), Some(4096));
+        assert_eq!(fio_bytes("4k", 1000), Some(4000));
+        assert_eq!(fio_bytes("4KiB", 1000), Some(4096));
+        assert_eq!(fio_bytes("1m", 1024), Some(1 << 20));
+        assert_eq!(fio_bytes("512", 1024), Some(512));
+        assert_eq!(fio_bytes("4x", 1024), None);
+    }
+
+    #[test]
+    fn toml_is_not_taken_for_fio_nor_fio_for_toml() {
+        assert!(looks_like_fio("; fio\n[global]\nrw=randread\n[job1]\nbs=4k\n"));
+        assert!(!looks_like_fio("[global]\nrw = \"randread\"\n[[job]]\nname = \"a\"\n"));
+        assert!(!looks_like_fio("concurrent = true\n"));
+    }
+
+    #[test]
+    fn durations_take_fios_units() {
+        assert_eq!(duration(Some("30")).as_deref(), Some("30s"));
+        assert_eq!(duration(Some("2m")).as_deref(), Some("2m"));
+        assert_eq!(duration(Some("1d")).as_deref(), Some("24h"));
+        assert_eq!(duration(Some("x")), None);
+    }
+}
