@@ -11,6 +11,7 @@ mod fs;
 pub mod json;
 mod policies;
 mod run;
+mod series;
 mod spread;
 mod sweep;
 mod target;
@@ -25,6 +26,7 @@ pub use run::{
     job_heading, log_line, repeat_table, run_table, validation_summary, JobReport, LogReport, UNWRITTEN_MARK,
     VALIDATION_ERRORS_SHOWN,
 };
+pub use series::{fio_logs, run_csv_line, seconds, SecondFigures, SecondOpFigures, RUN_CSV_HEADER};
 pub use spread::{summarize, OpSpread, RepeatSummary, Spread};
 pub use sweep::{
     journal_sweep_table, stripes_bonnie_table, stripes_fs_table, sweep_arms, ArmRuns, JournalSweep,

@@ -37,23 +37,155 @@ pub struct SecondSample {
     pub write_bytes: u64,
 }
 
+/// A latency distribution in log-linear buckets, sixteen to each power of
+/// two (each bucket within 1/16 of its lower bound), small enough to keep
+/// one a direction for every second of a run: the per-second percentiles
+/// and the exported histogram come from these.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LatBuckets {
+    /// Counts by bucket index; as long as the highest bucket used.
+    counts: Vec<u64>,
+    sum_ns: u128,
+    n: u64,
+}
+
+/// Sub-buckets to each power of two.
+const SUB_BITS: u32 = 4;
+const SUB: u64 = 1 << SUB_BITS;
+
+impl LatBuckets {
+    fn index(ns: u64) -> usize {
+        if ns < SUB {
+            return ns as usize;
+        }
+        let e = 63 - ns.leading_zeros();
+        let sub = (ns >> (e - SUB_BITS)) & (SUB - 1);
+        ((u64::from(e - SUB_BITS + 1)) * SUB + sub) as usize
+    }
+
+    /// The lowest and highest nanosecond values bucket `i` holds.
+    pub fn bounds(i: usize) -> (u64, u64) {
+        let i = i as u64;
+        if i < SUB {
+            return (i, i);
+        }
+        let e = (i / SUB) as u32 + SUB_BITS - 1;
+        let width = 1u64 << (e - SUB_BITS);
+        let low = (SUB + i % SUB) << (e - SUB_BITS);
+        (low, low + width - 1)
+    }
+
+    pub fn record(&mut self, ns: u64) {
+        self.record_n(ns, 1);
+    }
+
+    fn record_n(&mut self, ns: u64, count: u64) {
+        let i = Self::index(ns);
+        if self.counts.len() <= i {
+            self.counts.resize(i + 1, 0);
+        }
+        self.counts[i] += count;
+        self.sum_ns += u128::from(ns) * u128::from(count);
+        self.n += count;
+    }
+
+    pub fn merge(&mut self, other: &LatBuckets) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.sum_ns += other.sum_ns;
+        self.n += other.n;
+    }
+
+    /// Every value a full-precision histogram recorded, in these buckets.
+    pub fn from_histogram(h: &Histogram<u64>) -> LatBuckets {
+        let mut out = LatBuckets::default();
+        for v in h.iter_recorded() {
+            out.record_n(v.value_iterated_to(), v.count_at_value());
+        }
+        out
+    }
+
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    pub fn mean_ns(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum_ns as f64 / self.n as f64
+        }
+    }
+
+    /// The upper bound of the bucket holding the value at quantile `q`
+    /// (0 when empty).
+    pub fn quantile_ns(&self, q: f64) -> u64 {
+        if self.n == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Self::bounds(i).1;
+            }
+        }
+        Self::bounds(self.counts.len().saturating_sub(1)).1
+    }
+
+    /// The buckets that hold values: (lowest ns, highest ns, count).
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.counts.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| {
+            let (lo, hi) = Self::bounds(i);
+            (lo, hi, c)
+        })
+    }
+}
+
+/// Each second's latencies of a run, reads then writes, the threads'
+/// merged: a thread hands a second over when its completions move on to
+/// the next, so what a run holds grows with its seconds, not its threads.
+pub(crate) type LatSeries = std::sync::Mutex<Vec<[LatBuckets; 2]>>;
+
 /// What one worker thread measured.
 pub(crate) struct ThreadStats {
     pub read: OpStats,
     pub write: OpStats,
     pub flushes: u64,
     pub series: Vec<SecondSample>,
+    /// The second the thread's completions are in, and its latencies.
+    current: Option<(usize, [LatBuckets; 2])>,
+    sink: std::sync::Arc<LatSeries>,
     pub measure_start: Instant,
 }
 
 impl ThreadStats {
-    pub fn new(measure_start: Instant) -> ThreadStats {
+    pub fn new(measure_start: Instant, sink: std::sync::Arc<LatSeries>) -> ThreadStats {
         ThreadStats {
             read: OpStats::new(),
             write: OpStats::new(),
             flushes: 0,
             series: Vec::new(),
+            current: None,
+            sink,
             measure_start,
+        }
+    }
+
+    /// Hands the second in progress over to the run's series.
+    pub fn hand_over(&mut self) {
+        if let Some((second, lat)) = self.current.take() {
+            let mut series = self.sink.lock().unwrap_or_else(|e| e.into_inner());
+            if series.len() <= second {
+                series.resize(second + 1, Default::default());
+            }
+            series[second][0].merge(&lat[0]);
+            series[second][1].merge(&lat[1]);
         }
     }
 
@@ -63,16 +195,23 @@ impl ThreadStats {
         if self.series.len() <= second {
             self.series.resize(second + 1, SecondSample::default());
         }
+        if self.current.as_ref().is_none_or(|(s, _)| *s != second) {
+            self.hand_over();
+            self.current = Some((second, Default::default()));
+        }
+        let lat = &mut self.current.as_mut().expect("the current second was just set").1;
         let sample = &mut self.series[second];
         let op = match kind {
             IoKind::Read => {
                 sample.read_ios += 1;
                 sample.read_bytes += bytes;
+                lat[0].record(ns);
                 &mut self.read
             }
             IoKind::Write => {
                 sample.write_ios += 1;
                 sample.write_bytes += bytes;
+                lat[1].record(ns);
                 &mut self.write
             }
         };
@@ -190,4 +329,44 @@ pub(crate) fn cpu_times() -> (Duration, Duration) {
     }
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
     (tv(usage.ru_utime), tv(usage.ru_stime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_tile_the_values_without_gaps() {
+        let mut next = 0;
+        for i in 0..400 {
+            let (lo, hi) = LatBuckets::bounds(i);
+            assert_eq!(lo, next, "bucket {i}");
+            assert!(hi >= lo);
+            assert_eq!(LatBuckets::index(lo), i);
+            assert_eq!(LatBuckets::index(hi), i);
+            next = hi + 1;
+        }
+    }
+
+    #[test]
+    fn a_bucket_is_within_a_sixteenth_of_its_values() {
+        for ns in [17u64, 1000, 123_456, 9_999_999_999] {
+            let (lo, hi) = LatBuckets::bounds(LatBuckets::index(ns));
+            assert!(lo <= ns && ns <= hi);
+            assert!((hi - lo) as f64 <= lo as f64 / 16.0, "{ns}: {lo}..{hi}");
+        }
+    }
+
+    #[test]
+    fn quantiles_and_counts_follow_what_was_recorded() {
+        let mut b = LatBuckets::default();
+        for ns in 1..=100u64 {
+            b.record(ns * 1000);
+        }
+        assert_eq!(b.count(), 100);
+        let p50 = b.quantile_ns(0.5);
+        assert!((50_000..=53_200).contains(&p50), "{p50}");
+        assert_eq!(b.buckets().map(|(_, _, c)| c).sum::<u64>(), 100);
+        assert!((b.mean_ns() - 50_500.0).abs() < 1.0);
+    }
 }

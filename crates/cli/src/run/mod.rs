@@ -14,6 +14,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::jobfile::JobFields;
+use crate::UsageError;
 
 pub(crate) use jobs::key_map_spec;
 pub(crate) use prepare::lay_out_for_sweep;
@@ -51,12 +52,47 @@ pub struct RunArgs {
     /// of a note for each).
     #[arg(long)]
     pub strict: bool,
+    /// The latency percentiles the JSON document gives for each direction
+    /// (in percent, comma-separated).
+    #[arg(long, value_name = "LIST", default_value = "1,10,50,90,99,99.9,99.99")]
+    pub percentiles: String,
+    /// Write fio's per-second interval logs into DIR (made if missing):
+    /// JOB_bw.N.log, JOB_iops.N.log, JOB_lat.N.log for run N, as fio's
+    /// write_bw_log, write_iops_log and write_lat_log with log_avg_msec=1000
+    /// (fio2gnuplot and fio-plot read them).
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// What standard output carries: text (the tables) or csv (a header,
+    /// then one line per job and run, for scripts).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+/// `--output-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Csv,
+}
+
+/// `--percentiles` as numbers, each in (0, 100].
+fn percentiles(text: &str) -> Result<Vec<f64>, UsageError> {
+    text.split(',')
+        .map(|p| {
+            p.trim().parse::<f64>().ok().filter(|v| *v > 0.0 && *v <= 100.0).ok_or_else(|| {
+                UsageError(format!(
+                    "--percentiles: '{p}' is not a percentile in (0, 100]; give e.g. 50,99,99.9"
+                ))
+            })
+        })
+        .collect()
 }
 
 impl RunArgs {
-    /// Whether tables go to standard output (not when it carries the JSON).
+    /// Whether tables go to standard output (not when it carries the JSON
+    /// or CSV lines).
     fn to_stdout(&self) -> bool {
-        self.json.as_deref().is_none_or(|p| p.as_os_str() != "-")
+        self.json.as_deref().is_none_or(|p| p.as_os_str() != "-") && self.output_format == OutputFormat::Text
     }
 }
 
@@ -71,11 +107,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         print!("{}", merged.to_toml());
         return Ok(ExitCode::SUCCESS);
     }
+    let percentiles = percentiles(&args.percentiles)?;
+    if args.log_dir.as_deref().is_some_and(|d| d.exists() && !d.is_dir()) {
+        return Err(UsageError("--log-dir: names a file; give a directory (made if missing)".into()).into());
+    }
     let plan = jobs::plan(&args)?;
     let jobs = prepare::all(&plan, args.force)?;
     let outcome = execute::all(&jobs, &plan.groups, &args)?;
     let bad_blocks = outcome.bad_blocks();
-    write_results(&args, &outcome)?;
+    write_results(&args, &outcome, &percentiles)?;
     execute::close(jobs, args.to_stdout())?;
     if outcome.interrupted {
         eprintln!("iolab: interrupted: the results above cover the time before the interrupt");
@@ -88,15 +128,37 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The error log and the JSON document, where asked for.
-fn write_results(args: &RunArgs, outcome: &execute::Outcome) -> anyhow::Result<()> {
+/// The error log, the JSON document, fio's logs and the CSV lines, where
+/// asked for.
+fn write_results(args: &RunArgs, outcome: &execute::Outcome, percentiles: &[f64]) -> anyhow::Result<()> {
+    if let Some(dir) = &args.log_dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot make the log directory", dir.display()))?;
+        for job in &outcome.reports {
+            for (n, run) in (1..).zip(&job.runs) {
+                for (kind, text) in report::fio_logs(run) {
+                    let path = dir.join(format!("{}_{kind}.{n}.log", job.name));
+                    std::fs::write(&path, text)
+                        .with_context(|| format!("{}: cannot write it", path.display()))?;
+                }
+            }
+        }
+    }
+    if args.output_format == OutputFormat::Csv {
+        println!("{}", report::RUN_CSV_HEADER);
+        for job in &outcome.reports {
+            for run in &job.runs {
+                println!("{}", report::run_csv_line(&job.name, run));
+            }
+        }
+    }
     if let Some(path) = &args.error_log {
         let text = report::json::error_log(&outcome.reports);
         std::fs::write(path, text + "\n")
             .with_context(|| format!("{}: cannot write the error log", path.display()))?;
     }
     if let Some(path) = &args.json {
-        let doc = report::json::RunDocument::new(env!("CARGO_PKG_VERSION"), &outcome.reports);
+        let doc = report::json::RunDocument::new(env!("CARGO_PKG_VERSION"), &outcome.reports, percentiles);
         crate::write_json(path, &doc.to_json())?;
     }
     Ok(())

@@ -23,10 +23,22 @@ fn help_exits_zero_and_names_the_tool() {
 }
 
 #[test]
-fn version_prints_the_crate_version() {
+fn version_names_the_crate_version_the_commit_and_the_features() {
     let out = iolab(&["--version"]);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stdout(&out).trim(), format!("iolab {}", env!("CARGO_PKG_VERSION")));
+    let text = stdout(&out);
+    assert!(text.starts_with(&format!("iolab {} (commit ", env!("CARGO_PKG_VERSION"))), "{text}");
+    assert!(text.contains("; features: "), "{text}");
+}
+
+#[test]
+fn completions_and_the_manual_are_generated_from_the_flags() {
+    let out = iolab(&["completions", "bash"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains("--nrfiles"), "the run flags are completed");
+    let out = iolab(&["man"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).starts_with(".ie") && stdout(&out).contains(".TH iolab 1"), "{}", stdout(&out));
 }
 
 #[test]

@@ -103,7 +103,7 @@ fn json_document_has_the_documented_shape() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     assert_eq!(doc["schema"], "iolab-run");
-    assert_eq!(doc["version"], 2);
+    assert_eq!(doc["version"], 3);
     let job = &doc["jobs"][0];
     assert_eq!(job["target"]["media"][0]["kind"], "memory");
     assert_eq!(job["target"]["cache"], "none");
@@ -116,11 +116,50 @@ fn json_document_has_the_documented_shape() {
     for key in ["iops", "mib_per_s"] {
         assert!(run["read"][key].is_number(), "{key}");
     }
-    for key in ["min_us", "mean_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"] {
+    for key in ["min_us", "mean_us", "stddev_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"] {
         assert!(run["write"]["latency"][key].is_number(), "{key}");
     }
     assert!(job["summary"]["read"]["iops"]["median"].is_number());
     assert_eq!(job["summary"]["runs"], 3);
+}
+
+/// `--percentiles`, `--log-dir` and `--output-format csv` on one run: the
+/// chosen percentiles in the document, fio's three logs written, and a
+/// header and a line on standard output.
+#[test]
+fn the_distribution_goes_out_as_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, logs) = (dir.path().join("r.json"), dir.path().join("logs"));
+    let out = iolab(&[
+        "run",
+        "--target",
+        "mem:16m",
+        "--ios",
+        "2000",
+        "--name",
+        "j",
+        "--percentiles",
+        "50,99.5",
+        "--json",
+        json.to_str().unwrap(),
+        "--log-dir",
+        logs.to_str().unwrap(),
+        "--output-format",
+        "csv",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines: Vec<String> = stdout(&out).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("job,target,") && lines[1].starts_with("j,mem:16m,"), "{lines:?}");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let pcts = &doc["jobs"][0]["runs"][0]["read"]["latency"]["percentiles"];
+    assert_eq!((pcts[0]["pct"].as_f64(), pcts[1]["pct"].as_f64()), (Some(50.0), Some(99.5)), "{pcts}");
+    for kind in ["bw", "iops", "lat"] {
+        assert!(logs.join(format!("j_{kind}.1.log")).is_file(), "{kind}");
+    }
+    let out = iolab(&["run", "--target", "mem:16m", "--ios", "10", "--percentiles", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
 #[test]

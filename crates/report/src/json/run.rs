@@ -7,8 +7,13 @@ use super::volume::{DeviceCounters, Volume};
 use crate::{CacheState, JobReport, LayoutState, LogReport, OpSpread, RepeatSummary, TargetReport};
 
 pub const SCHEMA: &str = "iolab-run";
-/// 2 added `target` to each job and `reads_from_unwritten` to each run.
-pub const VERSION: u32 = 2;
+/// 2 added `target` to each job and `reads_from_unwritten` to each run; 3
+/// the distribution (each direction's standard deviation, chosen
+/// percentiles and histogram) and per-second rates and latencies.
+pub const VERSION: u32 = 3;
+
+/// The percentiles a document gives when none are chosen.
+pub const DEFAULT_PERCENTILES: [f64; 7] = [1.0, 10.0, 50.0, 90.0, 99.0, 99.9, 99.99];
 
 /// The whole document: every job of the invocation.
 #[derive(Clone, Debug, Serialize)]
@@ -20,12 +25,13 @@ pub struct RunDocument {
 }
 
 impl RunDocument {
-    pub fn new(iolab_version: &str, jobs: &[JobReport]) -> RunDocument {
+    /// Every job, each direction with `percentiles` (in percent).
+    pub fn new(iolab_version: &str, jobs: &[JobReport], percentiles: &[f64]) -> RunDocument {
         RunDocument {
             schema: SCHEMA,
             version: VERSION,
             iolab_version: iolab_version.into(),
-            jobs: jobs.iter().map(Job::from).collect(),
+            jobs: jobs.iter().map(|j| Job::new(j, percentiles)).collect(),
         }
     }
 
@@ -48,12 +54,12 @@ pub struct Job {
     pub log: Option<Log>,
 }
 
-impl From<&JobReport> for Job {
-    fn from(j: &JobReport) -> Job {
+impl Job {
+    fn new(j: &JobReport, percentiles: &[f64]) -> Job {
         Job {
             name: j.name.clone(),
             target: Target::from(&j.target),
-            runs: j.runs.iter().map(Run::from).collect(),
+            runs: j.runs.iter().map(|r| Run::new(r, percentiles)).collect(),
             summary: j.summary.as_ref().map(Summary::from),
             volume: j.volume.as_ref().map(Volume::from),
             log: j.log.as_ref().map(Log::from),
@@ -218,8 +224,8 @@ pub struct Run {
     pub reads_from_unwritten: bool,
 }
 
-impl From<&workloads::JobResult> for Run {
-    fn from(r: &workloads::JobResult) -> Run {
+impl Run {
+    pub(crate) fn new(r: &workloads::JobResult, percentiles: &[f64]) -> Run {
         Run {
             name: r.name.clone(),
             target: r.target.clone(),
@@ -233,11 +239,11 @@ impl From<&workloads::JobResult> for Run {
             region_bytes: r.region_bytes,
             seed: r.seed,
             elapsed_s: r.elapsed_s,
-            read: Op::from(&r.read),
-            write: Op::from(&r.write),
+            read: Op::new(&r.read, &r.latency[0], percentiles),
+            write: Op::new(&r.write, &r.latency[1], percentiles),
             flushes: r.flushes,
             cpu: Cpu::from(&r.cpu),
-            per_second: r.per_second.iter().map(Second::from).collect(),
+            per_second: crate::seconds(r).iter().map(Second::from).collect(),
             device: DeviceCounters::from(&r.device),
             validation: r.validation.as_ref().map(Validation::from),
             reads_from_unwritten: r.reads_from_unwritten,
@@ -295,9 +301,11 @@ pub struct Op {
     pub latency: Latency,
 }
 
-impl From<&workloads::OpSummary> for Op {
-    fn from(o: &workloads::OpSummary) -> Op {
+impl Op {
+    fn new(o: &workloads::OpSummary, hist: &hdrhistogram::Histogram<u64>, percentiles: &[f64]) -> Op {
         let l = &o.latency;
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let recorded = !hist.is_empty();
         Op {
             ios: o.ios,
             bytes: o.bytes,
@@ -306,25 +314,57 @@ impl From<&workloads::OpSummary> for Op {
             latency: Latency {
                 min_us: l.min_us,
                 mean_us: l.mean_us,
+                stddev_us: if recorded { hist.stdev() / 1000.0 } else { 0.0 },
                 p50_us: l.p50_us,
                 p90_us: l.p90_us,
                 p99_us: l.p99_us,
                 p999_us: l.p999_us,
                 max_us: l.max_us,
+                percentiles: percentiles
+                    .iter()
+                    .map(|&pct| Percentile {
+                        pct,
+                        us: if recorded { us(hist.value_at_quantile(pct / 100.0)) } else { 0.0 },
+                    })
+                    .collect(),
+                histogram: workloads::LatBuckets::from_histogram(hist)
+                    .buckets()
+                    .map(|(lo, hi, count)| Bucket { lo_us: us(lo), hi_us: us(hi), count })
+                    .collect(),
             },
         }
     }
+}
+
+/// A chosen percentile's latency.
+#[derive(Clone, Debug, Serialize)]
+pub struct Percentile {
+    /// In percent (99.9).
+    pub pct: f64,
+    pub us: f64,
+}
+
+/// One bucket of the latency histogram: sixteen to each power of two,
+/// only those that hold requests.
+#[derive(Clone, Debug, Serialize)]
+pub struct Bucket {
+    pub lo_us: f64,
+    pub hi_us: f64,
+    pub count: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Latency {
     pub min_us: f64,
     pub mean_us: f64,
+    pub stddev_us: f64,
     pub p50_us: f64,
     pub p90_us: f64,
     pub p99_us: f64,
     pub p999_us: f64,
     pub max_us: f64,
+    pub percentiles: Vec<Percentile>,
+    pub histogram: Vec<Bucket>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -340,22 +380,47 @@ impl From<&workloads::CpuUsage> for Cpu {
     }
 }
 
-/// Requests and bytes in one second of the measured phase.
+/// One second of the measured phase (the last one partial).
 #[derive(Clone, Debug, Serialize)]
 pub struct Second {
-    pub read_ios: u64,
-    pub write_ios: u64,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
+    /// Seconds from the start of the measured phase.
+    pub start_s: u64,
+    /// How much of the second the phase covered: 1, less for the last.
+    pub seconds: f64,
+    pub partial: bool,
+    pub read: SecondOp,
+    pub write: SecondOp,
 }
 
-impl From<&workloads::SecondSample> for Second {
-    fn from(s: &workloads::SecondSample) -> Second {
+/// One direction in one second; rates over the part of it measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct SecondOp {
+    pub ios: u64,
+    pub bytes: u64,
+    pub iops: f64,
+    pub mib_per_s: f64,
+    pub lat_mean_us: f64,
+    pub lat_p50_us: f64,
+    pub lat_p99_us: f64,
+}
+
+impl From<&crate::SecondFigures> for Second {
+    fn from(s: &crate::SecondFigures) -> Second {
+        let op = |o: &crate::SecondOpFigures| SecondOp {
+            ios: o.ios,
+            bytes: o.bytes,
+            iops: o.iops,
+            mib_per_s: o.mib_per_s,
+            lat_mean_us: o.lat_mean_us,
+            lat_p50_us: o.lat_p50_us,
+            lat_p99_us: o.lat_p99_us,
+        };
         Second {
-            read_ios: s.read_ios,
-            write_ios: s.write_ios,
-            read_bytes: s.read_bytes,
-            write_bytes: s.write_bytes,
+            start_s: s.start_s,
+            seconds: s.seconds,
+            partial: s.partial,
+            read: op(&s.read),
+            write: op(&s.write),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! `iolab sweep stripes --json FILE`: schema `iolab-sweep-stripes`,
-//! version 1. Every run of every layout.
+//! version 2. Every run of every layout.
 
 use serde::Serialize;
 
@@ -9,7 +9,9 @@ use super::volume::PlexCounters;
 use crate::StripesRow;
 
 pub const SCHEMA: &str = "iolab-sweep-stripes";
-pub const VERSION: u32 = 1;
+/// 2: each `fs` run as iolab-run version 3 has it (the distribution,
+/// per-second rates and latencies).
+pub const VERSION: u32 = 2;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepStripesDocument {
@@ -49,7 +51,7 @@ impl From<&StripesRow> for Row {
         Row {
             layout: r.layout.clone(),
             bonnie: r.bonnie.iter().map(BonnieRun::from).collect(),
-            fs: r.fs.iter().map(Run::from).collect(),
+            fs: r.fs.iter().map(|run| Run::new(run, &super::run::DEFAULT_PERCENTILES)).collect(),
             plex: r.plex.as_ref().map(PlexCounters::from),
         }
     }

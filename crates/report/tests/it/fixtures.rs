@@ -101,6 +101,10 @@ pub fn journal_stats(seed: u64) -> JournalStats {
     }
 }
 
+fn histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).unwrap()
+}
+
 /// One run of `rw` on `engine`: numbers derived from `ios`.
 pub fn job_result(
     rw: Rw,
@@ -110,6 +114,16 @@ pub fn job_result(
 ) -> JobResult {
     let read_pct = rw.default_read_pct();
     let reads = ios * u64::from(read_pct) / 100;
+    // Latencies 100 us, 200 us, ... for reads; twice that for writes.
+    let mut latency = [histogram(), histogram()];
+    let mut second = [workloads::LatBuckets::default(), workloads::LatBuckets::default()];
+    for (dir, n) in [(0usize, reads), (1, ios - reads)] {
+        for i in 0..n {
+            let ns = (i % 10 + 1) * 100_000 * (dir as u64 + 1);
+            latency[dir].record(ns).unwrap();
+            second[dir].record(ns);
+        }
+    }
     JobResult {
         name: format!("{rw}-job"),
         target: "target.img".into(),
@@ -136,6 +150,8 @@ pub fn job_result(
             },
             SecondSample::default(),
         ],
+        per_second_latency: vec![second, Default::default()],
+        latency,
         device: stats(ios),
         validation,
         reads_from_unwritten: rw == Rw::RandRead,

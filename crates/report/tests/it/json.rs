@@ -28,7 +28,7 @@ fn check_golden(name: &str, actual: &str) {
 
 #[test]
 fn run_document_matches_its_golden_file() {
-    let doc = report::json::RunDocument::new("0.1.0", &fixtures::job_reports());
+    let doc = report::json::RunDocument::new("0.1.0", &fixtures::job_reports(), &[50.0, 99.9]);
     check_golden("run.json", &doc.to_json());
 }
 
@@ -161,4 +161,39 @@ fn sweep_policies_document_matches_its_golden_file() {
     let sweep = fixtures::policies_sweep();
     let doc = report::json::SweepPoliciesDocument::new("0.1.0", &sweep);
     check_golden("sweep_policies.json", &doc.to_json());
+}
+
+/// The run document's distribution adds up: each direction's histogram
+/// holds every request, and the seconds hold every request between them.
+#[test]
+fn histograms_and_seconds_sum_to_the_request_counts() {
+    let doc = report::json::RunDocument::new("0.1.0", &fixtures::job_reports(), &[50.0]);
+    let value: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
+    let mut checked = 0;
+    for job in value["jobs"].as_array().unwrap() {
+        for run in job["runs"].as_array().unwrap() {
+            for dir in ["read", "write"] {
+                let ios = run[dir]["ios"].as_u64().unwrap();
+                let in_buckets: u64 = run[dir]["latency"]["histogram"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b["count"].as_u64().unwrap())
+                    .sum();
+                assert_eq!(in_buckets, ios, "{dir}");
+                let in_seconds: u64 = run["per_second"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s[dir]["ios"].as_u64().unwrap())
+                    .sum();
+                assert_eq!(in_seconds, ios, "{dir}");
+                checked += 1;
+            }
+            let last = run["per_second"].as_array().unwrap().last().unwrap().clone();
+            assert_eq!(last["partial"], true, "elapsed 1.25 s ends a quarter into its second second");
+            assert!((last["seconds"].as_f64().unwrap() - 0.25).abs() < 1e-9);
+        }
+    }
+    assert!(checked > 0);
 }

@@ -159,3 +159,35 @@ fn bonnie_table_and_csv_with_file_tests_match_their_golden_file() {
     }
     check_golden("bonnie_files.txt", &out);
 }
+
+/// fio's interval logs read back as fio writes them: `msec, value, dir,
+/// bs, offset`, a line per second and direction with requests.
+#[test]
+fn fio_logs_read_back_as_fio_writes_them() {
+    let r = fixtures::job_result(workloads::Rw::RandRw, workloads::Engine::Uring, 1000, None);
+    for (kind, text) in report::fio_logs(&r) {
+        let lines: Vec<Vec<u64>> =
+            text.lines().map(|l| l.split(", ").map(|f| f.parse().unwrap()).collect()).collect();
+        assert_eq!(lines.len(), 2, "{kind}: reads and writes of the one second with requests:\n{text}");
+        for fields in &lines {
+            assert_eq!(fields.len(), 5, "{kind}");
+            assert_eq!(fields[0], 1000, "{kind}: the end of the first second, in ms");
+        }
+        assert_eq!((lines[0][2], lines[1][2]), (0, 1), "{kind}: read, then write");
+        if kind == "iops" {
+            assert_eq!(lines[0][1] + lines[1][1], 1000, "every request in its second");
+        }
+    }
+}
+
+#[test]
+fn a_run_as_csv_has_the_headers_fields() {
+    let r = fixtures::job_result(workloads::Rw::RandRw, workloads::Engine::Uring, 1000, None);
+    let line = report::run_csv_line("a job", &r);
+    assert_eq!(line.split(',').count(), report::RUN_CSV_HEADER.split(',').count(), "{line}");
+    assert!(
+        line.starts_with("a job,target.img,uring,2,4,randrw,\"4k/10:64k/90\"")
+            || line.starts_with("a job,target.img,uring,2,4,randrw,4k/10:64k/90"),
+        "{line}"
+    );
+}

@@ -17,7 +17,9 @@ use serde::Serialize;
 
 use crate::error::WorkloadError;
 use crate::spec::{Engine, JobSpec, Region, SpecError};
-use crate::stats::{self, cpu_times, CpuUsage, OpSummary, SecondSample, ThreadStats};
+use hdrhistogram::Histogram;
+
+use crate::stats::{self, cpu_times, CpuUsage, LatBuckets, OpSummary, SecondSample, ThreadStats};
 use crate::validate::{ValidationSummary, Validator};
 use worker::{Limits, Worker};
 
@@ -45,8 +47,16 @@ pub struct JobResult {
     pub write: OpSummary,
     pub flushes: u64,
     pub cpu: CpuUsage,
-    /// Requests and bytes completed in each second of the measured phase.
+    /// Requests and bytes completed in each second of the measured phase
+    /// (the last second partial: see `elapsed_s`).
     pub per_second: Vec<SecondSample>,
+    /// Each second's latencies, reads then writes (log-linear buckets).
+    #[serde(skip)]
+    pub per_second_latency: Vec<[LatBuckets; 2]>,
+    /// Every request's latency, reads and writes (nanoseconds, full
+    /// precision).
+    #[serde(skip)]
+    pub latency: [Histogram<u64>; 2],
     /// The target's own counters over the whole run, warm-up included.
     pub device: StatsSnapshot,
     /// What validation saw, when the job validated.
@@ -85,6 +95,7 @@ pub fn run_job(
         deadline: job.runtime.map(|r| measure_start + r),
         measure_start,
         stop: AtomicBool::new(false),
+        latency: Default::default(),
     };
     progress.set_measuring(job.ramp.is_zero());
     let outcomes = run_workers(job, device.as_ref(), region, validator.as_ref(), &limits, progress);
@@ -176,7 +187,7 @@ fn merge(
     job: &JobSpec,
     device: &dyn Device,
     region: Region,
-    per_thread: Vec<ThreadStats>,
+    mut per_thread: Vec<ThreadStats>,
     limits: &Limits,
     end: Instant,
     before: StatsSnapshot,
@@ -187,6 +198,11 @@ fn merge(
     let mut write_hist = stats::new_histogram();
     let (mut read_ios, mut read_bytes, mut write_ios, mut write_bytes, mut flushes) = (0, 0, 0, 0, 0);
     let mut series: Vec<SecondSample> = Vec::new();
+    for t in per_thread.iter_mut() {
+        t.hand_over();
+    }
+    let lat_series: Vec<[LatBuckets; 2]> =
+        std::mem::take(&mut *limits.latency.lock().unwrap_or_else(|e| e.into_inner()));
     for t in &per_thread {
         // Invariant: every histogram has the same bounds, so adding cannot fail.
         read_hist.add(&t.read.hist).expect("same histogram bounds");
@@ -230,6 +246,8 @@ fn merge(
             pct: 100.0 * cpu_secs / wall.as_secs_f64().max(1e-9),
         },
         per_second: series,
+        per_second_latency: lat_series,
+        latency: [read_hist, write_hist],
         device: device.stats().snapshot().since(&before),
         validation: None,
         reads_from_unwritten: false,

@@ -19,6 +19,8 @@ pub(crate) struct Limits {
     pub deadline: Option<Instant>,
     pub measure_start: Instant,
     pub stop: AtomicBool,
+    /// The run's per-second latencies, which the threads fill.
+    pub latency: std::sync::Arc<crate::stats::LatSeries>,
 }
 
 /// Per-thread state every engine uses: the request stream, quotas, the
@@ -69,7 +71,7 @@ impl<'a> Worker<'a> {
             bytes_left: io_bytes.map_or(u64::MAX, |b| share(b).max(1)),
             limits,
             progress,
-            stats: ThreadStats::new(limits.measure_start),
+            stats: ThreadStats::new(limits.measure_start, std::sync::Arc::clone(&limits.latency)),
             measuring: false,
             writes_since_flush: 0,
             rate_interval,
@@ -93,7 +95,8 @@ impl<'a> Worker<'a> {
         if measured {
             if !self.measuring {
                 self.measuring = true;
-                self.stats = ThreadStats::new(self.limits.measure_start);
+                self.stats =
+                    ThreadStats::new(self.limits.measure_start, std::sync::Arc::clone(&self.limits.latency));
             }
             self.stats.record(kind, bytes, latency, now);
         }
