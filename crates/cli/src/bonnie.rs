@@ -61,6 +61,9 @@ pub struct BonnieArgs {
     /// Write the results as JSON to FILE ("-" for standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Draw the results' charts as SVG files into DIR (made if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     /// Run N times and add min / median / max rows.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub repeat: u32,
@@ -244,9 +247,12 @@ fn report(args: &BonnieArgs, results: &[BonnieResult]) -> anyhow::Result<ExitCod
             }
         }
     }
+    let doc = report::json::BonnieDocument::new(env!("CARGO_PKG_VERSION"), results, spread.as_ref());
     if let Some(path) = &args.json {
-        let doc = report::json::BonnieDocument::new(env!("CARGO_PKG_VERSION"), results, spread.as_ref());
         crate::write_json(path, &doc.to_json())?;
+    }
+    if let Some(dir) = &args.plot {
+        crate::write_plots(dir, &doc.to_json())?;
     }
     Ok(ExitCode::SUCCESS)
 }

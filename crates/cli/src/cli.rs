@@ -60,6 +60,11 @@ pub enum Command {
     /// stat and cat inside an unmounted image.
     #[command(subcommand)]
     Fs(crate::fs::FsCommand),
+    /// One self-contained HTML page (inline charts, nothing fetched) from
+    /// saved result documents (--json of run, bonnie and the sweeps):
+    /// each run's target, parameters, figures, spread and charts; several
+    /// files side by side.
+    Report(crate::report_cmd::ReportArgs),
     /// Print a completion script for a shell (bash, zsh, fish, elvish,
     /// powershell): `iolab completions bash > /etc/bash_completion.d/iolab`.
     Completions {
@@ -79,6 +84,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate(args) => crate::validate::run(args),
         Command::Sweep(command) => crate::sweep::run(command),
         Command::Fs(command) => crate::fs::run(command),
+        Command::Report(args) => crate::report_cmd::run(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "iolab", &mut std::io::stdout());

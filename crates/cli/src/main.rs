@@ -12,6 +12,7 @@ mod fio;
 mod fs;
 mod jobfile;
 mod mounts;
+mod report_cmd;
 mod run;
 mod stack;
 mod sweep;
@@ -47,6 +48,33 @@ pub(crate) fn check_output(flag: &str, path: &std::path::Path, stdout_ok: bool) 
 }
 
 /// Writes a JSON document to `path`, or to standard output when it is "-".
+/// `--plot DIR`: the charts of a result document (its JSON text) as SVG
+/// files in DIR (made if missing), named as `report::charts` names them.
+pub(crate) fn write_plots(dir: &std::path::Path, doc: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let value: serde_json::Value = serde_json::from_str(doc).context("the result document is not JSON")?;
+    let charts = report::charts(&value).map_err(anyhow::Error::msg)?;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{}: cannot make the plot directory", dir.display()))?;
+    for chart in charts {
+        let path = dir.join(format!("{}.svg", chart.name));
+        std::fs::write(&path, chart.svg).with_context(|| format!("{}: cannot write it", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `--plot DIR` checked before a command runs: a directory, or a path
+/// that can become one.
+pub(crate) fn check_plot_dir(dir: &std::path::Path) -> Result<(), UsageError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(UsageError(format!(
+            "--plot: {} is a file; give a directory (made if missing)",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn write_json(path: &std::path::Path, doc: &str) -> anyhow::Result<()> {
     use anyhow::Context;
     if path.as_os_str() == "-" {

@@ -76,6 +76,9 @@ pub struct StripesArgs {
     /// Write every row as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Draw the results' charts as SVG files into DIR (made if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     /// Overwrite drives that hold data.
     #[arg(long)]
     pub force: bool,
@@ -125,10 +128,13 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
         SweepWorkload::Bonnie => print!("{}", report::stripes_bonnie_table(&rows)),
         SweepWorkload::Fs => print!("{}", report::stripes_fs_table(&rows)),
     }
+    let doc = report::json::SweepStripesDocument::new(env!("CARGO_PKG_VERSION"), &rows);
     if let Some(path) = &args.json {
-        let doc = report::json::SweepStripesDocument::new(env!("CARGO_PKG_VERSION"), &rows);
         std::fs::write(path, doc.to_json() + "\n")
             .with_context(|| format!("{}: cannot write the JSON", path.display()))?;
+    }
+    if let Some(dir) = &args.plot {
+        crate::write_plots(dir, &doc.to_json())?;
     }
     Ok(ExitCode::SUCCESS)
 }

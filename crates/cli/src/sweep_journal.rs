@@ -61,6 +61,9 @@ pub struct JournalArgs {
     /// Write every run as JSON to FILE ("-" for standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Draw the results' charts as SVG files into DIR (made if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     /// Overwrite a target that holds data.
     #[arg(long)]
     pub force: bool,
@@ -184,9 +187,12 @@ fn print_sweep(args: &JournalArgs, sweep: &report::JournalSweep) -> anyhow::Resu
     if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
         print!("{}", report::journal_sweep_table(sweep));
     }
+    let doc = report::json::SweepJournalDocument::new(env!("CARGO_PKG_VERSION"), sweep);
     if let Some(path) = &args.json {
-        let doc = report::json::SweepJournalDocument::new(env!("CARGO_PKG_VERSION"), sweep);
         crate::write_json(path, &doc.to_json())?;
+    }
+    if let Some(dir) = &args.plot {
+        crate::write_plots(dir, &doc.to_json())?;
     }
     Ok(())
 }

@@ -6,9 +6,12 @@
 //! what this returns.
 
 mod bonnie;
+mod charts;
 mod crash;
 mod fs;
+mod html;
 pub mod json;
+pub mod plot;
 mod policies;
 mod run;
 mod series;
@@ -19,8 +22,10 @@ mod validate;
 mod volumes;
 
 pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
+pub use charts::{charts, Chart};
 pub use crash::{crash_text, fs_crash_text, CrashRun, FsCrashRun};
 pub use fs::{fsck_text, ls_line, mdtest_text, rm_text, stat_text, untar_text, FsckOutcome, TreeOn, TreeRun};
+pub use html::html_report;
 pub use policies::{min_sec, policies_table, ColumnRuns, Phase, PhaseRun, PoliciesSweep};
 pub use run::{
     job_heading, log_line, repeat_table, run_table, validation_summary, JobReport, LogReport, UNWRITTEN_MARK,

@@ -62,6 +62,9 @@ pub struct RunArgs {
     /// (fio2gnuplot and fio-plot read them).
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
+    /// Draw the results' charts as SVG files into DIR (made if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     /// What standard output carries: text (the tables) or csv (a header,
     /// then one line per job and run, for scripts).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Text)]
@@ -108,6 +111,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let percentiles = percentiles(&args.percentiles)?;
+    if let Some(dir) = &args.plot {
+        crate::check_plot_dir(dir)?;
+    }
     if args.log_dir.as_deref().is_some_and(|d| d.exists() && !d.is_dir()) {
         return Err(UsageError("--log-dir: names a file; give a directory (made if missing)".into()).into());
     }
@@ -157,9 +163,12 @@ fn write_results(args: &RunArgs, outcome: &execute::Outcome, percentiles: &[f64]
         std::fs::write(path, text + "\n")
             .with_context(|| format!("{}: cannot write the error log", path.display()))?;
     }
+    let doc = report::json::RunDocument::new(env!("CARGO_PKG_VERSION"), &outcome.reports, percentiles);
     if let Some(path) = &args.json {
-        let doc = report::json::RunDocument::new(env!("CARGO_PKG_VERSION"), &outcome.reports, percentiles);
         crate::write_json(path, &doc.to_json())?;
+    }
+    if let Some(dir) = &args.plot {
+        crate::write_plots(dir, &doc.to_json())?;
     }
     Ok(())
 }

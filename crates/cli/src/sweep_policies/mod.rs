@@ -95,10 +95,13 @@ pub struct PoliciesArgs {
     /// The generated tree's seed.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
-    /// Write the results as JSON (schema iolab-sweep-policies, version 1)
+    /// Write the results as JSON (schema iolab-sweep-policies, version 2)
     /// to FILE ("-" for standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Draw the results' charts as SVG files into DIR (made if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 /// One column of the table.
@@ -164,6 +167,9 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     parse_bytes("cache", &args.cache).map_err(UsageError::from)?;
     if let Some(path) = &args.json {
         crate::check_output("json", path, true)?;
+    }
+    if let Some(dir) = &args.plot {
+        crate::check_plot_dir(dir)?;
     }
     let (name, tar) = match &args.archive {
         Some(path) => {
@@ -249,9 +255,12 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
         print!("{}", report::policies_table(&sweep));
     }
+    let doc = report::json::SweepPoliciesDocument::new(env!("CARGO_PKG_VERSION"), &sweep);
     if let Some(path) = &args.json {
-        let doc = report::json::SweepPoliciesDocument::new(env!("CARGO_PKG_VERSION"), &sweep);
         crate::write_json(path, &doc.to_json())?;
+    }
+    if let Some(dir) = &args.plot {
+        crate::write_plots(dir, &doc.to_json())?;
     }
     drop(work);
     temp.close()?;

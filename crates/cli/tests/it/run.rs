@@ -240,3 +240,41 @@ fn other_commands_on_a_directory_say_what_takes_one() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--nrfiles"), "{}", stderr(&out));
 }
+
+/// A run's charts (`--plot`) and its page (`iolab report`): SVG files for
+/// the latency histogram and the two time series, and a page holding the
+/// run's figures; a file that is not a result document is refused by name.
+#[test]
+fn plots_and_a_report_page_come_from_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, plots, page) =
+        (dir.path().join("r.json"), dir.path().join("plots"), dir.path().join("r.html"));
+    let out = iolab(&[
+        "run",
+        "--target",
+        "mem:16m",
+        "--ios",
+        "3000",
+        "--name",
+        "j",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        plots.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for chart in ["j-latency.svg", "j-iops.svg", "j-latency-time.svg"] {
+        let svg = std::fs::read_to_string(plots.join(chart)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{chart}");
+    }
+    let out = iolab(&["report", json.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let iops = doc["jobs"][0]["runs"][0]["read"]["iops"].as_f64().unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains(&format!("{iops:.1}")), "the page holds the run's read IOPS {iops:.1}");
+    let out = iolab(&["report", page.to_str().unwrap(), "-o", dir.path().join("x.html").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not a JSON document"), "{}", stderr(&out));
+}

@@ -1,0 +1,447 @@
+//! `iolab report`: one self-contained HTML page (inline SVG and CSS,
+//! nothing fetched from anywhere) from saved result documents: each run's
+//! target and how it was measured, its parameters, every run's figures,
+//! the spread over repeats, and its charts; each sweep's table and chart;
+//! with several documents, a comparison of their runs first.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::charts::{array, charts, f64_of, run_charts, str_of, Chart};
+use crate::plot::{bar_chart, escape, Series};
+
+const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em;color:#222}\
+table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}\
+th{background:#f0f0f0}td.l,th.l{text-align:left}.warn{color:#a40}.note{color:#666;font-size:90%}\
+figure{margin:1em 0}figure svg{max-width:100%;height:auto}h2{border-bottom:2px solid #ccc;margin-top:2em}";
+
+/// A table: a header row, then rows; cells are text, escaped here; the
+/// first column left-aligned.
+fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    out.push_str("<table><tr>");
+    for (i, h) in header.iter().enumerate() {
+        let _ = write!(out, "<th{}>{}</th>", if i == 0 { " class=\"l\"" } else { "" }, escape(h));
+    }
+    out.push_str("</tr>");
+    for row in rows {
+        out.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            // Figures right, words left.
+            let words = i == 0 || !cell.starts_with(|c: char| c.is_ascii_digit() || c == '-');
+            let _ = write!(out, "<td{}>{}</td>", if words { " class=\"l\"" } else { "" }, escape(cell));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>\n");
+}
+
+fn figure(out: &mut String, chart: &Chart) {
+    let _ = writeln!(
+        out,
+        "<figure>{}<figcaption class=\"note\">{}</figcaption></figure>",
+        chart.svg,
+        escape(&chart.title)
+    );
+}
+
+fn num(v: f64, decimals: usize) -> String {
+    format!("{v:.decimals$}")
+}
+
+/// The page for `docs` (each with the name of the file it came from);
+/// `iolab_version` names the program that made it.
+pub fn html_report(iolab_version: &str, docs: &[(String, Value)]) -> Result<String, String> {
+    let mut body = String::new();
+    let runs: Vec<(&str, &Value)> = docs
+        .iter()
+        .filter(|(_, d)| str_of(d, "schema") == "iolab-run")
+        .flat_map(|(file, d)| array(d, "jobs").iter().map(move |j| (file.as_str(), j)))
+        .collect();
+    if runs.len() > 1 {
+        comparison(&mut body, &runs);
+    }
+    for (file, doc) in docs {
+        let schema = str_of(doc, "schema");
+        let version = doc.get("version").and_then(Value::as_u64).unwrap_or(0);
+        let _ = writeln!(
+            body,
+            "<section><h2>{} <span class=\"note\">({} version {version})</span></h2>",
+            escape(file),
+            escape(schema)
+        );
+        match schema {
+            "iolab-run" => run_section(&mut body, doc),
+            "iolab-sweep-journal" => journal_section(&mut body, doc),
+            "iolab-sweep-stripes" => stripes_section(&mut body, doc),
+            "iolab-sweep-policies" => policies_section(&mut body, doc),
+            "iolab-bonnie" => bonnie_section(&mut body, doc),
+            _ => {
+                return Err(format!(
+                    "{file}: {}",
+                    charts(doc).err().unwrap_or_else(|| "not a document iolab reports".into())
+                ))
+            }
+        }
+        if schema != "iolab-run" {
+            for chart in charts(doc)? {
+                figure(&mut body, &chart);
+            }
+        }
+        body.push_str("</section>\n");
+    }
+    Ok(format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>iolab report</title><style>{STYLE}</style></head>\n\
+         <body><h1>iolab report</h1><p class=\"note\">Made by iolab {} from {} result file(s). Every figure is as the \
+         documents hold it; the page fetches nothing.</p>\n{body}</body></html>\n",
+        escape(iolab_version),
+        docs.len()
+    ))
+}
+
+/// Each job of every run document side by side: its first run's figures.
+fn comparison(out: &mut String, runs: &[(&str, &Value)]) {
+    out.push_str("<section><h2>Side by side</h2>\n");
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|(file, job)| {
+            let run = array(job, "runs").first().cloned().unwrap_or_default();
+            let op = |d: &str, key: &str| num(f64_of(&run[d], key), 0);
+            let p99 = |d: &str| num(f64_of(&run[d]["latency"], "p99_us"), 1);
+            vec![
+                format!("{file}: {}", str_of(job, "name")),
+                op("read", "iops"),
+                p99("read"),
+                op("write", "iops"),
+                p99("write"),
+            ]
+        })
+        .collect();
+    table(out, &["job", "read IOPS", "read p99 us", "write IOPS", "write p99 us"], &rows);
+    let categories: Vec<String> = rows.iter().map(|r| r[0].clone()).collect();
+    let series = ["read", "write"].map(|d| Series {
+        name: format!("{d} IOPS"),
+        points: runs
+            .iter()
+            .enumerate()
+            .map(|(i, (_, job))| {
+                (i as f64, array(job, "runs").first().map_or(0.0, |r| f64_of(&r[d], "iops")))
+            })
+            .collect(),
+    });
+    let title = "IOPS, first run of each job";
+    figure(
+        out,
+        &Chart {
+            name: "compare".into(),
+            title: title.into(),
+            svg: bar_chart(title, "IOPS", &categories, &series),
+        },
+    );
+    out.push_str("</section>\n");
+}
+
+fn run_section(out: &mut String, doc: &Value) {
+    for job in array(doc, "jobs") {
+        let name = str_of(job, "name");
+        let _ = writeln!(out, "<h3>job {}</h3>", escape(name));
+        let target = &job["target"];
+        let mut lines = Vec::new();
+        for m in array(target, "media") {
+            let how = if m.get("direct").and_then(Value::as_bool).unwrap_or(false) {
+                "O_DIRECT"
+            } else {
+                "buffered"
+            };
+            let fs = str_of(m, "filesystem");
+            let on = if fs.is_empty() { String::new() } else { format!(" on {fs}") };
+            let memory = if m.get("memory_backed").and_then(Value::as_bool).unwrap_or(false) {
+                " (in memory)"
+            } else {
+                ""
+            };
+            lines.push(vec![
+                str_of(m, "name").to_string(),
+                format!("{} {how}{on}{memory}", str_of(m, "kind")),
+            ]);
+        }
+        lines.push(vec!["page cache".into(), str_of(target, "cache").to_string()]);
+        let layout = &target["layout"];
+        lines.push(vec![
+            "layout".into(),
+            format!(
+                "{}: {} bytes laid out before the clock, {} left unwritten",
+                str_of(layout, "policy"),
+                f64_of(layout, "laid_out_bytes"),
+                f64_of(layout, "unwritten_bytes")
+            ),
+        ]);
+        table(out, &["target", str_of(target, "name")], &lines);
+        for w in array(target, "warnings") {
+            let _ = writeln!(out, "<p class=\"warn\">warning: {}</p>", escape(w.as_str().unwrap_or("")));
+        }
+        let runs = array(job, "runs");
+        if let Some(first) = runs.first() {
+            let p = |k: &str| {
+                first.get(k).map_or(String::new(), |v| v.as_str().map_or(v.to_string(), str::to_string))
+            };
+            let params = vec![vec![
+                p("engine"),
+                p("threads"),
+                p("iodepth"),
+                p("rw"),
+                p("read_pct"),
+                p("bs"),
+                p("region_offset_bytes"),
+                p("region_bytes"),
+                p("seed"),
+            ]];
+            table(
+                out,
+                &[
+                    "engine",
+                    "threads",
+                    "iodepth",
+                    "rw",
+                    "read %",
+                    "bs",
+                    "region offset",
+                    "region bytes",
+                    "seed",
+                ],
+                &params,
+            );
+        }
+        let rows: Vec<Vec<String>> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let mark = if r.get("reads_from_unwritten").and_then(Value::as_bool).unwrap_or(false) {
+                    "*"
+                } else {
+                    ""
+                };
+                let mut row = vec![format!("run {}{mark}", i + 1), num(f64_of(r, "elapsed_s"), 2)];
+                for d in ["read", "write"] {
+                    let l = &r[d]["latency"];
+                    row.extend([
+                        num(f64_of(&r[d], "iops"), 1),
+                        num(f64_of(&r[d], "mib_per_s"), 2),
+                        num(f64_of(l, "mean_us"), 1),
+                        num(f64_of(l, "p50_us"), 1),
+                        num(f64_of(l, "p99_us"), 1),
+                        num(f64_of(l, "max_us"), 1),
+                    ]);
+                }
+                row.push(num(f64_of(&r["cpu"], "pct"), 1));
+                row
+            })
+            .collect();
+        let header = [
+            "run",
+            "seconds",
+            "read IOPS",
+            "read MiB/s",
+            "read mean us",
+            "read p50 us",
+            "read p99 us",
+            "read max us",
+            "write IOPS",
+            "write MiB/s",
+            "write mean us",
+            "write p50 us",
+            "write p99 us",
+            "write max us",
+            "CPU %",
+        ];
+        table(out, &header, &rows);
+        if runs.iter().any(|r| r.get("reads_from_unwritten").and_then(Value::as_bool).unwrap_or(false)) {
+            out.push_str("<p class=\"warn\">* reads may have met never-written blocks (holes): their figures do not measure the medium</p>\n");
+        }
+        if let Some(summary) = job.get("summary").filter(|s| !s.is_null()) {
+            let spread = |v: &Value| {
+                format!(
+                    "{} ({}-{})",
+                    num(f64_of(v, "median"), 1),
+                    num(f64_of(v, "min"), 1),
+                    num(f64_of(v, "max"), 1)
+                )
+            };
+            let rows: Vec<Vec<String>> = ["read", "write"]
+                .into_iter()
+                .filter(|d| !summary[d].is_null())
+                .map(|d| {
+                    vec![
+                        d.to_string(),
+                        spread(&summary[d]["iops"]),
+                        spread(&summary[d]["mib_per_s"]),
+                        spread(&summary[d]["lat_p99_us"]),
+                    ]
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "<p>Over {} runs: median (min-max)</p>",
+                summary.get("runs").and_then(Value::as_u64).unwrap_or(0)
+            );
+            table(out, &["direction", "IOPS", "MiB/s", "p99 us"], &rows);
+        }
+        for (i, r) in runs.iter().enumerate() {
+            let label = if runs.len() > 1 { format!("{name} run {}", i + 1) } else { name.to_string() };
+            for chart in run_charts(&label, r) {
+                figure(out, &chart);
+            }
+        }
+    }
+}
+
+fn journal_section(out: &mut String, doc: &Value) {
+    let _ = writeln!(
+        out,
+        "<p>{} on {}, {} threads x depth {}, {} s runs, engine {}</p>",
+        escape(str_of(doc, "bs")),
+        escape(str_of(doc, "target")),
+        f64_of(doc, "threads"),
+        f64_of(doc, "iodepth"),
+        f64_of(doc, "runtime_s"),
+        escape(str_of(doc, "engine"))
+    );
+    let rows: Vec<Vec<String>> = array(doc, "arms")
+        .iter()
+        .map(|a| {
+            let runs: Vec<String> = array(a, "runs").iter().map(|r| num(f64_of(r, "iops"), 0)).collect();
+            vec![
+                str_of(a, "arm").to_string(),
+                num(f64_of(a, "median_iops"), 0),
+                num(f64_of(a, "median_vs_off"), 3),
+                runs.join(" "),
+            ]
+        })
+        .collect();
+    table(out, &["arm", "median write IOPS", "x off", "each run"], &rows);
+}
+
+fn stripes_section(out: &mut String, doc: &Value) {
+    let rows: Vec<Vec<String>> = array(doc, "rows")
+        .iter()
+        .map(|r| {
+            let mut row = vec![str_of(r, "layout").to_string()];
+            if let Some(b) = array(r, "bonnie").first() {
+                row.extend(
+                    array(b, "phases")
+                        .iter()
+                        .map(|p| format!("{} {}", str_of(p, "name"), num(f64_of(p, "rate"), 0))),
+                );
+            }
+            if let Some(f) = array(r, "fs").first() {
+                row.push(format!(
+                    "read {} IOPS, write {} IOPS",
+                    num(f64_of(&f["read"], "iops"), 0),
+                    num(f64_of(&f["write"], "iops"), 0)
+                ));
+            }
+            row
+        })
+        .collect();
+    for row in &rows {
+        let _ = writeln!(out, "<p><b>{}</b>: {}</p>", escape(&row[0]), escape(&row[1..].join(", ")));
+    }
+}
+
+fn policies_section(out: &mut String, doc: &Value) {
+    let _ = writeln!(
+        out,
+        "<p>{} copies of {} ({} entries), {} repeats on {}</p>",
+        f64_of(doc, "copies"),
+        escape(str_of(doc, "archive")),
+        f64_of(doc, "entries"),
+        f64_of(doc, "repeats"),
+        escape(str_of(doc, "target"))
+    );
+    let phase = |c: &Value, p: &str| {
+        let s = &c[p];
+        let ratio = s.get("vs_async").and_then(Value::as_f64).map_or(String::new(), |r| format!(", x{r:.2}"));
+        format!(
+            "{} ({}-{}){ratio}",
+            num(f64_of(s, "median_s"), 2),
+            num(f64_of(s, "min_s"), 2),
+            num(f64_of(s, "max_s"), 2)
+        )
+    };
+    let rows: Vec<Vec<String>> = array(doc, "columns")
+        .iter()
+        .map(|c| {
+            vec![str_of(c, "name").to_string(), phase(c, "tar"), phase(c, "rm"), str_of(c, "how").to_string()]
+        })
+        .collect();
+    table(out, &["column", "tar: s median (min-max)", "rm: s median (min-max)", "how it ran"], &rows);
+}
+
+fn bonnie_section(out: &mut String, doc: &Value) {
+    let rows: Vec<Vec<String>> = array(doc, "runs")
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| {
+            array(r, "phases").iter().map(move |p| {
+                let short = if p.get("too_short").and_then(Value::as_bool).unwrap_or(false) {
+                    " (too short: +++)"
+                } else {
+                    ""
+                };
+                vec![
+                    format!("run {}: {}", i + 1, str_of(p, "name")),
+                    format!("{}{short}", num(f64_of(p, "rate"), 1)),
+                    num(f64_of(p, "cpu_pct"), 1),
+                ]
+            })
+        })
+        .collect();
+    table(out, &["phase", "rate (KiB/s; seeks/s)", "CPU %"], &rows);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_doc(iops: f64) -> Value {
+        serde_json::json!({
+            "schema": "iolab-run", "version": 3,
+            "jobs": [{
+                "name": "j<1>",
+                "target": { "name": "t.img", "media": [{ "name": "t.img", "kind": "file", "direct": true,
+                    "filesystem": "ext4", "memory_backed": false }], "cache": "direct",
+                    "layout": { "policy": "auto", "laid_out_bytes": 0, "unwritten_bytes": 0 }, "warnings": [] },
+                "runs": [{ "engine": "uring", "threads": 1, "elapsed_s": 2.0, "reads_from_unwritten": false,
+                    "read": { "ios": 100, "iops": iops, "mib_per_s": 1.0,
+                        "latency": { "p99_us": 9.5, "histogram": [{ "lo_us": 1.0, "hi_us": 1.06, "count": 100 }] } },
+                    "write": { "ios": 0, "iops": 0.0, "latency": { "histogram": [] } },
+                    "cpu": { "pct": 50.0 },
+                    "per_second": [{ "start_s": 0, "seconds": 1.0, "partial": false,
+                        "read": { "ios": 100, "iops": iops, "lat_p50_us": 1.0, "lat_p99_us": 9.5 }, "write": { "ios": 0 } }] }],
+                "summary": null
+            }]
+        })
+    }
+
+    #[test]
+    fn the_page_holds_every_runs_figures_and_fetches_nothing() {
+        let page =
+            html_report("0.1.0", &[("a.json".into(), run_doc(1234.5)), ("b.json".into(), run_doc(777.0))])
+                .unwrap();
+        for figure in ["1234.5", "777.0", "Side by side", "a.json: j&lt;1&gt;"] {
+            assert!(page.contains(figure), "{figure} missing");
+        }
+        assert!(!page.contains("j<1>"), "names are escaped");
+        for fetch in ["src=", "href=", "@import", "url("] {
+            assert!(!page.contains(fetch), "the page fetches something: {fetch}");
+        }
+        assert_eq!(page.matches("<svg").count(), page.matches("</svg>").count());
+    }
+
+    #[test]
+    fn a_document_of_another_kind_is_refused_by_its_schema() {
+        let doc = serde_json::json!({ "schema": "iolab-crash", "version": 1 });
+        let err = html_report("0.1.0", &[("c.json".into(), doc)]).unwrap_err();
+        assert!(err.contains("c.json") && err.contains("iolab-crash"), "{err}");
+    }
+}
