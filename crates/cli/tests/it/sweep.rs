@@ -294,3 +294,18 @@ fn an_interrupted_policies_sweep_stops_and_removes_what_it_made() {
     assert!(rest.iter().any(|l| l.contains("interrupted")), "{rest:?}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "its work directory is gone");
 }
+
+#[test]
+fn a_sweeps_chart_and_page_come_from_its_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plots, page) = (dir.path().join("plots"), dir.path().join("p.html"));
+    let (_, doc) = small_policies_sweep(&["--policies", "log,async", "--plot", plots.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(plots.join("sweep-policies.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("async"), "{svg}");
+    let json = dir.path().join("p.json");
+    std::fs::write(&json, doc.to_string()).unwrap();
+    let out = iolab(&["report", json.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("iolab-sweep-policies") && html.contains("<svg"), "the page has the sweep's table and chart");
+}
