@@ -307,5 +307,8 @@ fn a_sweeps_chart_and_page_come_from_its_results() {
     let out = iolab(&["report", json.to_str().unwrap(), "-o", page.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("iolab-sweep-policies") && html.contains("<svg"), "the page has the sweep's table and chart");
+    assert!(
+        html.contains("iolab-sweep-policies") && html.contains("<svg"),
+        "the page has the sweep's table and chart"
+    );
 }
