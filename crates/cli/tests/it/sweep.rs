@@ -15,7 +15,7 @@ fn sweep(dir: &tempfile::TempDir, extra: &[&str]) -> (String, serde_json::Value)
     let out = iolab(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    assert_eq!((&doc["schema"], &doc["version"]), (&"iolab-sweep-stripes".into(), &1.into()));
+    assert_eq!((&doc["schema"], &doc["version"]), (&"iolab-sweep-stripes".into(), &2.into()));
     (stdout(&out), doc["rows"].clone())
 }
 
