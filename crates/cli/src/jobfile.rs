@@ -33,9 +33,10 @@ where
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct JobFields {
     /// What to run on: a file or block device path, mem:SIZE (memory),
-    /// null:SIZE (discards data; measures the engine alone), or a directory
-    /// (files in it: --nrfiles). A missing file is created sparse with the
-    /// region's size. Default: a temporary 1 GiB file.
+    /// null:SIZE (discards data; measures the engine alone), sim:hdd[,...]
+    /// or sim:ssd[,...] (a simulated disk in modeled time: docs/sim.md), or
+    /// a directory (files in it: --nrfiles). A missing file is created
+    /// sparse with the region's size. Default: a temporary 1 GiB file.
     #[arg(long, short = 't', value_name = "TARGET")]
     pub target: Option<String>,
     /// Name of the job in reports.
@@ -76,7 +77,7 @@ pub struct JobFields {
     /// Worker threads (default 1).
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
-    /// Requests in flight per thread, uring engine (default 1; 16 in the default job).
+    /// Requests in flight per thread, uring or virtual engine (default 1; 16 in the default job).
     #[arg(long, value_name = "N")]
     pub iodepth: Option<u32>,
     /// Requests queued before they are submitted together, uring engine
@@ -85,7 +86,8 @@ pub struct JobFields {
     pub iodepth_batch: Option<u32>,
     /// How requests are submitted: auto (default: uring for files and block
     /// devices where the kernel allows it, else sync; sync under a group or
-    /// sync validation journal), sync or uring.
+    /// sync validation journal; virtual on a simulated disk), sync, uring or
+    /// virtual (a sim: target's modeled time, docs/sim.md).
     #[arg(long, value_name = "ENGINE")]
     #[serde(default, deserialize_with = "parsed")]
     pub engine: Option<EngineChoice>,

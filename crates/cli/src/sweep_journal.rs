@@ -121,9 +121,9 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     let target = Stack::open(&args.target, &options)?;
     stack::check_writable(&target, args.force)?;
     // As `iolab run` chooses, for an unjournaled job: one engine for every arm.
-    let engine = args.engine.resolve(target.device().raw_fd().is_some(), false);
+    let engine = args.engine.resolve(target.device().raw_fd().is_some(), false, false);
     let (threads, iodepth) = match engine {
-        Engine::Uring => (1, args.iodepth),
+        Engine::Uring | Engine::Virtual => (1, args.iodepth),
         Engine::Sync => (args.iodepth, 1),
     };
     std::fs::create_dir_all(&args.journal_dir)

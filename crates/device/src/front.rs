@@ -145,6 +145,12 @@ pub trait Device: sealed::Sealed + Send + Sync {
     /// Writers that gather requests (a file system's write-back) keep
     /// under it. `u64::MAX` where there is no limit.
     fn max_request_bytes(&self) -> u64;
+
+    /// The device as a simulated disk in virtual time, when it is one. An
+    /// engine that submits to it bypasses the front as a direct submitter
+    /// does (see [`Device::raw_fd`]): it checks each request with
+    /// [`check_request`] and records it in [`Device::stats`] itself.
+    fn virtual_disk(&self) -> Option<&dyn crate::VirtualDisk>;
 }
 
 /// Raw I/O under the front. A backend keeps a [`Front`] (its name,
@@ -205,6 +211,11 @@ pub trait Backend: Send + Sync {
     /// See [`Device::max_request_bytes`].
     fn max_request_bytes_raw(&self) -> u64 {
         u64::MAX
+    }
+
+    /// See [`Device::virtual_disk`].
+    fn virtual_disk_raw(&self) -> Option<&dyn crate::VirtualDisk> {
+        None
     }
 }
 
@@ -405,6 +416,10 @@ impl<B: Backend> Device for B {
 
     fn max_request_bytes(&self) -> u64 {
         self.max_request_bytes_raw()
+    }
+
+    fn virtual_disk(&self) -> Option<&dyn crate::VirtualDisk> {
+        self.virtual_disk_raw()
     }
 
     fn poison(&self, cause: String) {

@@ -19,6 +19,8 @@ pub enum MediumKind {
     Memory,
     /// Nothing: writes discarded, reads untouched (`null:`).
     Null,
+    /// A simulated disk (`sim:`): its times are modeled, in virtual time.
+    Simulated,
 }
 
 /// One medium under a device.

@@ -83,16 +83,28 @@ pub fn run_table(r: &JobResult) -> String {
             op.ios, op.iops, op.mib_per_s, l.mean_us, l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us
         );
     }
-    let _ = writeln!(
-        out,
-        "elapsed {:.2} s, cpu {:.1}% (user {:.2} s, sys {:.2} s), flushes {}",
-        r.elapsed_s, r.cpu.pct, r.cpu.user_s, r.cpu.system_s, r.flushes
-    );
+    match &r.modeled {
+        Some(model) => {
+            let _ = writeln!(out, "elapsed {:.2} s modeled, flushes {}", r.elapsed_s, r.flushes);
+            let _ = writeln!(out, "{MODELED_MARK} {model}");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "elapsed {:.2} s, cpu {:.1}% (user {:.2} s, sys {:.2} s), flushes {}",
+                r.elapsed_s, r.cpu.pct, r.cpu.user_s, r.cpu.system_s, r.flushes
+            );
+        }
+    }
     if r.reads_from_unwritten && r.read.ios > 0 {
         out.push_str(UNWRITTEN_MARK);
     }
     out
 }
+
+/// The line under a run on a simulated disk, before the model.
+pub const MODELED_MARK: &str =
+    "modeled, not measured: every time above is the disk model's virtual time, the same on any machine:";
 
 /// The footnote of a read row measured (at least partly) on holes.
 pub const UNWRITTEN_MARK: &str =

@@ -157,6 +157,9 @@ pub fn journal_sweep_table(sweep: &JournalSweep) -> String {
     let shape = match sweep.engine {
         Engine::Uring => format!("uring engine, 1 thread x depth {}", sweep.iodepth),
         Engine::Sync => format!("sync engine, {} threads", sweep.threads),
+        Engine::Virtual => {
+            format!("modeled in virtual time, {} thread(s) x depth {}", sweep.threads, sweep.iodepth)
+        }
     };
     let mut out = format!(
         "# {} random writes on {}, {shape}, {} run(s) of {} s per arm, medians\n\

@@ -48,7 +48,10 @@ pub struct TargetReport {
 impl TargetReport {
     /// Builds the report and its warnings from what was found.
     pub fn new(name: String, media: Vec<Medium>, keep_cache: bool, layout: LayoutState) -> TargetReport {
-        let cache = if media.iter().all(|m| matches!(m.kind, MediumKind::Memory | MediumKind::Null)) {
+        let cache = if media
+            .iter()
+            .all(|m| matches!(m.kind, MediumKind::Memory | MediumKind::Null | MediumKind::Simulated))
+        {
             CacheState::None
         } else if media
             .iter()
@@ -118,6 +121,7 @@ fn medium_text(m: &Medium, io: &str) -> String {
         MediumKind::BlockDevice => format!("block device, {io}"),
         MediumKind::Memory => "memory (mem:)".to_string(),
         MediumKind::Null => "null (discards writes; reads return nothing)".to_string(),
+        MediumKind::Simulated => "a simulated disk: every time modeled, in virtual time".to_string(),
     }
 }
 

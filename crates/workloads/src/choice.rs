@@ -46,17 +46,21 @@ pub enum EngineChoice {
     Auto,
     Sync,
     Uring,
+    Virtual,
 }
 
 impl EngineChoice {
     /// `auto`: io_uring where requests can go to a descriptor (`raw_fd`)
     /// and the kernel allows it, except under a `sync` validation journal,
     /// where each write waits for two journal flushes and the sync
-    /// engine's threads wait in parallel (docs/PERFORMANCE.md).
-    pub fn resolve(self, raw_fd: bool, sync_journal: bool) -> Engine {
+    /// engine's threads wait in parallel (docs/PERFORMANCE.md); and on a
+    /// simulated disk (`virtual_disk`), virtual time.
+    pub fn resolve(self, raw_fd: bool, virtual_disk: bool, sync_journal: bool) -> Engine {
         match self {
             EngineChoice::Sync => Engine::Sync,
             EngineChoice::Uring => Engine::Uring,
+            EngineChoice::Virtual => Engine::Virtual,
+            EngineChoice::Auto if virtual_disk => Engine::Virtual,
             EngineChoice::Auto if sync_journal => Engine::Sync,
             EngineChoice::Auto if raw_fd && crate::uring_available() => Engine::Uring,
             EngineChoice::Auto => Engine::Sync,
@@ -71,9 +75,11 @@ impl FromStr for EngineChoice {
             "auto" => Ok(EngineChoice::Auto),
             "sync" => Ok(EngineChoice::Sync),
             "uring" => Ok(EngineChoice::Uring),
-            other => {
-                Err(spec_error("engine", format!("'{other}' is not an engine; use auto, sync or uring")))
-            }
+            "virtual" => Ok(EngineChoice::Virtual),
+            other => Err(spec_error(
+                "engine",
+                format!("'{other}' is not an engine; use auto, sync, uring or virtual (sim: targets)"),
+            )),
         }
     }
 }
@@ -125,6 +131,7 @@ impl fmt::Display for EngineChoice {
             EngineChoice::Auto => "auto",
             EngineChoice::Sync => "sync",
             EngineChoice::Uring => "uring",
+            EngineChoice::Virtual => "virtual",
         })
     }
 }

@@ -387,6 +387,9 @@ pub enum Engine {
     /// io_uring, `iodepth` requests in flight per thread, registered
     /// buffers and file.
     Uring,
+    /// A simulated disk's virtual time: `iodepth` requests in the model
+    /// per thread, every time modeled (`sim:` targets only).
+    Virtual,
 }
 
 impl fmt::Display for Engine {
@@ -394,6 +397,7 @@ impl fmt::Display for Engine {
         f.write_str(match self {
             Engine::Sync => "sync",
             Engine::Uring => "uring",
+            Engine::Virtual => "virtual",
         })
     }
 }

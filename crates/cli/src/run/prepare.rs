@@ -18,6 +18,10 @@ use crate::UsageError;
 /// The default job's depth with the uring engine.
 const DEFAULT_JOB_IODEPTH: u32 = 16;
 
+/// A job on a simulated disk that names no end condition runs this long,
+/// in modeled time (docs/sim.md).
+const SIM_DEFAULT_RUNTIME: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A job ready to run: every parameter checked against its stack, the
 /// stack open (and, with `--log`, its log replayed or formatted), what the
 /// layout will do decided. Nothing else has been written.
@@ -122,8 +126,49 @@ fn check_job(
         .and_then(|v| v.journal.as_ref())
         .is_some_and(|j| j.mode == workloads::journal::JournalMode::Sync);
     let raw_fd = plan.is_none() && stack.device().raw_fd().is_some();
-    spec.engine = f.engine.unwrap_or_default().resolve(raw_fd, sync_journal);
-    if spec.engine == Engine::Uring && f.iodepth.is_none() && how.default_job {
+    if stack.origin.simulated && plan.is_some() {
+        return Err(UsageError(format!(
+            "--log on {}: the block log over a simulated disk is not supported yet (it would be timed by the \
+             wall clock); run the simulated disk alone",
+            stack.device().name()
+        ))
+        .into());
+    }
+    let virtual_disk = stack.device().virtual_disk().is_some();
+    spec.engine = f.engine.unwrap_or_default().resolve(raw_fd, virtual_disk, sync_journal);
+    if virtual_disk && spec.engine != Engine::Virtual {
+        return Err(UsageError(format!(
+            "--engine {}: {} is a simulated disk, whose requests take modeled time that only the virtual \
+             engine measures; use --engine auto or virtual (--threads and --iodepth set what is in flight)",
+            spec.engine,
+            stack.device().name()
+        ))
+        .into());
+    }
+    if spec.engine == Engine::Virtual && !virtual_disk {
+        return Err(UsageError(format!(
+            "--engine virtual: needs a simulated disk (--target sim:hdd or sim:ssd); {} is not one",
+            stack.device().name()
+        ))
+        .into());
+    }
+    if spec.engine == Engine::Virtual
+        && spec.runtime.is_none()
+        && spec.ios.is_none()
+        && spec.io_bytes.is_none()
+    {
+        // One pass over a simulated 500 GB disk is weeks of modeled time
+        // and minutes of CPU: a job that names no end runs a modeled minute.
+        spec.runtime = Some(SIM_DEFAULT_RUNTIME);
+    }
+    if spec.engine == Engine::Virtual && spec.validate.is_some() {
+        return Err(UsageError(format!(
+            "--validate on {}: validation on a simulated disk is not supported yet; run without it",
+            stack.device().name()
+        ))
+        .into());
+    }
+    if matches!(spec.engine, Engine::Uring | Engine::Virtual) && f.iodepth.is_none() && how.default_job {
         spec.iodepth = DEFAULT_JOB_IODEPTH;
     }
     if spec.engine == Engine::Uring && !raw_fd {
@@ -238,7 +283,7 @@ fn open_stack(
             "--nrfiles: only applies to a directory target (fio's directory=); {spec} is not a directory"
         ))
         .into()),
-        None => Stack::open(spec, &options),
+        None => Stack::open_or_simulate(spec, &options),
     }
 }
 

@@ -54,6 +54,8 @@ pub struct Origin {
     /// A directory target: the files this command created in it (removed
     /// if the command is refused; `created` says all of them were new).
     pub made_files: Vec<PathBuf>,
+    /// The base is a simulated disk (`sim:`), in memory, in virtual time.
+    pub simulated: bool,
 }
 
 /// What a closed stack leaves to report.

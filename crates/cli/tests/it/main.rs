@@ -7,6 +7,7 @@ mod fs_tree;
 mod jobfile;
 mod log;
 mod run;
+mod sim;
 mod sweep;
 mod tidy;
 mod tidy_modules;

@@ -188,6 +188,7 @@ fn only_the_front_and_the_io_uring_engine_check_requests() {
         "crates/device/tests/it/front.rs",
         "crates/workloads/src/engine/uring.rs",
         "crates/workloads/src/engine/uring_validated.rs",
+        "crates/workloads/src/engine/vtime.rs",
     ]
     .map(|p| workspace_root().join(p));
     let found: Vec<String> = rust_sources()

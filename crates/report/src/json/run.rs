@@ -119,6 +119,7 @@ pub enum MediumKind {
     BlockDevice,
     Memory,
     Null,
+    Simulated,
 }
 
 impl From<device::MediumKind> for MediumKind {
@@ -128,6 +129,7 @@ impl From<device::MediumKind> for MediumKind {
             device::MediumKind::BlockDevice => MediumKind::BlockDevice,
             device::MediumKind::Memory => MediumKind::Memory,
             device::MediumKind::Null => MediumKind::Null,
+            device::MediumKind::Simulated => MediumKind::Simulated,
         }
     }
 }
@@ -222,6 +224,9 @@ pub struct Run {
     /// `null` without `--validate`.
     pub validation: Option<Validation>,
     pub reads_from_unwritten: bool,
+    /// The disk model when the target is simulated: every time in the run
+    /// is then modeled, virtual; `null` when measured.
+    pub modeled: Option<String>,
 }
 
 impl Run {
@@ -247,6 +252,7 @@ impl Run {
             device: DeviceCounters::from(&r.device),
             validation: r.validation.as_ref().map(Validation::from),
             reads_from_unwritten: r.reads_from_unwritten,
+            modeled: r.modeled.clone(),
         }
     }
 }
@@ -256,6 +262,7 @@ impl Run {
 pub enum Engine {
     Sync,
     Uring,
+    Virtual,
 }
 
 impl From<workloads::Engine> for Engine {
@@ -263,6 +270,7 @@ impl From<workloads::Engine> for Engine {
         match e {
             workloads::Engine::Sync => Engine::Sync,
             workloads::Engine::Uring => Engine::Uring,
+            workloads::Engine::Virtual => Engine::Virtual,
         }
     }
 }

@@ -155,6 +155,7 @@ pub fn job_result(
         device: stats(ios),
         validation,
         reads_from_unwritten: rw == Rw::RandRead,
+        modeled: None,
     }
 }
 

@@ -6,6 +6,7 @@ mod ring;
 mod sync;
 mod uring;
 mod uring_validated;
+mod vtime;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -65,6 +66,9 @@ pub struct JobResult {
     /// never`): the read figures do not measure the medium. The engine
     /// cannot know; the caller that laid out (or not) sets it.
     pub reads_from_unwritten: bool,
+    /// The disk model, when the target is a simulated disk: every time
+    /// (elapsed, latencies, the seconds) is then virtual, modeled.
+    pub modeled: Option<String>,
 }
 
 /// Runs `job` on `device` and measures it. `progress` is updated as
@@ -77,16 +81,7 @@ pub fn run_job(
     let region = job.region(device.size_bytes(), u64::from(device.sector_bytes()))?;
     let validator =
         job.validate.clone().map(|spec| Validator::new(job, spec, region, &device)).transpose()?;
-    if job.engine == Engine::Uring && device.raw_fd().is_none() {
-        return Err(SpecError {
-            flag: "engine",
-            message: format!(
-                "uring needs a file or block device; {} is neither (use --engine sync)",
-                device.name()
-            ),
-        }
-        .into());
-    }
+    check_engine(job, device.as_ref(), validator.is_some())?;
     let before = device.stats().snapshot();
     let (user0, sys0) = cpu_times();
     let start = Instant::now();
@@ -98,6 +93,32 @@ pub fn run_job(
         latency: Default::default(),
     };
     progress.set_measuring(job.ramp.is_zero());
+    if let Some(disk) = device.virtual_disk().filter(|_| job.engine == Engine::Virtual) {
+        // Virtual time 0 stands for `start`: the warm-up and the deadline
+        // are instants after it, which the engine compares virtual
+        // instants with; the end is the last virtual completion.
+        let workers = (0..job.threads)
+            .map(|t| Worker::new(job, device.as_ref(), region, t, &limits, progress))
+            .collect();
+        let (per_thread, last) = vtime::run(workers, disk, start, job.end_flush)?;
+        progress.set_measuring(true);
+        let end = start + Duration::from_nanos(last).max(job.ramp);
+        let (user1, sys1) = cpu_times();
+        let wall = Instant::now() - start;
+        let mut result = merge(
+            job,
+            device.as_ref(),
+            region,
+            per_thread,
+            &limits,
+            end,
+            before,
+            (user1 - user0, sys1 - sys0),
+            wall,
+        );
+        result.modeled = Some(disk.describe());
+        return Ok(result);
+    }
     let outcomes = run_workers(job, device.as_ref(), region, validator.as_ref(), &limits, progress);
     let mut per_thread = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {
@@ -115,6 +136,28 @@ pub fn run_job(
     let mut result = merge(job, device.as_ref(), region, per_thread, &limits, end, before, cpu, end - start);
     result.validation = validator.map(|v| v.summary());
     Ok(result)
+}
+
+/// Refuses an engine the target cannot run: io_uring needs a descriptor;
+/// a simulated disk runs in virtual time only, and its engine only there.
+fn check_engine(job: &JobSpec, device: &dyn Device, validating: bool) -> Result<(), WorkloadError> {
+    let refuse = |message: String| Err(SpecError { flag: "engine", message }.into());
+    let name = device.name();
+    match (job.engine, device.virtual_disk().is_some()) {
+        (Engine::Uring, false) if device.raw_fd().is_none() => {
+            refuse(format!("uring needs a file or block device; {name} is neither (use --engine sync)"))
+        }
+        (Engine::Virtual, false) => {
+            refuse(format!("virtual time needs a simulated disk (sim:hdd, sim:ssd); {name} is not one (use --engine auto)"))
+        }
+        (Engine::Sync | Engine::Uring, true) => refuse(format!(
+            "{name} is a simulated disk: its requests take modeled time, which only the virtual engine measures (use --engine auto or virtual)"
+        )),
+        (Engine::Virtual, true) if validating => refuse(format!(
+            "validation on a simulated disk is not supported yet ({name}); run without --validate"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Runs `job`'s worker threads on the engine it names (and, under a
@@ -142,6 +185,8 @@ fn run_workers(
                         (Engine::Sync, _) => sync::run(worker),
                         (Engine::Uring, None) => uring::run(worker),
                         (Engine::Uring, Some(v)) => uring_validated::run(worker, v),
+                        // Invariant: run_job runs virtual jobs on vtime.
+                        (Engine::Virtual, _) => unreachable!("a virtual job on a worker thread"),
                     };
                     if result.is_err() {
                         limits.stop.store(true, Relaxed);
@@ -251,5 +296,6 @@ fn merge(
         device: device.stats().snapshot().since(&before),
         validation: None,
         reads_from_unwritten: false,
+        modeled: None,
     }
 }

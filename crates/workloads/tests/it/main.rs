@@ -8,3 +8,4 @@ mod layout;
 mod spec;
 mod tree;
 mod validate;
+mod vtime;

@@ -1,0 +1,64 @@
+//! Simulated disks from the command line: figures in virtual time, the
+//! same on every run, marked as modeled; what cannot run on them refused.
+
+use crate::cli::{iolab, stderr, stdout};
+
+const JOB: &[&str] =
+    &["run", "--target", "sim:hdd,wce=off", "--rw", "randrw", "--iodepth", "8", "--runtime", "5s"];
+
+#[test]
+fn the_same_command_prints_the_same_bytes() {
+    let (a, b) = (iolab(JOB), iolab(JOB));
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(stdout(&a), stdout(&b));
+}
+
+#[test]
+fn the_figures_are_marked_as_modeled() {
+    let out = iolab(JOB);
+    let text = stdout(&out);
+    assert!(text.contains("virtual engine"), "{text}");
+    assert!(text.contains("modeled, not measured"), "{text}");
+}
+
+#[test]
+fn the_json_names_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut args = JOB.to_vec();
+    args.extend(["-q", "--json", json.to_str().unwrap()]);
+    let out = iolab(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let run = &doc["jobs"][0]["runs"][0];
+    assert_eq!(run["engine"], "virtual");
+    assert!(run["modeled"].as_str().is_some_and(|m| m.starts_with("sim:hdd")), "{run}");
+}
+
+#[test]
+fn another_engine_is_refused() {
+    let out = iolab(&["run", "--target", "sim:ssd", "--engine", "sync", "--runtime", "1s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("use --engine auto or virtual"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_bad_parameter_is_named() {
+    let out = iolab(&["run", "--target", "sim:hdd,rpm=fast", "--runtime", "1s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("rpm"), "{}", stderr(&out));
+}
+
+#[test]
+fn commands_timed_by_the_wall_clock_refuse_a_simulated_disk() {
+    let out = iolab(&["bonnie", "--target", "sim:hdd", "--size", "64m"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("simulated disks run under iolab run"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_block_log_over_a_simulated_disk_is_refused() {
+    let out = iolab(&["run", "--target", "sim:ssd", "--log", "log", "--runtime", "1s", "--rw", "randwrite"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("block log over a simulated disk"), "{}", stderr(&out));
+}

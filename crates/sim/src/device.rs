@@ -1,0 +1,289 @@
+//! A simulated disk as an iolab device: the model (`hdd.rs`, `ssd.rs`)
+//! decides when each request completes, the store keeps the bytes. Driven
+//! two ways: through [`device::VirtualDisk`], by an engine in virtual time
+//! with many requests in flight (the model's queue orders them); or by
+//! ordinary synchronous calls from any layer above (a volume, the block
+//! log, the file system), each arriving at the shared [`SimClock`]'s time
+//! and moving it on to its completion, one request at a time.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use device::{
+    Backend, Checked, DeviceError, Front, Geometry, Medium, MediumKind, Nanos, Op, Result, VData, VOp,
+    VirtualDisk,
+};
+use rustc_hash::FxHashMap;
+
+use crate::hdd::Hdd;
+use crate::model::{Advance, Model};
+use crate::params::{Data, SimSpec};
+use crate::ssd::Ssd;
+use crate::store::Store;
+
+/// The virtual time synchronous calls share: every simulated disk of a
+/// stack on one clock, so a volume's members see one time.
+#[derive(Debug, Default)]
+pub struct SimClock {
+    now: AtomicU64,
+}
+
+impl SimClock {
+    pub fn new() -> Arc<SimClock> {
+        Arc::new(SimClock::default())
+    }
+
+    pub fn now(&self) -> Nanos {
+        self.now.load(Ordering::Relaxed)
+    }
+
+    /// Moves the clock to `t` if that is later.
+    pub fn advance_to(&self, t: Nanos) {
+        self.now.fetch_max(t, Ordering::Relaxed);
+    }
+}
+
+struct Inner {
+    model: Box<dyn Model>,
+    store: Store,
+    /// Completions the synchronous path ran past that were not its own.
+    completed: FxHashMap<u64, Nanos>,
+}
+
+/// A simulated disk (`sim:hdd...`, `sim:ssd...`).
+pub struct SimDevice {
+    front: Front,
+    spec: SimSpec,
+    clock: Arc<SimClock>,
+    inner: Mutex<Inner>,
+}
+
+impl SimDevice {
+    pub fn new(name: impl Into<String>, spec: SimSpec, clock: Arc<SimClock>) -> Result<SimDevice> {
+        let size = spec.size_bytes();
+        if size < 1 << 20 || size % 4096 != 0 {
+            return Err(DeviceError::Invalid(format!(
+                "{spec}: size {size} must be at least 1 MiB and a multiple of 4 KiB; give size= in k, m, g or t"
+            )));
+        }
+        let model: Box<dyn Model> = match &spec {
+            SimSpec::Hdd(p) => Box::new(Hdd::new(p.clone())),
+            SimSpec::Ssd(p) => Box::new(Ssd::new(p.clone())),
+        };
+        let store = Store::new(spec.data() == Data::Keep);
+        Ok(SimDevice {
+            front: Front::new(name, Geometry::new(size, 512)),
+            spec,
+            clock,
+            inner: Mutex::new(Inner { model, store, completed: FxHashMap::default() }),
+        })
+    }
+
+    pub fn spec(&self) -> &SimSpec {
+        &self.spec
+    }
+
+    pub fn clock(&self) -> &Arc<SimClock> {
+        &self.clock
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What a power cut now would leave: the bytes the medium holds
+    /// durably (writes acknowledged from a cache and not destaged, or not
+    /// flushed without power-loss protection, are not there).
+    pub fn read_durable(&self, buf: &mut [u8], offset: u64) {
+        self.lock().store.read_durable(offset, buf);
+    }
+
+    /// Every durable page: (offset, bytes).
+    pub fn durable_pages(&self) -> Vec<(u64, Vec<u8>)> {
+        self.lock().store.durable_pages().map(|(o, b)| (o, b.to_vec())).collect()
+    }
+
+    fn apply(inner: &mut Inner, adv: &Advance) {
+        for &(offset, len) in &adv.durable {
+            inner.store.make_durable(offset, len);
+        }
+    }
+
+    /// Moves a request's data and hands it to the model, arriving at `at`.
+    fn take(&self, at: Nanos, offset: u64, data: VData<'_>, inner: &mut Inner) -> Result<u64> {
+        let (op, len) = match &data {
+            VData::Write(b) => (VOp::Write, b.len() as u64),
+            VData::Read(b) => (VOp::Read, b.len() as u64),
+            VData::Flush => (VOp::Flush, 0),
+        };
+        match data {
+            VData::Write(b) => {
+                inner.store.write(offset, b).map_err(|why| self.io_error(op, offset, len, why))?
+            }
+            VData::Read(b) => inner.store.read(offset, b),
+            VData::Flush => {}
+        }
+        Ok(inner.model.submit(at, op, offset, len))
+    }
+
+    /// One request through the synchronous path: it arrives at the clock's
+    /// time and the clock moves to its completion.
+    fn sync(&self, offset: u64, data: VData<'_>) -> Result<()> {
+        let mut inner = self.lock();
+        let at = self.clock.now();
+        let id = self.take(at, offset, data, &mut inner)?;
+        loop {
+            let Some(t) = inner.model.next_event() else {
+                return Err(DeviceError::Invalid(format!(
+                    "{}: the model stopped before a request completed",
+                    self.name()
+                )));
+            };
+            let adv = inner.model.advance(t.max(at));
+            SimDevice::apply(&mut inner, &adv);
+            for (done, when) in adv.done {
+                if done == id {
+                    self.clock.advance_to(when);
+                    return Ok(());
+                }
+                inner.completed.insert(done, when);
+            }
+        }
+    }
+
+    fn io_error(&self, op: VOp, offset: u64, len: u64, why: String) -> DeviceError {
+        let op = match op {
+            VOp::Read => Op::Read,
+            VOp::Write => Op::Write,
+            VOp::Flush => Op::Flush,
+        };
+        DeviceError::Io {
+            device: self.name().to_string(),
+            op,
+            offset,
+            len,
+            source: std::io::Error::other(why),
+        }
+    }
+
+    fn name(&self) -> &str {
+        self.front.name()
+    }
+}
+
+impl Backend for SimDevice {
+    fn front(&self) -> &Front {
+        &self.front
+    }
+
+    fn read_raw(&self, buf: &mut [u8], offset: u64, _: Checked) -> Result<()> {
+        self.sync(offset, VData::Read(buf))
+    }
+
+    fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
+        self.sync(offset, VData::Write(buf))
+    }
+
+    fn flush_raw(&self, _: Checked) -> Result<()> {
+        self.sync(0, VData::Flush)
+    }
+
+    /// Every byte reads in modeled time, written or not: nothing to lay out.
+    fn unwritten_raw(&self, _: u64, _: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+        Ok(Some(Vec::new()))
+    }
+
+    fn media_raw(&self) -> Vec<Medium> {
+        vec![Medium {
+            name: self.spec.to_string(),
+            kind: MediumKind::Simulated,
+            direct: true,
+            filesystem: None,
+            memory_backed: false,
+            cached_bytes: None,
+        }]
+    }
+
+    fn virtual_disk_raw(&self) -> Option<&dyn VirtualDisk> {
+        Some(self)
+    }
+}
+
+impl VirtualDisk for SimDevice {
+    fn submit(&self, at: Nanos, offset: u64, data: VData<'_>) -> Result<u64> {
+        let mut inner = self.lock();
+        self.clock.advance_to(at);
+        self.take(at, offset, data, &mut inner)
+    }
+
+    fn next_event(&self) -> Option<Nanos> {
+        self.lock().model.next_event()
+    }
+
+    fn advance(&self, t: Nanos) -> Vec<(u64, Nanos)> {
+        let mut inner = self.lock();
+        let adv = inner.model.advance(t);
+        SimDevice::apply(&mut inner, &adv);
+        self.clock.advance_to(t);
+        adv.done
+    }
+
+    fn describe(&self) -> String {
+        self.spec.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use device::Device;
+
+    fn disk(spec: &str) -> SimDevice {
+        SimDevice::new("sim", SimSpec::parse(spec).unwrap(), SimClock::new()).unwrap()
+    }
+
+    #[test]
+    fn synchronous_calls_move_the_clock_and_keep_the_data() {
+        let d = disk("hdd,wce=off,size=1g");
+        d.write_at(&[5u8; 4096], 8192).unwrap();
+        let after_write = d.clock().now();
+        assert!(after_write > 1_000_000, "a write on the medium takes milliseconds: {after_write}");
+        let mut buf = [0u8; 4096];
+        d.read_at(&mut buf, 8192).unwrap();
+        assert_eq!(buf, [5u8; 4096]);
+        assert!(d.clock().now() > after_write);
+    }
+
+    #[test]
+    fn a_cache_that_lies_loses_acknowledged_writes_at_a_power_cut() {
+        let d = disk("hdd,flush=ignore,size=1g");
+        d.write_at(&[9u8; 4096], 0).unwrap();
+        d.flush().unwrap();
+        let mut buf = [0u8; 4096];
+        d.read_durable(&mut buf, 0);
+        assert_eq!(buf, [0u8; 4096], "acknowledged and flushed, yet only in the cache");
+    }
+
+    #[test]
+    fn an_honest_cache_has_the_flushed_writes_durable() {
+        let d = disk("hdd,size=1g");
+        d.write_at(&[9u8; 4096], 0).unwrap();
+        d.flush().unwrap();
+        let mut buf = [0u8; 4096];
+        d.read_durable(&mut buf, 0);
+        assert_eq!(buf, [9u8; 4096]);
+    }
+
+    #[test]
+    fn the_same_requests_give_the_same_times() {
+        let run = || {
+            let d = disk("hdd,size=1g");
+            for i in 0..50u64 {
+                d.write_at(&[i as u8; 4096], (i * 7919 % 1000) * 4096).unwrap();
+            }
+            d.flush().unwrap();
+            d.clock().now()
+        };
+        assert_eq!(run(), run());
+    }
+}
