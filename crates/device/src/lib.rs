@@ -51,7 +51,7 @@ pub use null::NullDevice;
 pub use recording::{CrashPoint, Event, Overlay, Recording, RecordingDevice, Replayer};
 pub use slice::Slice;
 pub use stats::{Stats, StatsSnapshot};
-pub use vtime::{Nanos, VData, VOp, VirtualDisk};
+pub use vtime::{Clock, Nanos, VData, VOp, VirtualClock, VirtualDisk};
 
 /// A write-ahead log for writes that must land together on several
 /// devices (a RAID-5 row's data and parity): they are made durable in the

@@ -14,9 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use device::{AlignedBuf, Device};
+use device::{AlignedBuf, Clock, Device};
 
 use crate::format::BLOCK_BYTES;
 use crate::softdep::{Blocks, Kind, Softdep};
@@ -30,7 +30,7 @@ const RUN_BLOCKS_MAX: usize = 256;
 struct Buf {
     data: AlignedBuf,
     /// When it was first dirtied since it was last written; None: clean.
-    dirtied: Option<Instant>,
+    dirtied: Option<Duration>,
     tick: u64,
 }
 
@@ -70,6 +70,8 @@ pub struct Cache {
     /// Under `softdep`: dirty buffers whose last write held an update back;
     /// writing them again is worth it only after a flush.
     rolled: HashSet<u64>,
+    /// Where buffers' ages are read: the wall clock, or a simulated disk's.
+    clock: Clock,
 }
 
 impl Blocks for Cache {
@@ -89,8 +91,9 @@ impl Blocks for Cache {
 
 impl Cache {
     /// A cache of `capacity_bytes` over `dev`; `unlogged_data`: file data
-    /// is written with `write_unlogged` (the `log` policy).
-    pub fn new(dev: Arc<dyn Device>, capacity_bytes: u64, unlogged_data: bool) -> Cache {
+    /// is written with `write_unlogged` (the `log` policy); buffers' ages
+    /// on `clock`.
+    pub fn new(dev: Arc<dyn Device>, capacity_bytes: u64, unlogged_data: bool, clock: Clock) -> Cache {
         let capacity_blocks = (capacity_bytes / BLOCK_BYTES as u64).max(64) as usize;
         Cache {
             dev,
@@ -105,7 +108,13 @@ impl Cache {
             stats: CacheStats::default(),
             sd: None,
             rolled: HashSet::default(),
+            clock,
         }
+    }
+
+    /// The time on the mount's clock.
+    pub fn now(&self) -> Duration {
+        self.clock.now()
     }
 
     /// Dirty metadata buffers.
@@ -209,8 +218,9 @@ impl Cache {
     }
 
     fn mark(&mut self, block: u64) -> &mut [u8] {
+        let clock = &self.clock;
         let buf = self.bufs.get_mut(&block).expect("loaded just before");
-        buf.dirtied.get_or_insert_with(Instant::now);
+        buf.dirtied.get_or_insert_with(|| clock.now());
         &mut buf.data
     }
 
@@ -268,10 +278,10 @@ impl Cache {
 
     /// Writes the buffers dirty for longer than `age` (the syncer's pass).
     pub fn write_back_older(&mut self, age: Duration) -> device::Result<usize> {
-        let now = Instant::now();
+        let now = self.clock.now();
         let old = |set: &BTreeSet<u64>| -> Vec<u64> {
             (set.iter())
-                .filter(|b| self.bufs[b].dirtied.is_some_and(|t| now.duration_since(t) >= age))
+                .filter(|b| self.bufs[b].dirtied.is_some_and(|t| now.saturating_sub(t) >= age))
                 .copied()
                 .collect()
         };

@@ -2,8 +2,10 @@
 //! for each call: the superblock, the groups' counts, the buffer cache,
 //! and the inodes the kernel (or a workload) holds references to.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::time::Instant;
+use std::collections::BTreeSet;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::time::Duration;
 
 use device::AlignedBuf;
 use fsapi::Errno;
@@ -53,13 +55,14 @@ pub struct Core {
 /// See [`Core::log`].
 pub struct LogState {
     pub freed_since_commit: HashSet<u32>,
-    pub last_commit: Instant,
+    /// On the mount's clock (`MountOptions::clock`).
+    pub last_commit: Duration,
     pub commit_blocks: usize,
 }
 
 impl LogState {
-    pub fn new(commit_blocks: usize) -> LogState {
-        LogState { freed_since_commit: HashSet::new(), last_commit: Instant::now(), commit_blocks }
+    pub fn new(commit_blocks: usize, now: Duration) -> LogState {
+        LogState { freed_since_commit: HashSet::default(), last_commit: now, commit_blocks }
     }
 }
 
@@ -232,7 +235,7 @@ impl Core {
         self.cache.modify(slot)?.copy_from_slice(&sb);
         self.cache.write_back(true)?;
         self.log.freed_since_commit.clear();
-        self.log.last_commit = Instant::now();
+        self.log.last_commit = self.cache.now();
         Ok(())
     }
 

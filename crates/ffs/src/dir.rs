@@ -4,7 +4,7 @@
 //! offset is a `readdir` cookie that survives removals. Directories over a
 //! block get an index in memory (name to offset) on first lookup.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use fsapi::Errno;
 
@@ -89,7 +89,7 @@ impl Core {
     ) -> Result<Option<Found>, Errno> {
         if inode.size > BLOCK {
             if !self.dir_index.contains_key(&dir) {
-                let mut index = HashMap::new();
+                let mut index = HashMap::default();
                 self.dir_walk(dir, inode, 0, &mut |rec, offset| {
                     index.insert(rec.name.clone(), offset);
                     true

@@ -200,12 +200,12 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
         sb,
         groups_dirty: Default::default(),
         groups,
-        cache: Cache::new(Arc::clone(dev), 256 << 20, false),
+        cache: Cache::new(Arc::clone(dev), 256 << 20, false, device::Clock::Wall),
         policy: Policy::Async,
-        refs: HashMap::new(),
-        dir_index: HashMap::new(),
+        refs: Default::default(),
+        dir_index: Default::default(),
         failed: None,
-        log: LogState::new(0),
+        log: LogState::new(0, std::time::Duration::ZERO),
     };
     let mut c = Checker {
         core,

@@ -1,7 +1,7 @@
 //! Mounting and unmounting: the superblock slots read and rewritten, the
 //! groups' counts loaded, everything written back at the end.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -111,7 +111,8 @@ impl Ffs {
             }
             None => 0,
         };
-        let mut cache = Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some());
+        let mut cache =
+            Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some(), options.clock.clone());
         if options.policy == Policy::Softdep {
             cache.sd = Some(crate::softdep::Softdep::new(sb.clone()));
         }
@@ -121,10 +122,10 @@ impl Ffs {
             groups,
             cache,
             policy: options.policy,
-            refs: HashMap::new(),
-            dir_index: HashMap::new(),
+            refs: HashMap::default(),
+            dir_index: HashMap::default(),
             failed: None,
-            log: LogState::new(commit_blocks),
+            log: LogState::new(commit_blocks, options.clock.now()),
         };
         let fs = Ffs { core: Mutex::new(core), dev, log };
         if fs.lock().sb.orphans != 0 {
@@ -201,7 +202,8 @@ impl Ffs {
         let mut core = self.lock();
         core.check_alive().map_err(|_| self.failure_of(&core))?;
         let pending = core.cache.dirty_meta() > 0 || core.cache.meta_since_flush > 0;
-        if core.policy == Policy::Log && pending && core.log.last_commit.elapsed() >= Duration::from_secs(1) {
+        let since_commit = core.cache.now().saturating_sub(core.log.last_commit);
+        if core.policy == Policy::Log && pending && since_commit >= Duration::from_secs(1) {
             core.commit().map_err(|e| self.failed(core, e))?;
             return Ok(());
         }

@@ -27,16 +27,19 @@ const LINKS_MAX: u16 = 65_000;
 const WRITE_CHUNK_BLOCKS: u64 = 1024;
 
 /// How to mount.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct MountOptions {
     pub policy: Policy,
     /// Bytes of the buffer cache (default 64 MiB).
     pub cache_bytes: u64,
+    /// Where the ages of dirty buffers and commits are read: the wall
+    /// clock, or the virtual clock of the simulated disk beneath.
+    pub clock: device::Clock,
 }
 
 impl Default for MountOptions {
     fn default() -> MountOptions {
-        MountOptions { policy: Policy::Async, cache_bytes: 64 << 20 }
+        MountOptions { policy: Policy::Async, cache_bytes: 64 << 20, clock: device::Clock::Wall }
     }
 }
 

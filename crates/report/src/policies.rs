@@ -46,6 +46,9 @@ pub struct PoliciesSweep {
     pub repeats: u32,
     /// The target's line: where the file systems were made and how.
     pub target: String,
+    /// The disk model, when the file systems were on a simulated disk:
+    /// every time is then modeled disk time (virtual), not measured.
+    pub modeled: Option<String>,
     pub columns: Vec<ColumnRuns>,
 }
 
@@ -112,9 +115,16 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
         s.repeats,
         s.target
     );
+    let what = match &s.modeled {
+        Some(model) => format!(
+            "minutes:seconds of MODELED disk time on {model} (virtual: the disk's requests one after another, the \
+             CPU's time not counted; the same on any machine),"
+        ),
+        None => "minutes:seconds".to_string(),
+    };
     let _ = writeln!(
         out,
-        "minutes:seconds from the mount to the end of the unmount (write-back and flush inside): median (min-max), x async"
+        "{what} from the mount to the end of the unmount (write-back and flush inside): median (min-max), x async"
     );
     // Every cell first, then the columns as wide as their widest cell.
     let mut rows: Vec<Vec<String>> =

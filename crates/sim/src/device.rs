@@ -3,15 +3,14 @@
 //! two ways: through [`device::VirtualDisk`], by an engine in virtual time
 //! with many requests in flight (the model's queue orders them); or by
 //! ordinary synchronous calls from any layer above (a volume, the block
-//! log, the file system), each arriving at the shared [`SimClock`]'s time
+//! log, the file system), each arriving at the shared [`VirtualClock`]'s time
 //! and moving it on to its completion, one request at a time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use device::{
     Backend, Checked, DeviceError, Front, Geometry, Medium, MediumKind, Nanos, Op, Result, VData, VOp,
-    VirtualDisk,
+    VirtualClock, VirtualDisk,
 };
 use rustc_hash::FxHashMap;
 
@@ -20,28 +19,6 @@ use crate::model::{Advance, Model};
 use crate::params::{Data, SimSpec};
 use crate::ssd::Ssd;
 use crate::store::Store;
-
-/// The virtual time synchronous calls share: every simulated disk of a
-/// stack on one clock, so a volume's members see one time.
-#[derive(Debug, Default)]
-pub struct SimClock {
-    now: AtomicU64,
-}
-
-impl SimClock {
-    pub fn new() -> Arc<SimClock> {
-        Arc::new(SimClock::default())
-    }
-
-    pub fn now(&self) -> Nanos {
-        self.now.load(Ordering::Relaxed)
-    }
-
-    /// Moves the clock to `t` if that is later.
-    pub fn advance_to(&self, t: Nanos) {
-        self.now.fetch_max(t, Ordering::Relaxed);
-    }
-}
 
 struct Inner {
     model: Box<dyn Model>,
@@ -54,12 +31,12 @@ struct Inner {
 pub struct SimDevice {
     front: Front,
     spec: SimSpec,
-    clock: Arc<SimClock>,
+    clock: Arc<VirtualClock>,
     inner: Mutex<Inner>,
 }
 
 impl SimDevice {
-    pub fn new(name: impl Into<String>, spec: SimSpec, clock: Arc<SimClock>) -> Result<SimDevice> {
+    pub fn new(name: impl Into<String>, spec: SimSpec, clock: Arc<VirtualClock>) -> Result<SimDevice> {
         let size = spec.size_bytes();
         if size < 1 << 20 || size % 4096 != 0 {
             return Err(DeviceError::Invalid(format!(
@@ -83,7 +60,7 @@ impl SimDevice {
         &self.spec
     }
 
-    pub fn clock(&self) -> &Arc<SimClock> {
+    pub fn clock(&self) -> &Arc<VirtualClock> {
         &self.clock
     }
 
@@ -239,7 +216,7 @@ mod tests {
     use device::Device;
 
     fn disk(spec: &str) -> SimDevice {
-        SimDevice::new("sim", SimSpec::parse(spec).unwrap(), SimClock::new()).unwrap()
+        SimDevice::new("sim", SimSpec::parse(spec).unwrap(), VirtualClock::new()).unwrap()
     }
 
     #[test]

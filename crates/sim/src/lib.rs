@@ -16,5 +16,6 @@ mod params;
 mod ssd;
 mod store;
 
-pub use crate::device::{SimClock, SimDevice};
+pub use crate::device::SimDevice;
 pub use crate::params::{Data, HddParams, SimSpec, SsdParams};
+pub use ::device::VirtualClock;

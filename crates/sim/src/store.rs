@@ -1,7 +1,8 @@
 //! What a simulated disk holds: the bytes written (as 4 KiB pages, sparse),
 //! and apart from them the bytes durable (what a power cut would leave).
 //! A page becomes durable when the model says the write that last changed
-//! it is on the medium.
+//! it is on the medium. The two share a page until it is written again
+//! (copy on write), so a disk whose writes are all durable holds one copy.
 
 use rustc_hash::FxHashMap;
 
@@ -11,13 +12,15 @@ pub(crate) const PAGE: u64 = 4096;
 /// the machine's memory; `data=discard` keeps none.
 pub(crate) const HELD_BYTES_MAX: u64 = 4 << 30;
 
-type Page = Box<[u8; PAGE as usize]>;
+type Page = std::sync::Arc<[u8; PAGE as usize]>;
 
 #[derive(Default)]
 pub(crate) struct Store {
     current: FxHashMap<u64, Page>,
     durable: FxHashMap<u64, Page>,
     keep: bool,
+    /// Distinct pages held.
+    pages: u64,
 }
 
 impl Store {
@@ -25,9 +28,9 @@ impl Store {
         Store { keep, ..Store::default() }
     }
 
-    /// Bytes held, both copies.
+    /// Bytes held, both copies (a page they share once).
     pub fn held_bytes(&self) -> u64 {
-        (self.current.len() + self.durable.len()) as u64 * PAGE
+        self.pages * PAGE
     }
 
     /// Stores `data` at `offset`; an error when the store is full.
@@ -46,8 +49,14 @@ impl Store {
             let at = offset + done as u64;
             let (page, within) = (at / PAGE, (at % PAGE) as usize);
             let n = (PAGE as usize - within).min(data.len() - done);
-            let p = self.current.entry(page).or_insert_with(|| Box::new([0u8; PAGE as usize]));
-            p[within..within + n].copy_from_slice(&data[done..done + n]);
+            let p = self.current.entry(page).or_insert_with(|| {
+                self.pages += 1;
+                Page::new([0u8; PAGE as usize])
+            });
+            if Page::strong_count(p) > 1 {
+                self.pages += 1; // the durable copy keeps the old page
+            }
+            Page::make_mut(p)[within..within + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
         Ok(())
@@ -84,7 +93,10 @@ impl Store {
         }
         for page in offset / PAGE..=(offset + len - 1) / PAGE {
             if let Some(p) = self.current.get(&page) {
-                self.durable.insert(page, p.clone());
+                let old = self.durable.insert(page, Page::clone(p));
+                if old.is_some_and(|old| Page::strong_count(&old) == 1) {
+                    self.pages -= 1;
+                }
             }
         }
     }
@@ -111,6 +123,21 @@ mod tests {
         s.make_durable(0, 4096);
         s.read_durable(512, &mut buf);
         assert_eq!(buf, [7u8; 1024]);
+    }
+
+    #[test]
+    fn a_durable_page_is_shared_until_written_again() {
+        let mut s = Store::new(true);
+        s.write(0, &[1u8; 4096]).unwrap();
+        s.make_durable(0, 4096);
+        assert_eq!(s.held_bytes(), 4096);
+        s.write(0, &[2u8; 4096]).unwrap();
+        assert_eq!(s.held_bytes(), 8192);
+        let mut buf = [0u8; 4096];
+        s.read_durable(0, &mut buf);
+        assert_eq!(buf, [1u8; 4096]);
+        s.make_durable(0, 4096);
+        assert_eq!(s.held_bytes(), 4096);
     }
 
     #[test]

@@ -329,7 +329,7 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     if let Some(cpus) = &cpus {
         pin_to(cpus)?;
     }
-    let options = MountOptions { policy: args.policy, cache_bytes };
+    let options = MountOptions { policy: args.policy, cache_bytes, ..Default::default() };
     let fs = Arc::new(Ffs::mount(Arc::clone(target.device()), &options)?);
     let mounted = || {
         use std::io::Write;

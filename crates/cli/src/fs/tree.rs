@@ -281,7 +281,10 @@ pub(crate) fn mounted(
     device.drop_cache().with_context(|| format!("{target}: cannot drop its page cache"))?;
     let media = device.media();
     let start = Instant::now();
-    let fs = Arc::new(Ffs::mount(device, &MountOptions { policy: mount.policy, cache_bytes })?);
+    let fs = Arc::new(Ffs::mount(
+        device,
+        &MountOptions { policy: mount.policy, cache_bytes, ..Default::default() },
+    )?);
     let worked = work(&fs);
     let fs =
         Arc::try_unwrap(fs).map_err(|_| anyhow::anyhow!("the file system is still in use after the work"))?;

@@ -42,9 +42,9 @@ pub enum Lock {
 
 /// The virtual clock every simulated disk of this process shares, so the
 /// disks of one stack see one time.
-fn sim_clock() -> Arc<sim::SimClock> {
-    static CLOCK: std::sync::OnceLock<Arc<sim::SimClock>> = std::sync::OnceLock::new();
-    Arc::clone(CLOCK.get_or_init(sim::SimClock::new))
+fn sim_clock() -> Arc<sim::VirtualClock> {
+    static CLOCK: std::sync::OnceLock<Arc<sim::VirtualClock>> = std::sync::OnceLock::new();
+    Arc::clone(CLOCK.get_or_init(sim::VirtualClock::new))
 }
 
 impl Stack {

@@ -11,6 +11,7 @@ mod dir;
 mod gnu;
 mod kernel;
 mod progress;
+mod sim;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ use self::dir::UserDir;
 use self::gnu::Work;
 use self::kernel::{Backing, KernelFs};
 use self::progress::Progress;
+use self::sim::SimDisk;
 use crate::fs::tree::{in_process, Done, InProcess};
 use crate::fs::BlockLogArgs;
 use crate::UsageError;
@@ -82,6 +84,12 @@ pub struct PoliciesArgs {
     /// temporary file, removed at the end.
     #[arg(long, value_name = "PATH")]
     pub target: Option<String>,
+    /// iolab's file system on a simulated disk instead (sim:hdd[,...] or
+    /// sim:ssd[,...], docs/sim.md): a new disk per run, every time modeled
+    /// disk time, the same on any machine. iolab's policies in-process
+    /// only (no --kernel, --dir or --driver fuse).
+    #[arg(long, value_name = "SIM")]
+    pub disk: Option<String>,
     /// Size of a file target to create (default: room for the copies
     /// twice over, at least 1 GiB).
     #[arg(long, value_name = "SIZE")]
@@ -137,6 +145,20 @@ fn columns(args: &PoliciesArgs, block_device: bool) -> Result<Vec<Column>, Usage
     columns.extend(kernel.into_iter().map(Column::Kernel));
     if let Some(dir) = &args.dir {
         columns.push(Column::Dir(UserDir::find(dir)?));
+    }
+    if args.disk.is_some() {
+        if columns.iter().any(|c| !matches!(c, Column::Iolab(_))) || args.driver == Driver::Fuse {
+            return Err(UsageError(
+                "--disk: a simulated disk runs iolab's policies in-process only; leave out --kernel, --dir and \
+                 --driver fuse (they run on real disks, timed by the wall clock)"
+                    .into(),
+            ));
+        }
+        if args.target.is_some() {
+            return Err(UsageError(
+                "--disk and --target: give one; the file systems go on one or the other".into(),
+            ));
+        }
     }
     if columns.is_empty() {
         return Err(UsageError(
@@ -195,18 +217,35 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     // The first file system made checks the target (--force where it
     // holds data) and sizes a new file; every run after replaces the
     // sweep's own.
-    let (stack, _) =
-        crate::fs::make(&target, Some(size), &MkfsOptions::default(), args.force, None, &no_log())?;
-    let medium = stack.device().media().iter().map(report::medium_kind).collect::<Vec<_>>().join(", ");
-    stack.close()?;
+    let disk = args.disk.as_deref().map(SimDisk::parse).transpose()?;
+    let medium = match &disk {
+        Some(disk) => {
+            disk.check_size(size)?;
+            String::new()
+        }
+        None => {
+            let (stack, _) =
+                crate::fs::make(&target, Some(size), &MkfsOptions::default(), args.force, None, &no_log())?;
+            let medium =
+                stack.device().media().iter().map(report::medium_kind).collect::<Vec<_>>().join(", ");
+            stack.close()?;
+            medium
+        }
+    };
     let gnu_needed = args.driver == Driver::Fuse || columns.iter().any(|c| !matches!(c, Column::Iolab(_)));
     let work = if gnu_needed { Some(Work::new(&tar, args.copies)?) } else { None };
     let backing = if block_device { Backing::Device(&target) } else { Backing::File(Path::new(&target)) };
     let mut runs: Vec<report::ColumnRuns> =
         columns.iter().map(|c| report::ColumnRuns { name: c.name(), ..Default::default() }).collect();
     let progress = Progress::new(entries, args.copies, u64::from(args.repeat) * columns.len() as u64)?;
-    let ctx =
-        RunContext { args: &args, target: &target, mountpoint: &mountpoint, tar: &tar, work: work.as_ref() };
+    let ctx = RunContext {
+        args: &args,
+        target: &target,
+        mountpoint: &mountpoint,
+        tar: &tar,
+        work: work.as_ref(),
+        disk: disk.as_ref(),
+    };
     for repeat in 1..=args.repeat {
         for (column, runs) in columns.iter().zip(runs.iter_mut()) {
             progress.go_on()?;
@@ -246,10 +285,18 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
         data_bytes,
         copies: args.copies,
         repeats: args.repeat,
-        target: format!(
-            "{shown_target} ({medium}), a new file system of {} per run",
-            report::human_bytes(size)
-        ),
+        target: match &disk {
+            Some(disk) => format!(
+                "a simulated disk ({}), a new one per run, a file system of {} on its first bytes",
+                disk.describe(),
+                report::human_bytes(size)
+            ),
+            None => format!(
+                "{shown_target} ({medium}), a new file system of {} per run",
+                report::human_bytes(size)
+            ),
+        },
+        modeled: disk.as_ref().map(SimDisk::describe),
         columns: runs,
     };
     if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
@@ -279,6 +326,8 @@ struct RunContext<'a> {
     mountpoint: &'a Path,
     tar: &'a [u8],
     work: Option<&'a Work>,
+    /// `--disk`: the simulated disk each run's file system is made on.
+    disk: Option<&'a SimDisk>,
 }
 
 impl RunContext<'_> {
@@ -290,6 +339,18 @@ impl RunContext<'_> {
         size: u64,
         phases: &progress::Run,
     ) -> anyhow::Result<(report::PhaseRun, report::PhaseRun, String)> {
+        if let Some(disk) = self.disk {
+            let cache_bytes = parse_bytes("cache", &self.args.cache).map_err(UsageError::from)?;
+            let (tar_run, rm_run) =
+                disk.run_once(policy, size, cache_bytes, self.tar, self.args.copies, phases)?;
+            let how = format!(
+                "iolab's file system, policy {}, cache {}, in-process on {}: modeled disk time",
+                policy.name(),
+                self.args.cache,
+                disk.describe()
+            );
+            return Ok((tar_run, rm_run, how));
+        }
         let (stack, _) =
             crate::fs::make(self.target, Some(size), &MkfsOptions::default(), true, None, &no_log())?;
         stack.close()?;

@@ -249,6 +249,10 @@ fn policies_sweep_names_what_is_wrong_with_its_columns() {
         (&["--kernel", "ext3"][..], "choose from"),
         (&["--policies", "none"][..], "nothing to compare"),
         (&["--dir", "/nonexistent/iolab"][..], "--dir /nonexistent/iolab"),
+        (&["--disk", "sim:hdd", "--kernel", "ext4"][..], "in-process only"),
+        (&["--disk", "sim:hdd", "--driver", "fuse"][..], "in-process only"),
+        (&["--disk", "sim:hdd,data=discard"][..], "reads back what it writes"),
+        (&["--disk", "hdd"][..], "name a simulated disk"),
     ] {
         let out = iolab(&[&["sweep", "policies"][..], args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -311,4 +315,22 @@ fn a_sweeps_chart_and_page_come_from_its_results() {
         html.contains("iolab-sweep-policies") && html.contains("<svg"),
         "the page has the sweep's table and chart"
     );
+}
+
+#[test]
+fn a_policies_sweep_on_a_simulated_disk_prints_the_same_table_every_time() {
+    let (a, _) = small_policies_sweep(&["--disk", "sim:hdd"]);
+    let (b, _) = small_policies_sweep(&["--disk", "sim:hdd"]);
+    assert_eq!(a, b);
+    assert!(a.contains("MODELED disk time on sim:hdd"), "{a}");
+}
+
+#[test]
+fn on_a_simulated_disk_sync_waits_for_the_disk_and_async_does_not() {
+    let (_, doc) = small_policies_sweep(&["--disk", "sim:hdd,wce=off", "--policies", "sync,async"]);
+    assert!(doc["modeled"].as_str().is_some_and(|m| m.starts_with("sim:hdd")), "{doc}");
+    let tar = |c: usize| doc["columns"][c]["tar"]["median_s"].as_f64().unwrap();
+    // Each of sync's ordered writes waits for the medium (milliseconds);
+    // async's go out together at the unmount.
+    assert!(tar(0) > 5.0 * tar(1), "sync {} s, async {} s", tar(0), tar(1));
 }

@@ -11,5 +11,5 @@ pub fn fresh(bytes: u64) -> Arc<dyn Device> {
 }
 
 pub fn mount(dev: &Arc<dyn Device>, policy: Policy) -> Ffs {
-    Ffs::mount(Arc::clone(dev), &MountOptions { policy, cache_bytes: 1 << 20 }).unwrap()
+    Ffs::mount(Arc::clone(dev), &MountOptions { policy, cache_bytes: 1 << 20, ..Default::default() }).unwrap()
 }

@@ -19,6 +19,9 @@ pub struct SweepPoliciesDocument {
     pub copies: u32,
     pub repeats: u32,
     pub target: String,
+    /// The disk model when the file systems ran on a simulated disk (every
+    /// time then modeled disk time); `null` when measured.
+    pub modeled: Option<String>,
     pub columns: Vec<Column>,
 }
 
@@ -87,6 +90,7 @@ impl SweepPoliciesDocument {
             copies: s.copies,
             repeats: s.repeats,
             target: s.target.clone(),
+            modeled: s.modeled.clone(),
             columns: s
                 .columns
                 .iter()

@@ -525,6 +525,7 @@ pub fn policies_sweep() -> report::PoliciesSweep {
         copies: 10,
         repeats: 2,
         target: "fs.img (file on ext4, buffered), a new file system of 8.0 GiB per run".into(),
+        modeled: None,
         columns: vec![
             runs("sync", 80.0, 60.0, Some(439_450), Some(0)),
             runs("log", 9.5, 3.2, Some(0), Some(17_900_000)),

@@ -24,10 +24,21 @@ pub fn remove_tree(
     name: &OsStr,
     shown: &str,
 ) -> Result<Removed, TreeError> {
+    remove_tree_observed(fs, parent, name, shown, &mut || {})
+}
+
+/// As [`remove_tree`], calling `after_entry` after each entry removed.
+pub fn remove_tree_observed(
+    fs: &dyn FileSystem,
+    parent: Ino,
+    name: &OsStr,
+    shown: &str,
+    after_entry: &mut dyn FnMut(),
+) -> Result<Removed, TreeError> {
     let mut removed = Removed::default();
     let attr = fs.lookup(parent, name).map_err(|e| TreeError::call(shown, "lookup", e))?;
     let emptied = match attr.kind {
-        FileType::Dir => empty_dir(fs, attr.ino, shown, &mut removed),
+        FileType::Dir => empty_dir(fs, attr.ino, shown, &mut removed, after_entry),
         FileType::File | FileType::Symlink => Ok(()),
     };
     fs.forget(attr.ino, 1);
@@ -39,10 +50,17 @@ pub fn remove_tree(
         fs.unlink(parent, name).map_err(|e| TreeError::call(shown, "unlink", e))?;
         removed.unlinked += 1;
     }
+    after_entry();
     Ok(removed)
 }
 
-fn empty_dir(fs: &dyn FileSystem, dir: Ino, shown: &str, removed: &mut Removed) -> Result<(), TreeError> {
+fn empty_dir(
+    fs: &dyn FileSystem,
+    dir: Ino,
+    shown: &str,
+    removed: &mut Removed,
+    after_entry: &mut dyn FnMut(),
+) -> Result<(), TreeError> {
     let mut entries = Vec::new();
     fs.readdir(dir, 0, &mut |e| {
         entries.push((e.name, e.kind));
@@ -53,12 +71,13 @@ fn empty_dir(fs: &dyn FileSystem, dir: Ino, shown: &str, removed: &mut Removed) 
         let path = format!("{shown}/{}", String::from_utf8_lossy(&name));
         let name = OsStr::from_bytes(&name);
         if kind == FileType::Dir {
-            let inner = remove_tree(fs, dir, name, &path)?;
+            let inner = remove_tree_observed(fs, dir, name, &path, after_entry)?;
             removed.unlinked += inner.unlinked;
             removed.dirs += inner.dirs;
         } else {
             fs.unlink(dir, name).map_err(|e| TreeError::call(&path, "unlink", e))?;
             removed.unlinked += 1;
+            after_entry();
         }
     }
     Ok(())

@@ -10,7 +10,7 @@
 //! create; paths are resolved from a cache of the directories made, as
 //! the kernel's dentry cache would.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
@@ -214,7 +214,7 @@ struct DirCache {
 
 impl DirCache {
     fn new(root: Ino) -> DirCache {
-        DirCache { root, by_path: HashMap::new(), times: Vec::new() }
+        DirCache { root, by_path: HashMap::default(), times: Vec::new() }
     }
 
     /// The directory holding a member, made (mode 0755, as tar does for

@@ -75,7 +75,8 @@ fn archive() -> (Vec<u8>, Tree) {
 fn ffs_on_mem() -> Ffs {
     let dev: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
     ffs::mkfs(&dev, &MkfsOptions::default()).unwrap();
-    Ffs::mount(dev, &MountOptions { policy: Policy::Async, cache_bytes: 4 << 20 }).unwrap()
+    Ffs::mount(dev, &MountOptions { policy: Policy::Async, cache_bytes: 4 << 20, ..Default::default() })
+        .unwrap()
 }
 
 /// Extracts into a new directory `x` and returns what is under it.
@@ -148,8 +149,11 @@ fn after_extraction_and_rm_the_image_checks_clean() {
     let dev: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
     ffs::mkfs(&dev, &MkfsOptions::default()).unwrap();
     for step in 0..2 {
-        let fs = Ffs::mount(Arc::clone(&dev), &MountOptions { policy: Policy::Sync, cache_bytes: 1 << 20 })
-            .unwrap();
+        let fs = Ffs::mount(
+            Arc::clone(&dev),
+            &MountOptions { policy: Policy::Sync, cache_bytes: 1 << 20, ..Default::default() },
+        )
+        .unwrap();
         if step == 0 {
             extract(&fs, ROOT, &tar).unwrap();
         } else {

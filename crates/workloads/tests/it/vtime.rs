@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use device::Device;
-use sim::{SimClock, SimDevice, SimSpec};
+use sim::{SimDevice, SimSpec, VirtualClock};
 use workloads::{run_job, Engine, JobResult, JobSpec, Progress, Rw};
 
 fn disk(spec: &str) -> Arc<dyn Device> {
-    Arc::new(SimDevice::new("sim", SimSpec::parse(spec).unwrap(), SimClock::new()).unwrap())
+    Arc::new(SimDevice::new("sim", SimSpec::parse(spec).unwrap(), VirtualClock::new()).unwrap())
 }
 
 fn job(rw: Rw, runtime_s: u64) -> JobSpec {
