@@ -45,6 +45,8 @@ struct HostOp {
     sectors: u64,
     write: bool,
     place: Place,
+    /// When it arrived (its age weighs in the queue's choice).
+    arrived: Nanos,
 }
 
 /// Written data in the cache, not yet on the medium.
@@ -214,11 +216,18 @@ impl Hdd {
         // otherwise fill for good behind them).
         let destage_first = !self.dirty.is_empty() && (!self.blocked.is_empty() || !self.flushes.is_empty());
         if !self.queue.is_empty() && !destage_first {
+            // Aged shortest positioning time first (Jacobson and Wilkes):
+            // each nanosecond waited takes `age_weight` off a request's
+            // positioning time, so none starves behind nearer ones.
+            let now = self.now;
             let (best, _) = self
                 .queue
                 .iter()
                 .enumerate()
-                .map(|(i, op)| (i, self.positioning(self.now, from, op.place)))
+                .map(|(i, op)| {
+                    let waited = now.saturating_sub(op.arrived) as f64;
+                    (i, self.positioning(now, from, op.place) - self.p.age_weight * waited)
+                })
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .expect("the queue is not empty");
             let op = self.queue.swap_remove(best);
@@ -355,6 +364,7 @@ impl Model for Hdd {
                     self.finish(id, done);
                 } else {
                     self.overflow.push_back(HostOp {
+                        arrived: at,
                         id,
                         lba,
                         sectors,
@@ -368,7 +378,14 @@ impl Model for Hdd {
                     self.ra = None;
                 }
                 if !self.p.wce {
-                    self.overflow.push_back(HostOp { id, lba, sectors, write: true, place: self.place(lba) });
+                    self.overflow.push_back(HostOp {
+                        arrived: at,
+                        id,
+                        lba,
+                        sectors,
+                        write: true,
+                        place: self.place(lba),
+                    });
                 } else if self.blocked.is_empty()
                     && (self.dirty_bytes + len <= self.p.cache_bytes || self.dirty_bytes == 0)
                 {
@@ -573,5 +590,40 @@ mod tests {
         };
         let (one, thirty_two) = (iops(1), iops(32));
         assert!(thirty_two > 1.8 * one, "depth 1: {one:.0} IOPS, depth 32: {thirty_two:.0}");
+    }
+
+    #[test]
+    fn aging_keeps_a_far_request_from_starving() {
+        let worst = |age: f64| {
+            let mut m = hdd(|p| {
+                p.wce = false;
+                p.age_weight = age;
+            });
+            let (mut x, span) = (777u64, m.sectors / 8);
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % span) * 4096
+            };
+            let mut arrived = std::collections::HashMap::new();
+            for _ in 0..32 {
+                let o = next();
+                arrived.insert(m.submit(0, VOp::Read, o, 4096), 0);
+            }
+            let (mut done, mut worst) = (0, 0);
+            while done < 3000 {
+                let t = m.next_event().unwrap();
+                for (id, at) in m.advance(t).done {
+                    done += 1;
+                    worst = worst.max(at - arrived.remove(&id).unwrap());
+                    let o = next();
+                    arrived.insert(m.submit(t, VOp::Read, o, 4096), t);
+                }
+            }
+            worst
+        };
+        let (pure, aged) = (worst(0.0), worst(HddParams::default().age_weight));
+        assert!((aged as f64) < 0.7 * pure as f64, "worst wait {aged} ns aged, {pure} ns without");
     }
 }

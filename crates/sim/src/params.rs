@@ -50,8 +50,12 @@ pub struct HddParams {
     /// Bytes read ahead after a read, while the head is free.
     pub readahead_bytes: u64,
     /// Commands the disk queues and orders itself (shortest positioning
-    /// first).
+    /// first, aged).
     pub qd: u32,
+    /// How much waiting counts against positioning time in the queue's
+    /// choice (0: pure shortest positioning first, which can starve a far
+    /// request for seconds).
+    pub age_weight: f64,
     pub data: Data,
 }
 
@@ -104,6 +108,7 @@ impl Default for HddParams {
             cache_bytes: 16 << 20,
             readahead_bytes: 512 << 10,
             qd: 32,
+            age_weight: 0.01,
             data: Data::Keep,
         }
     }
@@ -141,11 +146,12 @@ fn size(text: &str) -> Result<u64, String> {
     n.checked_mul(unit).ok_or_else(|| format!("size={text}: too large"))
 }
 
+fn text_f64(text: &str) -> Option<f64> {
+    text.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
 fn number(key: &str, text: &str) -> Result<f64, String> {
-    text.parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .ok_or_else(|| format!("{key}={text}: needs a positive number"))
+    text_f64(text).filter(|v| *v > 0.0).ok_or_else(|| format!("{key}={text}: needs a positive number"))
 }
 
 fn switch(key: &str, text: &str, on: &str, off: &str) -> Result<bool, String> {
@@ -184,10 +190,15 @@ impl SimSpec {
                         "wce" => p.wce = switch(k, v, "on", "off")?,
                         "flush" => p.flush_ignore = switch(k, v, "ignore", "honor")?,
                         "qd" => p.qd = number(k, v)? as u32,
+                        "age" => {
+                            p.age_weight = text_f64(v).filter(|a| *a >= 0.0).ok_or_else(|| {
+                                format!("age={v}: needs a number, 0 or more (0: no aging)")
+                            })?
+                        }
                         "cache" => p.cache_bytes = size(v)?,
                         "overhead_ms" => p.overhead_ms = number(k, v)?,
                         "data" => p.data = data(v)?,
-                        _ => return Err(format!("{k}: not a sim:hdd parameter (size, rpm, wce, flush, qd, cache, overhead_ms, data)")),
+                        _ => return Err(format!("{k}: not a sim:hdd parameter (size, rpm, wce, flush, qd, age, cache, overhead_ms, data)")),
                     }
                 }
                 Ok(SimSpec::Hdd(p))
