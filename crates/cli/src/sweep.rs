@@ -108,6 +108,14 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
         layouts.push((format!("r{}", human_bytes(bytes)), Some(format!("raid5 {bytes}"))));
     }
     let stacks = open_drives(&args)?;
+    let simulated = stacks.iter().any(|s| s.origin.simulated);
+    if simulated && !stacks.iter().all(|s| s.origin.simulated) {
+        stacks.into_iter().for_each(Stack::discard);
+        return Err(UsageError(
+            "--drives: all simulated (sim:...) or none; one time cannot hold both".into(),
+        )
+        .into());
+    }
     let drives: Vec<Arc<dyn Device>> = stacks.iter().map(|s| Arc::clone(s.device())).collect();
     if args.workload == SweepWorkload::Fs {
         // The fs mix reads 70%: of the disks, never of holes.
@@ -118,7 +126,7 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::with_capacity(layouts.len());
     for (name, org) in layouts {
         eprintln!("iolab sweep: {name}");
-        rows.push(measure(&args, &drives, &name, org.as_deref(), size, runtime)?);
+        rows.push(measure(&args, simulated, &drives, &name, org.as_deref(), size, runtime)?);
     }
     drop(drives);
     for stack in stacks {
@@ -150,6 +158,27 @@ fn open_drives(args: &StripesArgs) -> anyhow::Result<Vec<Stack>> {
         .map_err(UsageError::from)?;
     let mut drives: Vec<Stack> = Vec::new();
     for path in &args.drives {
+        let shown = path.display().to_string();
+        if shown.starts_with("sim:") {
+            if args.workload != SweepWorkload::Fs {
+                drives.into_iter().for_each(Stack::discard);
+                return Err(UsageError(
+                    "--drives sim:...: simulated drives run with --workload fs (bonnie times its phases by the \
+                     wall clock)"
+                        .into(),
+                )
+                .into());
+            }
+            let options = stack::OpenOptions {
+                direct: true,
+                read_only: false,
+                sector_bytes: None,
+                create_bytes: None,
+                lock: stack::Lock::Warn(device::LockKind::Exclusive),
+            };
+            drives.push(Stack::open_or_simulate(&shown, &options)?);
+            continue;
+        }
         if !path.exists() && create_bytes.is_none() {
             return Err(UsageError(format!(
                 "--drives: {} does not exist; give --drive-size to create it",
@@ -176,8 +205,10 @@ fn open_drives(args: &StripesArgs) -> anyhow::Result<Vec<Stack>> {
 
 /// Builds the layout (without metadata: the sweep's volumes live only for
 /// the measurement) and measures it.
+#[allow(clippy::too_many_arguments)]
 fn measure(
     args: &StripesArgs,
+    simulated: bool,
     drives: &[Arc<dyn Device>],
     name: &str,
     org: Option<&str>,
@@ -214,7 +245,7 @@ fn measure(
         if let Some(vol) = &vol {
             vol.reset_stats();
         }
-        measure_once(args, &target, name, size, runtime, &mut row)?;
+        measure_once(args, simulated, &target, name, size, runtime, &mut row)?;
     }
     row.plex = vol.map(|v| v.report().plexes[0].counters);
     Ok(row)
@@ -222,6 +253,7 @@ fn measure(
 
 fn measure_once(
     args: &StripesArgs,
+    simulated: bool,
     target: &Arc<dyn Device>,
     name: &str,
     size: u64,
@@ -235,6 +267,14 @@ fn measure_once(
             row.bonnie.push(run_bonnie(target.as_ref(), &spec)?);
         }
         SweepWorkload::Fs => {
+            // On simulated drives: a drive alone runs on the engine in
+            // virtual time (four threads, one request each), a volume
+            // with the sync engine's four threads in the drives' time.
+            let (engine, clock) = match (target.virtual_disk().is_some(), simulated) {
+                (true, _) => (Engine::Virtual, device::Clock::Wall),
+                (false, true) => (Engine::Sync, device::Clock::Virtual(crate::stack::sim_clock())),
+                (false, false) => (Engine::Sync, device::Clock::Wall),
+            };
             let job = JobSpec {
                 name: name.into(),
                 size_bytes: Some(size),
@@ -242,8 +282,9 @@ fn measure_once(
                 read_pct: 70,
                 bs: BlockSizes::parse("fs")?,
                 threads: 4,
-                engine: Engine::Sync,
+                engine,
                 runtime: Some(runtime),
+                clock,
                 ..JobSpec::default()
             };
             row.fs.push(workloads::run_job(&job, Arc::clone(target), &Progress::default())?);

@@ -37,6 +37,7 @@ pub mod signature;
 mod slice;
 mod stats;
 mod vtime;
+mod world;
 
 pub use align::AlignedBuf;
 pub use concat::Concat;
@@ -51,7 +52,8 @@ pub use null::NullDevice;
 pub use recording::{CrashPoint, Event, Overlay, Recording, RecordingDevice, Replayer};
 pub use slice::Slice;
 pub use stats::{Stats, StatsSnapshot};
-pub use vtime::{Clock, Nanos, VData, VOp, VirtualClock, VirtualDisk};
+pub use vtime::{Nanos, VData, VOp, VirtualDisk};
+pub use world::{Clock, Participant, VirtualClock, WorldRun};
 
 /// A write-ahead log for writes that must land together on several
 /// devices (a RAID-5 row's data and parity): they are made durable in the

@@ -5,10 +5,6 @@
 //! when the model says, so an engine can keep many in flight and the
 //! model's own queue (shortest positioning first, say) orders them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
-
 use crate::Result;
 
 /// Virtual time, in nanoseconds from the model's start.
@@ -62,52 +58,8 @@ pub trait VirtualDisk: Send + Sync {
 
     /// The model and its parameters, for reports.
     fn describe(&self) -> String;
-}
 
-/// The virtual time simulated disks share: every simulated disk of a stack
-/// on one clock, so a volume's members and the layers above see one time.
-/// Synchronous calls arrive at its time and move it to their completion.
-#[derive(Debug, Default)]
-pub struct VirtualClock {
-    now: AtomicU64,
-}
-
-impl VirtualClock {
-    pub fn new() -> Arc<VirtualClock> {
-        Arc::new(VirtualClock::default())
-    }
-
-    pub fn now(&self) -> Nanos {
-        self.now.load(Ordering::Relaxed)
-    }
-
-    /// Moves the clock to `t` if that is later.
-    pub fn advance_to(&self, t: Nanos) {
-        self.now.fetch_max(t, Ordering::Relaxed);
-    }
-}
-
-/// Where a layer reads the time for what it does by age (a file system's
-/// write-back of buffers dirty for 30 s, a commit a second after the
-/// last): the wall clock, or the virtual clock of the simulated disks it
-/// sits on, so that its timing is modeled with theirs.
-#[derive(Clone, Debug, Default)]
-pub enum Clock {
-    #[default]
-    Wall,
-    Virtual(Arc<VirtualClock>),
-}
-
-impl Clock {
-    /// Time since an epoch fixed for the clock (the process's first
-    /// reading of the wall clock; 0 of the virtual one).
-    pub fn now(&self) -> Duration {
-        match self {
-            Clock::Wall => {
-                static EPOCH: OnceLock<Instant> = OnceLock::new();
-                EPOCH.get_or_init(Instant::now).elapsed()
-            }
-            Clock::Virtual(clock) => Duration::from_nanos(clock.now()),
-        }
-    }
+    /// The virtual time the disk has reached: a new run of requests
+    /// starts there (what it ran before is in its past).
+    fn now(&self) -> Nanos;
 }

@@ -103,8 +103,7 @@ pub fn run_table(r: &JobResult) -> String {
 }
 
 /// The line under a run on a simulated disk, before the model.
-pub const MODELED_MARK: &str =
-    "modeled, not measured: every time above is the disk model's virtual time, the same on any machine:";
+pub const MODELED_MARK: &str = "modeled, not measured: every time above is virtual, the disk models':";
 
 /// The footnote of a read row measured (at least partly) on holes.
 pub const UNWRITTEN_MARK: &str =

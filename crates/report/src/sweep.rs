@@ -75,6 +75,16 @@ pub fn stripes_fs_table(rows: &[StripesRow]) -> String {
         }
         out.push('\n');
     }
+    let modeled: Vec<&str> = rows.iter().flat_map(|r| &r.fs).filter_map(|j| j.modeled.as_deref()).collect();
+    if let Some(first) = modeled.first() {
+        let _ = writeln!(
+            out,
+            "{} ({} of {} runs; the first: {first})",
+            crate::run::MODELED_MARK.trim_end_matches(':'),
+            modeled.len(),
+            rows.iter().map(|r| r.fs.len()).sum::<usize>()
+        );
+    }
     out
 }
 

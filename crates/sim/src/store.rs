@@ -28,6 +28,11 @@ impl Store {
         Store { keep, ..Store::default() }
     }
 
+    /// Whether written data is kept.
+    pub fn keeps(&self) -> bool {
+        self.keep
+    }
+
     /// Bytes held, both copies (a page they share once).
     pub fn held_bytes(&self) -> u64 {
         self.pages * PAGE

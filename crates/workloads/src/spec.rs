@@ -444,6 +444,11 @@ pub struct JobSpec {
     pub seed: u64,
     /// Stamp every write and check every read (see `validate.rs`).
     pub validate: Option<ValidateSpec>,
+    /// The time the job runs in: the wall's, or the virtual time of the
+    /// simulated disks under its target (several threads through layers;
+    /// `device::VirtualClock`'s world). Not part of a job's description.
+    #[serde(skip)]
+    pub clock: device::Clock,
 }
 
 /// How a job validates.
@@ -520,6 +525,7 @@ impl Default for JobSpec {
             pattern: Pattern::Random,
             seed: 1,
             validate: None,
+            clock: device::Clock::Wall,
         }
     }
 }

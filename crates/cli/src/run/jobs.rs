@@ -185,6 +185,7 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         pattern: f.pattern.unwrap_or(Pattern::Random),
         seed: f.seed.unwrap_or(1),
         validate: validate_spec(f)?,
+        clock: device::Clock::Wall,
     })
 }
 

@@ -126,15 +126,18 @@ fn check_job(
         .and_then(|v| v.journal.as_ref())
         .is_some_and(|j| j.mode == workloads::journal::JournalMode::Sync);
     let raw_fd = plan.is_none() && stack.device().raw_fd().is_some();
-    if stack.origin.simulated && plan.is_some() {
-        return Err(UsageError(format!(
-            "--log on {}: the block log over a simulated disk is not supported yet (it would be timed by the \
-             wall clock); run the simulated disk alone",
-            stack.device().name()
-        ))
-        .into());
+    // A simulated disk alone runs on the engine in virtual time; under the
+    // block log, the sync engine's threads run in the disk's virtual time.
+    let virtual_disk = plan.is_none() && stack.device().virtual_disk().is_some();
+    if stack.origin.simulated && !virtual_disk {
+        spec.clock = device::Clock::Virtual(crate::stack::sim_clock());
     }
-    let virtual_disk = stack.device().virtual_disk().is_some();
+    if let Some(base) = stack.origin.sim.as_ref().filter(|b| virtual_disk && !b.data_given) {
+        // Alone under a job that does not validate, nothing reads the
+        // data back: keeping it would only cost memory (a layer above
+        // keeps it: it reads what it wrote).
+        base.disk.discard_data();
+    }
     spec.engine = f.engine.unwrap_or_default().resolve(raw_fd, virtual_disk, sync_journal);
     if virtual_disk && spec.engine != Engine::Virtual {
         return Err(UsageError(format!(
@@ -146,22 +149,27 @@ fn check_job(
         .into());
     }
     if spec.engine == Engine::Virtual && !virtual_disk {
+        let why = if stack.origin.simulated {
+            "the virtual engine drives a simulated disk alone; through the block log, the sync engine's threads \
+             run in the disk's virtual time (use --engine auto)"
+        } else {
+            "needs a simulated disk (--target sim:hdd or sim:ssd)"
+        };
+        return Err(UsageError(format!("--engine virtual on {}: {why}", stack.device().name())).into());
+    }
+    if stack.origin.simulated && spec.engine == Engine::Uring {
         return Err(UsageError(format!(
-            "--engine virtual: needs a simulated disk (--target sim:hdd or sim:ssd); {} is not one",
+            "--engine uring on {}: a simulated disk has no descriptor; use --engine auto",
             stack.device().name()
         ))
         .into());
     }
-    if spec.engine == Engine::Virtual
-        && spec.runtime.is_none()
-        && spec.ios.is_none()
-        && spec.io_bytes.is_none()
-    {
+    if stack.origin.simulated && spec.runtime.is_none() && spec.ios.is_none() && spec.io_bytes.is_none() {
         // One pass over a simulated 500 GB disk is weeks of modeled time
         // and minutes of CPU: a job that names no end runs a modeled minute.
         spec.runtime = Some(SIM_DEFAULT_RUNTIME);
     }
-    if spec.engine == Engine::Virtual && spec.validate.is_some() {
+    if stack.origin.simulated && spec.validate.is_some() {
         return Err(UsageError(format!(
             "--validate on {}: validation on a simulated disk is not supported yet; run without it",
             stack.device().name()

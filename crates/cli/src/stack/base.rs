@@ -42,7 +42,7 @@ pub enum Lock {
 
 /// The virtual clock every simulated disk of this process shares, so the
 /// disks of one stack see one time.
-fn sim_clock() -> Arc<sim::VirtualClock> {
+pub fn sim_clock() -> Arc<sim::VirtualClock> {
     static CLOCK: std::sync::OnceLock<Arc<sim::VirtualClock>> = std::sync::OnceLock::new();
     Arc::clone(CLOCK.get_or_init(sim::VirtualClock::new))
 }
@@ -54,8 +54,9 @@ impl Stack {
     pub fn open(spec: &str, options: &OpenOptions) -> anyhow::Result<Stack> {
         if spec.starts_with("sim:") {
             return Err(UsageError(format!(
-                "--target {spec}: simulated disks run under iolab run for now, whose engine keeps virtual time; \
-                 this command would time them by the wall clock"
+                "--target {spec}: simulated disks run under iolab run (and sweep stripes --workload fs, sweep \
+                 policies --disk) for now, which keep their virtual time; this command would time them by the \
+                 wall clock"
             ))
             .into());
         }
@@ -66,18 +67,14 @@ impl Stack {
     /// simulated disk in memory whose requests take modeled time.
     pub fn open_or_simulate(spec: &str, options: &OpenOptions) -> anyhow::Result<Stack> {
         if let Some(model) = spec.strip_prefix("sim:") {
-            let mut parsed =
+            let parsed =
                 sim::SimSpec::parse(model).map_err(|e| UsageError(format!("--target {spec}: {e}")))?;
-            // Nothing reads a job's data back on a simulated disk yet (no
-            // validation, no layer above): keeping it would only cost
-            // memory, unless asked for.
-            if !model.split(',').any(|p| p.starts_with("data=")) {
-                parsed.set_data(sim::Data::Discard);
-            }
             let dev = sim::SimDevice::new(spec, parsed, sim_clock())
                 .map_err(|e| UsageError(format!("--target {spec}: {e}")))?;
-            let mut stack = Stack::over(Arc::new(dev));
+            let data_given = model.split(',').any(|p| p.starts_with("data="));
+            let mut stack = Stack::over(Arc::clone(&dev) as Arc<dyn Device>);
             stack.origin.simulated = true;
+            stack.origin.sim = Some(super::SimBase { disk: dev, data_given });
             return Ok(stack);
         }
         if let Some(size) = spec.strip_prefix("mem:") {
@@ -252,6 +249,7 @@ fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
         path: Some(path.to_path_buf()),
         made_files: Vec::new(),
         simulated: false,
+        sim: None,
     };
     Ok(Stack { device: Arc::new(dev), origin, layers: Vec::new() })
 }

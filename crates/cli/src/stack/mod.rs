@@ -21,7 +21,7 @@ use anyhow::Context;
 use blocklog::LoggedDevice;
 use device::Device;
 
-pub use base::{Lock, OpenOptions, DEFAULT_TARGET_BYTES};
+pub use base::{sim_clock, Lock, OpenOptions, DEFAULT_TARGET_BYTES};
 pub use log::{log_over, reopen_log_over, LogOptions, LogPlan};
 pub use safety::check_writable;
 
@@ -56,6 +56,21 @@ pub struct Origin {
     pub made_files: Vec<PathBuf>,
     /// The base is a simulated disk (`sim:`), in memory, in virtual time.
     pub simulated: bool,
+    /// That disk, and whether its spec said what to do with data.
+    pub sim: Option<SimBase>,
+}
+
+/// A stack's simulated base disk.
+#[derive(Clone)]
+pub struct SimBase {
+    pub disk: Arc<sim::SimDevice>,
+    pub data_given: bool,
+}
+
+impl std::fmt::Debug for SimBase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SimBase({})", self.disk.spec())
+    }
 }
 
 /// What a closed stack leaves to report.

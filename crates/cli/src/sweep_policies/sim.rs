@@ -76,7 +76,7 @@ impl SimDisk {
         phases: &progress::Run,
     ) -> anyhow::Result<(report::PhaseRun, report::PhaseRun)> {
         let clock = VirtualClock::new();
-        let disk: Arc<dyn Device> = Arc::new(SimDevice::new("sim", self.spec.clone(), Arc::clone(&clock))?);
+        let disk: Arc<dyn Device> = SimDevice::new("sim", self.spec.clone(), Arc::clone(&clock))?;
         let dev: Arc<dyn Device> = Arc::new(Slice::new(disk, 0, size / 4096 * 4096)?);
         ffs::mkfs(&dev, &MkfsOptions::default())?;
         let mount = MountOptions { policy, cache_bytes, clock: Clock::Virtual(Arc::clone(&clock)) };

@@ -57,8 +57,81 @@ fn commands_timed_by_the_wall_clock_refuse_a_simulated_disk() {
 }
 
 #[test]
-fn the_block_log_over_a_simulated_disk_is_refused() {
-    let out = iolab(&["run", "--target", "sim:ssd", "--log", "log", "--runtime", "1s", "--rw", "randwrite"]);
+fn the_block_log_over_a_simulated_disk_runs_in_its_virtual_time() {
+    let out = iolab(&[
+        "run",
+        "--target",
+        "sim:hdd",
+        "--log",
+        "log",
+        "--runtime",
+        "2s",
+        "--rw",
+        "randwrite",
+        "--threads",
+        "4",
+        "--flush-every",
+        "8",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("sync engine, 4 thread(s)") && text.contains("modeled, not measured"), "{text}");
+    assert!(text.contains("block log: mode log"), "{text}");
+}
+
+#[test]
+fn validation_on_a_simulated_disk_is_refused() {
+    let out = iolab(&["run", "--target", "sim:ssd", "--validate", "--runtime", "1s"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("block log over a simulated disk"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("validation on a simulated disk is not supported yet"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_stripe_sweep_runs_on_simulated_drives() {
+    let out = iolab(&[
+        "sweep",
+        "stripes",
+        "--drives",
+        "sim:hdd",
+        "sim:hdd",
+        "--workload",
+        "fs",
+        "--stripes",
+        "64k",
+        "--raid5",
+        "none",
+        "--size",
+        "1g",
+        "--runtime",
+        "2s",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("s64k") && text.contains("modeled, not measured"), "{text}");
+}
+
+#[test]
+fn a_stripe_sweep_refuses_bonnie_and_mixed_drives_on_simulated_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d1");
+    for (args, says) in [
+        (vec!["sim:hdd", "sim:hdd", "--raid5", "none"], "--workload fs"),
+        (
+            vec![
+                "sim:hdd",
+                file.to_str().unwrap(),
+                "--workload",
+                "fs",
+                "--drive-size",
+                "64m",
+                "--raid5",
+                "none",
+            ],
+            "all simulated",
+        ),
+    ] {
+        let out = iolab(&[&["sweep", "stripes", "--drives"][..], &args].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
 }

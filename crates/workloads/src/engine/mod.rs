@@ -22,7 +22,7 @@ use hdrhistogram::Histogram;
 
 use crate::stats::{self, cpu_times, CpuUsage, LatBuckets, OpSummary, SecondSample, ThreadStats};
 use crate::validate::{ValidationSummary, Validator};
-use worker::{Limits, Worker};
+use worker::{Limits, TimeSource, Worker};
 
 pub use progress::{Progress, ProgressSnapshot};
 pub use ring::uring_available;
@@ -86,7 +86,14 @@ pub fn run_job(
     let (user0, sys0) = cpu_times();
     let start = Instant::now();
     let measure_start = start + job.ramp;
+    let time = match &job.clock {
+        device::Clock::Virtual(clock) if job.engine != Engine::Virtual => {
+            TimeSource::Virtual { clock: Arc::clone(clock), start, at: clock.now() }
+        }
+        _ => TimeSource::Wall,
+    };
     let limits = Limits {
+        time,
         deadline: job.runtime.map(|r| measure_start + r),
         measure_start,
         stop: AtomicBool::new(false),
@@ -116,9 +123,14 @@ pub fn run_job(
             (user1 - user0, sys1 - sys0),
             wall,
         );
-        result.modeled = Some(disk.describe());
+        result.modeled =
+            Some(format!("{} (the engine in its virtual time: the same on any machine)", disk.describe()));
         return Ok(result);
     }
+    let world = match &limits.time {
+        TimeSource::Virtual { clock, .. } => Some(clock.start_world()),
+        TimeSource::Wall => None,
+    };
     let outcomes = run_workers(job, device.as_ref(), region, validator.as_ref(), &limits, progress);
     let mut per_thread = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {
@@ -130,11 +142,21 @@ pub fn run_job(
     if let Some(v) = &validator {
         v.finish()?;
     }
-    let end = Instant::now();
+    drop(world);
+    let end = limits.time.now();
     let (user1, sys1) = cpu_times();
     let cpu = (user1 - user0, sys1 - sys0);
-    let mut result = merge(job, device.as_ref(), region, per_thread, &limits, end, before, cpu, end - start);
+    let wall = Instant::now() - start;
+    let mut result = merge(job, device.as_ref(), region, per_thread, &limits, end, before, cpu, wall);
     result.validation = validator.map(|v| v.summary());
+    if matches!(limits.time, TimeSource::Virtual { .. }) {
+        result.modeled = Some(format!(
+            "the simulated disks under {}, {} thread(s) through its layers in one virtual time (interleaved as \
+             this machine ran them: runs may differ slightly)",
+            device.name(),
+            job.threads
+        ));
+    }
     Ok(result)
 }
 
@@ -175,12 +197,27 @@ fn run_workers(
         // kick it, so that no worker stalls for a commit it can see coming
         // (unless uring workers commit it through their rings).
         let journal = validator.and_then(|v| v.committer_journal());
-        let committer = journal.map(|j| scope.spawn(move || j.run_committer()));
+        // In virtual time every thread of the job takes part in the world,
+        // so that the clock waits for it.
+        let participate = || match &limits.time {
+            TimeSource::Virtual { clock, .. } => Some(clock.participate()),
+            TimeSource::Wall => None,
+        };
+        if let TimeSource::Virtual { clock, .. } = &limits.time {
+            clock.expect_participants(job.threads as usize + usize::from(journal.is_some()));
+        }
+        let committer = journal.map(|j| {
+            scope.spawn(move || {
+                let _in_world = participate();
+                j.run_committer()
+            })
+        });
         let handles: Vec<_> = (0..job.threads)
             .map(|t| {
                 let mut worker = Worker::new(job, device, region, t, limits, progress);
                 worker.validator = validator;
                 scope.spawn(move || {
+                    let _in_world = participate();
                     let result = match (job.engine, worker.validator) {
                         (Engine::Sync, _) => sync::run(worker),
                         (Engine::Uring, None) => uring::run(worker),
@@ -195,7 +232,7 @@ fn run_workers(
                 })
             })
             .collect();
-        if !job.ramp.is_zero() {
+        if !job.ramp.is_zero() && matches!(limits.time, TimeSource::Wall) {
             watch_ramp(limits, progress, &handles);
         }
         let outcomes = handles

@@ -21,22 +21,22 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
     let write_buf = data_buffer(max, align, w.job.pattern, w.job.seed);
     let mut read_buf = AlignedBuf::zeroed(max, align);
     loop {
-        let now = Instant::now();
+        let now = w.now();
         if let Some(wait) = w.rate_wait(now) {
             if w.finished(now) {
                 break;
             }
-            std::thread::sleep(wait);
+            w.limits.time.sleep(wait)?;
             continue;
         }
         let Some((req, measured)) = w.next_request(now) else { break };
         let len = req.len as usize;
-        let start = Instant::now();
+        let start = w.now();
         match req.kind {
             IoKind::Read => w.device.read_at(&mut read_buf[..len], req.offset)?,
             IoKind::Write => w.device.write_at(&write_buf[..len], req.offset)?,
         }
-        let done = Instant::now();
+        let done = w.now();
         w.complete(req.kind, req.len, done - start, done, measured);
         if w.flush_due(req.kind) {
             w.device.flush()?;
@@ -74,7 +74,7 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
     let mut read_buf = AlignedBuf::zeroed(max, align);
     let mut ready: VecDeque<Prepared> = VecDeque::new();
     let mut parked: VecDeque<(Request, bool)> = VecDeque::new();
-    let mut last_done = Instant::now();
+    let mut last_done = w.now();
     let mut outcome = Ok(());
     // The request issued half the lookahead from now: its commit should
     // start now, on the committer thread, to be durable by then.
@@ -108,7 +108,7 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
             Ok(false) => w.limits.stop.store(true, std::sync::atomic::Ordering::Relaxed),
             Err(e) => outcome = Err(e),
         }
-        last_done = Instant::now();
+        last_done = w.now();
         w.complete(req.kind, req.len, last_done - start, last_done, measured);
     }
     // After an error: give back the blocks of what was prepared, unissued.
@@ -139,13 +139,15 @@ fn next_lockable(
         if let Some(i) = parked.iter().position(|(req, _)| v.try_lock(req)) {
             return parked.remove(i);
         }
-        let now = Instant::now();
+        let now = w.now();
         let fresh = if parked.len() < PARKED_MAX {
             if let Some(wait) = w.rate_wait(now) {
                 if !idle || w.finished(now) {
                     return None;
                 }
-                std::thread::sleep(wait);
+                if w.limits.time.sleep(wait).is_err() {
+                    return None;
+                }
                 continue;
             }
             w.next_request(now)
@@ -158,7 +160,7 @@ fn next_lockable(
             None if parked.is_empty() || !idle => return None,
             // Nothing prepared and every request at hand busy: another
             // worker holds the blocks and will give them back.
-            None => std::thread::yield_now(),
+            None => w.limits.time.pause(),
         }
     }
 }
@@ -171,7 +173,7 @@ fn prepare(
     measured: bool,
     read_buf: &mut AlignedBuf,
 ) -> Result<Prepared, WorkloadError> {
-    let at = Instant::now();
+    let at = w.now();
     let len = req.len as usize;
     let mut go_on = true;
     let write = match req.kind {

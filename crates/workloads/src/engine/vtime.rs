@@ -42,8 +42,8 @@ struct Lane<'a> {
 }
 
 /// Runs every worker to its end on `disk`; their statistics and the
-/// virtual instant of the last completion (after the end flush, when the
-/// job has one). `epoch` is the real instant virtual time 0 stands for:
+/// virtual time from the start to the last completion (after the end
+/// flush, when the job has one). `epoch` is the real instant virtual time 0 stands for:
 /// the workers' deadlines and warm-up are instants after it.
 pub(super) fn run(
     workers: Vec<Worker<'_>>,
@@ -51,7 +51,10 @@ pub(super) fn run(
     epoch: Instant,
     end_flush: bool,
 ) -> Result<(Vec<ThreadStats>, Nanos), WorkloadError> {
-    let at = |t: Nanos| epoch + Duration::from_nanos(t);
+    // The disk may have run before (an earlier repeat, a layout): this run
+    // starts at its time `t0`, which `epoch` stands for.
+    let t0 = disk.now();
+    let at = |t: Nanos| epoch + Duration::from_nanos(t - t0);
     let mut lanes: Vec<Lane<'_>> = workers
         .into_iter()
         .enumerate()
@@ -67,8 +70,8 @@ pub(super) fn run(
     let depth = first.w.job.iodepth.max(1) as usize;
     let mut read_buf = AlignedBuf::zeroed(first.w.job.bs.max_bytes() as usize, 4096);
     let mut flight: FxHashMap<u64, InFlight> = FxHashMap::default();
-    let mut now: Nanos = 0;
-    let mut last: Nanos = 0;
+    let mut now: Nanos = t0;
+    let mut last: Nanos = t0;
     loop {
         for (i, lane) in lanes.iter_mut().enumerate() {
             fill(i, lane, disk, depth, now, at(now), &mut read_buf, &mut flight)?;
@@ -140,7 +143,7 @@ pub(super) fn run(
         last = last.max(run_until(disk, id, now)?);
         device.stats().record_flush();
     }
-    Ok((lanes.into_iter().map(|l| l.w.stats).collect(), last))
+    Ok((lanes.into_iter().map(|l| l.w.stats).collect(), last - t0))
 }
 
 /// Submits a lane's requests at `now` until its depth is full, a flush is

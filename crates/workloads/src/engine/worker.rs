@@ -16,11 +16,58 @@ use crate::validate::Validator;
 
 /// When a worker stops, shared by every worker of a job.
 pub(crate) struct Limits {
+    /// What "now" is: the wall clock, or the simulated disks' virtual
+    /// time counted from `start` (its reading then being `virtual_start`).
+    pub time: TimeSource,
     pub deadline: Option<Instant>,
     pub measure_start: Instant,
     pub stop: AtomicBool,
     /// The run's per-second latencies, which the threads fill.
     pub latency: std::sync::Arc<crate::stats::LatSeries>,
+}
+
+/// Where a job reads the time.
+#[derive(Clone)]
+pub(crate) enum TimeSource {
+    Wall,
+    /// Virtual time: instant `start` stands for the clock's `at`.
+    Virtual {
+        clock: std::sync::Arc<device::VirtualClock>,
+        start: Instant,
+        at: device::Nanos,
+    },
+}
+
+impl TimeSource {
+    pub fn now(&self) -> Instant {
+        match self {
+            TimeSource::Wall => Instant::now(),
+            TimeSource::Virtual { clock, start, at } => {
+                *start + Duration::from_nanos(clock.now().saturating_sub(*at))
+            }
+        }
+    }
+
+    /// Waits `wait`: sleeps, or waits for the virtual clock to pass it.
+    pub fn sleep(&self, wait: Duration) -> Result<(), device::DeviceError> {
+        match self {
+            TimeSource::Wall => {
+                std::thread::sleep(wait);
+                Ok(())
+            }
+            TimeSource::Virtual { clock, .. } => clock.sleep_until(clock.now() + wait.as_nanos() as u64),
+        }
+    }
+
+    /// Lets another thread run before trying again: a yield, or in virtual
+    /// time a short sleep in the kernel (a thread spinning would keep the
+    /// virtual clock from moving).
+    pub fn pause(&self) {
+        match self {
+            TimeSource::Wall => std::thread::yield_now(),
+            TimeSource::Virtual { .. } => std::thread::sleep(Duration::from_micros(10)),
+        }
+    }
 }
 
 /// Per-thread state every engine uses: the request stream, quotas, the
@@ -75,8 +122,13 @@ impl<'a> Worker<'a> {
             measuring: false,
             writes_since_flush: 0,
             rate_interval,
-            next_issue: Instant::now(),
+            next_issue: limits.time.now(),
         }
+    }
+
+    /// The job's time now (see [`TimeSource`]).
+    pub fn now(&self) -> Instant {
+        self.limits.time.now()
     }
 
     /// True when this worker must not issue another request.

@@ -9,7 +9,7 @@ use sim::{SimDevice, SimSpec, VirtualClock};
 use workloads::{run_job, Engine, JobResult, JobSpec, Progress, Rw};
 
 fn disk(spec: &str) -> Arc<dyn Device> {
-    Arc::new(SimDevice::new("sim", SimSpec::parse(spec).unwrap(), VirtualClock::new()).unwrap())
+    SimDevice::new("sim", SimSpec::parse(spec).unwrap(), VirtualClock::new()).unwrap()
 }
 
 fn job(rw: Rw, runtime_s: u64) -> JobSpec {
@@ -131,4 +131,61 @@ fn virtual_time_is_refused_on_a_real_device() {
     let dev: Arc<dyn Device> = Arc::new(device::MemDevice::new(1 << 20).unwrap());
     let err = run_job(&job(Rw::RandRead, 1), dev, &Progress::default()).unwrap_err();
     assert!(err.to_string().contains("simulated disk"), "{err}");
+}
+
+/// `n` simulated disks of 1 GiB on one clock, one after another.
+fn concat_of(n: usize, clock: &Arc<VirtualClock>) -> Arc<dyn Device> {
+    let members: Vec<Arc<dyn Device>> = (0..n)
+        .map(|_| {
+            let d: Arc<dyn Device> =
+                SimDevice::new("sim", SimSpec::parse("hdd,wce=off,size=1g").unwrap(), Arc::clone(clock))
+                    .unwrap();
+            d
+        })
+        .collect();
+    Arc::new(device::Concat::new("concat", members).unwrap())
+}
+
+/// A job of `threads` sync threads through a layer over simulated disks,
+/// in their virtual time.
+fn through_a_layer(disks: usize, threads: u32) -> JobResult {
+    let clock = VirtualClock::new();
+    let job = JobSpec {
+        engine: Engine::Sync,
+        threads,
+        clock: device::Clock::Virtual(Arc::clone(&clock)),
+        ..job(Rw::RandRead, 10)
+    };
+    run_job(&job, concat_of(disks, &clock), &Progress::default()).unwrap()
+}
+
+#[test]
+fn threads_through_a_layer_run_in_the_disks_virtual_time() {
+    let r = through_a_layer(1, 1);
+    assert!(r.elapsed_s >= 10.0 && r.elapsed_s < 10.2, "{} s modeled", r.elapsed_s);
+    assert!(r.modeled.is_some());
+    // A random 4 KiB read on the disk takes milliseconds: about 100 a second.
+    assert!(iops(&r) > 50.0 && iops(&r) < 200.0, "{:.0} IOPS", iops(&r));
+}
+
+#[test]
+fn threads_through_a_layer_over_four_disks_overlap() {
+    let one = through_a_layer(1, 1);
+    let four = through_a_layer(4, 8);
+    assert!(iops(&four) > 3.0 * iops(&one), "{:.0} against {:.0}", iops(&four), iops(&one));
+}
+
+#[test]
+fn a_second_run_on_the_same_disk_starts_where_the_first_ended() {
+    let dev = disk("hdd,data=discard");
+    let j = job(Rw::RandRead, 10);
+    let first = run_job(&j, dev.clone(), &Progress::default()).unwrap();
+    let second = run_job(&j, dev, &Progress::default()).unwrap();
+    assert!(second.elapsed_s >= 10.0 && second.elapsed_s < 10.2, "{} s", second.elapsed_s);
+    assert!(
+        (iops(&second) - iops(&first)).abs() < 0.1 * iops(&first),
+        "{:.0} then {:.0}",
+        iops(&first),
+        iops(&second)
+    );
 }
