@@ -158,7 +158,9 @@ pub struct JobFields {
     #[arg(long, num_args = 0, default_missing_value = "true")]
     pub reread: Option<bool>,
     /// With --validate: keep the key map in a crash-safe journal in DIR
-    /// (check the target later with `iolab validate --journal DIR`).
+    /// (check the target later with `iolab validate --journal DIR`), or on
+    /// a simulated disk of its own (sim:hdd[,...]: with a simulated
+    /// target, the journal's writes then take modeled time too).
     #[arg(long, value_name = "DIR")]
     pub journal: Option<std::path::PathBuf>,
     /// Journal writes: group (durable before each data write, flushes

@@ -19,16 +19,22 @@ use crate::UsageError;
 
 #[derive(Debug, Args)]
 pub struct JournalArgs {
-    /// The target to write (a file or block device).
+    /// The target to write (a file or block device, or a simulated disk:
+    /// sim:ssd[,...], with --journal-disk).
     #[arg(long, short = 't', value_name = "TARGET")]
     pub target: String,
     /// Where the journal arms keep their journals: a directory, on the
     /// disk whose cost is to be measured (each arm's journal is removed
     /// after its run).
-    #[arg(long, value_name = "DIR")]
-    pub journal_dir: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "journal_disk")]
+    pub journal_dir: Option<PathBuf>,
+    /// With a simulated target: the simulated disk the journals go on (a
+    /// new one for each run), e.g. sim:hdd,wce=off or
+    /// sim:hdd,flush=ignore (docs/sim.md).
+    #[arg(long, value_name = "SIM", conflicts_with = "journal_dir")]
+    pub journal_disk: Option<String>,
     /// Bytes of the target to write (a missing file is created sparse with
-    /// this size; default: the whole target).
+    /// this size; default: the whole target, 1 GiB of a simulated one).
     #[arg(long)]
     pub size: Option<String>,
     /// The arms, in the order they run within a repeat (also: group-ring,
@@ -104,13 +110,36 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     let size = args.size.as_deref().map(|s| parse_bytes("size", s)).transpose().map_err(UsageError::from)?;
     let runtime = parse_duration("runtime", &args.runtime).map_err(UsageError::from)?;
     let bs = BlockSizes::parse(&args.bs).map_err(UsageError::from)?;
-    if args.target.contains(':') {
+    let simulated = args.target.starts_with("sim:");
+    if args.target.contains(':') && !simulated {
         return Err(UsageError(format!(
-            "--target: {} is not a file or device; the sweep measures a disk",
+            "--target: {} is not a file or device (or a simulated disk); the sweep measures a disk",
             args.target
         ))
         .into());
     }
+    let journals = match (&args.journal_dir, &args.journal_disk, simulated) {
+        (Some(dir), None, false) => Journals::Dir(dir.clone()),
+        (None, Some(disk), true) => {
+            // Checked now, before anything runs.
+            crate::stack::open_sim_keeping(disk, "journal-disk")?;
+            Journals::Disk(disk.clone())
+        }
+        (_, _, true) => {
+            return Err(UsageError(
+                "--target sim:...: give --journal-disk sim:... (a journal in a directory would cost no modeled time)"
+                    .into(),
+            )
+            .into())
+        }
+        (_, _, false) => {
+            return Err(UsageError("--journal-disk: goes with a simulated target (--target sim:...)".into()).into())
+        }
+    };
+    let size = match (size, simulated) {
+        (None, true) => Some(1 << 30),
+        (size, _) => size,
+    };
     let options = stack::OpenOptions {
         direct: !args.buffered,
         read_only: false,
@@ -118,16 +147,32 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         create_bytes: size,
         lock: stack::Lock::Warn(device::LockKind::Exclusive),
     };
-    let target = Stack::open(&args.target, &options)?;
+    let target = Stack::open_or_simulate(&args.target, &options)?;
     stack::check_writable(&target, args.force)?;
-    // As `iolab run` chooses, for an unjournaled job: one engine for every arm.
-    let engine = args.engine.resolve(target.device().raw_fd().is_some(), false, false);
+    // As `iolab run` chooses, for an unjournaled job: one engine for every
+    // arm. On simulated disks: sync threads in their virtual time.
+    let engine = match simulated {
+        true if args.engine != workloads::EngineChoice::Auto && args.engine != workloads::EngineChoice::Sync => {
+            return Err(UsageError(
+                "--engine: on simulated disks every arm runs the sync engine's threads in the disks' virtual time; \
+                 leave --engine out"
+                    .into(),
+            )
+            .into())
+        }
+        true => Engine::Sync,
+        false => args.engine.resolve(target.device().raw_fd().is_some(), false, false),
+    };
     let (threads, iodepth) = match engine {
         Engine::Uring | Engine::Virtual => (1, args.iodepth),
         Engine::Sync => (args.iodepth, 1),
     };
-    std::fs::create_dir_all(&args.journal_dir)
-        .with_context(|| format!("--journal-dir: cannot create {}", args.journal_dir.display()))?;
+    if let Journals::Dir(dir) = &journals {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--journal-dir: cannot create {}", dir.display()))?;
+    }
+    let clock =
+        if simulated { device::Clock::Virtual(crate::stack::sim_clock()) } else { device::Clock::Wall };
     let job = JobSpec {
         name: "sweep".into(),
         rw: Rw::RandWrite,
@@ -138,6 +183,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         threads,
         iodepth,
         runtime: Some(runtime),
+        clock,
         ..JobSpec::default()
     };
     job.check().map_err(UsageError::from)?;
@@ -146,16 +192,24 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     for arm in &arms {
         // Every arm's job passes the job's own checks before any runs
         // (group-ring on the sync engine, say).
-        arm_job(&job, arm, &args.journal_dir)
+        arm_job(&job, arm, &journals)?
             .check()
             .map_err(|e| UsageError(format!("--arms: {}: {e}", arm.name)))?;
     }
     // The pre-read arms read before they write: never holes.
     crate::run::lay_out_for_sweep(target.device().as_ref(), region.start..region.start + region.len)?;
-    let measured = run_arms(&args, &job, &arms, target.device())?;
+    let measured = run_arms(&args, &job, &arms, target.device(), &journals)?;
+    let modeled = simulated.then(|| {
+        format!(
+            "{} and journals on {} (a new one each run); sync threads in their one virtual time",
+            target.device().name(),
+            args.journal_disk.as_deref().unwrap_or_default()
+        )
+    });
     let sweep = report::JournalSweep {
+        modeled,
         target: args.target.clone(),
-        journal_dir: args.journal_dir.clone(),
+        journal_dir: journals.shown(),
         engine,
         threads,
         iodepth,
@@ -204,15 +258,43 @@ fn run_arms(
     job: &JobSpec,
     arms: &[Arm],
     device: &Arc<dyn device::Device>,
+    journals: &Journals,
 ) -> anyhow::Result<Vec<(&'static str, report::ArmRuns)>> {
     let mut runs: Vec<report::ArmRuns> = arms.iter().map(|_| Vec::new()).collect();
     for r in 0..args.repeat {
         for (arm, runs) in arms.iter().zip(&mut runs) {
             eprintln!("iolab sweep: {} ({}/{})", arm.name, r + 1, args.repeat);
-            runs.push(run_arm(job, arm, device, &args.journal_dir)?);
+            runs.push(run_arm(job, arm, device, journals)?);
         }
     }
     Ok(arms.iter().map(|a| a.name).zip(runs).collect())
+}
+
+/// Where the arms keep their journals.
+enum Journals {
+    /// A directory each, under this one.
+    Dir(PathBuf),
+    /// A new simulated disk of this spec each run.
+    Disk(String),
+}
+
+impl Journals {
+    fn shown(&self) -> PathBuf {
+        match self {
+            Journals::Dir(dir) => dir.clone(),
+            Journals::Disk(spec) => PathBuf::from(spec),
+        }
+    }
+
+    /// Where `arm` keeps its journal: its directory, or a new disk.
+    fn place(&self, arm: &Arm) -> Result<JournalPlace, UsageError> {
+        Ok(match self {
+            Journals::Dir(dir) => JournalPlace::Dir(arm_journal_dir(dir, arm)),
+            Journals::Disk(spec) => {
+                JournalPlace::Device(crate::stack::open_sim_keeping(spec, "journal-disk")?)
+            }
+        })
+    }
 }
 
 /// Where `arm` keeps its journal.
@@ -221,9 +303,12 @@ fn arm_journal_dir(journal_dir: &Path, arm: &Arm) -> PathBuf {
 }
 
 /// The sweep's job as `arm` runs it: its validation and journal.
-fn arm_job(job: &JobSpec, arm: &Arm, journal_dir: &Path) -> JobSpec {
-    let place = JournalPlace::Dir(arm_journal_dir(journal_dir, arm));
-    let journal = arm.journal.map(|mode| JournalSpec { mode, place, ring: arm.ring });
+fn arm_job(job: &JobSpec, arm: &Arm, journals: &Journals) -> Result<JobSpec, UsageError> {
+    let place = match arm.journal {
+        Some(_) => Some(journals.place(arm)?),
+        None => None,
+    };
+    let journal = arm.journal.zip(place).map(|(mode, place)| JournalSpec { mode, place, ring: arm.ring });
     let validate = arm.validate.then(|| ValidateSpec {
         preread: arm.preread,
         reread: false,
@@ -232,7 +317,7 @@ fn arm_job(job: &JobSpec, arm: &Arm, journal_dir: &Path) -> JobSpec {
         journal,
         key_map: KeyMapSpec::AUTO,
     });
-    JobSpec { validate, ..job.clone() }
+    Ok(JobSpec { validate, ..job.clone() })
 }
 
 /// One run of `arm`: its write IOPS and its journal's counters. A journal
@@ -241,12 +326,12 @@ fn run_arm(
     job: &JobSpec,
     arm: &Arm,
     device: &Arc<dyn device::Device>,
-    journal_dir: &Path,
+    journals: &Journals,
 ) -> anyhow::Result<(f64, Option<JournalStats>)> {
-    let dir = arm_journal_dir(journal_dir, arm);
-    let job = arm_job(job, arm, journal_dir);
+    let job = arm_job(job, arm, journals)?;
     let result = workloads::run_job(&job, Arc::clone(device), &Progress::default());
-    if arm.journal.is_some() {
+    if let (Some(_), Journals::Dir(journal_dir)) = (arm.journal, journals) {
+        let dir = arm_journal_dir(journal_dir, arm);
         std::fs::remove_dir_all(&dir)
             .with_context(|| format!("{}: cannot remove the journal", dir.display()))?;
     }

@@ -92,6 +92,7 @@ enum Wait {
 #[derive(Default)]
 struct World {
     state: Mutex<State>,
+    /// Wakes the advancer: a thread began to wait, or left.
     changed: Condvar,
     /// Threads between deciding to submit and waiting (the advancer holds
     /// off: their request belongs to this instant).
@@ -104,8 +105,10 @@ struct State {
     disks: Vec<Weak<dyn VirtualDisk>>,
     /// Participants, by thread id.
     participants: Vec<i32>,
-    /// Threads waiting, and for what.
+    /// Threads waiting, and for what; each is unparked when what it
+    /// waits for is handed out.
     waiting: HashMap<i32, Wait>,
+    waiters: HashMap<Wait, (i32, std::thread::Thread)>,
     /// Completions handed out and not yet taken: when each came.
     done: HashMap<Wait, Nanos>,
     timers: BinaryHeap<std::cmp::Reverse<(Nanos, u64)>>,
@@ -119,19 +122,42 @@ struct State {
     failed: Option<String>,
 }
 
+/// The advancer's view of the participants' kernel states: each one's
+/// stat file kept open, read again at each look.
+#[derive(Default)]
+struct ThreadStates {
+    files: HashMap<i32, std::fs::File>,
+}
+
+impl ThreadStates {
+    /// Whether thread `tid` of this process is asleep in the kernel
+    /// (interruptible sleep: a futex, a condition variable, a timed wait).
+    fn asleep(&mut self, tid: i32) -> bool {
+        use std::os::unix::fs::FileExt;
+        let file = match self.files.entry(tid) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                match std::fs::File::open(format!("/proc/self/task/{tid}/stat")) {
+                    Ok(f) => v.insert(f),
+                    // Gone: it cannot act any more.
+                    Err(_) => return true,
+                }
+            }
+        };
+        let mut buf = [0u8; 512];
+        let Ok(n) = file.read_at(&mut buf, 0) else {
+            self.files.remove(&tid);
+            return true;
+        };
+        let stat = &buf[..n];
+        let Some(close) = stat.iter().rposition(|&b| b == b')') else { return false };
+        stat[close + 1..].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'S')
+    }
+}
+
 fn tid() -> i32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() }
-}
-
-/// Whether thread `tid` of this process is asleep in the kernel
-/// (interruptible sleep: a futex, a condition variable, a timed wait).
-fn asleep(tid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
-        // Gone: it cannot act any more.
-        return true;
-    };
-    stat.rfind(')').and_then(|i| stat[i + 1..].trim_start().chars().next()) == Some('S')
 }
 
 impl std::fmt::Debug for World {
@@ -190,21 +216,25 @@ impl World {
         self.wait_for(st, Wait::Timer(timer)).map(|_| ())
     }
 
-    fn wait_for(&self, mut st: MutexGuard<'_, State>, what: Wait) -> Result<Nanos> {
+    fn wait_for<'a>(&'a self, mut st: MutexGuard<'a, State>, what: Wait) -> Result<Nanos> {
         let me = tid();
         st.waiting.insert(me, what);
+        st.waiters.insert(what, (me, std::thread::current()));
         st.generation += 1;
         self.entering.fetch_sub(1, Ordering::AcqRel);
-        self.changed.notify_all();
+        self.changed.notify_one();
         loop {
             if let Some(t) = st.done.remove(&what) {
                 return Ok(t);
             }
             if let Some(why) = st.failed.clone() {
                 st.waiting.remove(&me);
+                st.waiters.remove(&what);
                 return Err(DeviceError::Invalid(why));
             }
-            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+            drop(st);
+            std::thread::park();
+            st = self.lock();
         }
     }
 
@@ -230,24 +260,20 @@ impl World {
 
     /// The advancer's loop, until the world stops.
     pub(crate) fn advance_loop(&self, clock: &VirtualClock) {
-        let mut idle = 0u32;
+        let mut stats = ThreadStates::default();
         while self.is_running() {
-            if self.try_advance(clock) {
-                idle = 0;
+            if self.try_advance(clock, &mut stats) {
                 continue;
             }
-            // Nothing to do yet: spin a little, then sleep a little.
-            idle += 1;
-            if idle < 64 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(20));
-            }
+            // Nothing to do yet: wait for a thread to begin waiting, or a
+            // little while (a thread going to sleep on a lock says nothing).
+            let st = self.lock();
+            let _ = self.changed.wait_timeout(st, Duration::from_micros(50));
         }
     }
 
     /// Moves the clock on if no participant can act at this instant.
-    fn try_advance(&self, clock: &VirtualClock) -> bool {
+    fn try_advance(&self, clock: &VirtualClock, states: &mut ThreadStates) -> bool {
         let st = self.lock();
         if self.entering.load(Ordering::Acquire) > 0
             || st.waiting.is_empty()
@@ -261,7 +287,7 @@ impl World {
         if !awake.is_empty() {
             let generation = st.generation;
             drop(st);
-            if !awake.iter().all(|&t| asleep(t)) {
+            if !awake.iter().all(|&t| states.asleep(t)) {
                 return false;
             }
             let st = self.lock();
@@ -283,8 +309,9 @@ impl World {
                 "the simulated disks have nothing to do while {} thread(s) wait for them",
                 st.waiting.len()
             ));
+            let waiters: Vec<std::thread::Thread> = st.waiters.values().map(|(_, t)| t.clone()).collect();
             drop(st);
-            self.changed.notify_all();
+            waiters.iter().for_each(std::thread::Thread::unpark);
             return true;
         };
         let t = next.max(clock.now());
@@ -304,15 +331,19 @@ impl World {
             st.timers.pop();
             delivered.push((Wait::Timer(timer), at));
         }
+        let mut wake = Vec::new();
         for (what, at) in delivered {
             // A waiter handed its completion is awake again: the clock
             // waits for it before it moves on.
-            st.waiting.retain(|_, w| *w != what);
+            if let Some((tid, thread)) = st.waiters.remove(&what) {
+                st.waiting.remove(&tid);
+                wake.push(thread);
+            }
             st.done.insert(what, at);
         }
         st.generation += 1;
         drop(st);
-        self.changed.notify_all();
+        wake.iter().for_each(std::thread::Thread::unpark);
         true
     }
 

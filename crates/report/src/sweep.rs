@@ -106,6 +106,9 @@ pub struct JournalSweep {
     pub repeat: u32,
     /// In the order they ran within a repeat.
     pub arms: Vec<SweepArm>,
+    /// The disk models, when the target and the journals were simulated:
+    /// every figure is then modeled (virtual time), not measured.
+    pub modeled: Option<String>,
 }
 
 /// One arm of the journal sweep over its repeats.
@@ -164,6 +167,8 @@ pub fn sweep_arms(measured: Vec<(&'static str, ArmRuns)>) -> Vec<SweepArm> {
 /// The journal sweep's table: each arm's median IOPS and ratio to `off`,
 /// then every run.
 pub fn journal_sweep_table(sweep: &JournalSweep) -> String {
+    let modeled =
+        sweep.modeled.as_ref().map_or(String::new(), |m| format!("# {} {m}\n", crate::run::MODELED_MARK));
     let shape = match sweep.engine {
         Engine::Uring => format!("uring engine, 1 thread x depth {}", sweep.iodepth),
         Engine::Sync => format!("sync engine, {} threads", sweep.threads),
@@ -172,7 +177,7 @@ pub fn journal_sweep_table(sweep: &JournalSweep) -> String {
         }
     };
     let mut out = format!(
-        "# {} random writes on {}, {shape}, {} run(s) of {} s per arm, medians\n\
+        "# {} random writes on {}, {shape}, {} run(s) of {} s per arm, medians\n{modeled}\
          {:<14} {:>10} {:>7}   runs (IOPS / vs off in the same repeat)\n",
         sweep.bs, sweep.target, sweep.repeat, sweep.runtime_s, "arm", "IOPS", "vs off"
     );

@@ -19,6 +19,9 @@ use crate::params::{HddParams, MS};
 
 const SECTOR: u64 = 512;
 
+/// The most one destage writes: contiguous dirty extents up to 1 MiB.
+const DESTAGE_SECTORS_MAX: u64 = 2048;
+
 /// A zone: cylinders with the same sectors a track.
 #[derive(Clone, Copy, Debug)]
 struct Zone {
@@ -93,6 +96,8 @@ pub(crate) struct Hdd {
     sectors: u64,
     now: Nanos,
     head_cyl: u64,
+    /// Where the head's last transfer ended.
+    head_lba: u64,
     media: Option<(Nanos, Work)>,
     queue: Vec<HostOp>,
     overflow: VecDeque<HostOp>,
@@ -139,6 +144,7 @@ impl Hdd {
             sectors,
             now: 0,
             head_cyl: 0,
+            head_lba: 0,
             media: None,
             queue: Vec::new(),
             overflow: VecDeque::new(),
@@ -231,6 +237,7 @@ impl Hdd {
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .expect("the queue is not empty");
             let op = self.queue.swap_remove(best);
+            self.head_lba = op.lba + op.sectors;
             let end = self.now as f64
                 + self.positioning(self.now, from, op.place)
                 + op.sectors as f64 * op.place.sector_ns;
@@ -241,8 +248,10 @@ impl Hdd {
         if self.dirty.is_empty() {
             return;
         }
-        // Destage what is nearest among the dirty extents around the head.
-        let head_lba = self.zones.iter().rev().find(|z| z.first_cyl <= from).map_or(0, |z| z.first_lba);
+        // Destage what is nearest among the dirty extents around the head,
+        // with the extents that follow it on the disk (as a cache writes a
+        // segment back in one go).
+        let head_lba = self.head_lba;
         let after = self.dirty.range(head_lba..).take(16);
         let before = self.dirty.range(..head_lba).rev().take(16);
         let (lba, d) = after
@@ -254,9 +263,18 @@ impl Hdd {
             })
             .expect("some extent is dirty");
         self.dirty.remove(&lba);
+        let (mut sectors, mut seq) = (d.sectors, d.seq);
+        while sectors < DESTAGE_SECTORS_MAX {
+            let Some(next) = self.dirty.get(&(lba + sectors)).copied() else { break };
+            self.dirty.remove(&(lba + sectors));
+            sectors += next.sectors;
+            seq = seq.max(next.seq);
+        }
+        let d = Dirty { sectors, seq, place: d.place };
         let end = self.now as f64
             + self.positioning(self.now, from, d.place)
             + d.sectors as f64 * d.place.sector_ns;
+        self.head_lba = lba + sectors;
         self.head_cyl = d.place.cyl;
         self.media = Some((end as Nanos, Work::Destage { lba, sectors: d.sectors, seq: d.seq }));
     }
@@ -625,5 +643,21 @@ mod tests {
         };
         let (pure, aged) = (worst(0.0), worst(HddParams::default().age_weight));
         assert!((aged as f64) < 0.7 * pure as f64, "worst wait {aged} ns aged, {pure} ns without");
+    }
+
+    #[test]
+    fn a_destage_writes_contiguous_extents_in_one_go() {
+        let mut m = hdd(|_| {});
+        let mut t = 0;
+        // 8 MiB in 4 KiB writes, one after another, into the cache.
+        for i in 0..2048u64 {
+            let id = m.submit(t, VOp::Write, i * 4096, 4096);
+            t = run_until(&mut m, id);
+        }
+        let f = m.submit(t, VOp::Flush, 0, 0);
+        let flushed = run_until(&mut m, f);
+        // At the outer zone's 110 MB/s, 8 MiB takes under 0.1 s; a
+        // revolution per 4 KiB would take 17 s.
+        assert!(((flushed - t) as f64) < 0.5e9, "{} ms to destage", (flushed - t) / 1_000_000);
     }
 }

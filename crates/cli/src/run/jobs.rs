@@ -191,16 +191,32 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
 
 fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, UsageError> {
     let key_map = key_map_spec(f.key_map.unwrap_or_default(), f.key_map_dir.as_deref())?;
-    Ok(f.validate.unwrap_or(false).then(|| workloads::ValidateSpec {
+    if !f.validate.unwrap_or(false) {
+        return Ok(None);
+    }
+    let journal = f
+        .journal
+        .clone()
+        .map(|dir| {
+            let shown = dir.display().to_string();
+            let place = if shown.starts_with("sim:") {
+                workloads::journal::JournalPlace::Device(crate::stack::open_sim_keeping(&shown, "journal")?)
+            } else {
+                workloads::journal::JournalPlace::Dir(dir)
+            };
+            Ok::<_, UsageError>(workloads::journal::JournalSpec {
+                mode: f.journal_mode.unwrap_or(JournalMode::Group),
+                place,
+                ring: f.journal_commit == Some(Committer::Ring),
+            })
+        })
+        .transpose()?;
+    Ok(Some(workloads::ValidateSpec {
         preread: !f.no_preread.unwrap_or(false),
         reread: f.reread.unwrap_or(false),
         max_errors: f.max_errors.unwrap_or(50),
         run_id: crate::run_id(),
-        journal: f.journal.clone().map(|dir| workloads::journal::JournalSpec {
-            mode: f.journal_mode.unwrap_or(JournalMode::Group),
-            place: workloads::journal::JournalPlace::Dir(dir),
-            ring: f.journal_commit == Some(Committer::Ring),
-        }),
+        journal,
         key_map,
     }))
 }

@@ -128,7 +128,8 @@ fn check_job(
     let raw_fd = plan.is_none() && stack.device().raw_fd().is_some();
     // A simulated disk alone runs on the engine in virtual time; under the
     // block log, the sync engine's threads run in the disk's virtual time.
-    let virtual_disk = plan.is_none() && stack.device().virtual_disk().is_some();
+    // (Validation runs its threads, and its journal's, in the world too.)
+    let virtual_disk = plan.is_none() && stack.device().virtual_disk().is_some() && spec.validate.is_none();
     if stack.origin.simulated && !virtual_disk {
         spec.clock = device::Clock::Virtual(crate::stack::sim_clock());
     }
@@ -169,9 +170,18 @@ fn check_job(
         // and minutes of CPU: a job that names no end runs a modeled minute.
         spec.runtime = Some(SIM_DEFAULT_RUNTIME);
     }
-    if stack.origin.simulated && spec.validate.is_some() {
+    let journal_place = spec.validate.as_ref().and_then(|v| v.journal.as_ref()).map(|j| &j.place);
+    if stack.origin.simulated && matches!(journal_place, Some(workloads::journal::JournalPlace::Dir(_))) {
         return Err(UsageError(format!(
-            "--validate on {}: validation on a simulated disk is not supported yet; run without it",
+            "--journal on {}: a journal in a directory would cost no modeled time beside a simulated target; put \
+             it on a simulated disk of its own (--journal sim:hdd[,...])",
+            stack.device().name()
+        ))
+        .into());
+    }
+    if !stack.origin.simulated && matches!(journal_place, Some(workloads::journal::JournalPlace::Device(_))) {
+        return Err(UsageError(format!(
+            "--journal sim:...: a simulated journal disk goes with a simulated target; {} is not one",
             stack.device().name()
         ))
         .into());

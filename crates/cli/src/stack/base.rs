@@ -47,6 +47,23 @@ pub fn sim_clock() -> Arc<sim::VirtualClock> {
     Arc::clone(CLOCK.get_or_init(sim::VirtualClock::new))
 }
 
+/// A simulated disk of its own for a layer that reads back what it
+/// writes (a journal), on the process's one clock; `flag` names it in
+/// errors.
+pub fn open_sim_keeping(spec: &str, flag: &str) -> Result<Arc<dyn Device>, UsageError> {
+    let model = spec.strip_prefix("sim:").unwrap_or(spec);
+    let mut parsed = sim::SimSpec::parse(model).map_err(|e| UsageError(format!("--{flag} {spec}: {e}")))?;
+    if parsed.data() == sim::Data::Discard {
+        return Err(UsageError(format!(
+            "--{flag} {spec}: it must keep what is written to it; leave data= out"
+        )));
+    }
+    parsed.set_data(sim::Data::Keep);
+    let dev = sim::SimDevice::new(spec, parsed, sim_clock())
+        .map_err(|e| UsageError(format!("--{flag} {spec}: {e}")))?;
+    Ok(dev)
+}
+
 impl Stack {
     /// Opens the base `spec` names (see the module's doc); a simulated disk
     /// is refused: only commands whose engine runs in virtual time take

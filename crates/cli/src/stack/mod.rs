@@ -21,7 +21,7 @@ use anyhow::Context;
 use blocklog::LoggedDevice;
 use device::Device;
 
-pub use base::{sim_clock, Lock, OpenOptions, DEFAULT_TARGET_BYTES};
+pub use base::{open_sim_keeping, sim_clock, Lock, OpenOptions, DEFAULT_TARGET_BYTES};
 pub use log::{log_over, reopen_log_over, LogOptions, LogPlan};
 pub use safety::check_writable;
 

@@ -80,10 +80,50 @@ fn the_block_log_over_a_simulated_disk_runs_in_its_virtual_time() {
 }
 
 #[test]
-fn validation_on_a_simulated_disk_is_refused() {
-    let out = iolab(&["run", "--target", "sim:ssd", "--validate", "--runtime", "1s"]);
+fn a_validated_run_keeps_its_journal_on_a_simulated_disk_of_its_own() {
+    let out = iolab(&[
+        "run",
+        "--target",
+        "sim:ssd",
+        "--size",
+        "1g",
+        "--validate",
+        "--journal",
+        "sim:hdd,wce=off",
+        "--journal-mode",
+        "sync",
+        "--rw",
+        "randrw",
+        "--threads",
+        "8",
+        "--runtime",
+        "2s",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("0 bad") && text.contains("journal: "), "{text}");
+    assert!(text.contains("modeled, not measured"), "{text}");
+}
+
+#[test]
+fn a_journal_must_be_simulated_with_a_simulated_target_and_only_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j");
+    let out = iolab(&[
+        "run",
+        "--target",
+        "sim:ssd",
+        "--validate",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--runtime",
+        "1s",
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("validation on a simulated disk is not supported yet"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("on a simulated disk of its own"), "{}", stderr(&out));
+    let out = iolab(&["run", "--target", "mem:16m", "--validate", "--journal", "sim:hdd", "--ios", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("goes with a simulated target"), "{}", stderr(&out));
 }
 
 #[test]
@@ -134,4 +174,55 @@ fn a_stripe_sweep_refuses_bonnie_and_mixed_drives_on_simulated_ones() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
+}
+
+#[test]
+fn the_journal_sweep_runs_on_simulated_disks_and_a_sync_journal_on_a_disk_without_cache_costs() {
+    let out = iolab(&[
+        "sweep",
+        "journal",
+        "--target",
+        "sim:ssd",
+        "--journal-disk",
+        "sim:hdd,wce=off",
+        "--runtime",
+        "1s",
+        "--repeat",
+        "1",
+        "--arms",
+        "off,sync",
+        "--iodepth",
+        "8",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["modeled"].as_str().is_some_and(|m| m.contains("sim:hdd,wce=off")), "{doc}");
+    let sync = &doc["arms"][1];
+    assert_eq!(sync["arm"], "sync");
+    assert!(sync["median_vs_off"].as_f64().unwrap() < 0.3, "{sync}");
+}
+
+#[test]
+fn the_journal_sweep_pairs_a_simulated_target_with_a_simulated_journal_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        iolab(&["sweep", "journal", "--target", "sim:ssd", "--journal-dir", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--journal-disk"), "{}", stderr(&out));
+    let file = dir.path().join("t.img");
+    let out = iolab(&[
+        "sweep",
+        "journal",
+        "--target",
+        file.to_str().unwrap(),
+        "--size",
+        "16m",
+        "--journal-disk",
+        "sim:hdd",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("goes with a simulated target"), "{}", stderr(&out));
+    assert!(!file.exists(), "nothing made");
 }

@@ -22,6 +22,9 @@ pub struct SweepJournalDocument {
     pub bs: String,
     pub runtime_s: f64,
     pub arms: Vec<Arm>,
+    /// The disk models when the sweep ran on simulated disks (every
+    /// figure then modeled); `null` when measured.
+    pub modeled: Option<String>,
 }
 
 impl SweepJournalDocument {
@@ -38,6 +41,7 @@ impl SweepJournalDocument {
             bs: s.bs.clone(),
             runtime_s: s.runtime_s,
             arms: s.arms.iter().map(Arm::from).collect(),
+            modeled: s.modeled.clone(),
         }
     }
 

@@ -89,6 +89,7 @@ fn sweep_journal_document(engine: Engine, arms: Vec<report::SweepArm>) -> String
         runtime_s: 5.0,
         repeat: 2,
         arms,
+        modeled: None,
     };
     report::json::SweepJournalDocument::new("0.1.0", &sweep).to_json()
 }

@@ -69,6 +69,7 @@ fn journal_sweep(engine: Engine, with_off: bool) -> report::JournalSweep {
         runtime_s: 5.0,
         repeat: 2,
         arms: report::sweep_arms(measured),
+        modeled: None,
     }
 }
 

@@ -172,11 +172,13 @@ fn check_engine(job: &JobSpec, device: &dyn Device, validating: bool) -> Result<
         (Engine::Virtual, false) => {
             refuse(format!("virtual time needs a simulated disk (sim:hdd, sim:ssd); {name} is not one (use --engine auto)"))
         }
+        (Engine::Sync, true) if matches!(job.clock, device::Clock::Virtual(_)) => Ok(()),
         (Engine::Sync | Engine::Uring, true) => refuse(format!(
             "{name} is a simulated disk: its requests take modeled time, which only the virtual engine measures (use --engine auto or virtual)"
         )),
         (Engine::Virtual, true) if validating => refuse(format!(
-            "validation on a simulated disk is not supported yet ({name}); run without --validate"
+            "validation on {name} runs its threads in the disk's virtual time: use the sync engine with the \
+             disk's clock (iolab run does)"
         )),
         _ => Ok(()),
     }
