@@ -62,4 +62,9 @@ pub trait VirtualDisk: Send + Sync {
     /// The virtual time the disk has reached: a new run of requests
     /// starts there (what it ran before is in its past).
     fn now(&self) -> Nanos;
+
+    /// What a power cut now would leave on the medium: every page the disk
+    /// holds durably, (offset, bytes), in offset order. Acknowledged
+    /// writes still in a volatile cache are not there.
+    fn power_cut(&self) -> Vec<(u64, Vec<u8>)>;
 }

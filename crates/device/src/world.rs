@@ -80,6 +80,9 @@ impl Clock {
     }
 }
 
+/// Work run at an instant of virtual time ([`VirtualClock::at`]).
+type Hook = Box<dyn FnOnce(Nanos) + Send>;
+
 /// What a waiting thread waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Wait {
@@ -112,6 +115,9 @@ struct State {
     /// Completions handed out and not yet taken: when each came.
     done: HashMap<Wait, Nanos>,
     timers: BinaryHeap<std::cmp::Reverse<(Nanos, u64)>>,
+    /// Work to run when the clock reaches an instant, every thread then
+    /// waiting (a power cut's images taken), in time order.
+    hooks: Vec<(Nanos, Hook)>,
     /// Participants announced and not yet joined: the clock waits for
     /// them (a thread being spawned has not said what it will do).
     expected: usize,
@@ -304,7 +310,8 @@ impl World {
         let disks: Vec<Arc<dyn VirtualDisk>> = st.disks.iter().filter_map(Weak::upgrade).collect();
         let next_disk = disks.iter().filter_map(|d| d.next_event()).min();
         let next_timer = st.timers.peek().map(|std::cmp::Reverse((t, _))| *t);
-        let Some(next) = next_disk.into_iter().chain(next_timer).min() else {
+        let next_hook = st.hooks.first().map(|(t, _)| *t);
+        let Some(next) = next_disk.into_iter().chain(next_timer).chain(next_hook).min() else {
             st.failed = Some(format!(
                 "the simulated disks have nothing to do while {} thread(s) wait for them",
                 st.waiting.len()
@@ -330,6 +337,12 @@ impl World {
             }
             st.timers.pop();
             delivered.push((Wait::Timer(timer), at));
+        }
+        // Every thread waits and the disks are at `t`: the hooks due run
+        // now, before anyone goes on.
+        while st.hooks.first().is_some_and(|(at, _)| *at <= t) {
+            let (at, hook) = st.hooks.remove(0);
+            hook(at);
         }
         let mut wake = Vec::new();
         for (what, at) in delivered {
@@ -431,5 +444,14 @@ impl VirtualClock {
     /// In a running world: waits until the clock reaches `t`.
     pub fn sleep_until(&self, t: Nanos) -> Result<()> {
         self.world.sleep_until(self, t)
+    }
+
+    /// Runs `hook` when a running world's clock reaches `t`, every thread
+    /// of it then waiting and every disk's model run up to `t` (a power
+    /// cut's images are taken there). Given the instant it ran at.
+    pub fn at(&self, t: Nanos, hook: impl FnOnce(Nanos) + Send + 'static) {
+        let mut st = self.world.lock();
+        let i = st.hooks.partition_point(|(at, _)| *at <= t);
+        st.hooks.insert(i, (t, Box::new(hook)));
     }
 }

@@ -231,6 +231,12 @@ impl VirtualDisk for SimDevice {
         self.clock.now()
     }
 
+    fn power_cut(&self) -> Vec<(u64, Vec<u8>)> {
+        let mut pages = self.durable_pages();
+        pages.sort_unstable_by_key(|(offset, _)| *offset);
+        pages
+    }
+
     fn describe(&self) -> String {
         let spec = self.spec.to_string();
         if self.spec.data() == Data::Keep && !self.lock().store.keeps() {

@@ -266,6 +266,35 @@ pub fn recover_watched(
     key_map: &KeyMapSpec,
     progress: &RecoverProgress,
 ) -> Result<Verdict, RecoverError> {
+    recover_in(target, journal, torn_ok, key_map, progress, false)
+}
+
+/// [`recover`], also reading every block the journal has no record of: a
+/// block written by this run after the journal's last durable record,
+/// where no earlier record of it reached the journal, is found there
+/// (ahead of the journal) instead of passed over as never written. Reads
+/// the whole region.
+pub fn recover_every_block(
+    target: &dyn Device,
+    journal: &dyn Device,
+    torn_ok: bool,
+    key_map: &KeyMapSpec,
+) -> Result<Verdict, RecoverError> {
+    recover_in(target, journal, torn_ok, key_map, &RecoverProgress::default(), true)
+}
+
+/// What a block the journal never recorded may hold: anything but a
+/// stamp of this run.
+const UNRECORDED: Expect = Expect::OldOrNew { old: 0, new: 0 };
+
+fn recover_in(
+    target: &dyn Device,
+    journal: &dyn Device,
+    torn_ok: bool,
+    key_map: &KeyMapSpec,
+    progress: &RecoverProgress,
+    every_block: bool,
+) -> Result<Verdict, RecoverError> {
     let zeroed = |blocks| KeyBytes::zeroed(blocks, &key_map.place(blocks, None)).map_err(ReplayFailure::Keys);
     let replayed = replay_from(&mut DeviceSource::new(journal), zeroed).map_err(|e| match e {
         ReplayFailure::Device(e) => RecoverError::Device(e),
@@ -311,7 +340,7 @@ pub fn recover_watched(
     std::thread::scope(|scope| {
         let (to_check, checks) = std::sync::mpsc::sync_channel(1);
         let (to_read, reads) = std::sync::mpsc::channel();
-        scope.spawn(move || read_runs(target, h, keys, pending, per_run, reads, to_check));
+        scope.spawn(move || read_runs(target, h, keys, pending, per_run, every_block, reads, to_check));
         for _ in 0..2 {
             let buf = AlignedBuf::zeroed(per_run * block_bytes, align);
             let _ = to_read.send(ReadRun { first: 0, buf, wanted: Vec::with_capacity(per_run) });
@@ -323,6 +352,10 @@ pub fn recover_watched(
                 let offset = h.region_start + (block * block_bytes) as u64;
                 let bytes = &read.buf[(block - read.first) * block_bytes..][..block_bytes];
                 let block_verdict = check_block_in(bytes, h.sector_bytes as usize, offset, expect, &run);
+                if expect == UNRECORDED && block_verdict == BlockVerdict::PendingOld {
+                    // Never written by this run, as the journal says.
+                    continue;
+                }
                 tally(&mut verdict, offset, block_verdict);
             }
             progress.checked.store((read.first + per_run).min(keys.len()) as u64, Ordering::Relaxed);
@@ -346,12 +379,14 @@ struct ReadRun {
 /// blocks to check, reads them into a buffer from `reads` and hands it to
 /// `to_check`; stops at the end, at a read error (handed on), or when the
 /// checker is gone.
+#[allow(clippy::too_many_arguments)]
 fn read_runs(
     target: &dyn Device,
     h: &JournalHeader,
     keys: &KeyBytes,
     mut pending: &[(usize, Expect)],
     per_run: usize,
+    every_block: bool,
     reads: std::sync::mpsc::Receiver<ReadRun>,
     to_check: std::sync::mpsc::SyncSender<Result<ReadRun, RecoverError>>,
 ) {
@@ -371,7 +406,7 @@ fn read_runs(
         pending = rest;
         // Most runs of a large, sparsely written target hold no key: an OR
         // over the run (no early exit, so it vectorises) says so at once.
-        if run_pending.is_empty() && run.iter().fold(0, |acc, &k| acc | k) == 0 {
+        if !every_block && run_pending.is_empty() && run.iter().fold(0, |acc, &k| acc | k) == 0 {
             continue;
         }
         let Some(mut read) = spare.take().or_else(|| reads.recv().ok()) else { return };
@@ -382,6 +417,7 @@ fn read_runs(
             let block = first + i;
             match run_pending.next_if(|&&(b, _)| b == block) {
                 Some(&(_, expect)) => read.wanted.push((block, expect)),
+                None if key == 0 && every_block => read.wanted.push((block, UNRECORDED)),
                 None if key == 0 => {}
                 None => read.wanted.push((block, Expect::Key(key))),
             }

@@ -5,6 +5,7 @@
 
 mod execute;
 mod jobs;
+mod power_cut;
 mod prepare;
 
 use std::path::PathBuf;
@@ -65,6 +66,13 @@ pub struct RunArgs {
     /// Draw the results' charts as SVG files into DIR (made if missing).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// On a simulated target with its journal on a simulated disk: cut
+    /// the power this long into the run (virtual time: 5s, 500ms), then
+    /// check what the disks held durably against the journal, as iolab
+    /// validate after a crash (docs/sim.md). Exit status 3 when the
+    /// journal misses writes the target holds, 1 when blocks are bad.
+    #[arg(long, value_name = "TIME")]
+    pub power_cut: Option<String>,
     /// What standard output carries: text (the tables) or csv (a header,
     /// then one line per job and run, for scripts).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Text)]
@@ -119,6 +127,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let plan = jobs::plan(&args)?;
     let jobs = prepare::all(&plan, args.force)?;
+    let cut = match args.power_cut.as_deref() {
+        Some(text) => {
+            let after = workloads::spec::parse_duration("power-cut", text).map_err(UsageError::from);
+            match after.and_then(|after| power_cut::PowerCut::arm(&jobs, args.repeat, after)) {
+                Ok(cut) => Some(cut),
+                Err(e) => {
+                    jobs.into_iter().rev().for_each(|job| job.stack.discard());
+                    return Err(e.into());
+                }
+            }
+        }
+        None => None,
+    };
     let outcome = execute::all(&jobs, &plan.groups, &args)?;
     let bad_blocks = outcome.bad_blocks();
     write_results(&args, &outcome, &percentiles)?;
@@ -130,6 +151,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if bad_blocks > 0 {
         eprintln!("iolab: validation found {bad_blocks} bad block(s)");
         return Ok(ExitCode::from(1));
+    }
+    if let Some(cut) = cut {
+        let (text, status) = cut.check()?;
+        if args.to_stdout() {
+            print!("{text}");
+        } else {
+            eprint!("{text}");
+        }
+        return Ok(ExitCode::from(status));
     }
     Ok(ExitCode::SUCCESS)
 }

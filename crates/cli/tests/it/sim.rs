@@ -226,3 +226,50 @@ fn the_journal_sweep_pairs_a_simulated_target_with_a_simulated_journal_disk() {
     assert!(stderr(&out).contains("goes with a simulated target"), "{}", stderr(&out));
     assert!(!file.exists(), "nothing made");
 }
+
+/// A validated run on a simulated target with a sync journal on `journal`,
+/// its power cut 2 s in.
+fn cut_power(journal: &str) -> std::process::Output {
+    iolab(&[
+        "run",
+        "--target",
+        "sim:ssd,plp=on",
+        "--size",
+        "256m",
+        "--validate",
+        "--journal",
+        journal,
+        "--journal-mode",
+        "sync",
+        "--no-preread",
+        "--rw",
+        "randwrite",
+        "--threads",
+        "8",
+        "--runtime",
+        "3s",
+        "--power-cut",
+        "2s",
+    ])
+}
+
+#[test]
+fn after_a_power_cut_an_honest_journal_disk_holds_every_acknowledged_record() {
+    let out = cut_power("sim:hdd,wce=off");
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("verdict: ok"), "{}", stdout(&out));
+}
+
+#[test]
+fn after_a_power_cut_a_journal_disk_whose_cache_lies_has_lost_acknowledged_records() {
+    let out = cut_power("sim:hdd,flush=ignore");
+    assert_eq!(out.status.code(), Some(3), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("ahead of the journal"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_power_cut_needs_a_simulated_journal() {
+    let out = iolab(&["run", "--target", "sim:ssd", "--validate", "--runtime", "1s", "--power-cut", "500ms"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--journal sim:"), "{}", stderr(&out));
+}

@@ -413,11 +413,10 @@ fn a_small_journal_compacts_instead_of_filling_up() {
     assert!(generation >= 2, "compacted {generation} times");
 }
 
-/// Async mode writes its records without flushes (Vdbench's `-jn`): after
-/// a host crash the journal may hold nothing past its start, so recovery
-/// knows of no write and checks no block, though the target kept them.
-#[test]
-fn async_mode_after_a_host_crash_has_lost_its_history_and_checks_no_block() {
+/// Runs an async-journal job until its 200th request, crashes the host
+/// there (the target keeps all it was given, the journal what was flushed)
+/// and hands the images to `check`, with the target's writes so far.
+fn async_host_crash(check: impl FnOnce(&dyn Device, &dyn Device, u64)) {
     let target = crash_device(TARGET_BYTES);
     let journal = journal_device(JOURNAL_RECORD_BYTES);
     let gate = Arc::new(Gate::default());
@@ -437,12 +436,32 @@ fn async_mode_after_a_host_crash_has_lost_its_history_and_checks_no_block() {
         let written = target.stats().snapshot().writes;
         let t = target.crash(CrashPolicy::KeepAll, 0).unwrap();
         let j = journal.crash(CrashPolicy::DropUnflushed, 0).unwrap();
-        let v = recover(&t.image, &j.image, false, &KeyMapSpec::AUTO).unwrap();
+        check(&t.image, &j.image, written);
+        gate.finish();
+        runner.join().unwrap().unwrap();
+    });
+}
+
+/// Async mode writes its records without flushes (Vdbench's `-jn`): after
+/// a host crash the journal may hold nothing past its start, so recovery
+/// knows of no write and checks no block, though the target kept them.
+#[test]
+fn async_mode_after_a_host_crash_has_lost_its_history_and_checks_no_block() {
+    async_host_crash(|target, journal, written| {
+        let v = recover(target, journal, false, &KeyMapSpec::AUTO).unwrap();
         assert!(written > 0, "no data write before the crash point");
         let looked_at = v.verified + v.pending_old + v.pending_new + v.errors();
         assert_eq!((v.journal_mode, v.records, looked_at), (Some(JournalMode::Async), 0, 0), "{v:?}");
-        gate.finish();
-        runner.join().unwrap().unwrap();
+    });
+}
+
+/// The same crash, checked block by block (`recover_every_block`): every
+/// write the target kept is found, ahead of the journal that lost it.
+#[test]
+fn reading_every_block_finds_the_writes_a_journal_lost_all_record_of() {
+    async_host_crash(|target, journal, _| {
+        let v = workloads::recover::recover_every_block(target, journal, false, &KeyMapSpec::AUTO).unwrap();
+        assert!(v.ahead > 0 && v.errors() == 0, "{v:?}");
     });
 }
 
