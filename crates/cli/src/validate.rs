@@ -18,7 +18,7 @@ use anyhow::Context;
 use clap::Args;
 use device::{FileDevice, FileOptions, LockKind};
 use workloads::journal::JOURNAL_FILE;
-use workloads::recover::{recover_watched, RecoverProgress, Verdict};
+use workloads::recover::{recover_watched_with, RecoverProgress, Verdict};
 
 use crate::stack::{self, Stack};
 
@@ -34,6 +34,12 @@ pub struct ValidateArgs {
     /// rest new), for devices without atomic multi-sector writes.
     #[arg(long)]
     pub torn_ok: bool,
+    /// Read every block of the journal's region, not only those it
+    /// recorded: finds writes whose every record the crash lost (a journal
+    /// disk whose cache lied, an async journal), at the cost of reading
+    /// the whole region.
+    #[arg(long)]
+    pub every_block: bool,
     /// Read the target with O_DIRECT.
     #[arg(long)]
     pub direct: bool,
@@ -115,7 +121,8 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let done = AtomicBool::new(false);
     let verdict = std::thread::scope(|scope| {
         let display = scope.spawn(|| show_progress(&progress, &done));
-        let verdict = recover_watched(dev, &journal, args.torn_ok, &key_map, &progress);
+        let verdict =
+            recover_watched_with(dev, &journal, args.torn_ok, &key_map, &progress, args.every_block);
         done.store(true, Ordering::Relaxed);
         display.thread().unpark();
         verdict

@@ -283,6 +283,19 @@ pub fn recover_every_block(
     recover_in(target, journal, torn_ok, key_map, &RecoverProgress::default(), true)
 }
 
+/// [`recover_watched`] or [`recover_every_block`], as `every_block` says,
+/// saying how far it is in `progress`.
+pub fn recover_watched_with(
+    target: &dyn Device,
+    journal: &dyn Device,
+    torn_ok: bool,
+    key_map: &KeyMapSpec,
+    progress: &RecoverProgress,
+    every_block: bool,
+) -> Result<Verdict, RecoverError> {
+    recover_in(target, journal, torn_ok, key_map, progress, every_block)
+}
+
 /// What a block the journal never recorded may hold: anything but a
 /// stamp of this run.
 const UNRECORDED: Expect = Expect::OldOrNew { old: 0, new: 0 };

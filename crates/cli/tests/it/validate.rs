@@ -650,3 +650,17 @@ fn validate_refuses_a_target_a_run_holds() {
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stderr(&out).contains("t.img: in use by"), "{}", stderr(&out));
 }
+
+#[test]
+fn reading_every_block_of_a_clean_target_finds_nothing_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal, _) = journaled_randwrite(&dir, "40", &[]);
+    let sparse = validate(&target, &journal);
+    let every = iolab(&["validate", "--target", &target, "--journal", &journal, "--every-block"]);
+    assert_eq!(every.status.code(), Some(0), "{}{}", stdout(&every), stderr(&every));
+    let blocks_line = |out: &std::process::Output| {
+        stdout(out).lines().find(|l| l.starts_with("blocks:")).unwrap_or_default().to_string()
+    };
+    assert!(blocks_line(&sparse).contains("verified"), "{}", stdout(&sparse));
+    assert_eq!(blocks_line(&every), blocks_line(&sparse));
+}
