@@ -266,7 +266,7 @@ pub fn recover_watched(
     key_map: &KeyMapSpec,
     progress: &RecoverProgress,
 ) -> Result<Verdict, RecoverError> {
-    recover_in(target, journal, torn_ok, key_map, progress, false)
+    recover_watched_with(target, journal, torn_ok, key_map, progress, false)
 }
 
 /// [`recover`], also reading every block the journal has no record of: a
@@ -280,27 +280,16 @@ pub fn recover_every_block(
     torn_ok: bool,
     key_map: &KeyMapSpec,
 ) -> Result<Verdict, RecoverError> {
-    recover_in(target, journal, torn_ok, key_map, &RecoverProgress::default(), true)
-}
-
-/// [`recover_watched`] or [`recover_every_block`], as `every_block` says,
-/// saying how far it is in `progress`.
-pub fn recover_watched_with(
-    target: &dyn Device,
-    journal: &dyn Device,
-    torn_ok: bool,
-    key_map: &KeyMapSpec,
-    progress: &RecoverProgress,
-    every_block: bool,
-) -> Result<Verdict, RecoverError> {
-    recover_in(target, journal, torn_ok, key_map, progress, every_block)
+    recover_watched_with(target, journal, torn_ok, key_map, &RecoverProgress::default(), true)
 }
 
 /// What a block the journal never recorded may hold: anything but a
 /// stamp of this run.
 const UNRECORDED: Expect = Expect::OldOrNew { old: 0, new: 0 };
 
-fn recover_in(
+/// [`recover_watched`] or [`recover_every_block`], as `every_block` says,
+/// saying how far it is in `progress`.
+pub fn recover_watched_with(
     target: &dyn Device,
     journal: &dyn Device,
     torn_ok: bool,
