@@ -97,6 +97,11 @@ pub struct PoliciesArgs {
     /// The buffer cache of each mount.
     #[arg(long, value_name = "SIZE", default_value = "64m")]
     pub cache: String,
+    /// The log region each new file system gets (the `log` policy's
+    /// journal; default: WAPBL's rule, 1 MiB per GiB of the file system, 1
+    /// to 64 MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub log_size: Option<String>,
     /// Make file systems on a target that holds data.
     #[arg(long)]
     pub force: bool,
@@ -225,7 +230,7 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
         }
         None => {
             let (stack, _) =
-                crate::fs::make(&target, Some(size), &MkfsOptions::default(), args.force, None, &no_log())?;
+                crate::fs::make(&target, Some(size), &mkfs_options(&args)?, args.force, None, &no_log())?;
             let medium =
                 stack.device().media().iter().map(report::medium_kind).collect::<Vec<_>>().join(", ");
             stack.close()?;
@@ -341,8 +346,9 @@ impl RunContext<'_> {
     ) -> anyhow::Result<(report::PhaseRun, report::PhaseRun, String)> {
         if let Some(disk) = self.disk {
             let cache_bytes = parse_bytes("cache", &self.args.cache).map_err(UsageError::from)?;
+            let mkfs = mkfs_options(self.args)?;
             let (tar_run, rm_run) =
-                disk.run_once(policy, size, cache_bytes, self.tar, self.args.copies, phases)?;
+                disk.run_once(policy, size, cache_bytes, &mkfs, self.tar, self.args.copies, phases)?;
             let how = format!(
                 "iolab's file system, policy {}, cache {}, in-process on {}: modeled disk time",
                 policy.name(),
@@ -352,7 +358,7 @@ impl RunContext<'_> {
             return Ok((tar_run, rm_run, how));
         }
         let (stack, _) =
-            crate::fs::make(self.target, Some(size), &MkfsOptions::default(), true, None, &no_log())?;
+            crate::fs::make(self.target, Some(size), &mkfs_options(self.args)?, true, None, &no_log())?;
         stack.close()?;
         let mount = InProcess { policy, cache: self.args.cache.clone(), direct: false, log: no_log() };
         let made = format!("iolab's file system, policy {}, cache {}", policy.name(), self.args.cache);
@@ -385,6 +391,12 @@ impl RunContext<'_> {
             }
         }
     }
+}
+
+/// The new file systems' options: `--log-size`.
+fn mkfs_options(args: &PoliciesArgs) -> Result<MkfsOptions, UsageError> {
+    let log_bytes = args.log_size.as_deref().map(|s| parse_bytes("log-size", s)).transpose()?;
+    Ok(MkfsOptions { log_bytes, ..MkfsOptions::default() })
 }
 
 fn no_log() -> BlockLogArgs {

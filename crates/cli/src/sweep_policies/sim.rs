@@ -66,11 +66,13 @@ impl SimDisk {
 
     /// One run under `policy`: a new disk, mkfs on its first `size`
     /// bytes, the tar phase and the rm phase, each timed in modeled time.
+    #[allow(clippy::too_many_arguments)]
     pub fn run_once(
         &self,
         policy: Policy,
         size: u64,
         cache_bytes: u64,
+        mkfs: &MkfsOptions,
         tar: &[u8],
         copies: u32,
         phases: &progress::Run,
@@ -78,7 +80,7 @@ impl SimDisk {
         let clock = VirtualClock::new();
         let disk: Arc<dyn Device> = SimDevice::new("sim", self.spec.clone(), Arc::clone(&clock))?;
         let dev: Arc<dyn Device> = Arc::new(Slice::new(disk, 0, size / 4096 * 4096)?);
-        ffs::mkfs(&dev, &MkfsOptions::default())?;
+        ffs::mkfs(&dev, mkfs)?;
         let mount = MountOptions { policy, cache_bytes, clock: Clock::Virtual(Arc::clone(&clock)) };
         let tar_run = phase(&dev, &clock, &mount, |fs, tick| {
             let progress = phases.phase("tar");

@@ -253,6 +253,7 @@ fn policies_sweep_names_what_is_wrong_with_its_columns() {
         (&["--disk", "sim:hdd", "--driver", "fuse"][..], "in-process only"),
         (&["--disk", "sim:hdd,data=discard"][..], "reads back what it writes"),
         (&["--disk", "hdd"][..], "name a simulated disk"),
+        (&["--log-size", "4k", "--files", "10", "--copies", "1", "--repeat", "1"][..], "too small"),
     ] {
         let out = iolab(&[&["sweep", "policies"][..], args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
