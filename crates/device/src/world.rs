@@ -108,9 +108,8 @@ struct State {
     disks: Vec<Weak<dyn VirtualDisk>>,
     /// Participants, by thread id.
     participants: Vec<i32>,
-    /// Threads waiting, and for what; each is unparked when what it
-    /// waits for is handed out.
-    waiting: HashMap<i32, Wait>,
+    /// Threads waiting (by thread id), by what they wait for; each is
+    /// unparked when that is handed out.
     waiters: HashMap<Wait, (i32, std::thread::Thread)>,
     /// Completions handed out and not yet taken: when each came.
     done: HashMap<Wait, Nanos>,
@@ -224,7 +223,6 @@ impl World {
 
     fn wait_for<'a>(&'a self, mut st: MutexGuard<'a, State>, what: Wait) -> Result<Nanos> {
         let me = tid();
-        st.waiting.insert(me, what);
         st.waiters.insert(what, (me, std::thread::current()));
         st.generation += 1;
         self.entering.fetch_sub(1, Ordering::AcqRel);
@@ -234,7 +232,6 @@ impl World {
                 return Ok(t);
             }
             if let Some(why) = st.failed.clone() {
-                st.waiting.remove(&me);
                 st.waiters.remove(&what);
                 return Err(DeviceError::Invalid(why));
             }
@@ -282,14 +279,14 @@ impl World {
     fn try_advance(&self, clock: &VirtualClock, states: &mut ThreadStates) -> bool {
         let st = self.lock();
         if self.entering.load(Ordering::Acquire) > 0
-            || st.waiting.is_empty()
+            || st.waiters.is_empty()
             || st.failed.is_some()
             || st.expected > 0
         {
             return false;
         }
-        let awake: Vec<i32> =
-            st.participants.iter().copied().filter(|t| !st.waiting.contains_key(t)).collect();
+        let waiting: Vec<i32> = st.waiters.values().map(|(tid, _)| *tid).collect();
+        let awake: Vec<i32> = st.participants.iter().copied().filter(|t| !waiting.contains(t)).collect();
         if !awake.is_empty() {
             let generation = st.generation;
             drop(st);
@@ -314,7 +311,7 @@ impl World {
         let Some(next) = next_disk.into_iter().chain(next_timer).chain(next_hook).min() else {
             st.failed = Some(format!(
                 "the simulated disks have nothing to do while {} thread(s) wait for them",
-                st.waiting.len()
+                st.waiters.len()
             ));
             let waiters: Vec<std::thread::Thread> = st.waiters.values().map(|(_, t)| t.clone()).collect();
             drop(st);
@@ -348,8 +345,7 @@ impl World {
         for (what, at) in delivered {
             // A waiter handed its completion is awake again: the clock
             // waits for it before it moves on.
-            if let Some((tid, thread)) = st.waiters.remove(&what) {
-                st.waiting.remove(&tid);
+            if let Some((_, thread)) = st.waiters.remove(&what) {
                 wake.push(thread);
             }
             st.done.insert(what, at);

@@ -12,7 +12,6 @@ use device::{
     Backend, Checked, DeviceError, Front, Geometry, Medium, MediumKind, Nanos, Op, Result, VData, VOp,
     VirtualClock, VirtualDisk,
 };
-use rustc_hash::FxHashMap;
 
 use crate::hdd::Hdd;
 use crate::model::{Advance, Model};
@@ -23,8 +22,6 @@ use crate::store::Store;
 struct Inner {
     model: Box<dyn Model>,
     store: Store,
-    /// Completions the synchronous path ran past that were not its own.
-    completed: FxHashMap<u64, Nanos>,
 }
 
 /// A simulated disk (`sim:hdd...`, `sim:ssd...`).
@@ -61,7 +58,7 @@ impl SimDevice {
                 spec,
                 clock,
                 index,
-                inner: Mutex::new(Inner { model, store, completed: FxHashMap::default() }),
+                inner: Mutex::new(Inner { model, store }),
             }
         }))
     }
@@ -140,12 +137,11 @@ impl SimDevice {
             };
             let adv = inner.model.advance(t.max(at));
             SimDevice::apply(&mut inner, &adv);
-            for (done, when) in adv.done {
-                if done == id {
-                    self.clock.advance_to(when);
-                    return Ok(());
-                }
-                inner.completed.insert(done, when);
+            // Only this request is in the model on this path: whatever
+            // else completes is the model's own work.
+            if let Some(&(_, when)) = adv.done.iter().find(|(done, _)| *done == id) {
+                self.clock.advance_to(when);
+                return Ok(());
             }
         }
     }
