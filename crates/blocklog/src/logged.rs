@@ -97,10 +97,20 @@ struct Txn {
     revokes: Vec<Extent>,
 }
 
+/// A transaction closed to new writes and waiting for its commit
+/// ([`LoggedDevice::seal`]); reads see it until it is pending home.
+struct Sealed {
+    id: u64,
+    sectors: Arc<SectorMap>,
+    revokes: Vec<Extent>,
+    /// Unlogged writes came before it: the data needs a flush first.
+    unlogged: bool,
+}
+
 struct State {
     open: Txn,
-    /// The transaction being committed, visible to reads until it is home.
-    committing: Option<Arc<SectorMap>>,
+    /// Transactions sealed and not yet committed, oldest first.
+    sealed: std::collections::VecDeque<Sealed>,
     /// Committed sectors not yet written home (home writes at checkpoints):
     /// the latest committed copy of each, bounded by the log's size since
     /// each has a live record.
@@ -255,7 +265,7 @@ impl LoggedDevice {
     ) -> LoggedDevice {
         let state = State {
             open: Txn::default(),
-            committing: None,
+            sealed: Default::default(),
             pending_home: SectorMap::new(),
             checkpointing: None,
             open_id: 1,
@@ -295,10 +305,11 @@ impl LoggedDevice {
     /// header frees their records early under the new policy.
     pub fn set_home_writes(&self, policy: HomeWrites) -> Result<()> {
         let mut committer = self.lock_committer();
-        if !self.lock_state().pending_home.is_empty() {
-            let result = self.checkpoint_locked(&mut committer);
-            self.stats().track(self.poison_on_error(result))?;
-        }
+        // Leaves the log empty (a no-op when it is): under `AtCheckpoint`
+        // every live record's sectors are then pending home, which is what
+        // lets an unlogged write skip revoking what no record holds.
+        let result = self.checkpoint_locked(&mut committer);
+        self.stats().track(self.poison_on_error(result))?;
         *self.home_writes.lock().unwrap_or_else(|e| e.into_inner()) = policy;
         Ok(())
     }
@@ -341,24 +352,52 @@ impl LoggedDevice {
     /// fill). Earlier logged copies of these sectors are revoked in the
     /// next commit so replay cannot bring them back.
     fn write_unlogged_logged(&self, buf: &[u8], offset: u64) -> Result<()> {
-        // Holding the committer keeps a commit from writing an older logged
-        // copy home over this write.
-        let _committer = self.lock_committer();
+        let sector = u64::from(self.sector_bytes);
+        let range = offset / sector..(offset + buf.len() as u64) / sector;
         let mut state = self.lock_state();
         self.front.check_poison(Op::Write)?;
-        let sector = u64::from(self.sector_bytes);
-        let first = offset / sector;
-        let count = buf.len() as u64 / sector;
-        for s in first..first + count {
-            state.open.sectors.remove(&s);
-            // A checkpoint must not write an older logged copy over it.
-            state.pending_home.remove(&s);
+        // A commit or a checkpoint in progress could write an older logged
+        // copy of these sectors home over this write, and a sealed
+        // transaction would make one pending home: such a write waits for
+        // them, commits what is sealed, and goes on holding the committer.
+        // Any other goes on while a commit is being written.
+        let _committer = if self.held_elsewhere(&state, range.clone()) {
+            drop(state);
+            let mut committer = self.lock_committer();
+            let result = self.commit_sealed_locked(&mut committer);
+            self.poison_on_error(result)?;
+            state = self.lock_state();
+            self.front.check_poison(Op::Write)?;
+            Some(committer)
+        } else {
+            None
+        };
+        {
+            let state = &mut *state;
+            // A checkpoint must not write an older logged copy over it either.
+            let removed = remove_range(&mut state.open.sectors, range.clone())
+                | remove_range(&mut state.pending_home, range.clone());
+            // Between checkpoints, every sector a live record holds is open or
+            // pending home (`set_home_writes` keeps it so): a range that is
+            // neither has nothing in the log to revoke. File data, which is
+            // never logged, then adds nothing to the commit.
+            if removed || self.home_writes() == HomeWrites::AfterCommit {
+                let extent =
+                    Extent { sector: range.start, sectors: (range.end - range.start) as u32, device: 0 };
+                state.open.revokes.push(extent);
+                self.counters.revocations.fetch_add(1, Relaxed);
+            }
+            state.unlogged_dirty = true;
         }
-        state.open.revokes.push(Extent { sector: first, sectors: count as u32, device: 0 });
-        state.unlogged_dirty = true;
         drop(state);
-        self.counters.revocations.fetch_add(1, Relaxed);
         self.data.write_at(buf, self.data_offset + offset)
+    }
+
+    /// Whether a sealed transaction or a checkpoint in progress holds a
+    /// sector of `range`.
+    fn held_elsewhere(&self, state: &State, range: std::ops::Range<u64>) -> bool {
+        let hit = |map: &SectorMap| map.range(range.clone()).next().is_some();
+        state.sealed.iter().any(|t| hit(&t.sectors)) || state.checkpointing.as_deref().is_some_and(hit)
     }
 
     /// Writes every committed block home, flushes, and empties the log.
@@ -403,37 +442,89 @@ impl LoggedDevice {
         self.poison_on_error(result)
     }
 
+    /// Seals the open transaction and commits every sealed one.
     fn commit_locked(&self, committer: &mut Committer) -> Result<()> {
-        let (txn, id, unlogged) = {
-            let mut state = self.lock_state();
-            self.front.check_poison(Op::Flush)?;
-            let txn = std::mem::take(&mut state.open);
-            let id = state.open_id;
-            state.open_id += 1;
-            let unlogged = std::mem::take(&mut state.unlogged_dirty);
-            (txn, id, unlogged)
-        };
-        let sectors = Arc::new(txn.sectors);
-        if !sectors.is_empty() || !txn.revokes.is_empty() {
-            self.lock_state().committing = Some(Arc::clone(&sectors));
-            self.write_commit(committer, &sectors, &txn.revokes, unlogged)?;
-            match self.home_writes() {
-                HomeWrites::AfterCommit => {
+        self.seal_locked(&mut self.lock_state())?;
+        self.commit_sealed_locked(committer)
+    }
+
+    /// Closes the open transaction to new writes, which go to the next
+    /// one from now on, without writing anything: a file system seals
+    /// under its own lock, at a point where no operation is half done, and
+    /// commits ([`LoggedDevice::commit_sealed`]) after releasing it, so
+    /// its callers go on while the log is written and flushed (as a
+    /// journal's commit thread lets them).
+    ///
+    /// Returns the sealed transaction's number, which
+    /// [`LoggedDevice::durable_id`] reaches once it is committed (the last
+    /// number sealed when there was nothing to seal).
+    pub fn seal(&self) -> Result<u64> {
+        if self.mode != Mode::Log {
+            return Ok(0);
+        }
+        self.seal_locked(&mut self.lock_state())
+    }
+
+    fn seal_locked(&self, state: &mut State) -> Result<u64> {
+        self.front.check_poison(Op::Flush)?;
+        let txn = std::mem::take(&mut state.open);
+        let unlogged = std::mem::take(&mut state.unlogged_dirty);
+        if txn.sectors.is_empty() && txn.revokes.is_empty() && !unlogged {
+            return Ok(state.open_id - 1);
+        }
+        let id = state.open_id;
+        state.open_id += 1;
+        state.sealed.push_back(Sealed { id, sectors: Arc::new(txn.sectors), revokes: txn.revokes, unlogged });
+        Ok(id)
+    }
+
+    /// The number of the last transaction durable (see
+    /// [`LoggedDevice::seal`]).
+    pub fn durable_id(&self) -> u64 {
+        self.lock_state().durable_id
+    }
+
+    /// Transactions sealed and not yet committed.
+    pub fn sealed_waiting(&self) -> usize {
+        self.lock_state().sealed.len()
+    }
+
+    /// Commits every sealed transaction, oldest first: durable when this
+    /// returns. A failure poisons the device.
+    pub fn commit_sealed(&self) -> Result<()> {
+        if self.mode != Mode::Log {
+            return self.flush();
+        }
+        let mut committer = self.lock_committer();
+        let result = self.commit_sealed_locked(&mut committer);
+        self.stats().track(self.poison_on_error(result))
+    }
+
+    fn commit_sealed_locked(&self, committer: &mut Committer) -> Result<()> {
+        loop {
+            let next = {
+                let state = self.lock_state();
+                state.sealed.front().map(|t| (t.id, Arc::clone(&t.sectors), t.revokes.clone(), t.unlogged))
+            };
+            let Some((id, sectors, revokes, unlogged)) = next else { return Ok(()) };
+            if !sectors.is_empty() || !revokes.is_empty() {
+                self.write_commit(committer, &sectors, &revokes, unlogged)?;
+                if self.home_writes() == HomeWrites::AfterCommit {
                     self.write_home(&sectors)?;
                     committer.home_head = committer.end;
                 }
-                HomeWrites::AtCheckpoint => {
-                    let mut state = self.lock_state();
-                    state.pending_home.extend(sectors.iter().map(|(s, e)| (*s, e.clone())));
-                }
+            } else if unlogged {
+                self.data.flush()?;
             }
-        } else if unlogged {
-            self.data.flush()?;
+            // Reads find the blocks pending home the moment they leave the
+            // sealed queue: both under one lock.
+            let mut state = self.lock_state();
+            if self.home_writes() == HomeWrites::AtCheckpoint {
+                state.pending_home.extend(sectors.iter().map(|(s, e)| (*s, e.clone())));
+            }
+            state.sealed.pop_front();
+            state.durable_id = state.durable_id.max(id);
         }
-        let mut state = self.lock_state();
-        state.committing = None;
-        state.durable_id = state.durable_id.max(id);
-        Ok(())
     }
 
     /// Records and the next header, then one flush: the commit is durable
@@ -556,7 +647,7 @@ impl LoggedDevice {
             if !matches!(e, DeviceError::Poisoned { .. }) {
                 self.front.poison(e.to_string());
             }
-            self.lock_state().committing = None;
+            self.lock_state().sealed.clear();
         }
         result
     }
@@ -575,8 +666,8 @@ impl LoggedDevice {
                 found.extend(checkpointing.range(first..last).map(|(s, e)| (*s, e.clone())));
             }
             found.extend(state.pending_home.range(first..last).map(|(s, e)| (*s, e.clone())));
-            if let Some(committing) = &state.committing {
-                found.extend(committing.range(first..last).map(|(s, e)| (*s, e.clone())));
+            for sealed in &state.sealed {
+                found.extend(sealed.sectors.range(first..last).map(|(s, e)| (*s, e.clone())));
             }
             found.extend(state.open.sectors.range(first..last).map(|(s, e)| (*s, e.clone())));
             found.into_iter().collect()
@@ -710,10 +801,10 @@ impl Backend for LoggedDevice {
         let logged: std::collections::BTreeSet<u64> = {
             let state = self.lock_state();
             let (first, last) = (start / sector, end.div_ceil(sector));
-            let maps =
-                [state.checkpointing.as_deref(), Some(&state.pending_home), state.committing.as_deref()];
+            let maps = [state.checkpointing.as_deref(), Some(&state.pending_home)];
             maps.into_iter()
                 .flatten()
+                .chain(state.sealed.iter().map(|t| t.sectors.as_ref()))
                 .chain([&state.open.sectors])
                 .flat_map(|m| m.range(first..last).map(|(s, _)| *s))
                 .collect()
@@ -749,6 +840,15 @@ impl Backend for LoggedDevice {
         }
         Ok(())
     }
+}
+
+/// Removes the entries of `map` in `range`; whether there were any.
+fn remove_range(map: &mut SectorMap, range: std::ops::Range<u64>) -> bool {
+    let keys: Vec<u64> = map.range(range).map(|(s, _)| *s).collect();
+    for s in &keys {
+        map.remove(s);
+    }
+    !keys.is_empty()
 }
 
 fn home<'a>(data: &'a dyn Device, header: &Header) -> replay::Home<'a> {

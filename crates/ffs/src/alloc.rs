@@ -59,7 +59,7 @@ impl Core {
     /// the same way (a full write-back releases them).
     pub fn alloc_block(&mut self, hint: u64) -> Result<u32, Errno> {
         let block = match self.alloc_block_once(hint) {
-            Err(Errno::NOSPC) if !self.log.freed_since_commit.is_empty() => {
+            Err(Errno::NOSPC) if !self.log.freed.is_empty() => {
                 if let Err(e) = self.commit() {
                     return Err(eio(self, e));
                 }
@@ -90,9 +90,11 @@ impl Core {
             let from = if k == 0 { (hint - start) as u32 } else { 0 };
             let limit = self.sb.group_blocks(g);
             let map_block = start + BLOCK_BITMAP;
-            let freed = &self.log.freed_since_commit;
+            let (freed, durable) = (&self.log.freed, self.log.durable());
             let found = match self.cache.read(map_block) {
-                Ok(map) => find_clear(map, from, limit, |i| freed.contains(&((start + u64::from(i)) as u32))),
+                Ok(map) => find_clear(map, from, limit, |i| {
+                    freed.get(&((start + u64::from(i)) as u32)).is_some_and(|t| *t > durable)
+                }),
                 Err(e) => return Err(eio(self, e)),
             };
             if let Some(i) = found {
@@ -142,7 +144,7 @@ impl Core {
             self.groups_dirty.insert(g);
             self.sb.free_blocks += 1;
             if self.policy == crate::Policy::Log {
-                self.log.freed_since_commit.insert(block as u32);
+                self.log.freed.insert(block as u32, crate::core::OPEN);
             }
         }
         Ok(())

@@ -3,8 +3,10 @@
 //! and the inodes the kernel (or a workload) holds references to.
 
 use std::collections::BTreeSet;
+use std::sync::{mpsc, Arc};
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use blocklog::LoggedDevice;
+use rustc_hash::FxHashMap as HashMap;
 use std::time::Duration;
 
 use device::AlignedBuf;
@@ -54,15 +56,33 @@ pub struct Core {
 
 /// See [`Core::log`].
 pub struct LogState {
-    pub freed_since_commit: HashSet<u32>,
+    /// Blocks freed, each with the transaction that frees it ([`OPEN`]
+    /// while that is open, then the number it was sealed with): none is
+    /// taken again before that transaction is durable.
+    pub freed: HashMap<u32, u64>,
     /// On the mount's clock (`MountOptions::clock`).
     pub last_commit: Duration,
     pub commit_blocks: usize,
+    /// The block log beneath (under `log`).
+    pub dev: Option<Arc<LoggedDevice>>,
+    /// Wakes the mount's committer thread, which commits sealed
+    /// transactions with the lock let go; `None`: the caller commits
+    /// them itself.
+    pub committer: Option<mpsc::Sender<()>>,
 }
+
+/// In [`LogState::freed`]: freed in the open transaction.
+pub const OPEN: u64 = u64::MAX;
 
 impl LogState {
     pub fn new(commit_blocks: usize, now: Duration) -> LogState {
-        LogState { freed_since_commit: HashSet::default(), last_commit: now, commit_blocks }
+        LogState { freed: HashMap::default(), last_commit: now, commit_blocks, dev: None, committer: None }
+    }
+
+    /// The last transaction durable: blocks freed in it or before it are
+    /// free for good.
+    pub fn durable(&self) -> u64 {
+        self.dev.as_ref().map_or(0, |d| d.durable_id())
     }
 }
 
@@ -172,7 +192,7 @@ impl Core {
                 self.free_block(block)?;
             }
             if self.commit_due() {
-                if let Err(e) = self.commit() {
+                if let Err(e) = self.commit_behind() {
                     return Err(eio(self, e));
                 }
             }
@@ -234,8 +254,41 @@ impl Core {
         let (sb, slot) = self.next_superblock(1);
         self.cache.modify(slot)?.copy_from_slice(&sb);
         self.cache.write_back(true)?;
-        self.log.freed_since_commit.clear();
+        self.log.freed.clear();
         self.log.last_commit = self.cache.now();
+        Ok(())
+    }
+
+    /// Under `log`, a commit that need not be durable when it returns (the
+    /// one a full transaction forces, the syncer's): the group headers,
+    /// the superblock, the file data in place and the metadata into the
+    /// transaction, sealed; the mount's committer thread then writes it to
+    /// the log and flushes while the calls after it go on, into the next
+    /// transaction, as a journal's commit thread lets them. One commit at
+    /// most is in flight: a second waits for the first. Without a
+    /// committer thread (or under another policy), [`Core::commit`].
+    pub fn commit_behind(&mut self) -> device::Result<()> {
+        let Some(dev) = self.log.dev.clone() else { return self.commit() };
+        if dev.sealed_waiting() > 0 {
+            dev.commit_sealed()?;
+        }
+        self.stage_group_headers()?;
+        let (sb, slot) = self.next_superblock(1);
+        self.cache.modify(slot)?.copy_from_slice(&sb);
+        self.cache.write_back(false)?;
+        self.cache.meta_since_flush = 0;
+        self.cache.stats.flushes += 1;
+        self.log.last_commit = self.cache.now();
+        let id = dev.seal()?;
+        for tag in self.log.freed.values_mut().filter(|t| **t == OPEN) {
+            *tag = id;
+        }
+        let woken = self.log.committer.as_ref().is_some_and(|c| c.send(()).is_ok());
+        if !woken {
+            dev.commit_sealed()?;
+        }
+        let durable = dev.durable_id();
+        self.log.freed.retain(|_, t| *t > durable);
         Ok(())
     }
 

@@ -116,7 +116,7 @@ impl Ffs {
         if options.policy == Policy::Softdep {
             cache.sd = Some(crate::softdep::Softdep::new(sb.clone()));
         }
-        let core = Core {
+        let mut core = Core {
             sb,
             groups_dirty: Default::default(),
             groups,
@@ -127,7 +127,27 @@ impl Ffs {
             failed: None,
             log: LogState::new(commit_blocks, options.clock.now()),
         };
-        let fs = Ffs { core: Mutex::new(core), dev, log };
+        let mut committer = None;
+        if let Some(log) = &log {
+            core.log.dev = Some(Arc::clone(log));
+            if options.commit_thread {
+                let (wake, woken) = std::sync::mpsc::channel::<()>();
+                let log = Arc::clone(log);
+                // A failed commit poisons the log; the calls after it see
+                // the error and the file system stops taking changes.
+                let thread = std::thread::Builder::new()
+                    .name("ffs-committer".into())
+                    .spawn(move || {
+                        while woken.recv().is_ok() {
+                            let _ = log.commit_sealed();
+                        }
+                    })
+                    .map_err(|e| FsError::Invalid(format!("cannot start the committer thread: {e}")))?;
+                core.log.committer = Some(wake);
+                committer = Some(thread);
+            }
+        }
+        let fs = Ffs { core: Mutex::new(core), dev, log, committer: Mutex::new(committer) };
         if fs.lock().sb.orphans != 0 {
             fs.reclaim_orphans()?;
         }
@@ -204,7 +224,7 @@ impl Ffs {
         let pending = core.cache.dirty_meta() > 0 || core.cache.meta_since_flush > 0;
         let since_commit = core.cache.now().saturating_sub(core.log.last_commit);
         if core.policy == Policy::Log && pending && since_commit >= Duration::from_secs(1) {
-            core.commit().map_err(|e| self.failed(core, e))?;
+            core.commit_behind().map_err(|e| self.failed(core, e))?;
             return Ok(());
         }
         if core.policy == Policy::Softdep {
@@ -255,6 +275,7 @@ impl Ffs {
                 ));
             }
         }
+        self.stop_committer();
         if let Some(log) = &self.log {
             // Everything committed goes home and the log is left empty:
             // the image is whole without it.
@@ -267,6 +288,16 @@ impl Ffs {
             log: self.log_stats(),
             softdep: core.cache.sd.as_ref().map(|sd| sd.stats),
         })
+    }
+
+    /// Ends the committer thread (its work is done: `sync_all` committed
+    /// everything) and waits for it.
+    fn stop_committer(&self) {
+        self.lock().log.committer = None;
+        let thread = self.committer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
     }
 
     /// The block log's counters under `log` (commits, bytes written to the
@@ -283,5 +314,46 @@ impl Ffs {
     /// The superblock as mounted (counts current).
     pub fn superblock(&self) -> Superblock {
         self.lock().sb.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::sync::Arc;
+
+    use device::{Device, MemDevice};
+    use fsapi::FileSystem;
+
+    use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
+
+    /// A commit left sealed and not yet durable (its committer never
+    /// runs): the blocks it frees are not handed out again until it is.
+    #[test]
+    fn blocks_a_sealed_commit_frees_are_not_reused_before_it_is_durable() {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let options = MountOptions { policy: Policy::Log, commit_thread: false, ..Default::default() };
+        let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+        let a = fs.create(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o644)).unwrap();
+        fs.write(a.ino, 0, &vec![7u8; 64 << 10]).unwrap();
+        fs.sync().unwrap();
+        fs.unlink(fsapi::ROOT, OsStr::new("a")).unwrap();
+        fs.forget(a.ino, 1);
+        let log = fs.log.clone().unwrap();
+        let mut core = fs.lock();
+        let freed: Vec<u32> = core.log.freed.keys().copied().collect();
+        assert!(freed.len() >= 16, "the file's blocks were freed");
+        let (wake, _nobody) = std::sync::mpsc::channel();
+        core.log.committer = Some(wake);
+        core.commit_behind().unwrap();
+        assert_eq!(log.sealed_waiting(), 1, "the commit waits for its committer");
+        for &block in &freed {
+            let got = core.alloc_block(u64::from(block)).unwrap();
+            assert!(!freed.contains(&got), "block {got} reused before the commit that frees it is durable");
+        }
+        log.commit_sealed().unwrap();
+        let block = freed[0];
+        assert_eq!(core.alloc_block(u64::from(block)).unwrap(), block, "free for good once durable");
     }
 }

@@ -35,11 +35,22 @@ pub struct MountOptions {
     /// Where the ages of dirty buffers and commits are read: the wall
     /// clock, or the virtual clock of the simulated disk beneath.
     pub clock: device::Clock,
+    /// Under `log`: a committer thread writes the commits the syncer and
+    /// full transactions make, while calls go on (default). Off, the
+    /// thread that makes a commit writes it, which keeps the order of
+    /// every write the same from run to run (crash enumeration, modeled
+    /// disks).
+    pub commit_thread: bool,
 }
 
 impl Default for MountOptions {
     fn default() -> MountOptions {
-        MountOptions { policy: Policy::Async, cache_bytes: 64 << 20, clock: device::Clock::Wall }
+        MountOptions {
+            policy: Policy::Async,
+            cache_bytes: 64 << 20,
+            clock: device::Clock::Wall,
+            commit_thread: true,
+        }
     }
 }
 
@@ -50,6 +61,9 @@ pub struct Ffs {
     /// over it.
     pub(crate) dev: Dev,
     pub(crate) log: Option<std::sync::Arc<blocklog::LoggedDevice>>,
+    /// The committer thread (`MountOptions::commit_thread`), joined at
+    /// the unmount.
+    pub(crate) committer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 fn now() -> (i64, u32) {
@@ -117,7 +131,7 @@ impl Ffs {
         // have left the state half-changed in a way later calls trust.
         let mut core = self.core.lock().unwrap_or_else(|e| e.into_inner());
         if core.commit_due() {
-            if let Err(e) = core.commit() {
+            if let Err(e) = core.commit_behind() {
                 eio(&mut core, e);
             }
         }
@@ -698,7 +712,7 @@ fn write_blocks(
             // the write goes on, so that the transaction stays whole.
             inode.size = inode.size.max(at);
             core.put_inode(ino, inode)?;
-            if let Err(e) = core.commit() {
+            if let Err(e) = core.commit_behind() {
                 return Err(eio(core, e));
             }
         }

@@ -169,7 +169,13 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
     let mem: Arc<dyn Device> = Arc::new(MemDevice::new(spec.device_bytes)?);
     let dev: Arc<dyn Device> = Arc::new(RecordingDevice::new(mem, 0, Arc::clone(&recording)));
     ffs::mkfs(&dev, &MkfsOptions::default()).map_err(|e| CrashError::Spec(format!("--size: {e}")))?;
-    let options = MountOptions { policy: spec.policy, cache_bytes: spec.cache_bytes, ..Default::default() };
+    // The committer thread would change the order of writes between runs.
+    let options = MountOptions {
+        policy: spec.policy,
+        cache_bytes: spec.cache_bytes,
+        commit_thread: false,
+        ..Default::default()
+    };
     let fs = Ffs::mount(Arc::clone(&dev), &options).map_err(|e| CrashError::Build(e.to_string()))?;
     let built = recording.len();
     let ran = run_workload(spec, &fs, &recording)?;

@@ -81,7 +81,12 @@ impl SimDisk {
         let disk: Arc<dyn Device> = SimDevice::new("sim", self.spec.clone(), Arc::clone(&clock))?;
         let dev: Arc<dyn Device> = Arc::new(Slice::new(disk, 0, size / 4096 * 4096)?);
         ffs::mkfs(&dev, mkfs)?;
-        let mount = MountOptions { policy, cache_bytes, clock: Clock::Virtual(Arc::clone(&clock)) };
+        let mount = MountOptions {
+            policy,
+            cache_bytes,
+            clock: Clock::Virtual(Arc::clone(&clock)),
+            commit_thread: false,
+        };
         let tar_run = phase(&dev, &clock, &mount, |fs, tick| {
             let progress = phases.phase("tar");
             for copy in 1..=copies {
