@@ -75,13 +75,20 @@ pub enum Command {
     Man,
 }
 
-pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+pub fn dispatch(cli: Cli, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+    if let (Some(ranks), false) = (ranks, matches!(cli.command, Command::Run(_) | Command::Validate(_))) {
+        return Err(crate::UsageError(format!(
+            "started as one of {} MPI ranks: only `iolab run` and `iolab validate` run under mpirun (each rank its own job or check, rank 0 reports them all)",
+            ranks.size
+        ))
+        .into());
+    }
     match cli.command {
-        Command::Run(args) => crate::run::run(*args),
+        Command::Run(args) => crate::run::run(*args, ranks),
         Command::Volume(command) => crate::volume::run(command),
         Command::Crash(args) => crate::crash::run(args),
         Command::Bonnie(args) => crate::bonnie::run(args),
-        Command::Validate(args) => crate::validate::run(args),
+        Command::Validate(args) => crate::validate::run(args, ranks),
         Command::Sweep(command) => crate::sweep::run(command),
         Command::Fs(command) => crate::fs::run(command),
         Command::Report(args) => crate::report_cmd::run(args),

@@ -12,6 +12,7 @@ mod fio;
 mod fs;
 mod jobfile;
 mod mounts;
+mod mpi;
 mod report_cmd;
 mod run;
 mod stack;
@@ -129,7 +130,19 @@ fn main() -> ExitCode {
     // SAFETY: restoring a signal's default disposition before any thread
     // starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let args = match cli::Cli::try_parse() {
+    let mut ranks = match mpi::start() {
+        Ok(ranks) => ranks,
+        Err(e) => {
+            eprintln!("iolab: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let argv = match &mut ranks {
+        Some(ranks) => ranks.substitute_all(argv),
+        None => argv,
+    };
+    let args = match cli::Cli::try_parse_from(argv) {
         Ok(args) => args,
         Err(e) => {
             // clap prints help and version to stdout (exit 0) and usage
@@ -138,11 +151,29 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    match cli::dispatch(args) {
+    match cli::dispatch(args, ranks.as_ref()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("iolab: error: {}", message(&e));
-            ExitCode::from(if is_usage_error(&e) { 2 } else { 1 })
+            let code = if is_usage_error(&e) { 2 } else { 1 };
+            if let Some(agreed) = e.downcast_ref::<mpi::Agreed>() {
+                // Every rank knows; rank 0 says it once for all.
+                if agreed.report {
+                    eprintln!("iolab: error: {}", agreed.text);
+                }
+                return ExitCode::from(code);
+            }
+            match &ranks {
+                // The other ranks may be waiting for this one at a
+                // barrier: end them all.
+                Some(ranks) => {
+                    eprintln!("iolab: rank {}: error: {}", ranks.rank, message(&e));
+                    ranks.abort(i32::from(code))
+                }
+                None => {
+                    eprintln!("iolab: error: {}", message(&e));
+                    ExitCode::from(code)
+                }
+            }
         }
     }
 }

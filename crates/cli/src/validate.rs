@@ -65,7 +65,16 @@ pub struct ValidateArgs {
     pub key_map_dir: Option<PathBuf>,
 }
 
-pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+    if let (Some(ranks), Some(json)) = (ranks, &args.json) {
+        if !ranks.placeholders {
+            return Err(crate::UsageError(format!(
+                "--json {}: every rank would write it; put {{rank}} in the path",
+                json.display()
+            ))
+            .into());
+        }
+    }
     let mut key_map =
         crate::run::key_map_spec(args.key_map.unwrap_or_default(), args.key_map_dir.as_deref())?;
     key_map.dir.get_or_insert_with(|| args.journal.clone());
@@ -119,8 +128,14 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let dev = target.device().as_ref();
     let progress = RecoverProgress::default();
     let done = AtomicBool::new(false);
+    let alone = ranks.is_none();
     let verdict = std::thread::scope(|scope| {
-        let display = scope.spawn(|| show_progress(&progress, &done));
+        let (watched, finished) = (&progress, &done);
+        let display = scope.spawn(move || {
+            if alone {
+                show_progress(watched, finished)
+            }
+        });
         let verdict =
             recover_watched_with(dev, &journal, args.torn_ok, &key_map, &progress, args.every_block);
         done.store(true, Ordering::Relaxed);
@@ -134,9 +149,49 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             dev.name()
         );
     }
-    print_verdict(&verdict, &args)?;
+    let status = exit_status(report::Outcome::of(&verdict));
+    let Some(ranks) = ranks else {
+        print_verdict(&verdict, &args)?;
+        target.record()?;
+        return Ok(ExitCode::from(status));
+    };
+    // Under mpirun: each rank checks its own target against its own
+    // journal; rank 0 prints every verdict and a summary.
+    if let Some(path) = &args.json {
+        let doc = report::json::ValidateDocument::new(
+            env!("CARGO_PKG_VERSION"),
+            &args.target,
+            &args.journal,
+            &verdict,
+        );
+        crate::write_json(path, &doc.to_json())?;
+    }
     target.record()?;
-    Ok(ExitCode::from(exit_status(report::Outcome::of(&verdict))))
+    let mine = format!(
+        "{status}\t{}\t{}\t{}",
+        ranks.host,
+        args.target,
+        report::verdict_text(&verdict, EXIT_JOURNAL_INCOMPLETE)
+    );
+    let Some(all) = ranks.gather(mine) else { return Ok(ExitCode::from(status)) };
+    let mut worst = 0u8;
+    let mut bad = 0;
+    for (rank, text) in all.iter().enumerate() {
+        let mut parts = text.splitn(4, '\t');
+        let code: u8 = parts.next().and_then(|c| c.parse().ok()).unwrap_or(1);
+        let (host, target, verdict) =
+            (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        println!("rank {rank} on {host}, {target}:");
+        print!("{verdict}");
+        worst = worst.max(code);
+        bad += usize::from(code != 0);
+    }
+    println!(
+        "{} ranks: {} ok, {bad} not (exit status {worst}, the worst of theirs)",
+        all.len(),
+        all.len() - bad
+    );
+    Ok(ExitCode::from(worst))
 }
 
 /// How validate opens its target: read-only under a shared lock, unless

@@ -16,6 +16,10 @@ use super::RunArgs;
 /// What a run produced.
 pub struct Outcome {
     pub reports: Vec<report::JobReport>,
+    /// Per job, per run: when its measured phase began and when the run
+    /// ended, in seconds from the start of its group's run (under MPI,
+    /// from the barrier every rank left together).
+    pub windows: Vec<Vec<(f64, f64)>>,
     /// Ctrl-C or SIGTERM stopped it: the results cover the time before.
     pub interrupted: bool,
 }
@@ -30,18 +34,28 @@ impl Outcome {
 
 /// Lays every job out, then runs the repeats, printing each run's table
 /// as it ends. A failure still records what the volumes went through.
-pub fn all(jobs: &[Prepared], groups: &[std::ops::Range<usize>], args: &RunArgs) -> anyhow::Result<Outcome> {
+pub fn all(
+    jobs: &[Prepared],
+    groups: &[std::ops::Range<usize>],
+    args: &RunArgs,
+    barrier: Option<&dyn Fn()>,
+) -> anyhow::Result<Outcome> {
     let interrupted = catch_interrupts()?;
     let mut targets = Vec::with_capacity(jobs.len());
     for job in jobs {
         targets.push(lay_out(job, args.quiet).map_err(|e| abandon(jobs, e))?);
     }
     let mut runs: Vec<Vec<JobResult>> = jobs.iter().map(|_| Vec::new()).collect();
+    let mut windows: Vec<Vec<(f64, f64)>> = jobs.iter().map(|_| Vec::new()).collect();
     for i in 0..args.repeat {
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let results = repeat(jobs, &targets, args, i, groups, &interrupted).map_err(|e| abandon(jobs, e))?;
+        let (results, ends) =
+            repeat(jobs, &targets, args, i, groups, &interrupted, barrier).map_err(|e| abandon(jobs, e))?;
+        for ((w, result), end) in windows.iter_mut().zip(&results).zip(ends) {
+            w.push(((end - result.elapsed_s).max(0.0), end));
+        }
         for ((all, mut result), t) in runs.iter_mut().zip(results).zip(&targets) {
             result.reads_from_unwritten = t.reads_from_unwritten();
             if args.to_stdout() {
@@ -70,7 +84,7 @@ pub fn all(jobs: &[Prepared], groups: &[std::ops::Range<usize>], args: &RunArgs)
             }
         }
     }
-    Ok(Outcome { reports, interrupted: interrupted.load(Ordering::Relaxed) })
+    Ok(Outcome { reports, windows, interrupted: interrupted.load(Ordering::Relaxed) })
 }
 
 /// Run `index` of every job: group after group, the jobs of a group at
@@ -83,8 +97,10 @@ fn repeat(
     index: u32,
     groups: &[std::ops::Range<usize>],
     interrupted: &AtomicBool,
-) -> anyhow::Result<Vec<JobResult>> {
+    barrier: Option<&dyn Fn()>,
+) -> anyhow::Result<(Vec<JobResult>, Vec<f64>)> {
     let mut results = Vec::with_capacity(jobs.len());
+    let mut ends = Vec::with_capacity(jobs.len());
     for group in groups {
         if interrupted.load(Ordering::Relaxed) && !results.is_empty() {
             break;
@@ -101,9 +117,21 @@ fn repeat(
                 }
             }
         }
-        results.extend(run_together(&jobs[group.clone()], args.quiet, index, args.repeat, interrupted)?);
+        // Under MPI every rank starts the group together (IOR's barrier
+        // before a phase) and waits for the others after it.
+        if let Some(barrier) = barrier {
+            barrier();
+        }
+        let start = Instant::now();
+        let together = run_together(&jobs[group.clone()], args.quiet, index, args.repeat, interrupted)?;
+        let end = start.elapsed().as_secs_f64();
+        if let Some(barrier) = barrier {
+            barrier();
+        }
+        ends.extend(together.iter().map(|_| end));
+        results.extend(together);
     }
-    Ok(results)
+    Ok((results, ends))
 }
 
 /// The end of a run: each job's stack closed (log checkpointed, volume

@@ -7,6 +7,7 @@ mod execute;
 mod jobs;
 mod power_cut;
 mod prepare;
+mod ranks;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -77,6 +78,30 @@ pub struct RunArgs {
     /// then one line per job and run, for scripts).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
+    /// Under mpirun: each rank on its own target (per-rank, the default:
+    /// put {rank} or {host} in its path), or every rank on its own
+    /// 1/N of one shared target's region (shared; needs --size).
+    #[arg(long, value_enum, value_name = "LAYOUT")]
+    pub mpi_layout: Option<MpiLayout>,
+    /// A rank other than 0 under MPI: nothing on standard output.
+    #[arg(skip)]
+    pub silent: bool,
+}
+
+/// `--mpi-layout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MpiLayout {
+    PerRank,
+    Shared,
+}
+
+impl MpiLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            MpiLayout::PerRank => "per-rank",
+            MpiLayout::Shared => "shared",
+        }
+    }
 }
 
 /// `--output-format`.
@@ -103,11 +128,22 @@ impl RunArgs {
     /// Whether tables go to standard output (not when it carries the JSON
     /// or CSV lines).
     fn to_stdout(&self) -> bool {
-        self.json.as_deref().is_none_or(|p| p.as_os_str() != "-") && self.output_format == OutputFormat::Text
+        !self.silent
+            && self.json.as_deref().is_none_or(|p| p.as_os_str() != "-")
+            && self.output_format == OutputFormat::Text
     }
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+    if let Some(ranks) = ranks {
+        return ranks::run(args, ranks);
+    }
+    if args.mpi_layout.is_some() {
+        return Err(UsageError(
+            "--mpi-layout: applies under mpirun only (mpirun -np N iolab run ... --mpi-layout shared)".into(),
+        )
+        .into());
+    }
     if let (true, Some(path)) = (args.print_job, &args.jobfile) {
         let file = jobs::load(&args, path)?;
         let merged = crate::jobfile::JobFile {
@@ -140,7 +176,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let outcome = execute::all(&jobs, &plan.groups, &args)?;
+    let outcome = execute::all(&jobs, &plan.groups, &args, None)?;
     let bad_blocks = outcome.bad_blocks();
     write_results(&args, &outcome, &percentiles)?;
     execute::close(jobs, args.to_stdout())?;

@@ -273,6 +273,11 @@ fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
 
 /// Takes `lock` on `dev`. A lock held by another open in this process (two
 /// jobs of one job file on one file) is not a conflict with another run.
+/// Set under `mpirun ... --mpi-layout shared`: the other processes on the
+/// target are this run's other ranks, each on its own part of it.
+pub(crate) static SHARED_WITH_RANKS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 pub(super) fn take_lock(dev: &FileDevice, lock: Lock) -> anyhow::Result<()> {
     let (kind, required) = match lock {
         Lock::Warn(kind) => (kind, false),
@@ -281,6 +286,11 @@ pub(super) fn take_lock(dev: &FileDevice, lock: Lock) -> anyhow::Result<()> {
     match dev.lock(kind) {
         Ok(()) => Ok(()),
         Err(device::DeviceError::Locked { pid: Some(pid), .. }) if pid == std::process::id() && !required => {
+            Ok(())
+        }
+        Err(device::DeviceError::Locked { .. })
+            if !required && SHARED_WITH_RANKS.load(std::sync::atomic::Ordering::Relaxed) =>
+        {
             Ok(())
         }
         Err(device::DeviceError::Locked { path, holder, .. }) if !required => {

@@ -6,6 +6,7 @@ mod fs;
 mod fs_tree;
 mod jobfile;
 mod log;
+mod mpi;
 mod run;
 mod sim;
 mod sweep;

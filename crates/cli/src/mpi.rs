@@ -1,0 +1,203 @@
+//! Running as one of MPI's ranks: `mpirun -np N iolab run ...` (IOR's and
+//! mdtest's way of spanning hosts). The launcher is told from its
+//! environment (Open MPI's, MPICH's and Intel MPI's, Slurm's); MPI itself
+//! is reached only with the `mpi` feature (rsmpi over the system's MPI).
+//! A binary that cannot join the launcher's ranks (built without the
+//! feature, or against the other MPI family, which then reports one rank)
+//! refuses to run: N copies each believing it is alone would report N
+//! figures as one machine's.
+
+#[cfg(feature = "mpi")]
+use mpi::traits::*;
+
+use crate::UsageError;
+
+/// The ranks a launcher started, by its environment: how many, and who
+/// said so.
+pub fn launcher() -> Option<(usize, &'static str)> {
+    const VARS: [(&str, &str); 4] = [
+        ("OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun"),
+        ("PMI_SIZE", "an MPICH-family launcher (mpiexec.hydra)"),
+        ("PMIX_SIZE", "a PMIx launcher"),
+        ("SLURM_STEP_NUM_TASKS", "Slurm's srun"),
+    ];
+    VARS.iter().find_map(|(var, who)| {
+        let n = std::env::var(var).ok()?.trim().parse::<usize>().ok()?;
+        (var != &"SLURM_STEP_NUM_TASKS" || std::env::var_os("SLURM_PROCID").is_some()).then_some((n, *who))
+    })
+}
+
+/// A step every rank agreed failed (on some rank): rank 0 says why, for
+/// all of them; every rank ends without aborting the others.
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
+pub struct Agreed {
+    pub text: String,
+    /// This rank reports it (rank 0).
+    pub report: bool,
+}
+
+/// This process's place among the ranks.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub struct Ranks {
+    pub rank: usize,
+    pub size: usize,
+    pub host: String,
+    /// Some argument named `{rank}` or `{host}` (before they were put in).
+    pub placeholders: bool,
+    #[cfg(feature = "mpi")]
+    world: mpi::topology::SimpleCommunicator,
+    #[cfg(feature = "mpi")]
+    _universe: mpi::environment::Universe,
+}
+
+/// Joins the launcher's ranks when it started more than one; `None` when
+/// iolab runs alone (no launcher, or one rank).
+pub fn start() -> Result<Option<Ranks>, UsageError> {
+    match launcher() {
+        Some((n, who)) if n > 1 => join(n, who).map(Some),
+        _ => Ok(None),
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn join(n: usize, who: &str) -> Result<Ranks, UsageError> {
+    Err(UsageError(format!(
+        "{who} started this as one of {n} ranks, but this iolab was built without MPI, so every rank \
+         would run alone and report as if it were the only one; build it with `cargo build --release \
+         --features mpi` (needs libopenmpi-dev and libclang-dev), or run it without the launcher"
+    )))
+}
+
+#[cfg(feature = "mpi")]
+fn join(n: usize, who: &str) -> Result<Ranks, UsageError> {
+    // Worker threads never call MPI: the main thread alone does.
+    let Some((universe, _)) = mpi::initialize_with_threading(mpi::Threading::Funneled) else {
+        return Err(UsageError("MPI was initialized already".into()));
+    };
+    let world = universe.world();
+    let size = world.size() as usize;
+    if size != n {
+        return Err(UsageError(format!(
+            "{who} started {n} ranks, but MPI reports {size}: this iolab was built against another MPI \
+             family than the launcher's (Open MPI against MPICH, or the reverse); build it against the \
+             launcher's MPI or launch it with the MPI it was built with"
+        )));
+    }
+    let host = mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into());
+    Ok(Ranks { rank: world.rank() as usize, size, host, placeholders: false, world, _universe: universe })
+}
+
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+impl Ranks {
+    /// `arg` with `{rank}`, `{size}` and `{host}` put in.
+    pub fn substitute(&self, arg: &str) -> String {
+        arg.replace("{rank}", &self.rank.to_string())
+            .replace("{size}", &self.size.to_string())
+            .replace("{host}", &self.host)
+    }
+
+    /// Every argument with the placeholders put in.
+    pub fn substitute_all(&mut self, args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+        args.into_iter()
+            .map(|a| match a.to_str() {
+                Some(text) => {
+                    self.placeholders |= text.contains("{rank}") || text.contains("{host}");
+                    self.substitute(text).into()
+                }
+                None => a,
+            })
+            .collect()
+    }
+
+    /// Waits until every rank is here.
+    pub fn barrier(&self) {
+        #[cfg(feature = "mpi")]
+        self.world.barrier();
+    }
+
+    /// Rank 0 gets every rank's text, in rank order (its own first); the
+    /// others send theirs and get `None`.
+    pub fn gather(&self, text: String) -> Option<Vec<String>> {
+        #[cfg(feature = "mpi")]
+        {
+            let root = self.world.process_at_rank(0);
+            if self.rank != 0 {
+                root.send(text.as_bytes());
+                return None;
+            }
+            let mut all = vec![text];
+            for r in 1..self.size {
+                let (bytes, _) = self.world.process_at_rank(r as i32).receive_vec::<u8>();
+                all.push(String::from_utf8_lossy(&bytes).into_owned());
+            }
+            Some(all)
+        }
+        #[cfg(not(feature = "mpi"))]
+        Some(vec![text])
+    }
+
+    /// Rank 0's verdict, the same on every rank: `Ok` or every rank's
+    /// copy of the error (so that none waits at a barrier for a rank that
+    /// gave up).
+    pub fn agree(&self, verdict: Result<(), String>) -> Result<(), String> {
+        let texts = self.gather(verdict.clone().err().unwrap_or_default());
+        #[cfg(feature = "mpi")]
+        {
+            let mut joined: Vec<u8> = texts.map(|all| failures(&all)).unwrap_or_default().into_bytes();
+            let mut len = joined.len() as u64;
+            self.world.process_at_rank(0).broadcast_into(&mut len);
+            if len == 0 {
+                return Ok(());
+            }
+            joined.resize(len as usize, 0);
+            self.world.process_at_rank(0).broadcast_into(&mut joined[..]);
+            Err(String::from_utf8_lossy(&joined).into_owned())
+        }
+        #[cfg(not(feature = "mpi"))]
+        {
+            let _ = texts;
+            verdict
+        }
+    }
+
+    /// Ends every rank: a rank that fails mid-run cannot leave the others
+    /// waiting at a barrier.
+    pub fn abort(&self, code: i32) -> ! {
+        #[cfg(feature = "mpi")]
+        self.world.abort(code);
+        #[cfg(not(feature = "mpi"))]
+        std::process::exit(code)
+    }
+}
+
+/// The ranks' failures (an empty text for a rank that did well) as one
+/// text: once when every rank failed alike, else each with its rank.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn failures(texts: &[String]) -> String {
+    let failed: Vec<(usize, &String)> = texts.iter().enumerate().filter(|(_, t)| !t.is_empty()).collect();
+    match failed.as_slice() {
+        [] => String::new(),
+        [(_, first), ..] if failed.len() == texts.len() && failed.iter().all(|(_, t)| t == first) => {
+            format!("{first} (on every rank)")
+        }
+        _ => failed.iter().map(|(r, t)| format!("rank {r}: {t}")).collect::<Vec<_>>().join("; "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failures;
+
+    #[test]
+    fn the_same_failure_on_every_rank_is_said_once() {
+        let all = vec!["no room".to_string(), "no room".to_string()];
+        assert_eq!(failures(&all), "no room (on every rank)");
+    }
+
+    #[test]
+    fn different_failures_name_their_ranks() {
+        let all = vec![String::new(), "no room".to_string(), "gone".to_string()];
+        assert_eq!(failures(&all), "rank 1: no room; rank 2: gone");
+    }
+}

@@ -1,0 +1,182 @@
+//! `iolab run` as one of MPI's ranks (`mpirun -np N iolab run ...`): each
+//! rank prepares and lays out its own jobs, every run starts after a
+//! barrier and ends with one (IOR's phases), and rank 0 gathers every
+//! rank's document and the times its runs began and ended, prints one
+//! table (a row per rank, then the aggregate) and writes one JSON
+//! document (`iolab-mpi-run`).
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::{execute, jobs, percentiles, prepare, MpiLayout, OutputFormat, RunArgs};
+use crate::mpi::{Agreed, Ranks};
+use crate::UsageError;
+
+pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
+    let layout = args.mpi_layout.unwrap_or(MpiLayout::PerRank);
+    let json = args.json.take();
+    // Live output from N ranks on one terminal would be noise: rank 0
+    // prints the gathered tables at the end.
+    args.quiet = true;
+    args.silent = true;
+    let checked = refused(&args, json.as_deref()).and_then(|()| {
+        let mut plan = jobs::plan(&args)?;
+        let percentiles = percentiles(&args.percentiles)?;
+        match layout {
+            MpiLayout::PerRank => private_targets(&plan, ranks)?,
+            MpiLayout::Shared => {
+                split_regions(&mut plan, ranks)?;
+                crate::stack::base::SHARED_WITH_RANKS.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        Ok((plan, percentiles))
+    });
+    let (plan, percentiles) = agreed(ranks, checked)?;
+    // On a shared target rank 0 makes it first; the others then open it.
+    let jobs = if layout == MpiLayout::Shared && ranks.rank != 0 {
+        agreed(ranks, Ok(()))?;
+        prepare::all(&plan, args.force)
+    } else {
+        let jobs = prepare::all(&plan, args.force);
+        if layout == MpiLayout::Shared {
+            agreed(ranks, jobs.as_ref().map(|_| ()).map_err(|e| anyhow::anyhow!("{e:#}")))?;
+        }
+        jobs
+    };
+    let jobs = agreed(ranks, jobs)?;
+    let barrier = || ranks.barrier();
+    let outcome = execute::all(&jobs, &plan.groups, &args, Some(&barrier))?;
+    let doc = report::json::RunDocument::new(env!("CARGO_PKG_VERSION"), &outcome.reports, &percentiles);
+    let mine = report::RankRun {
+        rank: ranks.rank,
+        host: ranks.host.clone(),
+        document: serde_json::from_str(&doc.to_json()).context("the run document is not JSON")?,
+        windows: outcome.windows.clone(),
+    };
+    execute::close(jobs, false)?;
+    let own_bad = outcome.bad_blocks();
+    let Some(texts) = ranks.gather(serde_json::to_string(&mine)?) else {
+        return Ok(if own_bad > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS });
+    };
+    let all: Vec<report::RankRun> = texts
+        .iter()
+        .map(|t| serde_json::from_str(t))
+        .collect::<Result<_, _>>()
+        .context("a rank's results did not arrive whole")?;
+    let to_stdout = json.as_deref().is_none_or(|p| p.as_os_str() != "-");
+    if to_stdout {
+        print!("{}", report::mpi_table(&all, layout.name()));
+    }
+    if let Some(path) = &json {
+        let doc = report::mpi_document(env!("CARGO_PKG_VERSION"), &all, layout.name());
+        crate::write_json(path, &serde_json::to_string_pretty(&doc)?)?;
+    }
+    let bad: u64 = all.iter().map(|r| bad_blocks(&r.document)).sum();
+    if outcome.interrupted {
+        eprintln!("iolab: interrupted: the results above cover the time before the interrupt");
+        return Ok(ExitCode::from(130));
+    }
+    if bad > 0 {
+        eprintln!(
+            "iolab: validation found {bad} bad block(s) over all ranks (each rank's in the JSON document)"
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every rank's verdict on a step, the same on all: rank 0 reports the
+/// failures (each rank's), the others end quietly.
+fn agreed<T>(ranks: &Ranks, step: anyhow::Result<T>) -> anyhow::Result<T> {
+    let verdict = step.as_ref().map(|_| ()).map_err(crate::message);
+    match (ranks.agree(verdict), step) {
+        (Ok(()), Ok(value)) => Ok(value),
+        (Err(all), Err(own)) => Err(own.context(Agreed { text: all, report: ranks.rank == 0 })),
+        (Err(all), Ok(_)) => Err(Agreed { text: all, report: ranks.rank == 0 }.into()),
+        (Ok(()), Err(own)) => Err(own),
+    }
+}
+
+/// What a rank's run cannot do yet.
+fn refused(args: &RunArgs, json: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let flag = if args.print_job {
+        Some("--print-job")
+    } else if args.power_cut.is_some() {
+        Some("--power-cut")
+    } else if args.log_dir.is_some() {
+        Some("--log-dir")
+    } else if args.plot.is_some() {
+        Some("--plot")
+    } else if args.output_format == OutputFormat::Csv {
+        Some("--output-format csv")
+    } else if args.error_log.is_some() {
+        Some("--error-log")
+    } else {
+        None
+    };
+    if let Some(flag) = flag {
+        return Err(UsageError(format!(
+            "{flag}: not under mpirun yet; run without it (rank 0's --json document holds every rank's results and errors)"
+        ))
+        .into());
+    }
+    if let Some(path) = json {
+        crate::check_output("json", path, true)?;
+    }
+    Ok(())
+}
+
+/// Per-rank targets: no two ranks may write one path. Memory and
+/// simulated targets live in each rank's process.
+fn private_targets(plan: &jobs::Plan, ranks: &Ranks) -> Result<(), UsageError> {
+    if ranks.placeholders {
+        return Ok(());
+    }
+    for (f, _) in &plan.jobs {
+        let paths = [
+            ("target", f.target.clone().filter(|t| !t.starts_with("mem:") && !t.starts_with("sim:"))),
+            ("journal", f.journal.as_ref().map(|p| p.display().to_string())),
+            ("key-map-dir", f.key_map_dir.as_ref().map(|p| p.display().to_string())),
+            ("log-device", f.log_device.as_ref().map(|p| p.display().to_string())),
+        ];
+        if let Some((flag, Some(path))) = paths.into_iter().find(|(_, p)| p.is_some()) {
+            return Err(UsageError(format!(
+                "--{flag} {path}: every one of the {} ranks would use it; put {{rank}} or {{host}} in the path \
+                 (e.g. /data/t{{rank}}.img), or split one target's region with --mpi-layout shared",
+                ranks.size
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `--mpi-layout shared`: each rank takes its 1/N of every job's region,
+/// in whole blocks of the largest transfer.
+fn split_regions(plan: &mut jobs::Plan, ranks: &Ranks) -> Result<(), UsageError> {
+    for (_, spec) in &mut plan.jobs {
+        let Some(size) = spec.size_bytes else {
+            return Err(UsageError(format!(
+                "--mpi-layout shared: job {} has no --size; give the region the ranks split",
+                spec.name
+            )));
+        };
+        let unit = spec.bs.max_bytes().max(4096);
+        let slice = size / ranks.size as u64 / unit * unit;
+        if slice == 0 {
+            return Err(UsageError(format!(
+                "--mpi-layout shared: job {}'s region of {size} bytes gives {} ranks less than a {unit}-byte block each; give a larger --size",
+                spec.name, ranks.size
+            )));
+        }
+        spec.offset_bytes += ranks.rank as u64 * slice;
+        spec.size_bytes = Some(slice);
+    }
+    Ok(())
+}
+
+fn bad_blocks(doc: &serde_json::Value) -> u64 {
+    let jobs = doc.get("jobs").and_then(|j| j.as_array()).into_iter().flatten();
+    let runs = jobs.filter_map(|j| j.get("runs").and_then(|r| r.as_array())).flatten();
+    runs.filter_map(|r| r.get("validation")?.get("errors")?.as_u64()).sum()
+}

@@ -1,0 +1,203 @@
+//! `mpirun -np N iolab run ...` and `iolab validate` under MPI. The
+//! refusals of a binary that cannot join the launcher's ranks run in every
+//! build; the multi-rank tests need the `mpi` feature and Open MPI's
+//! mpirun (`.ci/run` installs both), over shared memory only.
+
+use std::process::{Command, Output};
+
+use crate::cli::{stderr, stdout};
+
+/// iolab as a launcher would start one of `size` ranks, without MPI
+/// behind it.
+fn as_rank_of(size: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(args)
+        .env("OMPI_COMM_WORLD_SIZE", size)
+        .output()
+        .expect("run iolab")
+}
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn a_build_without_mpi_refuses_to_be_one_of_several_ranks() {
+    let out = as_rank_of("2", &["run", "--target", "mem:1m", "--ios", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("built without MPI"), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty(), "it ran anyway: {}", stdout(&out));
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn a_launcher_that_says_two_ranks_where_mpi_sees_one_is_refused() {
+    // No mpirun: MPI starts as a singleton, the other family's way.
+    let out = as_rank_of("2", &["run", "--target", "mem:1m", "--ios", "10"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("but MPI reports 1"), "{}", stderr(&out));
+}
+
+#[test]
+fn one_rank_runs_as_iolab_alone() {
+    let out = as_rank_of("1", &["run", "--target", "mem:1m", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("lat(us) mean"), "{}", stdout(&out));
+}
+
+#[test]
+fn mpi_layout_without_mpirun_is_refused() {
+    let out = crate::cli::iolab(&["run", "--target", "mem:1m", "--mpi-layout", "shared"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--mpi-layout: applies under mpirun only"), "{}", stderr(&out));
+}
+
+#[cfg(feature = "mpi")]
+mod ranks {
+    use std::process::{Command, Output};
+
+    use serde_json::Value;
+
+    use crate::cli::{stderr, stdout};
+
+    /// `mpirun -np N iolab ARGS` over shared memory, as root if need be.
+    fn mpirun(n: usize, args: &[&str]) -> Output {
+        Command::new("mpirun")
+            .args(["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader", "-np"])
+            .arg(n.to_string())
+            .arg(env!("CARGO_BIN_EXE_iolab"))
+            .args(args)
+            .output()
+            .expect("run mpirun (apt-get install openmpi-bin)")
+    }
+
+    fn json(path: &std::path::Path) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// `mpirun -np N iolab run --target DIR/TARGET ARGS --json ...`, which
+    /// must succeed: the gathered document, and the directory.
+    fn run_json(n: usize, target: &str, args: &[&str]) -> (Value, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let (target, out_path) = (dir.path().join(target), dir.path().join("mpi.json"));
+        let mut all = vec!["run", "--target", target.to_str().unwrap()];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--json", out_path.to_str().unwrap()]);
+        let out = mpirun(n, &all);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        (json(&out_path), dir)
+    }
+
+    fn write_ios(doc: &Value) -> u64 {
+        doc["jobs"][0]["runs"][0]["write"]["ios"].as_u64().unwrap()
+    }
+
+    #[test]
+    fn the_aggregate_is_the_sum_of_every_ranks_requests() {
+        for n in [2usize, 3] {
+            let dir = tempfile::tempdir().unwrap();
+            let out_path = dir.path().join("mpi.json");
+            let out = mpirun(
+                n,
+                &[
+                    "run",
+                    "--target",
+                    "mem:8m",
+                    "--rw",
+                    "randwrite",
+                    "--ios",
+                    "700",
+                    "--json",
+                    out_path.to_str().unwrap(),
+                ],
+            );
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            let doc = json(&out_path);
+            assert_eq!(doc["size"], n);
+            let ranks = doc["ranks"].as_array().unwrap();
+            assert_eq!(ranks.len(), n);
+            let sum: u64 = ranks.iter().map(|r| write_ios(&r["document"])).sum();
+            assert_eq!(sum, 700 * n as u64);
+            assert_eq!(doc["aggregate"][0]["write_ios"].as_u64(), Some(sum));
+            assert_eq!(doc["aggregate"][0]["ranks"].as_u64(), Some(n as u64));
+        }
+    }
+
+    #[test]
+    fn rank_0_prints_a_row_per_rank_and_the_aggregate() {
+        let out = mpirun(2, &["run", "--target", "mem:8m", "--ios", "200"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains("MPI: 2 ranks on 1 host(s)"), "{text}");
+        assert!(text.contains("all  2 ranks"), "{text}");
+        assert_eq!(text.matches("MPI: 2 ranks").count(), 1, "only rank 0 prints: {text}");
+    }
+
+    #[test]
+    fn per_rank_targets_are_distinct_files() {
+        let (doc, dir) = run_json(2, "t{rank}.img", &["--size", "4m", "--ios", "100"]);
+        assert!(dir.path().join("t0.img").is_file() && dir.path().join("t1.img").is_file());
+        let names: Vec<&str> = (0..2)
+            .map(|r| doc["ranks"][r]["document"]["jobs"][0]["runs"][0]["target"].as_str().unwrap())
+            .collect();
+        assert_ne!(names[0], names[1]);
+    }
+
+    #[test]
+    fn one_path_for_every_rank_is_refused_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("t.img");
+        let out = mpirun(2, &["run", "--target", target.to_str().unwrap(), "--size", "4m", "--ios", "10"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert_eq!(
+            stderr(&out).matches("every one of the 2 ranks would use it").count(),
+            1,
+            "{}",
+            stderr(&out)
+        );
+        assert!(!target.exists(), "nothing is made when the ranks refuse");
+    }
+
+    #[test]
+    fn a_shared_target_is_split_into_one_region_per_rank() {
+        let args = ["--size", "12m", "--ios", "100", "--mpi-layout", "shared"];
+        let (doc, _dir) = run_json(3, "shared.img", &args);
+        let regions: Vec<(u64, u64)> = (0..3)
+            .map(|r| {
+                let run = &doc["ranks"][r]["document"]["jobs"][0]["runs"][0];
+                (run["region_offset_bytes"].as_u64().unwrap(), run["region_bytes"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(regions, vec![(0, 4 << 20), (4 << 20, 4 << 20), (8 << 20, 4 << 20)]);
+    }
+
+    #[test]
+    fn validation_runs_per_rank_and_a_bad_rank_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("t{rank}.img");
+        let journal = dir.path().join("j{rank}");
+        let (target, journal) = (target.to_str().unwrap(), journal.to_str().unwrap());
+        let out = mpirun(
+            2,
+            &["run", "--target", target, "--size", "4m", "--ios", "2000", "--validate", "--journal", journal],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let check = || mpirun(2, &["validate", "--target", target, "--journal", journal]);
+        let ok = check();
+        assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+        assert!(stdout(&ok).contains("2 ranks: 2 ok, 0 not"), "{}", stdout(&ok));
+        // Rank 1's target loses its every block's contents.
+        std::fs::write(dir.path().join("t1.img"), vec![0x5au8; 4 << 20]).unwrap();
+        let bad = check();
+        assert_ne!(bad.status.code(), Some(0), "{}", stdout(&bad));
+        assert!(stdout(&bad).contains("2 ranks: 1 ok, 1 not"), "{}", stdout(&bad));
+    }
+
+    #[test]
+    fn other_commands_are_refused_under_mpirun() {
+        let out = mpirun(2, &["fs", "ls", "no-such.img"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("only `iolab run` and `iolab validate` run under mpirun"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

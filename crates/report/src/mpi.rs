@@ -1,0 +1,250 @@
+//! `mpirun -np N iolab run ...`: every rank's run document and the times
+//! its runs began and ended, gathered at rank 0, turned into one table (a
+//! row per rank, then the aggregate) and one document (`iolab-mpi-run`).
+//!
+//! The aggregate is IOR's: the requests and bytes of every rank over the
+//! time from the first rank's start to the last rank's end, each rank's
+//! times read on its own clock from the barrier that started the run (so
+//! the figure carries the barrier's skew between hosts, microseconds on
+//! one host). Beside it elbencho's first-done and last-done: when the
+//! first and the last rank finished, whose gap shows the stragglers.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// One rank's part, as rank 0 receives it.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct RankRun {
+    pub rank: usize,
+    pub host: String,
+    /// The rank's `iolab-run` document.
+    pub document: Value,
+    /// Per job, per run: when its measured phase began and when the run
+    /// ended, in seconds from the barrier that started it.
+    pub windows: Vec<Vec<(f64, f64)>>,
+}
+
+/// One run of one job over every rank.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Aggregate {
+    pub job: String,
+    pub run: usize,
+    pub ranks: usize,
+    pub read_ios: u64,
+    pub write_ios: u64,
+    pub bytes: u64,
+    /// The first rank's start; the window runs from it to the last
+    /// rank's end.
+    pub start_s: f64,
+    pub window_s: f64,
+    pub iops: f64,
+    pub read_iops: f64,
+    pub write_iops: f64,
+    pub mib_per_s: f64,
+    pub first_done_s: f64,
+    pub last_done_s: f64,
+}
+
+fn run_of(doc: &Value, job: usize, run: usize) -> Option<&Value> {
+    doc.get("jobs")?.get(job)?.get("runs")?.get(run)
+}
+
+fn count(run: &Value, dir: &str, what: &str) -> u64 {
+    run.get(dir).and_then(|d| d.get(what)).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// The aggregate of every job's every run, in the order of rank 0's
+/// document. A job or run a rank lacks (it stopped early) is left out of
+/// that aggregate, which then says how many ranks it covers.
+pub fn aggregate(ranks: &[RankRun]) -> Vec<Aggregate> {
+    let Some(first) = ranks.first() else { return Vec::new() };
+    let jobs = first.document.get("jobs").and_then(Value::as_array).map_or(0, Vec::len);
+    let mut out = Vec::new();
+    for j in 0..jobs {
+        let runs = run_count(&first.document, j);
+        let name = first.document["jobs"][j].get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        for r in 0..runs {
+            let mut agg = Aggregate {
+                job: name.clone(),
+                run: r + 1,
+                ranks: 0,
+                read_ios: 0,
+                write_ios: 0,
+                bytes: 0,
+                start_s: 0.0,
+                window_s: 0.0,
+                iops: 0.0,
+                read_iops: 0.0,
+                write_iops: 0.0,
+                mib_per_s: 0.0,
+                first_done_s: f64::INFINITY,
+                last_done_s: 0.0,
+            };
+            let mut start = f64::INFINITY;
+            for rank in ranks {
+                let (Some(run), Some(&(from, to))) =
+                    (run_of(&rank.document, j, r), rank.windows.get(j).and_then(|w| w.get(r)))
+                else {
+                    continue;
+                };
+                agg.ranks += 1;
+                agg.read_ios += count(run, "read", "ios");
+                agg.write_ios += count(run, "write", "ios");
+                agg.bytes += count(run, "read", "bytes") + count(run, "write", "bytes");
+                start = start.min(from);
+                agg.first_done_s = agg.first_done_s.min(to);
+                agg.last_done_s = agg.last_done_s.max(to);
+            }
+            if agg.ranks == 0 {
+                continue;
+            }
+            agg.start_s = start;
+            agg.window_s = (agg.last_done_s - start).max(0.0);
+            if agg.window_s > 0.0 {
+                agg.iops = (agg.read_ios + agg.write_ios) as f64 / agg.window_s;
+                agg.read_iops = agg.read_ios as f64 / agg.window_s;
+                agg.write_iops = agg.write_ios as f64 / agg.window_s;
+                agg.mib_per_s = agg.bytes as f64 / 1048576.0 / agg.window_s;
+            }
+            out.push(agg);
+        }
+    }
+    out
+}
+
+fn run_count(doc: &Value, job: usize) -> usize {
+    doc["jobs"][job].get("runs").and_then(Value::as_array).map_or(0, Vec::len)
+}
+
+/// The table rank 0 prints: for each job and run, a row per rank and
+/// host, then the aggregate.
+pub fn mpi_table(ranks: &[RankRun], layout: &str) -> String {
+    let mut out = String::new();
+    let hosts: std::collections::BTreeSet<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "MPI: {} ranks on {} host(s) ({}), targets {layout}; each rank's times from the barrier that started the run",
+        ranks.len(),
+        hosts.len(),
+        hosts.iter().copied().collect::<Vec<_>>().join(", ")
+    );
+    for agg in aggregate(ranks) {
+        let (j, r) = job_index(ranks, &agg);
+        let _ = writeln!(out, "{} run {}:", agg.job, agg.run);
+        let _ = writeln!(
+            out,
+            "  {:>5}  {:<16} {:>12} {:>12} {:>10} {:>9} {:>9}",
+            "rank", "host", "read IOPS", "write IOPS", "MiB/s", "start s", "end s"
+        );
+        for rank in ranks {
+            let (Some(run), Some(&(from, to))) =
+                (run_of(&rank.document, j, r), rank.windows.get(j).and_then(|w| w.get(r)))
+            else {
+                continue;
+            };
+            let f = |dir: &str, what: &str| run.get(dir).and_then(|d| d.get(what)).and_then(Value::as_f64);
+            let mib = f("read", "mib_per_s").unwrap_or(0.0) + f("write", "mib_per_s").unwrap_or(0.0);
+            let _ = writeln!(
+                out,
+                "  {:>5}  {:<16} {:>12.0} {:>12.0} {:>10.1} {:>9.3} {:>9.3}",
+                rank.rank,
+                rank.host,
+                f("read", "iops").unwrap_or(0.0),
+                f("write", "iops").unwrap_or(0.0),
+                mib,
+                from,
+                to
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {:>5}  {:<16} {:>12.0} {:>12.0} {:>10.1} {:>9.3} {:>9.3}",
+            "all",
+            format!("{} ranks", agg.ranks),
+            agg.read_iops,
+            agg.write_iops,
+            agg.mib_per_s,
+            agg.start_s,
+            agg.last_done_s
+        );
+        let _ = writeln!(
+            out,
+            "  all: {} requests ({} read, {} write) in {:.3} s from the first start to the last end; \
+             first rank done at {:.3} s, last at {:.3} s",
+            agg.read_ios + agg.write_ios,
+            agg.read_ios,
+            agg.write_ios,
+            agg.window_s,
+            agg.first_done_s,
+            agg.last_done_s
+        );
+    }
+    out
+}
+
+fn job_index(ranks: &[RankRun], agg: &Aggregate) -> (usize, usize) {
+    let doc = &ranks[0].document;
+    let jobs = doc.get("jobs").and_then(Value::as_array).map_or(0, Vec::len);
+    let j = (0..jobs).find(|&j| doc["jobs"][j].get("name").and_then(Value::as_str) == Some(&agg.job));
+    (j.unwrap_or(0), agg.run - 1)
+}
+
+/// The `iolab-mpi-run` document (version 1; docs/json.md): the ranks,
+/// each with its host, windows and own `iolab-run` document, and the
+/// aggregates.
+pub fn mpi_document(iolab_version: &str, ranks: &[RankRun], layout: &str) -> Value {
+    let hosts: std::collections::BTreeSet<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
+    json!({
+        "schema": "iolab-mpi-run",
+        "version": 1,
+        "iolab_version": iolab_version,
+        "size": ranks.len(),
+        "hosts": hosts,
+        "layout": layout,
+        "aggregate": aggregate(ranks),
+        "ranks": ranks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(rank: usize, host: &str, ios: u64, window: (f64, f64)) -> RankRun {
+        let run = json!({"read": {"ios": 0, "bytes": 0}, "write": {"ios": ios, "bytes": ios * 4096}});
+        RankRun {
+            rank,
+            host: host.into(),
+            document: json!({"jobs": [{"name": "job1", "runs": [run]}]}),
+            windows: vec![vec![window]],
+        }
+    }
+
+    #[test]
+    fn the_aggregate_is_every_ranks_requests_over_first_start_to_last_end() {
+        let ranks = [rank(0, "a", 1000, (0.1, 1.1)), rank(1, "b", 3000, (0.2, 2.1))];
+        let agg = &aggregate(&ranks)[0];
+        assert_eq!((agg.ranks, agg.write_ios, agg.bytes), (2, 4000, 4000 * 4096));
+        assert!((agg.window_s - 2.0).abs() < 1e-9, "{}", agg.window_s);
+        assert!((agg.iops - 2000.0).abs() < 1e-6);
+        assert_eq!((agg.first_done_s, agg.last_done_s), (1.1, 2.1));
+    }
+
+    #[test]
+    fn a_rank_without_the_run_is_left_out_and_counted() {
+        let mut short = rank(1, "b", 3000, (0.2, 2.1));
+        short.windows = vec![vec![]];
+        let agg = &aggregate(&[rank(0, "a", 1000, (0.0, 1.0)), short])[0];
+        assert_eq!((agg.ranks, agg.write_ios), (1, 1000));
+    }
+
+    #[test]
+    fn the_document_names_every_host_once() {
+        let doc = mpi_document("0", &[rank(0, "a", 1, (0.0, 1.0)), rank(1, "a", 1, (0.0, 1.0))], "per-rank");
+        assert_eq!(doc["hosts"], json!(["a"]));
+        assert_eq!(doc["size"], 2);
+        assert_eq!(doc["aggregate"][0]["write_ios"], 2);
+    }
+}
