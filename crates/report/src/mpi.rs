@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// One rank's part, as rank 0 receives it.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
@@ -191,26 +191,10 @@ fn job_index(ranks: &[RankRun], agg: &Aggregate) -> (usize, usize) {
     (j.unwrap_or(0), agg.run - 1)
 }
 
-/// The `iolab-mpi-run` document (version 1; docs/json.md): the ranks,
-/// each with its host, windows and own `iolab-run` document, and the
-/// aggregates.
-pub fn mpi_document(iolab_version: &str, ranks: &[RankRun], layout: &str) -> Value {
-    let hosts: std::collections::BTreeSet<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
-    json!({
-        "schema": "iolab-mpi-run",
-        "version": 1,
-        "iolab_version": iolab_version,
-        "size": ranks.len(),
-        "hosts": hosts,
-        "layout": layout,
-        "aggregate": aggregate(ranks),
-        "ranks": ranks,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn rank(rank: usize, host: &str, ios: u64, window: (f64, f64)) -> RankRun {
         let run = json!({"read": {"ios": 0, "bytes": 0}, "write": {"ios": ios, "bytes": ios * 4096}});
@@ -242,9 +226,9 @@ mod tests {
 
     #[test]
     fn the_document_names_every_host_once() {
-        let doc = mpi_document("0", &[rank(0, "a", 1, (0.0, 1.0)), rank(1, "a", 1, (0.0, 1.0))], "per-rank");
-        assert_eq!(doc["hosts"], json!(["a"]));
-        assert_eq!(doc["size"], 2);
-        assert_eq!(doc["aggregate"][0]["write_ios"], 2);
+        let ranks = [rank(0, "a", 1, (0.0, 1.0)), rank(1, "a", 1, (0.0, 1.0))];
+        let doc = crate::json::MpiRunDocument::new("0", &ranks, "per-rank", None);
+        assert_eq!((doc.hosts.clone(), doc.size), (vec!["a"], 2));
+        assert_eq!(doc.aggregate[0].write_ios, 2);
     }
 }

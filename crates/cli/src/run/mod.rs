@@ -83,6 +83,11 @@ pub struct RunArgs {
     /// 1/N of one shared target's region (shared; needs --size).
     #[arg(long, value_enum, value_name = "LAYOUT")]
     pub mpi_layout: Option<MpiLayout>,
+    /// Under mpirun: every rank stops this long into the measured phase,
+    /// done or not (IOR's stonewall, -D), so that no straggler's tail
+    /// stretches the aggregate's window.
+    #[arg(long, value_name = "TIME")]
+    pub stonewall: Option<String>,
     /// A rank other than 0 under MPI: nothing on standard output.
     #[arg(skip)]
     pub silent: bool,
@@ -141,6 +146,12 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
     if args.mpi_layout.is_some() {
         return Err(UsageError(
             "--mpi-layout: applies under mpirun only (mpirun -np N iolab run ... --mpi-layout shared)".into(),
+        )
+        .into());
+    }
+    if args.stonewall.is_some() {
+        return Err(UsageError(
+            "--stonewall: applies under mpirun only; a run alone stops at --runtime".into(),
         )
         .into());
     }

@@ -23,6 +23,12 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     let checked = refused(&args, json.as_deref()).and_then(|()| {
         let mut plan = jobs::plan(&args)?;
         let percentiles = percentiles(&args.percentiles)?;
+        if let Some(text) = &args.stonewall {
+            let wall = workloads::spec::parse_duration("stonewall", text).map_err(UsageError::from)?;
+            for (_, spec) in &mut plan.jobs {
+                spec.runtime = Some(spec.runtime.map_or(wall, |r| r.min(wall)));
+            }
+        }
         match layout {
             MpiLayout::PerRank => private_targets(&plan, ranks)?,
             MpiLayout::Shared => {
@@ -66,11 +72,13 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
         .context("a rank's results did not arrive whole")?;
     let to_stdout = json.as_deref().is_none_or(|p| p.as_os_str() != "-");
     if to_stdout {
-        print!("{}", report::mpi_table(&all, layout.name()));
+        print!("{}", report::mpi_table(&all, &how(layout, args.stonewall.as_deref())));
     }
     if let Some(path) = &json {
-        let doc = report::mpi_document(env!("CARGO_PKG_VERSION"), &all, layout.name());
-        crate::write_json(path, &serde_json::to_string_pretty(&doc)?)?;
+        let stonewall = args.stonewall.as_deref();
+        let doc =
+            report::json::MpiRunDocument::new(env!("CARGO_PKG_VERSION"), &all, layout.name(), stonewall);
+        crate::write_json(path, &doc.to_json())?;
     }
     let bad: u64 = all.iter().map(|r| bad_blocks(&r.document)).sum();
     if outcome.interrupted {
@@ -84,6 +92,14 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How the ranks ran, for the table's heading.
+fn how(layout: MpiLayout, stonewall: Option<&str>) -> String {
+    match stonewall {
+        Some(wall) => format!("{}, every rank stopped {wall} into its run (stonewall)", layout.name()),
+        None => layout.name().to_string(),
+    }
 }
 
 /// Every rank's verdict on a step, the same on all: rank 0 reports the

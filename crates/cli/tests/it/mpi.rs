@@ -191,6 +191,18 @@ mod ranks {
     }
 
     #[test]
+    fn the_stonewall_stops_every_rank_before_its_requests_are_done() {
+        let args = ["--ios", "1000000000", "--stonewall", "300ms"];
+        let (doc, _dir) = run_json(2, "t{rank}.img", &[&["--size", "4m"][..], &args].concat());
+        assert_eq!(doc["stonewall"], "300ms");
+        for r in 0..2 {
+            let done = write_ios(&doc["ranks"][r]["document"])
+                + doc["ranks"][r]["document"]["jobs"][0]["runs"][0]["read"]["ios"].as_u64().unwrap();
+            assert!(done > 0 && done < 1_000_000_000, "rank {r} ran {done} requests");
+        }
+    }
+
+    #[test]
     fn other_commands_are_refused_under_mpirun() {
         let out = mpirun(2, &["fs", "ls", "no-such.img"]);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));

@@ -14,6 +14,7 @@
 pub mod bonnie;
 pub mod crash;
 pub mod fsck;
+pub mod mpi;
 pub mod run;
 pub mod sweep_journal;
 pub mod sweep_policies;
@@ -25,6 +26,7 @@ pub mod volume;
 pub use bonnie::BonnieDocument;
 pub use crash::{CrashDocument, FsCrashDocument};
 pub use fsck::FsckDocument;
+pub use mpi::MpiRunDocument;
 pub use run::error_log;
 pub use run::RunDocument;
 pub use sweep_journal::SweepJournalDocument;

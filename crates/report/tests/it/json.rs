@@ -198,3 +198,19 @@ fn histograms_and_seconds_sum_to_the_request_counts() {
     }
     assert!(checked > 0);
 }
+
+#[test]
+fn mpi_run_document_matches_its_golden_file() {
+    let run = report::json::RunDocument::new("0.1.0", &fixtures::job_reports(), &[50.0]);
+    let document: serde_json::Value = serde_json::from_str(&run.to_json()).unwrap();
+    let ranks: Vec<report::RankRun> = (0..2)
+        .map(|r| report::RankRun {
+            rank: r,
+            host: format!("node{r}"),
+            document: document.clone(),
+            windows: vec![vec![(0.25, 10.5)]; document["jobs"].as_array().unwrap().len()],
+        })
+        .collect();
+    let doc = report::json::MpiRunDocument::new("0.1.0", &ranks, "per-rank", Some("10s"));
+    check_golden("mpi_run.json", &doc.to_json());
+}
