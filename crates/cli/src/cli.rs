@@ -76,9 +76,13 @@ pub enum Command {
 }
 
 pub fn dispatch(cli: Cli, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
-    if let (Some(ranks), false) = (ranks, matches!(cli.command, Command::Run(_) | Command::Validate(_))) {
+    let under_mpi = matches!(
+        cli.command,
+        Command::Run(_) | Command::Validate(_) | Command::Fs(crate::fs::FsCommand::Tree(_))
+    );
+    if let (Some(ranks), false) = (ranks, under_mpi) {
         return Err(crate::UsageError(format!(
-            "started as one of {} MPI ranks: only `iolab run` and `iolab validate` run under mpirun (each rank its own job or check, rank 0 reports them all)",
+            "started as one of {} MPI ranks: only `iolab run`, `iolab validate` and `iolab fs tree` run under mpirun (each rank its own job, check or tree, rank 0 reports them all)",
             ranks.size
         ))
         .into());
@@ -90,7 +94,7 @@ pub fn dispatch(cli: Cli, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
         Command::Bonnie(args) => crate::bonnie::run(args),
         Command::Validate(args) => crate::validate::run(args, ranks),
         Command::Sweep(command) => crate::sweep::run(command),
-        Command::Fs(command) => crate::fs::run(command),
+        Command::Fs(command) => crate::fs::run(command, ranks),
         Command::Report(args) => crate::report_cmd::run(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -161,6 +161,18 @@ impl Ranks {
         }
     }
 
+    /// Every rank's verdict on `step`, the same on all: on a failure
+    /// anywhere, every rank returns [`Agreed`] (rank 0 reports it, once).
+    pub fn agreed<T>(&self, step: anyhow::Result<T>) -> anyhow::Result<T> {
+        let verdict = step.as_ref().map(|_| ()).map_err(crate::message);
+        match (self.agree(verdict), step) {
+            (Ok(()), Ok(value)) => Ok(value),
+            (Err(all), Err(own)) => Err(own.context(Agreed { text: all, report: self.rank == 0 })),
+            (Err(all), Ok(_)) => Err(Agreed { text: all, report: self.rank == 0 }.into()),
+            (Ok(()), Err(own)) => Err(own),
+        }
+    }
+
     /// Ends every rank: a rank that fails mid-run cannot leave the others
     /// waiting at a barrier.
     pub fn abort(&self, code: i32) -> ! {

@@ -191,6 +191,46 @@ fn job_index(ranks: &[RankRun], agg: &Aggregate) -> (usize, usize) {
     (j.unwrap_or(0), agg.run - 1)
 }
 
+/// One rank's mdtest phases, as rank 0 receives them: each phase's name,
+/// calls and seconds.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct RankPhases {
+    pub rank: usize,
+    pub host: String,
+    pub phases: Vec<(String, u64, f64)>,
+}
+
+/// mdtest's summary over the ranks: per phase (each begun by every rank
+/// together, after a barrier), every rank's calls over the slowest rank's
+/// time (mdtest's rate), and the slowest and fastest rank's own rates.
+pub fn mpi_mdtest_table(ranks: &[RankPhases], on: &str) -> String {
+    let mut out = String::new();
+    let hosts: std::collections::BTreeSet<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "MPI: {} ranks on {} host(s), each in a directory of its own on {on}; every phase begun together (a barrier before it)",
+        ranks.len(),
+        hosts.len()
+    );
+    let _ = writeln!(
+        out,
+        "{:<20} {:>10} {:>10} {:>14} {:>14} {:>14}",
+        "phase", "items", "slowest s", "rate (all)/s", "slowest rank/s", "fastest rank/s"
+    );
+    let Some(first) = ranks.first() else { return out };
+    for (i, (name, _, _)) in first.phases.iter().enumerate() {
+        let each: Vec<(u64, f64)> =
+            ranks.iter().filter_map(|r| r.phases.get(i)).map(|p| (p.1, p.2)).collect();
+        let items: u64 = each.iter().map(|e| e.0).sum();
+        let slowest = each.iter().map(|e| e.1).fold(0.0, f64::max);
+        let rates: Vec<f64> = each.iter().map(|&(n, s)| if s > 0.0 { n as f64 / s } else { 0.0 }).collect();
+        let (lo, hi) = rates.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+        let all = if slowest > 0.0 { items as f64 / slowest } else { 0.0 };
+        let _ = writeln!(out, "{name:<20} {items:>10} {slowest:>10.3} {all:>14.1} {lo:>14.1} {hi:>14.1}");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +254,19 @@ mod tests {
         assert!((agg.window_s - 2.0).abs() < 1e-9, "{}", agg.window_s);
         assert!((agg.iops - 2000.0).abs() < 1e-6);
         assert_eq!((agg.first_done_s, agg.last_done_s), (1.1, 2.1));
+    }
+
+    #[test]
+    fn mdtest_s_rate_is_every_ranks_items_over_the_slowest_ranks_time() {
+        let phases = |s: f64| vec![("File creation".to_string(), 100, s)];
+        let ranks = [
+            RankPhases { rank: 0, host: "a".into(), phases: phases(1.0) },
+            RankPhases { rank: 1, host: "a".into(), phases: phases(2.0) },
+        ];
+        let text = mpi_mdtest_table(&ranks, "/x");
+        let row = text.lines().find(|l| l.starts_with("File creation")).unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cells[2..], ["200", "2.000", "100.0", "50.0", "100.0"], "{row}");
     }
 
     #[test]

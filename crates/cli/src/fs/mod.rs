@@ -185,7 +185,7 @@ pub struct PathArgs {
     pub log: BlockLogArgs,
 }
 
-pub fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
+pub fn run(command: FsCommand, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     match command {
         FsCommand::Mkfs(args) => mkfs(args),
         FsCommand::Mount(args) => mount(args),
@@ -195,7 +195,7 @@ pub fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
         FsCommand::Cat(args) => inspect(args, Look::Cat),
         FsCommand::Untar(args) => tree::untar(args),
         FsCommand::Rm(args) => tree::rm(args),
-        FsCommand::Tree(args) => tree::mdtest(args),
+        FsCommand::Tree(args) => tree::mdtest(args, ranks),
     }
 }
 

@@ -159,7 +159,42 @@ pub struct TreeArgs {
     pub direct: bool,
 }
 
-pub fn mdtest(args: TreeArgs) -> anyhow::Result<ExitCode> {
+pub fn mdtest(args: TreeArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+    let Some(ranks) = ranks else { return mdtest_alone(args, None) };
+    // Under mpirun: each rank's tree in a directory of its own (on a
+    // shared file system), or on an iolab image of its own; every phase
+    // begun together.
+    let dir = std::path::Path::new(&args.target).is_dir();
+    let checked = if !dir && !ranks.placeholders {
+        Err(UsageError(format!(
+            "{}: every one of the {} ranks would mount it; put {{rank}} in its path, or give a directory (each rank's tree goes in its own)",
+            args.target, ranks.size
+        ))
+        .into())
+    } else {
+        Ok(())
+    };
+    ranks.agreed(checked)?;
+    let on = args.target.clone();
+    let phases = std::cell::RefCell::new(Vec::new());
+    mdtest_alone(args, Some((ranks, &phases)))?;
+    let mine = report::RankPhases { rank: ranks.rank, host: ranks.host.clone(), phases: phases.into_inner() };
+    if let Some(all) = ranks.gather(serde_json::to_string(&mine)?) {
+        let all: Vec<report::RankPhases> = all
+            .iter()
+            .map(|t| serde_json::from_str(t))
+            .collect::<Result<_, _>>()
+            .context("a rank's phases did not arrive whole")?;
+        print!("{}", report::mpi_mdtest_table(&all, &on));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Under MPI: the ranks, and where this rank's phases go (name, calls,
+/// seconds) instead of the table.
+type RankOut<'a> = Option<(&'a crate::mpi::Ranks, &'a std::cell::RefCell<Vec<(String, u64, f64)>>)>;
+
+fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> {
     let bytes = |flag: &'static str, v: &str| -> Result<u32, UsageError> {
         let n = parse_bytes(flag, v).map_err(UsageError::from)?;
         u32::try_from(n).map_err(|_| UsageError(format!("--{flag}: {v} is more than 4 GiB a file")))
@@ -174,7 +209,17 @@ pub fn mdtest(args: TreeArgs) -> anyhow::Result<ExitCode> {
     spec.check().map_err(UsageError)?;
     let mut phases = Vec::new();
     let work = |fs: &dyn FileSystem, into: Ino, phases: &mut Vec<MdtestPhase>| -> anyhow::Result<()> {
-        *phases = run_mdtest(fs, into, &spec, &mut |_| {}).map_err(explain)?;
+        // Under MPI every phase begins together (mdtest's barriers).
+        let barrier = || {
+            if let Some((ranks, _)) = ranks {
+                ranks.barrier();
+            }
+        };
+        barrier();
+        *phases = run_mdtest(fs, into, &spec, &mut |_| barrier()).map_err(explain)?;
+        if let Some((_, out)) = ranks {
+            *out.borrow_mut() = phases.iter().map(|p| (p.name.to_string(), p.items, p.seconds)).collect();
+        }
         Ok(())
     };
     if std::path::Path::new(&args.target).is_dir() {
@@ -187,7 +232,10 @@ pub fn mdtest(args: TreeArgs) -> anyhow::Result<ExitCode> {
         }
         let (real, mount) =
             crate::mounts::mount_of(std::path::Path::new(&args.target)).map_err(UsageError)?;
-        let base = real.join(format!("iolab-tree-{}", std::process::id()));
+        let base = match ranks {
+            Some((r, _)) => real.join(format!("iolab-tree-{}-rank{}", std::process::id(), r.rank)),
+            None => real.join(format!("iolab-tree-{}", std::process::id())),
+        };
         std::fs::create_dir(&base).with_context(|| format!("{}: cannot make it", base.display()))?;
         let worked = fsapi::HostFs::new(&base)
             .with_context(|| format!("{}: cannot open it", base.display()))
@@ -195,6 +243,9 @@ pub fn mdtest(args: TreeArgs) -> anyhow::Result<ExitCode> {
         let removed =
             std::fs::remove_dir(&base).with_context(|| format!("{}: cannot remove it", base.display()));
         worked.and(removed)?;
+        if ranks.is_some() {
+            return Ok(ExitCode::SUCCESS);
+        }
         let shown = real.display().to_string();
         let on = report::TreeOn::Dir { path: &shown, mount: &mount.describe() };
         print!("{}", report::mdtest_text(&on, &spec, &phases));
@@ -218,6 +269,9 @@ pub fn mdtest(args: TreeArgs) -> anyhow::Result<ExitCode> {
         let removed = fs.rmdir(fsapi::ROOT, name).map_err(|e| anyhow::anyhow!("/mdtest: rmdir: {e}"));
         worked.and(removed)
     })?;
+    if ranks.is_some() {
+        return Ok(ExitCode::SUCCESS);
+    }
     let run = done.report(&args.target, &mount);
     print!("{}", report::mdtest_text(&report::TreeOn::Iolab(&run), &spec, &phases));
     Ok(ExitCode::SUCCESS)

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::{execute, jobs, percentiles, prepare, MpiLayout, OutputFormat, RunArgs};
-use crate::mpi::{Agreed, Ranks};
+use crate::mpi::Ranks;
 use crate::UsageError;
 
 pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
@@ -38,19 +38,19 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
         }
         Ok((plan, percentiles))
     });
-    let (plan, percentiles) = agreed(ranks, checked)?;
+    let (plan, percentiles) = ranks.agreed(checked)?;
     // On a shared target rank 0 makes it first; the others then open it.
     let jobs = if layout == MpiLayout::Shared && ranks.rank != 0 {
-        agreed(ranks, Ok(()))?;
+        ranks.agreed(Ok(()))?;
         prepare::all(&plan, args.force)
     } else {
         let jobs = prepare::all(&plan, args.force);
         if layout == MpiLayout::Shared {
-            agreed(ranks, jobs.as_ref().map(|_| ()).map_err(|e| anyhow::anyhow!("{e:#}")))?;
+            ranks.agreed(jobs.as_ref().map(|_| ()).map_err(|e| anyhow::anyhow!("{e:#}")))?;
         }
         jobs
     };
-    let jobs = agreed(ranks, jobs)?;
+    let jobs = ranks.agreed(jobs)?;
     let barrier = || ranks.barrier();
     let outcome = execute::all(&jobs, &plan.groups, &args, Some(&barrier))?;
     let doc = report::json::RunDocument::new(env!("CARGO_PKG_VERSION"), &outcome.reports, &percentiles);
@@ -99,18 +99,6 @@ fn how(layout: MpiLayout, stonewall: Option<&str>) -> String {
     match stonewall {
         Some(wall) => format!("{}, every rank stopped {wall} into its run (stonewall)", layout.name()),
         None => layout.name().to_string(),
-    }
-}
-
-/// Every rank's verdict on a step, the same on all: rank 0 reports the
-/// failures (each rank's), the others end quietly.
-fn agreed<T>(ranks: &Ranks, step: anyhow::Result<T>) -> anyhow::Result<T> {
-    let verdict = step.as_ref().map(|_| ()).map_err(crate::message);
-    match (ranks.agree(verdict), step) {
-        (Ok(()), Ok(value)) => Ok(value),
-        (Err(all), Err(own)) => Err(own.context(Agreed { text: all, report: ranks.rank == 0 })),
-        (Err(all), Ok(_)) => Err(Agreed { text: all, report: ranks.rank == 0 }.into()),
-        (Ok(()), Err(own)) => Err(own),
     }
 }
 

@@ -203,11 +203,25 @@ mod ranks {
     }
 
     #[test]
+    fn mdtest_phases_run_in_a_directory_per_rank_and_add_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let args =
+            ["fs", "tree", dir.path().to_str().unwrap(), "--depth", "1", "--fanout", "2", "--items", "5"];
+        let out = mpirun(2, &args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        let row = text.lines().find(|l| l.starts_with("Directory creation")).expect(&text);
+        // 3 directories of 5 items each, on each of the 2 ranks.
+        assert_eq!(row.split_whitespace().nth(2), Some("30"), "{text}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "every rank's tree was removed");
+    }
+
+    #[test]
     fn other_commands_are_refused_under_mpirun() {
         let out = mpirun(2, &["fs", "ls", "no-such.img"]);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         assert!(
-            stderr(&out).contains("only `iolab run` and `iolab validate` run under mpirun"),
+            stderr(&out).contains("only `iolab run`, `iolab validate` and `iolab fs tree` run under mpirun"),
             "{}",
             stderr(&out)
         );
