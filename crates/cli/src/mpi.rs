@@ -45,6 +45,11 @@ pub struct Ranks {
     pub host: String,
     /// Some argument named `{rank}` or `{host}` (before they were put in).
     pub placeholders: bool,
+    /// Every rank's host, in rank order.
+    pub hosts: Vec<String>,
+    /// `--mpi-reorder`: `{rank}` and `{host}` name the rank this one reads
+    /// for (IOR's -C), not this one.
+    pub reordered: Option<usize>,
     #[cfg(feature = "mpi")]
     world: mpi::topology::SimpleCommunicator,
     #[cfg(feature = "mpi")]
@@ -85,20 +90,48 @@ fn join(n: usize, who: &str) -> Result<Ranks, UsageError> {
         )));
     }
     let host = mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into());
-    Ok(Ranks { rank: world.rank() as usize, size, host, placeholders: false, world, _universe: universe })
+    let mut ranks = Ranks {
+        rank: world.rank() as usize,
+        size,
+        host: host.clone(),
+        placeholders: false,
+        hosts: Vec::new(),
+        reordered: None,
+        world,
+        _universe: universe,
+    };
+    let all = ranks.gather(host).map(|h| h.join("\n"));
+    ranks.hosts = ranks.broadcast(all.unwrap_or_default()).split('\n').map(str::to_string).collect();
+    Ok(ranks)
 }
 
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl Ranks {
-    /// `arg` with `{rank}`, `{size}` and `{host}` put in.
+    /// `arg` with `{rank}`, `{size}` and `{host}` put in (under
+    /// `--mpi-reorder`, the rank and host this one reads for).
     pub fn substitute(&self, arg: &str) -> String {
-        arg.replace("{rank}", &self.rank.to_string())
+        let rank = self.reordered.unwrap_or(self.rank);
+        let host = self.hosts.get(rank).map_or(self.host.as_str(), String::as_str);
+        arg.replace("{rank}", &rank.to_string())
             .replace("{size}", &self.size.to_string())
-            .replace("{host}", &self.host)
+            .replace("{host}", host)
+    }
+
+    /// The rank whose targets this one takes under `--mpi-reorder`: IOR's
+    /// -C, shifted by the ranks on this host, so that with ranks placed
+    /// host by host each reads what a rank on the next host wrote (its
+    /// own client cache holds none of it); 1 on a single host.
+    pub fn neighbour(&self) -> usize {
+        let here = self.hosts.iter().filter(|h| **h == self.host).count();
+        let shift = if here == self.size { 1 } else { here.max(1) };
+        (self.rank + shift) % self.size
     }
 
     /// Every argument with the placeholders put in.
     pub fn substitute_all(&mut self, args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+        if args.iter().any(|a| a == "--mpi-reorder") {
+            self.reordered = Some(self.neighbour());
+        }
         args.into_iter()
             .map(|a| match a.to_str() {
                 Some(text) => {
@@ -137,27 +170,37 @@ impl Ranks {
         Some(vec![text])
     }
 
+    /// Rank 0's `text`, on every rank.
+    pub fn broadcast(&self, text: String) -> String {
+        #[cfg(feature = "mpi")]
+        {
+            let mut bytes = text.into_bytes();
+            let mut len = bytes.len() as u64;
+            self.world.process_at_rank(0).broadcast_into(&mut len);
+            if len == 0 {
+                return String::new();
+            }
+            bytes.resize(len as usize, 0);
+            self.world.process_at_rank(0).broadcast_into(&mut bytes[..]);
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+        #[cfg(not(feature = "mpi"))]
+        text
+    }
+
     /// Rank 0's verdict, the same on every rank: `Ok` or every rank's
     /// copy of the error (so that none waits at a barrier for a rank that
     /// gave up).
     pub fn agree(&self, verdict: Result<(), String>) -> Result<(), String> {
         let texts = self.gather(verdict.clone().err().unwrap_or_default());
-        #[cfg(feature = "mpi")]
-        {
-            let mut joined: Vec<u8> = texts.map(|all| failures(&all)).unwrap_or_default().into_bytes();
-            let mut len = joined.len() as u64;
-            self.world.process_at_rank(0).broadcast_into(&mut len);
-            if len == 0 {
-                return Ok(());
-            }
-            joined.resize(len as usize, 0);
-            self.world.process_at_rank(0).broadcast_into(&mut joined[..]);
-            Err(String::from_utf8_lossy(&joined).into_owned())
+        if cfg!(not(feature = "mpi")) {
+            return verdict;
         }
-        #[cfg(not(feature = "mpi"))]
-        {
-            let _ = texts;
-            verdict
+        let all = self.broadcast(texts.map(|all| failures(&all)).unwrap_or_default());
+        if all.is_empty() {
+            Ok(())
+        } else {
+            Err(all)
         }
     }
 

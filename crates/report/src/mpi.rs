@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn the_document_names_every_host_once() {
         let ranks = [rank(0, "a", 1, (0.0, 1.0)), rank(1, "a", 1, (0.0, 1.0))];
-        let doc = crate::json::MpiRunDocument::new("0", &ranks, "per-rank", None);
+        let doc = crate::json::MpiRunDocument::new("0", &ranks, "per-rank", None, false);
         assert_eq!((doc.hosts.clone(), doc.size), (vec!["a"], 2));
         assert_eq!(doc.aggregate[0].write_ios, 2);
     }

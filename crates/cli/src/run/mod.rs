@@ -88,6 +88,11 @@ pub struct RunArgs {
     /// stretches the aggregate's window.
     #[arg(long, value_name = "TIME")]
     pub stonewall: Option<String>,
+    /// Under mpirun: `{rank}` and `{host}` name another rank's (IOR's -C):
+    /// the rank as many further as there are ranks on this host, so that
+    /// each reads what a rank on another host wrote, past its own cache.
+    #[arg(long)]
+    pub mpi_reorder: bool,
     /// A rank other than 0 under MPI: nothing on standard output.
     #[arg(skip)]
     pub silent: bool,
@@ -148,6 +153,9 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
             "--mpi-layout: applies under mpirun only (mpirun -np N iolab run ... --mpi-layout shared)".into(),
         )
         .into());
+    }
+    if args.mpi_reorder {
+        return Err(UsageError("--mpi-reorder: applies under mpirun only".into()).into());
     }
     if args.stonewall.is_some() {
         return Err(UsageError(

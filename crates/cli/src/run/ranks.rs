@@ -72,12 +72,17 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
         .context("a rank's results did not arrive whole")?;
     let to_stdout = json.as_deref().is_none_or(|p| p.as_os_str() != "-");
     if to_stdout {
-        print!("{}", report::mpi_table(&all, &how(layout, args.stonewall.as_deref())));
+        print!("{}", report::mpi_table(&all, &how(layout, args.stonewall.as_deref(), args.mpi_reorder)));
     }
     if let Some(path) = &json {
         let stonewall = args.stonewall.as_deref();
-        let doc =
-            report::json::MpiRunDocument::new(env!("CARGO_PKG_VERSION"), &all, layout.name(), stonewall);
+        let doc = report::json::MpiRunDocument::new(
+            env!("CARGO_PKG_VERSION"),
+            &all,
+            layout.name(),
+            stonewall,
+            args.mpi_reorder,
+        );
         crate::write_json(path, &doc.to_json())?;
     }
     let bad: u64 = all.iter().map(|r| bad_blocks(&r.document)).sum();
@@ -95,11 +100,15 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
 }
 
 /// How the ranks ran, for the table's heading.
-fn how(layout: MpiLayout, stonewall: Option<&str>) -> String {
-    match stonewall {
-        Some(wall) => format!("{}, every rank stopped {wall} into its run (stonewall)", layout.name()),
-        None => layout.name().to_string(),
+fn how(layout: MpiLayout, stonewall: Option<&str>, reordered: bool) -> String {
+    let mut how = layout.name().to_string();
+    if reordered {
+        how += ", each rank on another's (reordered, IOR's -C)";
     }
+    if let Some(wall) = stonewall {
+        how += &format!(", every rank stopped {wall} into its run (stonewall)");
+    }
+    how
 }
 
 /// What a rank's run cannot do yet.
@@ -173,7 +182,8 @@ fn split_regions(plan: &mut jobs::Plan, ranks: &Ranks) -> Result<(), UsageError>
                 spec.name, ranks.size
             )));
         }
-        spec.offset_bytes += ranks.rank as u64 * slice;
+        // Reordered, a rank takes the part its neighbour wrote (IOR's -C).
+        spec.offset_bytes += ranks.reordered.unwrap_or(ranks.rank) as u64 * slice;
         spec.size_bytes = Some(slice);
     }
     Ok(())

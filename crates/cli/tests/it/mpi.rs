@@ -217,6 +217,25 @@ mod ranks {
     }
 
     #[test]
+    fn reordered_each_rank_reads_what_its_neighbour_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("t{rank}.img");
+        let target = target.to_str().unwrap();
+        let wrote = mpirun(2, &["run", "--target", target, "--size", "4m", "--rw", "write", "--bs", "1m"]);
+        assert_eq!(wrote.status.code(), Some(0), "{}", stderr(&wrote));
+        let out_path = dir.path().join("read.json");
+        let args = ["run", "--target", target, "--size", "4m", "--rw", "read", "--bs", "1m", "--mpi-reorder"];
+        let read = mpirun(2, &[&args[..], &["--json", out_path.to_str().unwrap()]].concat());
+        assert_eq!(read.status.code(), Some(0), "{}", stderr(&read));
+        let doc = json(&out_path);
+        assert_eq!(doc["reordered"], true);
+        for (rank, other) in [(0, "t1.img"), (1, "t0.img")] {
+            let name = doc["ranks"][rank]["document"]["jobs"][0]["runs"][0]["target"].as_str().unwrap();
+            assert!(name.ends_with(other), "rank {rank} read {name}");
+        }
+    }
+
+    #[test]
     fn other_commands_are_refused_under_mpirun() {
         let out = mpirun(2, &["fs", "ls", "no-such.img"]);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));

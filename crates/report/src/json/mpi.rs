@@ -16,6 +16,8 @@ pub struct MpiRunDocument<'a> {
     pub hosts: Vec<&'a str>,
     pub layout: &'a str,
     pub stonewall: Option<&'a str>,
+    /// `--mpi-reorder`: each rank ran on another rank's targets.
+    pub reordered: bool,
     pub aggregate: Vec<Aggregate>,
     pub ranks: &'a [RankRun],
 }
@@ -26,6 +28,7 @@ impl<'a> MpiRunDocument<'a> {
         ranks: &'a [RankRun],
         layout: &'a str,
         stonewall: Option<&'a str>,
+        reordered: bool,
     ) -> Self {
         let hosts: std::collections::BTreeSet<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
         MpiRunDocument {
@@ -36,6 +39,7 @@ impl<'a> MpiRunDocument<'a> {
             hosts: hosts.into_iter().collect(),
             layout,
             stonewall,
+            reordered,
             aggregate: aggregate(ranks),
             ranks,
         }

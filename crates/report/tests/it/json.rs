@@ -211,6 +211,6 @@ fn mpi_run_document_matches_its_golden_file() {
             windows: vec![vec![(0.25, 10.5)]; document["jobs"].as_array().unwrap().len()],
         })
         .collect();
-    let doc = report::json::MpiRunDocument::new("0.1.0", &ranks, "per-rank", Some("10s"));
+    let doc = report::json::MpiRunDocument::new("0.1.0", &ranks, "per-rank", Some("10s"), true);
     check_golden("mpi_run.json", &doc.to_json());
 }
