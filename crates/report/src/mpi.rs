@@ -276,12 +276,4 @@ mod tests {
         let agg = &aggregate(&[rank(0, "a", 1000, (0.0, 1.0)), short])[0];
         assert_eq!((agg.ranks, agg.write_ios), (1, 1000));
     }
-
-    #[test]
-    fn the_document_names_every_host_once() {
-        let ranks = [rank(0, "a", 1, (0.0, 1.0)), rank(1, "a", 1, (0.0, 1.0))];
-        let doc = crate::json::MpiRunDocument::new("0", &ranks, "per-rank", None, false);
-        assert_eq!((doc.hosts.clone(), doc.size), (vec!["a"], 2));
-        assert_eq!(doc.aggregate[0].write_ios, 2);
-    }
 }

@@ -214,3 +214,16 @@ fn mpi_run_document_matches_its_golden_file() {
     let doc = report::json::MpiRunDocument::new("0.1.0", &ranks, "per-rank", Some("10s"), true);
     check_golden("mpi_run.json", &doc.to_json());
 }
+
+#[test]
+fn the_mpi_document_names_every_host_once() {
+    let rank = |r: usize| report::RankRun {
+        rank: r,
+        host: "a".into(),
+        document: serde_json::json!({"jobs": []}),
+        windows: vec![],
+    };
+    let ranks = [rank(0), rank(1)];
+    let doc = report::json::MpiRunDocument::new("0", &ranks, "per-rank", None, false);
+    assert_eq!((doc.hosts.clone(), doc.size), (vec!["a"], 2));
+}
