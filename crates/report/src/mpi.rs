@@ -45,6 +45,11 @@ pub struct Aggregate {
     pub mib_per_s: f64,
     pub first_done_s: f64,
     pub last_done_s: f64,
+    /// elbencho's first-done figures: every rank's requests and bytes from
+    /// the first start until the first rank finished, over that time
+    /// (each rank's per-second counts, the second it straddles pro rata).
+    pub first_done_iops: f64,
+    pub first_done_mib_per_s: f64,
 }
 
 fn run_of(doc: &Value, job: usize, run: usize) -> Option<&Value> {
@@ -81,6 +86,8 @@ pub fn aggregate(ranks: &[RankRun]) -> Vec<Aggregate> {
                 mib_per_s: 0.0,
                 first_done_s: f64::INFINITY,
                 last_done_s: 0.0,
+                first_done_iops: 0.0,
+                first_done_mib_per_s: 0.0,
             };
             let mut start = f64::INFINITY;
             for rank in ranks {
@@ -102,6 +109,19 @@ pub fn aggregate(ranks: &[RankRun]) -> Vec<Aggregate> {
             }
             agg.start_s = start;
             agg.window_s = (agg.last_done_s - start).max(0.0);
+            let until = agg.first_done_s - start;
+            if until > 0.0 {
+                let (ios, bytes) = ranks
+                    .iter()
+                    .filter_map(|rank| {
+                        let run = run_of(&rank.document, j, r)?;
+                        let &(from, _) = rank.windows.get(j)?.get(r)?;
+                        Some(done_by(run, agg.first_done_s - from))
+                    })
+                    .fold((0.0, 0.0), |(i, b), (ri, rb)| (i + ri, b + rb));
+                agg.first_done_iops = ios / until;
+                agg.first_done_mib_per_s = bytes / 1048576.0 / until;
+            }
             if agg.window_s > 0.0 {
                 agg.iops = (agg.read_ios + agg.write_ios) as f64 / agg.window_s;
                 agg.read_iops = agg.read_ios as f64 / agg.window_s;
@@ -112,6 +132,23 @@ pub fn aggregate(ranks: &[RankRun]) -> Vec<Aggregate> {
         }
     }
     out
+}
+
+/// Requests and bytes a run had completed `t` seconds into its measured
+/// phase, from its per-second counts (the second `t` falls in, pro rata).
+fn done_by(run: &Value, t: f64) -> (f64, f64) {
+    let seconds = run.get("per_second").and_then(Value::as_array).into_iter().flatten();
+    let (mut ios, mut bytes) = (0.0, 0.0);
+    for s in seconds {
+        let from = s.get("start_s").and_then(Value::as_f64).unwrap_or(0.0);
+        let len = s.get("seconds").and_then(Value::as_f64).unwrap_or(1.0);
+        let share = ((t - from) / len).clamp(0.0, 1.0);
+        for dir in ["read", "write"] {
+            ios += count(s, dir, "ios") as f64 * share;
+            bytes += count(s, dir, "bytes") as f64 * share;
+        }
+    }
+    (ios, bytes)
 }
 
 fn run_count(doc: &Value, job: usize) -> usize {
@@ -172,12 +209,14 @@ pub fn mpi_table(ranks: &[RankRun], layout: &str) -> String {
         let _ = writeln!(
             out,
             "  all: {} requests ({} read, {} write) in {:.3} s from the first start to the last end; \
-             first rank done at {:.3} s, last at {:.3} s",
+             first rank done at {:.3} s ({:.0} IOPS, {:.1} MiB/s until then), last at {:.3} s",
             agg.read_ios + agg.write_ios,
             agg.read_ios,
             agg.write_ios,
             agg.window_s,
             agg.first_done_s,
+            agg.first_done_iops,
+            agg.first_done_mib_per_s,
             agg.last_done_s
         );
     }
@@ -267,6 +306,18 @@ mod tests {
         let row = text.lines().find(|l| l.starts_with("File creation")).unwrap();
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(&cells[2..], ["200", "2.000", "100.0", "50.0", "100.0"], "{row}");
+    }
+
+    #[test]
+    fn first_done_counts_every_ranks_seconds_until_the_first_rank_ended() {
+        let second = |at: u64, ios: u64| json!({"start_s": at, "seconds": 1.0, "read": {"ios": 0, "bytes": 0}, "write": {"ios": ios, "bytes": ios * 4096}});
+        let mut fast = rank(0, "a", 100, (0.0, 1.0));
+        fast.document["jobs"][0]["runs"][0]["per_second"] = json!([second(0, 100)]);
+        let mut slow = rank(1, "a", 100, (0.0, 2.0));
+        slow.document["jobs"][0]["runs"][0]["per_second"] = json!([second(0, 30), second(1, 70)]);
+        let agg = &aggregate(&[fast, slow])[0];
+        assert!((agg.first_done_iops - 130.0).abs() < 1e-9, "{}", agg.first_done_iops);
+        assert!((agg.iops - 100.0).abs() < 1e-9, "{}", agg.iops);
     }
 
     #[test]
