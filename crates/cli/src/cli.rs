@@ -78,11 +78,15 @@ pub enum Command {
 pub fn dispatch(cli: Cli, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     let under_mpi = matches!(
         cli.command,
-        Command::Run(_) | Command::Validate(_) | Command::Fs(crate::fs::FsCommand::Tree(_))
+        Command::Run(_)
+            | Command::Validate(_)
+            | Command::Fs(
+                crate::fs::FsCommand::Tree(_) | crate::fs::FsCommand::Untar(_) | crate::fs::FsCommand::Rm(_)
+            )
     );
     if let (Some(ranks), false) = (ranks, under_mpi) {
         return Err(crate::UsageError(format!(
-            "started as one of {} MPI ranks: only `iolab run`, `iolab validate` and `iolab fs tree` run under mpirun (each rank its own job, check or tree, rank 0 reports them all)",
+            "started as one of {} MPI ranks: only `iolab run`, `iolab validate` and `iolab fs tree`, `untar` and `rm` run under mpirun (each rank its own job, check or tree, rank 0 reports them all)",
             ranks.size
         ))
         .into());

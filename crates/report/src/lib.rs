@@ -28,7 +28,7 @@ pub use crash::{crash_text, fs_crash_text, CrashRun, FsCrashRun};
 pub use fs::{fsck_text, ls_line, mdtest_text, rm_text, stat_text, untar_text, FsckOutcome, TreeOn, TreeRun};
 pub use html::html_report;
 pub use mpi::{
-    aggregate as mpi_aggregate, mpi_mdtest_table, mpi_table, Aggregate as MpiAggregate, RankPhases, RankRun,
+    aggregate as mpi_aggregate, mpi_phases_table, mpi_table, Aggregate as MpiAggregate, RankPhases, RankRun,
 };
 pub use policies::{min_sec, policies_table, ColumnRuns, Phase, PhaseRun, PoliciesSweep};
 pub use run::{

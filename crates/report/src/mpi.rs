@@ -242,12 +242,13 @@ pub struct RankPhases {
 /// mdtest's summary over the ranks: per phase (each begun by every rank
 /// together, after a barrier), every rank's calls over the slowest rank's
 /// time (mdtest's rate), and the slowest and fastest rank's own rates.
-pub fn mpi_mdtest_table(ranks: &[RankPhases], on: &str) -> String {
+/// `on` says where each rank worked.
+pub fn mpi_phases_table(ranks: &[RankPhases], on: &str) -> String {
     let mut out = String::new();
     let hosts: std::collections::BTreeSet<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
     let _ = writeln!(
         out,
-        "MPI: {} ranks on {} host(s), each in a directory of its own on {on}; every phase begun together (a barrier before it)",
+        "MPI: {} ranks on {} host(s), {on}; every phase begun together (a barrier before it)",
         ranks.len(),
         hosts.len()
     );
@@ -302,7 +303,7 @@ mod tests {
             RankPhases { rank: 0, host: "a".into(), phases: phases(1.0) },
             RankPhases { rank: 1, host: "a".into(), phases: phases(2.0) },
         ];
-        let text = mpi_mdtest_table(&ranks, "/x");
+        let text = mpi_phases_table(&ranks, "/x");
         let row = text.lines().find(|l| l.starts_with("File creation")).unwrap();
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(&cells[2..], ["200", "2.000", "100.0", "50.0", "100.0"], "{row}");

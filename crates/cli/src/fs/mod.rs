@@ -193,8 +193,8 @@ pub fn run(command: FsCommand, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
         FsCommand::Ls(args) => inspect(args, Look::Ls),
         FsCommand::Stat(args) => inspect(args, Look::Stat),
         FsCommand::Cat(args) => inspect(args, Look::Cat),
-        FsCommand::Untar(args) => tree::untar(args),
-        FsCommand::Rm(args) => tree::rm(args),
+        FsCommand::Untar(args) => tree::untar(args, ranks),
+        FsCommand::Rm(args) => tree::rm(args, ranks),
         FsCommand::Tree(args) => tree::mdtest(args, ranks),
     }
 }

@@ -63,11 +63,18 @@ pub struct RmArgs {
     pub mount: InProcess,
 }
 
-pub fn untar(args: UntarArgs) -> anyhow::Result<ExitCode> {
+pub fn untar(args: UntarArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+    if let Some(ranks) = ranks {
+        ranks.agreed(image_per_rank(&args.target, ranks))?;
+    }
     if args.copies == 0 {
         return Err(UsageError("--copies: give at least 1".into()).into());
     }
     let archive = load_archive(&args.archive).map_err(|e| UsageError(e.to_string()))?;
+    if let Some(ranks) = ranks {
+        // Every rank mounts and extracts at once.
+        ranks.barrier();
+    }
     let mut made = Extracted::default();
     let in_process = in_process(&args.target, &args.mount, |fs| {
         let into = make_dirs(fs, &args.into)?;
@@ -92,12 +99,18 @@ pub fn untar(args: UntarArgs) -> anyhow::Result<ExitCode> {
         result
     })?;
     let done = in_process.report(&args.target, &args.mount);
+    if let Some(ranks) = ranks {
+        return each_rank(ranks, "tar (entries)", made.entries, done.seconds, &args.target);
+    }
     let shown = args.archive.display().to_string();
     print!("{}", report::untar_text(&done, &shown, &archive, args.copies, &made));
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn rm(args: RmArgs) -> anyhow::Result<ExitCode> {
+pub fn rm(args: RmArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+    if let Some(ranks) = ranks {
+        ranks.agreed(image_per_rank(&args.target, ranks))?;
+    }
     let mut parts = Vec::new();
     for path in &args.paths {
         let trimmed = path.trim_matches('/');
@@ -111,6 +124,9 @@ pub fn rm(args: RmArgs) -> anyhow::Result<ExitCode> {
         parts.push((path.clone(), parent.to_string(), name.to_string()));
     }
     let mut removed = Removed::default();
+    if let Some(ranks) = ranks {
+        ranks.barrier();
+    }
     let in_process = in_process(&args.target, &args.mount, |fs| {
         for (path, parent, name) in &parts {
             let dir = fsapi::resolve(fs, parent).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
@@ -123,7 +139,56 @@ pub fn rm(args: RmArgs) -> anyhow::Result<ExitCode> {
         Ok(())
     })?;
     let done = in_process.report(&args.target, &args.mount);
+    if let Some(ranks) = ranks {
+        return each_rank(ranks, "rm (entries)", removed.unlinked + removed.dirs, done.seconds, &args.target);
+    }
     print!("{}", report::rm_text(&done, &args.paths, &removed));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Under mpirun, an in-process tar or rm: each rank on an image of its own.
+fn image_per_rank(target: &str, ranks: &crate::mpi::Ranks) -> anyhow::Result<()> {
+    if ranks.placeholders {
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "{target}: every one of the {} ranks would mount it; put {{rank}} in its path (each rank's own image)",
+        ranks.size
+    ))
+    .into())
+}
+
+/// Under mpirun: every rank's entries and time (from the mount to the end
+/// of the unmount, begun together) to rank 0, which prints them.
+fn each_rank(
+    ranks: &crate::mpi::Ranks,
+    phase: &str,
+    entries: u64,
+    seconds: f64,
+    target: &str,
+) -> anyhow::Result<ExitCode> {
+    let on = format!(
+        "each in-process on an image of its own (rank 0's: {target}), timed from the mount to the end of the unmount"
+    );
+    phases_to_rank_0(ranks, vec![(phase.to_string(), entries, seconds)], &on)
+}
+
+/// Under mpirun: this rank's phases (name, calls, seconds) to rank 0,
+/// which prints every rank's (`on`: where each worked).
+fn phases_to_rank_0(
+    ranks: &crate::mpi::Ranks,
+    phases: Vec<(String, u64, f64)>,
+    on: &str,
+) -> anyhow::Result<ExitCode> {
+    let mine = report::RankPhases { rank: ranks.rank, host: ranks.host.clone(), phases };
+    if let Some(all) = ranks.gather(serde_json::to_string(&mine)?) {
+        let all: Vec<report::RankPhases> = all
+            .iter()
+            .map(|t| serde_json::from_str(t))
+            .collect::<Result<_, _>>()
+            .context("a rank's figures did not arrive whole")?;
+        print!("{}", report::mpi_phases_table(&all, on));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -178,16 +243,7 @@ pub fn mdtest(args: TreeArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Resu
     let on = args.target.clone();
     let phases = std::cell::RefCell::new(Vec::new());
     mdtest_alone(args, Some((ranks, &phases)))?;
-    let mine = report::RankPhases { rank: ranks.rank, host: ranks.host.clone(), phases: phases.into_inner() };
-    if let Some(all) = ranks.gather(serde_json::to_string(&mine)?) {
-        let all: Vec<report::RankPhases> = all
-            .iter()
-            .map(|t| serde_json::from_str(t))
-            .collect::<Result<_, _>>()
-            .context("a rank's phases did not arrive whole")?;
-        print!("{}", report::mpi_mdtest_table(&all, &on));
-    }
-    Ok(ExitCode::SUCCESS)
+    phases_to_rank_0(ranks, phases.into_inner(), &format!("each in a directory of its own on {on}"))
 }
 
 /// Under MPI: the ranks, and where this rank's phases go (name, calls,

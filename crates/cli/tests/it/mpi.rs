@@ -236,11 +236,46 @@ mod ranks {
     }
 
     #[test]
+    fn tar_and_rm_run_on_an_image_per_rank_and_add_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("d")).unwrap();
+        for i in 0..4 {
+            std::fs::write(src.join("d").join(format!("f{i}")), vec![i as u8; 5000]).unwrap();
+        }
+        let archive = dir.path().join("a.tar");
+        let tarred =
+            Command::new("tar").arg("cf").arg(&archive).arg("-C").arg(&src).arg("d").status().unwrap();
+        assert!(tarred.success());
+        for r in 0..2 {
+            let image = dir.path().join(format!("fs{r}.img"));
+            let made = crate::cli::iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "64m"]);
+            assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+        }
+        let image = dir.path().join("fs{rank}.img");
+        let image = image.to_str().unwrap();
+        let untar = mpirun(2, &["fs", "untar", image, archive.to_str().unwrap(), "--policy", "log"]);
+        assert_eq!(untar.status.code(), Some(0), "{}", stderr(&untar));
+        // The directory and its four files, on each of the two ranks.
+        let row = |out: &Output, phase: &str| {
+            let text = stdout(out);
+            let line =
+                text.lines().find(|l| l.starts_with(phase)).unwrap_or_else(|| panic!("{text}")).to_string();
+            line.split_whitespace().nth(2).map(str::to_string)
+        };
+        assert_eq!(row(&untar, "tar (entries)"), Some("10".to_string()));
+        let rm = mpirun(2, &["fs", "rm", image, "d", "--policy", "softdep"]);
+        assert_eq!(rm.status.code(), Some(0), "{}", stderr(&rm));
+        assert_eq!(row(&rm, "rm (entries)"), Some("10".to_string()));
+    }
+
+    #[test]
     fn other_commands_are_refused_under_mpirun() {
         let out = mpirun(2, &["fs", "ls", "no-such.img"]);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         assert!(
-            stderr(&out).contains("only `iolab run`, `iolab validate` and `iolab fs tree` run under mpirun"),
+            stderr(&out)
+                .contains("only `iolab run`, `iolab validate` and `iolab fs tree`, `untar` and `rm` run"),
             "{}",
             stderr(&out)
         );
