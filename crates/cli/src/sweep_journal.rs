@@ -161,7 +161,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
             .into())
         }
         true => Engine::Sync,
-        false => args.engine.resolve(target.device().raw_fd().is_some(), false, false),
+        false => args.engine.resolve(target.device().raw_fd().is_some(), false, false, args.iodepth),
     };
     let (threads, iodepth) = match engine {
         Engine::Uring | Engine::Virtual => (1, args.iodepth),

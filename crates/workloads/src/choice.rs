@@ -53,15 +53,17 @@ impl EngineChoice {
     /// `auto`: io_uring where requests can go to a descriptor (`raw_fd`)
     /// and the kernel allows it, except under a `sync` validation journal,
     /// where each write waits for two journal flushes and the sync
-    /// engine's threads wait in parallel (docs/PERFORMANCE.md); and on a
-    /// simulated disk (`virtual_disk`), virtual time.
-    pub fn resolve(self, raw_fd: bool, virtual_disk: bool, sync_journal: bool) -> Engine {
+    /// engine's threads wait in parallel (docs/PERFORMANCE.md), and at
+    /// depth 1, where a ring only adds its own cost to each call (fio's
+    /// default, psync, is the same); on a simulated disk (`virtual_disk`),
+    /// virtual time.
+    pub fn resolve(self, raw_fd: bool, virtual_disk: bool, sync_journal: bool, iodepth: u32) -> Engine {
         match self {
             EngineChoice::Sync => Engine::Sync,
             EngineChoice::Uring => Engine::Uring,
             EngineChoice::Virtual => Engine::Virtual,
             EngineChoice::Auto if virtual_disk => Engine::Virtual,
-            EngineChoice::Auto if sync_journal => Engine::Sync,
+            EngineChoice::Auto if sync_journal || iodepth <= 1 => Engine::Sync,
             EngineChoice::Auto if raw_fd && crate::uring_available() => Engine::Uring,
             EngineChoice::Auto => Engine::Sync,
         }

@@ -139,7 +139,7 @@ fn check_job(
         // keeps it: it reads what it wrote).
         base.disk.discard_data();
     }
-    spec.engine = f.engine.unwrap_or_default().resolve(raw_fd, virtual_disk, sync_journal);
+    spec.engine = f.engine.unwrap_or_default().resolve(raw_fd, virtual_disk, sync_journal, spec.iodepth);
     if virtual_disk && spec.engine != Engine::Virtual {
         return Err(UsageError(format!(
             "--engine {}: {} is a simulated disk, whose requests take modeled time that only the virtual \
