@@ -356,4 +356,45 @@ mod tests {
         let block = freed[0];
         assert_eq!(core.alloc_block(u64::from(block)).unwrap(), block, "free for good once durable");
     }
+
+    /// The file system up to a sealed commit (a file written)
+    /// on `dev`: the mount, the commit sealed with nobody to write it, and
+    /// how many flushes `dev` saw from the mount to the seal.
+    fn sealed_on(dev: Arc<dyn Device>) -> (Ffs, u64) {
+        let before = dev.stats().snapshot().flushes;
+        let options = MountOptions { policy: Policy::Log, commit_thread: false, ..Default::default() };
+        let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+        let a = fs.create(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o644)).unwrap();
+        fs.write(a.ino, 0, &vec![7u8; 64 << 10]).unwrap();
+        let flushes = dev.stats().snapshot().flushes - before;
+        let mut core = fs.lock();
+        let (wake, nobody) = std::sync::mpsc::channel();
+        std::mem::forget(nobody);
+        core.log.committer = Some(wake);
+        core.commit_behind().unwrap();
+        drop(core);
+        (fs, flushes)
+    }
+
+    /// A commit the committer thread writes and whose flush fails: the
+    /// log is poisoned, so the next sync fails and the file system takes
+    /// no more changes, rather than the commit being retried silently.
+    #[test]
+    fn a_failed_commit_behind_the_lock_stops_the_file_system() {
+        let mem: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+        mkfs(&mem, &MkfsOptions::default()).unwrap();
+        let image = device::snapshot(mem.as_ref()).unwrap();
+        let (_, flushes) = sealed_on(Arc::clone(&mem));
+        let fresh: Arc<dyn Device> = Arc::new(image);
+        let faulty: Arc<dyn Device> = Arc::new(device::FaultyDevice::new(
+            fresh,
+            vec![device::Fault::Nth { op: device::Op::Flush, n: flushes + 1 }],
+        ));
+        let (fs, _) = sealed_on(faulty);
+        let log = fs.log.clone().unwrap();
+        assert!(log.commit_sealed().is_err(), "the committer's flush fails");
+        assert!(fs.sync().is_err(), "the failure is reported, not retried");
+        let err = fs.create(fsapi::ROOT, OsStr::new("b"), fsapi::Owner::root(0o644)).unwrap_err();
+        assert_eq!(err, fsapi::Errno::IO);
+    }
 }

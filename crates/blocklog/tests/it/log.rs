@@ -535,3 +535,17 @@ fn an_unlogged_write_over_a_sealed_block_is_not_overwritten_by_its_commit() {
     dev.checkpoint().unwrap();
     assert_eq!(read_all(&dev)[..4096], block(2, 8)[..], "the checkpoint wrote the sealed copy home");
 }
+
+#[test]
+fn a_sealed_commit_that_fails_poisons_the_log() {
+    let mem = Arc::new(MemDevice::new(LOG_BYTES + DATA_BYTES).unwrap());
+    // Flush 1 is format's; the sealed commit's record flush is number 2.
+    let faulty = Arc::new(FaultyDevice::new(mem, vec![Fault::Nth { op: Op::Flush, n: 2 }]));
+    let dev = format(faulty, Mode::Log);
+    dev.write_at(&block(1, 8), 0).unwrap();
+    dev.seal().unwrap();
+    assert!(matches!(dev.commit_sealed().unwrap_err(), DeviceError::Flush { .. }));
+    let err = dev.write_at(&block(2, 8), 4096).unwrap_err();
+    assert!(matches!(err, DeviceError::Poisoned { .. }), "{err}");
+    assert!(matches!(dev.flush().unwrap_err(), DeviceError::Poisoned { .. }), "not retried");
+}
