@@ -484,6 +484,12 @@ impl LoggedDevice {
         self.lock_state().durable_id
     }
 
+    /// The number of the last transaction sealed (see
+    /// [`LoggedDevice::seal`]).
+    pub fn sealed_id(&self) -> u64 {
+        self.lock_state().open_id - 1
+    }
+
     /// Transactions sealed and not yet committed.
     pub fn sealed_waiting(&self) -> usize {
         self.lock_state().sealed.len()

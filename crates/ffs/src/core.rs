@@ -69,6 +69,9 @@ pub struct LogState {
     /// transactions with the lock let go; `None`: the caller commits
     /// them itself.
     pub committer: Option<mpsc::Sender<()>>,
+    /// `Commits::Deferred`: without a committer thread, a sealed commit
+    /// waits for the next seal or sync.
+    pub deferred: bool,
 }
 
 /// In [`LogState::freed`]: freed in the open transaction.
@@ -76,7 +79,14 @@ pub const OPEN: u64 = u64::MAX;
 
 impl LogState {
     pub fn new(commit_blocks: usize, now: Duration) -> LogState {
-        LogState { freed: HashMap::default(), last_commit: now, commit_blocks, dev: None, committer: None }
+        LogState {
+            freed: HashMap::default(),
+            last_commit: now,
+            commit_blocks,
+            dev: None,
+            committer: None,
+            deferred: false,
+        }
     }
 
     /// The last transaction durable: blocks freed in it or before it are
@@ -284,7 +294,7 @@ impl Core {
             *tag = id;
         }
         let woken = self.log.committer.as_ref().is_some_and(|c| c.send(()).is_ok());
-        if !woken {
+        if !woken && !self.log.deferred {
             dev.commit_sealed()?;
         }
         let durable = dev.durable_id();

@@ -130,7 +130,8 @@ impl Ffs {
         let mut committer = None;
         if let Some(log) = &log {
             core.log.dev = Some(Arc::clone(log));
-            if options.commit_thread {
+            core.log.deferred = options.commits == crate::Commits::Deferred;
+            if options.commits == crate::Commits::Thread {
                 let (wake, woken) = std::sync::mpsc::channel::<()>();
                 let log = Arc::clone(log);
                 // A failed commit poisons the log; the calls after it see
@@ -300,6 +301,12 @@ impl Ffs {
         }
     }
 
+    /// Under `log`: the number of the last transaction sealed and of the
+    /// last durable (a crash check maps commits to the calls they hold).
+    pub fn log_ids(&self) -> Option<(u64, u64)> {
+        self.log.as_ref().map(|l| (l.sealed_id(), l.durable_id()))
+    }
+
     /// The block log's counters under `log` (commits, bytes written to the
     /// log, checkpoints).
     pub fn log_stats(&self) -> Option<blocklog::LogStats> {
@@ -333,7 +340,8 @@ mod tests {
     fn blocks_a_sealed_commit_frees_are_not_reused_before_it_is_durable() {
         let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
         mkfs(&dev, &MkfsOptions::default()).unwrap();
-        let options = MountOptions { policy: Policy::Log, commit_thread: false, ..Default::default() };
+        let options =
+            MountOptions { policy: Policy::Log, commits: crate::Commits::Caller, ..Default::default() };
         let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
         let a = fs.create(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o644)).unwrap();
         fs.write(a.ino, 0, &vec![7u8; 64 << 10]).unwrap();
@@ -362,7 +370,8 @@ mod tests {
     /// how many flushes `dev` saw from the mount to the seal.
     fn sealed_on(dev: Arc<dyn Device>) -> (Ffs, u64) {
         let before = dev.stats().snapshot().flushes;
-        let options = MountOptions { policy: Policy::Log, commit_thread: false, ..Default::default() };
+        let options =
+            MountOptions { policy: Policy::Log, commits: crate::Commits::Caller, ..Default::default() };
         let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
         let a = fs.create(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o644)).unwrap();
         fs.write(a.ino, 0, &vec![7u8; 64 << 10]).unwrap();
@@ -396,5 +405,28 @@ mod tests {
         assert!(fs.sync().is_err(), "the failure is reported, not retried");
         let err = fs.create(fsapi::ROOT, OsStr::new("b"), fsapi::Owner::root(0o644)).unwrap_err();
         assert_eq!(err, fsapi::Errno::IO);
+    }
+
+    /// `Commits::Deferred`: a sealed commit waits for the next seal, which
+    /// writes it first; a sync writes whatever waits.
+    #[test]
+    fn a_deferred_commit_is_written_by_the_next_seal() {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let options =
+            MountOptions { policy: Policy::Log, commits: crate::Commits::Deferred, ..Default::default() };
+        let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+        let log = fs.log.clone().unwrap();
+        let make = |name: &str| fs.create(fsapi::ROOT, OsStr::new(name), fsapi::Owner::root(0o644)).unwrap();
+        make("a");
+        fs.lock().commit_behind().unwrap();
+        let first = log.sealed_id();
+        assert!(log.durable_id() < first, "sealed, not written");
+        make("b");
+        fs.lock().commit_behind().unwrap();
+        assert_eq!(log.durable_id(), first, "the next seal wrote the first");
+        assert_eq!(log.sealed_waiting(), 1);
+        fs.sync().unwrap();
+        assert_eq!(log.sealed_waiting(), 0, "a sync writes what waits");
     }
 }

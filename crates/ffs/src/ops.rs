@@ -35,12 +35,25 @@ pub struct MountOptions {
     /// Where the ages of dirty buffers and commits are read: the wall
     /// clock, or the virtual clock of the simulated disk beneath.
     pub clock: device::Clock,
-    /// Under `log`: a committer thread writes the commits the syncer and
-    /// full transactions make, while calls go on (default). Off, the
-    /// thread that makes a commit writes it, which keeps the order of
-    /// every write the same from run to run (crash enumeration, modeled
-    /// disks).
-    pub commit_thread: bool,
+    /// Under `log`: who writes the commits the syncer and full
+    /// transactions make (see [`Commits`]).
+    pub commits: Commits,
+}
+
+/// Under `log`, who writes a commit sealed under the lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Commits {
+    /// The mount's committer thread, while calls go on (the default).
+    #[default]
+    Thread,
+    /// The thread that sealed it, at once: the order of every write is the
+    /// same from run to run (modeled disks).
+    Caller,
+    /// The thread that seals the next one, or a sync, whichever comes
+    /// first: calls go on between the seal and the commit as they do
+    /// beside the committer thread, in an order the same from run to run
+    /// (crash enumeration of that interleaving).
+    Deferred,
 }
 
 impl Default for MountOptions {
@@ -49,7 +62,7 @@ impl Default for MountOptions {
             policy: Policy::Async,
             cache_bytes: 64 << 20,
             clock: device::Clock::Wall,
-            commit_thread: true,
+            commits: Commits::Thread,
         }
     }
 }
@@ -61,7 +74,7 @@ pub struct Ffs {
     /// over it.
     pub(crate) dev: Dev,
     pub(crate) log: Option<std::sync::Arc<blocklog::LoggedDevice>>,
-    /// The committer thread (`MountOptions::commit_thread`), joined at
+    /// The committer thread (`Commits::Thread`), joined at
     /// the unmount.
     pub(crate) committer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }

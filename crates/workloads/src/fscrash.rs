@@ -146,7 +146,9 @@ type Tree = BTreeMap<String, (fsapi::FileType, Vec<u8>, u32)>;
 /// tree as step `k - 1` left it.
 struct Step {
     end: usize,
-    commits: u64,
+    /// The log's last transaction sealed and last durable after the step.
+    sealed: u64,
+    durable: u64,
     tree: Tree,
 }
 
@@ -169,11 +171,13 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
     let mem: Arc<dyn Device> = Arc::new(MemDevice::new(spec.device_bytes)?);
     let dev: Arc<dyn Device> = Arc::new(RecordingDevice::new(mem, 0, Arc::clone(&recording)));
     ffs::mkfs(&dev, &MkfsOptions::default()).map_err(|e| CrashError::Spec(format!("--size: {e}")))?;
-    // The committer thread would change the order of writes between runs.
+    // Under `log`, commits deferred to the next seal: the calls that go on
+    // while a sealed commit waits for the committer thread, in an order
+    // the same from run to run (the thread itself would change it).
     let options = MountOptions {
         policy: spec.policy,
         cache_bytes: spec.cache_bytes,
-        commit_thread: false,
+        commits: ffs::Commits::Deferred,
         ..Default::default()
     };
     let fs = Ffs::mount(Arc::clone(&dev), &options).map_err(|e| CrashError::Build(e.to_string()))?;
@@ -229,8 +233,8 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
     let mut step = |fs: &Ffs| {
         if logged {
             let tree = tree(fs);
-            let commits = fs.log_stats().map_or(0, |s| s.commits);
-            ran.steps.push(Step { end: recording.len(), commits, tree });
+            let (sealed, durable) = fs.log_ids().unwrap_or_default();
+            ran.steps.push(Step { end: recording.len(), sealed, durable, tree });
         }
     };
     step(fs);
@@ -444,25 +448,32 @@ fn shape(tree: &Tree) -> Tree {
 }
 
 /// The steps whose tree a crash after `after_events` events may leave
-/// under `log`: from the one the last completed commit holds to the one
-/// in progress. A commit completes at the last flush of the step it was
-/// made in; one whose flush had not completed may or may not be there.
+/// under `log`: from the one the last durable transaction holds to the one
+/// in progress. A transaction is sealed between calls (before the call of
+/// the step that seals it: it holds the step before's tree) and is durable
+/// at the last flush of the step its commit completed in, which under
+/// deferred commits comes steps later; one whose flush had not completed
+/// may or may not be there.
 fn committed_window(
     steps: &[Step],
     events: &[Event],
     after_events: usize,
 ) -> std::ops::RangeInclusive<usize> {
-    let mut lo = 0;
+    let mut durable = 0;
     for k in 1..steps.len() {
-        if steps[k].commits == steps[k - 1].commits {
+        if steps[k].durable == steps[k - 1].durable {
             continue;
         }
         let last_flush =
             (steps[k - 1].end..steps[k].end).rev().find(|&i| matches!(events[i], Event::Flush { .. }));
         if last_flush.is_some_and(|p| p < after_events) {
-            lo = k - 1;
+            durable = steps[k].durable;
         }
     }
+    let lo = match durable {
+        0 => 0,
+        d => steps.iter().position(|s| s.sealed >= d).map_or(0, |k| k.saturating_sub(1)),
+    };
     let hi = steps.iter().position(|s| s.end >= after_events).unwrap_or(steps.len() - 1);
     lo..=hi.max(lo)
 }
@@ -638,5 +649,28 @@ impl FsCrashReport {
                 detail,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(end: usize, sealed: u64, durable: u64) -> Step {
+        Step { end, sealed, durable, tree: Tree::new() }
+    }
+
+    /// Transaction 1 sealed at the start of step 1's call (so holding
+    /// step 0's tree) and committed only during step 3 (deferred), when
+    /// transaction 2 is sealed (holding step 2's): a crash after the first
+    /// commit's flush may leave step 0's tree; after the second's, step 2's.
+    #[test]
+    fn a_deferred_commit_holds_the_tree_of_the_step_before_its_seal() {
+        let steps = [step(0, 0, 0), step(2, 1, 0), step(3, 1, 0), step(6, 2, 1), step(9, 2, 2)];
+        let write = || Event::Write { device: 0, offset: 0, data: Arc::from(vec![0u8; 512]) };
+        let flush = || Event::Flush { device: 0 };
+        let events = [write(), write(), write(), write(), flush(), write(), write(), flush(), write()];
+        assert_eq!(committed_window(&steps, &events, 6), 0..=3);
+        assert_eq!(committed_window(&steps, &events, 8), 2..=4);
     }
 }

@@ -85,7 +85,7 @@ impl SimDisk {
             policy,
             cache_bytes,
             clock: Clock::Virtual(Arc::clone(&clock)),
-            commit_thread: false,
+            commits: ffs::Commits::Caller,
         };
         let tar_run = phase(&dev, &clock, &mount, |fs, tick| {
             let progress = phases.phase("tar");
