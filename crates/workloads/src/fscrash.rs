@@ -300,6 +300,8 @@ fn removed_while_looked_up(
     let dir = fs.mkdir(ROOT, OsStr::new(&name), Owner::root(0o755)).ok()?;
     step(fs);
     if let Ok(file) = fs.create(dir.ino, OsStr::new("f"), Owner::root(0o644)) {
+        // A commit may come between the create and the write.
+        step(fs);
         let _ = fs.write(file.ino, 0, &vec![i as u8; rng.random_range(1..9_000usize)]);
         fs.forget(file.ino, 1);
         step(fs);
