@@ -52,6 +52,16 @@ fn every_crash_state_of_log_is_clean_after_replay_and_keeps_fsynced_files() {
     }
 }
 
+/// Long runs without an fsync: the log fills and commits come between
+/// the calls of one operation, each sealed and written a seal later.
+#[test]
+fn log_commits_forced_mid_operation_leave_only_trees_a_commit_made() {
+    let spec =
+        FsCrashSpec { operations: 3000, fsync_every: 3000, sampled_states: 200, ..spec(Policy::Log, 1) };
+    let report = enumerate(&spec).unwrap();
+    assert_eq!(report.violations, 0, "{:?}", report.first_violation);
+}
+
 #[test]
 fn every_crash_state_of_softdep_holds_only_leaks_and_keeps_fsynced_files() {
     for seed in [1, 2] {
