@@ -160,7 +160,7 @@ fn main() -> ExitCode {
                 if agreed.report {
                     eprintln!("iolab: error: {}", agreed.text);
                 }
-                return ExitCode::from(code);
+                return ExitCode::from(if agreed.usage { 2 } else { code });
             }
             match &ranks {
                 // The other ranks may be waiting for this one at a

@@ -35,6 +35,8 @@ pub struct Agreed {
     pub text: String,
     /// This rank reports it (rank 0).
     pub report: bool,
+    /// A refusal of the command line (exit status 2).
+    pub usage: bool,
 }
 
 /// This process's place among the ranks.
@@ -43,8 +45,6 @@ pub struct Ranks {
     pub rank: usize,
     pub size: usize,
     pub host: String,
-    /// Some argument named `{rank}` or `{host}` (before they were put in).
-    pub placeholders: bool,
     /// Every rank's host, in rank order.
     pub hosts: Vec<String>,
     /// `--mpi-reorder`: `{rank}` and `{host}` name the rank this one reads
@@ -94,7 +94,6 @@ fn join(n: usize, who: &str) -> Result<Ranks, UsageError> {
         rank: world.rank() as usize,
         size,
         host: host.clone(),
-        placeholders: false,
         hosts: Vec::new(),
         reordered: None,
         world,
@@ -132,15 +131,25 @@ impl Ranks {
         if args.iter().any(|a| a == "--mpi-reorder") {
             self.reordered = Some(self.neighbour());
         }
-        args.into_iter()
-            .map(|a| match a.to_str() {
-                Some(text) => {
-                    self.placeholders |= text.contains("{rank}") || text.contains("{host}");
-                    self.substitute(text).into()
-                }
-                None => a,
+        args.into_iter().map(|a| a.to_str().map_or(a.clone(), |text| self.substitute(text).into())).collect()
+    }
+
+    /// Refuses, on every rank alike, paths two ranks on one host would
+    /// share: each `(flag, path)` this rank will write, as it resolved
+    /// them. Ranks on other hosts may name one path (each its own disk;
+    /// on a shared file system, the user's to tell).
+    pub fn own_paths(&self, paths: &[(&str, &std::path::Path)]) -> anyhow::Result<()> {
+        let mine: Vec<String> = paths
+            .iter()
+            .map(|(flag, p)| {
+                format!("{flag}\t{}", std::path::absolute(p).unwrap_or(p.to_path_buf()).display())
             })
-            .collect()
+            .collect();
+        let verdict = self.gather(mine.join("\n")).map(|all| shared_path(&all, &self.hosts, self.size));
+        match self.broadcast(verdict.unwrap_or_default()) {
+            text if text.is_empty() => Ok(()),
+            text => Err(Agreed { text, report: self.rank == 0, usage: true }.into()),
+        }
     }
 
     /// Waits until every rank is here.
@@ -210,8 +219,10 @@ impl Ranks {
         let verdict = step.as_ref().map(|_| ()).map_err(crate::message);
         match (self.agree(verdict), step) {
             (Ok(()), Ok(value)) => Ok(value),
-            (Err(all), Err(own)) => Err(own.context(Agreed { text: all, report: self.rank == 0 })),
-            (Err(all), Ok(_)) => Err(Agreed { text: all, report: self.rank == 0 }.into()),
+            (Err(all), Err(own)) => {
+                Err(own.context(Agreed { text: all, report: self.rank == 0, usage: false }))
+            }
+            (Err(all), Ok(_)) => Err(Agreed { text: all, report: self.rank == 0, usage: false }.into()),
             (Ok(()), Err(own)) => Err(own),
         }
     }
@@ -224,6 +235,32 @@ impl Ranks {
         #[cfg(not(feature = "mpi"))]
         std::process::exit(code)
     }
+}
+
+/// Rank 0's look at every rank's paths (`flag\tpath` lines, in rank
+/// order): the first one two ranks on one host share, said with its fix,
+/// or nothing.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn shared_path(all: &[String], hosts: &[String], size: usize) -> String {
+    let mut seen: std::collections::HashMap<(&str, &str), usize> = std::collections::HashMap::new();
+    for (rank, lines) in all.iter().enumerate() {
+        let host = hosts.get(rank).map_or("", String::as_str);
+        for line in lines.lines() {
+            let Some((flag, path)) = line.split_once('\t') else { continue };
+            match seen.get(&(host, path)) {
+                Some(&other) if other != rank => {
+                    return format!(
+                        "--{flag} {path}: ranks {other} and {rank} of the {size} would both use it; put {{rank}} or \
+                         {{host}} in the path (e.g. /data/t{{rank}}.img)"
+                    );
+                }
+                _ => {
+                    seen.insert((host, path), rank);
+                }
+            }
+        }
+    }
+    String::new()
 }
 
 /// The ranks' failures (an empty text for a rank that did well) as one
@@ -248,6 +285,21 @@ mod tests {
     fn the_same_failure_on_every_rank_is_said_once() {
         let all = vec!["no room".to_string(), "no room".to_string()];
         assert_eq!(failures(&all), "no room (on every rank)");
+    }
+
+    #[test]
+    fn a_path_two_ranks_on_one_host_share_is_named() {
+        let all = vec!["target\t/d/t.img".to_string(), "target\t/d/t.img".to_string()];
+        let text = super::shared_path(&all, &["a".into(), "a".into()], 2);
+        assert!(text.starts_with("--target /d/t.img: ranks 0 and 1 of the 2 would both use it"), "{text}");
+    }
+
+    #[test]
+    fn one_path_on_two_hosts_or_two_paths_on_one_are_each_ranks_own() {
+        let same = vec!["target\t/d/t.img".to_string(), "target\t/d/t.img".to_string()];
+        assert_eq!(super::shared_path(&same, &["a".into(), "b".into()], 2), "");
+        let own = vec!["target\t/d/t0.img".to_string(), "target\t/d/t1.img".to_string()];
+        assert_eq!(super::shared_path(&own, &["a".into(), "a".into()], 2), "");
     }
 
     #[test]

@@ -66,14 +66,9 @@ pub struct ValidateArgs {
 }
 
 pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
-    if let (Some(ranks), Some(json)) = (ranks, &args.json) {
-        if !ranks.placeholders {
-            return Err(crate::UsageError(format!(
-                "--json {}: every rank would write it; put {{rank}} in the path",
-                json.display()
-            ))
-            .into());
-        }
+    if let Some(ranks) = ranks {
+        let json = args.json.iter().filter(|p| p.as_os_str() != "-");
+        ranks.own_paths(&json.map(|p| ("json", p.as_path())).collect::<Vec<_>>())?;
     }
     let mut key_map =
         crate::run::key_map_spec(args.key_map.unwrap_or_default(), args.key_map_dir.as_deref())?;

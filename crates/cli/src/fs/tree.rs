@@ -65,7 +65,7 @@ pub struct RmArgs {
 
 pub fn untar(args: UntarArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     if let Some(ranks) = ranks {
-        ranks.agreed(image_per_rank(&args.target, ranks))?;
+        image_per_rank(&args.target, ranks)?;
     }
     if args.copies == 0 {
         return Err(UsageError("--copies: give at least 1".into()).into());
@@ -109,7 +109,7 @@ pub fn untar(args: UntarArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Resu
 
 pub fn rm(args: RmArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     if let Some(ranks) = ranks {
-        ranks.agreed(image_per_rank(&args.target, ranks))?;
+        image_per_rank(&args.target, ranks)?;
     }
     let mut parts = Vec::new();
     for path in &args.paths {
@@ -146,16 +146,10 @@ pub fn rm(args: RmArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-/// Under mpirun, an in-process tar or rm: each rank on an image of its own.
+/// Under mpirun, an in-process tar, rm or tree: each rank on an image of
+/// its own.
 fn image_per_rank(target: &str, ranks: &crate::mpi::Ranks) -> anyhow::Result<()> {
-    if ranks.placeholders {
-        return Ok(());
-    }
-    Err(UsageError(format!(
-        "{target}: every one of the {} ranks would mount it; put {{rank}} in its path (each rank's own image)",
-        ranks.size
-    ))
-    .into())
+    ranks.own_paths(&[("target", std::path::Path::new(target))])
 }
 
 /// Under mpirun: every rank's entries and time (from the mount to the end
@@ -229,17 +223,10 @@ pub fn mdtest(args: TreeArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Resu
     // Under mpirun: each rank's tree in a directory of its own (on a
     // shared file system), or on an iolab image of its own; every phase
     // begun together.
-    let dir = std::path::Path::new(&args.target).is_dir();
-    let checked = if !dir && !ranks.placeholders {
-        Err(UsageError(format!(
-            "{}: every one of the {} ranks would mount it; put {{rank}} in its path, or give a directory (each rank's tree goes in its own)",
-            args.target, ranks.size
-        ))
-        .into())
-    } else {
-        Ok(())
-    };
-    ranks.agreed(checked)?;
+    // A directory: each rank's tree in a directory of its own under it.
+    let target = std::path::Path::new(&args.target);
+    let image = (!target.is_dir()).then_some(("target", target));
+    ranks.own_paths(&image.into_iter().collect::<Vec<_>>())?;
     let on = args.target.clone();
     let phases = std::cell::RefCell::new(Vec::new());
     mdtest_alone(args, Some((ranks, &phases)))?;

@@ -30,7 +30,7 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
             }
         }
         match layout {
-            MpiLayout::PerRank => private_targets(&plan, ranks)?,
+            MpiLayout::PerRank => {}
             MpiLayout::Shared => {
                 split_regions(&mut plan, ranks)?;
                 crate::stack::base::SHARED_WITH_RANKS.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -39,6 +39,10 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
         Ok((plan, percentiles))
     });
     let (plan, percentiles) = ranks.agreed(checked)?;
+    if layout == MpiLayout::PerRank {
+        let paths = private_paths(&plan);
+        ranks.own_paths(&paths.iter().map(|(f, p)| (*f, p.as_path())).collect::<Vec<_>>())?;
+    }
     // On a shared target rank 0 makes it first; the others then open it.
     let jobs = if layout == MpiLayout::Shared && ranks.rank != 0 {
         ranks.agreed(Ok(()))?;
@@ -140,28 +144,18 @@ fn refused(args: &RunArgs, json: Option<&std::path::Path>) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Per-rank targets: no two ranks may write one path. Memory and
-/// simulated targets live in each rank's process.
-fn private_targets(plan: &jobs::Plan, ranks: &Ranks) -> Result<(), UsageError> {
-    if ranks.placeholders {
-        return Ok(());
-    }
+/// Per-rank targets: what each rank writes, for [`Ranks::own_paths`].
+/// Memory and simulated targets live in each rank's process.
+fn private_paths(plan: &jobs::Plan) -> Vec<(&'static str, std::path::PathBuf)> {
+    let mut paths = Vec::new();
     for (f, _) in &plan.jobs {
-        let paths = [
-            ("target", f.target.clone().filter(|t| !t.starts_with("mem:") && !t.starts_with("sim:"))),
-            ("journal", f.journal.as_ref().map(|p| p.display().to_string())),
-            ("key-map-dir", f.key_map_dir.as_ref().map(|p| p.display().to_string())),
-            ("log-device", f.log_device.as_ref().map(|p| p.display().to_string())),
-        ];
-        if let Some((flag, Some(path))) = paths.into_iter().find(|(_, p)| p.is_some()) {
-            return Err(UsageError(format!(
-                "--{flag} {path}: every one of the {} ranks would use it; put {{rank}} or {{host}} in the path \
-                 (e.g. /data/t{{rank}}.img), or split one target's region with --mpi-layout shared",
-                ranks.size
-            )));
-        }
+        let target = f.target.clone().filter(|t| !t.starts_with("mem:") && !t.starts_with("sim:"));
+        paths.extend(target.map(|t| ("target", t.into())));
+        paths.extend(f.journal.clone().map(|p| ("journal", p)));
+        paths.extend(f.key_map_dir.clone().map(|p| ("key-map-dir", p)));
+        paths.extend(f.log_device.clone().map(|p| ("log-device", p)));
     }
-    Ok(())
+    paths
 }
 
 /// `--mpi-layout shared`: each rank takes its 1/N of every job's region,

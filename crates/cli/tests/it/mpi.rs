@@ -147,11 +147,22 @@ mod ranks {
         let out = mpirun(2, &["run", "--target", target.to_str().unwrap(), "--size", "4m", "--ios", "10"]);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         assert_eq!(
-            stderr(&out).matches("every one of the 2 ranks would use it").count(),
+            stderr(&out).matches("ranks 0 and 1 of the 2 would both use it").count(),
             1,
             "{}",
             stderr(&out)
         );
+        assert!(!target.exists(), "nothing is made when the ranks refuse");
+    }
+
+    #[test]
+    fn a_placeholder_elsewhere_does_not_make_one_target_each_ranks_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let (target, json) = (dir.path().join("t.img"), dir.path().join("out{rank}.json"));
+        let args = ["--size", "4m", "--ios", "10", "--json", json.to_str().unwrap()];
+        let out = mpirun(2, &[&["run", "--target", target.to_str().unwrap()][..], &args].concat());
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("--target"), "{}", stderr(&out));
         assert!(!target.exists(), "nothing is made when the ranks refuse");
     }
 
