@@ -81,6 +81,8 @@ impl Core {
         let groups = self.sb.groups;
         let hint = hint.clamp(self.sb.first_group_block, self.sb.blocks - 1);
         let first = ((hint - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group)) as u32;
+        // Read once a call, and only when a freed block may be waiting.
+        let durable = if self.log.freed.is_empty() { u64::MAX } else { self.log.durable() };
         for k in 0..groups {
             let g = (first + k) % groups;
             if self.groups[g as usize].free_blocks == 0 {
@@ -90,7 +92,7 @@ impl Core {
             let from = if k == 0 { (hint - start) as u32 } else { 0 };
             let limit = self.sb.group_blocks(g);
             let map_block = start + BLOCK_BITMAP;
-            let (freed, durable) = (&self.log.freed, self.log.durable());
+            let freed = &self.log.freed;
             let found = match self.cache.read(map_block) {
                 Ok(map) => find_clear(map, from, limit, |i| {
                     freed.get(&((start + u64::from(i)) as u32)).is_some_and(|t| *t > durable)
