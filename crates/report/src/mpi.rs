@@ -64,6 +64,11 @@ fn count(run: &Value, dir: &str, what: &str) -> u64 {
 /// document. A job or run a rank lacks (it stopped early) is left out of
 /// that aggregate, which then says how many ranks it covers.
 pub fn aggregate(ranks: &[RankRun]) -> Vec<Aggregate> {
+    indexed(ranks).into_iter().map(|(_, agg)| agg).collect()
+}
+
+/// [`aggregate`], each with its job's index in the documents.
+fn indexed(ranks: &[RankRun]) -> Vec<(usize, Aggregate)> {
     let Some(first) = ranks.first() else { return Vec::new() };
     let jobs = first.document.get("jobs").and_then(Value::as_array).map_or(0, Vec::len);
     let mut out = Vec::new();
@@ -128,7 +133,7 @@ pub fn aggregate(ranks: &[RankRun]) -> Vec<Aggregate> {
                 agg.write_iops = agg.write_ios as f64 / agg.window_s;
                 agg.mib_per_s = agg.bytes as f64 / 1048576.0 / agg.window_s;
             }
-            out.push(agg);
+            out.push((j, agg));
         }
     }
     out
@@ -167,8 +172,8 @@ pub fn mpi_table(ranks: &[RankRun], layout: &str) -> String {
         hosts.len(),
         hosts.iter().copied().collect::<Vec<_>>().join(", ")
     );
-    for agg in aggregate(ranks) {
-        let (j, r) = job_index(ranks, &agg);
+    for (j, agg) in indexed(ranks) {
+        let r = agg.run - 1;
         let _ = writeln!(out, "{} run {}:", agg.job, agg.run);
         let _ = writeln!(
             out,
@@ -221,13 +226,6 @@ pub fn mpi_table(ranks: &[RankRun], layout: &str) -> String {
         );
     }
     out
-}
-
-fn job_index(ranks: &[RankRun], agg: &Aggregate) -> (usize, usize) {
-    let doc = &ranks[0].document;
-    let jobs = doc.get("jobs").and_then(Value::as_array).map_or(0, Vec::len);
-    let j = (0..jobs).find(|&j| doc["jobs"][j].get("name").and_then(Value::as_str) == Some(&agg.job));
-    (j.unwrap_or(0), agg.run - 1)
 }
 
 /// One rank's mdtest phases, as rank 0 receives them: each phase's name,
