@@ -432,7 +432,6 @@ impl Checker {
                 self.dotdot.insert(e.dir, e.ino);
             }
         }
-        self.check_dots()?;
         for e in &self.entries {
             if e.name != b"." && e.name != b".." {
                 if let Some(seen) = self.inodes.get_mut(&e.ino) {
@@ -440,6 +439,7 @@ impl Checker {
                 }
             }
         }
+        self.check_dots()?;
         Ok(())
     }
 
@@ -488,14 +488,21 @@ impl Checker {
     }
 
     /// `.` must name the directory, `..` a directory (the root's itself).
+    /// A directory no entry names is not held to its `..`: pass 3 puts it
+    /// in lost+found and points its `..` there, as fsck_ffs's linkup does
+    /// (soft updates writes a new directory before its parent's count,
+    /// even before a new parent itself: until its entry is on the disk,
+    /// its `..` is not a link).
     fn check_dots(&mut self) -> Result<(), FsError> {
         let dirs: Vec<u32> =
             self.inodes.iter().filter(|(_, s)| s.inode.kind_bits() == S_IFDIR).map(|(i, _)| *i).collect();
         for dir in dirs {
             let dot = self.entries.iter().find(|e| e.dir == dir && e.name == b".").map(|e| e.ino);
             let parent = self.dotdot.get(&dir).copied();
-            let parent_ok =
-                parent.is_some_and(|p| self.inodes.get(&p).is_some_and(|s| s.inode.kind_bits() == S_IFDIR));
+            let named = dir == ROOT_INO || self.inodes[&dir].names > 0;
+            let parent_ok = !named
+                || parent
+                    .is_some_and(|p| self.inodes.get(&p).is_some_and(|s| s.inode.kind_bits() == S_IFDIR));
             if dot != Some(dir) || !parent_ok {
                 let detail = format!("directory {dir}: '.' names {dot:?}, '..' names {parent:?}");
                 self.found(Class::BadDotDot, detail);
@@ -642,15 +649,18 @@ impl Checker {
     // A directory whose count is 0 was removed while still open (its
     // orphan-list entry may not have reached the disk): its `.` and `..`
     // are no longer links, as the kernel counts them.
+    //
+    // A directory no entry names (one pass 3 did not reconnect) is not
+    // counted by the parent its `..` names: reconnected, it would not be.
     fn pass4_link_counts(&mut self) -> Result<(), FsError> {
         let removed = |d: &u32| self.inodes.get(d).is_some_and(|s| s.inode.nlink == 0);
-        let subdirs: HashMap<u32, u32> = (self.dotdot.iter()).filter(|(d, p)| d != p && !removed(d)).fold(
-            HashMap::new(),
-            |mut m, (_, p)| {
+        let unnamed = |d: &u32| self.inodes.get(d).is_none_or(|s| s.names == 0);
+        let counted = |(d, p): &(&u32, &u32)| d != p && !removed(d) && !unnamed(d);
+        let subdirs: HashMap<u32, u32> =
+            (self.dotdot.iter()).filter(counted).fold(HashMap::new(), |mut m, (_, p)| {
                 *m.entry(*p).or_default() += 1;
                 m
-            },
-        );
+            });
         let inos: Vec<u32> = self.inodes.keys().copied().collect();
         for ino in inos {
             let seen = &self.inodes[&ino];

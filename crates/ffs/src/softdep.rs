@@ -8,11 +8,15 @@
 //!    *settled* once both writes were flushed).
 //! 2. A new inode reaches the disk only after its bit in the inode bitmap
 //!    has, and a new directory's (or long symlink's) inode only once its
-//!    first block is settled and its parent's link count, raised for the
-//!    `..` it holds, is on the disk.
+//!    first block is settled.
 //! 3. A directory entry reaches the disk only after its inode does, with a
 //!    link count that covers this entry as well as every entry whose
-//!    removal is not yet on the disk.
+//!    removal is not yet on the disk; an entry naming a directory, only
+//!    after the count of the parent its `..` names, raised for that `..`,
+//!    is on the disk too (FreeBSD's MKDIR_PARENT). A new directory's inode
+//!    and first block may go before its parent's count: until its entry
+//!    does, nothing reaches it (fsck finds it unattached, a leak), so
+//!    each level of a new tree does not wait on the level above.
 //! 4. A link count is lowered, and an inode freed, only after the
 //!    directory blocks without its entries are on the disk; a freed
 //!    directory lowers its parent's count only once it is gone itself.
@@ -40,8 +44,8 @@ use std::borrow::Cow;
 
 use crate::format::{
     pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, Superblock, BLOCK_BYTES, DIRECT_POINTERS,
-    DIR_CHUNK_BYTES, INLINE_SYMLINK_BYTES, INODES_PER_BLOCK, INODE_BYTES, POINTERS_PER_BLOCK, S_IFDIR,
-    S_IFLNK,
+    DIR_CHUNK_BYTES, DT_DIR, INLINE_SYMLINK_BYTES, INODES_PER_BLOCK, INODE_BYTES, POINTERS_PER_BLOCK,
+    S_IFDIR, S_IFLNK,
 };
 
 /// What a metadata block that is not an inode block holds (inode blocks
@@ -431,7 +435,7 @@ impl Softdep {
         };
         let d = used(ino, disk);
         let new = d.is_none() || self.fresh_inodes.contains_key(&ino);
-        if new && !self.ready(blocks, ino, &m) {
+        if new && !self.ready(ino, &m) {
             return disk;
         }
         let mut w = m.clone();
@@ -459,7 +463,7 @@ impl Softdep {
     }
 
     /// Rule 2 for a new inode.
-    fn ready(&self, blocks: &dyn Blocks, ino: u32, m: &DiskInode) -> bool {
+    fn ready(&self, ino: u32, m: &DiskInode) -> bool {
         if let Some(&at) = self.fresh_inodes.get(&ino) {
             if !self.durable_after(self.inode_bitmap(ino), at) {
                 return false;
@@ -470,11 +474,18 @@ impl Softdep {
         if (dir || long_link) && (m.direct[0] == 0 || !self.settled(m.direct[0])) {
             return false;
         }
-        if dir {
-            let parent = blocks.memory(u64::from(m.direct[0])).and_then(|b| record_at(&b, 12)).map(|r| r.ino);
-            return parent.is_some_and(|p| p == ino || self.links_on_disk(blocks, p));
-        }
         true
+    }
+
+    /// Rule 3 for an entry naming directory `ino`: its `..` names a parent
+    /// whose count, raised for that `..`, is on the disk (or itself).
+    fn parent_counted(&self, blocks: &dyn Blocks, ino: u32) -> bool {
+        let Some((Some(m), _)) = self.inode_both(blocks, ino) else { return false };
+        if m.kind_bits() != S_IFDIR {
+            return true;
+        }
+        let parent = blocks.memory(u64::from(m.direct[0])).and_then(|b| record_at(&b, 12)).map(|r| r.ino);
+        parent.is_some_and(|p| p == ino || self.links_on_disk(blocks, p))
     }
 
     /// The bytes of a directory the disk can map without a hole: the
@@ -516,11 +527,13 @@ impl Softdep {
             if before.as_ref().is_some_and(|b| b.ino == rec.ino && b.name == rec.name) {
                 continue;
             }
-            // A new directory's `..`: its inode waits for the parent (rule 2).
+            // A new directory's `..`: its entry in the parent waits for the
+            // parent's count (rule 3); until then nothing reaches it.
             if rec.name == b".." && before.is_none() {
                 continue;
             }
-            if self.links_on_disk(blocks, rec.ino) {
+            let directory = rec.kind == DT_DIR && rec.name != b"..";
+            if self.links_on_disk(blocks, rec.ino) && (!directory || self.parent_counted(blocks, rec.ino)) {
                 continue;
             }
             let bytes = out.get_or_insert_with(|| memory.to_vec());
@@ -741,5 +754,53 @@ impl Softdep {
         self.last_write.remove(&block);
         self.last_durable.remove(&block);
         self.since_flush.remove(&block);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::sync::Arc;
+
+    use device::{Device, MemDevice};
+    use fsapi::{FileSystem, Owner, ROOT};
+
+    use super::{record_at, Shadow};
+    use crate::format::INODE_BYTES;
+    use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
+
+    /// A new directory `d` in `p`, everything on the disk but `p`'s count
+    /// raised for `d`'s `..` (and `p`'s entry naming `d`): the entry may
+    /// not be written, though `d`'s own inode is there (MKDIR_PARENT).
+    #[test]
+    fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let options = MountOptions { policy: Policy::Softdep, ..Default::default() };
+        let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+        let p = fs.mkdir(ROOT, OsStr::new("p"), Owner::root(0o755)).unwrap().ino as u32;
+        fs.sync().unwrap();
+        let mut core = fs.lock();
+        let (p_block, p_at) = core.sb.inode_place(p);
+        let p_before = core.cache.read(p_block).unwrap()[p_at..p_at + INODE_BYTES].to_vec();
+        let p_dir = u64::from(core.inode(p).unwrap().direct[0]);
+        let dir_before = core.cache.read(p_dir).unwrap().to_vec();
+        drop(core);
+        let d = fs.mkdir(p.into(), OsStr::new("d"), Owner::root(0o755)).unwrap().ino as u32;
+        fs.sync().unwrap();
+
+        let mut core = fs.lock();
+        let mut disk = core.cache.read(p_block).unwrap().to_vec();
+        disk[p_at..p_at + INODE_BYTES].copy_from_slice(&p_before);
+        let memory = core.cache.read(p_dir).unwrap().to_vec();
+        let at = (0..memory.len()).step_by(4).find(|&at| record_at(&memory, at).is_some_and(|r| r.ino == d));
+        let at = at.expect("p's block names d");
+        let mut sd = core.cache.sd.take().unwrap();
+        sd.durable.insert(p_block, Shadow::Bytes(disk.into()));
+        sd.durable.insert(p_dir, Shadow::Bytes(dir_before.into()));
+        let image = sd.image(&core.cache, p_dir, &memory);
+        core.cache.sd = Some(sd);
+        let image = image.expect("the entry is rolled back");
+        assert!(record_at(&image, at).is_none(), "p's entry naming d written before p's count");
     }
 }

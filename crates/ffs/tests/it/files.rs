@@ -337,6 +337,29 @@ fn under_softdep_an_entry_is_not_written_before_its_inode() {
 }
 
 #[test]
+fn under_softdep_a_directory_moved_leaves_only_leaks_whatever_part_of_a_write_back_a_crash_keeps() {
+    use std::ffi::OsStr;
+    use std::sync::Arc;
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let a = fs.mkdir(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o755)).unwrap();
+    let b = fs.mkdir(fsapi::ROOT, OsStr::new("b"), fsapi::Owner::root(0o755)).unwrap();
+    fs.mkdir(a.ino, OsStr::new("x"), fsapi::Owner::root(0o755)).unwrap();
+    fs.unmount().unwrap();
+    // x moves under b: b's count rises for x's `..`, a's drops, x's
+    // entry goes from a to b. One write-back, no flush, and a power cut
+    // keeping any part of it.
+    let crash = Arc::new(device::CrashDevice::new(Arc::clone(&dev)).unwrap());
+    let fs = mount(&(crash.clone() as Arc<dyn device::Device>), Policy::Softdep);
+    fs.rename(a.ino, OsStr::new("x"), b.ino, OsStr::new("x")).unwrap();
+    fs.write_back_older(std::time::Duration::ZERO).unwrap();
+    for seed in 0..64 {
+        let image = crash.crash(device::CrashPolicy::KeepSubset, seed).unwrap().image;
+        only_leaks(&(Arc::new(image) as Arc<dyn device::Device>));
+    }
+}
+
+#[test]
 fn under_softdep_a_removed_file_keeps_its_blocks_until_the_removal_is_on_the_disk() {
     use std::ffi::OsStr;
     // A crash before any flush: a's inode may still be on the disk.
