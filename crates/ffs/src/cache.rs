@@ -84,6 +84,10 @@ impl Blocks for Cache {
         Some(Cow::Owned(data.to_vec()))
     }
 
+    fn cached(&self, block: u64) -> Option<&[u8]> {
+        self.bufs.get(&block).map(|b| &b.data[..])
+    }
+
     fn dirty(&self, block: u64) -> bool {
         self.is_dirty(&block)
     }
@@ -262,6 +266,15 @@ impl Cache {
         Ok(())
     }
 
+    /// Under `softdep`: the work that waits, all of it looked at again
+    /// (`Softdep::rescan`).
+    pub fn softdep_rescan(&mut self) {
+        if let Some(mut sd) = self.sd.take() {
+            sd.rescan(self);
+            self.sd = Some(sd);
+        }
+    }
+
     /// Writes every dirty buffer, the file data first, each kind in block
     /// order with neighbours together; `flush`: then makes them durable
     /// (under the `log` policy, commits the metadata).
@@ -300,7 +313,7 @@ impl Cache {
     /// dirty.
     fn write_blocks(&mut self, blocks: &[u64]) -> device::Result<()> {
         let run_max = RUN_BLOCKS_MAX.min((self.dev.max_request_bytes() / BLOCK_BYTES as u64).max(1) as usize);
-        let images: HashMap<u64, Vec<u8>> = match &self.sd {
+        let mut images: HashMap<u64, Vec<u8>> = match &self.sd {
             Some(sd) => (blocks.iter())
                 .filter(|b| self.dirty.contains(b))
                 .filter_map(|&b| sd.image(self, b, &self.bufs[&b].data).map(|image| (b, image)))
@@ -360,13 +373,13 @@ impl Cache {
                 write(self.dev.as_ref(), &staged)?;
             }
             for &b in &blocks[i..i + run] {
-                let image = images.get(&b);
+                let image = images.remove(&b);
                 let rolled_back = image.is_some();
                 if let Some(sd) = &mut self.sd {
                     if data {
                         sd.written_data(b);
                     } else {
-                        sd.written(b, image.map(|i| &i[..]));
+                        sd.written(b, image);
                     }
                     if rolled_back {
                         // Written without some update: it goes again.

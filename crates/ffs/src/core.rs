@@ -227,6 +227,7 @@ impl Core {
     pub fn softdep_sync(&mut self) -> Result<(), Errno> {
         const PASSES_MAX: usize = 256;
         let mut last = None;
+        let mut rescanned = false;
         for _ in 0..PASSES_MAX {
             if let Err(e) = self.stage_group_headers().and_then(|()| self.cache.write_back(true)) {
                 return Err(eio(self, e));
@@ -239,8 +240,18 @@ impl Core {
                 break;
             }
             if last == Some(now) && self.groups_dirty.is_empty() {
-                break;
+                // Stuck: once, everything that waits is looked at again
+                // (a flush looks only at what waits on what it made
+                // durable).
+                if rescanned {
+                    break;
+                }
+                rescanned = true;
+                self.cache.softdep_rescan();
+                self.apply_released()?;
+                continue;
             }
+            rescanned = false;
             last = Some(now);
         }
         Ok(())

@@ -45,7 +45,7 @@ use std::borrow::Cow;
 use crate::format::{
     pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, Superblock, BLOCK_BYTES, DIRECT_POINTERS,
     DIR_CHUNK_BYTES, DT_DIR, INLINE_SYMLINK_BYTES, INODES_PER_BLOCK, INODE_BYTES, POINTERS_PER_BLOCK,
-    S_IFDIR, S_IFLNK,
+    S_IFDIR, S_IFLNK, S_IFMT, S_IFREG,
 };
 
 /// What a metadata block that is not an inode block holds (inode blocks
@@ -96,6 +96,8 @@ pub trait Blocks {
     /// The bytes of `block` as memory holds them (read from the device
     /// when not cached); None when it cannot be read.
     fn memory(&self, block: u64) -> Option<Cow<'_, [u8]>>;
+    /// The bytes of `block` if the cache holds it (no read).
+    fn cached(&self, block: u64) -> Option<&[u8]>;
     fn dirty(&self, block: u64) -> bool;
 }
 
@@ -127,7 +129,9 @@ pub struct Softdep {
     /// Blocks and inodes allocated, not yet settled: when.
     fresh_blocks: HashMap<u32, u64>,
     fresh_inodes: HashMap<u32, u64>,
-    removals: Vec<Removal>,
+    /// Removals waiting, by the block whose copy on the disk they watch.
+    removals: HashMap<u64, Vec<Removal>>,
+    removal_count: usize,
     /// Links removed in memory, not yet on the disk, by inode.
     pending: HashMap<u32, u32>,
     held: Vec<Held>,
@@ -163,6 +167,14 @@ fn slot_is_free(bytes: &[u8]) -> bool {
     bytes.iter().all(|&b| b == 0)
 }
 
+/// The link count of the inode in a slot of a block iolab wrote or holds,
+/// if the slot holds one (`used`, without decoding the rest).
+fn links(slot: &[u8]) -> Option<u32> {
+    let mode = u16::from_le_bytes([slot[0], slot[1]]);
+    matches!(mode & S_IFMT, S_IFREG | S_IFDIR | S_IFLNK)
+        .then(|| u32::from(u16::from_le_bytes([slot[2], slot[3]])))
+}
+
 /// The inode in a slot of a block iolab wrote or holds (memory, or what
 /// it wrote to the disk): its checksum is its own.
 fn used(ino: u32, bytes: &[u8]) -> Option<DiskInode> {
@@ -196,7 +208,8 @@ impl Softdep {
             kinds: HashMap::default(),
             fresh_blocks: HashMap::default(),
             fresh_inodes: HashMap::default(),
-            removals: Vec::new(),
+            removals: HashMap::default(),
+            removal_count: 0,
             pending: HashMap::default(),
             held: Vec::new(),
             held_inodes: Vec::new(),
@@ -221,7 +234,7 @@ impl Softdep {
     /// anything on.
     pub fn signature(&mut self) -> [u64; 6] {
         [
-            self.removals.len() as u64,
+            self.removal_count as u64,
             self.held.len() as u64,
             self.held_inodes.len() as u64,
             self.fresh_blocks.len() as u64,
@@ -295,7 +308,9 @@ impl Softdep {
     pub fn removed(&mut self, ino: u32, weight: u32, gone: Gone) {
         self.tick();
         *self.pending.entry(ino).or_default() += weight;
-        self.removals.push(Removal { ino, weight, gone });
+        let removal = Removal { ino, weight, gone };
+        self.removals.entry(self.watched(&removal)).or_default().push(removal);
+        self.removal_count += 1;
     }
 
     fn pending(&self, ino: u32) -> u32 {
@@ -358,10 +373,17 @@ impl Softdep {
     /// Rule 3: inode `ino` is on the disk with a count covering every
     /// entry memory gives it and every removal not yet on the disk.
     fn links_on_disk(&self, blocks: &dyn Blocks, ino: u32) -> bool {
-        match self.inode_both(blocks, ino) {
-            Some((Some(memory), Some(disk))) => {
-                u32::from(disk.nlink) >= u32::from(memory.nlink) + self.pending(ino)
-            }
+        let (block, at) = self.sb.inode_place(ino);
+        let slot = at..at + INODE_BYTES;
+        let Some(disk) = self.durable.get(&block) else {
+            // No shadow: the disk holds what memory does (a block not in
+            // the cache is clean, and an entry memory holds names an inode
+            // in use).
+            return self.pending(ino) == 0 && blocks.cached(block).is_none_or(|m| links(&m[slot]).is_some());
+        };
+        let Some(memory) = blocks.memory(block) else { return false };
+        match (links(&memory[slot.clone()]), links(&disk.bytes()[slot])) {
+            (Some(memory), Some(disk)) => disk >= memory + self.pending(ino),
             _ => false,
         }
     }
@@ -576,7 +598,7 @@ impl Softdep {
 
     /// Metadata `block` was written: with `rolled_back`, a copy holding
     /// some update back; without, what memory holds.
-    pub fn written(&mut self, block: u64, rolled_back: Option<&[u8]>) {
+    pub fn written(&mut self, block: u64, rolled_back: Option<Vec<u8>>) {
         let at = self.tick();
         self.last_write.insert(block, at);
         self.since_flush.insert(block);
@@ -584,8 +606,9 @@ impl Softdep {
             Some(image) => {
                 self.stats.rollbacks += 1;
                 self.written_as_memory.remove(&block);
-                self.inflight.insert(block, image.into());
-                u64::from(crc32c::crc32c(image))
+                let digest = u64::from(crc32c::crc32c(&image));
+                self.inflight.insert(block, image.into_boxed_slice());
+                digest
             }
             None => {
                 // What memory holds: copied only if memory changes before
@@ -611,7 +634,8 @@ impl Softdep {
     /// A flush made the writes before it durable: the shadows move on,
     /// and the work that waited on them runs.
     pub fn flushed(&mut self, blocks: &dyn Blocks) {
-        for block in std::mem::take(&mut self.since_flush) {
+        let flushed = std::mem::take(&mut self.since_flush);
+        for &block in &flushed {
             if let Some(&at) = self.last_write.get(&block) {
                 self.last_durable.insert(block, at);
             }
@@ -626,7 +650,10 @@ impl Softdep {
         }
         let settled: Vec<u32> = self.fresh_blocks.keys().copied().filter(|&b| self.settled(b)).collect();
         for block in settled {
+            // When it was written is asked only while it is not settled.
             self.fresh_blocks.remove(&block);
+            self.last_write.remove(&u64::from(block));
+            self.last_durable.remove(&u64::from(block));
         }
         let settled_inodes: Vec<u32> = (self.fresh_inodes.iter())
             .filter(|(&ino, &at)| self.durable_after(self.inode_bitmap(ino), at))
@@ -635,66 +662,147 @@ impl Softdep {
         for ino in settled_inodes {
             self.fresh_inodes.remove(&ino);
         }
-        self.run_worklist(blocks);
+        self.run_worklist(blocks, Some(&flushed));
+    }
+
+    /// Looks at all the work that waits, not only at what waits on the
+    /// blocks a flush made durable: what a write could not have changed
+    /// (a wait on a block never written again, since the disk's copy was
+    /// already right) is settled here. For a sync whose pass moved
+    /// nothing on.
+    pub fn rescan(&mut self, blocks: &dyn Blocks) {
+        self.run_worklist(blocks, None);
+    }
+
+    /// The block whose copy on the disk a removal waits on.
+    fn watched(&self, removal: &Removal) -> u64 {
+        match removal.gone {
+            Gone::Entry { block, .. } => block,
+            Gone::Inode(dir) => self.sb.inode_place(dir).0,
+        }
+    }
+
+    fn wait_block(&self, wait: Wait) -> u64 {
+        match wait {
+            Wait::Inode(ino) => self.sb.inode_place(ino).0,
+            Wait::Indirect(block) => block,
+        }
     }
 
     fn gone(&self, blocks: &dyn Blocks, removal: &Removal, released: &HashSet<u64>) -> bool {
         match removal.gone {
             Gone::Inode(dir) => self.inode_gone(blocks, dir),
             Gone::Entry { block, at } => {
-                released.contains(&block)
-                    || self
-                        .on_disk(blocks, block)
-                        .is_some_and(|d| record_at(&d, at).is_none_or(|r| r.ino != removal.ino))
+                let Some(disk) = self.durable.get(&block) else {
+                    // No shadow: the disk holds what memory does, which no
+                    // longer names the inode there (naming it again would
+                    // have cancelled the removal, `added`).
+                    return true;
+                };
+                released.contains(&block) || record_at(disk.bytes(), at).is_none_or(|r| r.ino != removal.ino)
             }
         }
     }
 
-    /// Removals on the disk lower the counts written from now on.
-    fn settle_removals(&mut self, blocks: &dyn Blocks, released: &HashSet<u64>) {
-        let removals = std::mem::take(&mut self.removals);
-        for removal in removals {
-            if self.gone(blocks, &removal, released) {
-                self.unpend(&removal);
-            } else {
-                self.removals.push(removal);
+    /// Removals on the disk lower the counts written from now on. Only
+    /// those watching a block in `changed` are looked at (all of them
+    /// when None): a copy on the disk changes only when a write of it is
+    /// made durable, or when the block is released.
+    fn settle_removals(
+        &mut self,
+        blocks: &dyn Blocks,
+        released: &HashSet<u64>,
+        changed: Option<&HashSet<u64>>,
+    ) {
+        let watched: Vec<u64> = match changed {
+            None => self.removals.keys().copied().collect(),
+            Some(c) => {
+                (c.iter().chain(released)).filter(|b| self.removals.contains_key(b)).copied().collect()
+            }
+        };
+        for block in watched {
+            let Some(removals) = self.removals.remove(&block) else { continue };
+            let mut left = Vec::new();
+            for removal in removals {
+                if self.gone(blocks, &removal, released) {
+                    self.unpend(&removal);
+                    self.removal_count -= 1;
+                } else {
+                    left.push(removal);
+                }
+            }
+            if !left.is_empty() {
+                self.removals.insert(block, left);
             }
         }
     }
 
-    fn run_worklist(&mut self, blocks: &dyn Blocks) {
-        self.settle_removals(blocks, &HashSet::default());
+    /// The work that waited on the disk's copies of the blocks in
+    /// `changed` (of every block, when None).
+    fn run_worklist(&mut self, blocks: &dyn Blocks, changed: Option<&HashSet<u64>>) {
+        self.settle_removals(blocks, &HashSet::default(), changed);
         // Freed blocks whose pointers are gone from the disk. An indirect
         // block released is no longer waited on (it is unreachable, and
         // so is what it points to).
         let mut all_released: HashSet<u64> = HashSet::default();
+        let mut first = true;
+        let mut freed_now: Vec<u32> = Vec::new();
         loop {
-            let mut released: HashSet<u64> = HashSet::default();
-            let held = std::mem::take(&mut self.held);
-            for h in held {
-                let done = h.waits.iter().all(|w| !self.points_into(blocks, *w, &h.set));
+            // Compacted in place, in order: the groups still waiting first.
+            let mut held = std::mem::take(&mut self.held);
+            let mut kept = 0;
+            for i in 0..held.len() {
+                let h = &held[i];
+                // A group whose waits were cut by the last round's releases
+                // is looked at again whatever was flushed.
+                let look = !first
+                    || changed.is_none_or(|c| h.waits.iter().any(|w| c.contains(&self.wait_block(*w))))
+                    || h.waits.is_empty();
+                let done = look && h.waits.iter().all(|w| !self.points_into(blocks, *w, &h.set));
                 if done {
-                    released.extend(h.blocks.iter().map(|&b| u64::from(b)));
+                    freed_now.extend(&h.blocks);
                     self.stats.released_blocks += h.blocks.len() as u64;
-                    self.released_blocks.extend(h.blocks);
+                    self.released_blocks.extend(&h.blocks);
                 } else {
-                    self.held.push(h);
+                    held.swap(kept, i);
+                    kept += 1;
                 }
+            }
+            held.truncate(kept);
+            self.held = held;
+            // What the released blocks end: removals watching a directory
+            // block released, and waits on an indirect block released.
+            // Most are file data, which neither names: the sets are made
+            // of the blocks something waits on only.
+            let indirect_waits: HashSet<u64> = (self.held.iter())
+                .flat_map(|h| h.waits.iter())
+                .filter_map(|w| match w {
+                    Wait::Indirect(block) => Some(*block),
+                    Wait::Inode(_) => None,
+                })
+                .collect();
+            let mut released: HashSet<u64> = HashSet::default();
+            for b in freed_now.drain(..).map(u64::from) {
+                if self.removals.contains_key(&b) {
+                    all_released.insert(b);
+                }
+                if indirect_waits.contains(&b) {
+                    released.insert(b);
+                }
+                self.forget(b);
             }
             if released.is_empty() {
                 break;
             }
-            for b in &released {
-                self.forget(*b);
-            }
-            all_released.extend(&released);
+            first = false;
             for h in &mut self.held {
                 h.waits.retain(|w| !matches!(w, Wait::Indirect(block) if released.contains(block)));
             }
         }
         let held = std::mem::take(&mut self.held_inodes);
         for (ino, dir) in held {
-            if self.inode_gone(blocks, ino) {
+            let look = changed.is_none_or(|c| c.contains(&self.sb.inode_place(ino).0));
+            if look && self.inode_gone(blocks, ino) {
                 self.stats.released_inodes += 1;
                 self.released_inodes.push((ino, dir));
             } else {
@@ -703,7 +811,7 @@ impl Softdep {
         }
         // Entries in directory blocks just released are gone with them.
         if !all_released.is_empty() {
-            self.settle_removals(blocks, &all_released);
+            self.settle_removals(blocks, &all_released, Some(&HashSet::default()));
         }
     }
 
@@ -712,8 +820,13 @@ impl Softdep {
     /// cancel (the disk's entry is right again).
     pub fn added(&mut self, block: u64, at: usize, ino: u32) {
         let same = |r: &Removal| r.ino == ino && r.gone == Gone::Entry { block, at };
-        if let Some(k) = self.removals.iter().position(same) {
-            let removal = self.removals.remove(k);
+        let Some(removals) = self.removals.get_mut(&block) else { return };
+        if let Some(k) = removals.iter().position(same) {
+            let removal = removals.remove(k);
+            if removals.is_empty() {
+                self.removals.remove(&block);
+            }
+            self.removal_count -= 1;
             self.unpend(&removal);
         }
     }
