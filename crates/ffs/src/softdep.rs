@@ -878,7 +878,7 @@ mod tests {
     use device::{Device, MemDevice};
     use fsapi::{FileSystem, Owner, ROOT};
 
-    use super::{record_at, Shadow};
+    use super::{record_at, Shadow, Wait};
     use crate::format::INODE_BYTES;
     use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
 
@@ -915,5 +915,30 @@ mod tests {
         core.cache.sd = Some(sd);
         let image = image.expect("the entry is rolled back");
         assert!(record_at(&image, at).is_none(), "p's entry naming d written before p's count");
+    }
+
+    /// A flush looks only at what waits on the blocks it made durable; a
+    /// wait no write will change (on a copy already right, never written
+    /// again) is settled by the sync, once its passes stop moving.
+    #[test]
+    fn a_wait_no_flush_looks_at_is_settled_by_the_sync() {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let options = MountOptions { policy: Policy::Softdep, ..Default::default() };
+        let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+        fs.sync().unwrap();
+        let mut core = fs.lock();
+        let block = core.alloc_block(0).unwrap();
+        // Held on inode 40, free on the disk: nothing points to it there.
+        core.cache.sd.as_mut().unwrap().hold_blocks(vec![block], vec![Wait::Inode(40)]);
+        core.cache.flush().unwrap();
+        assert_eq!(
+            core.cache.sd.as_ref().unwrap().stats.released_blocks,
+            0,
+            "the flush made nothing durable"
+        );
+        core.softdep_sync().unwrap();
+        assert_eq!(core.cache.sd.as_ref().unwrap().stats.released_blocks, 1, "the sync released it");
+        assert!(core.cache.sd.as_ref().unwrap().idle());
     }
 }
