@@ -211,7 +211,7 @@ impl Core {
     /// directory's counts its own `.` too).
     fn entry_gone(&mut self, block: u64, at: usize, rec: &DirRecord) {
         let weight = if rec.kind == DT_DIR && rec.name != b".." { 2 } else { 1 };
-        self.removed(rec.ino, weight, Gone::Entry { block, at });
+        self.removed(rec.ino, weight, Gone { block, at, names: rec.ino });
     }
 
     fn index_insert(&mut self, dir: u32, name: &[u8], offset: u64) {

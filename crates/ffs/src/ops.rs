@@ -572,8 +572,10 @@ impl FileSystem for Ffs {
         let block = core.dir_remove(parent, &mut dir, name.as_bytes(), found.offset)?;
         core.ordered(block)?;
         // Under `softdep`, the parent's count drops on the disk once the
-        // directory (whose `..` it counts) is gone from it.
-        core.removed(parent, 1, Gone::Inode(found.ino));
+        // directory (whose `..` it counts) is unattached there: its entry
+        // gone.
+        let at = (found.offset % BLOCK_BYTES as u64) as usize;
+        core.removed(parent, 1, Gone { block, at, names: found.ino });
         dir.nlink -= 1;
         touch(&mut dir);
         let block = core.put_inode(parent, &dir)?;
@@ -795,10 +797,12 @@ fn rename(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name: 
         core.ordered(block)?;
     }
     // 1. The new entry.
+    let mut replaced_at = None;
     match &dst {
         Some(dst) => {
             let block = core.dir_retarget(new_parent, &mut to_dir, dst.offset, src.ino, src.kind)?;
             core.ordered(block)?;
+            replaced_at = Some((block, (dst.offset % BLOCK_BYTES as u64) as usize));
             if let Some(index) = core.dir_index.get_mut(&new_parent) {
                 index.insert(new_name.to_vec(), dst.offset);
             }
@@ -825,9 +829,11 @@ fn rename(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name: 
     }
     // 4. The source's count back; the inode that was replaced.
     add_links(core, src.ino, -1)?;
-    match dst {
-        Some(dst) => replaced(core, dst.ino, new_parent, parent == new_parent),
-        None => Ok(()),
+    match (dst, replaced_at) {
+        (Some(dst), Some((block, at))) => {
+            replaced(core, dst.ino, new_parent, parent == new_parent, Gone { block, at, names: dst.ino })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -888,14 +894,15 @@ fn plan_rename(
 
 /// The inode a rename replaced loses its entry: a directory also its `..`
 /// in the parent (unless a directory moved in from elsewhere took its
-/// place there: `same_parent` false).
-fn replaced(core: &mut Core, ino: u32, parent: u32, same_parent: bool) -> Result<()> {
+/// place there: `same_parent` false), which under `softdep` drops on the
+/// disk once the entry, `gone`, no longer names it there.
+fn replaced(core: &mut Core, ino: u32, parent: u32, same_parent: bool, gone: Gone) -> Result<()> {
     let old = core.inode(ino)?;
     if old.mode & S_IFMT != S_IFDIR {
         return unlinked(core, ino, old, 1);
     }
     let mut dir = dir_inode(core, parent)?;
-    core.removed(parent, 1, Gone::Inode(ino));
+    core.removed(parent, 1, gone);
     dir.nlink -= u16::from(same_parent);
     let block = core.put_inode(parent, &dir)?;
     core.ordered(block)?;

@@ -18,8 +18,11 @@
 //!    does, nothing reaches it (fsck finds it unattached, a leak), so
 //!    each level of a new tree does not wait on the level above.
 //! 4. A link count is lowered, and an inode freed, only after the
-//!    directory blocks without its entries are on the disk; a freed
-//!    directory lowers its parent's count only once it is gone itself.
+//!    directory blocks without its entries are on the disk; a removed
+//!    directory's parent loses the link its `..` made once the entry
+//!    naming the directory is off the disk (unattached there, its `..` is
+//!    no link: fsck puts it in lost+found), not only once its inode is
+//!    gone, so removing a tree does not take a pass per level.
 //! 5. A freed block or inode is not reused (its bit stays set) until
 //!    every pointer to it is cleared on the disk.
 //!
@@ -67,15 +70,17 @@ pub enum Wait {
 }
 
 /// What a removed link waits for before its inode's count may drop on
-/// the disk.
+/// the disk: the entry at byte `at` of directory block `block` no longer
+/// names inode `names` there, or the block itself was freed and released
+/// (its directory is gone from the disk). For an entry's own inode,
+/// `names` is that inode; for the parent a removed directory's `..`
+/// counted, the directory: once its entry is gone from the disk, it is
+/// unattached there, and its `..` is no link (fsck puts it in lost+found).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gone {
-    /// The entry at byte `at` of directory block `block` no longer names
-    /// the inode on the disk, or the block itself was freed and released
-    /// (its directory is gone from the disk).
-    Entry { block: u64, at: usize },
-    /// A directory whose `..` named the inode is gone.
-    Inode(u32),
+pub struct Gone {
+    pub block: u64,
+    pub at: usize,
+    pub names: u32,
 }
 
 struct Removal {
@@ -676,10 +681,7 @@ impl Softdep {
 
     /// The block whose copy on the disk a removal waits on.
     fn watched(&self, removal: &Removal) -> u64 {
-        match removal.gone {
-            Gone::Entry { block, .. } => block,
-            Gone::Inode(dir) => self.sb.inode_place(dir).0,
-        }
+        removal.gone.block
     }
 
     fn wait_block(&self, wait: Wait) -> u64 {
@@ -689,31 +691,22 @@ impl Softdep {
         }
     }
 
-    fn gone(&self, blocks: &dyn Blocks, removal: &Removal, released: &HashSet<u64>) -> bool {
-        match removal.gone {
-            Gone::Inode(dir) => self.inode_gone(blocks, dir),
-            Gone::Entry { block, at } => {
-                let Some(disk) = self.durable.get(&block) else {
-                    // No shadow: the disk holds what memory does, which no
-                    // longer names the inode there (naming it again would
-                    // have cancelled the removal, `added`).
-                    return true;
-                };
-                released.contains(&block) || record_at(disk.bytes(), at).is_none_or(|r| r.ino != removal.ino)
-            }
-        }
+    fn gone(&self, removal: &Removal, released: &HashSet<u64>) -> bool {
+        let Gone { block, at, names } = removal.gone;
+        let Some(disk) = self.durable.get(&block) else {
+            // No shadow: the disk holds what memory does, which no longer
+            // names the inode there (naming it again would have cancelled
+            // the removal, `added`).
+            return true;
+        };
+        released.contains(&block) || record_at(disk.bytes(), at).is_none_or(|r| r.ino != names)
     }
 
     /// Removals on the disk lower the counts written from now on. Only
     /// those watching a block in `changed` are looked at (all of them
     /// when None): a copy on the disk changes only when a write of it is
     /// made durable, or when the block is released.
-    fn settle_removals(
-        &mut self,
-        blocks: &dyn Blocks,
-        released: &HashSet<u64>,
-        changed: Option<&HashSet<u64>>,
-    ) {
+    fn settle_removals(&mut self, released: &HashSet<u64>, changed: Option<&HashSet<u64>>) {
         let watched: Vec<u64> = match changed {
             None => self.removals.keys().copied().collect(),
             Some(c) => {
@@ -724,7 +717,7 @@ impl Softdep {
             let Some(removals) = self.removals.remove(&block) else { continue };
             let mut left = Vec::new();
             for removal in removals {
-                if self.gone(blocks, &removal, released) {
+                if self.gone(&removal, released) {
                     self.unpend(&removal);
                     self.removal_count -= 1;
                 } else {
@@ -740,7 +733,7 @@ impl Softdep {
     /// The work that waited on the disk's copies of the blocks in
     /// `changed` (of every block, when None).
     fn run_worklist(&mut self, blocks: &dyn Blocks, changed: Option<&HashSet<u64>>) {
-        self.settle_removals(blocks, &HashSet::default(), changed);
+        self.settle_removals(&HashSet::default(), changed);
         // Freed blocks whose pointers are gone from the disk. An indirect
         // block released is no longer waited on (it is unreachable, and
         // so is what it points to).
@@ -811,21 +804,22 @@ impl Softdep {
         }
         // Entries in directory blocks just released are gone with them.
         if !all_released.is_empty() {
-            self.settle_removals(blocks, &all_released, Some(&HashSet::default()));
+            self.settle_removals(&all_released, Some(&HashSet::default()));
         }
     }
 
     /// An entry naming `ino` put at byte `at` of directory block `block`:
-    /// if a removal of the same entry there is still waiting, the two
-    /// cancel (the disk's entry is right again).
+    /// the removals still waiting for that entry to go (its inode's, and
+    /// for a directory its parent's) cancel (the disk's entry is right
+    /// again).
     pub fn added(&mut self, block: u64, at: usize, ino: u32) {
-        let same = |r: &Removal| r.ino == ino && r.gone == Gone::Entry { block, at };
-        let Some(removals) = self.removals.get_mut(&block) else { return };
-        if let Some(k) = removals.iter().position(same) {
-            let removal = removals.remove(k);
-            if removals.is_empty() {
-                self.removals.remove(&block);
-            }
+        let Some(removals) = self.removals.remove(&block) else { return };
+        let (cancelled, left): (Vec<Removal>, Vec<Removal>) =
+            removals.into_iter().partition(|r| r.gone == Gone { block, at, names: ino });
+        if !left.is_empty() {
+            self.removals.insert(block, left);
+        }
+        for removal in cancelled {
             self.removal_count -= 1;
             self.unpend(&removal);
         }

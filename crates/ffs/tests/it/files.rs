@@ -360,6 +360,49 @@ fn under_softdep_a_directory_moved_leaves_only_leaks_whatever_part_of_a_write_ba
 }
 
 #[test]
+fn under_softdep_a_parent_keeps_its_count_until_the_removed_directorys_entry_is_off_the_disk() {
+    use std::ffi::OsStr;
+    use std::sync::Arc;
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let p = fs.mkdir(fsapi::ROOT, OsStr::new("p"), fsapi::Owner::root(0o755)).unwrap();
+    fs.mkdir(p.ino, OsStr::new("d"), fsapi::Owner::root(0o755)).unwrap();
+    fs.unmount().unwrap();
+    // rmdir p/d; one write-back, no flush, and a power cut keeping any
+    // part of it: p's lowered count may not be there while d's entry is.
+    let crash = Arc::new(device::CrashDevice::new(Arc::clone(&dev)).unwrap());
+    let fs = mount(&(crash.clone() as Arc<dyn device::Device>), Policy::Softdep);
+    fs.rmdir(p.ino, OsStr::new("d")).unwrap();
+    fs.write_back_older(std::time::Duration::ZERO).unwrap();
+    for seed in 0..64 {
+        let image = crash.crash(device::CrashPolicy::KeepSubset, seed).unwrap().image;
+        only_leaks(&(Arc::new(image) as Arc<dyn device::Device>));
+    }
+}
+
+#[test]
+fn under_softdep_a_parent_keeps_its_count_until_a_directory_a_rename_replaced_is_off_the_disk() {
+    use std::ffi::OsStr;
+    use std::sync::Arc;
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let p = fs.mkdir(fsapi::ROOT, OsStr::new("p"), fsapi::Owner::root(0o755)).unwrap();
+    fs.mkdir(p.ino, OsStr::new("x"), fsapi::Owner::root(0o755)).unwrap();
+    fs.mkdir(p.ino, OsStr::new("y"), fsapi::Owner::root(0o755)).unwrap();
+    fs.unmount().unwrap();
+    // p/x over p/y: p loses y's `..`, but not on the disk while y's entry
+    // is there, whatever part of the write-back a power cut keeps.
+    let crash = Arc::new(device::CrashDevice::new(Arc::clone(&dev)).unwrap());
+    let fs = mount(&(crash.clone() as Arc<dyn device::Device>), Policy::Softdep);
+    fs.rename(p.ino, OsStr::new("x"), p.ino, OsStr::new("y")).unwrap();
+    fs.write_back_older(std::time::Duration::ZERO).unwrap();
+    for seed in 0..64 {
+        let image = crash.crash(device::CrashPolicy::KeepSubset, seed).unwrap().image;
+        only_leaks(&(Arc::new(image) as Arc<dyn device::Device>));
+    }
+}
+
+#[test]
 fn under_softdep_a_removed_file_keeps_its_blocks_until_the_removal_is_on_the_disk() {
     use std::ffi::OsStr;
     // A crash before any flush: a's inode may still be on the disk.
