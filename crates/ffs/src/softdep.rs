@@ -121,8 +121,8 @@ pub struct Softdep {
     sb: Superblock,
     /// Events (allocations, frees, writes) in order.
     seq: u64,
-    last_write: HashMap<u64, u64>,
-    last_durable: HashMap<u64, u64>,
+    last_write: Ticks,
+    last_durable: Ticks,
     since_flush: HashSet<u64>,
     /// What the disk holds, for metadata blocks that may differ from memory.
     durable: HashMap<u64, Shadow>,
@@ -132,7 +132,7 @@ pub struct Softdep {
     written_as_memory: HashSet<u64>,
     kinds: HashMap<u64, Kind>,
     /// Blocks and inodes allocated, not yet settled: when.
-    fresh_blocks: HashMap<u32, u64>,
+    fresh_blocks: Ticks,
     fresh_inodes: HashMap<u32, u64>,
     /// Removals waiting, by the block whose copy on the disk they watch.
     removals: HashMap<u64, Vec<Removal>>,
@@ -147,6 +147,72 @@ pub struct Softdep {
     pub stats: SoftdepStats,
     /// What the metadata writes since the last signature carried.
     written_digest: u64,
+}
+
+/// Blocks per page of [`Ticks`].
+const TICKS_PAGE: u64 = 1024;
+
+/// A number (an event's sequence number; 0 is none) per block, kept in
+/// pages of neighbours: the blocks a run of allocations or one write-back
+/// touches are looked up in few places, where a map of millions of
+/// blocks would miss the processor's cache at every one.
+#[derive(Default)]
+struct Ticks {
+    pages: HashMap<u64, TicksPage>,
+    len: usize,
+}
+
+struct TicksPage {
+    ticks: Box<[u64]>,
+    used: usize,
+}
+
+impl Ticks {
+    fn get(&self, block: u64) -> Option<u64> {
+        let page = self.pages.get(&(block / TICKS_PAGE))?;
+        Some(page.ticks[(block % TICKS_PAGE) as usize]).filter(|&t| t != 0)
+    }
+
+    fn insert(&mut self, block: u64, tick: u64) {
+        debug_assert_ne!(tick, 0, "sequence numbers start at 1");
+        let page = self
+            .pages
+            .entry(block / TICKS_PAGE)
+            .or_insert_with(|| TicksPage { ticks: vec![0; TICKS_PAGE as usize].into_boxed_slice(), used: 0 });
+        let slot = &mut page.ticks[(block % TICKS_PAGE) as usize];
+        if *slot == 0 {
+            page.used += 1;
+            self.len += 1;
+        }
+        *slot = tick;
+    }
+
+    fn remove(&mut self, block: u64) {
+        let key = block / TICKS_PAGE;
+        let Some(page) = self.pages.get_mut(&key) else { return };
+        let slot = &mut page.ticks[(block % TICKS_PAGE) as usize];
+        if *slot != 0 {
+            *slot = 0;
+            page.used -= 1;
+            self.len -= 1;
+            if page.used == 0 {
+                self.pages.remove(&key);
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The blocks that have a number.
+    fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pages.iter().flat_map(|(&key, page)| {
+            (page.ticks.iter().enumerate())
+                .filter(|(_, &t)| t != 0)
+                .map(move |(i, _)| key * TICKS_PAGE + i as u64)
+        })
+    }
 }
 
 /// The disk's image of a block: a copy, or zeros for a block newly
@@ -204,14 +270,14 @@ impl Softdep {
         Softdep {
             sb,
             seq: 0,
-            last_write: HashMap::default(),
-            last_durable: HashMap::default(),
+            last_write: Ticks::default(),
+            last_durable: Ticks::default(),
             since_flush: HashSet::default(),
             durable: HashMap::default(),
             inflight: HashMap::default(),
             written_as_memory: HashSet::default(),
             kinds: HashMap::default(),
-            fresh_blocks: HashMap::default(),
+            fresh_blocks: Ticks::default(),
             fresh_inodes: HashMap::default(),
             removals: HashMap::default(),
             removal_count: 0,
@@ -282,7 +348,7 @@ impl Softdep {
 
     pub fn allocated_block(&mut self, block: u32) {
         let at = self.tick();
-        self.fresh_blocks.insert(block, at);
+        self.fresh_blocks.insert(u64::from(block), at);
     }
 
     pub fn allocated_inode(&mut self, ino: u32) {
@@ -295,7 +361,7 @@ impl Softdep {
     pub fn hold_blocks(&mut self, blocks: Vec<u32>, waits: Vec<Wait>) {
         self.tick();
         for &b in &blocks {
-            self.fresh_blocks.remove(&b);
+            self.fresh_blocks.remove(u64::from(b));
         }
         let set = blocks.iter().copied().collect();
         self.held.push(Held { blocks, set, waits });
@@ -323,7 +389,7 @@ impl Softdep {
     }
 
     fn durable_after(&self, block: u64, after: u64) -> bool {
-        self.last_durable.get(&block).is_some_and(|&w| w > after)
+        self.last_durable.get(block).is_some_and(|w| w > after)
     }
 
     fn block_bitmap(&self, block: u32) -> u64 {
@@ -337,9 +403,9 @@ impl Softdep {
 
     /// Rule 1: the block's bit and its contents are on the disk.
     fn settled(&self, block: u32) -> bool {
-        match self.fresh_blocks.get(&block) {
+        match self.fresh_blocks.get(u64::from(block)) {
             None => true,
-            Some(&at) => {
+            Some(at) => {
                 self.durable_after(u64::from(block), at) && self.durable_after(self.block_bitmap(block), at)
             }
         }
@@ -629,7 +695,7 @@ impl Softdep {
 
     /// File data `block` was written (its contents, for rule 1).
     pub fn written_data(&mut self, block: u64) {
-        if self.fresh_blocks.contains_key(&(block as u32)) {
+        if self.fresh_blocks.get(block).is_some() {
             let at = self.tick();
             self.last_write.insert(block, at);
             self.since_flush.insert(block);
@@ -641,7 +707,7 @@ impl Softdep {
     pub fn flushed(&mut self, blocks: &dyn Blocks) {
         let flushed = std::mem::take(&mut self.since_flush);
         for &block in &flushed {
-            if let Some(&at) = self.last_write.get(&block) {
+            if let Some(at) = self.last_write.get(block) {
                 self.last_durable.insert(block, at);
             }
             if let Some(image) = self.inflight.remove(&block) {
@@ -653,12 +719,12 @@ impl Softdep {
                 self.durable.remove(&block);
             }
         }
-        let settled: Vec<u32> = self.fresh_blocks.keys().copied().filter(|&b| self.settled(b)).collect();
+        let settled: Vec<u64> = self.fresh_blocks.blocks().filter(|&b| self.settled(b as u32)).collect();
         for block in settled {
             // When it was written is asked only while it is not settled.
-            self.fresh_blocks.remove(&block);
-            self.last_write.remove(&u64::from(block));
-            self.last_durable.remove(&u64::from(block));
+            self.fresh_blocks.remove(block);
+            self.last_write.remove(block);
+            self.last_durable.remove(block);
         }
         let settled_inodes: Vec<u32> = (self.fresh_inodes.iter())
             .filter(|(&ino, &at)| self.durable_after(self.inode_bitmap(ino), at))
@@ -858,9 +924,44 @@ impl Softdep {
         self.inflight.remove(&block);
         self.written_as_memory.remove(&block);
         self.kinds.remove(&block);
-        self.last_write.remove(&block);
-        self.last_durable.remove(&block);
+        self.last_write.remove(block);
+        self.last_durable.remove(block);
         self.since_flush.remove(&block);
+    }
+}
+
+#[cfg(test)]
+mod ticks_tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::Ticks;
+
+    proptest! {
+        /// Ticks answer as a map of block to number does, whatever the
+        /// inserts and removals (blocks near one another and far apart).
+        #[test]
+        fn ticks_agree_with_a_map(ops in prop::collection::vec((any::<bool>(), 0u64..5000, 1u64..100), 1..300)) {
+            let mut ticks = Ticks::default();
+            let mut model = BTreeMap::new();
+            for (insert, block, tick) in ops {
+                let block = if block % 7 == 0 { block << 20 } else { block };
+                if insert {
+                    ticks.insert(block, tick);
+                    model.insert(block, tick);
+                } else {
+                    ticks.remove(block);
+                    model.remove(&block);
+                }
+                prop_assert_eq!(ticks.get(block), model.get(&block).copied());
+                prop_assert_eq!(ticks.len(), model.len());
+            }
+            let mut blocks: Vec<u64> = ticks.blocks().collect();
+            blocks.sort_unstable();
+            prop_assert_eq!(blocks, model.keys().copied().collect::<Vec<u64>>());
+            prop_assert_eq!(ticks.pages.values().map(|p| p.used).sum::<usize>(), model.len());
+        }
     }
 }
 
