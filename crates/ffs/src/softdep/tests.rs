@@ -1,0 +1,67 @@
+//! Soft updates' rules on a mounted file system, with its internals at hand.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use device::{Device, MemDevice};
+use fsapi::{FileSystem, Owner, ROOT};
+
+use super::{record_at, Shadow, Wait};
+use crate::format::INODE_BYTES;
+use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
+
+/// A new directory `d` in `p`, everything on the disk but `p`'s count
+/// raised for `d`'s `..` (and `p`'s entry naming `d`): the entry may
+/// not be written, though `d`'s own inode is there (MKDIR_PARENT).
+#[test]
+fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() {
+    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+    mkfs(&dev, &MkfsOptions::default()).unwrap();
+    let options = MountOptions { policy: Policy::Softdep, ..Default::default() };
+    let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+    let p = fs.mkdir(ROOT, OsStr::new("p"), Owner::root(0o755)).unwrap().ino as u32;
+    fs.sync().unwrap();
+    let mut core = fs.lock();
+    let (p_block, p_at) = core.sb.inode_place(p);
+    let p_before = core.cache.read(p_block).unwrap()[p_at..p_at + INODE_BYTES].to_vec();
+    let p_dir = u64::from(core.inode(p).unwrap().direct[0]);
+    let dir_before = core.cache.read(p_dir).unwrap().to_vec();
+    drop(core);
+    let d = fs.mkdir(p.into(), OsStr::new("d"), Owner::root(0o755)).unwrap().ino as u32;
+    fs.sync().unwrap();
+
+    let mut core = fs.lock();
+    let mut disk = core.cache.read(p_block).unwrap().to_vec();
+    disk[p_at..p_at + INODE_BYTES].copy_from_slice(&p_before);
+    let memory = core.cache.read(p_dir).unwrap().to_vec();
+    let at = (0..memory.len()).step_by(4).find(|&at| record_at(&memory, at).is_some_and(|r| r.ino == d));
+    let at = at.expect("p's block names d");
+    let mut sd = core.cache.sd.take().unwrap();
+    sd.durable.insert(p_block, Shadow::Bytes(disk.into()));
+    sd.durable.insert(p_dir, Shadow::Bytes(dir_before.into()));
+    let image = sd.image(&core.cache, p_dir, &memory);
+    core.cache.sd = Some(sd);
+    let image = image.expect("the entry is rolled back");
+    assert!(record_at(&image, at).is_none(), "p's entry naming d written before p's count");
+}
+
+/// A flush looks only at what waits on the blocks it made durable; a
+/// wait no write will change (on a copy already right, never written
+/// again) is settled by the sync, once its passes stop moving.
+#[test]
+fn a_wait_no_flush_looks_at_is_settled_by_the_sync() {
+    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+    mkfs(&dev, &MkfsOptions::default()).unwrap();
+    let options = MountOptions { policy: Policy::Softdep, ..Default::default() };
+    let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+    fs.sync().unwrap();
+    let mut core = fs.lock();
+    let block = core.alloc_block(0).unwrap();
+    // Held on inode 40, free on the disk: nothing points to it there.
+    core.cache.sd.as_mut().unwrap().hold_blocks(vec![block], vec![Wait::Inode(40)]);
+    core.cache.flush().unwrap();
+    assert_eq!(core.cache.sd.as_ref().unwrap().stats.released_blocks, 0, "the flush made nothing durable");
+    core.softdep_sync().unwrap();
+    assert_eq!(core.cache.sd.as_ref().unwrap().stats.released_blocks, 1, "the sync released it");
+    assert!(core.cache.sd.as_ref().unwrap().idle());
+}
