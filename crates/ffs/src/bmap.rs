@@ -32,6 +32,16 @@ impl Core {
         }
     }
 
+    /// The pointers of indirect block `block` from `from` on, read once.
+    fn pointers(&mut self, block: u32, from: u64) -> Result<Vec<u32>, Errno> {
+        match self.cache.read(u64::from(block)) {
+            Ok(bytes) => {
+                Ok((from as usize..POINTERS_PER_BLOCK as usize).map(|i| pointer_at(bytes, i)).collect())
+            }
+            Err(e) => Err(eio(self, e)),
+        }
+    }
+
     fn set(&mut self, block: u32, index: u64, value: u32) -> Result<(), Errno> {
         self.cache.set_kind(u64::from(block), crate::softdep::Kind::Indirect);
         match self.cache.modify(u64::from(block)) {
@@ -169,8 +179,10 @@ impl Core {
     ) -> Result<bool, Errno> {
         let span = if level == 1 { 1 } else { POINTERS_PER_BLOCK };
         let mut changed = false;
-        for i in first / span..POINTERS_PER_BLOCK {
-            let p = self.pointer(block, i)?;
+        // Read once (not once a pointer): only this loop changes them, each
+        // after it is read.
+        let pointers = self.pointers(block, first / span)?;
+        for (i, p) in (first / span..POINTERS_PER_BLOCK).zip(pointers) {
             if p == 0 {
                 continue;
             }
