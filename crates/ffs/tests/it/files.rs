@@ -336,10 +336,24 @@ fn under_softdep_an_entry_is_not_written_before_its_inode() {
     assert!(fs.lookup(fsapi::ROOT, OsStr::new("a")).is_err(), "the entry went before its inode");
 }
 
+/// `op` under `softdep` on `dev` (unmounted), then one write-back and no
+/// flush: whatever part of it a power cut keeps (64 subsets), fsck finds
+/// nothing but leaks.
+fn leaks_only_whatever_a_crash_keeps(dev: &std::sync::Arc<dyn device::Device>, op: &dyn Fn(&ffs::Ffs)) {
+    use std::sync::Arc;
+    let crash = Arc::new(device::CrashDevice::new(Arc::clone(dev)).unwrap());
+    let fs = mount(&(crash.clone() as Arc<dyn device::Device>), Policy::Softdep);
+    op(&fs);
+    fs.write_back_older(std::time::Duration::ZERO).unwrap();
+    for seed in 0..64 {
+        let image = crash.crash(device::CrashPolicy::KeepSubset, seed).unwrap().image;
+        only_leaks(&(Arc::new(image) as Arc<dyn device::Device>));
+    }
+}
+
 #[test]
 fn under_softdep_a_directory_moved_leaves_only_leaks_whatever_part_of_a_write_back_a_crash_keeps() {
     use std::ffi::OsStr;
-    use std::sync::Arc;
     let dev = fresh(16 << 20);
     let fs = mount(&dev, Policy::Async);
     let a = fs.mkdir(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o755)).unwrap();
@@ -349,20 +363,14 @@ fn under_softdep_a_directory_moved_leaves_only_leaks_whatever_part_of_a_write_ba
     // x moves under b: b's count rises for x's `..`, a's drops, x's
     // entry goes from a to b. One write-back, no flush, and a power cut
     // keeping any part of it.
-    let crash = Arc::new(device::CrashDevice::new(Arc::clone(&dev)).unwrap());
-    let fs = mount(&(crash.clone() as Arc<dyn device::Device>), Policy::Softdep);
-    fs.rename(a.ino, OsStr::new("x"), b.ino, OsStr::new("x")).unwrap();
-    fs.write_back_older(std::time::Duration::ZERO).unwrap();
-    for seed in 0..64 {
-        let image = crash.crash(device::CrashPolicy::KeepSubset, seed).unwrap().image;
-        only_leaks(&(Arc::new(image) as Arc<dyn device::Device>));
-    }
+    leaks_only_whatever_a_crash_keeps(&dev, &|fs| {
+        fs.rename(a.ino, OsStr::new("x"), b.ino, OsStr::new("x")).unwrap();
+    });
 }
 
 #[test]
 fn under_softdep_a_parent_keeps_its_count_until_the_removed_directorys_entry_is_off_the_disk() {
     use std::ffi::OsStr;
-    use std::sync::Arc;
     let dev = fresh(16 << 20);
     let fs = mount(&dev, Policy::Async);
     let p = fs.mkdir(fsapi::ROOT, OsStr::new("p"), fsapi::Owner::root(0o755)).unwrap();
@@ -370,20 +378,14 @@ fn under_softdep_a_parent_keeps_its_count_until_the_removed_directorys_entry_is_
     fs.unmount().unwrap();
     // rmdir p/d; one write-back, no flush, and a power cut keeping any
     // part of it: p's lowered count may not be there while d's entry is.
-    let crash = Arc::new(device::CrashDevice::new(Arc::clone(&dev)).unwrap());
-    let fs = mount(&(crash.clone() as Arc<dyn device::Device>), Policy::Softdep);
-    fs.rmdir(p.ino, OsStr::new("d")).unwrap();
-    fs.write_back_older(std::time::Duration::ZERO).unwrap();
-    for seed in 0..64 {
-        let image = crash.crash(device::CrashPolicy::KeepSubset, seed).unwrap().image;
-        only_leaks(&(Arc::new(image) as Arc<dyn device::Device>));
-    }
+    leaks_only_whatever_a_crash_keeps(&dev, &|fs| {
+        fs.rmdir(p.ino, OsStr::new("d")).unwrap();
+    });
 }
 
 #[test]
 fn under_softdep_a_parent_keeps_its_count_until_a_directory_a_rename_replaced_is_off_the_disk() {
     use std::ffi::OsStr;
-    use std::sync::Arc;
     let dev = fresh(16 << 20);
     let fs = mount(&dev, Policy::Async);
     let p = fs.mkdir(fsapi::ROOT, OsStr::new("p"), fsapi::Owner::root(0o755)).unwrap();
@@ -392,14 +394,9 @@ fn under_softdep_a_parent_keeps_its_count_until_a_directory_a_rename_replaced_is
     fs.unmount().unwrap();
     // p/x over p/y: p loses y's `..`, but not on the disk while y's entry
     // is there, whatever part of the write-back a power cut keeps.
-    let crash = Arc::new(device::CrashDevice::new(Arc::clone(&dev)).unwrap());
-    let fs = mount(&(crash.clone() as Arc<dyn device::Device>), Policy::Softdep);
-    fs.rename(p.ino, OsStr::new("x"), p.ino, OsStr::new("y")).unwrap();
-    fs.write_back_older(std::time::Duration::ZERO).unwrap();
-    for seed in 0..64 {
-        let image = crash.crash(device::CrashPolicy::KeepSubset, seed).unwrap().image;
-        only_leaks(&(Arc::new(image) as Arc<dyn device::Device>));
-    }
+    leaks_only_whatever_a_crash_keeps(&dev, &|fs| {
+        fs.rename(p.ino, OsStr::new("x"), p.ino, OsStr::new("y")).unwrap();
+    });
 }
 
 #[test]
