@@ -380,7 +380,7 @@ impl Softdep {
         self.tick();
         *self.pending.entry(ino).or_default() += weight;
         let removal = Removal { ino, weight, gone };
-        self.removals.entry(self.watched(&removal)).or_default().push(removal);
+        self.removals.entry(removal.gone.block).or_default().push(removal);
         self.removal_count += 1;
     }
 
@@ -743,11 +743,6 @@ impl Softdep {
     /// nothing on.
     pub fn rescan(&mut self, blocks: &dyn Blocks) {
         self.run_worklist(blocks, None);
-    }
-
-    /// The block whose copy on the disk a removal waits on.
-    fn watched(&self, removal: &Removal) -> u64 {
-        removal.gone.block
     }
 
     fn wait_block(&self, wait: Wait) -> u64 {

@@ -10,15 +10,20 @@ use super::{record_at, Shadow, Wait};
 use crate::format::INODE_BYTES;
 use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
 
+/// A new file system on a memory device, mounted under `softdep`.
+fn fresh_softdep() -> Ffs {
+    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+    mkfs(&dev, &MkfsOptions::default()).unwrap();
+    let options = MountOptions { policy: Policy::Softdep, ..Default::default() };
+    Ffs::mount(dev, &options).unwrap()
+}
+
 /// A new directory `d` in `p`, everything on the disk but `p`'s count
 /// raised for `d`'s `..` (and `p`'s entry naming `d`): the entry may
 /// not be written, though `d`'s own inode is there (MKDIR_PARENT).
 #[test]
 fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() {
-    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
-    mkfs(&dev, &MkfsOptions::default()).unwrap();
-    let options = MountOptions { policy: Policy::Softdep, ..Default::default() };
-    let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+    let fs = fresh_softdep();
     let p = fs.mkdir(ROOT, OsStr::new("p"), Owner::root(0o755)).unwrap().ino as u32;
     fs.sync().unwrap();
     let mut core = fs.lock();
@@ -50,10 +55,7 @@ fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() 
 /// again) is settled by the sync, once its passes stop moving.
 #[test]
 fn a_wait_no_flush_looks_at_is_settled_by_the_sync() {
-    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
-    mkfs(&dev, &MkfsOptions::default()).unwrap();
-    let options = MountOptions { policy: Policy::Softdep, ..Default::default() };
-    let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+    let fs = fresh_softdep();
     fs.sync().unwrap();
     let mut core = fs.lock();
     let block = core.alloc_block(0).unwrap();
