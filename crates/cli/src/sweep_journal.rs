@@ -150,29 +150,28 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     let target = Stack::open_or_simulate(&args.target, &options)?;
     stack::check_writable(&target, args.force)?;
     // As `iolab run` chooses, for an unjournaled job: one engine for every
-    // arm. On simulated disks: sync threads in their virtual time.
+    // arm. On simulated disks: the engine in virtual time, its lanes the
+    // sync engine's threads (a request at a time each).
     let engine = match simulated {
-        true if args.engine != workloads::EngineChoice::Auto && args.engine != workloads::EngineChoice::Sync => {
+        true if !matches!(args.engine, workloads::EngineChoice::Auto | workloads::EngineChoice::Virtual) => {
             return Err(UsageError(
-                "--engine: on simulated disks every arm runs the sync engine's threads in the disks' virtual time; \
-                 leave --engine out"
+                "--engine: on simulated disks every arm runs in the disks' virtual time, --iodepth threads of one \
+                 request each; leave --engine out"
                     .into(),
             )
             .into())
         }
-        true => Engine::Sync,
+        true => Engine::Virtual,
         false => args.engine.resolve(target.device().raw_fd().is_some(), false, false, args.iodepth),
     };
-    let (threads, iodepth) = match engine {
-        Engine::Uring | Engine::Virtual => (1, args.iodepth),
-        Engine::Sync => (args.iodepth, 1),
+    let (threads, iodepth) = match (engine, simulated) {
+        (Engine::Uring | Engine::Virtual, false) => (1, args.iodepth),
+        (Engine::Sync, _) | (_, true) => (args.iodepth, 1),
     };
     if let Journals::Dir(dir) = &journals {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--journal-dir: cannot create {}", dir.display()))?;
     }
-    let clock =
-        if simulated { device::Clock::Virtual(crate::stack::sim_clock()) } else { device::Clock::Wall };
     let job = JobSpec {
         name: "sweep".into(),
         rw: Rw::RandWrite,
@@ -183,7 +182,6 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         threads,
         iodepth,
         runtime: Some(runtime),
-        clock,
         ..JobSpec::default()
     };
     job.check().map_err(UsageError::from)?;
@@ -201,7 +199,8 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     let measured = run_arms(&args, &job, &arms, target.device(), &journals)?;
     let modeled = simulated.then(|| {
         format!(
-            "{} and journals on {} (a new one each run); sync threads in their one virtual time",
+            "{} and journals on {} (a new one each run); the engine in their virtual time, a request at a time \
+             per thread: the same on any machine",
             target.device().name(),
             args.journal_disk.as_deref().unwrap_or_default()
         )

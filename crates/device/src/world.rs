@@ -19,8 +19,8 @@
 //! Threads run truly in parallel between two instants, so which of two
 //! threads takes a lock first is the machine's choice: figures of several
 //! threads through layers may differ slightly from run to run (a direct
-//! job on one simulated disk runs on the engine in virtual time instead,
-//! which is exact).
+//! job on one simulated disk, validated or not, runs on the engine in
+//! virtual time instead, which is exact).
 
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -158,6 +158,12 @@ impl ThreadStates {
         let Some(close) = stat.iter().rposition(|&b| b == b')') else { return false };
         stat[close + 1..].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'S')
     }
+}
+
+/// Takes the hooks due by `t`, in time order.
+fn due_hooks(st: &mut State, t: Nanos) -> Vec<(Nanos, Hook)> {
+    let due = st.hooks.partition_point(|(at, _)| *at <= t);
+    st.hooks.drain(..due).collect()
 }
 
 fn tid() -> i32 {
@@ -337,8 +343,7 @@ impl World {
         }
         // Every thread waits and the disks are at `t`: the hooks due run
         // now, before anyone goes on.
-        while st.hooks.first().is_some_and(|(at, _)| *at <= t) {
-            let (at, hook) = st.hooks.remove(0);
+        for (at, hook) in due_hooks(&mut st, t) {
             hook(at);
         }
         let mut wake = Vec::new();
@@ -449,5 +454,20 @@ impl VirtualClock {
         let mut st = self.world.lock();
         let i = st.hooks.partition_point(|(at, _)| *at <= t);
         st.hooks.insert(i, (t, Box::new(hook)));
+    }
+
+    /// When the next hook set with [`VirtualClock::at`] is due, if any.
+    pub fn next_hook(&self) -> Option<Nanos> {
+        self.world.lock().hooks.first().map(|(t, _)| *t)
+    }
+
+    /// Runs the hooks due by `t`: for an engine that drives its disks in
+    /// virtual time itself, which calls it with every disk's model at `t`
+    /// and before anything more is submitted, as a world's advancer does.
+    pub fn run_hooks(&self, t: Nanos) {
+        let due = due_hooks(&mut self.world.lock(), t);
+        for (at, hook) in due {
+            hook(at);
+        }
     }
 }

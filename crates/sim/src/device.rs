@@ -22,6 +22,11 @@ use crate::store::Store;
 struct Inner {
     model: Box<dyn Model>,
     store: Store,
+    /// Completions of requests an engine submitted, which the model gave
+    /// out while a synchronous call ran it (a journal's compaction in the
+    /// middle of a run in virtual time): handed to the engine at its next
+    /// [`VirtualDisk::advance`].
+    early: Vec<(u64, Nanos)>,
 }
 
 /// A simulated disk (`sim:hdd...`, `sim:ssd...`).
@@ -58,7 +63,7 @@ impl SimDevice {
                 spec,
                 clock,
                 index,
-                inner: Mutex::new(Inner { model, store }),
+                inner: Mutex::new(Inner { model, store, early: Vec::new() }),
             }
         }))
     }
@@ -137,9 +142,16 @@ impl SimDevice {
             };
             let adv = inner.model.advance(t.max(at));
             SimDevice::apply(&mut inner, &adv);
-            // Only this request is in the model on this path: whatever
-            // else completes is the model's own work.
-            if let Some(&(_, when)) = adv.done.iter().find(|(done, _)| *done == id) {
+            let mut mine = None;
+            for (done, when) in adv.done {
+                if done == id {
+                    mine = Some(when);
+                } else {
+                    // An engine's request: kept for its next advance.
+                    inner.early.push((done, when));
+                }
+            }
+            if let Some(when) = mine {
                 self.clock.advance_to(when);
                 return Ok(());
             }
@@ -212,7 +224,9 @@ impl VirtualDisk for SimDevice {
     }
 
     fn next_event(&self) -> Option<Nanos> {
-        self.lock().model.next_event()
+        let inner = self.lock();
+        let early = inner.early.iter().map(|&(_, t)| t).min();
+        early.into_iter().chain(inner.model.next_event()).min()
     }
 
     fn advance(&self, t: Nanos) -> Vec<(u64, Nanos)> {
@@ -220,7 +234,9 @@ impl VirtualDisk for SimDevice {
         let adv = inner.model.advance(t);
         SimDevice::apply(&mut inner, &adv);
         self.clock.advance_to(t);
-        adv.done
+        let mut done = std::mem::take(&mut inner.early);
+        done.extend(adv.done);
+        done
     }
 
     fn now(&self) -> Nanos {
@@ -281,6 +297,19 @@ mod tests {
         let mut buf = [0u8; 4096];
         d.read_durable(&mut buf, 0);
         assert_eq!(buf, [9u8; 4096]);
+    }
+
+    #[test]
+    fn a_synchronous_call_among_requests_in_flight_keeps_their_completions() {
+        let d = disk("ssd,size=1g");
+        let ids: Vec<u64> =
+            (0..4u64).map(|i| d.submit(0, i * 4096, VData::Write(&[1u8; 4096])).unwrap()).collect();
+        d.flush().unwrap();
+        let t = d.clock().now();
+        assert_eq!(d.next_event().map(|e| e <= t), Some(true), "the kept completions are due");
+        let mut done: Vec<u64> = d.advance(t).into_iter().map(|(id, _)| id).collect();
+        done.sort_unstable();
+        assert_eq!(done, ids);
     }
 
     #[test]

@@ -284,6 +284,25 @@ impl Validator {
         Ok(())
     }
 
+    /// Journals a completed write without waiting: the ticket its `after`
+    /// record waits for under a sync journal (the write completes when it
+    /// is durable), `None` otherwise.
+    pub fn journal_queue_after(
+        &self,
+        sequence: u64,
+        req: &Request,
+    ) -> Result<Option<u64>, crate::WorkloadError> {
+        match &self.journal {
+            Some(journal) => Ok(journal.queue_after(sequence, self.blocks(req))?),
+            None => Ok(None),
+        }
+    }
+
+    /// The journal writer, when the run has one.
+    pub fn journal(&self) -> Option<&crate::journal::JournalWriter> {
+        self.journal.as_ref()
+    }
+
     /// Makes the journal durable at the end of the run.
     pub fn finish(&self) -> Result<(), crate::WorkloadError> {
         if let Some(journal) = &self.journal {

@@ -126,14 +126,18 @@ fn check_job(
         .and_then(|v| v.journal.as_ref())
         .is_some_and(|j| j.mode == workloads::journal::JournalMode::Sync);
     let raw_fd = plan.is_none() && stack.device().raw_fd().is_some();
-    // A simulated disk alone runs on the engine in virtual time; under the
-    // block log, the sync engine's threads run in the disk's virtual time.
-    // (Validation runs its threads, and its journal's, in the world too.)
-    let virtual_disk = plan.is_none() && stack.device().virtual_disk().is_some() && spec.validate.is_none();
-    if stack.origin.simulated && !virtual_disk {
+    // A simulated disk alone runs on the engine in virtual time (validated
+    // too, its journal on a simulated disk of its own); under the block
+    // log, the sync engine's threads run in the disk's virtual time.
+    let virtual_disk = plan.is_none() && stack.device().virtual_disk().is_some();
+    if stack.origin.simulated {
+        // The layers' ages and the engines' time (or, on the engine in
+        // virtual time, the hooks it runs: a power cut's) are the disks'.
         spec.clock = device::Clock::Virtual(crate::stack::sim_clock());
     }
-    if let Some(base) = stack.origin.sim.as_ref().filter(|b| virtual_disk && !b.data_given) {
+    if let Some(base) =
+        stack.origin.sim.as_ref().filter(|b| virtual_disk && !b.data_given && spec.validate.is_none())
+    {
         // Alone under a job that does not validate, nothing reads the
         // data back: keeping it would only cost memory (a layer above
         // keeps it: it reads what it wrote).
@@ -186,7 +190,13 @@ fn check_job(
         ))
         .into());
     }
-    if matches!(spec.engine, Engine::Uring | Engine::Virtual) && f.iodepth.is_none() && how.default_job {
+    // Validation in virtual time runs each thread one request at a time.
+    let one_at_a_time = spec.engine == Engine::Virtual && spec.validate.is_some();
+    if matches!(spec.engine, Engine::Uring | Engine::Virtual)
+        && f.iodepth.is_none()
+        && how.default_job
+        && !one_at_a_time
+    {
         spec.iodepth = DEFAULT_JOB_IODEPTH;
     }
     if spec.engine == Engine::Uring && !raw_fd {

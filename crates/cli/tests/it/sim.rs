@@ -205,6 +205,31 @@ fn the_journal_sweep_runs_on_simulated_disks_and_a_sync_journal_on_a_disk_withou
 }
 
 #[test]
+fn the_journal_sweep_on_simulated_disks_prints_the_same_bytes_every_run() {
+    let sweep = || {
+        iolab(&[
+            "sweep",
+            "journal",
+            "--target",
+            "sim:ssd,channels=2,write_us=115,plp=on",
+            "--journal-disk",
+            "sim:hdd,flush=ignore",
+            "--runtime",
+            "1s",
+            "--repeat",
+            "1",
+            "--arms",
+            "validate,sync,group",
+            "--json",
+            "-",
+        ])
+    };
+    let (a, b) = (sweep(), sweep());
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(stdout(&a), stdout(&b));
+}
+
+#[test]
 fn the_journal_sweep_pairs_a_simulated_target_with_a_simulated_journal_disk() {
     let dir = tempfile::tempdir().unwrap();
     let out =

@@ -189,6 +189,7 @@ fn only_the_front_and_the_io_uring_engine_check_requests() {
         "crates/workloads/src/engine/uring.rs",
         "crates/workloads/src/engine/uring_validated.rs",
         "crates/workloads/src/engine/vtime.rs",
+        "crates/workloads/src/engine/vtime_validated.rs",
     ]
     .map(|p| workspace_root().join(p));
     let found: Vec<String> = rust_sources()

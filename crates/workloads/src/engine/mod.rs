@@ -7,6 +7,7 @@ mod sync;
 mod uring;
 mod uring_validated;
 mod vtime;
+mod vtime_validated;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -107,7 +108,10 @@ pub fn run_job(
         let workers = (0..job.threads)
             .map(|t| Worker::new(job, device.as_ref(), region, t, &limits, progress))
             .collect();
-        let (per_thread, last) = vtime::run(workers, disk, start, job.end_flush)?;
+        let (per_thread, last) = match &validator {
+            Some(v) => vtime_validated::run(workers, v, disk, start, job.end_flush)?,
+            None => vtime::run(workers, disk, start, job.end_flush)?,
+        };
         progress.set_measuring(true);
         let end = start + Duration::from_nanos(last).max(job.ramp);
         let (user1, sys1) = cpu_times();
@@ -123,6 +127,7 @@ pub fn run_job(
             (user1 - user0, sys1 - sys0),
             wall,
         );
+        result.validation = validator.map(|v| v.summary());
         result.modeled =
             Some(format!("{} (the engine in its virtual time: the same on any machine)", disk.describe()));
         return Ok(result);
@@ -176,9 +181,9 @@ fn check_engine(job: &JobSpec, device: &dyn Device, validating: bool) -> Result<
         (Engine::Sync | Engine::Uring, true) => refuse(format!(
             "{name} is a simulated disk: its requests take modeled time, which only the virtual engine measures (use --engine auto or virtual)"
         )),
-        (Engine::Virtual, true) if validating => refuse(format!(
-            "validation on {name} runs its threads in the disk's virtual time: use the sync engine with the \
-             disk's clock (iolab run does)"
+        (Engine::Virtual, true) if validating && job.iodepth > 1 => refuse(format!(
+            "validation in virtual time on {name} runs each thread one request at a time, as the sync engine \
+             does: give --iodepth 1 and as many --threads as requests in flight"
         )),
         _ => Ok(()),
     }

@@ -190,7 +190,7 @@ fn fill(
 }
 
 /// Runs the model until request `id` completes; its completion instant.
-fn run_until(disk: &dyn VirtualDisk, id: u64, mut now: Nanos) -> Result<Nanos, WorkloadError> {
+pub(super) fn run_until(disk: &dyn VirtualDisk, id: u64, mut now: Nanos) -> Result<Nanos, WorkloadError> {
     loop {
         let Some(t) = disk.next_event() else {
             return Err(device::DeviceError::Invalid(format!(

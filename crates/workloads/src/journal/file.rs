@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex};
 
 use device::{AlignedBuf, Device, FileDevice, FileOptions};
@@ -157,6 +157,7 @@ impl JournalWriter {
             kicked: Condvar::new(),
             durable_end: AtomicU64::new(0),
             wanted_end: AtomicU64::new(0),
+            driven: AtomicBool::new(false),
             tail: Mutex::new(tail),
         })
     }

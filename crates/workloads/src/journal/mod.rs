@@ -58,7 +58,7 @@ mod ring;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use device::{Device, DeviceError, FileDevice};
@@ -276,6 +276,8 @@ pub struct JournalWriter {
     /// writer whose record is durable, or already kicked, takes no lock.
     durable_end: AtomicU64,
     wanted_end: AtomicU64,
+    /// The caller sends every commit ([`JournalWriter::drive_commits`]).
+    driven: AtomicBool,
     tail: Mutex<Tail>,
 }
 
@@ -394,6 +396,20 @@ impl JournalWriter {
         write_id: u64,
         blocks: impl IntoIterator<Item = u64>,
     ) -> Result<(), JournalWriteError> {
+        match self.queue_after(write_id, blocks)? {
+            Some(ticket) => self.durable(ticket, false),
+            None => Ok(()),
+        }
+    }
+
+    /// Queues the `after` record of write `write_id`, on these key blocks,
+    /// without waiting: in sync mode, returns the ticket that says when it
+    /// is durable (the write completes then); `None` in the other modes.
+    pub fn queue_after(
+        &self,
+        write_id: u64,
+        blocks: impl IntoIterator<Item = u64>,
+    ) -> Result<Option<u64>, JournalWriteError> {
         let mut state = self.lock();
         if state.poisoned {
             return Err(self.poisoned());
@@ -404,22 +420,29 @@ impl JournalWriter {
                 for b in blocks {
                     *state.dirty.entry(b).or_default() += 1;
                 }
-                Ok(())
+                Ok(None)
             }
             JournalMode::Async => {
                 state.queued.push(Rec::After(write_id));
                 state.queued_bytes += record_bytes(0);
-                self.maybe_write_async(state)
+                self.maybe_write_async(state).map(|()| None)
             }
             JournalMode::Sync => {
                 state.queued.push(Rec::After(write_id));
                 state.queued_bytes += record_bytes(0);
                 state.target_flush_due = true;
-                let ticket = state.open_commit;
-                drop(state);
-                self.durable(ticket, false)
+                Ok(Some(state.open_commit))
             }
         }
+    }
+
+    /// Counts a writer's wait for a record to become durable, when the
+    /// caller waited itself (the engine in virtual time: `waited` is
+    /// modeled time).
+    pub fn count_wait(&self, waited: std::time::Duration) {
+        let mut state = self.lock();
+        state.stats.waits += 1;
+        state.stats.wait_us += waited.as_micros() as u64;
     }
 
     /// Makes everything queued durable, the target first (at the end of a

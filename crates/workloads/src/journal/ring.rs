@@ -1,22 +1,29 @@
-//! Commits through a worker's own io_uring (`--journal-commit ring`): the
-//! journal file opened a second time with O_DIRECT and O_DSYNC, a commit
-//! begun here, sent by the worker beside its data requests, and ended with
-//! what the ring said.
+//! Commits the caller sends itself: through a worker's own io_uring
+//! (`--journal-commit ring`: the journal file opened a second time with
+//! O_DIRECT and O_DSYNC, each commit sent by the worker beside its data
+//! requests), or by the engine in virtual time, as requests to the
+//! simulated journal disk in its model ([`JournalWriter::drive_commits`]).
+//! A commit is begun here and ended with what the requests returned.
 
 use std::os::fd::RawFd;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use device::{AlignedBuf, Device, FileDevice, FileOptions};
+use validation::journal::JournalMode;
 
-use super::{JournalStats, JournalWriteError, JournalWriter};
+use super::{JournalStats, JournalWriteError, JournalWriter, ASYNC_BATCH_RECORDS};
 
-/// A commit through a worker's ring ([`JournalWriter::begin_ring_commit`]):
-/// write `buf` at `offset` of the ring file, after an fdatasync of the
-/// target when `flush_target`, linked so that the write waits for it.
+/// A commit the caller sends ([`JournalWriter::begin_ring_commit`],
+/// [`JournalWriter::begin_driven_commit`]): write `buf` at `offset` of the
+/// journal, after a flush of the target when `flush_target` (the write
+/// waits for it), then, when `durable`, flush the journal (the ring file's
+/// O_DSYNC does it with the write).
 pub struct RingCommit {
     pub flush_target: bool,
     pub offset: u64,
     pub buf: AlignedBuf,
+    pub durable: bool,
     commit: u64,
     counted: JournalStats,
     room: u64,
@@ -62,6 +69,34 @@ impl JournalWriter {
     /// once, and `None` returned: its records are durable already.
     pub fn begin_ring_commit(&self) -> Result<Option<RingCommit>, JournalWriteError> {
         debug_assert!(self.ring_file.is_some(), "ring commits need the ring file");
+        self.begin_sent_commit(true)
+    }
+
+    /// Makes the caller (the engine in virtual time) send every commit
+    /// itself, through [`JournalWriter::begin_driven_commit`]: from now
+    /// on no call writes the journal on its own, not even an async batch.
+    pub fn drive_commits(&self) {
+        self.driven.store(true, Ordering::Relaxed);
+    }
+
+    /// For a caller that drives the commits: the commit to send now, if
+    /// one is due and none is running: in sync and group modes whenever a
+    /// record waits (made durable: the caller flushes the journal after
+    /// the write); in async mode once [`ASYNC_BATCH_RECORDS`] wait
+    /// (written, not flushed). Ended with [`JournalWriter::end_ring_commit`].
+    /// A batch that does not fit is compacted here, at once, through the
+    /// journal device's own calls, and `None` returned.
+    pub fn begin_driven_commit(&self) -> Result<Option<RingCommit>, JournalWriteError> {
+        let durable = self.header.mode != JournalMode::Async;
+        if !durable && self.lock().queued.len() < ASYNC_BATCH_RECORDS {
+            return Ok(None);
+        }
+        self.begin_sent_commit(durable)
+    }
+
+    /// Takes the batch of a commit the caller sends, when no commit is
+    /// running and a record waits.
+    fn begin_sent_commit(&self, durable: bool) -> Result<Option<RingCommit>, JournalWriteError> {
         let mut state = self.lock();
         if state.poisoned {
             return Err(self.poisoned());
@@ -70,7 +105,7 @@ impl JournalWriter {
             return Ok(None);
         }
         state.committing = true;
-        let batch = self.take_batch(&mut state, true, false);
+        let batch = self.take_batch(&mut state, durable, false);
         drop(state);
         let (commit, flush_target) = (batch.commit, batch.flush_target);
         let mut counted = batch.counted();
@@ -83,9 +118,9 @@ impl JournalWriter {
             return Ok(None);
         }
         let (offset, buf) = self.stage(&mut tail, &bytes);
-        counted.ring_commits = 1;
+        counted.ring_commits = u64::from(self.ring_file.is_some());
         let room = self.room(&tail);
-        Ok(Some(RingCommit { commit, flush_target, offset, buf, counted, room }))
+        Ok(Some(RingCommit { commit, flush_target, offset, buf, durable, counted, room }))
     }
 
     /// Ends a commit begun by [`JournalWriter::begin_ring_commit`] with
@@ -99,7 +134,7 @@ impl JournalWriter {
         let result = outcome.map(|()| (false, commit.room)).map_err(|(what, source)| {
             JournalWriteError::Ring { device: self.device.name().to_string(), what, source }
         });
-        self.end_commit(commit.commit, true, commit.counted, result)
+        self.end_commit(commit.commit, commit.durable, commit.counted, result)
     }
 
     /// Ends a ring commit as failed without freeing its buffer, which the
@@ -109,9 +144,9 @@ impl JournalWriter {
         commit: RingCommit,
         (what, source): (&'static str, std::io::Error),
     ) -> Result<(), JournalWriteError> {
-        let RingCommit { commit, counted, buf, .. } = commit;
+        let RingCommit { commit, counted, buf, durable, .. } = commit;
         std::mem::forget(buf);
         let device = self.device.name().to_string();
-        self.end_commit(commit, true, counted, Err(JournalWriteError::Ring { device, what, source }))
+        self.end_commit(commit, durable, counted, Err(JournalWriteError::Ring { device, what, source }))
     }
 }

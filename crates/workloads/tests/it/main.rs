@@ -9,3 +9,4 @@ mod spec;
 mod tree;
 mod validate;
 mod vtime;
+mod vtime_validated;
