@@ -30,9 +30,16 @@ pub struct JournalArgs {
     pub journal_dir: Option<PathBuf>,
     /// With a simulated target: the simulated disk the journals go on (a
     /// new one for each run), e.g. sim:hdd,wce=off or
-    /// sim:hdd,flush=ignore (docs/sim.md).
+    /// sim:hdd,flush=ignore (docs/sim.md). Given again, a sweep for each,
+    /// then the sweeps side by side (the second seed's two servers).
     #[arg(long, value_name = "SIM", conflicts_with = "journal_dir")]
-    pub journal_disk: Option<String>,
+    pub journal_disk: Vec<String>,
+    /// On simulated disks: after each journal disk's arms, one more run of
+    /// the sync arm on a new target and journal disk, whose power is cut
+    /// TIME after its start; what the disks then held durably is checked
+    /// against the journal (docs/sim.md).
+    #[arg(long, value_name = "TIME")]
+    pub power_cut: Option<String>,
     /// Bytes of the target to write (a missing file is created sparse with
     /// this size; default: the whole target, 1 GiB of a simulated one).
     #[arg(long)]
@@ -118,12 +125,14 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let journals = match (&args.journal_dir, &args.journal_disk, simulated) {
-        (Some(dir), None, false) => Journals::Dir(dir.clone()),
-        (None, Some(disk), true) => {
+    let journals: Vec<Journals> = match (&args.journal_dir, args.journal_disk.as_slice(), simulated) {
+        (Some(dir), [], false) => vec![Journals::Dir(dir.clone())],
+        (None, disks @ [_, ..], true) => {
             // Checked now, before anything runs.
-            crate::stack::open_sim_keeping(disk, "journal-disk")?;
-            Journals::Disk(disk.clone())
+            for disk in disks {
+                crate::stack::open_sim_keeping(disk, "journal-disk")?;
+            }
+            disks.iter().map(|d| Journals::Disk(d.clone())).collect()
         }
         (_, _, true) => {
             return Err(UsageError(
@@ -134,6 +143,29 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         }
         (_, _, false) => {
             return Err(UsageError("--journal-disk: goes with a simulated target (--target sim:...)".into()).into())
+        }
+    };
+    let power_cut = match (&args.power_cut, simulated) {
+        (None, _) => None,
+        (Some(_), false) => {
+            return Err(UsageError(
+                "--power-cut: cuts the power of simulated disks (--target sim:... --journal-disk sim:...); a real \
+                 disk's power is cut with iolab crash or by hand"
+                    .into(),
+            )
+            .into())
+        }
+        (Some(text), true) => {
+            let after = parse_duration("power-cut", text).map_err(UsageError::from)?;
+            if after.is_zero() || after >= runtime {
+                return Err(UsageError(format!(
+                    "--power-cut {text}: falls outside the run; give a time after its start and before --runtime \
+                     ({})",
+                    args.runtime
+                ))
+                .into());
+            }
+            Some(after)
         }
     };
     let size = match (size, simulated) {
@@ -168,12 +200,16 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         (Engine::Uring | Engine::Virtual, false) => (1, args.iodepth),
         (Engine::Sync, _) | (_, true) => (args.iodepth, 1),
     };
-    if let Journals::Dir(dir) = &journals {
+    if let [Journals::Dir(dir)] = journals.as_slice() {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--journal-dir: cannot create {}", dir.display()))?;
     }
+    // On simulated disks the clock whose hooks cut the power.
+    let clock =
+        if simulated { device::Clock::Virtual(crate::stack::sim_clock()) } else { device::Clock::Wall };
     let job = JobSpec {
         name: "sweep".into(),
+        clock,
         rw: Rw::RandWrite,
         read_pct: Rw::RandWrite.default_read_pct(),
         bs,
@@ -187,39 +223,85 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     job.check().map_err(UsageError::from)?;
     let sector = u64::from(target.device().sector_bytes());
     let region = job.region(target.device().size_bytes(), sector).map_err(UsageError::from)?;
-    for arm in &arms {
+    for (arm, journals) in arms.iter().flat_map(|a| journals.iter().map(move |j| (a, j))) {
         // Every arm's job passes the job's own checks before any runs
         // (group-ring on the sync engine, say).
-        arm_job(&job, arm, &journals)?
+        arm_job(&job, arm, journals)?
             .check()
             .map_err(|e| UsageError(format!("--arms: {}: {e}", arm.name)))?;
     }
     // The pre-read arms read before they write: never holes.
     crate::run::lay_out_for_sweep(target.device().as_ref(), region.start..region.start + region.len)?;
-    let measured = run_arms(&args, &job, &arms, target.device(), &journals)?;
-    let modeled = simulated.then(|| {
-        format!(
-            "{} and journals on {} (a new one each run); the engine in their virtual time, a request at a time \
-             per thread: the same on any machine",
-            target.device().name(),
-            args.journal_disk.as_deref().unwrap_or_default()
-        )
-    });
-    let sweep = report::JournalSweep {
-        modeled,
-        target: args.target.clone(),
-        journal_dir: journals.shown(),
-        engine,
-        threads,
-        iodepth,
-        bs: args.bs.clone(),
-        runtime_s: runtime.as_secs_f64(),
-        repeat: args.repeat,
-        arms: report::sweep_arms(measured),
-    };
-    print_sweep(&args, &sweep)?;
+    let mut sweeps = Vec::new();
+    for journals in &journals {
+        let measured = run_arms(&args, &job, &arms, target.device(), journals)?;
+        let power_cut = match power_cut {
+            Some(after) => Some(cut_power(&args, &job, journals, after)?),
+            None => None,
+        };
+        let modeled = simulated.then(|| {
+            format!(
+                "{} and journals on {} (a new one each run); the engine in their virtual time, a request at a time \
+                 per thread: the same on any machine",
+                target.device().name(),
+                journals.shown().display()
+            )
+        });
+        sweeps.push(report::JournalSweep {
+            modeled,
+            target: args.target.clone(),
+            journal_dir: journals.shown(),
+            engine,
+            threads,
+            iodepth,
+            bs: args.bs.clone(),
+            runtime_s: runtime.as_secs_f64(),
+            repeat: args.repeat,
+            arms: report::sweep_arms(measured),
+            power_cut,
+        });
+    }
+    print_sweeps(&args, &sweeps)?;
     target.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// One more run of the sync arm, on a new simulated target and journal
+/// disk (so that nothing an earlier arm wrote is in the images), its power
+/// cut `after` its start; what the cut left.
+fn cut_power(
+    args: &JournalArgs,
+    job: &JobSpec,
+    journals: &Journals,
+    after: std::time::Duration,
+) -> anyhow::Result<report::SweepPowerCut> {
+    eprintln!(
+        "iolab sweep: power cut at {} into a run of the sync arm",
+        args.power_cut.as_deref().unwrap_or("")
+    );
+    // Invariant: ARMS has a sync arm.
+    let sync = ARMS.iter().find(|a| a.name == "sync").expect("the sync arm");
+    let job = arm_job(job, sync, journals)?;
+    // Invariant: the sync arm journals, on a simulated disk here.
+    let journal = match job.validate.as_ref().and_then(|v| v.journal.as_ref()).map(|j| &j.place) {
+        Some(JournalPlace::Device(dev)) => Arc::clone(dev),
+        _ => unreachable!("a power cut's run journals on a simulated disk"),
+    };
+    let target = crate::stack::open_sim_keeping(&args.target, "target")?;
+    let cut = crate::run::power_cut::PowerCut::set(Arc::clone(&target), journal, after);
+    workloads::run_job(&job, target, &Progress::default())?;
+    let at_s = after.as_secs_f64();
+    Ok(match cut.verdict()? {
+        None => report::SweepPowerCut { at_s, missed: true, records: 0, as_journal: 0, ahead: 0, bad: 0 },
+        Some(v) => report::SweepPowerCut {
+            at_s,
+            missed: false,
+            records: v.records,
+            as_journal: v.verified + v.pending_old + v.pending_new,
+            ahead: v.ahead,
+            bad: v.errors(),
+        },
+    })
 }
 
 /// The arms named by `--arms`, in that order.
@@ -235,17 +317,34 @@ fn parse_arms(names: &[String]) -> Result<Vec<Arm>, UsageError> {
         .collect()
 }
 
-/// The table (unless the JSON goes to standard output), and the JSON.
-fn print_sweep(args: &JournalArgs, sweep: &report::JournalSweep) -> anyhow::Result<()> {
+/// The tables (unless the JSON goes to standard output), side by side
+/// when there are several, and the JSON: one document, or an array of
+/// them (a journal disk each).
+fn print_sweeps(args: &JournalArgs, sweeps: &[report::JournalSweep]) -> anyhow::Result<()> {
     if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
-        print!("{}", report::journal_sweep_table(sweep));
+        let tables: Vec<String> = sweeps.iter().map(report::journal_sweep_table).collect();
+        print!("{}", tables.join("\n"));
+        if sweeps.len() > 1 {
+            print!("\n{}", report::journal_sweeps_side_by_side(sweeps));
+        }
     }
-    let doc = report::json::SweepJournalDocument::new(env!("CARGO_PKG_VERSION"), sweep);
+    let docs: Vec<String> = sweeps
+        .iter()
+        .map(|s| report::json::SweepJournalDocument::new(env!("CARGO_PKG_VERSION"), s).to_json())
+        .collect();
     if let Some(path) = &args.json {
-        crate::write_json(path, &doc.to_json())?;
+        let text = match docs.as_slice() {
+            [one] => one.clone(),
+            many => format!("[\n{}\n]\n", many.iter().map(|d| d.trim_end()).collect::<Vec<_>>().join(",\n")),
+        };
+        crate::write_json(path, &text)?;
     }
     if let Some(dir) = &args.plot {
-        crate::write_plots(dir, &doc.to_json())?;
+        for (i, doc) in docs.iter().enumerate() {
+            // A directory each when several: their charts share names.
+            let dir = if docs.len() > 1 { dir.join(format!("journal-disk-{}", i + 1)) } else { dir.clone() };
+            crate::write_plots(&dir, doc)?;
+        }
     }
     Ok(())
 }

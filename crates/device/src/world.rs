@@ -117,6 +117,9 @@ struct State {
     /// Work to run when the clock reaches an instant, every thread then
     /// waiting (a power cut's images taken), in time order.
     hooks: Vec<(Nanos, Hook)>,
+    /// Work to run this long after the next run starts
+    /// ([`VirtualClock::after_start`]).
+    after_start: Vec<(Nanos, Hook)>,
     /// Participants announced and not yet joined: the clock waits for
     /// them (a thread being spawned has not said what it will do).
     expected: usize,
@@ -454,6 +457,23 @@ impl VirtualClock {
         let mut st = self.world.lock();
         let i = st.hooks.partition_point(|(at, _)| *at <= t);
         st.hooks.insert(i, (t, Box::new(hook)));
+    }
+
+    /// Runs `hook` `after` the start of the next run on this clock (when
+    /// [`VirtualClock::start_run`] is called: an engine calls it once its
+    /// set-up, a journal's creation say, is done), as [`VirtualClock::at`].
+    pub fn after_start(&self, after: Nanos, hook: impl FnOnce(Nanos) + Send + 'static) {
+        self.world.lock().after_start.push((after, Box::new(hook)));
+    }
+
+    /// A run starts now: the hooks set with [`VirtualClock::after_start`]
+    /// become due their time from now.
+    pub fn start_run(&self) {
+        let now = self.now();
+        let pending = std::mem::take(&mut self.world.lock().after_start);
+        for (after, hook) in pending {
+            self.at(now + after, hook);
+        }
     }
 
     /// When the next hook set with [`VirtualClock::at`] is due, if any.

@@ -38,8 +38,8 @@ pub use run::{
 pub use series::{fio_logs, run_csv_line, seconds, SecondFigures, SecondOpFigures, RUN_CSV_HEADER};
 pub use spread::{summarize, OpSpread, RepeatSummary, Spread};
 pub use sweep::{
-    journal_sweep_table, stripes_bonnie_table, stripes_fs_table, sweep_arms, ArmRuns, JournalSweep,
-    StripesRow, SweepArm, SweepArmRun,
+    journal_sweep_table, journal_sweeps_side_by_side, stripes_bonnie_table, stripes_fs_table, sweep_arms,
+    ArmRuns, JournalSweep, StripesRow, SweepArm, SweepArmRun, SweepPowerCut,
 };
 pub use target::{
     human as human_bytes, medium_kind, memory_warnings, target_lines, CacheState, LayoutPolicy, LayoutState,

@@ -109,6 +109,56 @@ pub struct JournalSweep {
     /// The disk models, when the target and the journals were simulated:
     /// every figure is then modeled (virtual time), not measured.
     pub modeled: Option<String>,
+    /// What a power cut in a run of the sync arm left, when one was asked
+    /// for (simulated disks only).
+    pub power_cut: Option<SweepPowerCut>,
+}
+
+/// What a power cut during a run of the sync journal arm left on the
+/// simulated disks, checked against the journal's durable records.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SweepPowerCut {
+    /// Seconds after the run's start.
+    pub at_s: f64,
+    /// The run ended before the cut: nothing was checked.
+    pub missed: bool,
+    /// Journal records durable at the cut.
+    pub records: u64,
+    /// Blocks as the journal says (verified or pending a write in flight).
+    pub as_journal: u64,
+    /// Blocks holding writes the journal has no durable record of: under
+    /// a sync journal, writes whose acknowledged `before` record was lost.
+    pub ahead: u64,
+    /// Blocks holding what no write put there.
+    pub bad: u64,
+}
+
+impl SweepPowerCut {
+    /// The verdict in a few words.
+    pub fn verdict(&self) -> &'static str {
+        match (self.missed, self.bad > 0, self.ahead > 0) {
+            (true, _, _) => "the run ended first",
+            (false, true, _) => "damaged",
+            (false, false, true) => "acknowledged records lost",
+            (false, false, false) => "ok",
+        }
+    }
+
+    fn line(&self) -> String {
+        if self.missed {
+            return format!("power cut at {:.3} s: the run ended before it; nothing checked", self.at_s);
+        }
+        format!(
+            "power cut at {:.3} s into a run of the sync arm: {} journal records durable; {} blocks as the journal \
+             says, {} ahead of it (written after records the journal acknowledged and lost), {} bad: {}",
+            self.at_s,
+            self.records,
+            self.as_journal,
+            self.ahead,
+            self.bad,
+            self.verdict()
+        )
+    }
 }
 
 /// One arm of the journal sweep over its repeats.
@@ -192,6 +242,42 @@ pub fn journal_sweep_table(sweep: &JournalSweep) -> String {
             })
             .collect();
         let _ = writeln!(out, "{:<14} {:>10.0} {vs:>7}   {}", row.arm, row.median_iops, runs.join(" "));
+    }
+    if let Some(cut) = &sweep.power_cut {
+        let _ = writeln!(out, "{}", cut.line());
+    }
+    out
+}
+
+/// Several journal sweeps of one target side by side (the second seed's
+/// servers, a journal disk each): each arm's median IOPS and ratio to
+/// `off`, and the power cut's verdict, a column per journal.
+pub fn journal_sweeps_side_by_side(sweeps: &[JournalSweep]) -> String {
+    let mut rows: Vec<(&str, Vec<String>)> = Vec::new();
+    rows.push(("arm", sweeps.iter().map(|s| s.journal_dir.display().to_string()).collect()));
+    if let Some(first) = sweeps.first() {
+        for (i, row) in first.arms.iter().enumerate() {
+            let cells = sweeps.iter().map(|sweep| {
+                sweep.arms.get(i).map_or("-".to_string(), |a| match a.median_vs_off {
+                    Some(v) => format!("{:.0} ({v:.2})", a.median_iops),
+                    None => format!("{:.0}", a.median_iops),
+                })
+            });
+            rows.push((row.arm, cells.collect()));
+        }
+    }
+    if sweeps.iter().any(|s| s.power_cut.is_some()) {
+        let cells = sweeps.iter().map(|s| s.power_cut.as_ref().map_or("-", |c| c.verdict()).to_string());
+        rows.push(("power cut", cells.collect()));
+    }
+    let width = rows.iter().flat_map(|(_, cells)| cells.iter().map(|c| c.len())).max().unwrap_or(0);
+    let mut out = String::from("# side by side: median IOPS (vs off), a column per journal\n");
+    for (name, cells) in rows {
+        let _ = write!(out, "{name:<14}");
+        for cell in cells {
+            let _ = write!(out, "  {cell:>width$}");
+        }
+        out.push('\n');
     }
     out
 }

@@ -5,7 +5,7 @@
 
 mod execute;
 mod jobs;
-mod power_cut;
+pub(crate) mod power_cut;
 mod prepare;
 mod ranks;
 

@@ -1,18 +1,20 @@
-//! `iolab run --power-cut TIME`: on simulated disks, what a power cut at
-//! an instant of the run leaves. When the virtual clock reaches it (every
-//! thread of the run waiting, every disk's model up to it), the images of
-//! what the target and the journal disk hold durably are taken; after the
-//! run they are checked as `iolab validate` checks a target after a crash:
-//! the journal replayed from its image, every block of the target's image
-//! against it. A journal disk whose cache acknowledges flushes it has not
-//! done loses acknowledged records: blocks then hold writes the journal
-//! has no durable record of ("ahead of the journal").
+//! A power cut on simulated disks, at an instant of a validated run
+//! (`iolab run --power-cut TIME`, `iolab sweep journal --power-cut TIME`):
+//! TIME after the run starts (once its journal is made), with every
+//! disk's model run up to that instant, the images of what the target and
+//! the journal disk hold durably are taken; after the run they are
+//! checked as `iolab validate` checks a target after a crash: the journal
+//! replayed from its image, every block of the target's image against it.
+//! A journal disk whose cache acknowledges flushes it has not done loses
+//! acknowledged records: blocks then hold writes the journal has no
+//! durable record of ("ahead of the journal").
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use device::{Device, MemDevice, Nanos};
 use workloads::journal::JournalPlace;
+use workloads::recover::Verdict;
 use workloads::KeyMapSpec;
 
 use super::prepare::Prepared;
@@ -53,39 +55,52 @@ impl PowerCut {
                     .into(),
             )),
         };
-        let target = Arc::clone(&base.disk);
-        let clock = crate::stack::sim_clock();
+        let target: Arc<dyn Device> = base.disk.clone();
+        Ok(PowerCut::set(target, journal, after))
+    }
+
+    /// Sets a cut `after` the start of the next run on the simulated
+    /// disks' clock: images of what `target` and `journal` (both
+    /// simulated) then hold durably.
+    pub fn set(target: Arc<dyn Device>, journal: Arc<dyn Device>, after: Duration) -> PowerCut {
+        let target_bytes = target.size_bytes();
         let images: Images = Arc::default();
         let taken = Arc::clone(&images);
-        clock.at(clock.now() + after.as_nanos() as Nanos, move |t| {
-            let target_pages = device::VirtualDisk::power_cut(target.as_ref());
-            // Invariant: checked above that the journal is simulated.
-            let journal_pages = journal.virtual_disk().map(|d| d.power_cut()).unwrap_or_default();
-            *taken.lock().unwrap_or_else(|e| e.into_inner()) = Some((target_pages, journal_pages, t));
+        crate::stack::sim_clock().after_start(after.as_nanos() as Nanos, move |t| {
+            let image = |d: &Arc<dyn Device>| d.virtual_disk().map(|v| v.power_cut()).unwrap_or_default();
+            *taken.lock().unwrap_or_else(|e| e.into_inner()) = Some((image(&target), image(&journal), t));
         });
-        Ok(PowerCut { after, target_bytes: base.disk.size_bytes(), images })
+        PowerCut { after, target_bytes, images }
+    }
+
+    /// After the run: what the cut left, checked as `iolab validate`
+    /// checks a target after a crash (every block), or `None` when the run
+    /// ended before the cut.
+    pub fn verdict(self) -> anyhow::Result<Option<Verdict>> {
+        let taken = self.images.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some((target_pages, journal_pages, _)) = taken else { return Ok(None) };
+        let target = image("power-cut image of the target", self.target_bytes, &target_pages)?;
+        let journal_bytes =
+            journal_pages.last().map_or(4096, |(o, b)| o + b.len() as u64).div_ceil(4096) * 4096;
+        let journal = image("power-cut image of the journal", journal_bytes, &journal_pages)?;
+        // Every block: a write whose every record the cut lost is found too.
+        Ok(Some(workloads::recover::recover_every_block(&target, &journal, false, &KeyMapSpec::AUTO)?))
     }
 
     /// After the run: checks what the cut left; the text to print and the
     /// exit status: 0 when every block is as the journal says, 1 when
     /// blocks are bad, 3 when the journal misses writes the target holds.
     pub fn check(self) -> anyhow::Result<(String, u8)> {
-        let taken = self.images.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let Some((target_pages, journal_pages, _)) = taken else {
+        let after = self.after;
+        let Some(verdict) = self.verdict()? else {
             return Ok((
                 format!(
                     "power cut at {:.3} s: the run ended before it; nothing to check (give a shorter --power-cut)\n",
-                    self.after.as_secs_f64()
+                    after.as_secs_f64()
                 ),
                 0,
             ));
         };
-        let target = image("power-cut image of the target", self.target_bytes, &target_pages)?;
-        let journal_bytes =
-            journal_pages.last().map_or(4096, |(o, b)| o + b.len() as u64).div_ceil(4096) * 4096;
-        let journal = image("power-cut image of the journal", journal_bytes, &journal_pages)?;
-        // Every block: a write whose every record the cut lost is found too.
-        let verdict = workloads::recover::recover_every_block(&target, &journal, false, &KeyMapSpec::AUTO)?;
         let status = match (verdict.errors() > 0, verdict.journal_incomplete()) {
             (true, _) => 1,
             (false, true) => crate::validate::EXIT_JOURNAL_INCOMPLETE,
@@ -94,7 +109,7 @@ impl PowerCut {
         let mut text = format!(
             "power cut at {:.3} s of the run: what the target and the journal disk held durably, checked as iolab \
              validate checks a target after a crash\n",
-            self.after.as_secs_f64()
+            after.as_secs_f64()
         );
         text.push_str(&report::verdict_text(&verdict, crate::validate::EXIT_JOURNAL_INCOMPLETE));
         Ok((text, status))

@@ -204,29 +204,74 @@ fn the_journal_sweep_runs_on_simulated_disks_and_a_sync_journal_on_a_disk_withou
     assert!(sync["median_vs_off"].as_f64().unwrap() < 0.3, "{sync}");
 }
 
+/// The journal sweep's `arms` (one run of 1 s each) on the second seed's
+/// data device, a sweep for each of the journal `disks`, with `extra`
+/// arguments.
+fn seed_sweep(disks: &[&str], arms: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["sweep", "journal", "--target", "sim:ssd,channels=2,write_us=115,plp=on"];
+    for disk in disks {
+        args.extend(["--journal-disk", disk]);
+    }
+    args.extend(["--runtime", "1s", "--repeat", "1", "--arms", arms]);
+    args.extend(extra);
+    iolab(&args)
+}
+
 #[test]
 fn the_journal_sweep_on_simulated_disks_prints_the_same_bytes_every_run() {
-    let sweep = || {
-        iolab(&[
-            "sweep",
-            "journal",
-            "--target",
-            "sim:ssd,channels=2,write_us=115,plp=on",
-            "--journal-disk",
-            "sim:hdd,flush=ignore",
-            "--runtime",
-            "1s",
-            "--repeat",
-            "1",
-            "--arms",
-            "validate,sync,group",
-            "--json",
-            "-",
-        ])
-    };
+    let sweep = || seed_sweep(&["sim:hdd,flush=ignore"], "validate,sync,group", &["--json", "-"]);
     let (a, b) = (sweep(), sweep());
     assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
     assert_eq!(stdout(&a), stdout(&b));
+}
+
+/// The arms `off` and `sync` for the second seed's two servers, a journal
+/// disk with its cache off and one whose cache lies.
+fn two_servers(extra: &[&str]) -> std::process::Output {
+    seed_sweep(&["sim:hdd,wce=off", "sim:hdd,flush=ignore"], "off,sync", extra)
+}
+
+#[test]
+fn one_sweep_shows_both_servers_and_what_a_power_cut_leaves_on_each() {
+    let out = two_servers(&["--power-cut", "500ms", "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let docs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let verdicts: Vec<&str> = (0..2).map(|i| docs[i]["power_cut"]["verdict"].as_str().unwrap()).collect();
+    assert_eq!(verdicts, ["ok", "acknowledged records lost"], "{docs}");
+    assert_eq!(docs[1]["journal_dir"], "sim:hdd,flush=ignore");
+}
+
+#[test]
+fn the_servers_are_printed_side_by_side() {
+    let out = two_servers(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let side = text.split("# side by side").nth(1).unwrap_or_else(|| panic!("{text}"));
+    let header = side.lines().nth(1).unwrap();
+    assert!(header.contains("sim:hdd,wce=off") && header.contains("sim:hdd,flush=ignore"), "{side}");
+}
+
+#[test]
+fn a_power_cut_outside_the_run_or_on_a_real_disk_is_refused() {
+    let out = two_servers(&["--power-cut", "2s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("falls outside the run"), "{}", stderr(&out));
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j");
+    let out = sweep_a_file(dir.path(), &["--journal-dir", journal.to_str().unwrap(), "--power-cut", "1s"]);
+    assert!(stderr(&out).contains("cuts the power of simulated disks"), "{}", stderr(&out));
+}
+
+/// A journal sweep of a 16 MiB file in `dir` with `extra` arguments,
+/// which must refuse it (exit status 2) without making the file.
+fn sweep_a_file(dir: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let file = dir.join("t.img");
+    let mut args = vec!["sweep", "journal", "--target", file.to_str().unwrap(), "--size", "16m"];
+    args.extend(extra);
+    let out = iolab(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!file.exists(), "nothing made");
+    out
 }
 
 #[test]
@@ -236,20 +281,8 @@ fn the_journal_sweep_pairs_a_simulated_target_with_a_simulated_journal_disk() {
         iolab(&["sweep", "journal", "--target", "sim:ssd", "--journal-dir", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--journal-disk"), "{}", stderr(&out));
-    let file = dir.path().join("t.img");
-    let out = iolab(&[
-        "sweep",
-        "journal",
-        "--target",
-        file.to_str().unwrap(),
-        "--size",
-        "16m",
-        "--journal-disk",
-        "sim:hdd",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
+    let out = sweep_a_file(dir.path(), &["--journal-disk", "sim:hdd"]);
     assert!(stderr(&out).contains("goes with a simulated target"), "{}", stderr(&out));
-    assert!(!file.exists(), "nothing made");
 }
 
 /// A validated run on a simulated target with a sync journal on `journal`,
@@ -290,6 +323,27 @@ fn after_a_power_cut_a_journal_disk_whose_cache_lies_has_lost_acknowledged_recor
     let out = cut_power("sim:hdd,flush=ignore");
     assert_eq!(out.status.code(), Some(3), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("ahead of the journal"), "{}", stdout(&out));
+}
+
+/// The number before `word` in the line of `text` that starts with
+/// `prefix`.
+fn count_before(text: &str, prefix: &str, word: &str) -> f64 {
+    let line =
+        text.lines().find(|l| l.starts_with(prefix) && l.contains(word)).unwrap_or_else(|| panic!("{text}"));
+    let before = &line[..line.find(word).unwrap()];
+    before.split_whitespace().last().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_power_cut_falls_its_time_after_the_run_starts_not_after_the_journal_is_made() {
+    let out = cut_power("sim:hdd,wce=off");
+    let text = stdout(&out);
+    // The journal is made (zero-filled on its disk) before the run; the
+    // cut falls 2 s into the run's 3 s, with two thirds of its records.
+    let written = count_before(&text, "journal: ", "records in");
+    let replayed = count_before(&text, "journal: ", "records replayed");
+    let share = replayed / written;
+    assert!((0.6..0.73).contains(&share), "{replayed} of {written} records: {share:.2}\n{text}");
 }
 
 #[test]

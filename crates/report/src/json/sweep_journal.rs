@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::run::Engine;
 use super::validation::Journal;
-use crate::{JournalSweep, SweepArm, SweepArmRun};
+use crate::{JournalSweep, SweepArm, SweepArmRun, SweepPowerCut};
 
 pub const SCHEMA: &str = "iolab-sweep-journal";
 pub const VERSION: u32 = 1;
@@ -25,6 +25,25 @@ pub struct SweepJournalDocument {
     /// The disk models when the sweep ran on simulated disks (every
     /// figure then modeled); `null` when measured.
     pub modeled: Option<String>,
+    /// What a power cut in a run of the sync arm left (`--power-cut`);
+    /// `null` without one.
+    pub power_cut: Option<PowerCut>,
+}
+
+/// A power cut's outcome (`at_s`, `missed`, `records`, `as_journal`,
+/// `ahead`, `bad`) and its verdict in words.
+#[derive(Clone, Debug, Serialize)]
+pub struct PowerCut {
+    #[serde(flatten)]
+    pub cut: SweepPowerCut,
+    /// ok, acknowledged records lost, damaged, or the run ended first.
+    pub verdict: &'static str,
+}
+
+impl From<&SweepPowerCut> for PowerCut {
+    fn from(c: &SweepPowerCut) -> PowerCut {
+        PowerCut { cut: c.clone(), verdict: c.verdict() }
+    }
 }
 
 impl SweepJournalDocument {
@@ -42,6 +61,7 @@ impl SweepJournalDocument {
             runtime_s: s.runtime_s,
             arms: s.arms.iter().map(Arm::from).collect(),
             modeled: s.modeled.clone(),
+            power_cut: s.power_cut.as_ref().map(PowerCut::from),
         }
     }
 

@@ -78,7 +78,11 @@ fn crash_documents_match_their_golden_file() {
     check_golden("crash.json", &docs.join("\n"));
 }
 
-fn sweep_journal_document(engine: Engine, arms: Vec<report::SweepArm>) -> String {
+fn sweep_journal_document(
+    engine: Engine,
+    arms: Vec<report::SweepArm>,
+    power_cut: Option<report::SweepPowerCut>,
+) -> String {
     let sweep = report::JournalSweep {
         target: "/dev/sdz".into(),
         journal_dir: "/data/journals".into(),
@@ -90,6 +94,7 @@ fn sweep_journal_document(engine: Engine, arms: Vec<report::SweepArm>) -> String
         repeat: 2,
         arms,
         modeled: None,
+        power_cut,
     };
     report::json::SweepJournalDocument::new("0.1.0", &sweep).to_json()
 }
@@ -111,8 +116,19 @@ fn sweep_journal_runs(with_off: bool) -> Vec<(&'static str, report::ArmRuns)> {
 #[test]
 fn sweep_journal_documents_match_their_golden_file() {
     let docs = [
-        sweep_journal_document(Engine::Uring, report::sweep_arms(sweep_journal_runs(true))),
-        sweep_journal_document(Engine::Sync, report::sweep_arms(sweep_journal_runs(false))),
+        sweep_journal_document(Engine::Uring, report::sweep_arms(sweep_journal_runs(true)), None),
+        sweep_journal_document(
+            Engine::Sync,
+            report::sweep_arms(sweep_journal_runs(false)),
+            Some(report::SweepPowerCut {
+                at_s: 5.0,
+                missed: false,
+                records: 108_504,
+                as_journal: 49_014,
+                ahead: 57,
+                bad: 0,
+            }),
+        ),
     ];
     check_golden("sweep_journal.json", &docs.join("\n"));
 }

@@ -70,7 +70,38 @@ fn journal_sweep(engine: Engine, with_off: bool) -> report::JournalSweep {
         repeat: 2,
         arms: report::sweep_arms(measured),
         modeled: None,
+        power_cut: None,
     }
+}
+
+/// A power cut's outcome: `ahead` blocks written after records lost.
+fn power_cut(ahead: u64) -> report::SweepPowerCut {
+    report::SweepPowerCut { at_s: 5.0, missed: false, records: 9600, as_journal: 4746, ahead, bad: 0 }
+}
+
+#[test]
+fn journal_sweeps_side_by_side_with_their_power_cuts_match_their_golden_file() {
+    let honest = report::JournalSweep {
+        journal_dir: "sim:hdd,wce=off".into(),
+        power_cut: Some(power_cut(0)),
+        ..journal_sweep(Engine::Virtual, true)
+    };
+    let lying = report::JournalSweep {
+        journal_dir: "sim:hdd,flush=ignore".into(),
+        power_cut: Some(power_cut(57)),
+        ..journal_sweep(Engine::Virtual, true)
+    };
+    let text = [report::journal_sweep_table(&lying), report::journal_sweeps_side_by_side(&[honest, lying])];
+    check_golden("sweep_journal_servers.txt", &text.concat());
+}
+
+#[test]
+fn a_power_cut_names_lost_records_damage_or_nothing() {
+    let verdicts: Vec<&str> = [power_cut(0), power_cut(3), report::SweepPowerCut { bad: 1, ..power_cut(3) }]
+        .iter()
+        .map(|c| c.verdict())
+        .collect();
+    assert_eq!(verdicts, ["ok", "acknowledged records lost", "damaged"]);
 }
 
 #[test]
