@@ -8,7 +8,9 @@ use std::sync::Arc;
 use blocklog::{HomeWrites, Mode, Placement, StripeLog};
 use clap::{Args, ValueEnum};
 use device::Device;
-use workloads::crash::{enumerate, BuildStack, CrashError, CrashReport, CrashSpec, ReopenStack, Views};
+use workloads::crash::{
+    enumerate, enumerate_power_cuts, BuildStack, CrashError, CrashReport, CrashSpec, ReopenStack, Views,
+};
 use workloads::spec::parse_bytes;
 
 use crate::stack;
@@ -117,6 +119,13 @@ pub struct CrashArgs {
     /// Write the report as JSON to FILE ("-" for standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Block stacks: build the stack on simulated disks of this model
+    /// (e.g. sim:hdd,flush=ignore; each raw device one, at least 1 MiB)
+    /// and cut their power in the model after every transaction and every
+    /// flush, instead of enumerating a recorded history's states: the
+    /// disk's cache decides what survives (docs/sim.md).
+    #[arg(long, value_name = "SIM")]
+    pub disk: Option<String>,
     /// fs-* stacks: instead of the mix of operations, extract this tar
     /// archive (plain, gzip or xz; kept small: the tree is taken after
     /// every call) as GNU tar does, then sync.
@@ -125,7 +134,25 @@ pub struct CrashArgs {
 }
 
 pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
-    if matches!(args.stack, Stack::FsSync | Stack::FsSoftdep | Stack::FsLog | Stack::FsAsync) {
+    let fs = matches!(args.stack, Stack::FsSync | Stack::FsSoftdep | Stack::FsLog | Stack::FsAsync);
+    match &args.disk {
+        Some(_) if fs => {
+            return Err(UsageError(format!(
+            "--disk: the {} stack is crashed over recorded devices only; power cuts on simulated disks are \
+                 for the block stacks (log, log-separate, async, sync, raid5, raid5-log)",
+            args.stack.name()
+        ))
+            .into())
+        }
+        Some(disk) if !disk.starts_with("sim:") => {
+            return Err(UsageError(format!(
+                "--disk {disk}: give a simulated disk, sim:hdd[,...] or sim:ssd[,...]"
+            ))
+            .into())
+        }
+        _ => {}
+    }
+    if fs {
         return run_fs(&args);
     }
     if args.archive.is_some() {
@@ -156,10 +183,10 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
     };
     let report = match args.stack {
         Stack::Log | Stack::LogSeparate | Stack::Async | Stack::Sync => {
-            crash_logged(&spec, args.stack, args.log_home, data_bytes, log_bytes)
+            crash_logged(&spec, args.stack, args.log_home, data_bytes, log_bytes, args.disk.as_deref())
         }
         Stack::Raid5 | Stack::Raid5Log => {
-            crash_raid5(&spec, args.stack == Stack::Raid5Log, data_bytes, log_bytes)
+            crash_raid5(&spec, args.stack == Stack::Raid5Log, data_bytes, log_bytes, args.disk.as_deref())
         }
         Stack::FsSync | Stack::FsSoftdep | Stack::FsLog | Stack::FsAsync => {
             unreachable!("file-system stacks return above")
@@ -174,7 +201,8 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
         print!("{}", report::crash_text(&crash_run(&args, &report), &report));
     }
     if let Some(path) = &args.json {
-        let doc = report::json::CrashDocument::new(args.stack.name(), args.seed, &report);
+        let doc =
+            report::json::CrashDocument::new(args.stack.name(), args.seed, args.disk.as_deref(), &report);
         crate::write_json(path, &doc.to_json())?;
     }
     Ok(if report.violations == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -187,7 +215,7 @@ fn crash_run<'a>(args: &'a CrashArgs, r: &CrashReport) -> report::CrashRun<'a> {
     let recheck = r.first_violation.as_ref().map(|v| {
         format!(
             "iolab crash --stack {} --size {} --log-size {} --log-home {} --transactions {} \
-             --max-blocks {} --block-size {} --sync-every {} --states {} --seed {} --state {}",
+             --max-blocks {} --block-size {} --sync-every {} --states {} --seed {}{} --state {}",
             args.stack.name(),
             args.size.as_deref().unwrap_or("1m"),
             args.log_size,
@@ -198,6 +226,7 @@ fn crash_run<'a>(args: &'a CrashArgs, r: &CrashReport) -> report::CrashRun<'a> {
             args.sync_every,
             args.states,
             args.seed,
+            args.disk.as_deref().map_or(String::new(), |d| format!(" --disk {d}")),
             v.state
         )
     });
@@ -208,6 +237,7 @@ fn crash_run<'a>(args: &'a CrashArgs, r: &CrashReport) -> report::CrashRun<'a> {
         sync_every: args.sync_every,
         seed: args.seed,
         recheck,
+        disk: args.disk.as_deref(),
     }
 }
 
@@ -286,6 +316,7 @@ fn crash_logged(
     home: HomeWrites,
     data_bytes: u64,
     log_bytes: u64,
+    disk: Option<&str>,
 ) -> Result<CrashReport, CrashError> {
     let mode = match stack {
         Stack::Async => Mode::Async,
@@ -307,7 +338,36 @@ fn crash_logged(
     };
     let (build, reopen): (&BuildStack<'_>, &ReopenStack<'_>) = (&build, &reopen);
     let sizes = if separate { vec![data_bytes, log_bytes] } else { vec![log_bytes + data_bytes] };
-    enumerate(spec, &sizes, build, reopen)
+    enumerate_on(spec, &sizes, build, reopen, disk)
+}
+
+/// Every crash state of the stack's recorded history on memory devices of
+/// `sizes`; with `disk`, the power cuts of the stack on simulated disks of
+/// that model instead (each at least 1 MiB, in whole 4 KiB), on a clock
+/// of their own.
+fn enumerate_on(
+    spec: &CrashSpec,
+    sizes: &[u64],
+    build: &BuildStack<'_>,
+    reopen: &ReopenStack<'_>,
+    disk: Option<&str>,
+) -> Result<CrashReport, CrashError> {
+    let Some(model) = disk else { return enumerate(spec, sizes, build, reopen) };
+    let clock = sim::VirtualClock::new();
+    let disks = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| {
+            let kib = size.max(1 << 20).next_multiple_of(4096) / 1024;
+            let text = format!("{},size={kib}k", model.strip_prefix("sim:").unwrap_or(model));
+            let mut parsed =
+                sim::SimSpec::parse(&text).map_err(|e| CrashError::Spec(format!("--disk {model}: {e}")))?;
+            parsed.set_data(sim::Data::Keep);
+            let dev = sim::SimDevice::new(format!("{model} #{i}"), parsed, Arc::clone(&clock))?;
+            Ok(dev as Arc<dyn Device>)
+        })
+        .collect::<Result<Vec<_>, CrashError>>()?;
+    enumerate_power_cuts(spec, &disks, build, reopen)
 }
 
 /// Four drives sized for `data_bytes` of volume, and a log device.
@@ -316,6 +376,7 @@ fn crash_raid5(
     logged: bool,
     data_bytes: u64,
     log_bytes: u64,
+    disk: Option<&str>,
 ) -> Result<CrashReport, CrashError> {
     let per_drive = data_bytes.div_ceil(RAID5_DRIVES as u64 - 1).next_multiple_of(RAID5_STRIPE_BYTES);
     let drive_bytes = volume::DATA_START_BYTES + per_drive;
@@ -366,5 +427,5 @@ fn crash_raid5(
         Ok(views)
     };
     let (build, reopen): (&BuildStack<'_>, &ReopenStack<'_>) = (&build, &reopen);
-    enumerate(spec, &sizes, build, reopen)
+    enumerate_on(spec, &sizes, build, reopen, disk)
 }

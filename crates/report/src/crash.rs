@@ -16,28 +16,48 @@ pub struct CrashRun<'a> {
     /// The command line that checks the first violation's state alone;
     /// the cli knows its flags, so it writes it.
     pub recheck: Option<String>,
+    /// The simulated disks' model when the states are power cuts in it.
+    pub disk: Option<&'a str>,
 }
 
 /// The report's lines.
 pub fn crash_text(run: &CrashRun<'_>, r: &CrashReport) -> String {
+    let on = run.disk.map_or(String::new(), |d| format!(" on simulated disks {d}"));
     let mut out = format!(
-        "iolab crash: stack {}, {} transactions of 1-{} blocks of {}, a flush every {}, seed {}\n",
+        "iolab crash: stack {}{on}, {} transactions of 1-{} blocks of {}, a flush every {}, seed {}\n",
         run.stack, r.transactions, run.max_blocks, run.block_size, run.sync_every, run.seed
     );
-    out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
-    out += &format!(
-        "states checked: {} ({} after flushes, {} sampled between them)\n",
-        r.states_checked, r.flush_states, r.sampled_states
-    );
+    match run.disk {
+        None => {
+            out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
+            out += &format!(
+                "states checked: {} ({} after flushes, {} sampled between them)\n",
+                r.states_checked, r.flush_states, r.sampled_states
+            );
+        }
+        Some(_) => {
+            out += &format!(
+                "requests to the simulated disks: {} ({} writes, {} flushes; modeled)\n",
+                r.events, r.writes, r.flushes
+            );
+            out += &format!(
+                "power cuts in the model checked: {} ({} after a flush, {} after a transaction's writes)\n",
+                r.states_checked, r.flush_states, r.sampled_states
+            );
+        }
+    }
     out += &format!(
         "violations: {} (torn transactions {}, torn writes {}, lost {}, corrupt {}, reopen failed {})\n",
         r.violations, r.torn_transactions, r.torn_writes, r.lost, r.corrupt, r.open_failed
     );
     if let Some(v) = &r.first_violation {
-        out += &format!(
-            "first violation: state {} (crash after event {} of {}, {} seed {}): {:?}: {}\n",
-            v.state, v.after_events, r.events, v.policy, v.seed, v.class, v.detail
-        );
+        let when = match run.disk {
+            None => {
+                format!("crash after event {} of {}, {} seed {}", v.after_events, r.events, v.policy, v.seed)
+            }
+            Some(_) => format!("power cut after request {} of {}", v.after_events, r.events),
+        };
+        out += &format!("first violation: state {} ({when}): {:?}: {}\n", v.state, v.class, v.detail);
         if let Some(command) = &run.recheck {
             out += &format!("check it again: {command}\n");
         }

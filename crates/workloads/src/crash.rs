@@ -145,17 +145,8 @@ pub fn enumerate(
         let images: Vec<Arc<dyn Device>> =
             replayer.images_at(point)?.into_iter().map(|i| Arc::new(i) as Arc<dyn Device>).collect();
         let (lo, hi) = bounds.at(point.after_events, spec.transactions);
-        let verdict = match reopen(images) {
-            Ok(views) => views.iter().find_map(|(name, dev)| {
-                let found = check_state(spec, dev.as_ref(), &history, lo, hi);
-                found.map(|(class, detail)| match name.is_empty() {
-                    true => (class, detail),
-                    false => (class, format!("{name}: {detail}")),
-                })
-            }),
-            Err(e) => Some((ViolationClass::OpenFailed, e)),
-        };
-        report.tally(state, &point, sampled, verdict);
+        let verdict = check_views(spec, reopen(images), &history, lo, hi);
+        report.tally(state, point.after_events, policy_name(point.policy), point.seed, sampled, verdict);
     }
     Ok(report)
 }
@@ -177,6 +168,17 @@ fn record(
     }
     let stack = build(raw).map_err(CrashError::Build)?;
     let built = recording.len();
+    check_room(spec, stack.as_ref())?;
+    let history = run_workload(spec, stack.as_ref(), &mut |m, _| {
+        recording.mark(m);
+        Ok(())
+    })?;
+    drop(stack);
+    Ok((history, recording.events(), built))
+}
+
+/// A stack too small for the workload's region is a usage error.
+fn check_room(spec: &CrashSpec, stack: &dyn Device) -> Result<(), CrashError> {
     if stack.size_bytes() < spec.region_blocks * spec.block_bytes {
         return Err(CrashError::Spec(format!(
             "the stack has {} bytes, fewer than the {} blocks of {} bytes the workload writes; use a larger --size",
@@ -185,9 +187,90 @@ fn record(
             spec.block_bytes
         )));
     }
-    let history = run_workload(spec, stack.as_ref(), &recording)?;
+    Ok(())
+}
+
+/// Runs the workload on a stack built over `disks`, simulated disks
+/// (fresh, keeping their data, on one clock), and cuts their power in
+/// the model at the end of every transaction and after every flush: what
+/// each disk then holds durably (`VirtualDisk::power_cut`, at the
+/// instant its last request completed) is reopened and checked, as a
+/// recorded state is. The disks decide what survives: a write cache that
+/// ignores flushes loses writes they acknowledged; an honest one destages
+/// in its own order. States are numbered in that order: after the writes
+/// of transaction 1, after its flush (when it has one), and so on.
+pub fn enumerate_power_cuts(
+    spec: &CrashSpec,
+    disks: &[Arc<dyn Device>],
+    build: &BuildStack<'_>,
+    reopen: &ReopenStack<'_>,
+) -> Result<CrashReport, CrashError> {
+    check_spec(spec)?;
+    if let Some(d) = disks.iter().find(|d| d.virtual_disk().is_none()) {
+        return Err(CrashError::Spec(format!("{}: power cuts need simulated disks", d.name())));
+    }
+    let stack = build(disks.to_vec()).map_err(CrashError::Build)?;
+    check_room(spec, stack.as_ref())?;
+    let requests = || -> usize {
+        disks.iter().map(|d| d.stats().snapshot()).map(|s| (s.writes + s.flushes) as usize).sum()
+    };
+    let mut report = CrashReport { transactions: spec.transactions, ..CrashReport::default() };
+    let (mut state, mut acked) = (0u64, 0u64);
+    run_workload(spec, stack.as_ref(), &mut |mark, history| {
+        let after_flush = mark & ACKED != 0;
+        if after_flush {
+            acked = mark & !ACKED;
+        }
+        let (lo, hi) = (acked, mark & !ACKED);
+        let this = state;
+        state += 1;
+        if spec.only_state.is_some_and(|only| only != this) {
+            return Ok(());
+        }
+        let images = disks.iter().map(|d| power_cut_image(d.as_ref())).collect::<Result<Vec<_>, _>>()?;
+        let verdict = check_views(spec, reopen(images), history, lo, hi);
+        report.tally(this, requests(), "power-cut".into(), 0, !after_flush, verdict);
+        Ok(())
+    })?;
     drop(stack);
-    Ok((history, recording.events(), built))
+    check_only_state(spec, state as usize)?;
+    let snapshots: Vec<_> = disks.iter().map(|d| d.stats().snapshot()).collect();
+    report.writes = snapshots.iter().map(|s| s.writes as usize).sum();
+    report.flushes = snapshots.iter().map(|s| s.flushes as usize).sum();
+    report.events = report.writes + report.flushes;
+    Ok(report)
+}
+
+/// What a power cut now leaves on simulated disk `d`: a memory device of
+/// its size holding the pages it holds durably.
+fn power_cut_image(d: &dyn Device) -> Result<Arc<dyn Device>, CrashError> {
+    let image =
+        MemDevice::with_sector(format!("power-cut image of {}", d.name()), d.size_bytes(), d.sector_bytes())?;
+    // Invariant: enumerate_power_cuts checked that every disk is simulated.
+    for (offset, bytes) in d.virtual_disk().expect("a simulated disk").power_cut() {
+        image.write_at(&bytes, offset)?;
+    }
+    Ok(Arc::new(image))
+}
+
+/// Checks the views of a reopened stack (or names the reopen's failure).
+fn check_views(
+    spec: &CrashSpec,
+    views: Result<Views, String>,
+    history: &History,
+    lo: u64,
+    hi: u64,
+) -> Option<(ViolationClass, String)> {
+    match views {
+        Ok(views) => views.iter().find_map(|(name, dev)| {
+            let found = check_state(spec, dev.as_ref(), history, lo, hi);
+            found.map(|(class, detail)| match name.is_empty() {
+                true => (class, detail),
+                false => (class, format!("{name}: {detail}")),
+            })
+        }),
+        Err(e) => Some((ViolationClass::OpenFailed, e)),
+    }
 }
 
 /// `--state N` past the states the flags give is an error: checking
@@ -202,12 +285,15 @@ fn check_only_state(spec: &CrashSpec, states: usize) -> Result<(), CrashError> {
 }
 
 impl CrashReport {
-    /// Counts state `state` (at `point`; `sampled` between flushes) and
-    /// what it broke, keeping the first violation.
+    /// Counts state `state` (a crash after `after_events` events, built
+    /// by `policy` with `seed`; `sampled` between flushes) and what it
+    /// broke, keeping the first violation.
     fn tally(
         &mut self,
         state: u64,
-        point: &CrashPoint,
+        after_events: usize,
+        policy: String,
+        seed: u64,
         sampled: bool,
         verdict: Option<(ViolationClass, String)>,
     ) {
@@ -227,14 +313,7 @@ impl CrashReport {
             ViolationClass::TornTransaction => self.torn_transactions += 1,
         }
         if self.first_violation.is_none() {
-            self.first_violation = Some(Violation {
-                state,
-                after_events: point.after_events,
-                policy: policy_name(point.policy),
-                seed: point.seed,
-                class,
-                detail,
-            });
+            self.first_violation = Some(Violation { state, after_events, policy, seed, class, detail });
         }
     }
 }
@@ -259,8 +338,13 @@ fn check_spec(spec: &CrashSpec) -> Result<(), CrashError> {
 /// The transactions that wrote each block, in order.
 type History = Vec<Vec<u64>>;
 
-/// Runs the transactions; marks each issued and each acknowledged one.
-fn run_workload(spec: &CrashSpec, dev: &dyn Device, recording: &Recording) -> Result<History, CrashError> {
+/// Runs the transactions; marks each issued and each acknowledged one
+/// (`mark` is given the mark and what each block was written by so far).
+fn run_workload(
+    spec: &CrashSpec,
+    dev: &dyn Device,
+    mark: &mut dyn FnMut(u64, &History) -> Result<(), CrashError>,
+) -> Result<History, CrashError> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
     let mut history: History = vec![Vec::new(); spec.region_blocks as usize];
     let mut keys = vec![0u8; spec.region_blocks as usize];
@@ -290,10 +374,10 @@ fn run_workload(spec: &CrashSpec, dev: &dyn Device, recording: &Recording) -> Re
         for &b in &blocks {
             history[b as usize].push(t);
         }
-        recording.mark(t);
+        mark(t, &history)?;
         if t % spec.sync_every == 0 || t == spec.transactions {
             dev.flush().map_err(CrashError::Workload)?;
-            recording.mark(t | ACKED);
+            mark(t | ACKED, &history)?;
         }
     }
     Ok(history)

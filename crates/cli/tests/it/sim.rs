@@ -352,3 +352,62 @@ fn a_power_cut_needs_a_simulated_journal() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--journal sim:"), "{}", stderr(&out));
 }
+
+/// `iolab crash` of `stack` with power cuts on simulated disks `disk`,
+/// `transactions` of them; its exit status and report.
+fn crash_on(stack: &str, disk: &str, transactions: &str) -> (Option<i32>, String) {
+    let out = iolab(&["crash", "--stack", stack, "--disk", disk, "--transactions", transactions]);
+    (out.status.code(), format!("{}{}", stdout(&out), stderr(&out)))
+}
+
+#[test]
+fn the_block_log_keeps_its_promise_at_every_power_cut_of_an_honest_disk_cache() {
+    let (code, text) = crash_on("log", "sim:hdd", "40");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("power cuts in the model checked: 50 (10 after a flush, 40 after"), "{text}");
+    assert!(text.contains("violations: 0"), "{text}");
+}
+
+#[test]
+fn a_disk_cache_that_ignores_flushes_breaks_the_block_logs_promise() {
+    let (code, text) = crash_on("log", "sim:hdd,flush=ignore", "40");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(!text.contains("violations: 0"), "{text}");
+}
+
+#[test]
+fn writes_in_place_on_a_cached_disk_tear_transactions_and_in_order_ones_do_not() {
+    let (code, text) = crash_on("async", "sim:hdd", "200");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(!text.contains("torn transactions 0"), "{text}");
+    let (code, text) = crash_on("async", "sim:hdd,wce=off", "200");
+    assert_eq!(code, Some(0), "{text}");
+}
+
+#[test]
+fn a_power_cut_state_is_checked_again_alone_and_alike() {
+    let (_, text) = crash_on("async", "sim:hdd", "200");
+    let again = text
+        .lines()
+        .find_map(|l| l.strip_prefix("check it again: iolab "))
+        .unwrap_or_else(|| panic!("{text}"));
+    let args: Vec<&str> = again.split_whitespace().collect();
+    let out = iolab(&args);
+    let alone = stdout(&out);
+    assert!(
+        alone.contains("power cuts in the model checked: 1 ") && alone.contains("violations: 1 "),
+        "{alone}"
+    );
+    let first = |t: &str| t.lines().find(|l| l.starts_with("first violation")).map(str::to_string);
+    assert_eq!(first(&alone), first(&text));
+}
+
+#[test]
+fn power_cuts_are_refused_for_file_system_stacks_and_real_disks() {
+    let (code, text) = crash_on("fs-sync", "sim:hdd", "40");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("recorded devices only"), "{text}");
+    let (code, text) = crash_on("log", "/dev/sda", "40");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("give a simulated disk"), "{text}");
+}

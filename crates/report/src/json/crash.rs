@@ -12,6 +12,9 @@ pub const VERSION: u32 = 1;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct CrashDocument {
+    /// The simulated disks' model when the states were power cuts in it
+    /// (`--disk`); `null` for a recorded history's states.
+    pub disk: Option<String>,
     pub report: Report,
     pub schema: &'static str,
     /// The seed of the transactions and the sampled states.
@@ -22,8 +25,15 @@ pub struct CrashDocument {
 }
 
 impl CrashDocument {
-    pub fn new(stack: &str, seed: u64, r: &CrashReport) -> CrashDocument {
-        CrashDocument { report: Report::from(r), schema: SCHEMA, seed, stack: stack.into(), version: VERSION }
+    pub fn new(stack: &str, seed: u64, disk: Option<&str>, r: &CrashReport) -> CrashDocument {
+        CrashDocument {
+            disk: disk.map(str::to_string),
+            report: Report::from(r),
+            schema: SCHEMA,
+            seed,
+            stack: stack.into(),
+            version: VERSION,
+        }
     }
 
     pub fn to_json(&self) -> String {

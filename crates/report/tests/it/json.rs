@@ -60,7 +60,7 @@ fn validate_documents_match_their_golden_file() {
 }
 
 fn crash_document(stack: &str, report: &workloads::crash::CrashReport) -> String {
-    report::json::CrashDocument::new(stack, 7, report).to_json()
+    report::json::CrashDocument::new(stack, 7, None, report).to_json()
 }
 
 #[test]

@@ -124,8 +124,20 @@ fn each_run_is_compared_with_off_in_its_own_repeat() {
     assert_eq!((alone.arms[0].median_vs_off, alone.arms[0].runs[0].vs_off), (None, None));
 }
 
+fn crash_run_on(disk: Option<&'static str>, recheck: Option<String>) -> report::CrashRun<'static> {
+    report::CrashRun { disk, ..crash_run(recheck) }
+}
+
 fn crash_run(recheck: Option<String>) -> report::CrashRun<'static> {
-    report::CrashRun { stack: "raid5-log", block_size: "4k", max_blocks: 1, sync_every: 4, seed: 7, recheck }
+    report::CrashRun {
+        stack: "raid5-log",
+        block_size: "4k",
+        max_blocks: 1,
+        sync_every: 4,
+        seed: 7,
+        recheck,
+        disk: None,
+    }
 }
 
 #[test]
@@ -134,6 +146,13 @@ fn crash_reports_match_their_golden_file() {
     let texts = [
         report::crash_text(&crash_run(Some(recheck)), &fixtures::crash_report(Some(ViolationClass::Lost))),
         report::crash_text(&crash_run(None), &fixtures::crash_report(None)),
+        report::crash_text(
+            &crash_run_on(
+                Some("sim:hdd,flush=ignore"),
+                Some("iolab crash --disk sim:hdd,flush=ignore --state 17".into()),
+            ),
+            &fixtures::crash_report(Some(ViolationClass::Lost)),
+        ),
     ];
     check_golden("crash.txt", &texts.concat());
 }
