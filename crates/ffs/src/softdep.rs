@@ -89,9 +89,11 @@ struct Removal {
     gone: Gone,
 }
 
+/// Freed blocks waiting for the disk's copies in `waits` to stop
+/// pointing to them; `blocks` sorted (a file's few blocks: searched, not
+/// hashed, which costs a set's allocation per freed file).
 struct Held {
     blocks: Vec<u32>,
-    set: HashSet<u32>,
     waits: Vec<Wait>,
 }
 
@@ -363,8 +365,9 @@ impl Softdep {
         for &b in &blocks {
             self.fresh_blocks.remove(u64::from(b));
         }
-        let set = blocks.iter().copied().collect();
-        self.held.push(Held { blocks, set, waits });
+        let mut blocks = blocks;
+        blocks.sort_unstable();
+        self.held.push(Held { blocks, waits });
     }
 
     /// An inode freed in memory: its bit stays set until its slot is free
@@ -812,7 +815,7 @@ impl Softdep {
                 let look = !first
                     || changed.is_none_or(|c| h.waits.iter().any(|w| c.contains(&self.wait_block(*w))))
                     || h.waits.is_empty();
-                let done = look && h.waits.iter().all(|w| !self.points_into(blocks, *w, &h.set));
+                let done = look && h.waits.iter().all(|w| !self.points_into(blocks, *w, &h.blocks));
                 if done {
                     freed_now.extend(&h.blocks);
                     self.stats.released_blocks += h.blocks.len() as u64;
@@ -898,16 +901,17 @@ impl Softdep {
 
     /// Whether the disk's copy of `holder` still points into `set` (a copy
     /// that cannot be read counts as pointing).
-    fn points_into(&self, blocks: &dyn Blocks, holder: Wait, set: &HashSet<u32>) -> bool {
+    fn points_into(&self, blocks: &dyn Blocks, holder: Wait, sorted: &[u32]) -> bool {
+        let contains = |p: &u32| *p != 0 && sorted.binary_search(p).is_ok();
         match holder {
             Wait::Inode(ino) => {
                 let (block, at) = self.sb.inode_place(ino);
                 let Some(disk) = self.on_disk(blocks, block) else { return true };
                 used(ino, &disk[at..at + INODE_BYTES])
-                    .is_some_and(|d| d.direct.iter().chain([&d.single, &d.double]).any(|p| set.contains(p)))
+                    .is_some_and(|d| d.direct.iter().chain([&d.single, &d.double]).any(contains))
             }
             Wait::Indirect(block) => match self.on_disk(blocks, block) {
-                Some(disk) => (0..POINTERS_PER_BLOCK as usize).any(|k| set.contains(&pointer_at(&disk, k))),
+                Some(disk) => (0..POINTERS_PER_BLOCK as usize).any(|k| contains(&pointer_at(&disk, k))),
                 None => true,
             },
         }
