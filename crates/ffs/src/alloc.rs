@@ -16,9 +16,9 @@ fn bit(map: &[u8], i: u32) -> bool {
     map[(i / 8) as usize] & (1 << (i % 8)) != 0
 }
 
-/// The first clear bit of `map` in `from..limit`, then in `0..from`,
-/// passing over those `skip` names.
-fn find_clear(map: &[u8], from: u32, limit: u32, skip: impl Fn(u32) -> bool) -> Option<u32> {
+/// The first clear bit of `map` in `from..limit`, then in `floor..from`
+/// (every bit below `floor` is set), passing over those `skip` names.
+fn find_clear(map: &[u8], from: u32, limit: u32, floor: u32, skip: impl Fn(u32) -> bool) -> Option<u32> {
     let scan = |lo: u32, hi: u32| {
         let mut i = lo;
         while i < hi {
@@ -33,7 +33,33 @@ fn find_clear(map: &[u8], from: u32, limit: u32, skip: impl Fn(u32) -> bool) -> 
         }
         None
     };
-    scan(from.min(limit), limit).or_else(|| scan(0, from.min(limit)))
+    let from = from.max(floor).min(limit);
+    scan(from, limit).or_else(|| scan(floor.min(from), from))
+}
+
+/// Bitmap block `map_block`'s rotor in `rotors`, moved up to the map's
+/// first clear bit (below `limit`): every bit under it is set. Moving
+/// only up, the walk over taken bits is paid once, not per allocation.
+fn rotor_of(rotors: &mut crate::core::Rotors, map_block: u64, map: &[u8], limit: u32) -> u32 {
+    let rotor = rotors.entry(map_block).or_insert(0);
+    *rotor = first_clear(map, *rotor, limit);
+    *rotor
+}
+
+/// The first clear bit of `map` at or after `floor` (every bit below it
+/// set), up to `limit`.
+fn first_clear(map: &[u8], floor: u32, limit: u32) -> u32 {
+    let mut i = floor;
+    while i < limit {
+        if i % 8 == 0 && i + 8 <= limit && map[(i / 8) as usize] == 0xff {
+            i += 8;
+        } else if !bit(map, i) {
+            return i;
+        } else {
+            i += 1;
+        }
+    }
+    limit
 }
 
 impl Core {
@@ -48,6 +74,9 @@ impl Core {
             map[byte] |= mask;
         } else {
             map[byte] &= !mask;
+            if let Some(rotor) = self.rotors.get_mut(&block) {
+                *rotor = (*rotor).min(i);
+            }
         }
         Ok(was)
     }
@@ -92,11 +121,14 @@ impl Core {
             let from = if k == 0 { (hint - start) as u32 } else { 0 };
             let limit = self.sb.group_blocks(g);
             let map_block = start + BLOCK_BITMAP;
-            let freed = &self.log.freed;
             let found = match self.cache.read(map_block) {
-                Ok(map) => find_clear(map, from, limit, |i| {
-                    freed.get(&((start + u64::from(i)) as u32)).is_some_and(|t| *t > durable)
-                }),
+                Ok(map) => {
+                    let floor = rotor_of(&mut self.rotors, map_block, map, limit);
+                    let freed = &self.log.freed;
+                    find_clear(map, from, limit, floor, |i| {
+                        freed.get(&((start + u64::from(i)) as u32)).is_some_and(|t| *t > durable)
+                    })
+                }
                 Err(e) => return Err(eio(self, e)),
             };
             if let Some(i) = found {
@@ -177,8 +209,12 @@ impl Core {
                 continue;
             }
             let map_block = self.sb.group_start(g) + INODE_BITMAP;
+            let limit = self.sb.inodes_per_group;
             let found = match self.cache.read(map_block) {
-                Ok(map) => find_clear(map, 0, self.sb.inodes_per_group, |_| false),
+                Ok(map) => {
+                    let floor = rotor_of(&mut self.rotors, map_block, map, limit);
+                    find_clear(map, 0, limit, floor, |_| false)
+                }
                 Err(e) => return Err(eio(self, e)),
             };
             if let Some(i) = found {
@@ -264,5 +300,66 @@ impl Core {
     pub fn inode_group_data(&self, ino: u32) -> u64 {
         let g = (ino - 1) / self.sb.inodes_per_group;
         self.sb.group_start(g) + u64::from(self.sb.group_overhead_blocks())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::sync::Arc;
+
+    use device::{Device, MemDevice};
+    use fsapi::FileSystem;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
+
+    /// A bitmap of `len` bits: the first `taken` set, the rest as `bits`.
+    fn map_of(taken: usize, bits: &[bool]) -> (Vec<u8>, u32) {
+        let len = taken + bits.len();
+        let mut map = vec![0u8; len.div_ceil(8)];
+        for i in (0..taken).chain((0..bits.len()).filter(|&k| bits[k]).map(|k| taken + k)) {
+            map[i / 8] |= 1 << (i % 8);
+        }
+        (map, len as u32)
+    }
+
+    proptest! {
+        /// The rotor only skips taken bits: a search from it finds what a
+        /// walk from bit 0 finds, skipped bits and wrap-around included.
+        #[test]
+        fn a_search_from_the_rotor_finds_what_a_walk_from_zero_finds(
+            taken in 0usize..200,
+            bits in vec(any::<bool>(), 1..200),
+            from in 0u32..400,
+            skip_every in 2u32..7,
+        ) {
+            let (map, limit) = map_of(taken, &bits);
+            let skip = |i: u32| i % skip_every == 0;
+            let walked = find_clear(&map, from, limit, 0, skip);
+            let mut rotors = crate::core::Rotors::default();
+            let floor = rotor_of(&mut rotors, 9, &map, limit);
+            prop_assert!(floor as usize >= taken.min(limit as usize));
+            prop_assert_eq!(find_clear(&map, from, limit, floor, skip), walked);
+        }
+    }
+
+    /// A block freed below the rotor is found again: freeing lowers it.
+    #[test]
+    fn a_block_freed_below_the_rotor_is_handed_out_again() {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let options = MountOptions { policy: Policy::Async, ..Default::default() };
+        let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+        let a = fs.create(fsapi::ROOT, OsStr::new("a"), fsapi::Owner::root(0o644)).unwrap();
+        let mut core = fs.lock();
+        let hint = core.inode_group_data(a.ino as u32);
+        let first = core.alloc_block(hint).unwrap();
+        let later: Vec<u32> = (0..8).map(|_| core.alloc_block(hint).unwrap()).collect();
+        assert!(later.iter().all(|&b| b > first), "taken in order from the hint: {first} then {later:?}");
+        core.free_blocks(vec![first], Vec::new()).unwrap();
+        assert_eq!(core.alloc_block(hint).unwrap(), first);
     }
 }

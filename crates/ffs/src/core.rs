@@ -52,7 +52,14 @@ pub struct Core {
     /// was, and how many metadata blocks a commit may hold before the
     /// next operation commits first (0: not `log`).
     pub log: LogState,
+    /// Per bitmap block: a bit below which every bit is set (the
+    /// allocator's rotor, as FFS's `cg_rotor`), so a search for a free
+    /// bit does not walk the taken ones again at every allocation.
+    pub rotors: Rotors,
 }
+
+/// Bitmap block -> its rotor ([`Core::rotors`]).
+pub type Rotors = HashMap<u64, u32>;
 
 /// See [`Core::log`].
 pub struct LogState {

@@ -199,6 +199,7 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     let core = Core {
         sb,
         groups_dirty: Default::default(),
+        rotors: Default::default(),
         groups,
         cache: Cache::new(Arc::clone(dev), 256 << 20, false, device::Clock::Wall),
         policy: Policy::Async,

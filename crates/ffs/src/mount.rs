@@ -119,6 +119,7 @@ impl Ffs {
         let mut core = Core {
             sb,
             groups_dirty: Default::default(),
+            rotors: Default::default(),
             groups,
             cache,
             policy: options.policy,
