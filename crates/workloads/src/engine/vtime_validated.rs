@@ -17,9 +17,9 @@
 //! then the journal's flush, each a request in its disk's model. Threads
 //! racing for locks decide nothing here: at each instant the lanes act in
 //! their order, so the same job gives the same figures, byte for byte.
-//! The one thing done through the devices' ordinary calls is a journal
+//! Two things go through the devices' ordinary calls instead: a journal
 //! compaction (rare: when a slot fills), which then holds every lane up
-//! for the time it takes.
+//! for the time it takes, and the journal's last commit after the run.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
