@@ -37,6 +37,21 @@ impl MemDevice {
         Ok(MemDevice { front: Front::new(name, Geometry::new(size_bytes, sector_bytes)), chunks })
     }
 
+    /// A device holding `pages` ((offset, bytes), whole sectors) and zeros
+    /// elsewhere: a power cut's image of a simulated disk, say.
+    pub fn with_pages(
+        name: impl Into<String>,
+        size_bytes: u64,
+        sector_bytes: u32,
+        pages: &[(u64, Vec<u8>)],
+    ) -> Result<MemDevice> {
+        let dev = MemDevice::with_sector(name, size_bytes, sector_bytes)?;
+        for (offset, bytes) in pages {
+            crate::Device::write_at(&dev, bytes, *offset)?;
+        }
+        Ok(dev)
+    }
+
     /// Builds a device holding exactly `bytes`.
     pub fn from_bytes(name: impl Into<String>, bytes: &[u8], sector_bytes: u32) -> Result<MemDevice> {
         let dev = MemDevice::with_sector(name, bytes.len() as u64, sector_bytes)?;

@@ -42,24 +42,8 @@ fn find_clear(map: &[u8], from: u32, limit: u32, floor: u32, skip: impl Fn(u32) 
 /// only up, the walk over taken bits is paid once, not per allocation.
 fn rotor_of(rotors: &mut crate::core::Rotors, map_block: u64, map: &[u8], limit: u32) -> u32 {
     let rotor = rotors.entry(map_block).or_insert(0);
-    *rotor = first_clear(map, *rotor, limit);
+    *rotor = find_clear(map, *rotor, limit, *rotor, |_| false).unwrap_or(limit);
     *rotor
-}
-
-/// The first clear bit of `map` at or after `floor` (every bit below it
-/// set), up to `limit`.
-fn first_clear(map: &[u8], floor: u32, limit: u32) -> u32 {
-    let mut i = floor;
-    while i < limit {
-        if i % 8 == 0 && i + 8 <= limit && map[(i / 8) as usize] == 0xff {
-            i += 8;
-        } else if !bit(map, i) {
-            return i;
-        } else {
-            i += 1;
-        }
-    }
-    limit
 }
 
 impl Core {

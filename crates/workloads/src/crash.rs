@@ -244,13 +244,10 @@ pub fn enumerate_power_cuts(
 /// What a power cut now leaves on simulated disk `d`: a memory device of
 /// its size holding the pages it holds durably.
 fn power_cut_image(d: &dyn Device) -> Result<Arc<dyn Device>, CrashError> {
-    let image =
-        MemDevice::with_sector(format!("power-cut image of {}", d.name()), d.size_bytes(), d.sector_bytes())?;
     // Invariant: enumerate_power_cuts checked that every disk is simulated.
-    for (offset, bytes) in d.virtual_disk().expect("a simulated disk").power_cut() {
-        image.write_at(&bytes, offset)?;
-    }
-    Ok(Arc::new(image))
+    let pages = d.virtual_disk().expect("a simulated disk").power_cut();
+    let name = format!("power-cut image of {}", d.name());
+    Ok(Arc::new(MemDevice::with_pages(name, d.size_bytes(), d.sector_bytes(), &pages)?))
 }
 
 /// Checks the views of a reopened stack (or names the reopen's failure).

@@ -79,10 +79,12 @@ impl PowerCut {
     pub fn verdict(self) -> anyhow::Result<Option<Verdict>> {
         let taken = self.images.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some((target_pages, journal_pages, _)) = taken else { return Ok(None) };
-        let target = image("power-cut image of the target", self.target_bytes, &target_pages)?;
+        let target =
+            MemDevice::with_pages("power-cut image of the target", self.target_bytes, 512, &target_pages)?;
         let journal_bytes =
             journal_pages.last().map_or(4096, |(o, b)| o + b.len() as u64).div_ceil(4096) * 4096;
-        let journal = image("power-cut image of the journal", journal_bytes, &journal_pages)?;
+        let journal =
+            MemDevice::with_pages("power-cut image of the journal", journal_bytes, 512, &journal_pages)?;
         // Every block: a write whose every record the cut lost is found too.
         Ok(Some(workloads::recover::recover_every_block(&target, &journal, false, &KeyMapSpec::AUTO)?))
     }
@@ -114,13 +116,4 @@ impl PowerCut {
         text.push_str(&report::verdict_text(&verdict, crate::validate::EXIT_JOURNAL_INCOMPLETE));
         Ok((text, status))
     }
-}
-
-/// A sparse memory device of `bytes` holding `pages`.
-fn image(name: &str, bytes: u64, pages: &[(u64, Vec<u8>)]) -> anyhow::Result<MemDevice> {
-    let dev = MemDevice::with_sector(name, bytes, 512)?;
-    for (offset, data) in pages {
-        dev.write_at(data, *offset)?;
-    }
-    Ok(dev)
 }
