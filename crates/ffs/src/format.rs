@@ -447,11 +447,32 @@ pub fn record_bytes(name_len: usize) -> usize {
     (8 + name_len).div_ceil(4) * 4
 }
 
+/// A record of a directory block, borrowed from the block (no copy of
+/// its name): for walks that look at many records and keep few.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub ino: u32,
+    pub reclen: u16,
+    pub kind: u8,
+    pub name: &'a [u8],
+}
+
+impl RecordRef<'_> {
+    pub fn to_owned(self) -> DirRecord {
+        DirRecord { ino: self.ino, reclen: self.reclen, kind: self.kind, name: self.name.to_vec() }
+    }
+}
+
 impl DirRecord {
     /// Reads the record at `at` of a directory block; None when the
     /// record is malformed (runs past the block, a length too short for
     /// its name, not a multiple of 4).
     pub fn read(block: &[u8], at: usize) -> Option<DirRecord> {
+        DirRecord::peek(block, at).map(RecordRef::to_owned)
+    }
+
+    /// [`DirRecord::read`], borrowing the name.
+    pub fn peek(block: &[u8], at: usize) -> Option<RecordRef<'_>> {
         if at + 8 > block.len() {
             return None;
         }
@@ -465,8 +486,8 @@ impl DirRecord {
         if !fits || (ino != 0 && (name_len == 0 || record_bytes(name_len) > reclen as usize)) {
             return None;
         }
-        let name = if ino == 0 { Vec::new() } else { block[at + 8..at + 8 + name_len].to_vec() };
-        Some(DirRecord { ino, reclen, kind: block[at + 7], name })
+        let name = if ino == 0 { &[][..] } else { &block[at + 8..at + 8 + name_len] };
+        Some(RecordRef { ino, reclen, kind: block[at + 7], name })
     }
 
     /// Writes the record at `at` (zero padding to its length).

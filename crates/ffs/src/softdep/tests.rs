@@ -67,3 +67,52 @@ fn a_wait_no_flush_looks_at_is_settled_by_the_sync() {
     assert_eq!(core.cache.sd.as_ref().unwrap().stats.released_blocks, 1, "the sync released it");
     assert!(core.cache.sd.as_ref().unwrap().idle());
 }
+
+mod records {
+    use proptest::prelude::*;
+
+    use super::super::{record_at, records};
+    use crate::format::{DirRecord, BLOCK_BYTES, DIR_CHUNK_BYTES};
+
+    /// A directory block of chunks filled with records of random names,
+    /// some freed (inode 0), then a few bytes near the chunks' first
+    /// records overwritten with garbage (`(chunk, offset, byte)`).
+    fn block(names: &[(u32, u8)], garbage: &[(usize, usize, u8)]) -> Vec<u8> {
+        let mut bytes = vec![0u8; BLOCK_BYTES];
+        let mut names = names.iter();
+        for chunk in (0..BLOCK_BYTES).step_by(DIR_CHUNK_BYTES) {
+            let mut at = chunk;
+            let end = chunk + DIR_CHUNK_BYTES;
+            while let Some(&(ino, len)) = names.next() {
+                let reclen = crate::format::record_bytes(len as usize);
+                if at + reclen + 12 > end {
+                    break;
+                }
+                let name = vec![b'a' + len % 26; len as usize];
+                DirRecord { ino, reclen: reclen as u16, kind: 1, name }.write(&mut bytes, at);
+                at += reclen;
+            }
+            DirRecord { ino: 0, reclen: (end - at) as u16, kind: 0, name: Vec::new() }.write(&mut bytes, at);
+        }
+        for &(chunk, offset, b) in garbage {
+            bytes[chunk * DIR_CHUNK_BYTES + offset] = b;
+        }
+        bytes
+    }
+
+    proptest! {
+        /// One walk finds the records `record_at` finds, place by place,
+        /// whatever garbage breaks some chunks.
+        #[test]
+        fn records_are_what_record_at_finds(
+            names in prop::collection::vec((0u32..50, 1u8..40), 0..200),
+            garbage in prop::collection::vec((0usize..BLOCK_BYTES / DIR_CHUNK_BYTES, 0usize..64, any::<u8>()), 0..4),
+        ) {
+            let bytes = block(&names, &garbage);
+            let walked: Vec<(usize, u32)> = records(&bytes).into_iter().map(|(at, r)| (at, r.ino)).collect();
+            let found: Vec<(usize, u32)> =
+                (0..BLOCK_BYTES).step_by(4).filter_map(|at| record_at(&bytes, at).map(|r| (at, r.ino))).collect();
+            prop_assert_eq!(walked, found);
+        }
+    }
+}
