@@ -83,7 +83,7 @@ mod records {
         for chunk in (0..BLOCK_BYTES).step_by(DIR_CHUNK_BYTES) {
             let mut at = chunk;
             let end = chunk + DIR_CHUNK_BYTES;
-            while let Some(&(ino, len)) = names.next() {
+            for &(ino, len) in names.by_ref() {
                 let reclen = crate::format::record_bytes(len as usize);
                 if at + reclen + 12 > end {
                     break;
