@@ -19,7 +19,7 @@ use std::time::Duration;
 use device::{AlignedBuf, Clock, Device};
 
 use crate::format::BLOCK_BYTES;
-use crate::softdep::{Blocks, Kind, Softdep};
+use crate::softdep::{Blocks, Image, Kind, Softdep};
 
 /// Dirty buffers written together when an eviction finds a dirty one.
 const EVICT_BATCH_BLOCKS: usize = 1024;
@@ -313,21 +313,28 @@ impl Cache {
     /// dirty.
     fn write_blocks(&mut self, blocks: &[u64]) -> device::Result<()> {
         let run_max = RUN_BLOCKS_MAX.min((self.dev.max_request_bytes() / BLOCK_BYTES as u64).max(1) as usize);
-        let mut images: HashMap<u64, Vec<u8>> = match &self.sd {
-            Some(sd) => (blocks.iter())
-                .filter(|b| self.dirty.contains(b))
-                .filter_map(|&b| sd.image(self, b, &self.bufs[&b].data).map(|image| (b, image)))
-                .collect(),
-            None => HashMap::default(),
-        };
+        let mut images: HashMap<u64, Vec<u8>> = HashMap::default();
         // A block whose safe copy is what its last write carried already
         // waits on something else: writing it again changes nothing.
-        let unchanged: Vec<u64> = match &self.sd {
-            Some(sd) => {
-                (images.iter()).filter(|(&b, image)| sd.last_written_is(b, image)).map(|(&b, _)| b).collect()
+        let mut unchanged: Vec<u64> = Vec::new();
+        if let Some(sd) = &self.sd {
+            for &b in blocks.iter().filter(|b| self.dirty.contains(b)) {
+                let image = match sd.image(self, b, &self.bufs[&b].data) {
+                    Image::Memory => continue,
+                    Image::Durable if sd.last_written_is_durable(b) => {
+                        unchanged.push(b);
+                        continue;
+                    }
+                    Image::Durable => sd.durable_bytes(b).expect("a durable image has a shadow").to_vec(),
+                    Image::Rolled(image) => image,
+                };
+                if sd.last_written_is(b, &image) {
+                    unchanged.push(b);
+                } else {
+                    images.insert(b, image);
+                }
             }
-            None => Vec::new(),
-        };
+        }
         let kept;
         let blocks = if unchanged.is_empty() {
             blocks

@@ -377,6 +377,12 @@ impl DiskInode {
         put32(out, 84, crc);
     }
 
+    /// The block pointers (direct, single, double) of an encoded inode,
+    /// read in place.
+    pub fn pointers_in(b: &[u8]) -> impl Iterator<Item = u32> + '_ {
+        (0..DIRECT_POINTERS).map(move |i| u32_at(b, 88 + 4 * i)).chain([u32_at(b, 136), u32_at(b, 140)])
+    }
+
     pub fn decode(ino: u32, b: &[u8]) -> InodeSlot {
         DiskInode::decode_as(ino, b, true)
     }

@@ -97,6 +97,17 @@ struct Held {
     waits: Vec<Wait>,
 }
 
+/// What a metadata block's write may carry.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Image {
+    /// What memory holds.
+    Memory,
+    /// What the disk holds already (every change waits).
+    Durable,
+    /// A copy with some updates rolled back.
+    Rolled(Vec<u8>),
+}
+
 /// Blocks as memory holds them, for the rules that look at other blocks
 /// than the one being written.
 pub trait Blocks {
@@ -143,12 +154,12 @@ pub struct Softdep {
     fresh_blocks: Pages<FreshBlock>,
     fresh_written: Vec<u64>,
     /// Inodes allocated, not yet settled: when.
-    fresh_inodes: HashMap<u32, u64>,
+    fresh_inodes: Ticks,
     /// Removals waiting, by the block whose copy on the disk they watch.
     removals: HashMap<u64, Vec<Removal>>,
     removal_count: usize,
     /// Links removed in memory, not yet on the disk, by inode.
-    pending: HashMap<u32, u32>,
+    pending: Pages<u32>,
     held: Vec<Held>,
     held_inodes: Vec<(u32, bool)>,
     /// Released, for the file system to clear in its bitmaps.
@@ -188,7 +199,8 @@ impl<T: Copy + Default + PartialEq> Pages<T> {
         Some(page.slots[(block % PAGE_BLOCKS) as usize]).filter(|t| *t != T::default())
     }
 
-    /// The value of `block`, to change; None when it has none.
+    /// The value of `block`, to change (to another value than none: use
+    /// `remove` for that); None when it has none.
     fn get_mut(&mut self, block: u64) -> Option<&mut T> {
         let page = self.pages.get_mut(&(block / PAGE_BLOCKS))?;
         Some(&mut page.slots[(block % PAGE_BLOCKS) as usize]).filter(|t| **t != T::default())
@@ -276,7 +288,10 @@ impl Shadow {
 }
 
 fn slot_is_free(bytes: &[u8]) -> bool {
-    bytes.iter().all(|&b| b == 0)
+    // Eight bytes at a time (a byte at a time does not vectorise, for
+    // the early exit).
+    let (words, rest) = bytes.as_chunks::<8>();
+    words.iter().all(|w| u64::from_ne_bytes(*w) == 0) && rest.iter().all(|&b| b == 0)
 }
 
 /// The link count of the inode in a slot of a block iolab wrote or holds,
@@ -324,6 +339,17 @@ fn records(block: &[u8]) -> Vec<(usize, RecordRef<'_>)> {
     out
 }
 
+/// Inode block `memory` with the slots whose bits are set in `slots`
+/// as `disk` holds them.
+fn with_disk_slots(memory: &[u8], disk: &[u8], slots: u32) -> Vec<u8> {
+    let mut bytes = memory.to_vec();
+    for k in (0..INODES_PER_BLOCK as usize).filter(|k| slots & (1 << k) != 0) {
+        let range = k * INODE_BYTES..(k + 1) * INODE_BYTES;
+        bytes[range.clone()].copy_from_slice(&disk[range]);
+    }
+    bytes
+}
+
 /// The last inode block a rule looked at in memory, kept for the next
 /// entry's (a directory block's entries name neighbouring inodes).
 #[derive(Default)]
@@ -346,10 +372,10 @@ impl Softdep {
             kinds: HashMap::default(),
             fresh_blocks: Pages::default(),
             fresh_written: Vec::new(),
-            fresh_inodes: HashMap::default(),
+            fresh_inodes: Ticks::default(),
             removals: HashMap::default(),
             removal_count: 0,
-            pending: HashMap::default(),
+            pending: Pages::default(),
             held: Vec::new(),
             held_inodes: Vec::new(),
             released_blocks: Vec::new(),
@@ -421,7 +447,7 @@ impl Softdep {
 
     pub fn allocated_inode(&mut self, ino: u32) {
         let at = self.tick();
-        self.fresh_inodes.insert(ino, at);
+        self.fresh_inodes.insert(u64::from(ino), at);
     }
 
     /// Blocks freed in memory: their bits stay set until no copy in
@@ -440,21 +466,22 @@ impl Softdep {
     /// on the disk.
     pub fn hold_inode(&mut self, ino: u32, dir: bool) {
         self.tick();
-        self.fresh_inodes.remove(&ino);
+        self.fresh_inodes.remove(u64::from(ino));
         self.held_inodes.push((ino, dir));
     }
 
     /// A link of `ino` removed in memory (`weight` of its count).
     pub fn removed(&mut self, ino: u32, weight: u32, gone: Gone) {
         self.tick();
-        *self.pending.entry(ino).or_default() += weight;
+        let pending = self.pending(ino);
+        self.pending.insert(u64::from(ino), pending + weight);
         let removal = Removal { ino, weight, gone };
         self.removals.entry(removal.gone.block).or_default().push(removal);
         self.removal_count += 1;
     }
 
     fn pending(&self, ino: u32) -> u32 {
-        self.pending.get(&ino).copied().unwrap_or(0)
+        self.pending.get(u64::from(ino)).unwrap_or(0)
     }
 
     fn durable_after(&self, block: u64, after: u64) -> bool {
@@ -567,26 +594,43 @@ impl Softdep {
 
     /// The image to write for metadata block `block` whose memory copy is
     /// `memory`: None when memory can go as it is.
-    pub fn image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8]) -> Option<Vec<u8>> {
-        let disk = self.durable.get(&block)?.bytes();
-        if self.is_inode_block(block) {
+    pub fn image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8]) -> Image {
+        let Some(disk) = self.durable.get(&block).map(Shadow::bytes) else { return Image::Memory };
+        let rolled = if self.is_inode_block(block) {
             return self.inode_image(blocks, block, memory, disk);
-        }
-        match self.kinds.get(&block)? {
-            Kind::Dir => self.dir_image(blocks, memory, disk),
-            Kind::Indirect => self.indirect_image(memory, disk),
-        }
+        } else {
+            match self.kinds.get(&block) {
+                Some(Kind::Dir) => self.dir_image(blocks, memory, disk),
+                Some(Kind::Indirect) => self.indirect_image(memory, disk),
+                None => None,
+            }
+        };
+        rolled.map_or(Image::Memory, Image::Rolled)
     }
 
-    fn inode_image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8], disk: &[u8]) -> Option<Vec<u8>> {
+    /// What the disk holds for metadata block `block`, when a shadow says
+    /// it differs from memory.
+    pub fn durable_bytes(&self, block: u64) -> Option<&[u8]> {
+        self.durable.get(&block).map(Shadow::bytes)
+    }
+
+    /// An inode block's image. While every slot that may not go as memory
+    /// holds it goes as the disk holds it, nothing is copied: a block whose
+    /// every change waits (freed inodes whose entries are still on the
+    /// disk, new ones whose bits are not) is the disk's own image.
+    fn inode_image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8], disk: &[u8]) -> Image {
         let first = self.first_ino(block);
         let mut out: Option<Vec<u8>> = None;
+        let mut as_disk = 0u32;
+        let mut as_memory = false;
         let mut slot = [0u8; INODE_BYTES];
+        const _: () = assert!(INODES_PER_BLOCK <= u32::BITS);
         for k in 0..INODES_PER_BLOCK as usize {
             let ino = first + k as u32;
             let range = k * INODE_BYTES..(k + 1) * INODE_BYTES;
+            let same = memory[range.clone()] == disk[range.clone()];
             let pending = self.pending(ino);
-            if memory[range.clone()] == disk[range.clone()] && pending == 0 {
+            if same && pending == 0 {
                 continue;
             }
             let safe = self.inode_slot(
@@ -597,11 +641,24 @@ impl Softdep {
                 pending,
                 &mut slot,
             );
-            if *safe != memory[range.clone()] {
-                out.get_or_insert_with(|| memory.to_vec())[range].copy_from_slice(safe);
+            if *safe == memory[range.clone()] {
+                as_memory |= !same;
+                continue;
             }
+            if out.is_none() && *safe == disk[range.clone()] {
+                as_disk |= 1 << k;
+                continue;
+            }
+            let bytes = out.get_or_insert_with(|| with_disk_slots(memory, disk, as_disk));
+            bytes[range].copy_from_slice(safe);
         }
-        out
+        match out {
+            Some(bytes) => Image::Rolled(bytes),
+            None if as_disk == 0 => Image::Memory,
+            // Every slot that differs goes as the disk holds it.
+            None if !as_memory => Image::Durable,
+            None => Image::Rolled(with_disk_slots(memory, disk, as_disk)),
+        }
     }
 
     /// The copy of inode `ino` the disk may take now: `memory`, `disk`,
@@ -617,7 +674,7 @@ impl Softdep {
     ) -> &'a [u8] {
         // The commonest wait, told without decoding: a new inode whose
         // bitmap bit is not on the disk yet.
-        if let Some(&at) = self.fresh_inodes.get(&ino) {
+        if let Some(at) = self.fresh_inodes.get(u64::from(ino)) {
             if slot_is_free(disk) && !self.durable_after(self.inode_bitmap(ino), at) {
                 return disk;
             }
@@ -628,7 +685,7 @@ impl Softdep {
             return if pending > 0 && !slot_is_free(disk) { disk } else { memory };
         };
         let d = used(ino, disk);
-        let new = d.is_none() || self.fresh_inodes.contains_key(&ino);
+        let new = d.is_none() || self.fresh_inodes.get(u64::from(ino)).is_some();
         if new && !self.ready(ino, &m) {
             return disk;
         }
@@ -658,7 +715,7 @@ impl Softdep {
 
     /// Rule 2 for a new inode.
     fn ready(&self, ino: u32, m: &DiskInode) -> bool {
-        if let Some(&at) = self.fresh_inodes.get(&ino) {
+        if let Some(at) = self.fresh_inodes.get(u64::from(ino)) {
             if !self.durable_after(self.inode_bitmap(ino), at) {
                 return false;
             }
@@ -752,6 +809,14 @@ impl Softdep {
         out
     }
 
+    /// Whether the last write of `block` carried the disk's image, made
+    /// durable since (no write of it since the last flush).
+    pub fn last_written_is_durable(&self, block: u64) -> bool {
+        self.durable.contains_key(&block)
+            && !self.written_as_memory.contains(&block)
+            && !self.inflight.contains_key(&block)
+    }
+
     /// Whether the last write of `block` (flushed or not) carried `image`.
     pub fn last_written_is(&self, block: u64, image: &[u8]) -> bool {
         if self.written_as_memory.contains(&block) {
@@ -830,13 +895,9 @@ impl Softdep {
         let mut fresh_blocks = std::mem::take(&mut self.fresh_blocks);
         fresh_blocks.remove_where(|block, fresh| self.fresh_settled(block as u32, fresh));
         self.fresh_blocks = fresh_blocks;
-        let settled_inodes: Vec<u32> = (self.fresh_inodes.iter())
-            .filter(|(&ino, &at)| self.durable_after(self.inode_bitmap(ino), at))
-            .map(|(&ino, _)| ino)
-            .collect();
-        for ino in settled_inodes {
-            self.fresh_inodes.remove(&ino);
-        }
+        let mut fresh_inodes = std::mem::take(&mut self.fresh_inodes);
+        fresh_inodes.remove_where(|ino, &at| self.durable_after(self.inode_bitmap(ino as u32), at));
+        self.fresh_inodes = fresh_inodes;
         self.run_worklist(blocks, Some(&flushed));
     }
 
@@ -992,11 +1053,12 @@ impl Softdep {
 
     /// A removal no longer waits: its inode's count may drop on the disk.
     fn unpend(&mut self, removal: &Removal) {
-        if let Some(p) = self.pending.get_mut(&removal.ino) {
-            *p = p.saturating_sub(removal.weight);
-            if *p == 0 {
-                self.pending.remove(&removal.ino);
-            }
+        let left = self.pending(removal.ino).saturating_sub(removal.weight);
+        let ino = u64::from(removal.ino);
+        if left == 0 {
+            self.pending.remove(ino);
+        } else {
+            self.pending.insert(ino, left);
         }
     }
 
@@ -1008,8 +1070,8 @@ impl Softdep {
             Wait::Inode(ino) => {
                 let (block, at) = self.sb.inode_place(ino);
                 let Some(disk) = self.on_disk(blocks, block) else { return true };
-                used(ino, &disk[at..at + INODE_BYTES])
-                    .is_some_and(|d| d.direct.iter().chain([&d.single, &d.double]).any(contains))
+                let slot = &disk[at..at + INODE_BYTES];
+                links(slot).is_some() && DiskInode::pointers_in(slot).any(|p| contains(&p))
             }
             Wait::Indirect(block) => match self.on_disk(blocks, block) {
                 Some(disk) => (0..POINTERS_PER_BLOCK as usize).any(|k| contains(&pointer_at(&disk, k))),
@@ -1024,8 +1086,6 @@ impl Softdep {
         self.inflight.remove(&block);
         self.written_as_memory.remove(&block);
         self.kinds.remove(&block);
-        self.last_write.remove(block);
-        self.last_durable.remove(block);
         self.since_flush.remove(&block);
     }
 }

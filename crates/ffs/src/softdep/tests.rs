@@ -6,8 +6,8 @@ use std::sync::Arc;
 use device::{Device, MemDevice};
 use fsapi::{FileSystem, Owner, ROOT};
 
-use super::{record_at, Shadow, Wait};
-use crate::format::INODE_BYTES;
+use super::{record_at, Image, Shadow, Wait};
+use crate::format::{INODES_PER_BLOCK, INODE_BYTES};
 use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
 
 /// A new file system on a memory device, mounted under `softdep`.
@@ -46,7 +46,7 @@ fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() 
     sd.durable.insert(p_dir, Shadow::Bytes(dir_before.into()));
     let image = sd.image(&core.cache, p_dir, &memory);
     core.cache.sd = Some(sd);
-    let image = image.expect("the entry is rolled back");
+    let Image::Rolled(image) = image else { panic!("the entry is rolled back") };
     assert!(record_at(&image, at).is_none(), "p's entry naming d written before p's count");
 }
 
@@ -115,4 +115,36 @@ mod records {
             prop_assert_eq!(walked, found);
         }
     }
+}
+
+/// A file removed while its entry is still on the disk: its inode block's
+/// every change waits (the parent's inode, which changes too, is in
+/// another block), so the block's image is the disk's own (nothing
+/// copied, nothing to write); once the entry's removal is on the disk,
+/// the block goes as memory holds it.
+#[test]
+fn an_inode_block_whose_every_change_waits_is_the_disks_image() {
+    let fs = fresh_softdep();
+    let files: Vec<u32> = (0..2 * INODES_PER_BLOCK)
+        .map(|i| {
+            let f = fs.create(ROOT, OsStr::new(&format!("f{i}")), Owner::root(0o644)).unwrap().ino;
+            fs.forget(f, 1);
+            f as u32
+        })
+        .collect();
+    fs.sync().unwrap();
+    let (i, f) = files.iter().enumerate().rev().find(|(_, &f)| f / INODES_PER_BLOCK > 1).unwrap();
+    fs.unlink(ROOT, OsStr::new(&format!("f{i}"))).unwrap();
+    let image = |fs: &Ffs| {
+        let mut core = fs.lock();
+        let block = core.sb.inode_place(*f).0;
+        let memory = core.cache.read(block).unwrap().to_vec();
+        let sd = core.cache.sd.take().unwrap();
+        let image = sd.image(&core.cache, block, &memory);
+        core.cache.sd = Some(sd);
+        image
+    };
+    assert!(matches!(image(&fs), Image::Durable), "the freed inode stays whole on the disk");
+    fs.sync().unwrap();
+    assert!(matches!(image(&fs), Image::Memory), "nothing waits after the sync");
 }
