@@ -290,8 +290,10 @@ impl Shadow {
 fn slot_is_free(bytes: &[u8]) -> bool {
     // Eight bytes at a time (a byte at a time does not vectorise, for
     // the early exit).
-    let (words, rest) = bytes.as_chunks::<8>();
-    words.iter().all(|w| u64::from_ne_bytes(*w) == 0) && rest.iter().all(|&b| b == 0)
+    let words = bytes.chunks_exact(8);
+    let rest = words.remainder();
+    words.into_iter().all(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) == 0)
+        && rest.iter().all(|&b| b == 0)
 }
 
 /// The link count of the inode in a slot of a block iolab wrote or holds,
