@@ -131,38 +131,65 @@ impl Core {
     /// gone from the disk too); the other policies order their own writes.
     pub fn free_blocks(&mut self, blocks: Vec<u32>, waits: Vec<Wait>) -> Result<(), Errno> {
         if let Some(sd) = &self.cache.sd {
-            // A directory block keeps its buffer: the removals in it are
-            // what the link counts of the inodes it named wait for (it is
-            // written, and given back with the rest once nothing on the
-            // disk points to it).
-            let drop: Vec<u64> =
-                blocks.iter().map(|&b| u64::from(b)).filter(|&b| sd.kind(b) != Some(Kind::Dir)).collect();
+            // A directory block is written once more before its buffer
+            // goes: the removals in it are what the link counts of the
+            // inodes it named wait for (it is given back with the rest once
+            // nothing on the disk points to it).
+            let (dirs, drop): (Vec<u64>, Vec<u64>) =
+                blocks.iter().map(|&b| u64::from(b)).partition(|&b| sd.kind(b) == Some(Kind::Dir));
             for b in drop {
                 self.cache.discard(b);
+            }
+            for b in dirs {
+                if let Err(e) = self.cache.retire(b) {
+                    return Err(eio(self, e));
+                }
             }
             if let Some(sd) = &mut self.cache.sd {
                 sd.hold_blocks(blocks, waits);
             }
             return Ok(());
         }
-        for block in blocks {
-            self.free_block(block)?;
-        }
-        Ok(())
+        self.free_blocks_now(blocks)
     }
 
-    /// Returns `block` to its group's free map.
-    pub fn free_block(&mut self, block: u32) -> Result<(), Errno> {
-        let block = u64::from(block);
-        let g = ((block - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group)) as u32;
-        let i = (block - self.sb.group_start(g)) as u32;
-        self.cache.discard(block);
-        if self.set_bit(self.sb.group_start(g) + BLOCK_BITMAP, i, false)? {
-            self.groups[g as usize].free_blocks += 1;
-            self.groups_dirty.insert(g);
-            self.sb.free_blocks += 1;
-            if self.policy == crate::Policy::Log {
-                self.log.freed.insert(block as u32, crate::core::OPEN);
+    /// Returns `blocks` to their groups' free maps, each map changed once
+    /// for all of its blocks (sorted here).
+    pub fn free_blocks_now(&mut self, mut blocks: Vec<u32>) -> Result<(), Errno> {
+        blocks.sort_unstable();
+        let (first, per_group) = (self.sb.first_group_block, u64::from(self.sb.blocks_per_group));
+        let group_of = |b: u32| ((u64::from(b) - first) / per_group) as u32;
+        for run in blocks.chunk_by(|&a, &b| group_of(a) == group_of(b)) {
+            let g = group_of(run[0]);
+            let start = self.sb.group_start(g);
+            for &block in run {
+                self.cache.discard(u64::from(block));
+            }
+            let map = match self.cache.modify(start + BLOCK_BITMAP) {
+                Ok(m) => m,
+                Err(e) => return Err(eio(self, e)),
+            };
+            let mut freed = 0u32;
+            let mut lowest = u32::MAX;
+            for &block in run {
+                let i = (u64::from(block) - start) as u32;
+                let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
+                if map[byte] & mask != 0 {
+                    map[byte] &= !mask;
+                    freed += 1;
+                    lowest = lowest.min(i);
+                    if self.policy == crate::Policy::Log {
+                        self.log.freed.insert(block, crate::core::OPEN);
+                    }
+                }
+            }
+            if let Some(rotor) = self.rotors.get_mut(&(start + BLOCK_BITMAP)) {
+                *rotor = (*rotor).min(lowest);
+            }
+            if freed > 0 {
+                self.groups[g as usize].free_blocks += freed;
+                self.groups_dirty.insert(g);
+                self.sb.free_blocks += u64::from(freed);
             }
         }
         Ok(())
@@ -270,9 +297,7 @@ impl Core {
         let Some(sd) = &mut self.cache.sd else { return Ok(()) };
         let blocks = std::mem::take(&mut sd.released_blocks);
         let inodes = std::mem::take(&mut sd.released_inodes);
-        for block in blocks {
-            self.free_block(block)?;
-        }
+        self.free_blocks_now(blocks)?;
         for (ino, dir) in inodes {
             self.clear_inode_bit(ino, dir)?;
         }
@@ -345,5 +370,50 @@ mod tests {
         assert!(later.iter().all(|&b| b > first), "taken in order from the hint: {first} then {later:?}");
         core.free_blocks(vec![first], Vec::new()).unwrap();
         assert_eq!(core.alloc_block(hint).unwrap(), first);
+    }
+
+    proptest! {
+        /// Blocks from several groups freed together, in any order (each
+        /// group's map changed once), are free again, counted once each,
+        /// as if freed one by one.
+        #[test]
+        fn blocks_freed_together_are_free_again(picks in vec(0usize..64, 1..40), order in any::<u64>()) {
+            // Three groups of 128 MiB.
+            let dev: Arc<dyn Device> = Arc::new(MemDevice::new(320 << 20).unwrap());
+            mkfs(&dev, &MkfsOptions::default()).unwrap();
+            let options = MountOptions { policy: Policy::Async, ..Default::default() };
+            let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+            let mut core = fs.lock();
+            let free_before = core.sb.free_blocks;
+            let groups_before: Vec<u32> = core.groups.iter().map(|g| g.free_blocks).collect();
+            // Blocks spread over the groups: a hint in each.
+            let mut taken = Vec::new();
+            for g in 0..core.sb.groups.min(4) {
+                let hint = core.sb.group_start(g) + u64::from(core.sb.group_overhead_blocks());
+                taken.extend((0..16).map(|_| core.alloc_block(hint).unwrap()));
+            }
+            let mut freed: Vec<u32> = picks.iter().map(|&p| taken[p % taken.len()]).collect();
+            freed.sort_unstable();
+            freed.dedup();
+            // Any order, each block once.
+            let n = freed.len();
+            for i in 0..n {
+                freed.swap(i, (order.rotate_left(i as u32) % n as u64) as usize);
+            }
+            core.free_blocks(freed.clone(), Vec::new()).unwrap();
+            let kept = taken.len() - n;
+            prop_assert_eq!(core.sb.free_blocks, free_before - kept as u64);
+            let counted: u32 = core.groups.iter().map(|g| g.free_blocks).sum();
+            prop_assert_eq!(u64::from(counted), core.sb.free_blocks);
+            prop_assert!(core.groups.iter().zip(&groups_before).all(|(g, b)| g.free_blocks <= *b));
+            freed.sort_unstable();
+            for &b in &freed {
+                let g = ((u64::from(b) - core.sb.first_group_block) / u64::from(core.sb.blocks_per_group)) as u32;
+                let start = core.sb.group_start(g);
+                let i = (u64::from(b) - start) as usize;
+                let map = core.cache.read(start + BLOCK_BITMAP).unwrap();
+                prop_assert_eq!(map[i / 8] & (1 << (i % 8)), 0, "block {} is free in its map", b);
+            }
+        }
     }
 }

@@ -70,6 +70,11 @@ pub struct Cache {
     /// Under `softdep`: dirty buffers whose last write held an update back;
     /// writing them again is worth it only after a flush.
     rolled: HashSet<u64>,
+    /// Under `softdep`: freed directory blocks still to be written once (a
+    /// removal in one waits for the disk's copy to lose its entry), then
+    /// dropped: written in batches, so that they neither crowd the live
+    /// buffers out nor go one request each.
+    retired: HashSet<u64>,
     /// Where buffers' ages are read: the wall clock, or a simulated disk's.
     clock: Clock,
 }
@@ -112,6 +117,7 @@ impl Cache {
             stats: CacheStats::default(),
             sd: None,
             rolled: HashSet::default(),
+            retired: HashSet::default(),
             clock,
         }
     }
@@ -232,11 +238,42 @@ impl Cache {
     /// no longer anybody's).
     pub fn discard(&mut self, block: u64) {
         self.rolled.remove(&block);
+        self.retired.remove(&block);
         if let Some(buf) = self.bufs.remove(&block) {
             self.lru.remove(&buf.tick);
             self.dirty.remove(&block);
             self.dirty_data.remove(&block);
         }
+    }
+
+    /// A freed block whose buffer is to be written once more, as memory
+    /// holds it, before it is dropped (`retired`); one that is clean is
+    /// dropped at once.
+    pub fn retire(&mut self, block: u64) -> device::Result<()> {
+        if !self.dirty.contains(&block) {
+            self.discard(block);
+            return Ok(());
+        }
+        self.retired.insert(block);
+        if self.retired.len() >= EVICT_BATCH_BLOCKS {
+            self.write_retired()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the retired buffers, sorted and coalesced, and drops them.
+    fn write_retired(&mut self) -> device::Result<()> {
+        // One written since (by an eviction) and dropped needs nothing more.
+        self.retired.retain(|b| self.dirty.contains(b));
+        let mut batch: Vec<u64> = self.retired.iter().copied().collect();
+        batch.sort_unstable();
+        self.write_blocks(&batch)?;
+        for block in batch {
+            if !self.is_dirty(&block) {
+                self.discard(block);
+            }
+        }
+        Ok(())
     }
 
     /// Writes `block` now and makes it durable (a synchronous write: the
@@ -283,6 +320,10 @@ impl Cache {
         self.write_blocks(&data)?;
         let meta: Vec<u64> = self.dirty.iter().copied().collect();
         self.write_blocks(&meta)?;
+        let retired: Vec<u64> = self.retired.iter().copied().filter(|b| !self.is_dirty(b)).collect();
+        for block in retired {
+            self.discard(block);
+        }
         if flush {
             self.flush()?;
         }
@@ -417,6 +458,9 @@ impl Cache {
     /// passed over, until a flush lets it go out complete (the syncer's,
     /// or one here once such buffers fill half the cache).
     fn make_room(&mut self) -> device::Result<()> {
+        if self.bufs.len() >= self.capacity_blocks && !self.retired.is_empty() {
+            self.write_retired()?;
+        }
         if self.bufs.len() >= self.capacity_blocks && self.rolled.len() > self.capacity_blocks / 2 {
             self.flush()?;
         }

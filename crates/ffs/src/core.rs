@@ -205,9 +205,7 @@ impl Core {
             end -= CHUNK;
             let freed = self.truncate_blocks(inode, end)?;
             self.put_inode(ino, inode)?;
-            for block in freed.blocks {
-                self.free_block(block)?;
-            }
+            self.free_blocks_now(freed.blocks)?;
             if self.commit_due() {
                 if let Err(e) = self.commit_behind() {
                     return Err(eio(self, e));

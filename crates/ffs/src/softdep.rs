@@ -46,7 +46,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
 
 use crate::format::{
-    pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, RecordRef, Superblock, BLOCK_BYTES,
+    all_zero, pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, RecordRef, Superblock, BLOCK_BYTES,
     DIRECT_POINTERS, DIR_CHUNK_BYTES, DT_DIR, INLINE_SYMLINK_BYTES, INODES_PER_BLOCK, INODE_BYTES,
     POINTERS_PER_BLOCK, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG,
 };
@@ -288,12 +288,7 @@ impl Shadow {
 }
 
 fn slot_is_free(bytes: &[u8]) -> bool {
-    // Eight bytes at a time (a byte at a time does not vectorise, for
-    // the early exit).
-    let words = bytes.chunks_exact(8);
-    let rest = words.remainder();
-    words.into_iter().all(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) == 0)
-        && rest.iter().all(|&b| b == 0)
+    all_zero(bytes)
 }
 
 /// The link count of the inode in a slot of a block iolab wrote or holds,

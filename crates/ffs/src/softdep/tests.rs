@@ -6,7 +6,7 @@ use std::sync::Arc;
 use device::{Device, MemDevice};
 use fsapi::{FileSystem, Owner, ROOT};
 
-use super::{record_at, Image, Shadow, Wait};
+use super::{record_at, Blocks, Image, Shadow, Wait};
 use crate::format::{INODES_PER_BLOCK, INODE_BYTES};
 use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
 
@@ -147,4 +147,28 @@ fn an_inode_block_whose_every_change_waits_is_the_disks_image() {
     assert!(matches!(image(&fs), Image::Durable), "the freed inode stays whole on the disk");
     fs.sync().unwrap();
     assert!(matches!(image(&fs), Image::Memory), "nothing waits after the sync");
+}
+
+/// A freed directory block with removals in it is written once more (so
+/// that the counts of the inodes it named may drop after one flush), then
+/// its buffer goes: it does not crowd the live ones out of the cache.
+#[test]
+fn a_freed_directory_block_is_written_once_then_dropped() {
+    let fs = fresh_softdep();
+    let d = fs.mkdir(ROOT, OsStr::new("d"), Owner::root(0o755)).unwrap().ino;
+    let f = fs.create(d, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+    fs.forget(f, 1);
+    fs.forget(d, 1);
+    fs.sync().unwrap();
+    let block = u64::from(fs.lock().inode(d as u32).unwrap().direct[0]);
+    fs.unlink(d, OsStr::new("f")).unwrap();
+    fs.rmdir(ROOT, OsStr::new("d")).unwrap();
+    let mut core = fs.lock();
+    assert!(core.cache.cached(block).is_some(), "kept until written");
+    core.cache.write_back(false).unwrap();
+    assert!(core.cache.cached(block).is_none(), "dropped once written");
+    // Not cached: read from the device.
+    let disk = core.cache.memory(block).unwrap();
+    let named = (0..disk.len()).step_by(4).any(|at| record_at(&disk, at).is_some_and(|r| r.ino == f as u32));
+    assert!(!named, "the block went out without f's entry");
 }
