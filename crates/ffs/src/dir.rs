@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap as HashMap;
 use fsapi::Errno;
 
 use crate::core::{eio, Core};
-use crate::format::{record_bytes, DirRecord, DiskInode, BLOCK_BYTES, DIR_CHUNK_BYTES, DT_DIR};
+use crate::format::{record_bytes, DirRecord, DiskInode, RecordRef, BLOCK_BYTES, DIR_CHUNK_BYTES, DT_DIR};
 use crate::softdep::{Gone, Kind};
 
 const BLOCK: u64 = BLOCK_BYTES as u64;
@@ -38,15 +38,22 @@ pub struct Found {
 }
 
 impl Core {
-    /// The bytes of block `n` of directory `dir`.
-    fn dir_block(&mut self, dir: u32, inode: &mut DiskInode, n: u64) -> Result<(u64, Vec<u8>), Errno> {
-        let Some((block, _)) = self.bmap(dir, inode, n, false)? else {
-            return Err(Errno::IO);
-        };
-        match self.cache.read(u64::from(block)) {
-            Ok(bytes) => Ok((u64::from(block), bytes.to_vec())),
-            Err(e) => Err(eio(self, e)),
+    /// The device block of block `n` of directory `dir`.
+    fn dir_block(&mut self, dir: u32, inode: &mut DiskInode, n: u64) -> Result<u64, Errno> {
+        match self.bmap(dir, inode, n, false)? {
+            Some((block, _)) => Ok(u64::from(block)),
+            None => Err(Errno::IO),
         }
+    }
+
+    /// The record at byte `at` of directory block `block`, copied out of
+    /// the cache.
+    fn dir_record(&mut self, block: u64, at: usize) -> Result<DirRecord, Errno> {
+        let bytes = match self.cache.read(block) {
+            Ok(b) => b,
+            Err(e) => return Err(eio(self, e)),
+        };
+        DirRecord::peek(bytes, at).map(RecordRef::to_owned).ok_or(Errno::IO)
     }
 
     /// Calls `f` with each live record of directory `dir` from byte
@@ -57,21 +64,26 @@ impl Core {
         dir: u32,
         inode: &mut DiskInode,
         from: u64,
-        f: &mut dyn FnMut(&DirRecord, u64) -> bool,
+        f: &mut dyn FnMut(RecordRef<'_>, u64) -> bool,
     ) -> Result<(), Errno> {
         let blocks = inode.size / BLOCK;
         for n in from / BLOCK..blocks {
-            let (_, bytes) = self.dir_block(dir, inode, n)?;
+            let block = self.dir_block(dir, inode, n)?;
+            // Read in place: the walk changes nothing.
+            let bytes = match self.cache.read(block) {
+                Ok(b) => b,
+                Err(e) => return Err(eio(self, e)),
+            };
             let mut at = 0usize;
             while at < BLOCK_BYTES {
-                let Some(rec) = DirRecord::read(&bytes, at) else {
+                let Some(rec) = DirRecord::peek(bytes, at) else {
                     // A chunk that does not parse is skipped (fsck
                     // reports it); the next chunk stands on its own.
                     at = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
                     continue;
                 };
                 let offset = n * BLOCK + at as u64;
-                if rec.ino != 0 && offset >= from && !f(&rec, offset) {
+                if rec.ino != 0 && offset >= from && !f(rec, offset) {
                     return Ok(());
                 }
                 at += rec.reclen as usize;
@@ -91,14 +103,14 @@ impl Core {
             if !self.dir_index.contains_key(&dir) {
                 let mut index = HashMap::default();
                 self.dir_walk(dir, inode, 0, &mut |rec, offset| {
-                    index.insert(rec.name.clone(), offset);
+                    index.insert(rec.name.to_vec(), offset);
                     true
                 })?;
                 self.dir_index.insert(dir, index);
             }
             let Some(&offset) = self.dir_index.get(&dir).and_then(|i| i.get(name)) else { return Ok(None) };
-            let (_, bytes) = self.dir_block(dir, inode, offset / BLOCK)?;
-            let rec = DirRecord::read(&bytes, (offset % BLOCK) as usize).ok_or(Errno::IO)?;
+            let block = self.dir_block(dir, inode, offset / BLOCK)?;
+            let rec = self.dir_record(block, (offset % BLOCK) as usize)?;
             return Ok(Some(Found { ino: rec.ino, kind: rec.kind, offset }));
         }
         let mut found = None;
@@ -117,16 +129,20 @@ impl Core {
     fn find_room(&mut self, dir: u32, inode: &mut DiskInode, name_len: usize) -> Result<Option<Room>, Errno> {
         let need = record_bytes(name_len);
         for n in 0..inode.size / BLOCK {
-            let (block, bytes) = self.dir_block(dir, inode, n)?;
+            let block = self.dir_block(dir, inode, n)?;
+            let bytes = match self.cache.read(block) {
+                Ok(b) => b,
+                Err(e) => return Err(eio(self, e)),
+            };
             let mut at = 0usize;
             while at < BLOCK_BYTES {
-                let Some(rec) = DirRecord::read(&bytes, at) else {
+                let Some(rec) = DirRecord::peek(bytes, at) else {
                     at = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
                     continue;
                 };
                 let used = if rec.ino == 0 { 0 } else { record_bytes(rec.name.len()) };
                 if rec.reclen as usize - used >= need {
-                    return Ok(Some(Room { n, block, at, rec, used }));
+                    return Ok(Some(Room { n, block, at, rec: rec.to_owned(), used }));
                 }
                 at += rec.reclen as usize;
             }
@@ -230,16 +246,21 @@ impl Core {
         name: &[u8],
         offset: u64,
     ) -> Result<u64, Errno> {
-        let (block, bytes) = self.dir_block(dir, inode, offset / BLOCK)?;
+        let block = self.dir_block(dir, inode, offset / BLOCK)?;
         let target = (offset % BLOCK) as usize;
+        let bytes = match self.cache.read(block) {
+            Ok(b) => b,
+            Err(e) => return Err(eio(self, e)),
+        };
         // Its space joins the record before it in its chunk.
         let (mut at, mut previous) = (target - target % DIR_CHUNK_BYTES, None);
         while at < target {
-            let rec = DirRecord::read(&bytes, at).ok_or(Errno::IO)?;
-            previous = Some((at, rec.clone()));
+            let rec = DirRecord::peek(bytes, at).ok_or(Errno::IO)?;
+            previous = Some((at, rec));
             at += rec.reclen as usize;
         }
-        let rec = DirRecord::read(&bytes, target).ok_or(Errno::IO)?;
+        let previous = previous.map(|(at, rec)| (at, rec.to_owned()));
+        let rec = DirRecord::peek(bytes, target).map(RecordRef::to_owned).ok_or(Errno::IO)?;
         self.entry_gone(block, target, &rec);
         self.cache.set_kind(block, Kind::Dir);
         let out = match self.cache.modify(block) {
@@ -269,9 +290,9 @@ impl Core {
         ino: u32,
         kind: u8,
     ) -> Result<u64, Errno> {
-        let (block, bytes) = self.dir_block(dir, inode, offset / BLOCK)?;
+        let block = self.dir_block(dir, inode, offset / BLOCK)?;
         let at = (offset % BLOCK) as usize;
-        let rec = DirRecord::read(&bytes, at).ok_or(Errno::IO)?;
+        let rec = self.dir_record(block, at)?;
         if rec.ino != ino {
             self.entry_gone(block, at, &rec);
         }

@@ -672,7 +672,7 @@ impl FileSystem for Ffs {
                 DT_SYMLINK => FileType::Symlink,
                 _ => FileType::File,
             };
-            entry(DirEntry { ino: u64::from(rec.ino), kind, name: rec.name.clone(), next: at + 1 })
+            entry(DirEntry { ino: u64::from(rec.ino), kind, name: rec.name.to_vec(), next: at + 1 })
         })
     }
 
