@@ -274,19 +274,42 @@ impl Core {
             sd.hold_inode(ino, dir);
             return Ok(());
         }
-        self.clear_inode_bit(ino, dir)
+        self.clear_inode_bits(&mut [(ino, dir)])
     }
 
-    fn clear_inode_bit(&mut self, ino: u32, dir: bool) -> Result<(), Errno> {
-        let g = (ino - 1) / self.sb.inodes_per_group;
-        let i = (ino - 1) % self.sb.inodes_per_group;
-        if self.set_bit(self.sb.group_start(g) + INODE_BITMAP, i, false)? {
-            self.groups_dirty.insert(g);
-            let counts = &mut self.groups[g as usize];
-            counts.free_inodes += 1;
-            counts.dirs -= u32::from(dir && counts.dirs > 0);
-            self.sb.free_inodes += 1;
-            self.sb.dirs -= u64::from(dir && self.sb.dirs > 0);
+    /// Returns inode numbers (with whether each was a directory) to their
+    /// groups' free maps, each map changed once for all of its inodes.
+    fn clear_inode_bits(&mut self, inodes: &mut [(u32, bool)]) -> Result<(), Errno> {
+        inodes.sort_unstable();
+        let per_group = self.sb.inodes_per_group;
+        for run in inodes.chunk_by(|a, b| (a.0 - 1) / per_group == (b.0 - 1) / per_group) {
+            let g = (run[0].0 - 1) / per_group;
+            let map = match self.cache.modify(self.sb.group_start(g) + INODE_BITMAP) {
+                Ok(m) => m,
+                Err(e) => return Err(eio(self, e)),
+            };
+            let (mut freed, mut dirs, mut lowest) = (0u32, 0u32, u32::MAX);
+            for &(ino, dir) in run {
+                let i = (ino - 1) % per_group;
+                let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
+                if map[byte] & mask != 0 {
+                    map[byte] &= !mask;
+                    freed += 1;
+                    dirs += u32::from(dir);
+                    lowest = lowest.min(i);
+                }
+            }
+            if let Some(rotor) = self.rotors.get_mut(&(self.sb.group_start(g) + INODE_BITMAP)) {
+                *rotor = (*rotor).min(lowest);
+            }
+            if freed > 0 {
+                self.groups_dirty.insert(g);
+                let counts = &mut self.groups[g as usize];
+                counts.free_inodes += freed;
+                counts.dirs = counts.dirs.saturating_sub(dirs);
+                self.sb.free_inodes += u64::from(freed);
+                self.sb.dirs = self.sb.dirs.saturating_sub(u64::from(dirs));
+            }
         }
         Ok(())
     }
@@ -296,12 +319,9 @@ impl Core {
     pub fn apply_released(&mut self) -> Result<(), Errno> {
         let Some(sd) = &mut self.cache.sd else { return Ok(()) };
         let blocks = std::mem::take(&mut sd.released_blocks);
-        let inodes = std::mem::take(&mut sd.released_inodes);
+        let mut inodes = std::mem::take(&mut sd.released_inodes);
         self.free_blocks_now(blocks)?;
-        for (ino, dir) in inodes {
-            self.clear_inode_bit(ino, dir)?;
-        }
-        Ok(())
+        self.clear_inode_bits(&mut inodes)
     }
 
     /// The first data block of the group holding inode `ino`: where a
