@@ -47,22 +47,41 @@ fn rotor_of(rotors: &mut crate::core::Rotors, map_block: u64, map: &[u8], limit:
 }
 
 impl Core {
-    fn set_bit(&mut self, block: u64, i: u32, value: bool) -> Result<bool, Errno> {
+    /// Sets bit `i` of map `block`; whether it was set already.
+    fn set_bit(&mut self, block: u64, i: u32) -> Result<bool, Errno> {
         let map = match self.cache.modify(block) {
             Ok(m) => m,
             Err(e) => return Err(eio(self, e)),
         };
         let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
         let was = map[byte] & mask != 0;
-        if value {
-            map[byte] |= mask;
-        } else {
-            map[byte] &= !mask;
-            if let Some(rotor) = self.rotors.get_mut(&block) {
-                *rotor = (*rotor).min(i);
+        map[byte] |= mask;
+        Ok(was)
+    }
+
+    /// Clears bits `bits` of map `block`, the map changed once for all of
+    /// them (a free below the rotor pulls it down); `cleared` is called
+    /// with the index in `bits` of each bit that was set. Returns how
+    /// many were.
+    fn clear_bits(&mut self, block: u64, bits: &[u32], mut cleared: impl FnMut(usize)) -> Result<u32, Errno> {
+        let map = match self.cache.modify(block) {
+            Ok(m) => m,
+            Err(e) => return Err(eio(self, e)),
+        };
+        let (mut count, mut lowest) = (0u32, u32::MAX);
+        for (k, &i) in bits.iter().enumerate() {
+            let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
+            if map[byte] & mask != 0 {
+                map[byte] &= !mask;
+                count += 1;
+                lowest = lowest.min(i);
+                cleared(k);
             }
         }
-        Ok(was)
+        if let Some(rotor) = self.rotors.get_mut(&block) {
+            *rotor = (*rotor).min(lowest);
+        }
+        Ok(count)
     }
 
     /// A free block, near `hint` where possible; ENOSPC when none is.
@@ -116,7 +135,7 @@ impl Core {
                 Err(e) => return Err(eio(self, e)),
             };
             if let Some(i) = found {
-                self.set_bit(map_block, i, true)?;
+                self.set_bit(map_block, i)?;
                 self.groups[g as usize].free_blocks -= 1;
                 self.groups_dirty.insert(g);
                 self.sb.free_blocks -= 1;
@@ -165,26 +184,13 @@ impl Core {
             for &block in run {
                 self.cache.discard(u64::from(block));
             }
-            let map = match self.cache.modify(start + BLOCK_BITMAP) {
-                Ok(m) => m,
-                Err(e) => return Err(eio(self, e)),
-            };
-            let mut freed = 0u32;
-            let mut lowest = u32::MAX;
-            for &block in run {
-                let i = (u64::from(block) - start) as u32;
-                let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
-                if map[byte] & mask != 0 {
-                    map[byte] &= !mask;
-                    freed += 1;
-                    lowest = lowest.min(i);
-                    if self.policy == crate::Policy::Log {
-                        self.log.freed.insert(block, crate::core::OPEN);
-                    }
+            let bits: Vec<u32> = run.iter().map(|&b| (u64::from(b) - start) as u32).collect();
+            let mut was_set = Vec::new();
+            let freed = self.clear_bits(start + BLOCK_BITMAP, &bits, |k| was_set.push(run[k]))?;
+            if self.policy == crate::Policy::Log {
+                for block in was_set {
+                    self.log.freed.insert(block, crate::core::OPEN);
                 }
-            }
-            if let Some(rotor) = self.rotors.get_mut(&(start + BLOCK_BITMAP)) {
-                *rotor = (*rotor).min(lowest);
             }
             if freed > 0 {
                 self.groups[g as usize].free_blocks += freed;
@@ -229,7 +235,7 @@ impl Core {
                 Err(e) => return Err(eio(self, e)),
             };
             if let Some(i) = found {
-                self.set_bit(map_block, i, true)?;
+                self.set_bit(map_block, i)?;
                 self.groups_dirty.insert(g);
                 let counts = &mut self.groups[g as usize];
                 counts.free_inodes -= 1;
@@ -246,7 +252,7 @@ impl Core {
     pub fn claim_inode(&mut self, ino: u32, dir: bool) -> Result<(), Errno> {
         let g = (ino - 1) / self.sb.inodes_per_group;
         let i = (ino - 1) % self.sb.inodes_per_group;
-        if !self.set_bit(self.sb.group_start(g) + INODE_BITMAP, i, true)? {
+        if !self.set_bit(self.sb.group_start(g) + INODE_BITMAP, i)? {
             self.groups_dirty.insert(g);
             let counts = &mut self.groups[g as usize];
             counts.free_inodes -= 1;
@@ -284,24 +290,10 @@ impl Core {
         let per_group = self.sb.inodes_per_group;
         for run in inodes.chunk_by(|a, b| (a.0 - 1) / per_group == (b.0 - 1) / per_group) {
             let g = (run[0].0 - 1) / per_group;
-            let map = match self.cache.modify(self.sb.group_start(g) + INODE_BITMAP) {
-                Ok(m) => m,
-                Err(e) => return Err(eio(self, e)),
-            };
-            let (mut freed, mut dirs, mut lowest) = (0u32, 0u32, u32::MAX);
-            for &(ino, dir) in run {
-                let i = (ino - 1) % per_group;
-                let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
-                if map[byte] & mask != 0 {
-                    map[byte] &= !mask;
-                    freed += 1;
-                    dirs += u32::from(dir);
-                    lowest = lowest.min(i);
-                }
-            }
-            if let Some(rotor) = self.rotors.get_mut(&(self.sb.group_start(g) + INODE_BITMAP)) {
-                *rotor = (*rotor).min(lowest);
-            }
+            let bits: Vec<u32> = run.iter().map(|&(ino, _)| (ino - 1) % per_group).collect();
+            let mut dirs = 0u32;
+            let freed = self
+                .clear_bits(self.sb.group_start(g) + INODE_BITMAP, &bits, |k| dirs += u32::from(run[k].1))?;
             if freed > 0 {
                 self.groups_dirty.insert(g);
                 let counts = &mut self.groups[g as usize];
