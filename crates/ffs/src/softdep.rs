@@ -506,12 +506,15 @@ impl Softdep {
         fresh.durable > fresh.allocated && self.durable_after(self.block_bitmap(block), fresh.allocated)
     }
 
+    /// Where `block` is within its group (None outside the groups).
+    fn within_group(&self, block: u64) -> Option<u64> {
+        (self.sb.first_group_block..self.sb.blocks)
+            .contains(&block)
+            .then(|| (block - self.sb.first_group_block) % u64::from(self.sb.blocks_per_group))
+    }
+
     fn is_bitmap(&self, block: u64) -> bool {
-        if block < self.sb.first_group_block || block >= self.sb.blocks {
-            return false;
-        }
-        let within = (block - self.sb.first_group_block) % u64::from(self.sb.blocks_per_group);
-        within == 1 || within == 2
+        matches!(self.within_group(block), Some(1 | 2))
     }
 
     /// A fresh block's contents were written (event `at`).
@@ -523,11 +526,8 @@ impl Softdep {
     }
 
     fn is_inode_block(&self, block: u64) -> bool {
-        if block < self.sb.first_group_block || block >= self.sb.blocks {
-            return false;
-        }
-        let within = (block - self.sb.first_group_block) % u64::from(self.sb.blocks_per_group);
-        (3..3 + u64::from(self.sb.inode_table_blocks())).contains(&within)
+        self.within_group(block)
+            .is_some_and(|w| (3..3 + u64::from(self.sb.inode_table_blocks())).contains(&w))
     }
 
     fn first_ino(&self, block: u64) -> u32 {
