@@ -16,16 +16,48 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use device::{AlignedBuf, Clock, Device};
+use device::{AlignedBuf, Clock, Device, DeviceError};
 
 use crate::format::BLOCK_BYTES;
 use crate::softdep::{Blocks, Image, Kind, Softdep};
+use crate::Commits;
 
 /// Dirty buffers written together when an eviction finds a dirty one.
 const EVICT_BATCH_BLOCKS: usize = 1024;
 
 /// Blocks a write-back request carries at most (1 MiB).
 const RUN_BLOCKS_MAX: usize = 256;
+
+/// Under `softdep`, what a write-back does with a metadata block whose
+/// dependencies are not all on the disk.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// Writes it with those updates rolled back (it stays dirty, to go
+    /// again complete): every buffer can go, so a sync always ends.
+    RollBack,
+    /// Keeps it dirty, unwritten, until a checkpoint's flush lets it go
+    /// complete (an eviction's: a copy rolled back would only be written
+    /// again).
+    HoldBack,
+}
+
+/// Under `softdep`, rounds of a checkpoint at most: each lets a level of
+/// a new tree go (maps and data, inodes, the entries naming them, ...).
+const ROUNDS_MAX: usize = 4;
+
+/// Under `softdep`, the flush a checkpoint issued and the calls go on
+/// beside.
+enum Behind {
+    /// None in flight.
+    Idle,
+    /// A thread flushing the device; what the flush returned.
+    Thread(std::thread::JoinHandle<device::Result<()>>),
+    /// Issued at once, but what waited on it run only by the next call
+    /// that needs it done (`Commits::Deferred`): the calls in between go
+    /// on as beside a flusher thread, in an order the same from run to
+    /// run, and a crash between finds the flush done.
+    Deferred,
+}
 
 struct Buf {
     data: AlignedBuf,
@@ -67,8 +99,9 @@ pub struct Cache {
     /// Under `softdep`: the dependencies, which decide what each metadata
     /// write may carry (`softdep.rs`).
     pub sd: Option<Softdep>,
-    /// Under `softdep`: dirty buffers whose last write held an update back;
-    /// writing them again is worth it only after a flush.
+    /// Under `softdep`: dirty buffers an eviction held back, or whose last
+    /// write held an update back; writing them again is worth it only
+    /// after a flush.
     rolled: HashSet<u64>,
     /// Under `softdep`: freed directory blocks still to be written once (a
     /// removal in one waits for the disk's copy to lose its entry), then
@@ -80,6 +113,12 @@ pub struct Cache {
     /// Where a run of neighbours is gathered to go in one request: made
     /// once, not a megabyte made, zeroed and unmapped per request.
     staging: AlignedBuf,
+    /// Under `softdep`: who issues a checkpoint's flushes, the one in
+    /// flight, and the checkpoint's rounds left.
+    flushes_by: Commits,
+    behind: Behind,
+    rounds: usize,
+    rounds_by: Commits,
 }
 
 impl Blocks for Cache {
@@ -124,7 +163,17 @@ impl Cache {
             retired: HashSet::default(),
             clock,
             staging,
+            flushes_by: Commits::Caller,
+            behind: Behind::Idle,
+            rounds: 0,
+            rounds_by: Commits::Caller,
         }
+    }
+
+    /// Under `softdep`: who issues a checkpoint's flushes (by default the
+    /// caller, at once).
+    pub fn set_flushes_by(&mut self, by: Commits) {
+        self.flushes_by = by;
     }
 
     /// The time on the mount's clock.
@@ -272,7 +321,7 @@ impl Cache {
         self.retired.retain(|b| self.dirty.contains(b));
         let mut batch: Vec<u64> = self.retired.iter().copied().collect();
         batch.sort_unstable();
-        self.write_blocks(&batch)?;
+        self.write_blocks(&batch, Waiting::RollBack)?;
         for block in batch {
             if !self.is_dirty(&block) {
                 self.discard(block);
@@ -285,7 +334,7 @@ impl Cache {
     /// policies' ordering points).
     pub fn write_now(&mut self, block: u64) -> device::Result<()> {
         if self.is_dirty(&block) {
-            self.write_blocks(&[block])?;
+            self.write_blocks(&[block], Waiting::RollBack)?;
             self.stats.blocks_written -= 1;
             self.stats.write_requests -= 1;
         }
@@ -297,6 +346,8 @@ impl Cache {
     /// Makes every write so far durable (under `log`, commits); under
     /// `softdep`, then runs the work that waited on those writes.
     pub fn flush(&mut self) -> device::Result<()> {
+        self.rounds = 0;
+        self.await_behind()?;
         self.dev.flush()?;
         self.stats.flushes += 1;
         self.meta_since_flush = 0;
@@ -322,9 +373,9 @@ impl Cache {
     /// (under the `log` policy, commits the metadata).
     pub fn write_back(&mut self, flush: bool) -> device::Result<()> {
         let data: Vec<u64> = self.dirty_data.iter().copied().collect();
-        self.write_blocks(&data)?;
+        self.write_blocks(&data, Waiting::RollBack)?;
         let meta: Vec<u64> = self.dirty.iter().copied().collect();
-        self.write_blocks(&meta)?;
+        self.write_blocks(&meta, Waiting::RollBack)?;
         let retired: Vec<u64> = self.retired.iter().copied().filter(|b| !self.is_dirty(b)).collect();
         for block in retired {
             self.discard(block);
@@ -345,8 +396,8 @@ impl Cache {
                 .collect()
         };
         let (data, meta) = (old(&self.dirty_data), old(&self.dirty));
-        self.write_blocks(&data)?;
-        self.write_blocks(&meta)?;
+        self.write_blocks(&data, Waiting::RollBack)?;
+        self.write_blocks(&meta, Waiting::RollBack)?;
         Ok(data.len() + meta.len())
     }
 
@@ -355,38 +406,43 @@ impl Cache {
     /// one request (a block log's transaction limit).
     ///
     /// Under `softdep` a metadata block goes out as its dependencies allow
-    /// (updates rolled back in the copy written); one rolled back stays
-    /// dirty.
-    fn write_blocks(&mut self, blocks: &[u64]) -> device::Result<()> {
+    /// (`waiting`: updates rolled back in the copy written, or the block
+    /// held back); one rolled back or held back stays dirty.
+    fn write_blocks(&mut self, blocks: &[u64], waiting: Waiting) -> device::Result<()> {
         let run_max = RUN_BLOCKS_MAX.min((self.dev.max_request_bytes() / BLOCK_BYTES as u64).max(1) as usize);
         let mut images: HashMap<u64, Vec<u8>> = HashMap::default();
-        // A block whose safe copy is what its last write carried already
-        // waits on something else: writing it again changes nothing.
-        let mut unchanged: Vec<u64> = Vec::new();
+        // Blocks not written now: held back, or whose safe copy is what
+        // their last write carried already (they wait on something else:
+        // writing them again changes nothing).
+        let mut held: Vec<u64> = Vec::new();
         if let Some(sd) = &self.sd {
             for &b in blocks.iter().filter(|b| self.dirty.contains(b)) {
                 let image = match sd.image(self, b, &self.bufs[&b].data) {
                     Image::Memory => continue,
+                    _ if waiting == Waiting::HoldBack && !sd.unwritten_since_allocated(b) => {
+                        held.push(b);
+                        continue;
+                    }
                     Image::Durable if sd.last_written_is_durable(b) => {
-                        unchanged.push(b);
+                        held.push(b);
                         continue;
                     }
                     Image::Durable => sd.durable_bytes(b).expect("a durable image has a shadow").to_vec(),
                     Image::Rolled(image) => image,
                 };
                 if sd.last_written_is(b, &image) {
-                    unchanged.push(b);
+                    held.push(b);
                 } else {
                     images.insert(b, image);
                 }
             }
         }
         let kept;
-        let blocks = if unchanged.is_empty() {
+        let blocks = if held.is_empty() {
             blocks
         } else {
-            self.rolled.extend(&unchanged);
-            let skip: HashSet<u64> = unchanged.iter().copied().collect();
+            self.rolled.extend(&held);
+            let skip: HashSet<u64> = held.iter().copied().collect();
             kept = (blocks.iter()).filter(|b| !skip.contains(b)).copied().collect::<Vec<u64>>();
             &kept[..]
         };
@@ -456,17 +512,155 @@ impl Cache {
         Ok(())
     }
 
+    /// Under `softdep`, a checkpoint made at once (a sync's first pass):
+    /// every dirty buffer that can go complete written (file data,
+    /// bitmaps, metadata whose dependencies are on the disk), then a
+    /// flush, and again for those held back until none is left or a round
+    /// lets none go (`next_round`).
+    pub fn checkpoint(&mut self) -> device::Result<()> {
+        self.rounds = 0;
+        self.await_behind()?;
+        self.write_ready()?;
+        if !self.rolled.is_empty() {
+            self.start_rounds(Commits::Caller)?;
+        }
+        Ok(())
+    }
+
+    /// A checkpoint's rounds, each flush issued `by`: the first now.
+    fn start_rounds(&mut self, by: Commits) -> device::Result<()> {
+        self.rounds = ROUNDS_MAX;
+        self.rounds_by = by;
+        self.flush_behind(by)
+    }
+
+    /// Every dirty buffer that can go complete, written.
+    fn write_ready(&mut self) -> device::Result<()> {
+        let data: Vec<u64> = self.dirty_data.iter().copied().collect();
+        self.write_blocks(&data, Waiting::HoldBack)?;
+        let meta: Vec<u64> = (self.dirty.iter()).filter(|b| !self.rolled.contains(b)).copied().collect();
+        self.write_blocks(&meta, Waiting::HoldBack)
+    }
+
+    /// Issues a flush of the writes so far (`by`: by the caller, what
+    /// waited on it run at once; on a thread while the calls go on; or by
+    /// the caller, what waited on it run by the next call that needs it
+    /// done). One is in flight at most: the last is waited for first.
+    fn flush_behind(&mut self, by: Commits) -> device::Result<()> {
+        self.await_behind()?;
+        if let Some(sd) = &mut self.sd {
+            sd.seal();
+        }
+        self.stats.flushes += 1;
+        self.behind = match by {
+            Commits::Caller => {
+                self.dev.flush()?;
+                return self.behind_flushed();
+            }
+            Commits::Thread => {
+                let dev = Arc::clone(&self.dev);
+                let thread =
+                    std::thread::Builder::new().name("ffs-flusher".into()).spawn(move || dev.flush());
+                match thread {
+                    Ok(thread) => Behind::Thread(thread),
+                    // No thread to be had: the flush is the caller's.
+                    Err(_) => {
+                        self.dev.flush()?;
+                        return self.behind_flushed();
+                    }
+                }
+            }
+            Commits::Deferred => {
+                self.dev.flush()?;
+                Behind::Deferred
+            }
+        };
+        Ok(())
+    }
+
+    /// Waits for the flush in flight, then runs what waited on it.
+    fn await_behind(&mut self) -> device::Result<()> {
+        match std::mem::replace(&mut self.behind, Behind::Idle) {
+            Behind::Idle => return Ok(()),
+            Behind::Thread(thread) => thread.join().unwrap_or_else(|_| {
+                Err(DeviceError::Flush {
+                    device: self.dev.name().to_string(),
+                    source: std::io::Error::other("the flusher thread panicked"),
+                })
+            })?,
+            Behind::Deferred => {}
+        }
+        self.behind_flushed()
+    }
+
+    /// The flush in flight, if one is and it returned, done with (what
+    /// waited on it run, the checkpoint gone on). Called at each eviction,
+    /// and by the file system at each call.
+    pub fn poll_behind(&mut self) -> device::Result<()> {
+        match &self.behind {
+            Behind::Thread(thread) if thread.is_finished() => self.await_behind(),
+            _ => Ok(()),
+        }
+    }
+
+    /// A flush issued at the last seal returned: the work that waited on
+    /// the writes before it runs, and a checkpoint goes on.
+    fn behind_flushed(&mut self) -> device::Result<()> {
+        let waiting: Vec<u64> = self.rolled.drain().collect();
+        if let Some(mut sd) = self.sd.take() {
+            sd.sealed_flushed(self);
+            self.sd = Some(sd);
+        }
+        if self.rounds > 0 {
+            self.next_round(waiting)?;
+        }
+        Ok(())
+    }
+
+    /// A checkpoint's next round: the buffers held back written if they
+    /// can go now, and if some did and some still wait, another flush
+    /// behind them. What still waits once a round lets none go, or the
+    /// rounds are done, is written with its updates rolled back, so that
+    /// the first write-back after the next flush finds it ready.
+    fn next_round(&mut self, mut waiting: Vec<u64>) -> device::Result<()> {
+        self.rounds -= 1;
+        waiting.sort_unstable();
+        waiting.retain(|b| self.dirty.contains(b));
+        self.write_blocks(&waiting, Waiting::HoldBack)?;
+        if self.rolled.is_empty() {
+            self.rounds = 0;
+        } else if self.rounds == 0 || self.rolled.len() == waiting.len() {
+            self.rounds = 0;
+            let mut left: Vec<u64> = self.rolled.drain().collect();
+            left.sort_unstable();
+            self.write_blocks(&left, Waiting::RollBack)?;
+        } else {
+            self.flush_behind(self.rounds_by)?;
+        }
+        Ok(())
+    }
+
     /// Keeps the cache within its capacity: the least recently used
     /// buffers go, the dirty ones written first.
-    /// A buffer written with an update rolled back (`softdep`) stays,
-    /// passed over, until a flush lets it go out complete (the syncer's,
-    /// or one here once such buffers fill half the cache).
+    /// Under `softdep`, a buffer that cannot go complete is held back
+    /// (dirty, passed over) until a checkpoint lets it go (the syncer's
+    /// flush, or one here once such buffers fill half the cache).
     fn make_room(&mut self) -> device::Result<()> {
         if self.bufs.len() >= self.capacity_blocks && !self.retired.is_empty() {
             self.write_retired()?;
         }
-        if self.bufs.len() >= self.capacity_blocks && self.rolled.len() > self.capacity_blocks / 2 {
-            self.flush()?;
+        if self.sd.is_some() {
+            self.poll_behind()?;
+            if self.bufs.len() >= self.capacity_blocks && self.rolled.len() > self.capacity_blocks / 2 {
+                if matches!(self.behind, Behind::Idle) {
+                    // A checkpoint: what can go complete is written, and a
+                    // flush goes behind it while the calls go on.
+                    self.write_ready()?;
+                    self.start_rounds(self.flushes_by)?;
+                } else if self.rolled.len() > self.capacity_blocks * 3 / 4 {
+                    self.await_behind()?;
+                }
+            }
         }
         let mut passed = 0;
         while self.bufs.len() >= self.capacity_blocks {
@@ -490,7 +684,7 @@ impl Cache {
                     .copied()
                     .collect();
                 batch.sort_unstable();
-                self.write_blocks(&batch)?;
+                self.write_blocks(&batch, Waiting::HoldBack)?;
                 if self.is_dirty(&block) {
                     continue;
                 }

@@ -233,6 +233,9 @@ impl Core {
         const PASSES_MAX: usize = 256;
         let mut last = None;
         let mut rescanned = false;
+        if let Err(e) = self.stage_group_headers().and_then(|()| self.cache.checkpoint()) {
+            return Err(eio(self, e));
+        }
         for _ in 0..PASSES_MAX {
             if let Err(e) = self.stage_group_headers().and_then(|()| self.cache.write_back(true)) {
                 return Err(eio(self, e));

@@ -36,21 +36,28 @@ pub struct MountOptions {
     /// clock, or the virtual clock of the simulated disk beneath.
     pub clock: device::Clock,
     /// Under `log`: who writes the commits the syncer and full
-    /// transactions make (see [`Commits`]).
+    /// transactions make; under `softdep`, who issues the flushes of a
+    /// checkpoint the cache makes when buffers held back fill it (see
+    /// [`Commits`]).
     pub commits: Commits,
 }
 
-/// Under `log`, who writes a commit sealed under the lock.
+/// Under `log`, who writes a commit sealed under the lock; under
+/// `softdep`, who issues a checkpoint's flush (the writes before it
+/// sealed: only they count as durable when it returns).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Commits {
-    /// The mount's committer thread, while calls go on (the default).
+    /// The mount's committer thread (under `softdep`, a flusher thread per
+    /// flush), while calls go on (the default).
     #[default]
     Thread,
     /// The thread that sealed it, at once: the order of every write is the
     /// same from run to run (modeled disks).
     Caller,
     /// The thread that seals the next one, or a sync, whichever comes
-    /// first: calls go on between the seal and the commit as they do
+    /// first (under `softdep`, the flush is issued at once, and what
+    /// waited on it runs when a later call needs it done): calls go on
+    /// between the seal and the commit as they do
     /// beside the committer thread, in an order the same from run to run
     /// (crash enumeration of that interleaving).
     Deferred,
@@ -148,7 +155,13 @@ impl Ffs {
                 eio(&mut core, e);
             }
         }
-        // Under `softdep`, blocks and inodes an eviction's flush released.
+        // Under `softdep`, a checkpoint's flush done with, and the blocks
+        // and inodes a flush released.
+        if core.failed.is_none() {
+            if let Err(e) = core.cache.poll_behind() {
+                eio(&mut core, e);
+            }
+        }
         if core
             .cache
             .sd

@@ -134,25 +134,21 @@ pub struct Softdep {
     sb: Superblock,
     /// Events (allocations, frees, writes) in order.
     seq: u64,
-    /// When each bitmap block was last written, and when a write of it
-    /// was last made durable (the rules ask of bitmaps only; other blocks
-    /// are asked of while fresh, in `fresh_blocks`).
-    last_write: Ticks,
+    /// When a write of each bitmap block was last made durable (the rules
+    /// ask of bitmaps only; other blocks are asked of while fresh, in
+    /// `fresh_blocks`).
     last_durable: Ticks,
-    /// Metadata blocks written since the last flush.
-    since_flush: HashSet<u64>,
     /// What the disk holds, for metadata blocks that may differ from memory.
     durable: HashMap<u64, Shadow>,
-    /// What the writes since the last flush put there: a copy when it is
-    /// not what memory holds (or memory changed since).
-    inflight: HashMap<u64, Box<[u8]>>,
-    written_as_memory: HashSet<u64>,
+    /// The writes since the last flush was issued.
+    open: Epoch,
+    /// The writes a flush in flight covers (`seal`): durable once it
+    /// returns, while the writes after it wait for the next.
+    sealed: Option<Epoch>,
     kinds: HashMap<u64, Kind>,
-    /// Blocks allocated, not yet settled, and fresh blocks written since
-    /// the last flush (file data among them: no set or map is touched
-    /// per data block but these pages).
+    /// Blocks allocated, not yet settled (file data among them: no set or
+    /// map is touched per data block but these pages).
     fresh_blocks: Pages<FreshBlock>,
-    fresh_written: Vec<u64>,
     /// Inodes allocated, not yet settled: when.
     fresh_inodes: Ticks,
     /// Removals waiting, by the block whose copy on the disk they watch.
@@ -168,6 +164,48 @@ pub struct Softdep {
     pub stats: SoftdepStats,
     /// What the metadata writes since the last signature carried.
     written_digest: u64,
+}
+
+/// Writes between two flushes: what the flush after them makes durable.
+#[derive(Default)]
+struct Epoch {
+    /// Metadata blocks written.
+    written: HashSet<u64>,
+    /// What the last write of each put there: a copy when it is not what
+    /// memory holds (or memory changed since), else its number in
+    /// `as_memory`.
+    inflight: HashMap<u64, Box<[u8]>>,
+    as_memory: HashSet<u64>,
+    /// Bitmaps and fresh blocks written, with the event of each write.
+    bitmaps: Vec<(u64, u64)>,
+    fresh: Vec<(u64, u64)>,
+}
+
+impl Epoch {
+    fn forget(&mut self, block: u64) {
+        self.written.remove(&block);
+        self.inflight.remove(&block);
+        self.as_memory.remove(&block);
+    }
+
+    /// Memory is about to change `block`: a write of it that carried
+    /// memory keeps a copy (`current`). Whether one did.
+    fn keep_as_written(&mut self, block: u64, current: &[u8]) -> bool {
+        let kept = self.as_memory.remove(&block);
+        if kept {
+            self.inflight.insert(block, current.into());
+        }
+        kept
+    }
+
+    /// What the last write of `block` in this epoch carried: None when
+    /// none did; Some(None) when it was memory, unchanged since.
+    fn last_write(&self, block: u64) -> Option<Option<&[u8]>> {
+        if self.as_memory.contains(&block) {
+            return Some(None);
+        }
+        self.inflight.get(&block).map(|b| Some(&b[..]))
+    }
 }
 
 /// Blocks per page of [`Pages`].
@@ -360,15 +398,12 @@ impl Softdep {
         Softdep {
             sb,
             seq: 0,
-            last_write: Ticks::default(),
             last_durable: Ticks::default(),
-            since_flush: HashSet::default(),
             durable: HashMap::default(),
-            inflight: HashMap::default(),
-            written_as_memory: HashSet::default(),
+            open: Epoch::default(),
+            sealed: None,
             kinds: HashMap::default(),
             fresh_blocks: Pages::default(),
-            fresh_written: Vec::new(),
             fresh_inodes: Ticks::default(),
             removals: HashMap::default(),
             removal_count: 0,
@@ -408,17 +443,26 @@ impl Softdep {
     /// A metadata block is about to change: `current` is what it holds
     /// now, which the disk holds too unless a shadow says otherwise.
     pub fn before_change(&mut self, block: u64, current: &[u8]) {
-        if self.written_as_memory.remove(&block) {
-            self.inflight.insert(block, current.into());
-        } else if !self.durable.contains_key(&block) && !self.inflight.contains_key(&block) {
+        let sealed = self.sealed.as_mut().is_some_and(|e| e.keep_as_written(block, current));
+        if self.open.keep_as_written(block, current) || sealed {
+            return;
+        }
+        if !self.durable.contains_key(&block) && !self.in_flight(block) {
             self.durable.insert(block, Shadow::Bytes(current.into()));
         }
+    }
+
+    /// Whether a write of `block` not yet durable carried a copy other
+    /// than what memory holds.
+    fn in_flight(&self, block: u64) -> bool {
+        self.open.inflight.contains_key(&block)
+            || self.sealed.as_ref().is_some_and(|e| e.inflight.contains_key(&block))
     }
 
     /// A block newly allocated and zeroed: nothing on the disk names it,
     /// so the disk's copy counts as zeros.
     pub fn fresh(&mut self, block: u64) {
-        if !self.inflight.contains_key(&block) {
+        if !self.in_flight(block) {
             self.durable.insert(block, Shadow::Zeros);
         }
     }
@@ -517,11 +561,17 @@ impl Softdep {
         matches!(self.within_group(block), Some(1 | 2))
     }
 
+    /// Whether `block` was allocated and its contents not written since:
+    /// what points to it waits for a first write, rolled back or not.
+    pub fn unwritten_since_allocated(&self, block: u64) -> bool {
+        self.fresh_blocks.get(block).is_some_and(|f| f.written < f.allocated)
+    }
+
     /// A fresh block's contents were written (event `at`).
     fn fresh_written(&mut self, block: u64, at: u64) {
         if let Some(fresh) = self.fresh_blocks.get_mut(block) {
             fresh.written = at;
-            self.fresh_written.push(block);
+            self.open.fresh.push((block, at));
         }
     }
 
@@ -809,25 +859,23 @@ impl Softdep {
     /// Whether the last write of `block` carried the disk's image, made
     /// durable since (no write of it since the last flush).
     pub fn last_written_is_durable(&self, block: u64) -> bool {
-        self.durable.contains_key(&block)
-            && !self.written_as_memory.contains(&block)
-            && !self.inflight.contains_key(&block)
+        self.durable.contains_key(&block) && self.last_write(block).is_none()
+    }
+
+    /// What the last write of `block` not yet durable carried: None when
+    /// none is; Some(None) when it was memory, unchanged since.
+    fn last_write(&self, block: u64) -> Option<Option<&[u8]>> {
+        self.open.last_write(block).or_else(|| self.sealed.as_ref()?.last_write(block))
     }
 
     /// Whether the last write of `block` (flushed or not) carried `image`.
     pub fn last_written_is(&self, block: u64, image: &[u8]) -> bool {
-        if self.written_as_memory.contains(&block) {
-            return false;
-        }
-        match self
-            .inflight
-            .get(&block)
-            .map(|b| &b[..])
-            .or_else(|| self.durable.get(&block).map(Shadow::bytes))
-        {
-            Some(last) => last == image,
-            None => false,
-        }
+        let last = match self.last_write(block) {
+            Some(None) => return false,
+            Some(Some(last)) => Some(last),
+            None => self.durable.get(&block).map(Shadow::bytes),
+        };
+        last == Some(image)
     }
 
     /// Metadata `block` was written: with `rolled_back`, a copy holding
@@ -835,23 +883,23 @@ impl Softdep {
     pub fn written(&mut self, block: u64, rolled_back: Option<Vec<u8>>) {
         let at = self.tick();
         if self.is_bitmap(block) {
-            self.last_write.insert(block, at);
+            self.open.bitmaps.push((block, at));
         }
         self.fresh_written(block, at);
-        self.since_flush.insert(block);
+        self.open.written.insert(block);
         let digest = match rolled_back {
             Some(image) => {
                 self.stats.rollbacks += 1;
-                self.written_as_memory.remove(&block);
+                self.open.as_memory.remove(&block);
                 let digest = u64::from(crc32c::crc32c(&image));
-                self.inflight.insert(block, image.into_boxed_slice());
+                self.open.inflight.insert(block, image.into_boxed_slice());
                 digest
             }
             None => {
                 // What memory holds: copied only if memory changes before
                 // the flush (`before_change`).
-                self.inflight.remove(&block);
-                self.written_as_memory.insert(block);
+                self.open.inflight.remove(&block);
+                self.open.as_memory.insert(block);
                 1
             }
         };
@@ -870,23 +918,64 @@ impl Softdep {
     /// A flush made the writes before it durable: the shadows move on,
     /// and the work that waited on them runs.
     pub fn flushed(&mut self, blocks: &dyn Blocks) {
-        let flushed = std::mem::take(&mut self.since_flush);
-        for &block in &flushed {
-            if let Some(at) = self.last_write.get(block) {
+        self.seal();
+        self.sealed_flushed(blocks);
+    }
+
+    /// A flush is issued: the writes so far are what it makes durable
+    /// (`sealed_flushed` once it returns). One is in flight at most.
+    pub fn seal(&mut self) {
+        debug_assert!(self.sealed.is_none(), "one flush in flight at most");
+        let open = std::mem::take(&mut self.open);
+        match &mut self.sealed {
+            // Never so: the cache waits for one before it issues the next.
+            // Were it so, the two are merged, durable only once the flush
+            // issued now returns.
+            Some(sealed) => {
+                for block in open.written {
+                    sealed.forget(block);
+                    sealed.written.insert(block);
+                }
+                sealed.inflight.extend(open.inflight);
+                sealed.as_memory.extend(open.as_memory);
+                sealed.bitmaps.extend(open.bitmaps);
+                sealed.fresh.extend(open.fresh);
+            }
+            None => self.sealed = Some(open),
+        }
+    }
+
+    /// The flush issued at the last `seal` returned: what the writes
+    /// before it put there is on the disk (not what the writes after it
+    /// did), and the work that waited on them runs.
+    pub fn sealed_flushed(&mut self, blocks: &dyn Blocks) {
+        let Some(mut sealed) = self.sealed.take() else { return };
+        for (block, at) in sealed.bitmaps.drain(..) {
+            if self.last_durable.get(block).is_none_or(|d| d < at) {
                 self.last_durable.insert(block, at);
             }
-            if let Some(image) = self.inflight.remove(&block) {
-                self.durable.insert(block, Shadow::Bytes(image));
-            }
-            self.written_as_memory.remove(&block);
-            if !blocks.dirty(block) {
-                // Clean: the disk holds what memory does.
-                self.durable.remove(&block);
+        }
+        for &block in &sealed.written {
+            match sealed.inflight.remove(&block) {
+                // A copy: what the disk holds now, while memory differs or
+                // a write since may not have reached it.
+                Some(image) if blocks.dirty(block) || self.open.last_write(block).is_some() => {
+                    self.durable.insert(block, Shadow::Bytes(image));
+                }
+                // Memory, unchanged since (a change would have kept a
+                // copy; so the block is clean, and any write since carried
+                // memory too), or a clean block not written since: the
+                // disk holds what memory does.
+                _ => {
+                    self.durable.remove(&block);
+                }
             }
         }
-        for block in std::mem::take(&mut self.fresh_written) {
+        for (block, at) in sealed.fresh.drain(..) {
             if let Some(fresh) = self.fresh_blocks.get_mut(block) {
-                fresh.durable = fresh.written;
+                if fresh.allocated < at && fresh.durable < at {
+                    fresh.durable = at;
+                }
             }
         }
         let mut fresh_blocks = std::mem::take(&mut self.fresh_blocks);
@@ -895,7 +984,7 @@ impl Softdep {
         let mut fresh_inodes = std::mem::take(&mut self.fresh_inodes);
         fresh_inodes.remove_where(|ino, &at| self.durable_after(self.inode_bitmap(ino as u32), at));
         self.fresh_inodes = fresh_inodes;
-        self.run_worklist(blocks, Some(&flushed));
+        self.run_worklist(blocks, Some(&sealed.written));
     }
 
     /// Looks at all the work that waits, not only at what waits on the
@@ -1080,10 +1169,11 @@ impl Softdep {
     /// A block given back: nothing about it is kept.
     fn forget(&mut self, block: u64) {
         self.durable.remove(&block);
-        self.inflight.remove(&block);
-        self.written_as_memory.remove(&block);
+        self.open.forget(block);
+        if let Some(sealed) = &mut self.sealed {
+            sealed.forget(block);
+        }
         self.kinds.remove(&block);
-        self.since_flush.remove(&block);
     }
 }
 

@@ -68,6 +68,31 @@ fn a_wait_no_flush_looks_at_is_settled_by_the_sync() {
     assert!(core.cache.sd.as_ref().unwrap().idle());
 }
 
+/// A flush in flight covers the writes before its seal only: a bitmap
+/// written after the seal is not on the disk when that flush returns,
+/// and the inode it allocated is still held back until the next.
+#[test]
+fn a_write_after_the_seal_is_not_durable_when_the_sealed_flush_returns() {
+    let fs = fresh_softdep();
+    fs.sync().unwrap();
+    let a = fs.create(ROOT, OsStr::new("a"), Owner::root(0o644)).unwrap().ino as u32;
+    let mut core = fs.lock();
+    let (block, _) = core.sb.inode_place(a);
+    let bitmap = core.sb.group_start((a - 1) / core.sb.inodes_per_group) + 2;
+    let memory = core.cache.read(block).unwrap().to_vec();
+    let mut sd = core.cache.sd.take().unwrap();
+    sd.seal();
+    sd.written(bitmap, None);
+    sd.sealed_flushed(&core.cache);
+    let held = sd.image(&core.cache, block, &memory);
+    sd.seal();
+    sd.sealed_flushed(&core.cache);
+    let ready = sd.image(&core.cache, block, &memory);
+    core.cache.sd = Some(sd);
+    assert_ne!(held, Image::Memory, "the new inode written before its bit is on the disk");
+    assert_eq!(ready, Image::Memory, "the inode waits once its bit is flushed");
+}
+
 mod records {
     use proptest::prelude::*;
 

@@ -523,3 +523,71 @@ fn under_softdep_directories_removed_while_held_are_gone_after_unmount() {
     let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
     assert!(report.clean(), "{:?}", report.findings);
 }
+
+/// Twenty-four directories of twenty-four small files under `softdep`
+/// with a cache of 64 blocks: more new inodes and directory blocks than
+/// half of it holds, so that the cache checkpoints while the calls go on.
+/// Stops at the first call that fails.
+fn many_small_files(fs: &Ffs) -> Result<(), Errno> {
+    for d in 0..24 {
+        let dir = fs.mkdir(ROOT, OsStr::new(&format!("d{d}")), Owner::root(0o755))?;
+        for f in 0..24 {
+            let file = fs.create(dir.ino, OsStr::new(&format!("f{f}")), Owner::root(0o644))?;
+            fs.write(file.ino, 0, &small_file(d, f))?;
+            fs.forget(file.ino, 1);
+        }
+        fs.forget(dir.ino, 1);
+    }
+    Ok(())
+}
+
+fn small_file(d: usize, f: usize) -> Vec<u8> {
+    vec![(d * 24 + f) as u8; (d * 37 + f * 101) % 1_500 + 1]
+}
+
+fn small_cache_softdep(dev: &Arc<dyn Device>) -> Ffs {
+    let options = MountOptions { policy: Policy::Softdep, cache_bytes: 256 << 10, ..Default::default() };
+    Ffs::mount(Arc::clone(dev), &options).unwrap()
+}
+
+/// Checkpoints flushed on the flusher thread while the calls went on,
+/// before any sync; after the unmount every file is whole and fsck finds
+/// nothing.
+#[test]
+fn softdep_checkpoints_behind_the_calls_keep_every_file() {
+    let dev = fresh(32 << 20);
+    let fs = small_cache_softdep(&dev);
+    many_small_files(&fs).unwrap();
+    assert!(fs.cache_stats().flushes > 0, "the cache checkpointed before any sync");
+    fs.unmount().unwrap();
+    assert!(ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap().clean());
+    let fs = small_cache_softdep(&dev);
+    for d in 0..24 {
+        let dir = fs.lookup(ROOT, OsStr::new(&format!("d{d}"))).unwrap();
+        for f in 0..24 {
+            let file = fs.lookup(dir.ino, OsStr::new(&format!("f{f}"))).unwrap();
+            let want = small_file(d, f);
+            let mut got = vec![0u8; 2 * want.len()];
+            let n = fs.read(file.ino, 0, &mut got).unwrap();
+            assert_eq!(&got[..n], &want[..], "d{d}/f{f}");
+        }
+    }
+}
+
+/// A checkpoint's flush fails on the flusher thread: the failure reaches
+/// the calls after it (at the latest the sync, which waits for it), and
+/// the file system takes no more changes rather than retrying it.
+#[test]
+fn a_failed_flush_behind_the_calls_stops_the_file_system() {
+    let mem = fresh(32 << 20);
+    // The mount's superblock is flushed first; the first checkpoint's is
+    // next (the test above shows this workload checkpoints before any
+    // sync).
+    let fault = device::Fault::Nth { op: device::Op::Flush, n: 2 };
+    let dev: Arc<dyn Device> = Arc::new(device::FaultyDevice::new(mem, vec![fault]));
+    let fs = small_cache_softdep(&dev);
+    let _ = many_small_files(&fs);
+    assert!(fs.sync().is_err(), "the failed flush is reported");
+    let err = fs.create(ROOT, OsStr::new("late"), Owner::root(0o644)).unwrap_err();
+    assert_eq!(err, Errno::IO);
+}
