@@ -119,6 +119,8 @@ pub struct Cache {
     behind: Behind,
     rounds: usize,
     rounds_by: Commits,
+    /// Under `softdep`: shadows past this many start a checkpoint.
+    shadow_mark: usize,
 }
 
 impl Blocks for Cache {
@@ -167,6 +169,7 @@ impl Cache {
             behind: Behind::Idle,
             rounds: 0,
             rounds_by: Commits::Caller,
+            shadow_mark: capacity_blocks / 2,
         }
     }
 
@@ -356,6 +359,7 @@ impl Cache {
             sd.flushed(self);
             self.sd = Some(sd);
         }
+        self.rounds_done();
         Ok(())
     }
 
@@ -628,9 +632,9 @@ impl Cache {
         waiting.retain(|b| self.dirty.contains(b));
         self.write_blocks(&waiting, Waiting::HoldBack)?;
         if self.rolled.is_empty() {
-            self.rounds = 0;
+            self.rounds_done();
         } else if self.rounds == 0 || self.rolled.len() == waiting.len() {
-            self.rounds = 0;
+            self.rounds_done();
             let mut left: Vec<u64> = self.rolled.drain().collect();
             left.sort_unstable();
             self.write_blocks(&left, Waiting::RollBack)?;
@@ -638,6 +642,16 @@ impl Cache {
             self.flush_behind(self.rounds_by)?;
         }
         Ok(())
+    }
+
+    /// A checkpoint's rounds are over: the next comes when held-back
+    /// buffers fill half the cache again, or the shadows of changed
+    /// metadata grow by a quarter of it past what this one left (or past
+    /// half of it), whichever is first.
+    fn rounds_done(&mut self) {
+        self.rounds = 0;
+        let shadows = self.sd.as_ref().map_or(0, Softdep::shadows);
+        self.shadow_mark = (self.capacity_blocks / 2).max(shadows + self.capacity_blocks / 4);
     }
 
     /// Keeps the cache within its capacity: the least recently used
@@ -651,15 +665,24 @@ impl Cache {
         }
         if self.sd.is_some() {
             self.poll_behind()?;
-            if self.bufs.len() >= self.capacity_blocks && self.rolled.len() > self.capacity_blocks / 2 {
-                if matches!(self.behind, Behind::Idle) {
+            let full =
+                self.bufs.len() >= self.capacity_blocks && self.rolled.len() > self.capacity_blocks / 2;
+            let shadows = self.sd.as_ref().map_or(0, Softdep::shadows);
+            if matches!(self.behind, Behind::Idle) {
+                if full || shadows > self.shadow_mark {
                     // A checkpoint: what can go complete is written, and a
-                    // flush goes behind it while the calls go on.
+                    // flush goes behind it while the calls go on. Held-back
+                    // buffers filling the cache, or shadows the memory
+                    // (a removal writes little and changes much).
                     self.write_ready()?;
                     self.start_rounds(self.flushes_by)?;
-                } else if self.rolled.len() > self.capacity_blocks * 3 / 4 {
-                    self.await_behind()?;
                 }
+            } else if (full && self.rolled.len() > self.capacity_blocks * 3 / 4)
+                || shadows > self.shadow_mark + self.capacity_blocks / 2
+            {
+                // The flush in flight is waited for rather than the cache
+                // (or the memory) overrun.
+                self.await_behind()?;
             }
         }
         let mut passed = 0;

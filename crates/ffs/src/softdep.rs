@@ -422,6 +422,11 @@ impl Softdep {
         self.seq
     }
 
+    /// Metadata blocks whose disk image is kept apart from memory.
+    pub fn shadows(&self) -> usize {
+        self.durable.len()
+    }
+
     /// Nothing waits: no removal, no freed block or inode held back.
     pub fn idle(&self) -> bool {
         self.removals.is_empty() && self.held.is_empty() && self.held_inodes.is_empty()

@@ -93,6 +93,43 @@ fn a_write_after_the_seal_is_not_durable_when_the_sealed_flush_returns() {
     assert_eq!(ready, Image::Memory, "the inode waits once its bit is flushed");
 }
 
+/// Changing many inodes, as a removal does, changes more metadata blocks
+/// than the cache holds while nothing is held back: the cache
+/// checkpoints once the disk's images it keeps apart pass half of it, so
+/// they stay bounded (not one per block changed since the last sync).
+#[test]
+fn changing_many_inodes_checkpoints_before_the_shadows_outgrow_the_cache() {
+    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(128 << 20).unwrap());
+    mkfs(&dev, &MkfsOptions::default()).unwrap();
+    // Deferred: the flush issued at once, done with by the call that
+    // needs it; the same from run to run, as a flusher thread is not.
+    let options = MountOptions {
+        policy: Policy::Softdep,
+        cache_bytes: 256 << 10,
+        commits: crate::Commits::Deferred,
+        ..Default::default()
+    };
+    let fs = Ffs::mount(dev, &options).unwrap();
+    let mut files = Vec::new();
+    for d in 0..80 {
+        let dir = fs.mkdir(ROOT, OsStr::new(&format!("d{d}")), Owner::root(0o755)).unwrap().ino;
+        for f in 0..100 {
+            files.push(fs.create(dir, OsStr::new(&format!("f{f}")), Owner::root(0o644)).unwrap().ino);
+        }
+    }
+    fs.sync().unwrap();
+    let mut most = 0;
+    for &file in &files {
+        fs.setattr(file, &fsapi::SetAttr { perm: Some(0o600), ..Default::default() }).unwrap();
+        most = most.max(fs.lock().cache.sd.as_ref().unwrap().shadows());
+    }
+    // 64 buffers: a checkpoint at 32 shadows, its flush waited for past
+    // 64; shadows of buffers dirty since (a cache's worth at most) and of
+    // writes not yet flushed stay. Without these checkpoints, over 500.
+    assert!(most <= 2 * 64, "{most} shadows");
+    fs.sync().unwrap();
+}
+
 mod records {
     use proptest::prelude::*;
 
