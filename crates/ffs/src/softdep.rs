@@ -45,6 +45,11 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
 
+mod held;
+
+use held::Held;
+pub use held::Wait;
+
 use crate::format::{
     all_zero, pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, RecordRef, Superblock, BLOCK_BYTES,
     DIRECT_POINTERS, DIR_CHUNK_BYTES, DT_DIR, INLINE_SYMLINK_BYTES, INODES_PER_BLOCK, INODE_BYTES,
@@ -57,16 +62,6 @@ use crate::format::{
 pub enum Kind {
     Dir,
     Indirect,
-}
-
-/// Where a freed block may still be pointed to from, on the disk: it is
-/// handed out again only once no such copy points to it (rule 5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wait {
-    /// Inode `ino` as the disk holds it (its direct and indirect slots).
-    Inode(u32),
-    /// Indirect block `block` as the disk holds it.
-    Indirect(u64),
 }
 
 /// What a removed link waits for before its inode's count may drop on
@@ -87,14 +82,6 @@ struct Removal {
     ino: u32,
     weight: u32,
     gone: Gone,
-}
-
-/// Freed blocks waiting for the disk's copies in `waits` to stop
-/// pointing to them; `blocks` sorted (a file's few blocks: searched, not
-/// hashed, which costs a set's allocation per freed file).
-struct Held {
-    blocks: Vec<u32>,
-    waits: Vec<Wait>,
 }
 
 /// What a metadata block's write may carry.
@@ -156,8 +143,11 @@ pub struct Softdep {
     removal_count: usize,
     /// Links removed in memory, not yet on the disk, by inode.
     pending: Pages<u32>,
-    held: Vec<Held>,
-    held_inodes: Vec<(u32, bool)>,
+    held: Held,
+    /// Freed inodes held until their slot is free on the disk, by the
+    /// block they are in.
+    held_inodes: HashMap<u64, Vec<(u32, bool)>>,
+    held_inode_count: usize,
     /// Released, for the file system to clear in its bitmaps.
     pub released_blocks: Vec<u32>,
     pub released_inodes: Vec<(u32, bool)>,
@@ -408,8 +398,9 @@ impl Softdep {
             removals: HashMap::default(),
             removal_count: 0,
             pending: Pages::default(),
-            held: Vec::new(),
-            held_inodes: Vec::new(),
+            held: Held::default(),
+            held_inodes: HashMap::default(),
+            held_inode_count: 0,
             released_blocks: Vec::new(),
             released_inodes: Vec::new(),
             stats: SoftdepStats::default(),
@@ -429,7 +420,7 @@ impl Softdep {
 
     /// Nothing waits: no removal, no freed block or inode held back.
     pub fn idle(&self) -> bool {
-        self.removals.is_empty() && self.held.is_empty() && self.held_inodes.is_empty()
+        self.removals.is_empty() && self.held.is_empty() && self.held_inode_count == 0
     }
 
     /// What is still waiting, to tell whether a write-back pass moved
@@ -438,7 +429,7 @@ impl Softdep {
         [
             self.removal_count as u64,
             self.held.len() as u64,
-            self.held_inodes.len() as u64,
+            self.held_inode_count as u64,
             self.fresh_blocks.len() as u64,
             self.fresh_inodes.len() as u64,
             std::mem::take(&mut self.written_digest),
@@ -505,7 +496,8 @@ impl Softdep {
         }
         let mut blocks = blocks;
         blocks.sort_unstable();
-        self.held.push(Held { blocks, waits });
+        let at: Vec<u64> = waits.iter().map(|w| self.wait_block(*w)).collect();
+        self.held.hold(blocks, waits, &at);
     }
 
     /// An inode freed in memory: its bit stays set until its slot is free
@@ -513,7 +505,9 @@ impl Softdep {
     pub fn hold_inode(&mut self, ino: u32, dir: bool) {
         self.tick();
         self.fresh_inodes.remove(u64::from(ino));
-        self.held_inodes.push((ino, dir));
+        let block = self.sb.inode_place(ino).0;
+        self.held_inodes.entry(block).or_default().push((ino, dir));
+        self.held_inode_count += 1;
     }
 
     /// A link of `ino` removed in memory (`weight` of its count).
@@ -1055,68 +1049,52 @@ impl Softdep {
         // block released is no longer waited on (it is unreachable, and
         // so is what it points to).
         let mut all_released: HashSet<u64> = HashSet::default();
-        let mut first = true;
-        let mut freed_now: Vec<u32> = Vec::new();
-        loop {
-            // Compacted in place, in order: the groups still waiting first.
-            let mut held = std::mem::take(&mut self.held);
-            let mut kept = 0;
-            for i in 0..held.len() {
-                let h = &held[i];
-                // A group whose waits were cut by the last round's releases
-                // is looked at again whatever was flushed.
-                let look = !first
-                    || changed.is_none_or(|c| h.waits.iter().any(|w| c.contains(&self.wait_block(*w))))
-                    || h.waits.is_empty();
-                let done = look && h.waits.iter().all(|w| !self.points_into(blocks, *w, &h.blocks));
-                if done {
-                    freed_now.extend(&h.blocks);
-                    self.stats.released_blocks += h.blocks.len() as u64;
-                    self.released_blocks.extend(&h.blocks);
-                } else {
-                    held.swap(kept, i);
-                    kept += 1;
-                }
-            }
-            held.truncate(kept);
-            self.held = held;
-            // What the released blocks end: removals watching a directory
-            // block released, and waits on an indirect block released.
-            // Most are file data, which neither names: the sets are made
-            // of the blocks something waits on only.
-            let indirect_waits: HashSet<u64> = (self.held.iter())
-                .flat_map(|h| h.waits.iter())
-                .filter_map(|w| match w {
-                    Wait::Indirect(block) => Some(*block),
-                    Wait::Inode(_) => None,
-                })
-                .collect();
+        let mut look = self.held.waiting_on(changed);
+        while !look.is_empty() {
             let mut released: HashSet<u64> = HashSet::default();
-            for b in freed_now.drain(..).map(u64::from) {
-                if self.removals.contains_key(&b) {
-                    all_released.insert(b);
+            for slot in look {
+                let Some(h) = self.held.get(slot) else { continue };
+                if h.waits.iter().any(|w| self.points_into(blocks, *w, &h.blocks)) {
+                    continue;
                 }
-                if indirect_waits.contains(&b) {
-                    released.insert(b);
+                let Some(h) = self.held.release(slot) else { continue };
+                self.stats.released_blocks += h.blocks.len() as u64;
+                self.released_blocks.extend(&h.blocks);
+                // What the released blocks end: removals watching a
+                // directory block released, and waits on an indirect
+                // block released. Most are file data, which neither names.
+                for b in h.blocks.into_iter().map(u64::from) {
+                    if self.removals.contains_key(&b) {
+                        all_released.insert(b);
+                    }
+                    if self.held.waited_on(b) {
+                        released.insert(b);
+                    }
+                    self.forget(b);
                 }
-                self.forget(b);
             }
-            if released.is_empty() {
-                break;
-            }
-            first = false;
-            for h in &mut self.held {
-                h.waits.retain(|w| !matches!(w, Wait::Indirect(block) if released.contains(block)));
-            }
+            // A group whose waits were cut is looked at again whatever
+            // was flushed.
+            look = self.held.cut(&released);
         }
-        let held = std::mem::take(&mut self.held_inodes);
-        for (ino, dir) in held {
-            let look = changed.is_none_or(|c| c.contains(&self.sb.inode_place(ino).0));
-            if look && self.inode_gone(blocks, ino) {
-                self.stats.released_inodes += 1;
-                self.released_inodes.push((ino, dir));
-            } else {
-                self.held_inodes.push((ino, dir));
+        let inode_blocks: Vec<u64> = match changed {
+            None => self.held_inodes.keys().copied().collect(),
+            Some(c) => c.iter().filter(|b| self.held_inodes.contains_key(b)).copied().collect(),
+        };
+        for block in inode_blocks {
+            let Some(held) = self.held_inodes.remove(&block) else { continue };
+            let mut left = Vec::new();
+            for (ino, dir) in held {
+                if self.inode_gone(blocks, ino) {
+                    self.stats.released_inodes += 1;
+                    self.held_inode_count -= 1;
+                    self.released_inodes.push((ino, dir));
+                } else {
+                    left.push((ino, dir));
+                }
+            }
+            if !left.is_empty() {
+                self.held_inodes.insert(block, left);
             }
         }
         // Entries in directory blocks just released are gone with them.
