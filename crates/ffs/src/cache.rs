@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use device::{AlignedBuf, Clock, Device, DeviceError};
 
+use crate::commits::Commits;
 use crate::format::BLOCK_BYTES;
 use crate::softdep::{Blocks, Image, Kind, Softdep};
-use crate::Commits;
 
 /// Dirty buffers written together when an eviction finds a dirty one.
 const EVICT_BATCH_BLOCKS: usize = 1024;

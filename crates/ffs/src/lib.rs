@@ -13,6 +13,7 @@
 mod alloc;
 mod bmap;
 mod cache;
+mod commits;
 mod core;
 mod dir;
 pub mod format;
@@ -26,10 +27,11 @@ mod wapbl;
 use std::sync::Arc;
 
 pub use cache::CacheStats;
+pub use commits::Commits;
 pub use format::Policy;
 pub use mkfs::{geometry, mkfs, MkfsOptions};
 pub use mount::{read_superblock, Unmounted};
-pub use ops::{Commits, Ffs, MountOptions};
+pub use ops::{Ffs, MountOptions};
 pub use softdep::SoftdepStats;
 pub use wapbl::replay as replay_log;
 

@@ -14,6 +14,7 @@ use fsapi::{
     check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs, Time,
 };
 
+use crate::commits::Commits;
 use crate::core::{eio, Core};
 use crate::format::*;
 use crate::softdep::{Gone, Wait};
@@ -40,27 +41,6 @@ pub struct MountOptions {
     /// checkpoint the cache makes when buffers held back fill it (see
     /// [`Commits`]).
     pub commits: Commits,
-}
-
-/// Under `log`, who writes a commit sealed under the lock; under
-/// `softdep`, who issues a checkpoint's flush (the writes before it
-/// sealed: only they count as durable when it returns).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Commits {
-    /// The mount's committer thread (under `softdep`, a flusher thread per
-    /// flush), while calls go on (the default).
-    #[default]
-    Thread,
-    /// The thread that sealed it, at once: the order of every write is the
-    /// same from run to run (modeled disks).
-    Caller,
-    /// The thread that seals the next one, or a sync, whichever comes
-    /// first (under `softdep`, the flush is issued at once, and what
-    /// waited on it runs when a later call needs it done): calls go on
-    /// between the seal and the commit as they do
-    /// beside the committer thread, in an order the same from run to run
-    /// (crash enumeration of that interleaving).
-    Deferred,
 }
 
 impl Default for MountOptions {
