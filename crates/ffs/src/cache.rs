@@ -644,6 +644,18 @@ impl Cache {
         Ok(())
     }
 
+    /// What an eviction does with a block that cannot go complete: held
+    /// back for a checkpoint's flush behind the calls; when the caller
+    /// flushes (a modeled disk), rolled back as the syncer would have it
+    /// (held back, it waits for the syncer's pass of blocks 30 s dirty:
+    /// softdep's modeled tar took 5:54.29 so, 5:27.21 rolled back).
+    fn evicting(&self) -> Waiting {
+        match self.flushes_by {
+            Commits::Caller => Waiting::RollBack,
+            Commits::Thread | Commits::Deferred => Waiting::HoldBack,
+        }
+    }
+
     /// A checkpoint's rounds are over: the next comes when held-back
     /// buffers fill half the cache again, or the shadows of changed
     /// metadata grow by a quarter of it past what this one left (or past
@@ -707,7 +719,7 @@ impl Cache {
                     .copied()
                     .collect();
                 batch.sort_unstable();
-                self.write_blocks(&batch, Waiting::HoldBack)?;
+                self.write_blocks(&batch, self.evicting())?;
                 if self.is_dirty(&block) {
                     continue;
                 }
