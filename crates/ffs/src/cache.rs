@@ -556,27 +556,23 @@ impl Cache {
             sd.seal();
         }
         self.stats.flushes += 1;
-        self.behind = match by {
-            Commits::Caller => {
-                self.dev.flush()?;
-                return self.behind_flushed();
-            }
+        let thread = match by {
             Commits::Thread => {
                 let dev = Arc::clone(&self.dev);
-                let thread =
-                    std::thread::Builder::new().name("ffs-flusher".into()).spawn(move || dev.flush());
-                match thread {
-                    Ok(thread) => Behind::Thread(thread),
-                    // No thread to be had: the flush is the caller's.
-                    Err(_) => {
-                        self.dev.flush()?;
-                        return self.behind_flushed();
-                    }
-                }
+                std::thread::Builder::new().name("ffs-flusher".into()).spawn(move || dev.flush()).ok()
             }
-            Commits::Deferred => {
+            Commits::Caller | Commits::Deferred => None,
+        };
+        self.behind = match (thread, by) {
+            (Some(thread), _) => Behind::Thread(thread),
+            (None, Commits::Deferred) => {
                 self.dev.flush()?;
                 Behind::Deferred
+            }
+            // The caller's (or no thread to be had): done at once.
+            (None, _) => {
+                self.dev.flush()?;
+                return self.behind_flushed();
             }
         };
         Ok(())

@@ -925,22 +925,11 @@ impl Softdep {
     /// (`sealed_flushed` once it returns). One is in flight at most.
     pub fn seal(&mut self) {
         debug_assert!(self.sealed.is_none(), "one flush in flight at most");
-        let open = std::mem::take(&mut self.open);
-        match &mut self.sealed {
-            // Never so: the cache waits for one before it issues the next.
-            // Were it so, the two are merged, durable only once the flush
-            // issued now returns.
-            Some(sealed) => {
-                for block in open.written {
-                    sealed.forget(block);
-                    sealed.written.insert(block);
-                }
-                sealed.inflight.extend(open.inflight);
-                sealed.as_memory.extend(open.as_memory);
-                sealed.bitmaps.extend(open.bitmaps);
-                sealed.fresh.extend(open.fresh);
-            }
-            None => self.sealed = Some(open),
+        // Never so: the cache waits for one before it issues the next.
+        // Were it so, the writes since stay open: they count as durable
+        // only after a later seal's flush, never too early.
+        if self.sealed.is_none() {
+            self.sealed = Some(std::mem::take(&mut self.open));
         }
     }
 
