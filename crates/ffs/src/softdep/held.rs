@@ -79,8 +79,12 @@ impl Held {
             None => slots.extend((0..self.groups.len()).filter(|&s| self.groups[s].is_some())),
             Some(changed) => {
                 for block in changed {
-                    if let Some(listed) = self.listed(*block) {
-                        slots.extend(listed);
+                    let Some(listed) = self.by_block.get_mut(block) else { continue };
+                    // Pruned of the released slots as it is read.
+                    listed.retain(|&s| self.groups[s].is_some());
+                    slots.extend_from_slice(listed);
+                    if listed.is_empty() {
+                        self.by_block.remove(block);
                     }
                 }
             }
@@ -88,18 +92,6 @@ impl Held {
         slots.sort_unstable();
         slots.dedup();
         slots
-    }
-
-    /// The live slots listed under `block`, the list pruned of the
-    /// released ones.
-    fn listed(&mut self, block: u64) -> Option<Vec<usize>> {
-        let slots = self.by_block.get_mut(&block)?;
-        slots.retain(|&s| self.groups[s].is_some());
-        if slots.is_empty() {
-            self.by_block.remove(&block);
-            return None;
-        }
-        Some(slots.clone())
     }
 
     pub fn get(&self, slot: usize) -> Option<&Group> {
