@@ -6,7 +6,7 @@
 use fsapi::Errno;
 
 use crate::core::{eio, Core};
-use crate::softdep::{Kind, Wait};
+use crate::softdep::Wait;
 
 /// Bitmap blocks of a group: blocks at +1, inodes at +2.
 const BLOCK_BITMAP: u64 = 1;
@@ -129,7 +129,7 @@ impl Core {
                     let floor = rotor_of(&mut self.rotors, map_block, map, limit);
                     let freed = &self.log.freed;
                     find_clear(map, from, limit, floor, |i| {
-                        freed.get(&((start + u64::from(i)) as u32)).is_some_and(|t| *t > durable)
+                        freed.waits((start + u64::from(i)) as u32, durable)
                     })
                 }
                 Err(e) => return Err(eio(self, e)),
@@ -149,23 +149,21 @@ impl Core {
     /// Under `softdep` they stay taken until `waits` hold (the pointers
     /// gone from the disk too); the other policies order their own writes.
     pub fn free_blocks(&mut self, blocks: Vec<u32>, waits: Vec<Wait>) -> Result<(), Errno> {
-        if let Some(sd) = &self.cache.sd {
+        if let Some(sd) = &mut self.cache.sd {
             // A directory block is written once more before its buffer
             // goes: the removals in it are what the link counts of the
             // inodes it named wait for (it is given back with the rest once
             // nothing on the disk points to it).
-            let (dirs, drop): (Vec<u64>, Vec<u64>) =
-                blocks.iter().map(|&b| u64::from(b)).partition(|&b| sd.kind(b) == Some(Kind::Dir));
-            for b in drop {
-                self.cache.discard(b);
+            let dirs = sd.hold_blocks(blocks.clone(), waits);
+            for b in blocks.into_iter().map(u64::from) {
+                if !dirs.contains(&b) {
+                    self.cache.discard(b);
+                }
             }
             for b in dirs {
                 if let Err(e) = self.cache.retire(b) {
                     return Err(eio(self, e));
                 }
-            }
-            if let Some(sd) = &mut self.cache.sd {
-                sd.hold_blocks(blocks, waits);
             }
             return Ok(());
         }
@@ -173,23 +171,29 @@ impl Core {
     }
 
     /// Returns `blocks` to their groups' free maps, each map changed once
-    /// for all of its blocks (sorted here).
+    /// for all of its blocks (sorted here), their buffers dropped.
     pub fn free_blocks_now(&mut self, mut blocks: Vec<u32>) -> Result<(), Errno> {
+        for &block in &blocks {
+            self.cache.discard(u64::from(block));
+        }
+        self.clear_block_bits(&mut blocks)
+    }
+
+    /// Clears the bits of `blocks` (sorted here) in their groups' free
+    /// maps.
+    fn clear_block_bits(&mut self, blocks: &mut [u32]) -> Result<(), Errno> {
         blocks.sort_unstable();
         let (first, per_group) = (self.sb.first_group_block, u64::from(self.sb.blocks_per_group));
         let group_of = |b: u32| ((u64::from(b) - first) / per_group) as u32;
         for run in blocks.chunk_by(|&a, &b| group_of(a) == group_of(b)) {
             let g = group_of(run[0]);
             let start = self.sb.group_start(g);
-            for &block in run {
-                self.cache.discard(u64::from(block));
-            }
             let bits: Vec<u32> = run.iter().map(|&b| (u64::from(b) - start) as u32).collect();
             let mut was_set = Vec::new();
             let freed = self.clear_bits(start + BLOCK_BITMAP, &bits, |k| was_set.push(run[k]))?;
             if self.policy == crate::Policy::Log {
                 for block in was_set {
-                    self.log.freed.insert(block, crate::core::OPEN);
+                    self.log.freed.freed(block);
                 }
             }
             if freed > 0 {
@@ -310,9 +314,21 @@ impl Core {
     /// dependencies released (their pointers are gone from the disk).
     pub fn apply_released(&mut self) -> Result<(), Errno> {
         let Some(sd) = &mut self.cache.sd else { return Ok(()) };
-        let blocks = std::mem::take(&mut sd.released_blocks);
+        let mut blocks = std::mem::take(&mut sd.released_blocks);
+        let meta = std::mem::take(&mut sd.released_meta);
         let mut inodes = std::mem::take(&mut sd.released_inodes);
-        self.free_blocks_now(blocks)?;
+        // File data left the cache when it was freed, and nothing loads a
+        // held block; a directory block retired may linger.
+        for block in meta {
+            self.cache.discard(u64::from(block));
+        }
+        self.clear_block_bits(&mut blocks)?;
+        // The list's room kept for the next release (hundreds of
+        // thousands of blocks when trees are removed).
+        blocks.clear();
+        if let Some(sd) = self.cache.sd.as_mut().filter(|sd| sd.released_blocks.is_empty()) {
+            sd.released_blocks = blocks;
+        }
         self.clear_inode_bits(&mut inodes)
     }
 

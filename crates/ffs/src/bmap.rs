@@ -192,8 +192,13 @@ impl Core {
             };
             if empty {
                 freed.blocks.push(p);
-                self.set(block, i, 0)?;
-                changed = true;
+                // Freed whole (`first` 0), this block keeps its pointers:
+                // nothing reaches it once its own pointer goes, and it is
+                // zeroed when handed out again (`new_block`).
+                if first != 0 {
+                    self.set(block, i, 0)?;
+                    changed = true;
+                }
             }
         }
         if first == 0 {

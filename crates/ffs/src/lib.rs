@@ -21,6 +21,7 @@ pub mod fsck;
 mod mkfs;
 mod mount;
 mod ops;
+mod pages;
 mod softdep;
 mod wapbl;
 

@@ -352,7 +352,7 @@ mod tests {
         fs.forget(a.ino, 1);
         let log = fs.log.clone().unwrap();
         let mut core = fs.lock();
-        let freed: Vec<u32> = core.log.freed.keys().copied().collect();
+        let freed: Vec<u32> = core.log.freed.blocks();
         assert!(freed.len() >= 16, "the file's blocks were freed");
         let (wake, _nobody) = std::sync::mpsc::channel();
         core.log.committer = Some(wake);

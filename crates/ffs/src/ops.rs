@@ -476,12 +476,15 @@ impl FileSystem for Ffs {
             inode.inline_target = target;
             return make(&mut core, parent, name, inode, None);
         }
-        let fill = move |core: &mut Core, block: u32, _: u32| match core.cache.fresh(u64::from(block)) {
-            Ok(bytes) => {
-                bytes[..target.len()].copy_from_slice(&target);
-                Ok(())
+        let fill = move |core: &mut Core, block: u32, _: u32| {
+            core.cache.set_kind(u64::from(block), crate::softdep::Kind::Symlink);
+            match core.cache.fresh(u64::from(block)) {
+                Ok(bytes) => {
+                    bytes[..target.len()].copy_from_slice(&target);
+                    Ok(())
+                }
+                Err(e) => Err(eio(core, e)),
             }
-            Err(e) => Err(eio(core, e)),
         };
         make(&mut core, parent, name, inode, Some(&fill))
     }

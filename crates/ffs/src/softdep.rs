@@ -55,6 +55,7 @@ use crate::format::{
     DIRECT_POINTERS, DIR_CHUNK_BYTES, DT_DIR, INLINE_SYMLINK_BYTES, INODES_PER_BLOCK, INODE_BYTES,
     POINTERS_PER_BLOCK, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG,
 };
+use crate::pages::Pages;
 
 /// What a metadata block that is not an inode block holds (inode blocks
 /// are known by their place).
@@ -62,6 +63,9 @@ use crate::format::{
 pub enum Kind {
     Dir,
     Indirect,
+    /// A long symbolic link's target: written whole when made, never
+    /// changed.
+    Symlink,
 }
 
 /// What a removed link waits for before its inode's count may drop on
@@ -132,6 +136,7 @@ pub struct Softdep {
     /// The writes a flush in flight covers (`seal`): durable once it
     /// returns, while the writes after it wait for the next.
     sealed: Option<Epoch>,
+    spare: Spare,
     kinds: HashMap<u64, Kind>,
     /// Blocks allocated, not yet settled (file data among them: no set or
     /// map is touched per data block but these pages).
@@ -148,8 +153,10 @@ pub struct Softdep {
     /// block they are in.
     held_inodes: HashMap<u64, Vec<(u32, bool)>>,
     held_inode_count: usize,
-    /// Released, for the file system to clear in its bitmaps.
+    /// Released, for the file system to clear in its bitmaps (and, of
+    /// `released_meta`, in its cache: file data left it when freed).
     pub released_blocks: Vec<u32>,
+    pub released_meta: Vec<u32>,
     pub released_inodes: Vec<(u32, bool)>,
     pub stats: SoftdepStats,
     /// What the metadata writes since the last signature carried.
@@ -172,18 +179,19 @@ struct Epoch {
 }
 
 impl Epoch {
-    fn forget(&mut self, block: u64) {
+    fn forget(&mut self, block: u64, spare: &mut Spare) {
         self.written.remove(&block);
-        self.inflight.remove(&block);
+        spare.keep(self.inflight.remove(&block));
         self.as_memory.remove(&block);
     }
 
     /// Memory is about to change `block`: a write of it that carried
     /// memory keeps a copy (`current`). Whether one did.
-    fn keep_as_written(&mut self, block: u64, current: &[u8]) -> bool {
+    fn keep_as_written(&mut self, block: u64, current: &[u8], spare: &mut Spare) -> bool {
         let kept = self.as_memory.remove(&block);
         if kept {
-            self.inflight.insert(block, current.into());
+            let copy = spare.copy_of(current);
+            spare.keep(self.inflight.insert(block, copy));
         }
         kept
     }
@@ -198,88 +206,37 @@ impl Epoch {
     }
 }
 
-/// Blocks per page of [`Pages`].
-const PAGE_BLOCKS: u64 = 1024;
+/// Block-sized buffers kept for the next copy: a shadow or a write's
+/// copy dropped (most once a flush makes a block durable) is the next
+/// one made, so that the copies of a long run cost neither the allocator
+/// nor fresh pages (removing glibc ten times makes over 100,000).
+#[derive(Default)]
+struct Spare(Vec<Box<[u8]>>);
 
-/// A value per block (the default is none), kept in pages of neighbours:
-/// the blocks a run of allocations or one write-back touches are looked
-/// up in few places, where a map of millions of blocks would miss the
-/// processor's cache at every one.
-struct Pages<T> {
-    pages: HashMap<u64, Page<T>>,
-    len: usize,
-}
+/// Buffers [`Spare`] keeps at most (4 MiB).
+const SPARE_MAX: usize = 1024;
 
-struct Page<T> {
-    slots: Box<[T]>,
-    used: usize,
-}
-
-impl<T> Default for Pages<T> {
-    fn default() -> Self {
-        Pages { pages: HashMap::default(), len: 0 }
-    }
-}
-
-impl<T: Copy + Default + PartialEq> Pages<T> {
-    fn get(&self, block: u64) -> Option<T> {
-        let page = self.pages.get(&(block / PAGE_BLOCKS))?;
-        Some(page.slots[(block % PAGE_BLOCKS) as usize]).filter(|t| *t != T::default())
-    }
-
-    /// The value of `block`, to change (to another value than none: use
-    /// `remove` for that); None when it has none.
-    fn get_mut(&mut self, block: u64) -> Option<&mut T> {
-        let page = self.pages.get_mut(&(block / PAGE_BLOCKS))?;
-        Some(&mut page.slots[(block % PAGE_BLOCKS) as usize]).filter(|t| **t != T::default())
-    }
-
-    fn insert(&mut self, block: u64, value: T) {
-        debug_assert!(value != T::default(), "the default value is none");
-        let page = self.pages.entry(block / PAGE_BLOCKS).or_insert_with(|| Page {
-            slots: vec![T::default(); PAGE_BLOCKS as usize].into_boxed_slice(),
-            used: 0,
-        });
-        let slot = &mut page.slots[(block % PAGE_BLOCKS) as usize];
-        if *slot == T::default() {
-            page.used += 1;
-            self.len += 1;
-        }
-        *slot = value;
-    }
-
-    fn remove(&mut self, block: u64) {
-        let key = block / PAGE_BLOCKS;
-        let Some(page) = self.pages.get_mut(&key) else { return };
-        let slot = &mut page.slots[(block % PAGE_BLOCKS) as usize];
-        if *slot != T::default() {
-            *slot = T::default();
-            page.used -= 1;
-            self.len -= 1;
-            if page.used == 0 {
-                self.pages.remove(&key);
+impl Spare {
+    fn copy_of(&mut self, bytes: &[u8]) -> Box<[u8]> {
+        match self.0.pop() {
+            Some(mut buf) if buf.len() == bytes.len() => {
+                buf.copy_from_slice(bytes);
+                buf
             }
+            _ => bytes.into(),
         }
     }
 
-    fn len(&self) -> usize {
-        self.len
+    fn keep(&mut self, buf: Option<Box<[u8]>>) {
+        if let Some(buf) = buf.filter(|b| b.len() == BLOCK_BYTES && self.0.len() < SPARE_MAX) {
+            self.0.push(buf);
+        }
     }
 
-    /// Removes every block whose value `done` says is done with.
-    fn remove_where(&mut self, mut done: impl FnMut(u64, &T) -> bool) {
-        let mut removed = 0;
-        self.pages.retain(|&key, page| {
-            for (i, slot) in page.slots.iter_mut().enumerate() {
-                if *slot != T::default() && done(key * PAGE_BLOCKS + i as u64, slot) {
-                    *slot = T::default();
-                    page.used -= 1;
-                    removed += 1;
-                }
-            }
-            page.used > 0
-        });
-        self.len -= removed;
+    fn keep_shadow(&mut self, shadow: Option<Shadow>) {
+        if let Some(Shadow::Bytes(buf)) = shadow {
+            self.keep(Some(buf));
+        }
     }
 }
 
@@ -392,6 +349,7 @@ impl Softdep {
             durable: HashMap::default(),
             open: Epoch::default(),
             sealed: None,
+            spare: Spare::default(),
             kinds: HashMap::default(),
             fresh_blocks: Pages::default(),
             fresh_inodes: Ticks::default(),
@@ -402,6 +360,7 @@ impl Softdep {
             held_inodes: HashMap::default(),
             held_inode_count: 0,
             released_blocks: Vec::new(),
+            released_meta: Vec::new(),
             released_inodes: Vec::new(),
             stats: SoftdepStats::default(),
             written_digest: 0,
@@ -439,12 +398,14 @@ impl Softdep {
     /// A metadata block is about to change: `current` is what it holds
     /// now, which the disk holds too unless a shadow says otherwise.
     pub fn before_change(&mut self, block: u64, current: &[u8]) {
-        let sealed = self.sealed.as_mut().is_some_and(|e| e.keep_as_written(block, current));
-        if self.open.keep_as_written(block, current) || sealed {
+        let spare = &mut self.spare;
+        let sealed = self.sealed.as_mut().is_some_and(|e| e.keep_as_written(block, current, spare));
+        if self.open.keep_as_written(block, current, spare) || sealed {
             return;
         }
         if !self.durable.contains_key(&block) && !self.in_flight(block) {
-            self.durable.insert(block, Shadow::Bytes(current.into()));
+            let copy = self.spare.copy_of(current);
+            self.durable.insert(block, Shadow::Bytes(copy));
         }
     }
 
@@ -459,18 +420,14 @@ impl Softdep {
     /// so the disk's copy counts as zeros.
     pub fn fresh(&mut self, block: u64) {
         if !self.in_flight(block) {
-            self.durable.insert(block, Shadow::Zeros);
+            self.spare.keep_shadow(self.durable.insert(block, Shadow::Zeros));
         }
     }
 
     /// `block` holds file data: no shadow.
     pub fn data(&mut self, block: u64) {
-        self.durable.remove(&block);
+        self.spare.keep_shadow(self.durable.remove(&block));
         self.kinds.remove(&block);
-    }
-
-    pub fn kind(&self, block: u64) -> Option<Kind> {
-        self.kinds.get(&block).copied()
     }
 
     pub fn set_kind(&mut self, block: u64, kind: Kind) {
@@ -488,16 +445,40 @@ impl Softdep {
     }
 
     /// Blocks freed in memory: their bits stay set until no copy in
-    /// `waits` points to them on the disk.
-    pub fn hold_blocks(&mut self, blocks: Vec<u32>, waits: Vec<Wait>) {
+    /// `waits` points to them on the disk. Returns the directory blocks
+    /// among them (the cache writes them once more, `Cache::retire`).
+    pub fn hold_blocks(&mut self, mut blocks: Vec<u32>, waits: Vec<Wait>) -> Vec<u64> {
         self.tick();
-        for &b in &blocks {
-            self.fresh_blocks.remove(u64::from(b));
-        }
-        let mut blocks = blocks;
         blocks.sort_unstable();
+        self.fresh_blocks.remove_sorted(blocks.iter().map(|&b| u64::from(b)));
+        // Only a block with a kind can be in a map here (file data is in
+        // none, `data`): the rest are not looked at again at the release.
+        let (mut meta, mut dirs) = (Vec::new(), Vec::new());
+        for &b in &blocks {
+            match self.kinds.get(&u64::from(b)) {
+                Some(Kind::Dir) => {
+                    meta.push(b);
+                    dirs.push(u64::from(b));
+                }
+                Some(_) => meta.push(b),
+                None => debug_assert!(self.knows_nothing_of(u64::from(b)), "block {b} freed unkinded"),
+            }
+        }
         let at: Vec<u64> = waits.iter().map(|w| self.wait_block(*w)).collect();
-        self.held.hold(blocks, waits, &at);
+        self.held.hold(blocks, meta, waits, &at);
+        dirs
+    }
+
+    /// Whether no map holds anything about `block` (as for file data).
+    fn knows_nothing_of(&self, block: u64) -> bool {
+        let in_epoch = |e: &Epoch| {
+            e.written.contains(&block) || e.inflight.contains_key(&block) || e.as_memory.contains(&block)
+        };
+        !self.durable.contains_key(&block)
+            && !in_epoch(&self.open)
+            && !self.sealed.as_ref().is_some_and(in_epoch)
+            && !self.removals.contains_key(&block)
+            && !self.held.waited_on(block)
     }
 
     /// An inode freed in memory: its bit stays set until its slot is free
@@ -648,7 +629,7 @@ impl Softdep {
             match self.kinds.get(&block) {
                 Some(Kind::Dir) => self.dir_image(blocks, memory, disk),
                 Some(Kind::Indirect) => self.indirect_image(memory, disk),
-                None => None,
+                Some(Kind::Symlink) | None => None,
             }
         };
         rolled.map_or(Image::Memory, Image::Rolled)
@@ -891,13 +872,13 @@ impl Softdep {
                 self.stats.rollbacks += 1;
                 self.open.as_memory.remove(&block);
                 let digest = u64::from(crc32c::crc32c(&image));
-                self.open.inflight.insert(block, image.into_boxed_slice());
+                self.spare.keep(self.open.inflight.insert(block, image.into_boxed_slice()));
                 digest
             }
             None => {
                 // What memory holds: copied only if memory changes before
                 // the flush (`before_change`).
-                self.open.inflight.remove(&block);
+                self.spare.keep(self.open.inflight.remove(&block));
                 self.open.as_memory.insert(block);
                 1
             }
@@ -948,14 +929,15 @@ impl Softdep {
                 // A copy: what the disk holds now, while memory differs or
                 // a write since may not have reached it.
                 Some(image) if blocks.dirty(block) || self.open.last_write(block).is_some() => {
-                    self.durable.insert(block, Shadow::Bytes(image));
+                    self.spare.keep_shadow(self.durable.insert(block, Shadow::Bytes(image)));
                 }
                 // Memory, unchanged since (a change would have kept a
                 // copy; so the block is clean, and any write since carried
                 // memory too), or a clean block not written since: the
                 // disk holds what memory does.
-                _ => {
-                    self.durable.remove(&block);
+                image => {
+                    self.spare.keep(image);
+                    self.spare.keep_shadow(self.durable.remove(&block));
                 }
             }
         }
@@ -1049,10 +1031,11 @@ impl Softdep {
                 let Some(h) = self.held.release(slot) else { continue };
                 self.stats.released_blocks += h.blocks.len() as u64;
                 self.released_blocks.extend(&h.blocks);
+                self.released_meta.extend(&h.meta);
                 // What the released blocks end: removals watching a
                 // directory block released, and waits on an indirect
-                // block released. Most are file data, which neither names.
-                for b in h.blocks.into_iter().map(u64::from) {
+                // block released. File data is in no map.
+                for b in h.meta.into_iter().map(u64::from) {
                     if self.removals.contains_key(&b) {
                         all_released.insert(b);
                     }
@@ -1140,59 +1123,12 @@ impl Softdep {
 
     /// A block given back: nothing about it is kept.
     fn forget(&mut self, block: u64) {
-        self.durable.remove(&block);
-        self.open.forget(block);
+        self.spare.keep_shadow(self.durable.remove(&block));
+        self.open.forget(block, &mut self.spare);
         if let Some(sealed) = &mut self.sealed {
-            sealed.forget(block);
+            sealed.forget(block, &mut self.spare);
         }
         self.kinds.remove(&block);
-    }
-}
-
-#[cfg(test)]
-mod ticks_tests {
-    use std::collections::BTreeMap;
-
-    use proptest::prelude::*;
-
-    use super::Ticks;
-
-    proptest! {
-        /// Ticks answer as a map of block to number does, whatever the
-        /// inserts, removals and sweeps (blocks near one another and far
-        /// apart).
-        #[test]
-        fn ticks_agree_with_a_map(ops in prop::collection::vec((0u8..5, 0u64..5000, 1u64..100), 1..300)) {
-            let mut ticks = Ticks::default();
-            let mut model = BTreeMap::new();
-            for (op, block, tick) in ops {
-                let block = if block % 7 == 0 { block << 20 } else { block };
-                match op {
-                    0 | 1 => {
-                        ticks.insert(block, tick);
-                        model.insert(block, tick);
-                    }
-                    2 | 3 => {
-                        ticks.remove(block);
-                        model.remove(&block);
-                    }
-                    _ => {
-                        ticks.remove_where(|_, &t| t < tick);
-                        model.retain(|_, t| *t >= tick);
-                    }
-                }
-                prop_assert_eq!(ticks.get(block), model.get(&block).copied());
-                prop_assert_eq!(ticks.len(), model.len());
-            }
-            let mut blocks: Vec<u64> = Vec::new();
-            ticks.remove_where(|b, _| {
-                blocks.push(b);
-                false
-            });
-            blocks.sort_unstable();
-            prop_assert_eq!(blocks, model.keys().copied().collect::<Vec<u64>>());
-            prop_assert_eq!(ticks.pages.values().map(|p| p.used).sum::<usize>(), model.len());
-        }
     }
 }
 

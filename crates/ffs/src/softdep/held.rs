@@ -17,9 +17,13 @@ pub enum Wait {
 
 /// Freed blocks waiting for the disk's copies in `waits` to stop
 /// pointing to them; `blocks` sorted (a file's few blocks: searched, not
-/// hashed, which costs a set's allocation per freed file).
+/// hashed, which costs a set's allocation per freed file). `meta`: those
+/// of them soft updates keeps anything about (directory, indirect and
+/// symbolic-link blocks), to forget at the release; the rest are file
+/// data, of which it keeps nothing.
 pub struct Group {
     pub blocks: Vec<u32>,
+    pub meta: Vec<u32>,
     pub waits: Vec<Wait>,
 }
 
@@ -48,9 +52,10 @@ impl Held {
         self.len == 0
     }
 
-    /// Holds `blocks` (sorted) until the disk's copies in `waits` stop
-    /// pointing to them; `at[k]` is the block `waits[k]` is read from.
-    pub fn hold(&mut self, blocks: Vec<u32>, waits: Vec<Wait>, at: &[u64]) {
+    /// Holds `blocks` (sorted; `meta` among them) until the disk's copies
+    /// in `waits` stop pointing to them; `at[k]` is the block `waits[k]`
+    /// is read from.
+    pub fn hold(&mut self, blocks: Vec<u32>, meta: Vec<u32>, waits: Vec<Wait>, at: &[u64]) {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -67,7 +72,7 @@ impl Held {
                 slots.push(slot);
             }
         }
-        self.groups[slot] = Some(Group { blocks, waits });
+        self.groups[slot] = Some(Group { blocks, meta, waits });
         self.len += 1;
     }
 
@@ -142,9 +147,9 @@ mod tests {
     #[test]
     fn the_groups_waiting_on_a_block_are_found_by_it() {
         let mut held = Held::default();
-        held.hold(vec![10, 11], vec![Wait::Inode(3)], &[100]);
-        held.hold(vec![20], vec![Wait::Inode(40), Wait::Indirect(7)], &[101, 7]);
-        held.hold(vec![30], vec![], &[]);
+        held.hold(vec![10, 11], vec![], vec![Wait::Inode(3)], &[100]);
+        held.hold(vec![20], vec![], vec![Wait::Inode(40), Wait::Indirect(7)], &[101, 7]);
+        held.hold(vec![30], vec![], vec![], &[]);
         let changed: HashSet<u64> = [101].into_iter().collect();
         assert_eq!(held.waiting_on(Some(&changed)), vec![1, 2]);
         assert_eq!(held.waiting_on(Some(&changed)), vec![1], "the unwaited group is looked at once");
@@ -156,13 +161,13 @@ mod tests {
     #[test]
     fn released_slots_are_reused_and_cut_waits_go() {
         let mut held = Held::default();
-        held.hold(vec![10], vec![Wait::Indirect(7)], &[7]);
-        held.hold(vec![20], vec![Wait::Inode(2), Wait::Indirect(8)], &[100, 8]);
+        held.hold(vec![10], vec![10], vec![Wait::Indirect(7)], &[7]);
+        held.hold(vec![20], vec![], vec![Wait::Inode(2), Wait::Indirect(8)], &[100, 8]);
         assert_eq!(held.release(0).map(|g| g.blocks), Some(vec![10]));
         assert_eq!(held.len(), 1);
         let changed: HashSet<u64> = [7].into_iter().collect();
         assert!(held.waiting_on(Some(&changed)).is_empty(), "a released group is not looked at");
-        held.hold(vec![30], vec![Wait::Inode(5)], &[100]);
+        held.hold(vec![30], vec![], vec![Wait::Inode(5)], &[100]);
         let released: HashSet<u64> = [8].into_iter().collect();
         assert_eq!(held.cut(&released), vec![1]);
         assert_eq!(held.get(1).map(|g| g.waits.clone()), Some(vec![Wait::Inode(2)]));
