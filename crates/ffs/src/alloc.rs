@@ -149,17 +149,13 @@ impl Core {
     /// Under `softdep` they stay taken until `waits` hold (the pointers
     /// gone from the disk too); the other policies order their own writes.
     pub fn free_blocks(&mut self, blocks: Vec<u32>, waits: Vec<Wait>) -> Result<(), Errno> {
-        if let Some(sd) = &mut self.cache.sd {
+        if let Some(mut sd) = self.cache.sd.take() {
             // A directory block is written once more before its buffer
             // goes: the removals in it are what the link counts of the
             // inodes it named wait for (it is given back with the rest once
             // nothing on the disk points to it).
-            let dirs = sd.hold_blocks(blocks.clone(), waits);
-            for b in blocks.into_iter().map(u64::from) {
-                if !dirs.contains(&b) {
-                    self.cache.discard(b);
-                }
-            }
+            let dirs = sd.hold_blocks(blocks, waits, &mut |b| self.cache.discard(b));
+            self.cache.sd = Some(sd);
             for b in dirs {
                 if let Err(e) = self.cache.retire(b) {
                     return Err(eio(self, e));

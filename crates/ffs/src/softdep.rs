@@ -151,7 +151,7 @@ pub struct Softdep {
     held: Held,
     /// Freed inodes held until their slot is free on the disk, by the
     /// block they are in.
-    held_inodes: HashMap<u64, Vec<(u32, bool)>>,
+    held_inodes: HashMap<u64, Vec<HeldInode>>,
     held_inode_count: usize,
     /// Released, for the file system to clear in its bitmaps (and, of
     /// `released_meta`, in its cache: file data left it when freed).
@@ -340,6 +340,17 @@ struct InodeBlockMemo<'a> {
     bytes: Option<Cow<'a, [u8]>>,
 }
 
+/// A freed inode held back, and whether it was a directory.
+type HeldInode = (u32, bool);
+
+/// The block whose copy on the disk `wait` reads.
+fn wait_block(sb: &Superblock, wait: Wait) -> u64 {
+    match wait {
+        Wait::Inode(ino) => sb.inode_place(ino).0,
+        Wait::Indirect(block) => block,
+    }
+}
+
 impl Softdep {
     pub fn new(sb: Superblock) -> Softdep {
         Softdep {
@@ -445,9 +456,15 @@ impl Softdep {
     }
 
     /// Blocks freed in memory: their bits stay set until no copy in
-    /// `waits` points to them on the disk. Returns the directory blocks
-    /// among them (the cache writes them once more, `Cache::retire`).
-    pub fn hold_blocks(&mut self, mut blocks: Vec<u32>, waits: Vec<Wait>) -> Vec<u64> {
+    /// `waits` points to them on the disk. `drop`: each block but the
+    /// directory blocks, whose buffers go; those are returned (the cache
+    /// writes them once more, `Cache::retire`).
+    pub fn hold_blocks(
+        &mut self,
+        mut blocks: Vec<u32>,
+        waits: Vec<Wait>,
+        drop: &mut dyn FnMut(u64),
+    ) -> Vec<u64> {
         self.tick();
         blocks.sort_unstable();
         self.fresh_blocks.remove_sorted(blocks.iter().map(|&b| u64::from(b)));
@@ -455,17 +472,20 @@ impl Softdep {
         // none, `data`): the rest are not looked at again at the release.
         let (mut meta, mut dirs) = (Vec::new(), Vec::new());
         for &b in &blocks {
-            match self.kinds.get(&u64::from(b)) {
+            let block = u64::from(b);
+            match self.kinds.get(&block) {
                 Some(Kind::Dir) => {
                     meta.push(b);
-                    dirs.push(u64::from(b));
+                    dirs.push(block);
+                    continue;
                 }
                 Some(_) => meta.push(b),
-                None => debug_assert!(self.knows_nothing_of(u64::from(b)), "block {b} freed unkinded"),
+                None => debug_assert!(self.knows_nothing_of(block), "block {b} freed unkinded"),
             }
+            drop(block);
         }
-        let at: Vec<u64> = waits.iter().map(|w| self.wait_block(*w)).collect();
-        self.held.hold(blocks, meta, waits, &at);
+        let sb = &self.sb;
+        self.held.hold(blocks, meta, waits, |w| wait_block(sb, w));
         dirs
     }
 
@@ -612,11 +632,6 @@ impl Softdep {
             (Some(memory), Some(disk)) => disk >= memory + self.pending(ino),
             _ => false,
         }
-    }
-
-    fn inode_gone(&self, blocks: &dyn Blocks, ino: u32) -> bool {
-        let (block, at) = self.sb.inode_place(ino);
-        self.on_disk(blocks, block).is_some_and(|d| slot_is_free(&d[at..at + INODE_BYTES]))
     }
 
     /// The image to write for metadata block `block` whose memory copy is
@@ -966,13 +981,6 @@ impl Softdep {
         self.run_worklist(blocks, None);
     }
 
-    fn wait_block(&self, wait: Wait) -> u64 {
-        match wait {
-            Wait::Inode(ino) => self.sb.inode_place(ino).0,
-            Wait::Indirect(block) => block,
-        }
-    }
-
     fn gone(&self, removal: &Removal, released: &HashSet<u64>) -> bool {
         let Gone { block, at, names } = removal.gone;
         let Some(disk) = self.durable.get(&block) else {
@@ -1055,16 +1063,17 @@ impl Softdep {
         };
         for block in inode_blocks {
             let Some(held) = self.held_inodes.remove(&block) else { continue };
-            let mut left = Vec::new();
-            for (ino, dir) in held {
-                if self.inode_gone(blocks, ino) {
-                    self.stats.released_inodes += 1;
-                    self.held_inode_count -= 1;
-                    self.released_inodes.push((ino, dir));
-                } else {
-                    left.push((ino, dir));
-                }
-            }
+            // The disk's copy read once for the block's inodes.
+            let (gone, left): (Vec<HeldInode>, Vec<HeldInode>) = match self.on_disk(blocks, block) {
+                Some(disk) => held.into_iter().partition(|&(ino, _)| {
+                    let at = self.sb.inode_place(ino).1;
+                    slot_is_free(&disk[at..at + INODE_BYTES])
+                }),
+                None => (Vec::new(), held),
+            };
+            self.stats.released_inodes += gone.len() as u64;
+            self.held_inode_count -= gone.len();
+            self.released_inodes.extend(gone);
             if !left.is_empty() {
                 self.held_inodes.insert(block, left);
             }

@@ -55,7 +55,7 @@ impl Held {
     /// Holds `blocks` (sorted; `meta` among them) until the disk's copies
     /// in `waits` stop pointing to them; `at[k]` is the block `waits[k]`
     /// is read from.
-    pub fn hold(&mut self, blocks: Vec<u32>, meta: Vec<u32>, waits: Vec<Wait>, at: &[u64]) {
+    pub fn hold(&mut self, blocks: Vec<u32>, meta: Vec<u32>, waits: Vec<Wait>, at: impl Fn(Wait) -> u64) {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -66,7 +66,7 @@ impl Held {
         if waits.is_empty() {
             self.unwaited.push(slot);
         }
-        for &block in at {
+        for block in waits.iter().map(|w| at(*w)) {
             let slots = self.by_block.entry(block).or_default();
             if slots.last() != Some(&slot) {
                 slots.push(slot);
@@ -142,14 +142,23 @@ mod tests {
 
     use super::{Held, Wait};
 
+    /// The block each wait in these tests reads.
+    fn place(wait: Wait) -> u64 {
+        match wait {
+            Wait::Inode(40) => 101,
+            Wait::Inode(_) => 100,
+            Wait::Indirect(block) => block,
+        }
+    }
+
     /// A flush looks at the groups waiting on what it made durable only;
     /// a group waiting on nothing is looked at once.
     #[test]
     fn the_groups_waiting_on_a_block_are_found_by_it() {
         let mut held = Held::default();
-        held.hold(vec![10, 11], vec![], vec![Wait::Inode(3)], &[100]);
-        held.hold(vec![20], vec![], vec![Wait::Inode(40), Wait::Indirect(7)], &[101, 7]);
-        held.hold(vec![30], vec![], vec![], &[]);
+        held.hold(vec![10, 11], vec![], vec![Wait::Inode(3)], place);
+        held.hold(vec![20], vec![], vec![Wait::Inode(40), Wait::Indirect(7)], place);
+        held.hold(vec![30], vec![], vec![], place);
         let changed: HashSet<u64> = [101].into_iter().collect();
         assert_eq!(held.waiting_on(Some(&changed)), vec![1, 2]);
         assert_eq!(held.waiting_on(Some(&changed)), vec![1], "the unwaited group is looked at once");
@@ -161,13 +170,13 @@ mod tests {
     #[test]
     fn released_slots_are_reused_and_cut_waits_go() {
         let mut held = Held::default();
-        held.hold(vec![10], vec![10], vec![Wait::Indirect(7)], &[7]);
-        held.hold(vec![20], vec![], vec![Wait::Inode(2), Wait::Indirect(8)], &[100, 8]);
+        held.hold(vec![10], vec![10], vec![Wait::Indirect(7)], place);
+        held.hold(vec![20], vec![], vec![Wait::Inode(2), Wait::Indirect(8)], place);
         assert_eq!(held.release(0).map(|g| g.blocks), Some(vec![10]));
         assert_eq!(held.len(), 1);
         let changed: HashSet<u64> = [7].into_iter().collect();
         assert!(held.waiting_on(Some(&changed)).is_empty(), "a released group is not looked at");
-        held.hold(vec![30], vec![], vec![Wait::Inode(5)], &[100]);
+        held.hold(vec![30], vec![], vec![Wait::Inode(5)], place);
         let released: HashSet<u64> = [8].into_iter().collect();
         assert_eq!(held.cut(&released), vec![1]);
         assert_eq!(held.get(1).map(|g| g.waits.clone()), Some(vec![Wait::Inode(2)]));

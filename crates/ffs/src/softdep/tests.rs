@@ -60,7 +60,7 @@ fn a_wait_no_flush_looks_at_is_settled_by_the_sync() {
     let mut core = fs.lock();
     let block = core.alloc_block(0).unwrap();
     // Held on inode 40, free on the disk: nothing points to it there.
-    core.cache.sd.as_mut().unwrap().hold_blocks(vec![block], vec![Wait::Inode(40)]);
+    core.cache.sd.as_mut().unwrap().hold_blocks(vec![block], vec![Wait::Inode(40)], &mut |_| {});
     core.cache.flush().unwrap();
     assert_eq!(core.cache.sd.as_ref().unwrap().stats.released_blocks, 0, "the flush made nothing durable");
     core.softdep_sync().unwrap();
