@@ -8,8 +8,8 @@ use std::sync::Arc;
 use device::{AlignedBuf, Device, Result};
 
 use crate::format::{
-    encode_record, Extent, Header, RecordKind, RecordPlace, AREA_START, MAX_ENTRIES, MAX_RECORD_DATA,
-    RECORD_LAST, SLOT_BYTES,
+    append_record, record_header_bytes, Extent, Header, RecordKind, RecordPlace, AREA_START, MAX_ENTRIES,
+    MAX_RECORD_DATA, RECORD_LAST, SLOT_BYTES,
 };
 
 /// One logged sector: a shared copy of the write it came from and its index.
@@ -60,6 +60,9 @@ pub(crate) fn extents_of(device: u32, sectors: impl Iterator<Item = u64>) -> Vec
     extents
 }
 
+/// One record of a commit: its kind, extents and payload's pieces.
+type Piece<'a> = (RecordKind, Vec<Extent>, Vec<&'a [u8]>);
+
 /// Encodes one commit starting at LSN `head`: revocation records first,
 /// then block records for every home device's sectors; the last record is
 /// flagged.
@@ -71,18 +74,35 @@ pub(crate) fn encode_commit(
     revokes: &[Extent],
     sector_bytes: u32,
 ) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_commit_into(&mut out, log_id, head, commit, groups, revokes, sector_bytes);
+    out
+}
+
+/// `encode_commit` into `out` (emptied first, its room kept: a committer
+/// reuses one buffer for every commit). Each sector's bytes are copied
+/// once, from the logged copy into `out`.
+pub(crate) fn encode_commit_into(
+    out: &mut Vec<u8>,
+    log_id: u64,
+    head: u64,
+    commit: u64,
+    groups: &[(u32, &SectorMap)],
+    revokes: &[Extent],
+    sector_bytes: u32,
+) {
     let sector = sector_bytes as usize;
-    let mut pieces: Vec<(RecordKind, Vec<Extent>, Vec<u8>)> = Vec::new();
+    let mut pieces: Vec<Piece<'_>> = Vec::new();
     for chunk in revokes.chunks(MAX_ENTRIES) {
         pieces.push((RecordKind::Revoke, chunk.to_vec(), Vec::new()));
     }
     let mut extents: Vec<Extent> = Vec::new();
-    let mut payload: Vec<u8> = Vec::new();
+    let mut payload: Vec<&[u8]> = Vec::new();
     for (device, sectors) in groups {
         for extent in extents_of(*device, sectors.keys().copied()) {
             let mut left = extent;
             while left.sectors > 0 {
-                let room = (MAX_RECORD_DATA - payload.len()) / sector;
+                let room = (MAX_RECORD_DATA / sector).saturating_sub(payload.len());
                 if extents.len() == MAX_ENTRIES || room == 0 {
                     let full =
                         (RecordKind::Blocks, std::mem::take(&mut extents), std::mem::take(&mut payload));
@@ -91,7 +111,7 @@ pub(crate) fn encode_commit(
                 }
                 let take = (left.sectors as usize).min(room) as u32;
                 for s in left.sector..left.sector + u64::from(take) {
-                    payload.extend_from_slice(sectors[&s].bytes(sector));
+                    payload.push(sectors[&s].bytes(sector));
                 }
                 extents.push(Extent { sector: left.sector, sectors: take, device: *device });
                 left = Extent {
@@ -105,14 +125,21 @@ pub(crate) fn encode_commit(
     if !extents.is_empty() {
         pieces.push((RecordKind::Blocks, extents, payload));
     }
-    let mut out = Vec::new();
+    out.clear();
+    let bytes: u64 = pieces
+        .iter()
+        .map(|(_, extents, payload)| {
+            record_header_bytes(extents.len(), sector_bytes)
+                + ((payload.len() * sector) as u64).next_multiple_of(u64::from(sector_bytes))
+        })
+        .sum();
+    out.reserve(bytes as usize);
     let count = pieces.len();
     for (i, (kind, extents, payload)) in pieces.into_iter().enumerate() {
         let flags = if i + 1 == count { RECORD_LAST } else { 0 };
         let place = RecordPlace { log_id, lsn: head + out.len() as u64, commit };
-        out.extend(encode_record(kind, flags, place, &extents, &payload, sector_bytes));
+        append_record(out, kind, flags, place, &extents, &payload, sector_bytes);
     }
-    out
 }
 
 /// Writes `bytes` into the circular area at `lsn`, wrapping at its end.

@@ -176,6 +176,7 @@ pub struct RecordPlace {
 }
 
 /// Encodes a whole record: header, entries and payload, padded to a sector.
+#[cfg(test)]
 pub fn encode_record(
     kind: RecordKind,
     flags: u32,
@@ -184,11 +185,31 @@ pub fn encode_record(
     payload: &[u8],
     sector_bytes: u32,
 ) -> Vec<u8> {
+    let mut record = Vec::new();
+    append_record(&mut record, kind, flags, place, extents, &[payload], sector_bytes);
+    record
+}
+
+/// Appends a whole record to `out` (`encode_record`), its payload the
+/// pieces of `payload` one after another: no copy but the one into `out`.
+pub fn append_record(
+    out: &mut Vec<u8>,
+    kind: RecordKind,
+    flags: u32,
+    place: RecordPlace,
+    extents: &[Extent],
+    payload: &[&[u8]],
+    sector_bytes: u32,
+) {
     assert!(extents.len() <= MAX_ENTRIES, "callers split records at MAX_ENTRIES");
+    let payload_bytes: usize = payload.iter().map(|p| p.len()).sum();
     let header_bytes = record_header_bytes(extents.len(), sector_bytes);
-    let total = header_bytes + (payload.len() as u64).next_multiple_of(u64::from(sector_bytes));
-    let mut record = vec![0u8; total as usize];
-    let mut w = LeWriter::new(&mut record);
+    let total = header_bytes + (payload_bytes as u64).next_multiple_of(u64::from(sector_bytes));
+    let start = out.len();
+    out.resize(start + header_bytes as usize, 0);
+    let crc = payload.iter().fold(0, |crc, piece| crc32c::crc32c_append(crc, piece));
+    let record = &mut out[start..];
+    let mut w = LeWriter::new(record);
     w.put_bytes(0, RECORD_MAGIC)
         .put_u32(8, kind as u32)
         .put_u32(12, flags)
@@ -198,15 +219,17 @@ pub fn encode_record(
         .put_u32(40, extents.len() as u32)
         .put_u32(44, header_bytes as u32)
         .put_u64(48, total)
-        .put_u32(56, crc32c::crc32c(payload));
+        .put_u32(56, crc);
     for (i, extent) in extents.iter().enumerate() {
         let at = RECORD_FIXED + i * ENTRY_BYTES;
         w.put_u64(at, extent.sector).put_u32(at + 8, extent.sectors).put_u32(at + 12, extent.device);
     }
-    w.put_bytes(header_bytes as usize, payload);
     let entries_end = RECORD_FIXED + extents.len() * ENTRY_BYTES;
     RECORD_FRAME.seal(&[], &mut record[..entries_end]);
-    record
+    for piece in payload {
+        out.extend_from_slice(piece);
+    }
+    out.resize(start + total as usize, 0);
 }
 
 /// Why a record failed to decode; replay stops there.
@@ -343,6 +366,21 @@ mod tests {
             ],
         );
         assert_eq!(Header::decode(&block).unwrap(), Some(header()));
+    }
+
+    /// A record appended from its payload's pieces, after what a buffer
+    /// already holds, is the record encoded from the payload whole.
+    #[test]
+    fn a_record_from_pieces_is_the_record_from_the_whole_payload() {
+        let place = RecordPlace { log_id: LOG_ID, lsn: 0x3000, commit: 9 };
+        let extents = [Extent { sector: 8, sectors: 3, device: 0 }];
+        let payload: Vec<u8> = (0..1536u32).map(|i| (i * 7 % 251) as u8).collect();
+        let whole = encode_record(RecordKind::Blocks, RECORD_LAST, place, &extents, &payload, 512);
+        let mut out = vec![0x5au8; 100];
+        let pieces = [&payload[..512], &payload[512..1024], &payload[1024..]];
+        append_record(&mut out, RecordKind::Blocks, RECORD_LAST, place, &extents, &pieces, 512);
+        assert_eq!(out[..100], [0x5au8; 100][..], "what the buffer held is kept");
+        assert_eq!(out[100..], whole[..]);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use device::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result}
 use serde::Serialize;
 
 use crate::core::{
-    encode_commit, extents_of, join, new_log_id, txn_bytes_bound, write_aligned, write_circular,
+    encode_commit_into, extents_of, join, new_log_id, txn_bytes_bound, write_aligned, write_circular,
     write_new_log, write_slot, Sector, SectorMap,
 };
 use crate::format::{Extent, Header, AREA_START, FLAG_SEPARATE, MIN_AREA_BYTES, SLOT_BYTES};
@@ -138,6 +138,9 @@ struct Committer {
     /// The end of the commits whose home writes a completed flush of the
     /// data device covers: their records may be freed.
     home_durable: u64,
+    /// The records of the last commit: one buffer for every commit, its
+    /// pages kept (a commit of a removal's metadata is megabytes).
+    records: Vec<u8>,
 }
 
 /// A device whose writes are sync, async or logged (see the crate docs).
@@ -293,6 +296,7 @@ impl LoggedDevice {
                 commits: header.commits,
                 home_head: header.head,
                 home_durable: header.tail,
+                records: Vec::new(),
             }),
             counters: Counters::default(),
             replay,
@@ -546,7 +550,9 @@ impl LoggedDevice {
     ) -> Result<()> {
         let commit = committer.commits + 1;
         let area = committer.header.area_bytes();
-        let records = encode_commit(
+        let mut records = std::mem::take(&mut committer.records);
+        encode_commit_into(
+            &mut records,
             committer.header.log_id,
             committer.end,
             commit,
@@ -583,6 +589,7 @@ impl LoggedDevice {
         }
         debug_assert!(next.tail <= next.head && next.head <= committer.end);
         write_circular(self.log.as_ref(), &next, committer.end, &records)?;
+        committer.records = records;
         write_slot(self.log.as_ref(), next.slot(), &next.encode())?;
         let done = committer.home_head;
         self.log.flush()?;
