@@ -63,24 +63,10 @@ pub(crate) fn extents_of(device: u32, sectors: impl Iterator<Item = u64>) -> Vec
 /// One record of a commit: its kind, extents and payload's pieces.
 type Piece<'a> = (RecordKind, Vec<Extent>, Vec<&'a [u8]>);
 
-/// Encodes one commit starting at LSN `head`: revocation records first,
-/// then block records for every home device's sectors; the last record is
-/// flagged.
-pub(crate) fn encode_commit(
-    log_id: u64,
-    head: u64,
-    commit: u64,
-    groups: &[(u32, &SectorMap)],
-    revokes: &[Extent],
-    sector_bytes: u32,
-) -> Vec<u8> {
-    let mut out = Vec::new();
-    encode_commit_into(&mut out, log_id, head, commit, groups, revokes, sector_bytes);
-    out
-}
-
-/// `encode_commit` into `out` (emptied first, its room kept: a committer
-/// reuses one buffer for every commit). Each sector's bytes are copied
+/// Encodes one commit starting at LSN `head` into `out` (emptied first,
+/// its room kept: a committer reuses one buffer for every commit):
+/// revocation records first, then block records for every home device's
+/// sectors; the last record is flagged. Each sector's bytes are copied
 /// once, from the logged copy into `out`.
 pub(crate) fn encode_commit_into(
     out: &mut Vec<u8>,

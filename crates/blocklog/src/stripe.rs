@@ -18,7 +18,8 @@ use device::{Device, DeviceError, Result, WriteAheadLog};
 use serde::Serialize;
 
 use crate::core::{
-    encode_commit, join, new_log_id, txn_bytes_bound, write_circular, write_new_log, write_slot, SectorMap,
+    encode_commit_into, join, new_log_id, txn_bytes_bound, write_circular, write_new_log, write_slot,
+    SectorMap,
 };
 use crate::format::{Header, AREA_START, FLAG_SEPARATE, FLAG_STRIPE, MIN_AREA_BYTES, SLOT_BYTES};
 use crate::replay::{self, Home, ReplayReport};
@@ -287,7 +288,8 @@ impl StripeLog {
         let mut c = self.lock_committer();
         let commit = c.commits + 1;
         let refs: Vec<(u32, &SectorMap)> = merged.iter().map(|(d, m)| (*d, m)).collect();
-        let records = encode_commit(c.header.log_id, c.end, commit, &refs, &[], self.sector_bytes);
+        let mut records = Vec::new();
+        encode_commit_into(&mut records, c.header.log_id, c.end, commit, &refs, &[], self.sector_bytes);
         let bytes = records.len() as u64;
         if bytes > c.header.area_bytes() {
             return Err(DeviceError::Invalid(format!(
