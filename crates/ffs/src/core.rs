@@ -427,7 +427,7 @@ mod tests {
                 match op {
                     0 | 1 => {
                         // Only a block not waiting can be freed (it was taken).
-                        if !model.get(&block).is_some_and(|t| *t > durable) {
+                        if model.get(&block).is_none_or(|t| *t <= durable) {
                             freed.freed(block);
                             model.insert(block, OPEN);
                         }
