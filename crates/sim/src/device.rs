@@ -348,6 +348,9 @@ mod tests {
             disks.iter().enumerate().for_each(|(i, d)| reads_of(i, d));
             return clock.now();
         }
+        // The threads are announced before they are spawned: one starting
+        // late would otherwise find the clock moved on without it.
+        clock.expect_participants(threads);
         let run = clock.start_world();
         std::thread::scope(|scope| {
             for (i, d) in disks.iter().enumerate() {
