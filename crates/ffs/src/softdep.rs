@@ -136,7 +136,6 @@ pub struct Softdep {
     /// The writes a flush in flight covers (`seal`): durable once it
     /// returns, while the writes after it wait for the next.
     sealed: Option<Epoch>,
-    spare: Spare,
     kinds: HashMap<u64, Kind>,
     /// Blocks allocated, not yet settled (file data among them: no set or
     /// map is touched per data block but these pages).
@@ -179,19 +178,18 @@ struct Epoch {
 }
 
 impl Epoch {
-    fn forget(&mut self, block: u64, spare: &mut Spare) {
+    fn forget(&mut self, block: u64) {
         self.written.remove(&block);
-        spare.keep(self.inflight.remove(&block));
+        self.inflight.remove(&block);
         self.as_memory.remove(&block);
     }
 
     /// Memory is about to change `block`: a write of it that carried
     /// memory keeps a copy (`current`). Whether one did.
-    fn keep_as_written(&mut self, block: u64, current: &[u8], spare: &mut Spare) -> bool {
+    fn keep_as_written(&mut self, block: u64, current: &[u8]) -> bool {
         let kept = self.as_memory.remove(&block);
         if kept {
-            let copy = spare.copy_of(current);
-            spare.keep(self.inflight.insert(block, copy));
+            self.inflight.insert(block, current.into());
         }
         kept
     }
@@ -203,40 +201,6 @@ impl Epoch {
             return Some(None);
         }
         self.inflight.get(&block).map(|b| Some(&b[..]))
-    }
-}
-
-/// Block-sized buffers kept for the next copy: a shadow or a write's
-/// copy dropped (most once a flush makes a block durable) is the next
-/// one made, so that the copies of a long run cost neither the allocator
-/// nor fresh pages (removing glibc ten times makes over 100,000).
-#[derive(Default)]
-struct Spare(Vec<Box<[u8]>>);
-
-/// Buffers [`Spare`] keeps at most (4 MiB).
-const SPARE_MAX: usize = 1024;
-
-impl Spare {
-    fn copy_of(&mut self, bytes: &[u8]) -> Box<[u8]> {
-        match self.0.pop() {
-            Some(mut buf) if buf.len() == bytes.len() => {
-                buf.copy_from_slice(bytes);
-                buf
-            }
-            _ => bytes.into(),
-        }
-    }
-
-    fn keep(&mut self, buf: Option<Box<[u8]>>) {
-        if let Some(buf) = buf.filter(|b| b.len() == BLOCK_BYTES && self.0.len() < SPARE_MAX) {
-            self.0.push(buf);
-        }
-    }
-
-    fn keep_shadow(&mut self, shadow: Option<Shadow>) {
-        if let Some(Shadow::Bytes(buf)) = shadow {
-            self.keep(Some(buf));
-        }
     }
 }
 
@@ -360,7 +324,6 @@ impl Softdep {
             durable: HashMap::default(),
             open: Epoch::default(),
             sealed: None,
-            spare: Spare::default(),
             kinds: HashMap::default(),
             fresh_blocks: Pages::default(),
             fresh_inodes: Ticks::default(),
@@ -409,14 +372,12 @@ impl Softdep {
     /// A metadata block is about to change: `current` is what it holds
     /// now, which the disk holds too unless a shadow says otherwise.
     pub fn before_change(&mut self, block: u64, current: &[u8]) {
-        let spare = &mut self.spare;
-        let sealed = self.sealed.as_mut().is_some_and(|e| e.keep_as_written(block, current, spare));
-        if self.open.keep_as_written(block, current, spare) || sealed {
+        let sealed = self.sealed.as_mut().is_some_and(|e| e.keep_as_written(block, current));
+        if self.open.keep_as_written(block, current) || sealed {
             return;
         }
         if !self.durable.contains_key(&block) && !self.in_flight(block) {
-            let copy = self.spare.copy_of(current);
-            self.durable.insert(block, Shadow::Bytes(copy));
+            self.durable.insert(block, Shadow::Bytes(current.into()));
         }
     }
 
@@ -431,13 +392,13 @@ impl Softdep {
     /// so the disk's copy counts as zeros.
     pub fn fresh(&mut self, block: u64) {
         if !self.in_flight(block) {
-            self.spare.keep_shadow(self.durable.insert(block, Shadow::Zeros));
+            self.durable.insert(block, Shadow::Zeros);
         }
     }
 
     /// `block` holds file data: no shadow.
     pub fn data(&mut self, block: u64) {
-        self.spare.keep_shadow(self.durable.remove(&block));
+        self.durable.remove(&block);
         self.kinds.remove(&block);
     }
 
@@ -887,13 +848,13 @@ impl Softdep {
                 self.stats.rollbacks += 1;
                 self.open.as_memory.remove(&block);
                 let digest = u64::from(crc32c::crc32c(&image));
-                self.spare.keep(self.open.inflight.insert(block, image.into_boxed_slice()));
+                self.open.inflight.insert(block, image.into_boxed_slice());
                 digest
             }
             None => {
                 // What memory holds: copied only if memory changes before
                 // the flush (`before_change`).
-                self.spare.keep(self.open.inflight.remove(&block));
+                self.open.inflight.remove(&block);
                 self.open.as_memory.insert(block);
                 1
             }
@@ -944,15 +905,14 @@ impl Softdep {
                 // A copy: what the disk holds now, while memory differs or
                 // a write since may not have reached it.
                 Some(image) if blocks.dirty(block) || self.open.last_write(block).is_some() => {
-                    self.spare.keep_shadow(self.durable.insert(block, Shadow::Bytes(image)));
+                    self.durable.insert(block, Shadow::Bytes(image));
                 }
                 // Memory, unchanged since (a change would have kept a
                 // copy; so the block is clean, and any write since carried
                 // memory too), or a clean block not written since: the
                 // disk holds what memory does.
-                image => {
-                    self.spare.keep(image);
-                    self.spare.keep_shadow(self.durable.remove(&block));
+                _ => {
+                    self.durable.remove(&block);
                 }
             }
         }
@@ -1132,10 +1092,10 @@ impl Softdep {
 
     /// A block given back: nothing about it is kept.
     fn forget(&mut self, block: u64) {
-        self.spare.keep_shadow(self.durable.remove(&block));
-        self.open.forget(block, &mut self.spare);
+        self.durable.remove(&block);
+        self.open.forget(block);
         if let Some(sealed) = &mut self.sealed {
-            sealed.forget(block, &mut self.spare);
+            sealed.forget(block);
         }
         self.kinds.remove(&block);
     }
