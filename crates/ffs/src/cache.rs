@@ -108,6 +108,10 @@ pub struct Cache {
     /// dropped: written in batches, so that they neither crowd the live
     /// buffers out nor go one request each.
     retired: HashSet<u64>,
+    /// Under `softdep` with a flusher thread: the thread writing a batch
+    /// of retired buffers while the calls go on (`write_retired_behind`);
+    /// every flush waits for it first.
+    retiring: Option<std::thread::JoinHandle<device::Result<()>>>,
     /// Where buffers' ages are read: the wall clock, or a simulated disk's.
     clock: Clock,
     /// Where a run of neighbours is gathered to go in one request: made
@@ -142,6 +146,14 @@ impl Blocks for Cache {
     }
 }
 
+impl Drop for Cache {
+    /// Retired buffers being written are waited for: nothing is written
+    /// once the cache is gone.
+    fn drop(&mut self) {
+        let _ = self.await_retiring();
+    }
+}
+
 impl Cache {
     /// A cache of `capacity_bytes` over `dev`; `unlogged_data`: file data
     /// is written with `write_unlogged` (the `log` policy); buffers' ages
@@ -163,6 +175,7 @@ impl Cache {
             sd: None,
             rolled: HashSet::default(),
             retired: HashSet::default(),
+            retiring: None,
             clock,
             staging,
             flushes_by: Commits::Caller,
@@ -294,13 +307,18 @@ impl Cache {
     /// A freed block: its buffer dropped unwritten (whatever it held is
     /// no longer anybody's).
     pub fn discard(&mut self, block: u64) {
+        self.take(block);
+    }
+
+    /// `block`'s buffer, out of the cache (dirty or not).
+    fn take(&mut self, block: u64) -> Option<Buf> {
         self.rolled.remove(&block);
         self.retired.remove(&block);
-        if let Some(buf) = self.bufs.remove(&block) {
-            self.lru.remove(&buf.tick);
-            self.dirty.remove(&block);
-            self.dirty_data.remove(&block);
-        }
+        let buf = self.bufs.remove(&block)?;
+        self.lru.remove(&buf.tick);
+        self.dirty.remove(&block);
+        self.dirty_data.remove(&block);
+        Some(buf)
     }
 
     /// A freed block whose buffer is to be written once more, as memory
@@ -324,6 +342,9 @@ impl Cache {
         self.retired.retain(|b| self.dirty.contains(b));
         let mut batch: Vec<u64> = self.retired.iter().copied().collect();
         batch.sort_unstable();
+        if self.flushes_by == Commits::Thread {
+            batch = self.write_retired_behind(batch)?;
+        }
         self.write_blocks(&batch, Waiting::RollBack)?;
         for block in batch {
             if !self.is_dirty(&block) {
@@ -331,6 +352,68 @@ impl Cache {
             }
         }
         Ok(())
+    }
+
+    /// Beside a flusher thread: the retired buffers that can go as memory
+    /// holds them leave the cache and are written by a thread of their
+    /// own while the calls go on (the writes are issued now as far as the
+    /// dependencies are concerned: the next flush waits for that thread
+    /// before it is issued; nothing reads a freed block meanwhile).
+    /// Returns the others (an update in them rolled back), to be written
+    /// here.
+    fn write_retired_behind(&mut self, batch: Vec<u64>) -> device::Result<Vec<u64>> {
+        self.await_retiring()?;
+        let Some(sd) = &self.sd else { return Ok(batch) };
+        let (whole, rest): (Vec<u64>, Vec<u64>) =
+            batch.into_iter().partition(|b| sd.image(self, *b, &self.bufs[b].data) == Image::Memory);
+        let mut writes = Vec::with_capacity(whole.len());
+        for block in whole {
+            if let Some(sd) = &mut self.sd {
+                sd.written(block, None);
+            }
+            if let Some(buf) = self.take(block) {
+                writes.push((block, buf.data));
+            }
+        }
+        if writes.is_empty() {
+            return Ok(rest);
+        }
+        let run_max = self.run_max();
+        let requests: usize =
+            writes.chunk_by(|a, b| b.0 == a.0 + 1).map(|run| run.len().div_ceil(run_max)).sum();
+        self.meta_since_flush += writes.len();
+        self.stats.blocks_written += writes.len() as u64;
+        self.stats.write_requests += requests as u64;
+        let (send, receive) = std::sync::mpsc::channel();
+        let dev = Arc::clone(&self.dev);
+        let thread = std::thread::Builder::new()
+            .name("ffs-retired".into())
+            .spawn(move || receive.recv().map_or(Ok(()), |writes| write_runs(dev.as_ref(), writes, run_max)));
+        match thread {
+            Ok(thread) => {
+                self.retiring = Some(thread);
+                send.send(writes).expect("the thread waits for its writes");
+            }
+            // No thread to be had: written here.
+            Err(_) => write_runs(self.dev.as_ref(), writes, run_max)?,
+        }
+        Ok(rest)
+    }
+
+    /// Waits for the retired buffers being written behind the calls.
+    fn await_retiring(&mut self) -> device::Result<()> {
+        let Some(thread) = self.retiring.take() else { return Ok(()) };
+        thread.join().unwrap_or_else(|_| {
+            Err(DeviceError::Flush {
+                device: self.dev.name().to_string(),
+                source: std::io::Error::other("the thread writing retired buffers panicked"),
+            })
+        })
+    }
+
+    /// Blocks a request carries at most.
+    fn run_max(&self) -> usize {
+        RUN_BLOCKS_MAX.min((self.dev.max_request_bytes() / BLOCK_BYTES as u64).max(1) as usize)
     }
 
     /// Writes `block` now and makes it durable (a synchronous write: the
@@ -413,7 +496,7 @@ impl Cache {
     /// (`waiting`: updates rolled back in the copy written, or the block
     /// held back); one rolled back or held back stays dirty.
     fn write_blocks(&mut self, blocks: &[u64], waiting: Waiting) -> device::Result<()> {
-        let run_max = RUN_BLOCKS_MAX.min((self.dev.max_request_bytes() / BLOCK_BYTES as u64).max(1) as usize);
+        let run_max = self.run_max();
         let mut images: HashMap<u64, Vec<u8>> = HashMap::default();
         // Blocks not written now: held back, or whose safe copy is what
         // their last write carried already (they wait on something else:
@@ -542,6 +625,9 @@ impl Cache {
     fn write_ready(&mut self) -> device::Result<()> {
         let data: Vec<u64> = self.dirty_data.iter().copied().collect();
         self.write_blocks(&data, Waiting::HoldBack)?;
+        if !self.retired.is_empty() {
+            self.write_retired()?;
+        }
         let meta: Vec<u64> = (self.dirty.iter()).filter(|b| !self.rolled.contains(b)).copied().collect();
         self.write_blocks(&meta, Waiting::HoldBack)
     }
@@ -580,6 +666,7 @@ impl Cache {
 
     /// Waits for the flush in flight, then runs what waited on it.
     fn await_behind(&mut self) -> device::Result<()> {
+        self.await_retiring()?;
         match std::mem::replace(&mut self.behind, Behind::Idle) {
             Behind::Idle => return Ok(()),
             Behind::Thread(thread) => thread.join().unwrap_or_else(|_| {
@@ -726,4 +813,28 @@ impl Cache {
         }
         Ok(())
     }
+}
+
+/// Writes `blocks` (sorted), neighbours together in requests of at most
+/// `run_max` blocks.
+fn write_runs(dev: &dyn Device, blocks: Vec<(u64, AlignedBuf)>, run_max: usize) -> device::Result<()> {
+    let mut staging: Option<AlignedBuf> = None;
+    for run in blocks.chunk_by(|a, b| b.0 == a.0 + 1) {
+        for piece in run.chunks(run_max) {
+            let offset = piece[0].0 * BLOCK_BYTES as u64;
+            if let [(_, data)] = piece {
+                dev.write_at(data, offset)?;
+                continue;
+            }
+            let staged = staging.get_or_insert_with(|| {
+                AlignedBuf::zeroed(run_max * BLOCK_BYTES, BLOCK_BYTES.max(dev.buffer_align()))
+            });
+            let staged = &mut staged[..piece.len() * BLOCK_BYTES];
+            for (chunk, (_, data)) in staged.chunks_mut(BLOCK_BYTES).zip(piece) {
+                chunk.copy_from_slice(data);
+            }
+            dev.write_at(staged, offset)?;
+        }
+    }
+    Ok(())
 }

@@ -7,7 +7,7 @@ use device::{Device, MemDevice};
 use fsapi::{FileSystem, Owner, ROOT};
 
 use super::{record_at, Blocks, Image, Shadow, Wait};
-use crate::format::{INODES_PER_BLOCK, INODE_BYTES};
+use crate::format::{BLOCK_BYTES, INODES_PER_BLOCK, INODE_BYTES};
 use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
 
 /// A new file system on a memory device, mounted under `softdep`.
@@ -128,6 +128,37 @@ fn changing_many_inodes_checkpoints_before_the_shadows_outgrow_the_cache() {
     // writes not yet flushed stay. Without these checkpoints, over 500.
     assert!(most <= 2 * 64, "{most} shadows");
     fs.sync().unwrap();
+}
+
+/// A freed directory block written once more by a thread of its own
+/// (beside a flusher thread): a failed write there reaches the calls
+/// after it (at the latest the sync, whose flush waits for that thread),
+/// and the file system takes no more changes.
+#[test]
+fn a_failed_write_of_a_freed_directory_block_behind_the_calls_stops_the_file_system() {
+    let mem: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+    mkfs(&mem, &MkfsOptions::default()).unwrap();
+    let fs = Ffs::mount(Arc::clone(&mem), &MountOptions::default()).unwrap();
+    let d = fs.mkdir(ROOT, OsStr::new("d"), Owner::root(0o755)).unwrap().ino;
+    fs.create(d, OsStr::new("f"), Owner::root(0o644)).unwrap();
+    let block = u64::from(fs.lock().inode(d as u32).unwrap().direct[0]);
+    fs.unmount().unwrap();
+
+    // Only that block's writes fail: the one write it gets below is the
+    // last, after its directory is removed.
+    let bytes = block * BLOCK_BYTES as u64..(block + 1) * BLOCK_BYTES as u64;
+    let fault = device::Fault::Range { range: bytes, reads: false, writes: true };
+    let dev: Arc<dyn Device> = Arc::new(device::FaultyDevice::new(mem, vec![fault]));
+    // The default: flushes on a flusher thread.
+    let options = MountOptions { policy: Policy::Softdep, ..Default::default() };
+    let fs = Ffs::mount(dev, &options).unwrap();
+    let d = fs.lookup(ROOT, OsStr::new("d")).unwrap().ino;
+    fs.unlink(d, OsStr::new("f")).unwrap();
+    fs.forget(d, 1);
+    fs.rmdir(ROOT, OsStr::new("d")).unwrap();
+    assert!(fs.sync().is_err(), "the failed write is reported");
+    let err = fs.create(ROOT, OsStr::new("late"), Owner::root(0o644)).unwrap_err();
+    assert_eq!(err, fsapi::Errno::IO);
 }
 
 mod records {
