@@ -4,6 +4,7 @@
 //! (removing glibc ten times holds 211,000 of them).
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use smallvec::SmallVec;
 
 /// Where a freed block may still be pointed to from, on the disk: it is
 /// handed out again only once no such copy points to it (rule 5).
@@ -20,11 +21,13 @@ pub enum Wait {
 /// hashed, which costs a set's allocation per freed file). `meta`: those
 /// of them soft updates keeps anything about (directory, indirect and
 /// symbolic-link blocks), to forget at the release; the rest are file
-/// data, of which it keeps nothing.
+/// data, of which it keeps nothing. A small file's group is held in
+/// place: removing a tree holds one per file for a flush or more, and
+/// their allocations, freed long after, scattered the heap.
 pub struct Group {
-    pub blocks: Vec<u32>,
+    pub blocks: SmallVec<[u32; 4]>,
     pub meta: Vec<u32>,
-    pub waits: Vec<Wait>,
+    pub waits: SmallVec<[Wait; 1]>,
 }
 
 /// The groups held, by slot; a slot is reused once its group is
@@ -72,6 +75,14 @@ impl Held {
                 slots.push(slot);
             }
         }
+        let blocks = match blocks.len() {
+            0..=4 => SmallVec::from_slice(&blocks),
+            _ => SmallVec::from_vec(blocks),
+        };
+        let waits = match waits.len() {
+            0..=1 => SmallVec::from_slice(&waits),
+            _ => SmallVec::from_vec(waits),
+        };
         self.groups[slot] = Some(Group { blocks, meta, waits });
         self.len += 1;
     }
@@ -172,14 +183,14 @@ mod tests {
         let mut held = Held::default();
         held.hold(vec![10], vec![10], vec![Wait::Indirect(7)], place);
         held.hold(vec![20], vec![], vec![Wait::Inode(2), Wait::Indirect(8)], place);
-        assert_eq!(held.release(0).map(|g| g.blocks), Some(vec![10]));
+        assert_eq!(held.release(0).map(|g| g.blocks.to_vec()), Some(vec![10]));
         assert_eq!(held.len(), 1);
         let changed: HashSet<u64> = [7].into_iter().collect();
         assert!(held.waiting_on(Some(&changed)).is_empty(), "a released group is not looked at");
         held.hold(vec![30], vec![], vec![Wait::Inode(5)], place);
         let released: HashSet<u64> = [8].into_iter().collect();
         assert_eq!(held.cut(&released), vec![1]);
-        assert_eq!(held.get(1).map(|g| g.waits.clone()), Some(vec![Wait::Inode(2)]));
+        assert_eq!(held.get(1).map(|g| g.waits.to_vec()), Some(vec![Wait::Inode(2)]));
         let changed: HashSet<u64> = [100].into_iter().collect();
         assert_eq!(held.waiting_on(Some(&changed)), vec![0, 1], "the reused slot is found by its own wait");
     }
