@@ -81,7 +81,8 @@ pub struct PoliciesArgs {
     pub dir: Option<PathBuf>,
     /// The file or block device the file systems are made on, a new one
     /// per run (a target holding data needs --force); default: a
-    /// temporary file, removed at the end.
+    /// temporary file, made sparse again before each run (each finds it
+    /// as the first did), removed at the end.
     #[arg(long, value_name = "PATH")]
     pub target: Option<String>,
     /// iolab's file system on a simulated disk instead (sim:hdd[,...] or
@@ -251,9 +252,16 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
         work: work.as_ref(),
         disk: disk.as_ref(),
     };
+    // The sweep's own file is made sparse again before every run, so that
+    // each run finds it as the first did (not with the blocks the last
+    // one wrote already in place beneath).
+    let own_file = args.target.is_none() && disk.is_none();
     for repeat in 1..=args.repeat {
         for (column, runs) in columns.iter().zip(runs.iter_mut()) {
             progress.go_on()?;
+            if own_file {
+                sparse_again(Path::new(&target), size)?;
+            }
             let name = runs.name.clone();
             let phase = progress.run(repeat, args.repeat, &name);
             let (tar_run, rm_run, how) = match column {
@@ -283,7 +291,11 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
         }
     }
     progress.finish();
-    let shown_target = if args.target.is_some() { target.clone() } else { "a temporary file".to_string() };
+    let shown_target = if args.target.is_some() {
+        target.clone()
+    } else {
+        "a temporary file, sparse again before each run".to_string()
+    };
     let sweep = report::PoliciesSweep {
         archive: name,
         entries,
@@ -317,6 +329,14 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     drop(work);
     temp.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Gives back every block of the file at `path` and leaves it `size`
+/// bytes long, sparse.
+fn sparse_again(path: &Path, size: u64) -> std::io::Result<()> {
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    file.set_len(0)?;
+    file.set_len(size)
 }
 
 fn is_block_device(path: &str) -> bool {
@@ -435,5 +455,24 @@ fn phase_run(done: &Done) -> report::PhaseRun {
         sync_writes: Some(c.sync_writes),
         flushes: c.flushes,
         log_bytes: Some(done.unmounted.log.map_or(0, |l| l.log_bytes_written)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A file a run wrote all over holds no block once made sparse
+    /// again, and keeps its size: the next run finds it as the first did.
+    #[test]
+    fn the_sweeps_file_holds_no_block_once_made_sparse_again() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(&vec![7u8; 1 << 20]).unwrap();
+        file.as_file().sync_all().unwrap();
+        assert!(file.as_file().metadata().unwrap().blocks() > 0);
+        super::sparse_again(file.path(), 4 << 20).unwrap();
+        let meta = std::fs::metadata(file.path()).unwrap();
+        assert_eq!((meta.len(), meta.blocks()), (4 << 20, 0));
     }
 }
