@@ -6,7 +6,7 @@
 use fsapi::Errno;
 
 use crate::core::{eio, Core};
-use crate::softdep::Wait;
+use crate::softdep::{FreedFrom, Wait};
 
 /// Bitmap blocks of a group: blocks at +1, inodes at +2.
 const BLOCK_BITMAP: u64 = 1;
@@ -148,13 +148,13 @@ impl Core {
     /// Returns `blocks`, no longer pointed to in memory, to the free maps.
     /// Under `softdep` they stay taken until `waits` hold (the pointers
     /// gone from the disk too); the other policies order their own writes.
-    pub fn free_blocks(&mut self, blocks: Vec<u32>, waits: Vec<Wait>) -> Result<(), Errno> {
+    pub fn free_blocks(&mut self, blocks: Vec<u32>, from: FreedFrom, waits: Vec<Wait>) -> Result<(), Errno> {
         if let Some(mut sd) = self.cache.sd.take() {
             // A directory block is written once more before its buffer
             // goes: the removals in it are what the link counts of the
             // inodes it named wait for (it is given back with the rest once
             // nothing on the disk points to it).
-            let dirs = sd.hold_blocks(blocks, waits, &mut |b| self.cache.discard(b));
+            let dirs = sd.hold_blocks(blocks, from, waits, &mut |b| self.cache.discard(b));
             self.cache.sd = Some(sd);
             for b in dirs {
                 if let Err(e) = self.cache.retire(b) {
@@ -167,29 +167,29 @@ impl Core {
     }
 
     /// Returns `blocks` to their groups' free maps, each map changed once
-    /// for all of its blocks (sorted here), their buffers dropped.
-    pub fn free_blocks_now(&mut self, mut blocks: Vec<u32>) -> Result<(), Errno> {
+    /// for all of its blocks, their buffers dropped.
+    pub fn free_blocks_now(&mut self, blocks: Vec<u32>) -> Result<(), Errno> {
         for &block in &blocks {
             self.cache.discard(u64::from(block));
         }
-        self.clear_block_bits(&mut blocks)
+        self.clear_block_bits(&blocks)
     }
 
-    /// Clears the bits of `blocks` (sorted here) in their groups' free
-    /// maps.
-    fn clear_block_bits(&mut self, blocks: &mut [u32]) -> Result<(), Errno> {
-        blocks.sort_unstable();
+    /// Clears the bits of `blocks` (any order) in their groups' free
+    /// maps, each map changed once.
+    fn clear_block_bits(&mut self, blocks: &[u32]) -> Result<(), Errno> {
         let (first, per_group) = (self.sb.first_group_block, u64::from(self.sb.blocks_per_group));
-        let group_of = |b: u32| ((u64::from(b) - first) / per_group) as u32;
-        for run in blocks.chunk_by(|&a, &b| group_of(a) == group_of(b)) {
-            let g = group_of(run[0]);
+        let by_group = by_group(blocks.iter().map(|&b| {
+            let within = u64::from(b) - first;
+            ((within / per_group) as u32, (within % per_group) as u32)
+        }));
+        for (g, bits) in by_group {
             let start = self.sb.group_start(g);
-            let bits: Vec<u32> = run.iter().map(|&b| (u64::from(b) - start) as u32).collect();
             let mut was_set = Vec::new();
-            let freed = self.clear_bits(start + BLOCK_BITMAP, &bits, |k| was_set.push(run[k]))?;
+            let freed = self.clear_bits(start + BLOCK_BITMAP, &bits, |k| was_set.push(bits[k]))?;
             if self.policy == crate::Policy::Log {
-                for block in was_set {
-                    self.log.freed.freed(block);
+                for bit in was_set {
+                    self.log.freed.freed((start + u64::from(bit)) as u32);
                 }
             }
             if freed > 0 {
@@ -280,20 +280,26 @@ impl Core {
             sd.hold_inode(ino, dir);
             return Ok(());
         }
-        self.clear_inode_bits(&mut [(ino, dir)])
+        self.clear_inode_bits(&[(ino, dir)])
     }
 
     /// Returns inode numbers (with whether each was a directory) to their
     /// groups' free maps, each map changed once for all of its inodes.
-    fn clear_inode_bits(&mut self, inodes: &mut [(u32, bool)]) -> Result<(), Errno> {
-        inodes.sort_unstable();
+    fn clear_inode_bits(&mut self, inodes: &[(u32, bool)]) -> Result<(), Errno> {
         let per_group = self.sb.inodes_per_group;
-        for run in inodes.chunk_by(|a, b| (a.0 - 1) / per_group == (b.0 - 1) / per_group) {
-            let g = (run[0].0 - 1) / per_group;
-            let bits: Vec<u32> = run.iter().map(|&(ino, _)| (ino - 1) % per_group).collect();
+        // A directory's bit carries its flag above the bit's index.
+        const DIR: u32 = 1 << 31;
+        debug_assert!(per_group < DIR, "an inode's index within its group fits in 31 bits");
+        let by_group =
+            by_group(inodes.iter().map(|&(ino, dir)| {
+                ((ino - 1) / per_group, ((ino - 1) % per_group) | if dir { DIR } else { 0 })
+            }));
+        for (g, tagged) in by_group {
+            let bits: Vec<u32> = tagged.iter().map(|&t| t & !DIR).collect();
             let mut dirs = 0u32;
-            let freed = self
-                .clear_bits(self.sb.group_start(g) + INODE_BITMAP, &bits, |k| dirs += u32::from(run[k].1))?;
+            let freed = self.clear_bits(self.sb.group_start(g) + INODE_BITMAP, &bits, |k| {
+                dirs += u32::from(tagged[k] & DIR != 0)
+            })?;
             if freed > 0 {
                 self.groups_dirty.insert(g);
                 let counts = &mut self.groups[g as usize];
@@ -312,20 +318,20 @@ impl Core {
         let Some(sd) = &mut self.cache.sd else { return Ok(()) };
         let mut blocks = std::mem::take(&mut sd.released_blocks);
         let meta = std::mem::take(&mut sd.released_meta);
-        let mut inodes = std::mem::take(&mut sd.released_inodes);
+        let inodes = std::mem::take(&mut sd.released_inodes);
         // File data left the cache when it was freed, and nothing loads a
         // held block; a directory block retired may linger.
         for block in meta {
             self.cache.discard(u64::from(block));
         }
-        self.clear_block_bits(&mut blocks)?;
+        self.clear_block_bits(&blocks)?;
         // The list's room kept for the next release (hundreds of
         // thousands of blocks when trees are removed).
         blocks.clear();
         if let Some(sd) = self.cache.sd.as_mut().filter(|sd| sd.released_blocks.is_empty()) {
             sd.released_blocks = blocks;
         }
-        self.clear_inode_bits(&mut inodes)
+        self.clear_inode_bits(&inodes)
     }
 
     /// The first data block of the group holding inode `ino`: where a
@@ -334,6 +340,27 @@ impl Core {
         let g = (ino - 1) / self.sb.inodes_per_group;
         self.sb.group_start(g) + u64::from(self.sb.group_overhead_blocks())
     }
+}
+
+/// `(group, value)` pairs gathered by group, in the order the groups
+/// first appear and each group's values in their order: one pass, no sort
+/// (a tree's removal releases hundreds of thousands of blocks at once).
+fn by_group(pairs: impl Iterator<Item = (u32, u32)>) -> Vec<(u32, Vec<u32>)> {
+    let mut out: Vec<(u32, Vec<u32>)> = Vec::new();
+    let mut slot_of: rustc_hash::FxHashMap<u32, usize> = rustc_hash::FxHashMap::default();
+    let mut last: Option<(u32, usize)> = None;
+    for (g, v) in pairs {
+        let slot = match last {
+            Some((lg, slot)) if lg == g => slot,
+            _ => *slot_of.entry(g).or_insert_with(|| {
+                out.push((g, Vec::new()));
+                out.len() - 1
+            }),
+        };
+        last = Some((g, slot));
+        out[slot].1.push(v);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -392,7 +419,7 @@ mod tests {
         let first = core.alloc_block(hint).unwrap();
         let later: Vec<u32> = (0..8).map(|_| core.alloc_block(hint).unwrap()).collect();
         assert!(later.iter().all(|&b| b > first), "taken in order from the hint: {first} then {later:?}");
-        core.free_blocks(vec![first], Vec::new()).unwrap();
+        core.free_blocks(vec![first], FreedFrom::Other, Vec::new()).unwrap();
         assert_eq!(core.alloc_block(hint).unwrap(), first);
     }
 
@@ -424,7 +451,7 @@ mod tests {
             for i in 0..n {
                 freed.swap(i, (order.rotate_left(i as u32) % n as u64) as usize);
             }
-            core.free_blocks(freed.clone(), Vec::new()).unwrap();
+            core.free_blocks(freed.clone(), FreedFrom::Other, Vec::new()).unwrap();
             let kept = taken.len() - n;
             prop_assert_eq!(core.sb.free_blocks, free_before - kept as u64);
             let counted: u32 = core.groups.iter().map(|g| g.free_blocks).sum();

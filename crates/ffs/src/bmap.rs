@@ -19,6 +19,9 @@ const UNITS: u64 = 8;
 pub struct Freed {
     /// Blocks to return to the free maps.
     pub blocks: Vec<u32>,
+    /// The indirect blocks among `blocks`; the rest hold the file's
+    /// contents.
+    pub pointers: Vec<u32>,
     /// Indirect blocks that lost pointers (to write before the frees,
     /// when the policy orders writes).
     pub changed: Vec<u64>,
@@ -154,12 +157,14 @@ impl Core {
         if inode.single != 0 {
             let first = keep.saturating_sub(DIRECT);
             if self.clear_indirect(inode.single, 1, first, &mut freed)? {
+                freed.pointers.push(inode.single);
                 freed.blocks.push(std::mem::take(&mut inode.single));
             }
         }
         if inode.double != 0 {
             let first = keep.saturating_sub(SINGLE_END);
             if self.clear_indirect(inode.double, 2, first, &mut freed)? {
+                freed.pointers.push(inode.double);
                 freed.blocks.push(std::mem::take(&mut inode.double));
             }
         }
@@ -192,6 +197,9 @@ impl Core {
             };
             if empty {
                 freed.blocks.push(p);
+                if level == 2 {
+                    freed.pointers.push(p);
+                }
                 // Freed whole (`first` 0), this block keeps its pointers:
                 // nothing reaches it once its own pointer goes, and it is
                 // zeroed when handed out again (`new_block`).

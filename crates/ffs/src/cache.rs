@@ -20,7 +20,7 @@ use device::{AlignedBuf, Clock, Device, DeviceError};
 
 use crate::commits::Commits;
 use crate::format::BLOCK_BYTES;
-use crate::softdep::{Blocks, Image, Kind, Softdep};
+use crate::softdep::{block_copy, Blocks, Image, Kind, Softdep};
 
 /// Dirty buffers written together when an eviction finds a dirty one.
 const EVICT_BATCH_BLOCKS: usize = 1024;
@@ -312,9 +312,11 @@ impl Cache {
 
     /// `block`'s buffer, out of the cache (dirty or not).
     fn take(&mut self, block: u64) -> Option<Buf> {
+        // Held back, retired and dirty buffers are all in `bufs`: a block
+        // without a buffer (a freed block of file data, mostly) is in none.
+        let buf = self.bufs.remove(&block)?;
         self.rolled.remove(&block);
         self.retired.remove(&block);
-        let buf = self.bufs.remove(&block)?;
         self.lru.remove(&buf.tick);
         self.dirty.remove(&block);
         self.dirty_data.remove(&block);
@@ -497,7 +499,7 @@ impl Cache {
     /// held back); one rolled back or held back stays dirty.
     fn write_blocks(&mut self, blocks: &[u64], waiting: Waiting) -> device::Result<()> {
         let run_max = self.run_max();
-        let mut images: HashMap<u64, Vec<u8>> = HashMap::default();
+        let mut images: HashMap<u64, AlignedBuf> = HashMap::default();
         // Blocks not written now: held back, or whose safe copy is what
         // their last write carried already (they wait on something else:
         // writing them again changes nothing).
@@ -514,7 +516,7 @@ impl Cache {
                         held.push(b);
                         continue;
                     }
-                    Image::Durable => sd.durable_bytes(b).expect("a durable image has a shadow").to_vec(),
+                    Image::Durable => block_copy(sd.durable_bytes(b).expect("a durable image has a shadow")),
                     Image::Rolled(image) => image,
                 };
                 if sd.last_written_is(b, &image) {
@@ -809,6 +811,7 @@ impl Cache {
             }
             self.lru.remove(&tick);
             self.bufs.remove(&block);
+            self.retired.remove(&block);
             self.stats.evictions += 1;
         }
         Ok(())

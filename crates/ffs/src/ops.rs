@@ -17,7 +17,7 @@ use fsapi::{
 use crate::commits::Commits;
 use crate::core::{eio, Core};
 use crate::format::*;
-use crate::softdep::{Gone, Wait};
+use crate::softdep::{FreedFrom, Gone, Wait};
 use crate::{Dev, FsError};
 
 /// Links an inode may have.
@@ -244,7 +244,12 @@ fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
     let freed = core.truncate_blocks(&mut inode, 0)?;
     let block = core.clear_inode(ino)?;
     core.ordered(block)?;
-    core.free_blocks(freed.blocks, vec![Wait::Inode(ino)])?;
+    let from = if inode.mode & S_IFMT == S_IFREG {
+        FreedFrom::File { pointers: freed.pointers }
+    } else {
+        FreedFrom::Other
+    };
+    core.free_blocks(freed.blocks, from, vec![Wait::Inode(ino)])?;
     core.free_inode(ino, dir)?;
     core.drop_index(ino);
     core.refs.remove(&ino);
@@ -765,7 +770,7 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
         // on the disk no longer point to them.
         let waits =
             std::iter::once(Wait::Inode(ino)).chain(freed.changed.into_iter().map(Wait::Indirect)).collect();
-        core.free_blocks(freed.blocks, waits)?;
+        core.free_blocks(freed.blocks, FreedFrom::File { pointers: freed.pointers }, waits)?;
     }
     inode.size = size;
     touch(inode);

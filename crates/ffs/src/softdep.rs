@@ -42,6 +42,7 @@
 //! and the work that waited on a write (lowering a count, releasing a
 //! freed block) runs after the flush that made the write durable.
 
+use device::AlignedBuf;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
 
@@ -66,6 +67,16 @@ pub enum Kind {
     /// A long symbolic link's target: written whole when made, never
     /// changed.
     Symlink,
+}
+
+/// Whose blocks are freed, which tells which of them may be metadata.
+pub enum FreedFrom {
+    /// A regular file's: its indirect blocks (`pointers`) and its data,
+    /// which no map holds (`Softdep::data`).
+    File { pointers: Vec<u32> },
+    /// Any other's (a directory's blocks, a symbolic link's): each looked
+    /// up.
+    Other,
 }
 
 /// What a removed link waits for before its inode's count may drop on
@@ -96,7 +107,7 @@ pub enum Image {
     /// What the disk holds already (every change waits).
     Durable,
     /// A copy with some updates rolled back.
-    Rolled(Vec<u8>),
+    Rolled(AlignedBuf),
 }
 
 /// Blocks as memory holds them, for the rules that look at other blocks
@@ -170,7 +181,7 @@ struct Epoch {
     /// What the last write of each put there: a copy when it is not what
     /// memory holds (or memory changed since), else its number in
     /// `as_memory`.
-    inflight: HashMap<u64, Box<[u8]>>,
+    inflight: HashMap<u64, AlignedBuf>,
     as_memory: HashSet<u64>,
     /// Bitmaps and fresh blocks written, with the event of each write.
     bitmaps: Vec<(u64, u64)>,
@@ -189,7 +200,7 @@ impl Epoch {
     fn keep_as_written(&mut self, block: u64, current: &[u8]) -> bool {
         let kept = self.as_memory.remove(&block);
         if kept {
-            self.inflight.insert(block, current.into());
+            self.inflight.insert(block, block_copy(current));
         }
         kept
     }
@@ -222,7 +233,14 @@ struct FreshBlock {
 /// needs no copy at all).
 enum Shadow {
     Zeros,
-    Bytes(Box<[u8]>),
+    Bytes(AlignedBuf),
+}
+
+/// A copy of a block's bytes (a shadow, an image), in a page-aligned
+/// buffer: those are kept for reuse when dropped (`AlignedBuf`), and a
+/// tree's removal makes and drops tens of thousands.
+pub fn block_copy(bytes: &[u8]) -> AlignedBuf {
+    AlignedBuf::copy_of(bytes, BLOCK_BYTES)
 }
 
 static ZEROS: [u8; BLOCK_BYTES] = [0; BLOCK_BYTES];
@@ -287,8 +305,8 @@ fn records(block: &[u8]) -> Vec<(usize, RecordRef<'_>)> {
 
 /// Inode block `memory` with the slots whose bits are set in `slots`
 /// as `disk` holds them.
-fn with_disk_slots(memory: &[u8], disk: &[u8], slots: u32) -> Vec<u8> {
-    let mut bytes = memory.to_vec();
+fn with_disk_slots(memory: &[u8], disk: &[u8], slots: u32) -> AlignedBuf {
+    let mut bytes = block_copy(memory);
     for k in (0..INODES_PER_BLOCK as usize).filter(|k| slots & (1 << k) != 0) {
         let range = k * INODE_BYTES..(k + 1) * INODE_BYTES;
         bytes[range.clone()].copy_from_slice(&disk[range]);
@@ -377,7 +395,7 @@ impl Softdep {
             return;
         }
         if !self.durable.contains_key(&block) && !self.in_flight(block) {
-            self.durable.insert(block, Shadow::Bytes(current.into()));
+            self.durable.insert(block, Shadow::Bytes(block_copy(current)));
         }
     }
 
@@ -419,22 +437,38 @@ impl Softdep {
     /// Blocks freed in memory: their bits stay set until no copy in
     /// `waits` points to them on the disk. `drop`: each block but the
     /// directory blocks, whose buffers go; those are returned (the cache
-    /// writes them once more, `Cache::retire`).
+    /// writes them once more, `Cache::retire`). `from` tells which blocks
+    /// may be metadata: a file's data is in no map, and is not looked up.
     pub fn hold_blocks(
         &mut self,
         mut blocks: Vec<u32>,
+        from: FreedFrom,
         waits: Vec<Wait>,
         drop: &mut dyn FnMut(u64),
     ) -> Vec<u64> {
         self.tick();
         blocks.sort_unstable();
         self.fresh_blocks.remove_sorted(blocks.iter().map(|&b| u64::from(b)));
+        let pointers = match from {
+            FreedFrom::File { mut pointers } => {
+                pointers.sort_unstable();
+                Some(pointers)
+            }
+            FreedFrom::Other => None,
+        };
         // Only a block with a kind can be in a map here (file data is in
         // none, `data`): the rest are not looked at again at the release.
         let (mut meta, mut dirs) = (Vec::new(), Vec::new());
         for &b in &blocks {
             let block = u64::from(b);
-            match self.kinds.get(&block) {
+            let kind = match &pointers {
+                Some(p) if p.binary_search(&b).is_err() => {
+                    debug_assert!(!self.kinds.contains_key(&block), "file data {b} has a kind");
+                    None
+                }
+                _ => self.kinds.get(&block),
+            };
+            match kind {
                 Some(Kind::Dir) => {
                     meta.push(b);
                     dirs.push(block);
@@ -623,7 +657,7 @@ impl Softdep {
     /// disk, new ones whose bits are not) is the disk's own image.
     fn inode_image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8], disk: &[u8]) -> Image {
         let first = self.first_ino(block);
-        let mut out: Option<Vec<u8>> = None;
+        let mut out: Option<AlignedBuf> = None;
         let mut as_disk = 0u32;
         let mut as_memory = false;
         let mut slot = [0u8; INODE_BYTES];
@@ -764,8 +798,8 @@ impl Softdep {
         n * BLOCK_BYTES as u64
     }
 
-    fn dir_image(&self, blocks: &dyn Blocks, memory: &[u8], disk: &[u8]) -> Option<Vec<u8>> {
-        let mut out: Option<Vec<u8>> = None;
+    fn dir_image(&self, blocks: &dyn Blocks, memory: &[u8], disk: &[u8]) -> Option<AlignedBuf> {
+        let mut out: Option<AlignedBuf> = None;
         let on_disk = records(disk);
         let mut next_on_disk = on_disk.iter().peekable();
         let mut memo = InodeBlockMemo::default();
@@ -790,7 +824,7 @@ impl Softdep {
             {
                 continue;
             }
-            let bytes = out.get_or_insert_with(|| memory.to_vec());
+            let bytes = out.get_or_insert_with(|| block_copy(memory));
             let (ino, kind) = match before.filter(|b| b.name == rec.name) {
                 Some(b) => (b.ino, b.kind),
                 None => (0, 0),
@@ -801,12 +835,12 @@ impl Softdep {
         out
     }
 
-    fn indirect_image(&self, memory: &[u8], disk: &[u8]) -> Option<Vec<u8>> {
-        let mut out: Option<Vec<u8>> = None;
+    fn indirect_image(&self, memory: &[u8], disk: &[u8]) -> Option<AlignedBuf> {
+        let mut out: Option<AlignedBuf> = None;
         for k in 0..POINTERS_PER_BLOCK as usize {
             let p = pointer_at(memory, k);
             if p != 0 && p != pointer_at(disk, k) && !self.settled(p) {
-                set_pointer(out.get_or_insert_with(|| memory.to_vec()), k, 0);
+                set_pointer(out.get_or_insert_with(|| block_copy(memory)), k, 0);
             }
         }
         out
@@ -836,7 +870,7 @@ impl Softdep {
 
     /// Metadata `block` was written: with `rolled_back`, a copy holding
     /// some update back; without, what memory holds.
-    pub fn written(&mut self, block: u64, rolled_back: Option<Vec<u8>>) {
+    pub fn written(&mut self, block: u64, rolled_back: Option<AlignedBuf>) {
         let at = self.tick();
         if self.is_bitmap(block) {
             self.open.bitmaps.push((block, at));
@@ -848,7 +882,7 @@ impl Softdep {
                 self.stats.rollbacks += 1;
                 self.open.as_memory.remove(&block);
                 let digest = u64::from(crc32c::crc32c(&image));
-                self.open.inflight.insert(block, image.into_boxed_slice());
+                self.open.inflight.insert(block, image);
                 digest
             }
             None => {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use device::{Device, MemDevice};
 use fsapi::{FileSystem, Owner, ROOT};
 
-use super::{record_at, Blocks, Image, Shadow, Wait};
+use super::{record_at, Blocks, FreedFrom, Image, Shadow, Wait};
 use crate::format::{BLOCK_BYTES, INODES_PER_BLOCK, INODE_BYTES};
 use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
 
@@ -42,8 +42,8 @@ fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() 
     let at = (0..memory.len()).step_by(4).find(|&at| record_at(&memory, at).is_some_and(|r| r.ino == d));
     let at = at.expect("p's block names d");
     let mut sd = core.cache.sd.take().unwrap();
-    sd.durable.insert(p_block, Shadow::Bytes(disk.into()));
-    sd.durable.insert(p_dir, Shadow::Bytes(dir_before.into()));
+    sd.durable.insert(p_block, Shadow::Bytes(super::block_copy(&disk)));
+    sd.durable.insert(p_dir, Shadow::Bytes(super::block_copy(&dir_before)));
     let image = sd.image(&core.cache, p_dir, &memory);
     core.cache.sd = Some(sd);
     let Image::Rolled(image) = image else { panic!("the entry is rolled back") };
@@ -60,7 +60,12 @@ fn a_wait_no_flush_looks_at_is_settled_by_the_sync() {
     let mut core = fs.lock();
     let block = core.alloc_block(0).unwrap();
     // Held on inode 40, free on the disk: nothing points to it there.
-    core.cache.sd.as_mut().unwrap().hold_blocks(vec![block], vec![Wait::Inode(40)], &mut |_| {});
+    core.cache.sd.as_mut().unwrap().hold_blocks(
+        vec![block],
+        FreedFrom::Other,
+        vec![Wait::Inode(40)],
+        &mut |_| {},
+    );
     core.cache.flush().unwrap();
     assert_eq!(core.cache.sd.as_ref().unwrap().stats.released_blocks, 0, "the flush made nothing durable");
     core.softdep_sync().unwrap();
