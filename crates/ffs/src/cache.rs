@@ -10,6 +10,7 @@
 //! open transaction, which the flush after it commits.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -125,16 +126,36 @@ pub struct Cache {
     rounds_by: Commits,
     /// Under `softdep`: shadows past this many start a checkpoint.
     shadow_mark: usize,
+    /// Under `softdep`: blocks with no buffer that a rule looked at
+    /// (`Blocks::memory`: a directory's inode block, say, which the
+    /// rules look at on every pass over its entries), kept so that the
+    /// next look, or the load that gives it a buffer, reads nothing.
+    /// Only blocks with no buffer are here: one leaves when it gets one
+    /// (`load`), so a copy here is what both the disk and memory hold.
+    peeked: RefCell<HashMap<u64, AlignedBuf>>,
 }
+
+/// At most this many blocks are kept looked at (`Cache::peeked`); past
+/// them the list starts again.
+const PEEKED_MAX: usize = 1024;
 
 impl Blocks for Cache {
     fn memory(&self, block: u64) -> Option<Cow<'_, [u8]>> {
         if let Some(buf) = self.bufs.get(&block) {
             return Some(Cow::Borrowed(&buf.data[..]));
         }
+        let mut peeked = self.peeked.borrow_mut();
+        if let Some(data) = peeked.get(&block) {
+            return Some(Cow::Owned(data.to_vec()));
+        }
         let mut data = AlignedBuf::zeroed(BLOCK_BYTES, BLOCK_BYTES.max(self.dev.buffer_align()));
         self.dev.read_at(&mut data, block * BLOCK_BYTES as u64).ok()?;
-        Some(Cow::Owned(data.to_vec()))
+        let bytes = data.to_vec();
+        if peeked.len() >= PEEKED_MAX {
+            peeked.clear();
+        }
+        peeked.insert(block, data);
+        Some(Cow::Owned(bytes))
     }
 
     fn cached(&self, block: u64) -> Option<&[u8]> {
@@ -183,6 +204,7 @@ impl Cache {
             rounds: 0,
             rounds_by: Commits::Caller,
             shadow_mark: capacity_blocks / 2,
+            peeked: RefCell::new(HashMap::default()),
         }
     }
 
@@ -233,9 +255,15 @@ impl Cache {
             return Ok(());
         }
         self.make_room()?;
-        let mut data = AlignedBuf::zeroed(BLOCK_BYTES, BLOCK_BYTES.max(self.dev.buffer_align()));
+        // A copy a rule looked at is what the disk holds: no read.
+        let (mut data, read) = match self.peeked.get_mut().remove(&block) {
+            Some(data) if !fresh => (data, false),
+            _ => (AlignedBuf::zeroed(BLOCK_BYTES, BLOCK_BYTES.max(self.dev.buffer_align())), !fresh),
+        };
         if !fresh {
             self.stats.misses += 1;
+        }
+        if read {
             self.dev.read_at(&mut data, block * BLOCK_BYTES as u64)?;
         }
         self.tick += 1;
@@ -307,6 +335,11 @@ impl Cache {
     /// A freed block: its buffer dropped unwritten (whatever it held is
     /// no longer anybody's).
     pub fn discard(&mut self, block: u64) {
+        // Freed: whatever it holds next is no longer what a rule saw.
+        let peeked = self.peeked.get_mut();
+        if !peeked.is_empty() {
+            peeked.remove(&block);
+        }
         self.take(block);
     }
 
@@ -840,4 +873,34 @@ fn write_runs(dev: &dyn Device, blocks: Vec<(u64, AlignedBuf)>, run_max: usize) 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use device::MemDevice;
+
+    use super::*;
+
+    /// A block with no buffer that a rule looks at is read from the device
+    /// once: the next look, and the load that gives it a buffer, use the
+    /// copy. (The device's copy is changed underneath after the first
+    /// look, which only a second read would see.)
+    #[test]
+    fn a_block_a_rule_looked_at_is_read_once() {
+        let mem = Arc::new(MemDevice::new(1 << 20).unwrap());
+        let dev: Arc<dyn Device> = mem.clone();
+        let at = 5 * BLOCK_BYTES as u64;
+        let block = |byte: u8| {
+            let mut buf = AlignedBuf::zeroed(BLOCK_BYTES, BLOCK_BYTES);
+            buf.fill(byte);
+            buf
+        };
+        dev.write_at(&block(1), at).unwrap();
+        let mut cache = Cache::new(Arc::clone(&dev), 1 << 20, false, Clock::Wall);
+        assert_eq!(cache.memory(5).unwrap()[0], 1);
+        dev.write_at(&block(2), at).unwrap();
+        assert_eq!(cache.memory(5).unwrap()[0], 1, "looked at again without a read");
+        assert_eq!(cache.read(5).unwrap()[0], 1, "loaded without a read");
+        assert!(cache.peeked.get_mut().is_empty(), "a block with a buffer is not kept looked at");
+    }
 }
