@@ -346,17 +346,30 @@ impl Core {
 /// first appear and each group's values in their order: one pass, no sort
 /// (a tree's removal releases hundreds of thousands of blocks at once).
 fn by_group(pairs: impl Iterator<Item = (u32, u32)>) -> Vec<(u32, Vec<u32>)> {
+    /// Past this many groups, they are found through a map.
+    const SEARCHED: usize = 16;
     let mut out: Vec<(u32, Vec<u32>)> = Vec::new();
-    let mut slot_of: rustc_hash::FxHashMap<u32, usize> = rustc_hash::FxHashMap::default();
+    let mut index: rustc_hash::FxHashMap<u32, usize> = rustc_hash::FxHashMap::default();
     let mut last: Option<(u32, usize)> = None;
     for (g, v) in pairs {
-        let slot = match last {
-            Some((lg, slot)) if lg == g => slot,
-            _ => *slot_of.entry(g).or_insert_with(|| {
-                out.push((g, Vec::new()));
-                out.len() - 1
-            }),
+        let found = match last {
+            Some((lg, slot)) if lg == g => Some(slot),
+            // A change of group is rare (a file's blocks are in one or
+            // two): a few groups are searched, more looked up.
+            _ if out.len() <= SEARCHED => out.iter().position(|(og, _)| *og == g),
+            _ => index.get(&g).copied(),
         };
+        let slot = found.unwrap_or_else(|| {
+            out.push((g, Vec::new()));
+            if out.len() > SEARCHED {
+                if index.is_empty() {
+                    index.extend(out.iter().enumerate().map(|(slot, (og, _))| (*og, slot)));
+                } else {
+                    index.insert(g, out.len() - 1);
+                }
+            }
+            out.len() - 1
+        });
         last = Some((g, slot));
         out[slot].1.push(v);
     }
@@ -384,6 +397,19 @@ mod tests {
             map[i / 8] |= 1 << (i % 8);
         }
         (map, len as u32)
+    }
+
+    /// Values gathered by group keep their order within it, across more
+    /// groups than are searched (the rest are looked up).
+    #[test]
+    fn values_are_gathered_by_group_in_their_order() {
+        let pairs: Vec<(u32, u32)> = (0..200u32).map(|i| ((i * 7) % 40, i)).collect();
+        let groups = by_group(pairs.iter().copied());
+        assert_eq!(groups.len(), 40, "each group once");
+        for (g, values) in &groups {
+            let expected: Vec<u32> = pairs.iter().filter(|(pg, _)| pg == g).map(|&(_, v)| v).collect();
+            assert_eq!(values, &expected, "group {g}");
+        }
     }
 
     proptest! {
