@@ -151,10 +151,7 @@ impl Blocks for Cache {
         let mut data = AlignedBuf::zeroed(BLOCK_BYTES, BLOCK_BYTES.max(self.dev.buffer_align()));
         self.dev.read_at(&mut data, block * BLOCK_BYTES as u64).ok()?;
         let bytes = data.to_vec();
-        if peeked.len() >= PEEKED_MAX {
-            peeked.clear();
-        }
-        peeked.insert(block, data);
+        keep_peeked(&mut peeked, block, data);
         Some(Cow::Owned(bytes))
     }
 
@@ -843,12 +840,28 @@ impl Cache {
                 }
             }
             self.lru.remove(&tick);
-            self.bufs.remove(&block);
+            let buf = self.bufs.remove(&block);
             self.retired.remove(&block);
             self.stats.evictions += 1;
+            // One the disk's copy of is still shadowed (its write not yet
+            // flushed) is what the rules look at next: kept looked at.
+            if let Some(buf) =
+                buf.filter(|_| self.sd.as_ref().is_some_and(|sd| sd.durable_bytes(block).is_some()))
+            {
+                keep_peeked(self.peeked.get_mut(), block, buf.data);
+            }
         }
         Ok(())
     }
+}
+
+/// Keeps `data`, what both the disk and memory hold for `block` (which
+/// has no buffer), looked at (`Cache::peeked`).
+fn keep_peeked(peeked: &mut HashMap<u64, AlignedBuf>, block: u64, data: AlignedBuf) {
+    if peeked.len() >= PEEKED_MAX {
+        peeked.clear();
+    }
+    peeked.insert(block, data);
 }
 
 /// Writes `blocks` (sorted), neighbours together in requests of at most

@@ -767,7 +767,13 @@ impl Softdep {
 
     /// Rule 3 for an entry naming directory `ino`: its `..` names a parent
     /// whose count, raised for that `..`, is on the disk (or itself).
-    fn parent_counted(&self, blocks: &dyn Blocks, ino: u32) -> bool {
+    /// `owner`: the directory holding the entry, when known, which is what
+    /// its `..` names in memory (a directory has one entry, and a rename
+    /// moves it and changes its `..` together): nothing is read for it.
+    fn parent_counted(&self, blocks: &dyn Blocks, ino: u32, owner: Option<u32>) -> bool {
+        if let Some(parent) = owner {
+            return parent == ino || self.links_on_disk(blocks, parent);
+        }
         let Some((Some(m), _)) = self.inode_both(blocks, ino) else { return false };
         if m.kind_bits() != S_IFDIR {
             return true;
@@ -803,8 +809,12 @@ impl Softdep {
         let on_disk = records(disk);
         let mut next_on_disk = on_disk.iter().peekable();
         let mut memo = InodeBlockMemo::default();
+        // The directory this block belongs to, named by its `.` (in its
+        // first block): what every subdirectory named here has as `..`.
+        let mut owner = None;
         for (here, rec) in records(memory) {
             if rec.name == b"." {
+                owner = Some(rec.ino);
                 continue;
             }
             // The disk's record at the same place, if it has one.
@@ -820,7 +830,7 @@ impl Softdep {
             }
             let directory = rec.kind == DT_DIR && rec.name != b"..";
             if self.links_on_disk_memo(blocks, rec.ino, &mut memo)
-                && (!directory || self.parent_counted(blocks, rec.ino))
+                && (!directory || self.parent_counted(blocks, rec.ino, owner))
             {
                 continue;
             }

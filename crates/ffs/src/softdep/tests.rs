@@ -270,3 +270,33 @@ fn a_freed_directory_block_is_written_once_then_dropped() {
     let named = (0..disk.len()).step_by(4).any(|at| record_at(&disk, at).is_some_and(|r| r.ino == f as u32));
     assert!(!named, "the block went out without f's entry");
 }
+
+/// A metadata block evicted after its write and before the flush that
+/// makes that write durable (its shadow still there) is the next thing
+/// the rules look at: kept, it is looked at without a read.
+#[test]
+fn a_block_evicted_before_its_write_is_flushed_is_looked_at_without_a_read() {
+    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+    mkfs(&dev, &MkfsOptions::default()).unwrap();
+    let cache_bytes = 64 * BLOCK_BYTES as u64;
+    let options = MountOptions { policy: Policy::Softdep, cache_bytes, ..Default::default() };
+    let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+    fs.sync().unwrap();
+    let changes = fsapi::SetAttr { perm: Some(0o700), ..Default::default() };
+    fs.setattr(ROOT, &changes).unwrap();
+    let mut core = fs.lock();
+    // The root's inode block (its mode changed, nothing waiting) is
+    // written as memory holds it; its shadow stays until a flush.
+    let block = core.sb.inode_place(ROOT as u32).0;
+    core.cache.write_back(false).unwrap();
+    assert!(core.cache.sd.as_ref().unwrap().durable_bytes(block).is_some(), "written, not flushed");
+    let memory = core.cache.read(block).unwrap().to_vec();
+    let data_start = core.inode_group_data(ROOT as u32);
+    for b in data_start..data_start + 128 {
+        core.cache.read(b).unwrap();
+    }
+    assert!(core.cache.cached(block).is_none(), "evicted");
+    let reads = dev.stats().snapshot().reads;
+    assert_eq!(core.cache.memory(block).as_deref(), Some(&memory[..]));
+    assert_eq!(dev.stats().snapshot().reads, reads, "looked at without a read");
+}
