@@ -300,3 +300,32 @@ fn a_block_evicted_before_its_write_is_flushed_is_looked_at_without_a_read() {
     assert_eq!(core.cache.memory(block).as_deref(), Some(&memory[..]));
     assert_eq!(dev.stats().snapshot().reads, reads, "looked at without a read");
 }
+
+/// Rule 3 without the block's `.` to name the owner (a later block of a
+/// directory) finds the parent through the subdirectory's `..`, and
+/// holds the entry exactly as with it: until the parent's count on the
+/// disk counts that `..`.
+#[test]
+fn a_parent_found_through_the_dot_dot_is_held_as_the_owner_is() {
+    let fs = fresh_softdep();
+    let p = fs.mkdir(ROOT, OsStr::new("p"), Owner::root(0o755)).unwrap().ino as u32;
+    fs.sync().unwrap();
+    let mut core = fs.lock();
+    let (p_block, p_at) = core.sb.inode_place(p);
+    let p_before = core.cache.read(p_block).unwrap()[p_at..p_at + INODE_BYTES].to_vec();
+    drop(core);
+    let d = fs.mkdir(p.into(), OsStr::new("d"), Owner::root(0o755)).unwrap().ino as u32;
+    fs.sync().unwrap();
+
+    let mut core = fs.lock();
+    let mut disk = core.cache.read(p_block).unwrap().to_vec();
+    disk[p_at..p_at + INODE_BYTES].copy_from_slice(&p_before);
+    let mut sd = core.cache.sd.take().unwrap();
+    sd.durable.insert(p_block, Shadow::Bytes(super::block_copy(&disk)));
+    let held = [sd.parent_counted(&core.cache, d, None), sd.parent_counted(&core.cache, d, Some(p))];
+    sd.durable.remove(&p_block);
+    let counted = [sd.parent_counted(&core.cache, d, None), sd.parent_counted(&core.cache, d, Some(p))];
+    core.cache.sd = Some(sd);
+    assert_eq!(held, [false, false], "p's count on the disk does not count d's `..`");
+    assert_eq!(counted, [true, true], "p's count on the disk counts it");
+}
