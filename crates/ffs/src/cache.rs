@@ -135,6 +135,10 @@ pub struct Cache {
     peeked: RefCell<HashMap<u64, AlignedBuf>>,
 }
 
+/// A buffer used again is moved to the head of the LRU only if it is
+/// not among the last capacity / this many moved there.
+const PROMOTED_WITHIN: u64 = 8;
+
 /// At most this many blocks are kept looked at (`Cache::peeked`); past
 /// them the list starts again.
 const PEEKED_MAX: usize = 1024;
@@ -231,9 +235,17 @@ impl Cache {
     }
 
     fn touch(&mut self, block: u64) {
+        let recent = self.tick.saturating_sub(self.capacity_blocks as u64 / PROMOTED_WITHIN);
+        let Some(buf) = self.bufs.get_mut(&block) else { return };
+        if buf.tick > recent {
+            // Among the most recently used already: left where it is (a
+            // block worked on is touched again and again, and moving it
+            // costs two changes to the ordered map).
+            return;
+        }
         self.tick += 1;
         let tick = self.tick;
-        if let Some(buf) = self.bufs.get_mut(&block) {
+        {
             self.lru.remove(&buf.tick);
             buf.tick = tick;
             self.lru.insert(tick, block);
@@ -915,5 +927,23 @@ mod tests {
         assert_eq!(cache.memory(5).unwrap()[0], 1, "looked at again without a read");
         assert_eq!(cache.read(5).unwrap()[0], 1, "loaded without a read");
         assert!(cache.peeked.get_mut().is_empty(), "a block with a buffer is not kept looked at");
+    }
+
+    /// The least recently used buffer goes first: one used again since
+    /// it was loaded stays, though a buffer among the most recent is not
+    /// moved on every use.
+    #[test]
+    fn a_buffer_used_again_outlives_the_ones_loaded_after_it() {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(1 << 20).unwrap());
+        let mut cache = Cache::new(dev, 64 * BLOCK_BYTES as u64, false, Clock::Wall);
+        for b in 0..64 {
+            cache.read(b).unwrap();
+        }
+        cache.read(0).unwrap();
+        cache.read(63).unwrap();
+        cache.read(64).unwrap();
+        assert!(cache.cached(0).is_some(), "used again: kept");
+        assert!(cache.cached(1).is_none(), "the least recently used: evicted");
+        assert!(cache.cached(63).is_some(), "among the most recent: kept");
     }
 }
