@@ -18,11 +18,20 @@ fn fresh_softdep() -> Ffs {
     Ffs::mount(dev, &options).unwrap()
 }
 
-/// A new directory `d` in `p`, everything on the disk but `p`'s count
-/// raised for `d`'s `..` (and `p`'s entry naming `d`): the entry may
-/// not be written, though `d`'s own inode is there (MKDIR_PARENT).
-#[test]
-fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() {
+/// `p` made and synced, then `d` in it and synced; with the copies the
+/// tests make the disk hold instead: `p`'s inode block with `p`'s count
+/// before `d`'s `..` raised it, and `p`'s first block before it named `d`.
+struct NewDir {
+    fs: Ffs,
+    p: u32,
+    d: u32,
+    p_block: u64,
+    p_disk: Vec<u8>,
+    p_dir: u64,
+    dir_before: Vec<u8>,
+}
+
+fn new_dir_in_a_synced_parent() -> NewDir {
     let fs = fresh_softdep();
     let p = fs.mkdir(ROOT, OsStr::new("p"), Owner::root(0o755)).unwrap().ino as u32;
     fs.sync().unwrap();
@@ -34,15 +43,25 @@ fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() 
     drop(core);
     let d = fs.mkdir(p.into(), OsStr::new("d"), Owner::root(0o755)).unwrap().ino as u32;
     fs.sync().unwrap();
-
     let mut core = fs.lock();
-    let mut disk = core.cache.read(p_block).unwrap().to_vec();
-    disk[p_at..p_at + INODE_BYTES].copy_from_slice(&p_before);
+    let mut p_disk = core.cache.read(p_block).unwrap().to_vec();
+    p_disk[p_at..p_at + INODE_BYTES].copy_from_slice(&p_before);
+    drop(core);
+    NewDir { fs, p, d, p_block, p_disk, p_dir, dir_before }
+}
+
+/// A new directory `d` in `p`, everything on the disk but `p`'s count
+/// raised for `d`'s `..` (and `p`'s entry naming `d`): the entry may
+/// not be written, though `d`'s own inode is there (MKDIR_PARENT).
+#[test]
+fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() {
+    let NewDir { fs, d, p_block, p_disk, p_dir, dir_before, .. } = new_dir_in_a_synced_parent();
+    let mut core = fs.lock();
     let memory = core.cache.read(p_dir).unwrap().to_vec();
     let at = (0..memory.len()).step_by(4).find(|&at| record_at(&memory, at).is_some_and(|r| r.ino == d));
     let at = at.expect("p's block names d");
     let mut sd = core.cache.sd.take().unwrap();
-    sd.durable.insert(p_block, Shadow::Bytes(super::block_copy(&disk)));
+    sd.durable.insert(p_block, Shadow::Bytes(super::block_copy(&p_disk)));
     sd.durable.insert(p_dir, Shadow::Bytes(super::block_copy(&dir_before)));
     let image = sd.image(&core.cache, p_dir, &memory);
     core.cache.sd = Some(sd);
@@ -307,21 +326,10 @@ fn a_block_evicted_before_its_write_is_flushed_is_looked_at_without_a_read() {
 /// disk counts that `..`.
 #[test]
 fn a_parent_found_through_the_dot_dot_is_held_as_the_owner_is() {
-    let fs = fresh_softdep();
-    let p = fs.mkdir(ROOT, OsStr::new("p"), Owner::root(0o755)).unwrap().ino as u32;
-    fs.sync().unwrap();
+    let NewDir { fs, p, d, p_block, p_disk, .. } = new_dir_in_a_synced_parent();
     let mut core = fs.lock();
-    let (p_block, p_at) = core.sb.inode_place(p);
-    let p_before = core.cache.read(p_block).unwrap()[p_at..p_at + INODE_BYTES].to_vec();
-    drop(core);
-    let d = fs.mkdir(p.into(), OsStr::new("d"), Owner::root(0o755)).unwrap().ino as u32;
-    fs.sync().unwrap();
-
-    let mut core = fs.lock();
-    let mut disk = core.cache.read(p_block).unwrap().to_vec();
-    disk[p_at..p_at + INODE_BYTES].copy_from_slice(&p_before);
     let mut sd = core.cache.sd.take().unwrap();
-    sd.durable.insert(p_block, Shadow::Bytes(super::block_copy(&disk)));
+    sd.durable.insert(p_block, Shadow::Bytes(super::block_copy(&p_disk)));
     let held = [sd.parent_counted(&core.cache, d, None), sd.parent_counted(&core.cache, d, Some(p))];
     sd.durable.remove(&p_block);
     let counted = [sd.parent_counted(&core.cache, d, None), sd.parent_counted(&core.cache, d, Some(p))];
