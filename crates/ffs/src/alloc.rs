@@ -156,14 +156,20 @@ impl Core {
             // nothing on the disk points to it).
             let dirs = sd.hold_blocks(blocks, from, waits, &mut |b| self.cache.discard(b));
             self.cache.sd = Some(sd);
-            for b in dirs {
-                if let Err(e) = self.cache.retire(b) {
-                    return Err(eio(self, e));
-                }
-            }
-            return Ok(());
+            return self.retire_all(dirs);
         }
         self.free_blocks_now(blocks)
+    }
+
+    /// Directory blocks freed under `softdep`, written once more before
+    /// their buffers go.
+    fn retire_all(&mut self, dirs: Vec<u64>) -> Result<(), Errno> {
+        for b in dirs {
+            if let Err(e) = self.cache.retire(b) {
+                return Err(eio(self, e));
+            }
+        }
+        Ok(())
     }
 
     /// Returns `blocks` to their groups' free maps, each map changed once
@@ -271,6 +277,26 @@ impl Core {
             .filter(|&g| u64::from(self.groups[g as usize].free_inodes) >= average.max(1))
             .min_by_key(|&g| (self.groups[g as usize].dirs, g))
             .unwrap_or(fallback)
+    }
+
+    /// Returns removed inode `ino` and the blocks it held (its slot
+    /// cleared in memory) to their groups' free maps; under `softdep`, all
+    /// once the slot is free on the disk, the directory blocks among them
+    /// written once more before their buffers go (`Core::free_blocks`).
+    pub fn free_removed(
+        &mut self,
+        ino: u32,
+        dir: bool,
+        blocks: Vec<u32>,
+        from: FreedFrom,
+    ) -> Result<(), Errno> {
+        if let Some(mut sd) = self.cache.sd.take() {
+            let dirs = sd.hold_removed(ino, dir, blocks, from, &mut |b| self.cache.discard(b));
+            self.cache.sd = Some(sd);
+            return self.retire_all(dirs);
+        }
+        self.free_blocks_now(blocks)?;
+        self.clear_inode_bits(&[(ino, dir)])
     }
 
     /// Returns inode number `ino` to its group's free map; under

@@ -249,8 +249,7 @@ fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
     } else {
         FreedFrom::Other
     };
-    core.free_blocks(freed.blocks, from, vec![Wait::Inode(ino)])?;
-    core.free_inode(ino, dir)?;
+    core.free_removed(ino, dir, freed.blocks, from)?;
     core.drop_index(ino);
     core.refs.remove(&ino);
     Ok(())

@@ -1,7 +1,8 @@
 //! Freed blocks soft updates holds back (rule 5), in groups, indexed by
 //! the blocks whose copies on the disk they wait on: a flush looks only
-//! at the groups waiting on what it made durable, not at every group
-//! (removing glibc ten times holds 211,000 of them).
+//! at the groups waiting on what it made durable, not at every group.
+//! A removed file's blocks are not here: they wait with its inode
+//! (`HeldInode`); a group is what a truncation freed.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use smallvec::SmallVec;
@@ -22,8 +23,7 @@ pub enum Wait {
 /// of them soft updates keeps anything about (directory, indirect and
 /// symbolic-link blocks), to forget at the release; the rest are file
 /// data, of which it keeps nothing. A small file's group is held in
-/// place: removing a tree holds one per file for a flush or more, and
-/// their allocations, freed long after, scattered the heap.
+/// place: per-file allocations, freed long after, scatter the heap.
 pub struct Group {
     pub blocks: SmallVec<[u32; 4]>,
     pub meta: Vec<u32>,

@@ -337,3 +337,73 @@ fn a_parent_found_through_the_dot_dot_is_held_as_the_owner_is() {
     assert_eq!(held, [false, false], "p's count on the disk does not count d's `..`");
     assert_eq!(counted, [true, true], "p's count on the disk counts it");
 }
+
+/// `f` in the root with `blocks` blocks of data, synced.
+fn synced_file(fs: &Ffs, blocks: usize) -> u32 {
+    let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino as u32;
+    fs.write(f.into(), 0, &vec![0x5a; blocks * BLOCK_BYTES]).unwrap();
+    fs.sync().unwrap();
+    f
+}
+
+/// `f` removed and forgotten (its inode freed in memory).
+fn remove(fs: &Ffs, f: u32) {
+    fs.unlink(ROOT, OsStr::new("f")).unwrap();
+    fs.forget(f.into(), 1);
+}
+
+/// A removed file's blocks wait with its inode, in no group of their own,
+/// and are given back with it once its slot is free on the disk.
+#[test]
+fn a_removed_files_blocks_go_back_with_its_inode() {
+    let fs = fresh_softdep();
+    fs.sync().unwrap();
+    let before = fs.statfs().unwrap();
+    let f = synced_file(&fs, 3);
+    remove(&fs, f);
+    {
+        let core = fs.lock();
+        let sd = core.cache.sd.as_ref().unwrap();
+        assert!(sd.held.is_empty(), "no group held for the removed file's blocks");
+        assert_eq!(sd.held_inode_count, 1, "its inode held, its slot still in use on the disk");
+        assert_eq!(sd.stats.released_blocks, 0, "nothing given back before the slot is free on the disk");
+    }
+    fs.sync().unwrap();
+    let core = fs.lock();
+    let sd = core.cache.sd.as_ref().unwrap();
+    assert_eq!((sd.stats.released_blocks, sd.stats.released_inodes), (3, 1), "its 3 blocks went with it");
+    assert!(sd.idle());
+    drop(core);
+    let after = fs.statfs().unwrap();
+    assert_eq!((after.blocks_free, after.files_free), (before.blocks_free, before.files_free));
+}
+
+/// A file cut short, then removed before the cut was written: the blocks
+/// the cut freed wait on its indirect block, which the removal holds with
+/// the inode; once the slot is free on the disk the indirect block goes
+/// and so does the wait on it.
+#[test]
+fn blocks_waiting_on_a_removed_files_indirect_block_go_back_with_it() {
+    let fs = fresh_softdep();
+    fs.sync().unwrap();
+    let before = fs.statfs().unwrap();
+    let f = synced_file(&fs, crate::format::DIRECT_POINTERS + 6);
+    let cut = fsapi::SetAttr {
+        size: Some((crate::format::DIRECT_POINTERS + 2) as u64 * BLOCK_BYTES as u64),
+        ..Default::default()
+    };
+    fs.setattr(f.into(), &cut).unwrap();
+    remove(&fs, f);
+    {
+        let core = fs.lock();
+        let sd = core.cache.sd.as_ref().unwrap();
+        assert_eq!(sd.held.len(), 1, "the cut's blocks held in a group");
+        assert_eq!(sd.held_inode_count, 1);
+    }
+    fs.sync().unwrap();
+    let core = fs.lock();
+    assert!(core.cache.sd.as_ref().unwrap().idle(), "the cut's group went with the indirect block");
+    drop(core);
+    let after = fs.statfs().unwrap();
+    assert_eq!((after.blocks_free, after.files_free), (before.blocks_free, before.files_free));
+}
