@@ -2,6 +2,8 @@
 //! `log` mode the open transaction, group commit and checkpoints.
 
 use std::collections::BTreeMap;
+
+use rustc_hash::FxHashSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -122,6 +124,21 @@ struct State {
     durable_id: u64,
     /// Unlogged writes since the last commit (they need a data flush).
     unlogged_dirty: bool,
+    /// The pieces of `TOUCHED_BYTES` of the data device a logged write
+    /// covered since the device was opened: only those can have a copy in
+    /// the maps above, so a read or an unlogged write of any other looks
+    /// into none of them (a file system reads thousands of blocks it never
+    /// logs, and writes its file data unlogged). Never pruned: at most a
+    /// number per metadata block written.
+    touched: FxHashSet<u64>,
+}
+
+/// The unit `State::touched` counts in: a file system block.
+const TOUCHED_BYTES: u64 = 4096;
+
+/// The pieces of `TOUCHED_BYTES` that bytes `offset..offset + len` lie in.
+fn pieces(offset: u64, len: usize) -> std::ops::RangeInclusive<u64> {
+    offset / TOUCHED_BYTES..=(offset + (len.max(1) as u64) - 1) / TOUCHED_BYTES
 }
 
 /// What the committer owns: the current header.
@@ -274,6 +291,7 @@ impl LoggedDevice {
             open_id: 1,
             durable_id: 0,
             unlogged_dirty: false,
+            touched: FxHashSet::default(),
         };
         let geometry = Geometry {
             size_bytes: header.data_bytes,
@@ -365,7 +383,8 @@ impl LoggedDevice {
         // transaction would make one pending home: such a write waits for
         // them, commits what is sealed, and goes on holding the committer.
         // Any other goes on while a commit is being written.
-        let _committer = if self.held_elsewhere(&state, range.clone()) {
+        let touched = pieces(offset, buf.len()).any(|p| state.touched.contains(&p));
+        let _committer = if touched && self.held_elsewhere(&state, range.clone()) {
             drop(state);
             let mut committer = self.lock_committer();
             let result = self.commit_sealed_locked(&mut committer);
@@ -379,8 +398,9 @@ impl LoggedDevice {
         {
             let state = &mut *state;
             // A checkpoint must not write an older logged copy over it either.
-            let removed = remove_range(&mut state.open.sectors, range.clone())
-                | remove_range(&mut state.pending_home, range.clone());
+            let removed = touched
+                && (remove_range(&mut state.open.sectors, range.clone())
+                    | remove_range(&mut state.pending_home, range.clone()));
             // Between checkpoints, every sector a live record holds is open or
             // pending home (`set_home_writes` keeps it so): a range that is
             // neither has nothing in the log to revoke. File data, which is
@@ -674,6 +694,10 @@ impl LoggedDevice {
         let last = first + buf.len() as u64 / sector;
         let overlay: Vec<(u64, Sector)> = {
             let state = self.lock_state();
+            if !pieces(offset, buf.len()).any(|p| state.touched.contains(&p)) {
+                drop(state);
+                return self.data.read_at(buf, self.data_offset + offset);
+            }
             let mut found: BTreeMap<u64, Sector> = BTreeMap::new();
             if let Some(checkpointing) = &state.checkpointing {
                 found.extend(checkpointing.range(first..last).map(|(s, e)| (*s, e.clone())));
@@ -772,6 +796,7 @@ impl Backend for LoggedDevice {
         }
         for (offset, buf) in writes {
             join(&mut state.open.sectors, buf, *offset, self.sector_bytes);
+            state.touched.extend(pieces(*offset, buf.len()));
         }
         drop(state);
         self.counters.transactions.fetch_add(1, Relaxed);
@@ -908,4 +933,19 @@ fn check_layout(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pieces;
+
+    /// A write that straddles two pieces touches both; one within a piece
+    /// touches it alone.
+    #[test]
+    fn a_write_touches_every_piece_it_lies_in() {
+        assert_eq!(pieces(4096 - 512, 1024), 0..=1);
+        assert_eq!(pieces(4096, 4096), 1..=1);
+        assert_eq!(pieces(8192 + 512, 512), 2..=2);
+        assert_eq!(pieces(0, 0), 0..=0, "an empty write names its own piece, not one before it");
+    }
 }
