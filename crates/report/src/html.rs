@@ -351,7 +351,7 @@ fn stripes_section(out: &mut String, doc: &Value) {
 fn policies_section(out: &mut String, doc: &Value) {
     let _ = writeln!(
         out,
-        "<p>{} copies of {} ({} entries), {} repeats on {}</p>",
+        "<p>{} copies of {} ({} entries), {} repeats (the columns in turn, each repeat starting one further along) on {}</p>",
         f64_of(doc, "copies"),
         escape(str_of(doc, "archive")),
         f64_of(doc, "entries"),

@@ -107,7 +107,7 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} copies of {}: {} entries, {}; {} repeats on {}",
+        "{} copies of {}: {} entries, {}; {} repeats (the columns in turn, each repeat starting one further along) on {}",
         s.copies,
         s.archive,
         s.entries,

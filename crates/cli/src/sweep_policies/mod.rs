@@ -2,7 +2,8 @@
 //! run makes a new file system, extracts the archive's copies into
 //! separate directories and unmounts, then mounts again with a cold
 //! cache, removes every copy and unmounts; each phase timed from the mount
-//! to the end of the unmount. Columns alternate within each repeat: iolab's
+//! to the end of the unmount. Columns alternate within each repeat (each
+//! repeat starting one column further along): iolab's
 //! file system under each policy (driven in-process by iolab's own tar and
 //! rm, or through FUSE by GNU tar and rm), kernel file systems made on the
 //! same file (`kernel.rs`), a directory the user mounted (`dir.rs`).
@@ -257,7 +258,8 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     // one wrote already in place beneath).
     let own_file = args.target.is_none() && disk.is_none();
     for repeat in 1..=args.repeat {
-        for (column, runs) in columns.iter().zip(runs.iter_mut()) {
+        for i in run_order(columns.len(), repeat) {
+            let (column, runs) = (&columns[i], &mut runs[i]);
             progress.go_on()?;
             if own_file {
                 sparse_again(Path::new(&target), size)?;
@@ -329,6 +331,15 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     drop(work);
     temp.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The order the columns run in, in repeat `repeat` (from 1): in turn,
+/// each repeat starting one further along, so that none always runs
+/// first, or always after the same one (the disk's background work after
+/// a run lands on the next).
+fn run_order(columns: usize, repeat: u32) -> impl Iterator<Item = usize> {
+    let first = (repeat as usize).saturating_sub(1);
+    (0..columns).map(move |k| (k + first) % columns)
 }
 
 /// Gives back every block of the file at `path` and leaves it `size`
@@ -474,5 +485,14 @@ mod tests {
         super::sparse_again(file.path(), 4 << 20).unwrap();
         let meta = std::fs::metadata(file.path()).unwrap();
         assert_eq!((meta.len(), meta.blocks()), (4 << 20, 0));
+    }
+
+    /// Over as many repeats as columns, each column runs first once and
+    /// every column runs once a repeat.
+    #[test]
+    fn each_column_runs_first_once_in_as_many_repeats() {
+        let orders: Vec<Vec<usize>> = (1..=3).map(|r| super::run_order(3, r).collect()).collect();
+        assert_eq!(orders, vec![vec![0, 1, 2], vec![1, 2, 0], vec![2, 0, 1]]);
+        assert_eq!(super::run_order(3, 4).collect::<Vec<_>>(), vec![0, 1, 2], "round again");
     }
 }
