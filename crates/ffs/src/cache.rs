@@ -409,7 +409,7 @@ impl Cache {
         self.await_retiring()?;
         let Some(sd) = &self.sd else { return Ok(batch) };
         let (whole, rest): (Vec<u64>, Vec<u64>) =
-            batch.into_iter().partition(|b| sd.image(self, *b, &self.bufs[b].data) == Image::Memory);
+            batch.into_iter().partition(|b| sd.goes_as_memory(self, *b, &self.bufs[b].data));
         let mut writes = Vec::with_capacity(whole.len());
         for block in whole {
             if let Some(sd) = &mut self.sd {
@@ -548,12 +548,16 @@ impl Cache {
         let mut held: Vec<u64> = Vec::new();
         if let Some(sd) = &self.sd {
             for &b in blocks.iter().filter(|b| self.dirty.contains(b)) {
+                if waiting == Waiting::HoldBack && !sd.unwritten_since_allocated(b) {
+                    // Held back unless it goes complete: whether it does is
+                    // all that is needed.
+                    if !sd.goes_as_memory(self, b, &self.bufs[&b].data) {
+                        held.push(b);
+                    }
+                    continue;
+                }
                 let image = match sd.image(self, b, &self.bufs[&b].data) {
                     Image::Memory => continue,
-                    _ if waiting == Waiting::HoldBack && !sd.unwritten_since_allocated(b) => {
-                        held.push(b);
-                        continue;
-                    }
                     Image::Durable if sd.last_written_is_durable(b) => {
                         held.push(b);
                         continue;

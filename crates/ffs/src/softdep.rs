@@ -683,7 +683,7 @@ impl Softdep {
     pub fn image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8]) -> Image {
         let Some(disk) = self.durable.get(&block).map(Shadow::bytes) else { return Image::Memory };
         let rolled = if self.is_inode_block(block) {
-            return self.inode_image(blocks, block, memory, disk);
+            return self.inode_image_or_probe::<false>(blocks, block, memory, disk);
         } else {
             match self.kinds.get(&block) {
                 Some(Kind::Dir) => self.dir_image(blocks, memory, disk),
@@ -692,6 +692,23 @@ impl Softdep {
             }
         };
         rolled.map_or(Image::Memory, Image::Rolled)
+    }
+
+    /// Whether metadata block `block`, whose memory copy is `memory`, can
+    /// go as memory holds it (`image` would say `Image::Memory`). For an
+    /// inode block, told without making the image: the look stops at the
+    /// first slot that cannot go so (a write held back until it can needs
+    /// no more, and the image is made again once it can; a removal holds
+    /// back thousands of inode blocks, each a cold copy in memory and on
+    /// the disk).
+    pub fn goes_as_memory(&self, blocks: &dyn Blocks, block: u64, memory: &[u8]) -> bool {
+        match self.durable.get(&block).map(Shadow::bytes) {
+            None => true,
+            Some(disk) if self.is_inode_block(block) => {
+                self.inode_image_or_probe::<true>(blocks, block, memory, disk) == Image::Memory
+            }
+            Some(_) => self.image(blocks, block, memory) == Image::Memory,
+        }
     }
 
     /// What the disk holds for metadata block `block`, when a shadow says
@@ -704,7 +721,17 @@ impl Softdep {
     /// holds it goes as the disk holds it, nothing is copied: a block whose
     /// every change waits (freed inodes whose entries are still on the
     /// disk, new ones whose bits are not) is the disk's own image.
-    fn inode_image(&self, blocks: &dyn Blocks, block: u64, memory: &[u8], disk: &[u8]) -> Image {
+    ///
+    /// With `PROBE`, the first slot that cannot go as memory holds it ends
+    /// the look, and what it returns means only "not `Image::Memory`"
+    /// (`Softdep::goes_as_memory`).
+    fn inode_image_or_probe<const PROBE: bool>(
+        &self,
+        blocks: &dyn Blocks,
+        block: u64,
+        memory: &[u8],
+        disk: &[u8],
+    ) -> Image {
         let first = self.first_ino(block);
         let mut out: Option<AlignedBuf> = None;
         let mut as_disk = 0u32;
@@ -730,6 +757,9 @@ impl Softdep {
             if *safe == memory[range.clone()] {
                 as_memory |= !same;
                 continue;
+            }
+            if PROBE {
+                return Image::Durable;
             }
             if out.is_none() && *safe == disk[range.clone()] {
                 as_disk |= 1 << k;

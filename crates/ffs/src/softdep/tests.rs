@@ -234,6 +234,19 @@ mod records {
     }
 }
 
+/// `count` empty files `f0`, `f1`, ... in the root, forgotten and synced.
+fn synced_files(fs: &Ffs, count: u32) -> Vec<u32> {
+    let files = (0..count)
+        .map(|i| {
+            let f = fs.create(ROOT, OsStr::new(&format!("f{i}")), Owner::root(0o644)).unwrap().ino;
+            fs.forget(f, 1);
+            f as u32
+        })
+        .collect();
+    fs.sync().unwrap();
+    files
+}
+
 /// A file removed while its entry is still on the disk: its inode block's
 /// every change waits (the parent's inode, which changes too, is in
 /// another block), so the block's image is the disk's own (nothing
@@ -242,14 +255,7 @@ mod records {
 #[test]
 fn an_inode_block_whose_every_change_waits_is_the_disks_image() {
     let fs = fresh_softdep();
-    let files: Vec<u32> = (0..2 * INODES_PER_BLOCK)
-        .map(|i| {
-            let f = fs.create(ROOT, OsStr::new(&format!("f{i}")), Owner::root(0o644)).unwrap().ino;
-            fs.forget(f, 1);
-            f as u32
-        })
-        .collect();
-    fs.sync().unwrap();
+    let files = synced_files(&fs, 2 * INODES_PER_BLOCK);
     let (i, f) = files.iter().enumerate().rev().find(|(_, &f)| f / INODES_PER_BLOCK > 1).unwrap();
     fs.unlink(ROOT, OsStr::new(&format!("f{i}"))).unwrap();
     let image = |fs: &Ffs| {
@@ -406,4 +412,32 @@ fn blocks_waiting_on_a_removed_files_indirect_block_go_back_with_it() {
     drop(core);
     let after = fs.statfs().unwrap();
     assert_eq!((after.blocks_free, after.files_free), (before.blocks_free, before.files_free));
+}
+
+/// Whether an inode block goes as memory holds it, told without making
+/// its image, is what the image says: a change with nothing to wait for
+/// goes; a freed inode whose entry is still on the disk holds it back;
+/// after a sync it goes again.
+#[test]
+fn the_probe_of_an_inode_block_agrees_with_its_image() {
+    let fs = fresh_softdep();
+    let files = synced_files(&fs, 3);
+    let look = |fs: &Ffs| {
+        let mut core = fs.lock();
+        let block = core.sb.inode_place(files[0]).0;
+        assert_eq!(block, core.sb.inode_place(files[1]).0, "the files share an inode block");
+        let memory = core.cache.read(block).unwrap().to_vec();
+        let sd = core.cache.sd.take().unwrap();
+        let both = (sd.goes_as_memory(&core.cache, block, &memory), sd.image(&core.cache, block, &memory));
+        core.cache.sd = Some(sd);
+        both
+    };
+    fs.setattr(files[0].into(), &fsapi::SetAttr { perm: Some(0o600), ..Default::default() }).unwrap();
+    assert_eq!(look(&fs), (true, Image::Memory), "a new mode waits for nothing");
+    fs.unlink(ROOT, OsStr::new("f1")).unwrap();
+    let (goes, image) = look(&fs);
+    assert!(!goes, "the freed inode stays whole while its entry is on the disk");
+    assert_ne!(image, Image::Memory);
+    fs.sync().unwrap();
+    assert_eq!(look(&fs), (true, Image::Memory), "nothing waits after the sync");
 }
