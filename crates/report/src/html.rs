@@ -360,7 +360,14 @@ fn policies_section(out: &mut String, doc: &Value) {
     );
     let phase = |c: &Value, p: &str| {
         let s = &c[p];
-        let ratio = s.get("vs_async").and_then(Value::as_f64).map_or(String::new(), |r| format!(", x{r:.2}"));
+        let range = match s.get("vs_async_range").and_then(Value::as_array).map(|r| r.as_slice()) {
+            Some([lo, hi]) if str_of(c, "name") != "async" && f64_of(doc, "repeats") > 1.0 => {
+                format!(" ({:.2}-{:.2} a repeat)", lo.as_f64().unwrap_or(0.0), hi.as_f64().unwrap_or(0.0))
+            }
+            _ => String::new(),
+        };
+        let ratio =
+            s.get("vs_async").and_then(Value::as_f64).map_or(String::new(), |r| format!(", x{r:.2}{range}"));
         format!(
             "{} ({}-{}){ratio}",
             num(f64_of(s, "median_s"), 2),

@@ -94,6 +94,21 @@ impl PoliciesSweep {
         let runs = self.columns.iter().find(|p| p.name == "async")?;
         Some(median_min_max(runs.phase(phase).iter().map(|r| r.seconds)).0)
     }
+
+    /// The lowest and highest ratio of `column`'s run to async's run of the
+    /// same repeat, in a phase (a column's runs and async's are listed
+    /// repeat by repeat): the ratio's spread, which the ratio of the
+    /// medians hides. `None` when async did not run.
+    pub fn ratio_range(&self, column: &ColumnRuns, phase: Phase) -> Option<(f64, f64)> {
+        let base = self.columns.iter().find(|p| p.name == "async")?.phase(phase);
+        let ratios = (column.phase(phase).iter().zip(base))
+            .filter(|(_, b)| b.seconds > 0.0)
+            .map(|(r, b)| r.seconds / b.seconds);
+        ratios.fold(None, |range, r| match range {
+            None => Some((r, r)),
+            Some((lo, hi)) => Some((f64::min(lo, r), f64::max(hi, r))),
+        })
+    }
 }
 
 /// Seconds as the seed wrote them, minutes:seconds, to the hundredth.
@@ -124,7 +139,8 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
     };
     let _ = writeln!(
         out,
-        "{what} from the mount to the end of the unmount (write-back and flush inside): median (min-max), x async"
+        "{what} from the mount to the end of the unmount (write-back and flush inside): median (min-max), x async \
+         (the medians' ratio; in brackets the lowest and highest of one repeat's run to async's)"
     );
     // Every cell first, then the columns as wide as their widest cell.
     let mut rows: Vec<Vec<String>> =
@@ -136,7 +152,13 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
         for p in &s.columns {
             let (median, min, max) = median_min_max(p.phase(phase).iter().map(|r| r.seconds));
             times.push(format!("{} ({}-{})", min_sec(median), min_sec(min), min_sec(max)));
-            ratios.push(base.filter(|b| *b > 0.0).map_or(String::new(), |b| format!("x{:.2}", median / b)));
+            let range = match s.ratio_range(p, phase) {
+                Some((lo, hi)) if p.name != "async" && s.repeats > 1 => format!(" ({lo:.2}-{hi:.2})"),
+                _ => String::new(),
+            };
+            ratios.push(
+                base.filter(|b| *b > 0.0).map_or(String::new(), |b| format!("x{:.2}{range}", median / b)),
+            );
         }
         rows.push(times);
         rows.push(ratios);
@@ -197,6 +219,31 @@ mod tests {
         assert_eq!(min_sec(0.0), "0:00.00");
         assert_eq!(min_sec(2156.04), "35:56.04");
         assert_eq!(min_sec(59.999), "1:00.00");
+    }
+
+    /// The spread of the ratio pairs each run with async's run of the same
+    /// repeat, not the fastest with the fastest.
+    #[test]
+    fn a_ratios_range_pairs_the_runs_of_one_repeat() {
+        let runs = |name: &str, rm: &[f64]| ColumnRuns {
+            name: name.into(),
+            rm: rm.iter().map(|&seconds| PhaseRun { seconds, ..Default::default() }).collect(),
+            ..Default::default()
+        };
+        let sweep = PoliciesSweep {
+            archive: String::new(),
+            entries: 0,
+            data_bytes: 0,
+            copies: 1,
+            repeats: 3,
+            target: String::new(),
+            modeled: None,
+            columns: vec![runs("log", &[1.1, 2.4, 3.3]), runs("async", &[1.0, 2.0, 3.0])],
+        };
+        let (lo, hi) = sweep.ratio_range(&sweep.columns[0], Phase::Rm).unwrap();
+        assert!((lo - 1.1).abs() < 1e-9 && (hi - 1.2).abs() < 1e-9, "{lo} {hi}");
+        let alone = PoliciesSweep { columns: vec![runs("log", &[1.0])], ..sweep };
+        assert_eq!(alone.ratio_range(&alone.columns[0], Phase::Rm), None, "no async, no ratio");
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub struct PhaseSummary {
     pub max_s: f64,
     /// The median over async's median; `null` when async did not run.
     pub vs_async: Option<f64>,
+    /// The lowest and highest ratio of a run to async's run of the same
+    /// repeat; `null` when async did not run.
+    pub vs_async_range: Option<[f64; 2]>,
     pub runs: Vec<Run>,
 }
 
@@ -74,6 +77,7 @@ fn summary(s: &PoliciesSweep, p: &ColumnRuns, phase: Phase) -> PhaseSummary {
         min_s,
         max_s,
         vs_async: s.async_median(phase).filter(|b| *b > 0.0).map(|b| median_s / b),
+        vs_async_range: s.ratio_range(p, phase).map(|(lo, hi)| [lo, hi]),
         runs: runs.iter().map(Run::from).collect(),
     }
 }
