@@ -477,11 +477,7 @@ impl Softdep {
     ) -> Vec<u64> {
         self.tick();
         let (blocks, meta, dirs) = self.sort_freed(blocks, from, drop);
-        let blocks = match blocks.len() {
-            0..=4 => SmallVec::from_slice(&blocks),
-            _ => SmallVec::from_vec(blocks),
-        };
-        self.hold(HeldInode { ino, dir, blocks, meta });
+        self.hold(HeldInode { ino, dir, blocks: held::kept_in_place(blocks), meta });
         dirs
     }
 

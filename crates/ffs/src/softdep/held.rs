@@ -30,6 +30,15 @@ pub struct Group {
     pub waits: SmallVec<[Wait; 1]>,
 }
 
+/// A freed file's few blocks kept in place (its allocation dropped now, not
+/// long after with the others' scattered), more than four on the heap.
+pub fn kept_in_place(blocks: Vec<u32>) -> SmallVec<[u32; 4]> {
+    match blocks.len() {
+        0..=4 => SmallVec::from_slice(&blocks),
+        _ => SmallVec::from_vec(blocks),
+    }
+}
+
 /// The groups held, by slot; a slot is reused once its group is
 /// released.
 #[derive(Default)]
@@ -75,10 +84,7 @@ impl Held {
                 slots.push(slot);
             }
         }
-        let blocks = match blocks.len() {
-            0..=4 => SmallVec::from_slice(&blocks),
-            _ => SmallVec::from_vec(blocks),
-        };
+        let blocks = kept_in_place(blocks);
         let waits = match waits.len() {
             0..=1 => SmallVec::from_slice(&waits),
             _ => SmallVec::from_vec(waits),
