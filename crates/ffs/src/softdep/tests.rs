@@ -352,6 +352,12 @@ fn synced_file(fs: &Ffs, blocks: usize) -> u32 {
     f
 }
 
+/// Free blocks and free inodes, as statfs tells them.
+fn free_counts(fs: &Ffs) -> (u64, u64) {
+    let st = fs.statfs().unwrap();
+    (st.blocks_free, st.files_free)
+}
+
 /// `f` removed and forgotten (its inode freed in memory).
 fn remove(fs: &Ffs, f: u32) {
     fs.unlink(ROOT, OsStr::new("f")).unwrap();
@@ -364,7 +370,7 @@ fn remove(fs: &Ffs, f: u32) {
 fn a_removed_files_blocks_go_back_with_its_inode() {
     let fs = fresh_softdep();
     fs.sync().unwrap();
-    let before = fs.statfs().unwrap();
+    let before = free_counts(&fs);
     let f = synced_file(&fs, 3);
     remove(&fs, f);
     {
@@ -380,8 +386,7 @@ fn a_removed_files_blocks_go_back_with_its_inode() {
     assert_eq!((sd.stats.released_blocks, sd.stats.released_inodes), (3, 1), "its 3 blocks went with it");
     assert!(sd.idle());
     drop(core);
-    let after = fs.statfs().unwrap();
-    assert_eq!((after.blocks_free, after.files_free), (before.blocks_free, before.files_free));
+    assert_eq!(free_counts(&fs), before, "every block and inode free again");
 }
 
 /// A file cut short, then removed before the cut was written: the blocks
@@ -392,7 +397,7 @@ fn a_removed_files_blocks_go_back_with_its_inode() {
 fn blocks_waiting_on_a_removed_files_indirect_block_go_back_with_it() {
     let fs = fresh_softdep();
     fs.sync().unwrap();
-    let before = fs.statfs().unwrap();
+    let before = free_counts(&fs);
     let f = synced_file(&fs, crate::format::DIRECT_POINTERS + 6);
     let cut = fsapi::SetAttr {
         size: Some((crate::format::DIRECT_POINTERS + 2) as u64 * BLOCK_BYTES as u64),
@@ -410,8 +415,7 @@ fn blocks_waiting_on_a_removed_files_indirect_block_go_back_with_it() {
     let core = fs.lock();
     assert!(core.cache.sd.as_ref().unwrap().idle(), "the cut's group went with the indirect block");
     drop(core);
-    let after = fs.statfs().unwrap();
-    assert_eq!((after.blocks_free, after.files_free), (before.blocks_free, before.files_free));
+    assert_eq!(free_counts(&fs), before, "every block and inode free again");
 }
 
 /// Whether an inode block goes as memory holds it, told without making
