@@ -44,8 +44,31 @@ pub(crate) fn join(map: &mut SectorMap, buf: &[u8], offset: u64, sector_bytes: u
 pub(crate) fn txn_bytes_bound(sectors: u64, revokes: u64, sector_bytes: u32) -> u64 {
     let data = sectors * u64::from(sector_bytes);
     let records =
-        2 + sectors / MAX_ENTRIES as u64 + data / MAX_RECORD_DATA as u64 + revokes / MAX_ENTRIES as u64;
+        3 + sectors / MAX_ENTRIES as u64 + data / MAX_RECORD_DATA as u64 + revokes / MAX_ENTRIES as u64;
     data + records * 4096 + SLOT_BYTES
+}
+
+/// Whether `bytes` are all zero.
+fn all_zero(bytes: &[u8]) -> bool {
+    const ZEROS: [u8; 4096] = [0; 4096];
+    bytes.chunks(ZEROS.len()).all(|c| c == &ZEROS[..c.len()])
+}
+
+/// The sectors of `map` as runs of contiguous sectors of home `device`,
+/// each either all zero (`true`: a zero record names it, with no data) or
+/// not, in order.
+fn runs_of(device: u32, map: &SectorMap, sector_bytes: usize) -> Vec<(Extent, bool)> {
+    let mut runs: Vec<(Extent, bool)> = Vec::new();
+    for (&s, copy) in map {
+        let zero = all_zero(copy.bytes(sector_bytes));
+        match runs.last_mut() {
+            Some((e, z)) if *z == zero && e.sector + u64::from(e.sectors) == s && e.sectors < u32::MAX => {
+                e.sectors += 1
+            }
+            _ => runs.push((Extent { sector: s, sectors: 1, device }, zero)),
+        }
+    }
+    runs
 }
 
 /// Coalesces sorted sector numbers of home `device` into extents.
@@ -66,7 +89,8 @@ type Piece<'a> = (RecordKind, Vec<Extent>, Vec<&'a [u8]>);
 /// Encodes one commit starting at LSN `head` into `out` (emptied first,
 /// its room kept: a committer reuses one buffer for every commit):
 /// revocation records first, then block records for every home device's
-/// sectors; the last record is flagged. Each sector's bytes are copied
+/// sectors, then zero records naming the sectors that are all zero (no
+/// copy of their bytes); the last record is flagged. Each sector's bytes are copied
 /// once, from the logged copy into `out`.
 pub(crate) fn encode_commit_into(
     out: &mut Vec<u8>,
@@ -84,8 +108,13 @@ pub(crate) fn encode_commit_into(
     }
     let mut extents: Vec<Extent> = Vec::new();
     let mut payload: Vec<&[u8]> = Vec::new();
+    let mut zeros: Vec<Extent> = Vec::new();
     for (device, sectors) in groups {
-        for extent in extents_of(*device, sectors.keys().copied()) {
+        for (extent, zero) in runs_of(*device, sectors, sector) {
+            if zero {
+                zeros.push(extent);
+                continue;
+            }
             let mut left = extent;
             while left.sectors > 0 {
                 let room = (MAX_RECORD_DATA / sector).saturating_sub(payload.len());
@@ -110,6 +139,9 @@ pub(crate) fn encode_commit_into(
     }
     if !extents.is_empty() {
         pieces.push((RecordKind::Blocks, extents, payload));
+    }
+    for chunk in zeros.chunks(MAX_ENTRIES) {
+        pieces.push((RecordKind::Zeros, chunk.to_vec(), Vec::new()));
     }
     out.clear();
     let bytes: u64 = pieces

@@ -11,7 +11,9 @@ use crate::LogError;
 
 pub const HEADER_MAGIC: &[u8; 8] = device::signature::IOLAB_LOG_MAGIC;
 pub const RECORD_MAGIC: &[u8; 8] = b"IOLBREC1";
-pub const VERSION: u32 = 1;
+/// Version 2 added zero records; version 1 logs (which hold none) are
+/// read as they are.
+pub const VERSION: u32 = 2;
 /// Each header slot is this long; the circular area starts after both.
 pub const SLOT_BYTES: u64 = 4096;
 pub const AREA_START: u64 = 2 * SLOT_BYTES;
@@ -97,7 +99,7 @@ impl Header {
         }
         // Every field lies inside the bytes just taken: no read fails.
         let Ok((version, header)) = Header::fields(LeReader::new(fields)) else { return Ok(None) };
-        if version != VERSION {
+        if !(1..=VERSION).contains(&version) {
             return Err(LogError::Version { found: version, supported: VERSION });
         }
         let sane = header.log_bytes >= AREA_START + MIN_AREA_BYTES
@@ -133,6 +135,8 @@ pub enum RecordKind {
     Blocks = 1,
     /// Extents whose earlier logged copies must not be replayed.
     Revoke = 2,
+    /// Extents whose sectors are all zero: no payload (version 2).
+    Zeros = 3,
 }
 
 /// Record flag: the last record of a commit.
@@ -293,6 +297,7 @@ pub fn decode_record_header(
     let kind = match r.u32(8)? {
         1 => RecordKind::Blocks,
         2 => RecordKind::Revoke,
+        3 => RecordKind::Zeros,
         _ => return Err(RecordFault::BadLength),
     };
     let header_bytes = u64::from(r.u32(44)?);
@@ -352,7 +357,7 @@ mod tests {
             &block,
             &[
                 (0, "494f4c41424c4f47"),  // magic "IOLABLOG"
-                (8, "01000000"),          // version 1
+                (8, "02000000"),          // version 2
                 (12, "00020000"),         // sector_bytes
                 (16, "0300000000000000"), // generation
                 (24, "0907060504030201"), // log_id
@@ -362,7 +367,7 @@ mod tests {
                 (64, "0030000000000000"), // head
                 (72, "0900000000000000"), // commits
                 (80, "01000000"),         // flags: separate
-                (88, "b27ecbd7"),         // crc32c of bytes 0..88
+                (88, "86cd85cf"),         // crc32c of bytes 0..88
             ],
         );
         assert_eq!(Header::decode(&block).unwrap(), Some(header()));
@@ -419,5 +424,48 @@ mod tests {
             (512, 1536, extents.to_vec())
         );
         assert_eq!(decoded.payload_crc, crc32c::crc32c(&payload));
+    }
+
+    #[test]
+    fn a_zeros_record_is_byte_for_byte_the_documented_one() {
+        let place = RecordPlace { log_id: LOG_ID, lsn: 0x3000, commit: 9 };
+        let extents = [Extent { sector: 8, sectors: 16, device: 0 }];
+        let record = encode_record(RecordKind::Zeros, 0, place, &extents, &[], 512);
+        assert_eq!(record.len(), 512, "a header and no payload");
+        assert_layout(
+            &record,
+            &[
+                (0, "494f4c4252454331"),  // magic "IOLBREC1"
+                (8, "03000000"),          // kind: zeros
+                (12, "00000000"),         // flags: not the last
+                (16, "0907060504030201"), // log_id
+                (24, "0030000000000000"), // lsn
+                (32, "0900000000000000"), // commit
+                (40, "01000000"),         // entries
+                (44, "00020000"),         // header_bytes
+                (48, "0002000000000000"), // total_bytes: the header alone
+                (56, "00000000"),         // crc32c of an empty payload
+                (60, "abb6b5f4"),         // crc32c of bytes 0..60, then the entries
+                (64, "0800000000000000"), // entry: sector 8,
+                (72, "1000000000000000"), //   16 sectors, device 0
+            ],
+        );
+        let decoded = decode_record_header(&record, LOG_ID, 0x3000, 1 << 20).unwrap();
+        assert_eq!(
+            (decoded.kind, decoded.total_bytes, decoded.extents),
+            (RecordKind::Zeros, 512, extents.to_vec())
+        );
+    }
+
+    /// A log written before zero records (version 1) is read as it is.
+    #[test]
+    fn a_version_1_header_is_read() {
+        let mut block = header().encode();
+        block[8..12].copy_from_slice(&1u32.to_le_bytes());
+        HEADER_FRAME.seal(&[], &mut block[..HEADER_FIELDS + 4]);
+        assert_eq!(Header::decode(&block).unwrap(), Some(header()));
+        block[8..12].copy_from_slice(&3u32.to_le_bytes());
+        HEADER_FRAME.seal(&[], &mut block[..HEADER_FIELDS + 4]);
+        assert!(matches!(Header::decode(&block), Err(LogError::Version { found: 3, supported: 2 })));
     }
 }

@@ -62,7 +62,9 @@ pub enum LogError {
         "{device}: no iolab block log found (format one first, e.g. `iolab run --log log` on a new target)"
     )]
     NoLog { device: String },
-    #[error("block log format version {found} is not supported (this iolab reads version {supported})")]
+    #[error(
+        "block log format version {found} is not supported (this iolab reads versions 1 to {supported})"
+    )]
     Version { found: u32, supported: u32 },
     #[error("{device}: {problem}")]
     Layout { device: String, problem: String },

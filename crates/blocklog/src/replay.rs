@@ -143,7 +143,7 @@ fn read_record(
     let sector = u64::from(header.sector_bytes);
     let data_bytes: u64 = match record.kind {
         RecordKind::Blocks => record.extents.iter().map(|e| u64::from(e.sectors) * sector).sum(),
-        RecordKind::Revoke => 0,
+        RecordKind::Revoke | RecordKind::Zeros => 0,
     };
     if record.header_bytes + data_bytes > record.total_bytes {
         return Err(RecordFault::BadLength);
@@ -177,11 +177,17 @@ fn apply_commit(
             }
         }
     }
-    for (record, payload) in commit.iter().filter(|(r, _)| r.kind == RecordKind::Blocks) {
+    // A commit names each sector once: its block and zero records apply
+    // in any order.
+    for (record, payload) in commit.iter().filter(|(r, _)| r.kind != RecordKind::Revoke) {
         let mut at = 0usize;
         for extent in &record.extents {
             for s in extent.sector..extent.sector + u64::from(extent.sectors) {
-                latest.insert((extent.device, s), payload[at..at + sector as usize].to_vec());
+                let bytes = match record.kind {
+                    RecordKind::Zeros => vec![0; sector as usize],
+                    _ => payload[at..at + sector as usize].to_vec(),
+                };
+                latest.insert((extent.device, s), bytes);
                 at += sector as usize;
             }
         }
