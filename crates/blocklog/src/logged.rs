@@ -114,8 +114,9 @@ struct State {
     /// Transactions sealed and not yet committed, oldest first.
     sealed: std::collections::VecDeque<Sealed>,
     /// Committed sectors not yet written home (home writes at checkpoints):
-    /// the latest committed copy of each, bounded by the log's size since
-    /// each has a live record.
+    /// the latest committed copy of each. Each has a live record, but a
+    /// zeros record names many sectors in a few bytes, so a checkpoint also
+    /// comes when these pass `LoggedDevice::pending_max_sectors`.
     pending_home: SectorMap,
     /// The pending sectors a checkpoint is writing home.
     checkpointing: Option<Arc<SectorMap>>,
@@ -132,6 +133,10 @@ struct State {
     /// number per metadata block written.
     touched: FxHashSet<u64>,
 }
+
+/// The least memory committed sectors may hold while they wait for a
+/// checkpoint (a log larger than this holds up to its own size).
+pub const PENDING_HOME_BYTES: u64 = 128 << 20;
 
 /// The unit `State::touched` counts in: a file system block.
 const TOUCHED_BYTES: u64 = 4096;
@@ -175,6 +180,10 @@ pub struct LoggedDevice {
     sector_bytes: u32,
     /// A transaction is committed before its records would pass this.
     max_txn_bytes: u64,
+    /// A commit that leaves more sectors than this pending home is
+    /// followed by a checkpoint: the memory they hold is bounded by
+    /// [`PENDING_HOME_BYTES`] or the log's size, the larger.
+    pending_max_sectors: u64,
     state: Mutex<State>,
     committer: Mutex<Committer>,
     counters: Counters,
@@ -305,6 +314,7 @@ impl LoggedDevice {
             data_offset: header.data_offset,
             sector_bytes: header.sector_bytes,
             max_txn_bytes: header.area_bytes() / 2,
+            pending_max_sectors: header.log_bytes.max(PENDING_HOME_BYTES) / u64::from(header.sector_bytes),
             data,
             log,
             state: Mutex::new(state),
@@ -554,6 +564,11 @@ impl LoggedDevice {
             }
             state.sealed.pop_front();
             state.durable_id = state.durable_id.max(id);
+            let over = state.pending_home.len() as u64 > self.pending_max_sectors;
+            drop(state);
+            if over {
+                self.checkpoint_locked(committer)?;
+            }
         }
     }
 
@@ -937,7 +952,24 @@ fn check_layout(
 
 #[cfg(test)]
 mod tests {
-    use super::pieces;
+    use super::*;
+    use device::MemDevice;
+
+    /// Zeros records name many sectors in a few bytes of log: the sectors
+    /// waiting to go home are bounded by a checkpoint, not by the log.
+    #[test]
+    fn a_commit_leaving_too_many_sectors_pending_home_checkpoints() {
+        let data: Arc<dyn Device> = Arc::new(MemDevice::new(1 << 20).unwrap());
+        let log: Arc<dyn Device> = Arc::new(MemDevice::new(AREA_START + MIN_AREA_BYTES).unwrap());
+        let mut dev = LoggedDevice::format(data, Placement::Separate { log }, Mode::Log).unwrap();
+        dev.pending_max_sectors = 16;
+        dev.write_at(&[0u8; 4096], 0).unwrap();
+        dev.flush().unwrap();
+        assert_eq!((dev.log_stats().checkpoints, dev.lock_state().pending_home.len()), (0, 8));
+        dev.write_at(&[0u8; 8192], 4096).unwrap();
+        dev.flush().unwrap();
+        assert_eq!((dev.log_stats().checkpoints, dev.lock_state().pending_home.len()), (1, 0));
+    }
 
     /// A write that straddles two pieces touches both; one within a piece
     /// touches it alone.
