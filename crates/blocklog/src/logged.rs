@@ -197,7 +197,33 @@ impl LoggedDevice {
     /// Writes a new, empty log and opens the device on it. Whatever the
     /// log region held is lost; the data area is left as it is.
     pub fn format(data: Arc<dyn Device>, placement: Placement, mode: Mode) -> Result<LoggedDevice, LogError> {
-        let (header, log, separate) = LoggedDevice::plan(&data, placement)?;
+        LoggedDevice::format_in_units(data, placement, mode, 0)
+    }
+
+    /// [`LoggedDevice::format`] with the log's sector (the unit it maps,
+    /// logs and checks for zeros) at least `unit` bytes, a power of two:
+    /// a file system that writes whole blocks keeps one entry per block
+    /// rather than one per device sector. Its writes must then be whole
+    /// units.
+    pub fn format_in_units(
+        data: Arc<dyn Device>,
+        placement: Placement,
+        mode: Mode,
+        unit: u32,
+    ) -> Result<LoggedDevice, LogError> {
+        let (mut header, log, separate) = LoggedDevice::plan(&data, placement)?;
+        if unit > header.sector_bytes {
+            if !unit.is_power_of_two() || header.data_offset % u64::from(unit) != 0 {
+                return Err(LogError::Layout {
+                    device: data.name().to_string(),
+                    problem: format!(
+                        "a log in units of {unit} bytes needs a power of two that aligns its data"
+                    ),
+                });
+            }
+            header.sector_bytes = unit;
+            header.data_bytes = header.data_bytes / u64::from(unit) * u64::from(unit);
+        }
         write_new_log(log.as_ref(), &header)?;
         Ok(LoggedDevice::assemble(data, log, separate, header, mode, ReplayReport::default()))
     }

@@ -336,6 +336,17 @@ mod tests {
 
     use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
 
+    /// The log a `log` mount makes maps and records whole blocks, the
+    /// file system's unit, not the device's 512 B sectors.
+    #[test]
+    fn a_new_log_is_made_in_blocks() {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let options = MountOptions { policy: Policy::Log, ..Default::default() };
+        let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+        assert_eq!(fs.log.as_ref().unwrap().header().sector_bytes, crate::format::BLOCK_BYTES as u32);
+    }
+
     /// A commit left sealed and not yet durable (its committer never
     /// runs): the blocks it frees are not handed out again until it is.
     #[test]

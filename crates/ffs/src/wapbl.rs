@@ -47,7 +47,15 @@ pub(crate) fn open(raw: &Dev, sb: &Superblock) -> Result<(Arc<LoggedDevice>, Rep
     let logged = if LoggedDevice::probe(log.as_ref()).map_err(log_error)?.is_some() {
         LoggedDevice::open(Arc::clone(raw), Some(log), Mode::Log).map_err(log_error)?
     } else {
-        LoggedDevice::format(Arc::clone(raw), Placement::Separate { log }, Mode::Log).map_err(log_error)?
+        // In blocks: the file system writes nothing smaller, and its maps
+        // and records then hold an entry per block, not per 512 B.
+        LoggedDevice::format_in_units(
+            Arc::clone(raw),
+            Placement::Separate { log },
+            Mode::Log,
+            BLOCK_BYTES as u32,
+        )
+        .map_err(log_error)?
     };
     let report = logged.replay_report().clone();
     stopped(&report)?;

@@ -93,6 +93,31 @@ fn zero_sectors_among_others_are_replayed_over_older_home_contents() {
     assert_eq!(read_all(&back)[..16 * SECTOR], mixed[..]);
 }
 
+/// A log made in units of a 4 KiB block keeps one entry per block, takes
+/// no write smaller than a block, and replays in blocks after a crash.
+#[test]
+fn a_log_in_units_of_a_block_logs_and_replays_whole_blocks() {
+    let crash = crash_stack();
+    let placement = Placement::Inside { log_bytes: LOG_BYTES };
+    let dev = LoggedDevice::format_in_units(crash.clone(), placement, Mode::Log, 4096).unwrap();
+    assert_eq!(dev.header().sector_bytes, 4096);
+    dev.write_at(&block(5, 16), 8192).unwrap();
+    dev.flush().unwrap();
+    assert_eq!(dev.log_stats().sectors_logged, 2);
+    assert!(dev.write_at(&block(6, 1), 0).is_err(), "a write of less than a block is refused");
+    let image = crash.crash(CrashPolicy::DropUnflushed, 1).unwrap().image;
+    let back = reopen(image, Mode::Log);
+    assert_eq!(back.replay_report().sectors_written_home, 2);
+    assert_eq!(read_all(&back)[8192..16384], block(5, 16)[..]);
+}
+
+#[test]
+fn a_unit_that_is_not_a_power_of_two_is_refused() {
+    let placement = Placement::Inside { log_bytes: LOG_BYTES };
+    let err = LoggedDevice::format_in_units(crash_stack(), placement, Mode::Log, 3072).err().unwrap();
+    assert!(err.to_string().contains("power of two"), "{err}");
+}
+
 #[test]
 fn an_uncommitted_write_is_absent_after_a_crash() {
     let crash = crash_stack();
