@@ -12,11 +12,13 @@ use crate::format::{
     MAX_RECORD_DATA, RECORD_LAST, SLOT_BYTES,
 };
 
-/// One logged sector: a shared copy of the write it came from and its index.
+/// One logged sector: a shared copy of the write it came from, its index,
+/// and whether it is all zero (a zeros record then names it, no data).
 #[derive(Clone)]
 pub(crate) struct Sector {
     pub(crate) data: Arc<[u8]>,
     pub(crate) index: u32,
+    pub(crate) zero: bool,
 }
 
 impl Sector {
@@ -29,20 +31,53 @@ impl Sector {
 /// Logged sectors of one home device, by sector number.
 pub(crate) type SectorMap = BTreeMap<u64, Sector>;
 
-/// Adds `buf`, written at byte `offset`, to `map` sector by sector.
-pub(crate) fn join(map: &mut SectorMap, buf: &[u8], offset: u64, sector_bytes: u32) {
+/// Adds `buf`, written at byte `offset`, to `map` sector by sector;
+/// returns by how much that changed the number of sectors in `map` that
+/// are not all zero.
+///
+/// A write that is all zero keeps no copy of its own: its sectors share
+/// one buffer of zeros, so a transaction of cleared blocks costs memory
+/// for its entries only.
+pub(crate) fn join(map: &mut SectorMap, buf: &[u8], offset: u64, sector_bytes: u32) -> i64 {
     let sector = sector_bytes as usize;
-    let copy: Arc<[u8]> = Arc::from(buf);
+    let zeros = shared_zeros();
+    let shared = sector <= zeros.len() && all_zero(buf);
+    let copy: Arc<[u8]> = if shared { zeros } else { Arc::from(buf) };
     let first = offset / u64::from(sector_bytes);
-    for index in 0..(buf.len() / sector) as u32 {
-        map.insert(first + u64::from(index), Sector { data: Arc::clone(&copy), index });
+    let mut change = 0i64;
+    for (index, bytes) in buf.chunks_exact(sector).enumerate() {
+        let zero = shared || all_zero(bytes);
+        let at = if shared { 0 } else { index as u32 };
+        let new = Sector { data: Arc::clone(&copy), index: at, zero };
+        let old = map.insert(first + index as u64, new);
+        change += i64::from(!zero) - old.map_or(0, |o| i64::from(!o.zero));
     }
+    change
+}
+
+/// One buffer of zeros every zero sector of every log shares.
+fn shared_zeros() -> Arc<[u8]> {
+    static ZEROS: std::sync::OnceLock<Arc<[u8]>> = std::sync::OnceLock::new();
+    Arc::clone(ZEROS.get_or_init(|| Arc::from(vec![0u8; 64 << 10])))
+}
+
+/// Sectors of `sector_bytes` in `buf` that are not all zero.
+pub(crate) fn nonzero_sectors(buf: &[u8], sector_bytes: u32) -> u64 {
+    buf.chunks_exact(sector_bytes as usize).filter(|b| !all_zero(b)).count() as u64
 }
 
 /// An upper bound on the log bytes of a commit of `sectors` logged sectors
 /// and `revokes` revocations, headers included.
 pub(crate) fn txn_bytes_bound(sectors: u64, revokes: u64, sector_bytes: u32) -> u64 {
-    let data = sectors * u64::from(sector_bytes);
+    txn_bytes_bound_of(sectors, sectors, revokes, sector_bytes)
+}
+
+/// [`txn_bytes_bound`] when only `nonzero` of the sectors carry data (the
+/// others go in zeros records): each record's entries name at least one
+/// sector, so the entries of every kind together need no more headers
+/// than the sectors would.
+pub(crate) fn txn_bytes_bound_of(sectors: u64, nonzero: u64, revokes: u64, sector_bytes: u32) -> u64 {
+    let data = nonzero.min(sectors) * u64::from(sector_bytes);
     let records =
         3 + sectors / MAX_ENTRIES as u64 + data / MAX_RECORD_DATA as u64 + revokes / MAX_ENTRIES as u64;
     data + records * 4096 + SLOT_BYTES
@@ -60,7 +95,8 @@ fn all_zero(bytes: &[u8]) -> bool {
 fn runs_of(device: u32, map: &SectorMap, sector_bytes: usize) -> Vec<(Extent, bool)> {
     let mut runs: Vec<(Extent, bool)> = Vec::new();
     for (&s, copy) in map {
-        let zero = all_zero(copy.bytes(sector_bytes));
+        let zero = copy.zero;
+        debug_assert_eq!(zero, all_zero(copy.bytes(sector_bytes)));
         match runs.last_mut() {
             Some((e, z)) if *z == zero && e.sector + u64::from(e.sectors) == s && e.sectors < u32::MAX => {
                 e.sectors += 1

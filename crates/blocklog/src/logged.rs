@@ -11,8 +11,8 @@ use device::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result}
 use serde::Serialize;
 
 use crate::core::{
-    encode_commit_into, extents_of, join, new_log_id, txn_bytes_bound, write_aligned, write_circular,
-    write_new_log, write_slot, Sector, SectorMap,
+    encode_commit_into, extents_of, join, new_log_id, nonzero_sectors, txn_bytes_bound, txn_bytes_bound_of,
+    write_aligned, write_circular, write_new_log, write_slot, Sector, SectorMap,
 };
 use crate::format::{Extent, Header, AREA_START, FLAG_SEPARATE, MIN_AREA_BYTES, SLOT_BYTES};
 use crate::replay::{self, ReplayReport};
@@ -96,7 +96,27 @@ pub struct LogStats {
 #[derive(Default)]
 struct Txn {
     sectors: SectorMap,
+    /// Sectors of `sectors` that are not all zero: only they carry data
+    /// into the log, so they, not all the sectors, bound its size.
+    nonzero: u64,
     revokes: Vec<Extent>,
+}
+
+impl Txn {
+    fn join(&mut self, buf: &[u8], offset: u64, sector_bytes: u32) {
+        let change = join(&mut self.sectors, buf, offset, sector_bytes);
+        self.nonzero = self.nonzero.saturating_add_signed(change);
+    }
+
+    /// Drops the sectors of `range`; whether there were any.
+    fn remove_range(&mut self, range: std::ops::Range<u64>) -> bool {
+        let keys: Vec<(u64, bool)> = self.sectors.range(range).map(|(s, e)| (*s, e.zero)).collect();
+        for (s, zero) in &keys {
+            self.sectors.remove(s);
+            self.nonzero -= u64::from(!zero);
+        }
+        !keys.is_empty()
+    }
 }
 
 /// A transaction closed to new writes and waiting for its commit
@@ -435,7 +455,7 @@ impl LoggedDevice {
             let state = &mut *state;
             // A checkpoint must not write an older logged copy over it either.
             let removed = touched
-                && (remove_range(&mut state.open.sectors, range.clone())
+                && (state.open.remove_range(range.clone())
                     | remove_range(&mut state.pending_home, range.clone()));
             // Between checkpoints, every sector a live record holds is open or
             // pending home (`set_home_writes` keeps it so): a range that is
@@ -542,6 +562,26 @@ impl LoggedDevice {
     /// [`LoggedDevice::seal`]).
     pub fn durable_id(&self) -> u64 {
         self.lock_state().durable_id
+    }
+
+    /// A bound on the log bytes the open transaction would take if it
+    /// were committed now: sectors that are all zero count as no data. A
+    /// write joins it without a forced commit while this, with the write,
+    /// stays within [`LoggedDevice::max_txn_bytes`].
+    pub fn open_bytes(&self) -> u64 {
+        let state = self.lock_state();
+        let open = &state.open;
+        txn_bytes_bound_of(
+            open.sectors.len() as u64,
+            open.nonzero,
+            open.revokes.len() as u64,
+            self.sector_bytes,
+        )
+    }
+
+    /// What one transaction's records may take: half the log's area.
+    pub fn max_txn_bytes(&self) -> u64 {
+        self.max_txn_bytes
     }
 
     /// The number of the last transaction sealed (see
@@ -821,14 +861,20 @@ impl Backend for LoggedDevice {
         if self.txn_bytes_bound(sectors, 0) > self.max_txn_bytes {
             return Err(self.too_large(sectors));
         }
+        let nonzero: u64 = writes.iter().map(|(_, b)| nonzero_sectors(b, self.sector_bytes)).sum();
         // Poisoning is checked again under the state lock: a commit that
         // failed after the front let this write in must keep it out of the
         // open transaction.
         let mut state = self.lock_state();
         self.front.check_poison(Op::Write)?;
-        if self.txn_bytes_bound(state.open.sectors.len() as u64 + sectors, state.open.revokes.len() as u64)
-            > self.max_txn_bytes
-        {
+        let open = &state.open;
+        let bound = txn_bytes_bound_of(
+            open.sectors.len() as u64 + sectors,
+            open.nonzero + nonzero,
+            open.revokes.len() as u64,
+            self.sector_bytes,
+        );
+        if bound > self.max_txn_bytes {
             drop(state);
             self.counters.forced_commits.fetch_add(1, Relaxed);
             self.commit()?;
@@ -836,7 +882,7 @@ impl Backend for LoggedDevice {
             self.front.check_poison(Op::Write)?;
         }
         for (offset, buf) in writes {
-            join(&mut state.open.sectors, buf, *offset, self.sector_bytes);
+            state.open.join(buf, *offset, self.sector_bytes);
             state.touched.extend(pieces(*offset, buf.len()));
         }
         drop(state);

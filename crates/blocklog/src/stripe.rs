@@ -220,7 +220,7 @@ impl StripeLog {
                     home.name()
                 )));
             }
-            join(groups.entry(device).or_default(), data, offset, self.sector_bytes);
+            let _ = join(groups.entry(device).or_default(), data, offset, self.sector_bytes);
             sectors += len / sector;
         }
         Ok((groups, sectors))

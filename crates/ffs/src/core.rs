@@ -393,12 +393,39 @@ impl Core {
     /// Under `log`, whether the open transaction is full enough that the
     /// next operation should commit it first (so no operation's metadata
     /// is split by a commit the log forces).
-    pub fn commit_due(&self) -> bool {
-        // What the commit would hold: the dirty metadata, the metadata the
-        // cache already wrote into the open transaction, the changed
-        // groups' headers and the superblock.
-        let held = self.cache.dirty_meta() + self.cache.meta_since_flush + self.groups_dirty.len() + 1;
-        self.log.commit_blocks > 0 && self.failed.is_none() && held >= self.log.commit_blocks
+    ///
+    /// The dirty metadata is counted as whole blocks of data; near the
+    /// limit it joins the transaction (as a commit would write it), whose
+    /// log counts blocks that are all zero as no data, and the sum is
+    /// taken again: a removal, which clears whole inode blocks, commits
+    /// for what it logs, not for the blocks it touches.
+    pub fn commit_due(&mut self) -> bool {
+        if self.log.commit_blocks == 0 || self.failed.is_some() {
+            return false;
+        }
+        if self.held_blocks() < self.log.commit_blocks {
+            return false;
+        }
+        if self.cache.dirty_meta() == 0 || self.log.dev.is_none() {
+            return true;
+        }
+        if let Err(e) = self.cache.write_back(false) {
+            eio(self, e);
+            return false;
+        }
+        self.held_blocks() >= self.log.commit_blocks
+    }
+
+    /// What a commit now would hold, in blocks: the dirty metadata, the
+    /// changed groups' headers and the superblock, each a whole block, and
+    /// the transaction the cache already wrote into (as its log counts
+    /// it).
+    fn held_blocks(&self) -> usize {
+        let joined = match &self.log.dev {
+            Some(dev) => dev.open_bytes().div_ceil(BLOCK_BYTES as u64) as usize,
+            None => self.cache.meta_since_flush,
+        };
+        self.cache.dirty_meta() + self.groups_dirty.len() + 1 + joined
     }
 
     pub fn is_referenced(&self, ino: u32) -> bool {

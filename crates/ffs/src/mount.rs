@@ -347,6 +347,34 @@ mod tests {
         assert_eq!(fs.log.as_ref().unwrap().header().sector_bytes, crate::format::BLOCK_BYTES as u32);
     }
 
+    /// Removing files clears whole inode blocks, which the log records as
+    /// zeros, taking no room: the removal commits for what it logs, not
+    /// for the hundreds of blocks it touches.
+    #[test]
+    fn a_removal_commits_for_what_it_logs_not_for_the_blocks_it_touches() {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let options =
+            MountOptions { policy: Policy::Log, commits: crate::Commits::Caller, ..Default::default() };
+        let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+        let names: Vec<String> = (0..3000).map(|k| format!("f{k}")).collect();
+        for name in &names {
+            let a = fs.create(fsapi::ROOT, OsStr::new(name), fsapi::Owner::root(0o644)).unwrap();
+            fs.forget(a.ino, 1);
+        }
+        fs.sync().unwrap();
+        let log = fs.log.clone().unwrap();
+        let inode_blocks = 3000 / crate::format::INODES_PER_BLOCK as usize;
+        assert!(inode_blocks > fs.lock().log.commit_blocks, "the removal touches more than a commit holds");
+        let before = log.log_stats().commits;
+        for name in &names {
+            fs.unlink(fsapi::ROOT, OsStr::new(name)).unwrap();
+        }
+        assert_eq!(log.log_stats().commits, before, "no commit during the removal");
+        fs.sync().unwrap();
+        assert_eq!(log.log_stats().commits, before + 1);
+    }
+
     /// A commit left sealed and not yet durable (its committer never
     /// runs): the blocks it frees are not handed out again until it is.
     #[test]

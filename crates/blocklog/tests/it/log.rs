@@ -118,6 +118,38 @@ fn a_unit_that_is_not_a_power_of_two_is_refused() {
     assert!(err.to_string().contains("power of two"), "{err}");
 }
 
+/// Sectors that are all zero take no room in the log: a transaction of
+/// them larger than half the log is not forced to commit.
+#[test]
+fn a_transaction_of_zeros_larger_than_half_the_log_is_not_forced_to_commit() {
+    let dev = format(crash_stack(), Mode::Log);
+    for k in 0..(DATA_BYTES / 4096) {
+        dev.write_at(&block(0, 8), k * 4096).unwrap();
+    }
+    assert!(DATA_BYTES > dev.max_txn_bytes());
+    assert_eq!(dev.log_stats().forced_commits, 0);
+    dev.flush().unwrap();
+    assert_eq!(dev.log_stats().commits, 1);
+}
+
+/// The open transaction's size counts the sectors that carry data: a
+/// block rewritten with zeros, or taken out by an unlogged write, gives
+/// its room back.
+#[test]
+fn the_open_transaction_counts_only_the_sectors_that_carry_data() {
+    let dev = format(crash_stack(), Mode::Log);
+    let empty = dev.open_bytes();
+    dev.write_at(&block(0, 8), 0).unwrap();
+    assert_eq!(dev.open_bytes(), empty, "zeros carry no data");
+    dev.write_at(&block(4, 8), 4096).unwrap();
+    assert_eq!(dev.open_bytes(), empty + 4096);
+    dev.write_at(&block(0, 8), 4096).unwrap();
+    assert_eq!(dev.open_bytes(), empty, "rewritten with zeros");
+    dev.write_at(&block(4, 8), 8192).unwrap();
+    dev.write_unlogged(&block(5, 8), 8192).unwrap();
+    assert_eq!(dev.open_bytes(), empty, "taken out by an unlogged write");
+}
+
 #[test]
 fn an_uncommitted_write_is_absent_after_a_crash() {
     let crash = crash_stack();
