@@ -517,6 +517,14 @@ impl Cache {
         Ok(())
     }
 
+    /// Under `log`: the dirty metadata into the open transaction, the
+    /// file data left dirty (the commit writes it, and flushes it, before
+    /// the records that point at it).
+    pub fn write_back_meta(&mut self) -> device::Result<()> {
+        let meta: Vec<u64> = self.dirty.iter().copied().collect();
+        self.write_blocks(&meta, Waiting::RollBack)
+    }
+
     /// Writes the buffers dirty for longer than `age` (the syncer's pass).
     pub fn write_back_older(&mut self, age: Duration) -> device::Result<usize> {
         let now = self.clock.now();

@@ -409,7 +409,7 @@ impl Core {
         if self.cache.dirty_meta() == 0 || self.log.dev.is_none() {
             return true;
         }
-        if let Err(e) = self.cache.write_back(false) {
+        if let Err(e) = self.cache.write_back_meta() {
             eio(self, e);
             return false;
         }
