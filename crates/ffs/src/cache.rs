@@ -99,7 +99,8 @@ pub struct Cache {
     pub stats: CacheStats,
     /// Under `softdep`: the dependencies, which decide what each metadata
     /// write may carry (`softdep.rs`).
-    pub sd: Option<Softdep>,
+    /// Boxed: calls take it out and put it back around their work.
+    pub sd: Option<Box<Softdep>>,
     /// Under `softdep`: dirty buffers an eviction held back, or whose last
     /// write held an update back; writing them again is worth it only
     /// after a flush.
@@ -801,7 +802,7 @@ impl Cache {
     /// half of it), whichever is first.
     fn rounds_done(&mut self) {
         self.rounds = 0;
-        let shadows = self.sd.as_ref().map_or(0, Softdep::shadows);
+        let shadows = self.sd.as_deref().map_or(0, Softdep::shadows);
         self.shadow_mark = (self.capacity_blocks / 2).max(shadows + self.capacity_blocks / 4);
     }
 
@@ -818,7 +819,7 @@ impl Cache {
             self.poll_behind()?;
             let full =
                 self.bufs.len() >= self.capacity_blocks && self.rolled.len() > self.capacity_blocks / 2;
-            let shadows = self.sd.as_ref().map_or(0, Softdep::shadows);
+            let shadows = self.sd.as_deref().map_or(0, Softdep::shadows);
             if matches!(self.behind, Behind::Idle) {
                 if full || shadows > self.shadow_mark {
                     // A checkpoint: what can go complete is written, and a

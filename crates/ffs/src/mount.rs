@@ -114,7 +114,7 @@ impl Ffs {
         let mut cache =
             Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some(), options.clock.clone());
         if options.policy == Policy::Softdep {
-            cache.sd = Some(crate::softdep::Softdep::new(sb.clone()));
+            cache.sd = Some(Box::new(crate::softdep::Softdep::new(sb.clone())));
             cache.set_flushes_by(options.commits);
         }
         let mut core = Core {
