@@ -67,15 +67,18 @@ fn empty_dir(
         true
     })
     .map_err(|e| TreeError::call(shown, "readdir", e))?;
+    // An entry's path is for messages: made for a directory, whose
+    // entries name it, and for a file only when it fails.
+    let path_of = |name: &[u8]| format!("{shown}/{}", String::from_utf8_lossy(name));
     for (name, kind) in entries {
-        let path = format!("{shown}/{}", String::from_utf8_lossy(&name));
-        let name = OsStr::from_bytes(&name);
         if kind == FileType::Dir {
-            let inner = remove_tree_observed(fs, dir, name, &path, after_entry)?;
+            let path = path_of(&name);
+            let inner = remove_tree_observed(fs, dir, OsStr::from_bytes(&name), &path, after_entry)?;
             removed.unlinked += inner.unlinked;
             removed.dirs += inner.dirs;
         } else {
-            fs.unlink(dir, name).map_err(|e| TreeError::call(&path, "unlink", e))?;
+            fs.unlink(dir, OsStr::from_bytes(&name))
+                .map_err(|e| TreeError::call(path_of(&name), "unlink", e))?;
             removed.unlinked += 1;
             after_entry();
         }

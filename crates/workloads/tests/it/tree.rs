@@ -203,3 +203,97 @@ fn a_full_file_system_is_enospc_by_name() {
     assert!(matches!(err, TreeError::Call { errno: fsapi::Errno::NOSPC, .. }), "{err}");
     assert!(err.to_string().starts_with("big: write"), "{err}");
 }
+
+/// The model, whose unlink of one name fails.
+struct FailingUnlink {
+    inner: ModelFs,
+    name: &'static str,
+}
+
+impl FileSystem for FailingUnlink {
+    fn lookup(&self, parent: fsapi::Ino, name: &OsStr) -> fsapi::Result<fsapi::Attr> {
+        self.inner.lookup(parent, name)
+    }
+    fn forget(&self, ino: fsapi::Ino, count: u64) {
+        self.inner.forget(ino, count)
+    }
+    fn getattr(&self, ino: fsapi::Ino) -> fsapi::Result<fsapi::Attr> {
+        self.inner.getattr(ino)
+    }
+    fn setattr(&self, ino: fsapi::Ino, changes: &fsapi::SetAttr) -> fsapi::Result<fsapi::Attr> {
+        self.inner.setattr(ino, changes)
+    }
+    fn create(&self, parent: fsapi::Ino, name: &OsStr, owner: Owner) -> fsapi::Result<fsapi::Attr> {
+        self.inner.create(parent, name, owner)
+    }
+    fn mkdir(&self, parent: fsapi::Ino, name: &OsStr, owner: Owner) -> fsapi::Result<fsapi::Attr> {
+        self.inner.mkdir(parent, name, owner)
+    }
+    fn symlink(
+        &self,
+        parent: fsapi::Ino,
+        name: &OsStr,
+        target: &OsStr,
+        owner: Owner,
+    ) -> fsapi::Result<fsapi::Attr> {
+        self.inner.symlink(parent, name, target, owner)
+    }
+    fn readlink(&self, ino: fsapi::Ino) -> fsapi::Result<Vec<u8>> {
+        self.inner.readlink(ino)
+    }
+    fn link(&self, ino: fsapi::Ino, new_parent: fsapi::Ino, new_name: &OsStr) -> fsapi::Result<fsapi::Attr> {
+        self.inner.link(ino, new_parent, new_name)
+    }
+    fn unlink(&self, parent: fsapi::Ino, name: &OsStr) -> fsapi::Result<()> {
+        if name == self.name {
+            return Err(fsapi::Errno::IO);
+        }
+        self.inner.unlink(parent, name)
+    }
+    fn rmdir(&self, parent: fsapi::Ino, name: &OsStr) -> fsapi::Result<()> {
+        self.inner.rmdir(parent, name)
+    }
+    fn rename(
+        &self,
+        parent: fsapi::Ino,
+        name: &OsStr,
+        new_parent: fsapi::Ino,
+        new_name: &OsStr,
+    ) -> fsapi::Result<()> {
+        self.inner.rename(parent, name, new_parent, new_name)
+    }
+    fn read(&self, ino: fsapi::Ino, offset: u64, buf: &mut [u8]) -> fsapi::Result<usize> {
+        self.inner.read(ino, offset, buf)
+    }
+    fn write(&self, ino: fsapi::Ino, offset: u64, data: &[u8]) -> fsapi::Result<usize> {
+        self.inner.write(ino, offset, data)
+    }
+    fn readdir(
+        &self,
+        ino: fsapi::Ino,
+        offset: u64,
+        entry: &mut dyn FnMut(fsapi::DirEntry) -> bool,
+    ) -> fsapi::Result<()> {
+        self.inner.readdir(ino, offset, entry)
+    }
+    fn fsync(&self, ino: fsapi::Ino, data_only: bool) -> fsapi::Result<()> {
+        self.inner.fsync(ino, data_only)
+    }
+    fn statfs(&self) -> fsapi::Result<fsapi::StatFs> {
+        self.inner.statfs()
+    }
+    fn sync(&self) -> fsapi::Result<()> {
+        self.inner.sync()
+    }
+}
+
+/// A file that cannot be unlinked stops the removal with its path.
+#[test]
+fn an_unlink_that_fails_names_the_files_path() {
+    let fs = FailingUnlink { inner: ModelFs::new(), name: "f" };
+    let x = fs.mkdir(ROOT, OsStr::new("x"), Owner::root(0o755)).unwrap();
+    let d = fs.mkdir(x.ino, OsStr::new("d"), Owner::root(0o755)).unwrap();
+    fs.create(d.ino, OsStr::new("f"), Owner::root(0o644)).unwrap();
+    let err = remove_tree(&fs, ROOT, OsStr::new("x"), "x").unwrap_err();
+    assert!(matches!(&err, TreeError::Call { path, call: "unlink", .. } if path == "x/d/f"), "{err}");
+}
