@@ -61,11 +61,6 @@ fn shared_zeros() -> Arc<[u8]> {
     Arc::clone(ZEROS.get_or_init(|| Arc::from(vec![0u8; 64 << 10])))
 }
 
-/// Sectors of `sector_bytes` in `buf` that are not all zero.
-pub(crate) fn nonzero_sectors(buf: &[u8], sector_bytes: u32) -> u64 {
-    buf.chunks_exact(sector_bytes as usize).filter(|b| !all_zero(b)).count() as u64
-}
-
 /// An upper bound on the log bytes of a commit of `sectors` logged sectors
 /// and `revokes` revocations, headers included.
 pub(crate) fn txn_bytes_bound(sectors: u64, revokes: u64, sector_bytes: u32) -> u64 {

@@ -11,8 +11,8 @@ use device::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result}
 use serde::Serialize;
 
 use crate::core::{
-    encode_commit_into, extents_of, join, new_log_id, nonzero_sectors, txn_bytes_bound, txn_bytes_bound_of,
-    write_aligned, write_circular, write_new_log, write_slot, Sector, SectorMap,
+    encode_commit_into, extents_of, join, new_log_id, txn_bytes_bound, txn_bytes_bound_of, write_aligned,
+    write_circular, write_new_log, write_slot, Sector, SectorMap,
 };
 use crate::format::{Extent, Header, AREA_START, FLAG_SEPARATE, MIN_AREA_BYTES, SLOT_BYTES};
 use crate::replay::{self, ReplayReport};
@@ -861,16 +861,16 @@ impl Backend for LoggedDevice {
         if self.txn_bytes_bound(sectors, 0) > self.max_txn_bytes {
             return Err(self.too_large(sectors));
         }
-        let nonzero: u64 = writes.iter().map(|(_, b)| nonzero_sectors(b, self.sector_bytes)).sum();
         // Poisoning is checked again under the state lock: a commit that
         // failed after the front let this write in must keep it out of the
         // open transaction.
         let mut state = self.lock_state();
         self.front.check_poison(Op::Write)?;
+        // The write's own sectors are counted as data, whatever they hold.
         let open = &state.open;
         let bound = txn_bytes_bound_of(
             open.sectors.len() as u64 + sectors,
-            open.nonzero + nonzero,
+            open.nonzero + sectors,
             open.revokes.len() as u64,
             self.sector_bytes,
         );
