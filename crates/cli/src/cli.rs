@@ -32,7 +32,10 @@ pub enum Command {
         1 bad blocks (lost: older than a durable record promises, including an older run's block; \
         misdirected, corrupt, zeroed, torn, from another run) or a failure; 2 a usage error; \
         3 no bad block, but blocks ahead of the journal (written after its last durable record): \
-        the journal is incomplete, cut short or written async and caught by a crash.\n\n\
+        the journal is incomplete, cut short or written async and caught by a crash; 4 no bad block, \
+        but the journal is damaged (records it had made durable no longer read: blocks whose writes \
+        it recorded there are unverifiable, and replay went on past the damage). Nothing checked \
+        where the journal records writes is a failure (1).\n\n\
         The journal and the target are opened read-only under a shared lock (refused while a run \
         holds either); with --log the target is opened for writing under an exclusive lock, since \
         the log's replay writes it.")]

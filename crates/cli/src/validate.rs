@@ -6,8 +6,10 @@
 //! which is then opened for writing under an exclusive lock.
 //!
 //! Exit status: 0 every block holds what the journal says; 1 bad blocks
-//! (lost, damaged, misplaced, torn) or a failure; 2 a usage error; 3 no
-//! bad block, but blocks ahead of the journal: it is incomplete.
+//! (lost, damaged, misplaced, torn), a failure, or nothing checked where
+//! the journal records writes; 2 a usage error; 3 no bad block, but
+//! blocks ahead of the journal: it is incomplete; 4 no bad block, but
+//! the journal is damaged: records it had made durable no longer read.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -162,12 +164,8 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
         crate::write_json(path, &doc.to_json())?;
     }
     target.record()?;
-    let mine = format!(
-        "{status}\t{}\t{}\t{}",
-        ranks.host,
-        args.target,
-        report::verdict_text(&verdict, EXIT_JOURNAL_INCOMPLETE)
-    );
+    let mine =
+        format!("{status}\t{}\t{}\t{}", ranks.host, args.target, report::verdict_text(&verdict, EXITS));
     let Some(all) = ranks.gather(mine) else { return Ok(ExitCode::from(status)) };
     let mut worst = 0u8;
     let mut bad = 0;
@@ -204,13 +202,21 @@ fn target_options(args: &ValidateArgs, sector_bytes: Option<u32>) -> stack::Open
 /// The exit status of a verdict with no bad block but blocks ahead of the
 /// journal (1 is taken by bad blocks and failures, 2 by usage errors).
 pub const EXIT_JOURNAL_INCOMPLETE: u8 = 3;
+/// The exit status of a verdict with no bad block but a damaged journal.
+pub const EXIT_JOURNAL_DAMAGED: u8 = 4;
+/// Both, for the verdict's last line.
+pub const EXITS: report::VerdictExits = report::VerdictExits {
+    journal_incomplete: EXIT_JOURNAL_INCOMPLETE,
+    journal_damaged: EXIT_JOURNAL_DAMAGED,
+};
 
 /// The exit status that says what a verdict comes to.
-fn exit_status(outcome: report::Outcome) -> u8 {
+pub fn exit_status(outcome: report::Outcome) -> u8 {
     match outcome {
         report::Outcome::Ok => 0,
-        report::Outcome::Bad => 1,
+        report::Outcome::Bad | report::Outcome::NothingChecked => 1,
         report::Outcome::JournalIncomplete => EXIT_JOURNAL_INCOMPLETE,
+        report::Outcome::JournalDamaged => EXIT_JOURNAL_DAMAGED,
     }
 }
 
@@ -266,7 +272,7 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    print!("{}", report::verdict_text(v, EXIT_JOURNAL_INCOMPLETE));
+    print!("{}", report::verdict_text(v, EXITS));
     Ok(())
 }
 

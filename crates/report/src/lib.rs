@@ -45,5 +45,5 @@ pub use target::{
     human as human_bytes, medium_kind, memory_warnings, target_lines, CacheState, LayoutPolicy, LayoutState,
     TargetReport,
 };
-pub use validate::{verdict_line, verdict_text, Outcome};
+pub use validate::{verdict_line, verdict_text, Outcome, VerdictExits};
 pub use volumes::{parity_lines, volume_list, volume_list_verbose};

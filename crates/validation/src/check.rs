@@ -26,6 +26,22 @@ pub struct RunContext {
     /// written before is an older run's block, where this run's write
     /// was lost. None: unknown, such a stamp is just from another run.
     pub started_ns: Option<u64>,
+    /// After damage to the journal: write ids whose `before` records the
+    /// damage may have taken (from, to), for a block no later record
+    /// settles. A stamp of such a write is unverifiable, not lost.
+    pub lost_ids: Option<(u64, u64)>,
+    /// The journal's key-map snapshot is damaged and no later record
+    /// settles the block: whatever this run may have left in it is
+    /// unverifiable.
+    pub snapshot_lost: bool,
+}
+
+impl RunContext {
+    /// Whether a stamp of this run with this sequence number may be of a
+    /// write whose record the journal lost.
+    fn lost(&self, sequence: u64) -> bool {
+        self.snapshot_lost || self.lost_ids.is_some_and(|(from, to)| (from..to).contains(&sequence))
+    }
 }
 
 /// What a key block should hold.
@@ -58,6 +74,11 @@ pub enum FindingKind {
     /// for the block (`expected_key`): written after the journal's last
     /// durable record. The journal is incomplete; nothing was lost.
     Ahead { expected_key: u8, found_key: u8 },
+    /// A valid stamp of this run (or, when the snapshot is lost, zeros
+    /// or another run's) where what the block should hold depends on a
+    /// part of the journal that is damaged: neither right nor wrong as
+    /// far as the journal can tell. `found_key` is 0 for no stamp.
+    Unverifiable { expected_key: u8, found_key: u8 },
     /// A valid stamp of another address: a write went to the wrong place.
     Misdirected { found_address: u64 },
     /// A valid stamp from another validation run, not known to be older
@@ -96,12 +117,17 @@ pub enum BlockVerdict {
 }
 
 impl BlockVerdict {
-    /// The finding that names a bad block's class: the first that is not
-    /// [`FindingKind::Ahead`], else the first (a block whose only findings
-    /// are ahead of the journal is ahead: nothing in it is damaged).
+    /// The finding that names a bad block's class: the first that is
+    /// neither [`FindingKind::Ahead`] nor [`FindingKind::Unverifiable`],
+    /// else the first unverifiable one, else the first (a block whose
+    /// only findings are ahead of the journal is ahead: nothing in it is
+    /// damaged).
     pub fn class_finding(&self) -> Option<&Finding> {
         let BlockVerdict::Bad { findings } = self else { return None };
-        findings.iter().find(|f| !matches!(f.kind, FindingKind::Ahead { .. })).or(findings.first())
+        let odd =
+            |f: &&Finding| matches!(f.kind, FindingKind::Ahead { .. } | FindingKind::Unverifiable { .. });
+        let unverifiable = |f: &&Finding| matches!(f.kind, FindingKind::Unverifiable { .. });
+        findings.iter().find(|f| !odd(f)).or_else(|| findings.iter().find(unverifiable)).or(findings.first())
     }
 }
 
@@ -121,6 +147,9 @@ fn sector_state(sector: &[u8], address: u64, run_id: u64) -> SectorState {
         Err(StampError::Version(_)) => {
             SectorState::Wrong(FindingKind::Corrupt { reason: "unknown stamp version" })
         }
+        Err(StampError::Field { .. }) => {
+            SectorState::Wrong(FindingKind::Corrupt { reason: "stamp field out of bounds" })
+        }
         Err(StampError::Checksum { .. }) => {
             SectorState::Wrong(FindingKind::Corrupt { reason: "checksum mismatch" })
         }
@@ -135,6 +164,12 @@ fn sector_state(sector: &[u8], address: u64, run_id: u64) -> SectorState {
 /// What a sector that is neither the old nor the new contents is.
 fn finding(state: SectorState, expected_key: u8, run: &RunContext) -> FindingKind {
     match state {
+        SectorState::Key(found_key, sequence) if run.lost(sequence) => {
+            FindingKind::Unverifiable { expected_key, found_key }
+        }
+        SectorState::Zeros | SectorState::OtherRun(_) if run.snapshot_lost => {
+            FindingKind::Unverifiable { expected_key, found_key: 0 }
+        }
         SectorState::Key(found_key, sequence) if run.ahead_from.is_some_and(|from| sequence >= from) => {
             FindingKind::Ahead { expected_key, found_key }
         }

@@ -45,6 +45,10 @@ pub enum StampError {
     /// The magic is there but the checksum does not match: the sector was
     /// changed after it was written (or torn inside the sector).
     Checksum { stored: u32, computed: u32 },
+    /// The checksum holds but a field is out of its bounds (key 0, an
+    /// address off a 512-byte boundary): no iolab writer makes such a
+    /// stamp.
+    Field { field: &'static str, value: u64 },
 }
 
 /// splitmix64: a fast bijective mixer, enough to make every sector's data
@@ -193,11 +197,18 @@ pub fn read_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
         return Err(StampError::Version(version));
     }
     match STAMP_FRAME.verify(&[], sector) {
+        Ok(()) if stamp.key == 0 => Err(StampError::Field { field: "key", value: 0 }),
+        Ok(()) if stamp.address % STAMP_ADDRESS_ALIGN != 0 => {
+            Err(StampError::Field { field: "address", value: stamp.address })
+        }
         Ok(()) => Ok(stamp),
         Err(FrameError::Mismatch { stored, computed }) => Err(StampError::Checksum { stored, computed }),
         Err(FrameError::OutOfBounds(_)) => Err(StampError::NoMagic),
     }
 }
+
+/// Every stamp's address is a multiple of this (the smallest sector).
+const STAMP_ADDRESS_ALIGN: u64 = 512;
 
 /// A stamp's version and fields.
 fn stamp_fields(r: LeReader<'_>) -> Result<(u32, Stamp), OutOfBounds> {

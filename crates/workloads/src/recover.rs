@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use device::{AlignedBuf, Device, DeviceError};
 use serde::Serialize;
-use validation::journal::{replay_from, JournalError, JournalHeader, JournalMode, JournalSource};
+use validation::journal::{replay_from, JournalError, JournalHeader, JournalMode, JournalSource, Replay};
+pub use validation::journal::{Damage, DamageKind};
 use validation::{
     check_block_in, BlockVerdict, Expect, Finding, FindingKind, KeyBytes, KeyMapError, RunContext,
 };
@@ -56,7 +57,7 @@ pub enum RecoverError {
 }
 
 /// Blocks by verdict, and what the journal said.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default)]
 pub struct Verdict {
     pub verified: u64,
     pub pending_old: u64,
@@ -91,6 +92,27 @@ pub struct Verdict {
     pub journal_target: String,
     /// How many times the journal was compacted.
     pub journal_generation: u64,
+    /// Blocks whose expected contents depend on a damaged part of the
+    /// journal and that hold a write it may have recorded there: neither
+    /// right nor wrong as far as the journal can tell. Not errors, but
+    /// no pass either: the verdict is `journal damaged`.
+    pub unverifiable: u64,
+    /// The first unverifiable blocks (at most [`BAD_LISTED_MAX`]).
+    pub unverifiable_blocks: Vec<BadBlock>,
+    /// The parts of the journal that were durable and no longer read
+    /// (the first [`validation::journal::DAMAGE_LISTED_MAX`]), and how
+    /// many there are; replay went on past each.
+    pub journal_damage: Vec<Damage>,
+    pub journal_damaged_ranges: u64,
+    /// Write ids whose `before` records the damage may have taken (from,
+    /// to; `to` is `u64::MAX` when no record follows the last damage).
+    pub lost_write_ids: Option<(u64, u64)>,
+    /// The key-map snapshot is damaged: what it says of a block no later
+    /// record settles is suspect.
+    pub journal_snapshot_damaged: bool,
+    /// Every block of the region was read (`--every-block`, or a damaged
+    /// journal that may have lost records of any block).
+    pub every_block: bool,
 }
 
 /// A key block the verdict calls bad: torn (its in-flight write left some
@@ -145,9 +167,16 @@ impl std::fmt::Display for BadBlock {
             FindingKind::ForeignRun { found_run_id } => format!("from another run (run id {found_run_id})"),
             FindingKind::Corrupt { reason } => format!("corrupt: {reason}"),
             FindingKind::UnexpectedZeros => "zeros where data was written".to_string(),
+            FindingKind::Unverifiable { expected_key, found_key: 0 } => format!(
+                "unverifiable: holds no stamp of this run where the damaged snapshot gives key {expected_key}"
+            ),
+            FindingKind::Unverifiable { expected_key, found_key } => format!(
+                "unverifiable: key {found_key} of a write the damaged part of the journal may have recorded \
+                 (key {expected_key} before the damage)"
+            ),
         };
         let sectors = self.bad_sectors.unwrap_or(1);
-        let odd = if self.class == "ahead" { "" } else { " bad" };
+        let odd = if matches!(self.class, "ahead" | "unverifiable") { "" } else { " bad" };
         let sector = self.first_sector.map_or(String::new(), |s| format!("sector {s} "));
         write!(f, "{what}; {sectors}{odd} sectors, the first {sector}(byte {})", first.address)
     }
@@ -158,6 +187,27 @@ impl Verdict {
     /// anything it recorded.
     pub fn journal_incomplete(&self) -> bool {
         self.ahead > 0
+    }
+
+    /// Whether the journal is damaged: parts of it that were durable no
+    /// longer read.
+    pub fn journal_damaged(&self) -> bool {
+        self.journal_damaged_ranges > 0
+    }
+
+    /// Blocks checked in all: every class that was read and judged.
+    pub fn checked(&self) -> u64 {
+        self.verified
+            + self.pending_old
+            + self.pending_new
+            + self.torn
+            + self.lost
+            + self.misdirected
+            + self.corrupt
+            + self.zeros
+            + self.foreign
+            + self.ahead
+            + self.unverifiable
     }
 
     /// Bad blocks: every class but verified, pending and ahead of the
@@ -307,16 +357,10 @@ pub fn recover_watched_with(
     })?;
     let h = &replayed.header;
     check_geometry(target, h)?;
-    // What a block should hold: its key, unless a write in flight at the
-    // end of the journal may have changed it.
-    let pending: HashMap<u64, Expect> = replayed
-        .pending
-        .iter()
-        .flat_map(|p| p.blocks.iter().map(|&(block, old, new)| (block, Expect::OldOrNew { old, new })))
-        .collect();
-    // By block, for the reader to walk beside the keys.
-    let mut pending: Vec<(usize, Expect)> = pending.into_iter().map(|(b, e)| (b as usize, e)).collect();
-    pending.sort_unstable_by_key(|&(b, _)| b);
+    let pending = pending_by_block(&replayed);
+    // A damage that may have taken `before` records may have taken those
+    // of any block: read them all to find the blocks such writes left.
+    let every_block = every_block || replayed.lost_ids.is_some() || replayed.snapshot_damaged;
     let mut verdict = Verdict {
         torn_ok,
         sector_bytes: h.sector_bytes,
@@ -325,6 +369,11 @@ pub fn recover_watched_with(
         journal_mode: Some(h.mode),
         journal_target: h.target.clone(),
         journal_generation: h.generation,
+        journal_damage: replayed.damage.clone(),
+        journal_damaged_ranges: replayed.damaged_ranges,
+        lost_write_ids: replayed.lost_ids,
+        journal_snapshot_damaged: replayed.snapshot_damaged,
+        every_block,
         ..Verdict::default()
     };
     // A reader thread reads each run of blocks while the run before is
@@ -337,7 +386,11 @@ pub fn recover_watched_with(
         run_id: h.run_id,
         ahead_from: replayed.ahead_from,
         started_ns: (h.created_ns != 0).then_some(h.created_ns),
+        ..RunContext::default()
     };
+    // For a block whose expected contents a lost record may have changed.
+    let unsettled =
+        RunContext { lost_ids: replayed.lost_ids, snapshot_lost: replayed.snapshot_damaged, ..run };
     progress.blocks.store(keys.len() as u64, Ordering::Relaxed);
     std::thread::scope(|scope| {
         let (to_check, checks) = std::sync::mpsc::sync_channel(1);
@@ -353,7 +406,8 @@ pub fn recover_watched_with(
             for &(block, expect) in &read.wanted {
                 let offset = h.region_start + (block * block_bytes) as u64;
                 let bytes = &read.buf[(block - read.first) * block_bytes..][..block_bytes];
-                let block_verdict = check_block_in(bytes, h.sector_bytes as usize, offset, expect, &run);
+                let context = if replayed.unsettled(block as u64) { &unsettled } else { &run };
+                let block_verdict = check_block_in(bytes, h.sector_bytes as usize, offset, expect, context);
                 if expect == UNRECORDED && block_verdict == BlockVerdict::PendingOld {
                     // Never written by this run, as the journal says.
                     continue;
@@ -366,6 +420,20 @@ pub fn recover_watched_with(
         progress.checked.store(keys.len() as u64, Ordering::Relaxed);
         Ok(verdict)
     })
+}
+
+/// What each block with a write in flight at the end of the journal may
+/// hold (its last completed key, or any key up to its newest write's), by
+/// block, for the reader to walk beside the keys.
+fn pending_by_block(replayed: &Replay) -> Vec<(usize, Expect)> {
+    let pending: HashMap<u64, Expect> = replayed
+        .pending
+        .iter()
+        .flat_map(|p| p.blocks.iter().map(|&(block, old, new)| (block, Expect::OldOrNew { old, new })))
+        .collect();
+    let mut pending: Vec<(usize, Expect)> = pending.into_iter().map(|(b, e)| (b as usize, e)).collect();
+    pending.sort_unstable_by_key(|&(b, _)| b);
+    pending
 }
 
 /// A run of key blocks read for checking: the blocks to check in it and
@@ -446,7 +514,9 @@ fn read_runs(
 }
 
 fn check_geometry(target: &dyn Device, h: &JournalHeader) -> Result<(), RecoverError> {
-    let region_end = h.region_start + h.blocks * h.key_block_bytes;
+    // The header's bounds keep the region's end inside a u64; saturate
+    // all the same, so a header that got past them is refused, not wrapped.
+    let region_end = h.blocks.saturating_mul(h.key_block_bytes).saturating_add(h.region_start);
     if region_end > target.size_bytes() || target.sector_bytes() != h.sector_bytes {
         return Err(RecoverError::Mismatch {
             target: target.name().to_string(),
@@ -502,6 +572,7 @@ fn tally(v: &mut Verdict, offset: u64, verdict: BlockVerdict) {
                 FindingKind::ForeignRun { .. } => (&mut v.foreign, "foreign_run"),
                 FindingKind::UnexpectedZeros => (&mut v.zeros, "unexpected_zeros"),
                 FindingKind::Corrupt { .. } => (&mut v.corrupt, "corrupt"),
+                FindingKind::Unverifiable { .. } => (&mut v.unverifiable, "unverifiable"),
             };
             *counter += 1;
             BadBlock {
@@ -515,7 +586,11 @@ fn tally(v: &mut Verdict, offset: u64, verdict: BlockVerdict) {
             }
         }
     };
-    let list = if bad.class == "ahead" { &mut v.ahead_blocks } else { &mut v.bad };
+    let list = match bad.class {
+        "ahead" => &mut v.ahead_blocks,
+        "unverifiable" => &mut v.unverifiable_blocks,
+        _ => &mut v.bad,
+    };
     if list.len() < BAD_LISTED_MAX {
         list.push(bad);
     }

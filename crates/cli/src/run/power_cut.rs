@@ -91,7 +91,8 @@ impl PowerCut {
 
     /// After the run: checks what the cut left; the text to print and the
     /// exit status: 0 when every block is as the journal says, 1 when
-    /// blocks are bad, 3 when the journal misses writes the target holds.
+    /// blocks are bad, 3 when the journal misses writes the target holds,
+    /// 4 when it is damaged (as `iolab validate`).
     pub fn check(self) -> anyhow::Result<(String, u8)> {
         let after = self.after;
         let Some(verdict) = self.verdict()? else {
@@ -103,17 +104,13 @@ impl PowerCut {
                 0,
             ));
         };
-        let status = match (verdict.errors() > 0, verdict.journal_incomplete()) {
-            (true, _) => 1,
-            (false, true) => crate::validate::EXIT_JOURNAL_INCOMPLETE,
-            (false, false) => 0,
-        };
+        let status = crate::validate::exit_status(report::Outcome::of(&verdict));
         let mut text = format!(
             "power cut at {:.3} s of the run: what the target and the journal disk held durably, checked as iolab \
              validate checks a target after a crash\n",
             after.as_secs_f64()
         );
-        text.push_str(&report::verdict_text(&verdict, crate::validate::EXIT_JOURNAL_INCOMPLETE));
+        text.push_str(&report::verdict_text(&verdict, crate::validate::EXITS));
         Ok((text, status))
     }
 }

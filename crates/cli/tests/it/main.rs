@@ -5,6 +5,7 @@ mod examples;
 mod fs;
 mod fs_tree;
 mod jobfile;
+mod journal_damage;
 mod log;
 mod mpi;
 mod run;

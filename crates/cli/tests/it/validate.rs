@@ -23,7 +23,7 @@ fn journaled_with(dir: &tempfile::TempDir, extra: &[&str]) -> (String, String) {
 
 /// `ios` 4 KiB random writes on a 1 MiB target under a journal in `dir`,
 /// with `extra` flags; returns the target, the journal and the run's output.
-fn journaled_randwrite(
+pub fn journaled_randwrite(
     dir: &tempfile::TempDir,
     ios: &str,
     extra: &[&str],
@@ -475,7 +475,7 @@ fn the_json_verdict_names_each_bad_block_and_its_first_bad_sector() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         (&doc["schema"], &doc["version"], &doc["errors"], &doc["outcome"]),
-        (&"iolab-validate".into(), &2.into(), &1.into(), &"bad".into())
+        (&"iolab-validate".into(), &3.into(), &1.into(), &"bad".into())
     );
     let expected = serde_json::json!([{
         "offset": 4096,

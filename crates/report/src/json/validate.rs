@@ -1,16 +1,19 @@
-//! `iolab validate --json`: schema `iolab-validate`, version 2. The
+//! `iolab validate --json`: schema `iolab-validate`, version 3. The
 //! verdict's counts at the top level, beside what was checked.
 
 use std::path::Path;
 
 use serde::Serialize;
-use workloads::recover::{BadBlock, Verdict};
+use workloads::recover::{BadBlock, Damage, DamageKind, Verdict};
 
 use super::validation::Finding;
 
 pub const SCHEMA: &str = "iolab-validate";
-/// 2 added the `ahead` class, `outcome` and the sector numbers.
-pub const VERSION: u32 = 2;
+/// 2 added the `ahead` class, `outcome` and the sector numbers; 3 the
+/// damaged journal (`journal_damaged` and `nothing_checked` outcomes, the
+/// `unverifiable` class, `journal_damage`, `lost_write_ids`), `checked`
+/// and `every_block`.
+pub const VERSION: u32 = 3;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct ValidateDocument {
@@ -42,6 +45,44 @@ pub struct ValidateDocument {
     pub journal_mode: Option<JournalMode>,
     pub journal_target: String,
     pub journal_generation: u64,
+    /// Blocks read and judged, in every class.
+    pub checked: u64,
+    pub unverifiable: u64,
+    pub unverifiable_blocks: Vec<Block>,
+    pub journal_damage: Vec<JournalDamage>,
+    pub journal_damaged_ranges: u64,
+    pub lost_write_ids: Option<LostIds>,
+    pub journal_snapshot_damaged: bool,
+    pub every_block: bool,
+}
+
+/// A part of the journal that was durable and no longer reads.
+#[derive(Clone, Debug, Serialize)]
+pub struct JournalDamage {
+    /// Byte of the journal file, and how many.
+    pub at: u64,
+    pub bytes: u64,
+    /// `records`, `snapshot` or `newer_start`.
+    pub kind: &'static str,
+}
+
+impl From<&Damage> for JournalDamage {
+    fn from(d: &Damage) -> JournalDamage {
+        let kind = match d.kind {
+            DamageKind::Records => "records",
+            DamageKind::Snapshot => "snapshot",
+            DamageKind::NewerStart => "newer_start",
+        };
+        JournalDamage { at: d.at, bytes: d.bytes, kind }
+    }
+}
+
+/// Write ids whose records the damage may have taken: `from` up to `to`
+/// (exclusive); `to` is null when any later id may be one.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct LostIds {
+    pub from: u64,
+    pub to: Option<u64>,
 }
 
 impl ValidateDocument {
@@ -75,6 +116,16 @@ impl ValidateDocument {
             journal_mode: v.journal_mode.map(JournalMode::from),
             journal_target: v.journal_target.clone(),
             journal_generation: v.journal_generation,
+            checked: v.checked(),
+            unverifiable: v.unverifiable,
+            unverifiable_blocks: v.unverifiable_blocks.iter().map(Block::from).collect(),
+            journal_damage: v.journal_damage.iter().map(JournalDamage::from).collect(),
+            journal_damaged_ranges: v.journal_damaged_ranges,
+            lost_write_ids: v
+                .lost_write_ids
+                .map(|(from, to)| LostIds { from, to: (to != u64::MAX).then_some(to) }),
+            journal_snapshot_damaged: v.journal_snapshot_damaged,
+            every_block: v.every_block,
         }
     }
 
@@ -88,6 +139,8 @@ impl ValidateDocument {
 pub enum Outcome {
     Ok,
     JournalIncomplete,
+    JournalDamaged,
+    NothingChecked,
     Bad,
 }
 
@@ -96,6 +149,8 @@ impl From<crate::Outcome> for Outcome {
         match o {
             crate::Outcome::Ok => Outcome::Ok,
             crate::Outcome::JournalIncomplete => Outcome::JournalIncomplete,
+            crate::Outcome::JournalDamaged => Outcome::JournalDamaged,
+            crate::Outcome::NothingChecked => Outcome::NothingChecked,
             crate::Outcome::Bad => Outcome::Bad,
         }
     }

@@ -107,6 +107,12 @@ pub enum FindingKind {
         reason: String,
     },
     UnexpectedZeros,
+    /// A write the damaged part of the journal may have recorded
+    /// (`found_key` 0: no stamp of this run, under a damaged snapshot).
+    Unverifiable {
+        expected_key: u8,
+        found_key: u8,
+    },
 }
 
 impl From<&validation::Finding> for Finding {
@@ -121,6 +127,9 @@ impl From<&validation::Finding> for Finding {
             K::ForeignRun { found_run_id } => FindingKind::ForeignRun { found_run_id },
             K::Corrupt { reason } => FindingKind::Corrupt { reason: reason.to_string() },
             K::UnexpectedZeros => FindingKind::UnexpectedZeros,
+            K::Unverifiable { expected_key, found_key } => {
+                FindingKind::Unverifiable { expected_key, found_key }
+            }
         };
         Finding { address: f.address, kind }
     }

@@ -364,6 +364,7 @@ fn bad_block(offset: u64, finding: Finding) -> BadBlock {
         FindingKind::ForeignRun { .. } => "foreign_run",
         FindingKind::Corrupt { .. } => "corrupt",
         FindingKind::UnexpectedZeros => "unexpected_zeros",
+        FindingKind::Unverifiable { .. } => "unverifiable",
     };
     BadBlock {
         offset,
@@ -419,6 +420,27 @@ pub fn verdict(mode: Option<JournalMode>, clean: bool, ahead: u64) -> Verdict {
         journal_mode: mode,
         journal_target: "/data/t.img".into(),
         journal_generation: 2,
+        ..Verdict::default()
+    }
+}
+
+/// A clean verdict on a journal damaged in two places (records, then the
+/// header of a newer start), with unverifiable blocks.
+pub fn damaged_verdict() -> Verdict {
+    use workloads::recover::{Damage, DamageKind};
+    let unverifiable =
+        Finding { address: 8192, kind: FindingKind::Unverifiable { expected_key: 3, found_key: 4 } };
+    Verdict {
+        unverifiable: 12,
+        unverifiable_blocks: vec![bad_block(8192, unverifiable)],
+        journal_damage: vec![
+            Damage { at: 120_467, bytes: 33, kind: DamageKind::Records },
+            Damage { at: 4_194_304, bytes: 4096, kind: DamageKind::NewerStart },
+        ],
+        journal_damaged_ranges: 2,
+        lost_write_ids: Some((3705, 3707)),
+        every_block: true,
+        ..verdict(Some(JournalMode::Group), true, 0)
     }
 }
 

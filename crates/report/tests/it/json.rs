@@ -55,7 +55,8 @@ fn verdicts() -> [Verdict; 3] {
 fn validate_documents_match_their_golden_file() {
     let mut mode_group = fixtures::verdict(Some(JournalMode::Group), true, 0);
     mode_group.torn_ok = false;
-    let docs: Vec<String> = verdicts().iter().chain([&mode_group]).map(validate_document).collect();
+    let damaged = fixtures::damaged_verdict();
+    let docs: Vec<String> = verdicts().iter().chain([&mode_group, &damaged]).map(validate_document).collect();
     check_golden("validate.json", &docs.join("\n"));
 }
 

@@ -166,8 +166,10 @@ fn verdicts_match_their_golden_file() {
         fixtures::verdict(Some(JournalMode::Sync), true, 1),
         fixtures::verdict(None, true, 0),
         many_ahead,
+        fixtures::damaged_verdict(),
     ];
-    let texts: Vec<String> = verdicts.iter().map(|v| report::verdict_text(v, 3)).collect();
+    let exits = report::VerdictExits { journal_incomplete: 3, journal_damaged: 4 };
+    let texts: Vec<String> = verdicts.iter().map(|v| report::verdict_text(v, exits)).collect();
     check_golden("verdicts.txt", &texts.join("--\n"));
 }
 
@@ -182,6 +184,24 @@ fn bad_blocks_outweigh_an_incomplete_journal() {
     assert_eq!(outcome(false, 3), report::Outcome::Bad);
     assert_eq!(outcome(true, 3), report::Outcome::JournalIncomplete);
     assert_eq!(outcome(true, 0), report::Outcome::Ok);
+}
+
+#[test]
+fn a_damaged_journal_is_its_own_outcome_between_bad_blocks_and_an_incomplete_journal() {
+    let mut v = fixtures::damaged_verdict();
+    assert_eq!(report::Outcome::of(&v), report::Outcome::JournalDamaged);
+    v.ahead = 2;
+    assert_eq!(report::Outcome::of(&v), report::Outcome::JournalDamaged);
+    v.lost = 1;
+    assert_eq!(report::Outcome::of(&v), report::Outcome::Bad);
+}
+
+#[test]
+fn a_verdict_that_checked_no_block_of_a_journal_with_records_is_no_pass() {
+    let v = workloads::recover::Verdict { records: 10, ..workloads::recover::Verdict::default() };
+    assert_eq!(report::Outcome::of(&v), report::Outcome::NothingChecked);
+    let nothing_written = workloads::recover::Verdict::default();
+    assert_eq!(report::Outcome::of(&nothing_written), report::Outcome::Ok);
 }
 
 #[test]

@@ -140,7 +140,13 @@ fn pending_first_write_accepts_what_the_target_held_before_the_run() {
 
 /// After a crash: the journal knows writes up to id 99 (ahead from 100),
 /// and the run began at time 1000.
-const AFTER_A_CRASH: RunContext = RunContext { run_id: RUN, ahead_from: Some(100), started_ns: Some(1000) };
+const AFTER_A_CRASH: RunContext = RunContext {
+    run_id: RUN,
+    ahead_from: Some(100),
+    started_ns: Some(1000),
+    lost_ids: None,
+    snapshot_lost: false,
+};
 
 /// A block of this run's key `key` written by write `sequence`.
 fn written(offset: u64, key: u8, sequence: u64) -> Vec<u8> {

@@ -5,7 +5,8 @@
 
 use codec::golden::{assert_layout, hex};
 use validation::journal::{
-    encode_after, encode_before, encode_start_carrying, read_header, replay, JournalHeader, JournalMode,
+    append_mark, encode_after, encode_before, encode_start_carrying, read_header, replay, JournalHeader,
+    JournalMode,
 };
 use validation::{fill_block, read_stamp, Stamp};
 
@@ -57,8 +58,8 @@ fn a_journal_start_is_byte_for_byte_the_documented_one() {
         &start[..4096],
         &[
             (0, "494f4c41424a4e4c"),   // magic "IOLABJNL"
-            (8, "04000000"),           // version 4
-            (12, "90f6d785"),          // crc32c of the header with this field zero
+            (8, "05000000"),           // version 5
+            (12, "e76a2f07"),          // crc32c of the header with this field zero
             (16, "0807060504030201"),  // run_id
             (24, "0000100000000000"),  // region_start
             (32, "0010000000000000"),  // key_block_bytes
@@ -105,6 +106,18 @@ fn journal_records_are_byte_for_byte_the_documented_ones() {
             (8, "74141afc"),          // crc32c
             (12, "02"),               // kind: after
             (16, "0600000000000000"), // write_id
+        ],
+    );
+    let mut mark = Vec::new();
+    append_mark(&mut mark, 3, 0x1234);
+    assert_layout(
+        &mark,
+        &[
+            (0, "4a524543"),          // magic "JREC"
+            (4, "18000000"),          // length
+            (8, "11f5389a"),          // crc32c
+            (12, "03"),               // kind: mark
+            (16, "3412000000000000"), // durable end of the slot's records
         ],
     );
 }

@@ -11,18 +11,7 @@ use validation::KeyMap;
 const BLOCKS: u64 = 16;
 
 fn header() -> JournalHeader {
-    JournalHeader {
-        run_id: 7,
-        region_start: 0,
-        key_block_bytes: 4096,
-        blocks: BLOCKS,
-        sector_bytes: 512,
-        target: "t.img".into(),
-        mode: JournalMode::Group,
-        generation: 0,
-        write_ids_end: 0,
-        created_ns: 0,
-    }
+    crate::common::header(BLOCKS)
 }
 
 fn start() -> Vec<u8> {
@@ -207,7 +196,7 @@ fn a_cut_record_in_a_reused_slot_is_still_reported() {
 fn damaged_header_is_refused() {
     let mut j = start();
     j[20] ^= 1;
-    assert_eq!(replay(&dev(&j)).unwrap_err(), JournalError::Header);
+    assert_eq!(replay(&dev(&j)).unwrap_err(), JournalError::Header(0));
     assert_eq!(replay(b"something else entirely").unwrap_err(), JournalError::NotAJournal);
 }
 

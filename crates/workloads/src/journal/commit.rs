@@ -9,7 +9,7 @@ use std::sync::MutexGuard;
 use std::time::Instant;
 
 use device::AlignedBuf;
-use validation::journal::{append_after, append_before, record_bytes, JournalMode};
+use validation::journal::{append_after, append_before, append_mark, record_bytes, JournalMode};
 
 use super::{
     device_error, Batch, JournalStats, JournalWriteError, JournalWriter, Rec, State, Tail,
@@ -214,6 +214,7 @@ impl JournalWriter {
         }
         if batch.durable {
             self.device.flush().map_err(device_error("cannot flush"))?;
+            tail.durable_end = tail.written_end;
         }
         Ok((false, self.room(&tail)))
     }
@@ -221,6 +222,10 @@ impl JournalWriter {
     /// Encodes records after the stream, and applies them to the mirror.
     pub(super) fn apply(&self, tail: &mut Tail, records: Vec<Rec>) -> Vec<u8> {
         let mut bytes = Vec::new();
+        if tail.durable_end > tail.marked {
+            append_mark(&mut bytes, tail.generation, tail.durable_end);
+            tail.marked = tail.durable_end;
+        }
         for rec in &records {
             match rec {
                 Rec::Before(id, entries) => append_before(&mut bytes, tail.generation, *id, entries),
@@ -236,7 +241,7 @@ impl JournalWriter {
                     tail.write_ids_end = id + 1;
                     tail.mirror.before(id, entries)
                 }
-                Rec::After(id) => tail.mirror.after(id),
+                Rec::After(id) => _ = tail.mirror.after(id),
             }
         }
         bytes

@@ -93,6 +93,9 @@ impl JournalWriter {
             slot,
             generation,
             written_end: carried.len() as u64,
+            // The flush above made the carried records durable.
+            durable_end: carried.len() as u64,
+            marked: 0,
             mirror: std::mem::take(&mut tail.mirror),
             write_ids_end: tail.write_ids_end,
             partial: carried[whole..].to_vec(),

@@ -142,8 +142,16 @@ impl JournalWriter {
             stats: JournalStats::default(),
         };
         let mirror = KeyState::new(keys);
-        let tail =
-            Tail { slot: 0, generation: 0, written_end: 0, mirror, write_ids_end: 0, partial: Vec::new() };
+        let tail = Tail {
+            slot: 0,
+            generation: 0,
+            written_end: 0,
+            durable_end: 0,
+            marked: 0,
+            mirror,
+            write_ids_end: 0,
+            partial: Vec::new(),
+        };
         Ok(JournalWriter {
             device,
             target,

@@ -243,6 +243,12 @@ struct Tail {
     generation: u64,
     /// Stream bytes written in the slot after its snapshot.
     written_end: u64,
+    /// Stream bytes known durable (a flush completed after they were
+    /// written), and the most a mark record has said so: the next batch
+    /// starts with a mark when the first passed the second, so that
+    /// replay tells damage to durable records from a torn tail.
+    durable_end: u64,
+    marked: u64,
     /// Replay's state after every record written: what a compacted start
     /// holds.
     mirror: KeyState,
@@ -447,8 +453,20 @@ impl JournalWriter {
 
     /// Makes everything queued durable, the target first (at the end of a
     /// run).
+    /// Then, when records were written since the last mark, a closing
+    /// mark says they all are durable (so replay calls damage to any of
+    /// them damage, not a torn tail), made durable too.
     pub fn finish(&self) -> Result<(), JournalWriteError> {
         let ticket = self.lock().open_commit;
-        self.durable(ticket, true)
+        self.durable(ticket, true)?;
+        let unmarked = {
+            let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+            tail.durable_end > tail.marked
+        };
+        if !unmarked {
+            return Ok(());
+        }
+        let ticket = self.lock().open_commit;
+        self.durable(ticket, false)
     }
 }

@@ -27,6 +27,10 @@ pub struct RingCommit {
     commit: u64,
     counted: JournalStats,
     room: u64,
+    /// The generation written and where the stream ends after this
+    /// write: durable once it completes, when `durable`.
+    generation: u64,
+    stream_end: u64,
 }
 
 impl JournalWriter {
@@ -120,7 +124,18 @@ impl JournalWriter {
         let (offset, buf) = self.stage(&mut tail, &bytes);
         counted.ring_commits = u64::from(self.ring_file.is_some());
         let room = self.room(&tail);
-        Ok(Some(RingCommit { commit, flush_target, offset, buf, durable, counted, room }))
+        let (generation, stream_end) = (tail.generation, tail.written_end);
+        Ok(Some(RingCommit {
+            commit,
+            flush_target,
+            offset,
+            buf,
+            durable,
+            counted,
+            room,
+            generation,
+            stream_end,
+        }))
     }
 
     /// Ends a commit begun by [`JournalWriter::begin_ring_commit`] with
@@ -131,6 +146,14 @@ impl JournalWriter {
         commit: RingCommit,
         outcome: Result<(), (&'static str, std::io::Error)>,
     ) -> Result<(), JournalWriteError> {
+        if outcome.is_ok() && commit.durable {
+            // No other commit ran since this one began: the tail is the
+            // one it wrote to.
+            let mut tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+            if tail.generation == commit.generation {
+                tail.durable_end = tail.durable_end.max(commit.stream_end);
+            }
+        }
         let result = outcome.map(|()| (false, commit.room)).map_err(|(what, source)| {
             JournalWriteError::Ring { device: self.device.name().to_string(), what, source }
         });

@@ -273,7 +273,11 @@ fn assert_no_errors(mode: JournalMode, record_bytes: u64) {
         let verdicts = crash_everywhere(mode, seed, record_bytes);
         assert!(verdicts.len() > 50, "too few crash points: {}", verdicts.len());
         for (stop, pair, v) in &verdicts {
-            assert_eq!(v.errors(), 0, "seed {seed}, stop {stop}, policies {pair:?}: {v:?}");
+            assert_eq!(
+                (v.errors(), v.journal_damaged_ranges),
+                (0, 0),
+                "seed {seed}, stop {stop}, policies {pair:?}: {v:?}"
+            );
         }
         let last = &verdicts.last().unwrap().2;
         assert!(last.verified > 0 && last.pending_old + last.pending_new == 0, "after the run: {last:?}");
@@ -492,7 +496,7 @@ fn async_mode_killed_recovers_blocks_ahead_of_the_journal_never_lost() {
         let _open = OpenOnDrop(gate.clone());
         while gate.wait_stopped() {
             let v = recover_images(&target, &journal, (CrashPolicy::KeepAll, CrashPolicy::KeepAll), 0);
-            assert_eq!(v.errors(), 0, "stop {stops}: {v:?}");
+            assert_eq!((v.errors(), v.journal_damaged_ranges), (0, 0), "stop {stops}: {v:?}");
             ahead_seen += v.ahead;
             stops += 1;
             gate.resume(rng.random_range(1..400));
@@ -541,7 +545,11 @@ fn multi_block_writes_recover_every_crash_image_without_errors() {
     for seed in 1..=2 {
         let bs = BlockSizes::parse("4k/40:8k/30:16k/30").unwrap();
         for (stop, pair, v) in crash_everywhere_with(JournalMode::Group, seed, JOURNAL_RECORD_BYTES, bs) {
-            assert_eq!(v.errors(), 0, "seed {seed}, stop {stop}, policies {pair:?}: {v:?}");
+            assert_eq!(
+                (v.errors(), v.journal_damaged_ranges),
+                (0, 0),
+                "seed {seed}, stop {stop}, policies {pair:?}: {v:?}"
+            );
         }
     }
 }
@@ -703,7 +711,11 @@ fn uring_engine_never_writes_ahead_of_its_journal() {
                     let j = journal.crash(policy, rng.random()).unwrap();
                     // Writes in flight may be read half done: torn is fine.
                     match recover(&image, &j.image, true, &KeyMapSpec::AUTO) {
-                        Ok(v) => assert_eq!(v.errors(), 0, "seed {seed}, stop {stops}, {policy:?}: {v:?}"),
+                        Ok(v) => assert_eq!(
+                            (v.errors(), v.journal_damaged_ranges),
+                            (0, 0),
+                            "seed {seed}, stop {stops}, {policy:?}: {v:?}"
+                        ),
                         // Held while the journal was being created: no data
                         // write may have gone out yet.
                         Err(RecoverError::Journal { .. }) => {

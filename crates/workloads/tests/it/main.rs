@@ -5,6 +5,7 @@ mod fscrash;
 mod gen;
 mod journal_crash;
 mod layout;
+mod recover_fuzz;
 mod spec;
 mod tree;
 mod validate;
