@@ -162,6 +162,75 @@ struct Job {
     group_reporting: bool,
     time_based: bool,
     filesize: Option<u64>,
+    /// fio's `verify` (other than none), `do_verify` (default on) and
+    /// `verify_only`: resolved once every job is read ([`resolve_verify`]).
+    verify: Option<String>,
+    do_verify: bool,
+    verify_only: bool,
+}
+
+impl Job {
+    /// Whether the job writes (fio's default pattern is `read`).
+    fn writes(&self) -> bool {
+        self.fields.rw.is_some_and(|rw| rw.default_read_pct() < 100)
+    }
+}
+
+/// fio's verification, as iolab does it: a job that writes with `verify`
+/// is validated (every block stamped) and, with `do_verify` (fio's
+/// default), reads back what it wrote when it ends (the verify phase). A
+/// job that only reads with `verify` checks what an earlier job wrote:
+/// that writer's verify phase does it, the reads here are measured.
+/// `verify_only`, and a reader with no writer before it in the file,
+/// would check what an earlier fio run wrote: refused, naming `iolab
+/// validate`, which does that for an earlier iolab run.
+fn resolve_verify(jobs: &mut [Job], notes: &mut Vec<String>) -> Result<(), UsageError> {
+    let earlier_run =
+        "checks data an earlier run wrote; iolab checks an earlier run's data with `iolab validate \
+                       --target T --journal DIR` (write it with --validate --journal DIR)";
+    // Readers first: each makes its writer read back what it wrote.
+    for i in 0..jobs.len() {
+        if jobs[i].verify_only {
+            return Err(UsageError(format!("[{}] verify_only: {earlier_run}", jobs[i].name)));
+        }
+        if jobs[i].verify.is_none() || jobs[i].writes() {
+            continue;
+        }
+        let (before, rest) = jobs.split_at_mut(i);
+        let reader = &rest[0];
+        let writer = before.iter_mut().rev().find(|w| w.writes() && w.fields.target == reader.fields.target);
+        let Some(writer) = writer.filter(|w| w.verify.is_some()) else {
+            return Err(UsageError(format!(
+                "[{}] verify on a job that only reads {earlier_run}; or give the job that writes its data in \
+                 this file verify= too",
+                reader.name
+            )));
+        };
+        writer.do_verify = true;
+        notes.push(format!(
+            "{}: verify={}: what {} wrote is checked by its verify phase, which reads it all back when it ends; \
+             the reads here are measured, not checked",
+            reader.name,
+            reader.verify.as_deref().unwrap_or(""),
+            writer.name
+        ));
+    }
+    for job in jobs.iter_mut().filter(|j| j.verify.is_some() && j.writes()) {
+        job.fields.validate = Some(true);
+        let read_back = if job.do_verify {
+            "and what it wrote read back when it ends"
+        } else {
+            job.fields.no_verify = Some(true);
+            "not read back at its end (do_verify=0)"
+        };
+        notes.push(format!(
+            "{}: verify={}: checked with iolab's stamps (every sector written, every read), {read_back}; not \
+             fio's verify pattern",
+            job.name,
+            job.verify.as_deref().unwrap_or("")
+        ));
+    }
+    Ok(())
 }
 
 /// Turns `path`, a fio job file, into iolab's jobs; `strict` refuses a
@@ -180,6 +249,7 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
         let options: Vec<(String, Option<String>)> = global.iter().cloned().chain(section.options).collect();
         jobs.push(job(&section.name, &options, &mut notes)?);
     }
+    resolve_verify(&mut jobs, &mut notes)?;
     if jobs.is_empty() {
         return Err(UsageError(format!("{}: holds no job section (only [global])", path.display())));
     }
@@ -235,6 +305,9 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
         group_reporting: false,
         time_based: false,
         filesize: None,
+        verify: None,
+        do_verify: true,
+        verify_only: false,
     };
     let kb_base = options
         .iter()
@@ -390,13 +463,17 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
                 j.fields.rate_iops = Some(first.parse().map_err(|_| bad("not a rate"))?);
             }
             "verify" => match v {
-                Some("0") | Some("none") => {}
-                _ => {
-                    j.fields.validate = Some(true);
-                    ignore("checked with iolab's stamps (every block, every read), not fio's verify pattern");
-                }
+                Some("0") | Some("none") => j.verify = None,
+                _ => j.verify = Some(v.unwrap_or("1").to_string()),
             },
-            "do_verify" | "verify_fatal" | "verify_backlog" | "verify_interval" => {}
+            "do_verify" => j.do_verify = flag(),
+            "verify_only" => j.verify_only = flag(),
+            "verify_fatal" if flag() => j.fields.max_errors = Some(1),
+            "verify_fatal" => {}
+            "verify_backlog" => ignore("what a job wrote is read back when it ends, not every N writes"),
+            "verify_interval" | "verify_pattern" | "verify_offset" => {
+                ignore("iolab stamps every sector with its own header")
+            }
             "fsync" | "fdatasync" => {
                 j.fields.flush_every = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
             }

@@ -157,6 +157,12 @@ pub struct JobFields {
     /// With --validate: read every block back right after writing it.
     #[arg(long, num_args = 0, default_missing_value = "true")]
     pub reread: Option<bool>,
+    /// With --validate: skip the verify phase, which after the run reads
+    /// back every block it wrote and checks it (fio's do_verify; outside
+    /// the measured run). Without it, a run that only writes may check
+    /// nothing, which fails it.
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    pub no_verify: Option<bool>,
     /// With --validate: keep the key map in a crash-safe journal in DIR
     /// (check the target later with `iolab validate --journal DIR`), or on
     /// a simulated disk of its own (sim:hdd[,...]: with a simulated
@@ -225,7 +231,7 @@ pub struct JobFields {
 /// them all (merging, printing as a job file).
 macro_rules! each_field {
     ($then:ident!($($pre:expr),*)) => {
-        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, validate, no_preread, reread, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home)
+        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home)
     };
 }
 

@@ -32,8 +32,8 @@ pub use mpi::{
 };
 pub use policies::{min_sec, policies_table, ColumnRuns, Phase, PhaseRun, PoliciesSweep};
 pub use run::{
-    job_heading, log_line, repeat_table, run_table, validation_summary, JobReport, LogReport, UNWRITTEN_MARK,
-    VALIDATION_ERRORS_SHOWN,
+    job_heading, log_line, nothing_checked, repeat_table, run_table, validation_summary, JobReport,
+    LogReport, UNWRITTEN_MARK, VALIDATION_ERRORS_SHOWN,
 };
 pub use series::{fio_logs, run_csv_line, seconds, SecondFigures, SecondOpFigures, RUN_CSV_HEADER};
 pub use spread::{summarize, OpSpread, RepeatSummary, Spread};

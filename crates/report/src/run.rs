@@ -110,11 +110,26 @@ pub const UNWRITTEN_MARK: &str =
     "* reads of never-written blocks (holes, --layout never): the file system answered them without the medium\n";
 
 /// The validation line of a run, and its first errors.
+/// Whether a run wrote data under validation and checked none of it.
+pub fn nothing_checked(v: &workloads::ValidationSummary) -> bool {
+    v.blocks_written > 0 && v.blocks_checked == 0
+}
+
 pub fn validation_summary(v: &workloads::ValidationSummary) -> String {
+    let verified = match v.blocks_verified {
+        Some(n) => format!(" ({n} read back after the run)"),
+        None => String::new(),
+    };
     let mut out = format!(
-        "validation: {} key blocks of {} bytes written, {} checked, {} bad\n",
+        "validation: {} key blocks of {} bytes written, {} checked{verified}, {} bad\n",
         v.blocks_written, v.key_block_bytes, v.blocks_checked, v.errors
     );
+    if nothing_checked(v) {
+        out.push_str(
+            "validation: FAILED: data was written and no block was checked (a check that checked nothing is no \
+             pass; drop --no-verify, or add reads)\n",
+        );
+    }
     if let Some(j) = &v.journal {
         let _ = writeln!(
             out,

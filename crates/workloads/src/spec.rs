@@ -458,6 +458,9 @@ pub struct ValidateSpec {
     pub preread: bool,
     /// Read a block back right after writing it.
     pub reread: bool,
+    /// After the run, read back every block it wrote and check it (fio's
+    /// `do_verify`): the verify phase, outside the measured run.
+    pub verify: bool,
     /// Stop the job after this many errors.
     pub max_errors: u64,
     /// Identifies this run in every stamp.

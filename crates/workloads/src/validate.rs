@@ -32,6 +32,9 @@ use crate::spec::{spec_error, Engine, JobSpec, Region, ValidateSpec};
 pub const JOURNAL_LOOKAHEAD: usize = 64;
 pub const JOURNAL_LOOKAHEAD_BYTES: u64 = 4 << 20;
 
+/// The verify phase reads runs of written blocks of up to this many bytes.
+const VERIFY_RUN_BYTES: u64 = 1 << 20;
+
 /// Errors kept in memory for the report; the count goes on past it.
 pub const ERRORS_KEPT_MAX: usize = 1000;
 
@@ -42,6 +45,8 @@ pub enum CheckedBy {
     Read,
     Preread,
     Reread,
+    /// The verify phase after the run.
+    Verify,
 }
 
 /// One block that did not hold what it should.
@@ -65,6 +70,9 @@ pub struct ValidationSummary {
     pub key_block_bytes: u64,
     pub blocks_written: u64,
     pub blocks_checked: u64,
+    /// Of those, the blocks the verify phase read back after the run
+    /// (None: no verify phase ran).
+    pub blocks_verified: Option<u64>,
     pub errors: u64,
     /// The first errors (at most [`ERRORS_KEPT_MAX`]).
     pub error_list: Vec<ValidationError>,
@@ -86,6 +94,8 @@ pub(crate) struct Validator {
     errors: Mutex<Vec<ValidationError>>,
     journal: Option<crate::journal::JournalWriter>,
     lookahead: usize,
+    /// Blocks the verify phase checked, once it ran.
+    verified: Mutex<Option<u64>>,
 }
 
 impl Validator {
@@ -132,6 +142,7 @@ impl Validator {
             errors: Mutex::new(Vec::new()),
             lookahead: lookahead(job, journal.as_ref()),
             journal,
+            verified: Mutex::new(None),
         })
     }
 
@@ -311,6 +322,47 @@ impl Validator {
         Ok(())
     }
 
+    /// The verify phase (fio's `do_verify`): reads back every key block
+    /// the run wrote, in runs of up to [`VERIFY_RUN_BYTES`], and checks
+    /// each against its key; stops early at the error cap or when `stop`
+    /// is set. Called after the workers, when nothing else holds a block.
+    pub fn verify_written(
+        &self,
+        device: &dyn device::Device,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<(), crate::WorkloadError> {
+        let checked_before = self.checked.load(Ordering::Relaxed);
+        let per_run = (VERIFY_RUN_BYTES / self.key_bytes).max(1);
+        let mut buf =
+            device::AlignedBuf::zeroed((per_run * self.key_bytes) as usize, device.buffer_align().max(4096));
+        let blocks = self.keys.blocks();
+        let mut b = 0;
+        while b < blocks && !stop.load(Ordering::Relaxed) {
+            if self.keys.get(b) == KEY_NEVER_WRITTEN {
+                b += 1;
+                continue;
+            }
+            // A run of written blocks, read at once.
+            let end = (b..blocks.min(b + per_run))
+                .find(|&e| self.keys.get(e) == KEY_NEVER_WRITTEN)
+                .unwrap_or(blocks.min(b + per_run));
+            let len = (end - b) * self.key_bytes;
+            let req = Request {
+                kind: crate::gen::IoKind::Read,
+                offset: self.region.start + b * self.key_bytes,
+                len,
+            };
+            device.read_at(&mut buf[..len as usize], req.offset)?;
+            if !self.check(&req, &buf[..len as usize], CheckedBy::Verify) {
+                break;
+            }
+            b = end;
+        }
+        let verified = self.checked.load(Ordering::Relaxed) - checked_before;
+        *self.verified.lock().unwrap_or_else(|e| e.into_inner()) = Some(verified);
+        Ok(())
+    }
+
     /// Records the keys of a completed write.
     pub fn written(&self, req: &Request, keys: &[u8]) {
         for (b, key) in self.blocks(req).zip(keys) {
@@ -324,6 +376,7 @@ impl Validator {
             key_block_bytes: self.key_bytes,
             blocks_written: self.written.load(Ordering::Relaxed),
             blocks_checked: self.checked.load(Ordering::Relaxed),
+            blocks_verified: *self.verified.lock().unwrap_or_else(|e| e.into_inner()),
             errors: self.error_count.load(Ordering::Relaxed),
             error_list: self.errors.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             journal: self.journal.as_ref().map(|j| j.stats()),

@@ -30,6 +30,12 @@ impl Outcome {
         let runs = self.reports.iter().flat_map(|r| &r.runs);
         runs.filter_map(|run| run.validation.as_ref()).map(|v| v.errors).sum()
     }
+
+    /// Runs that wrote data under validation and checked none of it.
+    pub fn unchecked_runs(&self) -> usize {
+        let runs = self.reports.iter().flat_map(|r| &r.runs);
+        runs.filter_map(|run| run.validation.as_ref()).filter(|v| report::nothing_checked(v)).count()
+    }
 }
 
 /// Lays every job out, then runs the repeats, printing each run's table

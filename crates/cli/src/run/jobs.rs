@@ -101,10 +101,11 @@ fn check_combinations(f: &JobFields, rw: Rw) -> Result<(), UsageError> {
     let validate = f.validate.unwrap_or(false);
     let journal = f.journal.is_some();
     let group = f.journal_mode.is_none_or(|m| m == JournalMode::Group);
-    let rules: [(&str, bool, &str); 12] = [
+    let rules: [(&str, bool, &str); 13] = [
         ("rwmixread", f.rwmixread.is_none() || rw.is_mixed(), "only applies to rw and randrw"),
         ("no-preread", f.no_preread.is_none() || validate, "only applies with --validate"),
         ("reread", f.reread.is_none() || validate, "only applies with --validate"),
+        ("no-verify", f.no_verify.is_none() || validate, "only applies with --validate"),
         ("max-errors", f.max_errors.is_none() || validate, "only applies with --validate"),
         ("key-map", f.key_map.is_none() || validate, "only applies with --validate"),
         ("key-map-dir", f.key_map_dir.is_none() || validate, "only applies with --validate"),
@@ -214,6 +215,7 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
     Ok(Some(workloads::ValidateSpec {
         preread: !f.no_preread.unwrap_or(false),
         reread: f.reread.unwrap_or(false),
+        verify: !f.no_verify.unwrap_or(false),
         max_errors: f.max_errors.unwrap_or(50),
         run_id: crate::run_id(),
         journal,

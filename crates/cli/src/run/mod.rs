@@ -180,7 +180,13 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
     if args.log_dir.as_deref().is_some_and(|d| d.exists() && !d.is_dir()) {
         return Err(UsageError("--log-dir: names a file; give a directory (made if missing)".into()).into());
     }
-    let plan = jobs::plan(&args)?;
+    let mut plan = jobs::plan(&args)?;
+    if args.power_cut.is_some() {
+        // The cut's images are what is checked, as `iolab validate` would.
+        for (_, spec) in &mut plan.jobs {
+            spec.validate.iter_mut().for_each(|v| v.verify = false);
+        }
+    }
     let jobs = prepare::all(&plan, args.force)?;
     let cut = match args.power_cut.as_deref() {
         Some(text) => {
@@ -205,6 +211,14 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
     }
     if bad_blocks > 0 {
         eprintln!("iolab: validation found {bad_blocks} bad block(s)");
+        return Ok(ExitCode::from(1));
+    }
+    let unchecked = outcome.unchecked_runs();
+    if unchecked > 0 && cut.is_none() {
+        eprintln!(
+            "iolab: validation checked no block in {unchecked} run(s) that wrote data: nothing was verified \
+             (drop --no-verify, or add reads)"
+        );
         return Ok(ExitCode::from(1));
     }
     if let Some(cut) = cut {

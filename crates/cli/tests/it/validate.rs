@@ -664,3 +664,49 @@ fn reading_every_block_of_a_clean_target_finds_nothing_more() {
     assert!(blocks_line(&sparse).contains("verified"), "{}", stdout(&sparse));
     assert_eq!(blocks_line(&every), blocks_line(&sparse));
 }
+
+/// One validated pass of 4 KiB writes over a new 1 MiB file, with `extra`.
+fn write_pass(extra: &[&str]) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img");
+    let mut args = vec!["run", "--target", target.to_str().unwrap(), "--size", "1m", "--rw", "write"];
+    args.extend(["--bs", "4k", "--validate"]);
+    args.extend(extra);
+    iolab(&args)
+}
+
+/// A validated run that only writes reads back what it wrote at its end
+/// (the verify phase), and says how many blocks that was.
+#[test]
+fn a_validated_run_that_only_writes_is_checked_by_its_verify_phase() {
+    let out = write_pass(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("256 checked (256 read back after the run), 0 bad"), "{}", stdout(&out));
+}
+
+/// Without the verify phase the same run checks nothing: a check that
+/// checked nothing fails the run.
+#[test]
+fn a_validated_run_that_checks_nothing_fails() {
+    let out = write_pass(&["--no-verify"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("checked no block"), "{}", stderr(&out));
+}
+
+/// fio's verify: a writer with do_verify=0 and a reader with verify after
+/// it: what the writer wrote is read back and checked (it was once run and
+/// reported "0 checked, 0 bad").
+#[test]
+fn a_fio_verify_job_after_its_writer_checks_what_the_writer_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("job.fio");
+    let text = format!(
+        "[global]\nfilename={}\nsize=1m\nbs=4k\n\n[writer]\nrw=write\nverify=crc32c\ndo_verify=0\n\n\
+         [reader]\nstonewall\nrw=read\nverify=crc32c\n",
+        dir.path().join("t.img").display()
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = iolab(&["run", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("256 checked (256 read back after the run), 0 bad"), "{}", stdout(&out));
+}

@@ -11,6 +11,9 @@ pub struct Validation {
     pub key_block_bytes: u64,
     pub blocks_written: u64,
     pub blocks_checked: u64,
+    /// Of those, the blocks the verify phase read back after the run
+    /// (`null`: no verify phase ran).
+    pub blocks_verified: Option<u64>,
     pub errors: u64,
     /// The first errors (workloads keeps at most 1000).
     pub error_list: Vec<ValidationError>,
@@ -24,6 +27,7 @@ impl From<&workloads::ValidationSummary> for Validation {
             key_block_bytes: v.key_block_bytes,
             blocks_written: v.blocks_written,
             blocks_checked: v.blocks_checked,
+            blocks_verified: v.blocks_verified,
             errors: v.errors,
             error_list: v.error_list.iter().map(ValidationError::from).collect(),
             journal: v.journal.as_ref().map(Journal::from),
@@ -62,6 +66,7 @@ pub enum CheckedBy {
     Read,
     Preread,
     Reread,
+    Verify,
 }
 
 impl From<InternalCheckedBy> for CheckedBy {
@@ -70,6 +75,7 @@ impl From<InternalCheckedBy> for CheckedBy {
             InternalCheckedBy::Read => CheckedBy::Read,
             InternalCheckedBy::Preread => CheckedBy::Preread,
             InternalCheckedBy::Reread => CheckedBy::Reread,
+            InternalCheckedBy::Verify => CheckedBy::Verify,
         }
     }
 }

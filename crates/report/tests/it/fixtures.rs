@@ -78,11 +78,13 @@ pub fn validation(journal: Option<JournalStats>) -> workloads::ValidationSummary
         key_block_bytes: 4096,
         blocks_written: 250,
         blocks_checked: 240,
-        errors: 3,
+        blocks_verified: Some(200),
+        errors: 4,
         error_list: vec![
             error(CheckedBy::Read, "lost_write", 0, findings(0)),
             error(CheckedBy::Preread, "misdirected", 4096, findings(4096)[3..4].to_vec()),
             error(CheckedBy::Reread, "torn", 8192, Vec::new()),
+            error(CheckedBy::Verify, "unexpected_zeros", 12288, Vec::new()),
         ],
         journal,
     }

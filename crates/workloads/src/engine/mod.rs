@@ -132,7 +132,7 @@ pub fn run_job(
             (user1 - user0, sys1 - sys0),
             wall,
         );
-        result.validation = validator.map(|v| v.summary());
+        result.validation = validator.map(|v| verify_phase(job, v, device.as_ref(), progress)).transpose()?;
         result.modeled =
             Some(format!("{} (the engine in its virtual time: the same on any machine)", disk.describe()));
         return Ok(result);
@@ -158,7 +158,7 @@ pub fn run_job(
     let cpu = (user1 - user0, sys1 - sys0);
     let wall = Instant::now() - start;
     let mut result = merge(job, device.as_ref(), region, per_thread, &limits, end, before, cpu, wall);
-    result.validation = validator.map(|v| v.summary());
+    result.validation = validator.map(|v| verify_phase(job, v, device.as_ref(), progress)).transpose()?;
     if matches!(limits.time, TimeSource::Virtual { .. }) {
         result.modeled = Some(format!(
             "the simulated disks under {}, {} thread(s) through its layers in one virtual time (interleaved as \
@@ -168,6 +168,23 @@ pub fn run_job(
         ));
     }
     Ok(result)
+}
+
+/// After the measured run: the verify phase, when the job asks for it
+/// and was not stopped (Ctrl-C, or the error cap), then what validation
+/// saw.
+fn verify_phase(
+    job: &JobSpec,
+    v: Validator,
+    device: &dyn Device,
+    progress: &Progress,
+) -> Result<crate::validate::ValidationSummary, WorkloadError> {
+    let capped = v.summary().errors >= v.spec().max_errors;
+    if v.spec().verify && !progress.stop_requested() && !capped {
+        v.verify_written(device, progress.stop_flag())?;
+    }
+    debug_assert!(job.validate.is_some());
+    Ok(v.summary())
 }
 
 /// Refuses an engine the target cannot run: io_uring needs a descriptor;

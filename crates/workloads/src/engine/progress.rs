@@ -33,6 +33,11 @@ impl Progress {
         self.stop.load(Relaxed)
     }
 
+    /// The stop flag itself, for a phase that polls it.
+    pub(crate) fn stop_flag(&self) -> &AtomicBool {
+        &self.stop
+    }
+
     /// Counts a completed request of `bytes` (a worker, as it completes).
     pub(crate) fn count(&self, bytes: u64) {
         self.ios.fetch_add(1, Relaxed);

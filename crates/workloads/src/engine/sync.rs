@@ -110,6 +110,12 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
         }
         last_done = w.now();
         w.complete(req.kind, req.len, last_done - start, last_done, measured);
+        if outcome.is_ok() && w.flush_due(req.kind) {
+            match w.device.flush() {
+                Ok(()) => w.stats.flushes += 1,
+                Err(e) => outcome = Err(e.into()),
+            }
+        }
     }
     // After an error: give back the blocks of what was prepared, unissued.
     for p in ready {

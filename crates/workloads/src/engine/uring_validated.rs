@@ -97,6 +97,8 @@ struct Engine<'v> {
     /// For the read-back of a write (`reread`).
     scratch: AlignedBuf,
     device_name: String,
+    /// `--flush-every`: a flush of the target is due after the reaping.
+    flush_due: bool,
 }
 
 /// A journal commit in the ring: its completions still to come (the
@@ -149,6 +151,7 @@ pub(super) fn run(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Workl
         commit: None,
         scratch: AlignedBuf::zeroed(max, align),
         device_name,
+        flush_due: false,
     };
     e.ring.register(&mut e.bufs);
     let outcome = e.run(&mut w);
@@ -186,6 +189,13 @@ impl Engine<'_> {
             }
             self.ring.ring.submit_and_wait(1).map_err(self.uring_err("submit"))?;
             self.reap(w)?;
+            if self.flush_due {
+                // `--flush-every`: the writes completed so far, made
+                // durable by the worker itself, the others going on.
+                self.flush_due = false;
+                w.device.flush()?;
+                w.stats.flushes += 1;
+            }
         }
     }
 
@@ -496,6 +506,7 @@ impl Engine<'_> {
         }
         let now = Instant::now();
         w.complete(req.kind, req.len, now - s.at, now, s.measured);
+        self.flush_due |= w.flush_due(req.kind);
         Ok(())
     }
 

@@ -64,6 +64,8 @@ enum Step {
     Reread(Prepared),
     /// A read (or the read-back of a write) completed: check it.
     Read(Prepared, CheckedBy),
+    /// The flush `--flush-every` asked for after a write completed.
+    Flushed,
 }
 
 /// What a lane waits for.
@@ -482,12 +484,20 @@ impl<'a> Sim<'a, '_> {
                         lane.step = Step::Read(p, CheckedBy::Reread);
                         return self.submit_read(i);
                     }
-                    self.done(i, p);
+                    if self.done(i, p) {
+                        return self.submit_flush(i);
+                    }
                 }
                 Step::Read(mut p, by) => {
                     let len = p.req.len as usize;
                     p.go_on &= self.v.check(&p.req, &lane.read_buf[..len], by);
-                    self.done(i, p);
+                    if self.done(i, p) {
+                        return self.submit_flush(i);
+                    }
+                }
+                Step::Flushed => {
+                    self.device.stats().record_flush();
+                    lane.w.stats.flushes += 1;
                 }
             }
         }
@@ -573,8 +583,21 @@ impl<'a> Sim<'a, '_> {
         Ok(())
     }
 
-    /// Ends a request of lane `i`: gives its blocks back and counts it.
-    fn done(&mut self, i: usize, p: Prepared) {
+    /// Flushes the target for lane `i` (`--flush-every`): a request in
+    /// the target's model, which the lane waits for.
+    fn submit_flush(&mut self, i: usize) -> Result<(), WorkloadError> {
+        check_request(self.device, Op::Flush, 0, 0, 0)?;
+        let id = self.target.submit(self.now, 0, VData::Flush)?;
+        self.flight.insert((TARGET, id), InFlight::Lane(i));
+        let lane = &mut self.lanes[i];
+        lane.step = Step::Flushed;
+        lane.wait = Wait::Disk;
+        Ok(())
+    }
+
+    /// Ends a request of lane `i`: gives its blocks back and counts it;
+    /// returns whether a flush is due after it (`--flush-every`).
+    fn done(&mut self, i: usize, p: Prepared) -> bool {
         self.v.unlock(&p.req);
         self.unlocked = true;
         let now = self.now;
@@ -586,6 +609,7 @@ impl<'a> Sim<'a, '_> {
         let start = p.at.max(lane.last_done);
         lane.last_done = now;
         lane.w.complete(p.req.kind, p.req.len, Duration::from_nanos(now - start), instant, p.measured);
+        lane.w.flush_due(p.req.kind)
     }
 
     /// After the run: the end flush, when the job has one, then the

@@ -173,6 +173,7 @@ fn job_with(mode: JournalMode, journal: Arc<dyn Device>, seed: u64, bs: BlockSiz
         validate: Some(ValidateSpec {
             preread: true,
             reread: false,
+            verify: false,
             max_errors: 50,
             run_id: 77,
             journal: Some(JournalSpec { mode, place: JournalPlace::Device(journal), ring: false }),

@@ -9,6 +9,7 @@ use workloads::{run_job, BlockSizes, JobSpec, KeyMapSpec, Progress, Rw, Validate
 const VALIDATE: ValidateSpec = ValidateSpec {
     preread: true,
     reread: false,
+    verify: false,
     max_errors: 50,
     run_id: 4242,
     journal: None,
@@ -108,6 +109,37 @@ fn flipped_bit_is_reported_as_corruption() {
 fn torn_write_is_reported_as_torn() {
     let summary = run(faulty(Fault::TearWrite { n: 20, keep_bytes: 1024 }), &job(500));
     assert!(classes(&summary).contains(&"torn"), "{:?}", summary.error_list);
+}
+
+/// One pass of sequential writes over 16 blocks: the pre-reads find only
+/// blocks never written, so only the verify phase can check anything.
+fn one_pass(verify: bool) -> JobSpec {
+    JobSpec {
+        rw: Rw::Write,
+        read_pct: 0,
+        seek_pct: 0,
+        validate: Some(ValidateSpec { verify, ..VALIDATE.clone() }),
+        ..job(16)
+    }
+}
+
+#[test]
+fn the_verify_phase_reads_back_every_block_the_run_wrote() {
+    let summary = run(Arc::new(MemDevice::new(1 << 20).unwrap()), &one_pass(true));
+    assert_eq!((summary.blocks_checked, summary.blocks_verified, summary.errors), (16, Some(16), 0));
+}
+
+#[test]
+fn the_verify_phase_finds_a_write_the_device_lost() {
+    let summary = run(faulty(Fault::LoseWrite { n: 5 }), &one_pass(true));
+    assert_eq!(classes(&summary), ["unexpected_zeros"], "{:?}", summary.error_list);
+    assert_eq!(summary.error_list[0].checked_by, workloads::validate::CheckedBy::Verify);
+}
+
+#[test]
+fn without_the_verify_phase_a_write_only_pass_checks_nothing() {
+    let summary = run(faulty(Fault::LoseWrite { n: 5 }), &one_pass(false));
+    assert_eq!((summary.blocks_checked, summary.blocks_verified, summary.errors), (0, None, 0));
 }
 
 #[test]
@@ -352,4 +384,77 @@ fn a_journal_being_written_is_reported_in_use_not_left_from_an_earlier_run() {
     let _held = create_file(dir.path(), 64, journal_record_bytes(64)).unwrap();
     let err = create_file(dir.path(), 64, journal_record_bytes(64)).err().unwrap().to_string();
     assert!(err.contains("in use by this process"), "{err}");
+}
+
+mod flush_every {
+    //! `--flush-every N` under validation: the target is flushed after
+    //! every N writes on every engine and in every journal mode, and the
+    //! flushes are counted (they were once dropped).
+
+    use std::sync::Arc;
+
+    use device::{Device, FileDevice, FileOptions, MemDevice};
+    use workloads::journal::{JournalMode, JournalPlace, JournalSpec};
+    use workloads::{run_job, Engine, JobSpec, Progress, Rw, ValidateSpec};
+
+    use super::VALIDATE;
+
+    /// 400 random 4 KiB writes over 256 KiB, a flush every 10, under
+    /// `journal` (none without) on `engine`.
+    fn job(engine: Engine, journal: Option<JournalSpec>) -> JobSpec {
+        JobSpec {
+            engine,
+            iodepth: if engine == Engine::Uring { 4 } else { 1 },
+            rw: Rw::RandWrite,
+            read_pct: 0,
+            size_bytes: Some(256 << 10),
+            ios: Some(400),
+            flush_every: 10,
+            validate: Some(ValidateSpec { journal, ..VALIDATE.clone() }),
+            ..super::job(400)
+        }
+    }
+
+    fn journal(dir: &tempfile::TempDir, mode: JournalMode) -> JournalSpec {
+        let place = JournalPlace::Dir(dir.path().join(format!("j-{mode:?}")));
+        JournalSpec { mode, place, ring: false }
+    }
+
+    fn flushes(engine: Engine, target: Arc<dyn Device>, journal: Option<JournalSpec>) -> u64 {
+        let result = run_job(&job(engine, journal), target, &Progress::default()).unwrap();
+        assert_eq!(result.validation.unwrap().errors, 0);
+        result.flushes
+    }
+
+    #[test]
+    fn the_sync_engine_flushes_every_ten_writes_in_every_journal_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut modes = vec![None];
+        modes.extend(
+            [JournalMode::Sync, JournalMode::Async, JournalMode::Group].map(|m| Some(journal(&dir, m))),
+        );
+        for spec in modes {
+            let target = Arc::new(MemDevice::new(1 << 20).unwrap());
+            assert_eq!(flushes(Engine::Sync, target, spec.clone()), 40, "{spec:?}");
+        }
+    }
+
+    #[test]
+    fn the_uring_engine_flushes_every_ten_writes_under_validation() {
+        let dir = tempfile::tempdir().unwrap();
+        for spec in [None, Some(journal(&dir, JournalMode::Group))] {
+            let path = dir.path().join(format!("t-{}", spec.is_some()));
+            let options = FileOptions { create_bytes: Some(1 << 20), ..Default::default() };
+            let target = Arc::new(FileDevice::open(&path, &options).unwrap());
+            assert_eq!(flushes(Engine::Uring, target, spec.clone()), 40, "{spec:?}");
+        }
+    }
+
+    #[test]
+    fn the_engine_in_virtual_time_flushes_every_ten_writes_under_validation() {
+        let clock = sim::VirtualClock::new();
+        let spec = sim::SimSpec::parse("ssd,size=1g").unwrap();
+        let target = sim::SimDevice::new("sim", spec, Arc::clone(&clock)).unwrap();
+        assert_eq!(flushes(Engine::Virtual, target, None), 40);
+    }
 }

@@ -31,6 +31,7 @@ fn job(rw: Rw, threads: u32, journal: Option<(JournalMode, Arc<dyn Device>)>) ->
         validate: Some(ValidateSpec {
             preread: true,
             reread: false,
+            verify: false,
             max_errors: 50,
             run_id: 7,
             journal,
