@@ -163,18 +163,14 @@ pub fn log_over(
     Ok(dev)
 }
 
-/// The log a crash image holds, replayed; a replay that stopped early is an
-/// error (its later commits are lost).
+/// The log a crash image holds, replayed; a replay that stopped at damage
+/// is an error (its later commits are lost).
 pub fn reopen_log_over(
     data: Arc<dyn Device>,
     log: Option<Arc<dyn Device>>,
     mode: Mode,
 ) -> Result<LoggedDevice, String> {
-    let dev = LoggedDevice::open(data, log, mode).map_err(|e| e.to_string())?;
-    match &dev.replay_report().stopped {
-        Some(stop) => Err(format!("log replay stopped at LSN {}: {}", stop.lsn, stop.reason)),
-        None => Ok(dev),
-    }
+    LoggedDevice::open(data, log, mode).map_err(|e| e.to_string())
 }
 
 fn report_replay(logged: &LoggedDevice, holder: &str) {
@@ -183,12 +179,6 @@ fn report_replay(logged: &LoggedDevice, holder: &str) {
         eprintln!(
             "iolab: replayed the block log of {holder}: {} commits, {} sectors written home",
             replay.commits, replay.sectors_written_home
-        );
-    }
-    if let Some(stop) = &replay.stopped {
-        eprintln!(
-            "iolab: warning: log replay stopped at LSN {} (byte {} of the log): {}; later commits are lost",
-            stop.lsn, stop.offset, stop.reason
         );
     }
 }

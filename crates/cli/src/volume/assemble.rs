@@ -186,11 +186,4 @@ fn report_replay(volume: &str, drive: &str, replay: &blocklog::ReplayReport, acc
             replay.commits, replay.sectors_written_home
         );
     }
-    if let Some(stop) = &replay.stopped {
-        eprintln!(
-            "iolab: warning: volume {volume}: stripe log replay stopped at LSN {}: {}; later row updates \
-             were not replayed, run `iolab volume checkparity`",
-            stop.lsn, stop.reason
-        );
-    }
 }
