@@ -18,7 +18,7 @@ use crate::format::{Superblock, BLOCK_BYTES};
 use crate::{Dev, FsError};
 
 /// The log region of `raw` as a device of its own.
-fn region(raw: &Dev, sb: &Superblock) -> Result<Dev, FsError> {
+pub(crate) fn region(raw: &Dev, sb: &Superblock) -> Result<Dev, FsError> {
     let start = sb.log_start_block * BLOCK_BYTES as u64;
     let bytes = sb.log_blocks * BLOCK_BYTES as u64;
     Ok(Arc::new(Slice::new(Arc::clone(raw), start, bytes)?))

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::bail;
-use blocklog::{HomeWrites, LoggedDevice, Mode, Placement};
+use blocklog::{HomeWrites, LogError, LoggedDevice, Mode, Placement, ReplayStop};
 use device::{Device, FileDevice, FileOptions, LockKind};
 
 use super::base::{take_lock, Lock};
@@ -77,6 +77,9 @@ impl Stack {
                 LogAction::Replace(placement())
             }
             Some(header) => {
+                if let Some(stop) = ReplayStop::from_header(&header) {
+                    return Err(self.refused(holder.name(), &stop, options));
+                }
                 let (data_bytes, sector_bytes) = (header.data_bytes, header.sector_bytes);
                 return Ok(LogPlan { log_dev, action: LogAction::Open, data_bytes, sector_bytes });
             }
@@ -101,7 +104,25 @@ impl Stack {
         };
         let (header, _, _) = LoggedDevice::plan(&self.device, placement.clone())
             .map_err(|e| UsageError(format!("--log: {e}")))?;
-        Ok(LogPlan { log_dev, action: new, data_bytes: header.data_bytes, sector_bytes: header.sector_bytes })
+        let (data_bytes, sector_bytes) = (header.data_bytes, header.sector_bytes);
+        Ok(LogPlan { log_dev, action: new, data_bytes, sector_bytes })
+    }
+
+    /// The refusal of a log whose replay stopped at damage, with the
+    /// command that repairs it.
+    fn refused(&self, log: &str, stop: &ReplayStop, options: &LogOptions) -> anyhow::Error {
+        let target = self
+            .origin
+            .path
+            .as_deref()
+            .map_or_else(|| self.device.name().to_string(), |p| p.display().to_string());
+        let device =
+            options.log_device.as_ref().map_or(String::new(), |d| format!(" --log-device {}", d.display()));
+        anyhow::anyhow!(
+            "{log}: {stop}. The log refuses to serve until it is repaired: `iolab log repair --target \
+             {target}{device}` drops those commits (the data keeps every commit before them); check the data \
+             after it"
+        )
     }
 
     /// Puts the stack behind the block log as `plan` decided: replays the
@@ -113,15 +134,21 @@ impl Stack {
             LoggedDevice::format(Arc::clone(&data), placement, options.mode)
                 .map_err(|e| UsageError(format!("--log: {e}")))
         };
+        let opened = |log| {
+            LoggedDevice::open(Arc::clone(&data), log, options.mode).map_err(|e| match e {
+                LogError::Stopped { device, stop } => self.refused(&device, &stop, options),
+                other => other.into(),
+            })
+        };
         let logged = match plan.action {
             LogAction::Open => {
-                let logged = LoggedDevice::open(Arc::clone(&data), plan.log_dev, options.mode)?;
+                let logged = opened(plan.log_dev)?;
                 report_replay(&logged, &holder);
                 logged
             }
             LogAction::Replace(placement) => {
                 // Replay what the old log committed before its region is reused.
-                let old = LoggedDevice::open(Arc::clone(&data), plan.log_dev.clone(), options.mode)?;
+                let old = opened(plan.log_dev.clone())?;
                 report_replay(&old, &holder);
                 drop(old);
                 format(placement)?

@@ -174,3 +174,55 @@ fn validating_through_a_log_that_is_not_there_is_an_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("holds no iolab block log"), "{}", stderr(&out));
 }
+
+/// A log of three commits of one sector each (bytes 1, 2, 3 at sectors 0,
+/// 1, 2 of the data), none home, the second's data damaged.
+fn log_damaged_in_its_second_commit(img: &std::path::Path) -> Arc<dyn Device> {
+    let options = FileOptions { create_bytes: Some(9 << 20), ..Default::default() };
+    let file: Arc<dyn Device> = Arc::new(FileDevice::open(img, &options).unwrap());
+    let logged =
+        LoggedDevice::format(file.clone(), Placement::Inside { log_bytes: 1 << 20 }, Mode::Log).unwrap();
+    let mut starts = Vec::new();
+    for i in 0..3u8 {
+        logged.write_at(&[i + 1; 512], u64::from(i) * 512).unwrap();
+        logged.flush().unwrap();
+        starts.push(logged.header().head);
+    }
+    drop(logged);
+    // A byte of the second commit's data, after its 512-byte record header.
+    let at = blocklog::AREA_START + starts[1] + 512;
+    file.write_at(&[0xee; 512], at).unwrap();
+    file
+}
+
+#[test]
+fn a_damaged_log_refuses_every_run_until_repaired_and_then_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let target = img.to_str().unwrap();
+    let file = log_damaged_in_its_second_commit(&img);
+    let run = ["run", "--target", target, "--log", "log", "--rw", "read", "--ios", "1", "-q"];
+    for _ in 0..2 {
+        let out = iolab(&run);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(stderr(&out).contains("stopped at damage in commit 2"), "{}", stderr(&out));
+        assert!(stderr(&out).contains(&format!("iolab log repair --target {target}")), "{}", stderr(&out));
+    }
+    let mut home = [0u8; 1536];
+    file.read_at(&mut home, 1 << 20).unwrap();
+    assert_eq!((home[0], home[512], home[1024]), (1, 0, 0), "commit 3 is not replayed without commit 2");
+    let repair = iolab(&["log", "repair", "--target", target]);
+    assert_eq!(repair.status.code(), Some(0), "{}", stderr(&repair));
+    assert!(stdout(&repair).contains("dropped commits 2 to 3 (2)"), "{}", stdout(&repair));
+    let out = iolab(&run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let again = iolab(&["log", "repair", "--target", target]);
+    assert!(stdout(&again).contains("is whole: nothing to repair"), "{}", stdout(&again));
+}
+
+#[test]
+fn repairing_a_target_without_a_log_says_so() {
+    let out = iolab(&["log", "repair", "--target", "mem:16m"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("holds no iolab block log"), "{}", stderr(&out));
+}
