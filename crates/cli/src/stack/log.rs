@@ -37,6 +37,9 @@ pub struct LogPlan {
     /// Size and sector of the logged device: what a job is checked on.
     pub data_bytes: u64,
     pub sector_bytes: u32,
+    /// The target's own log is used again, at its start: its signature is
+    /// that log's, and what the log protects starts at this byte.
+    pub reused_inside: Option<u64>,
 }
 
 enum LogAction {
@@ -76,13 +79,7 @@ impl Stack {
                 }
                 LogAction::Replace(placement())
             }
-            Some(header) => {
-                if let Some(stop) = ReplayStop::from_header(&header) {
-                    return Err(self.refused(holder.name(), &stop, options));
-                }
-                let (data_bytes, sector_bytes) = (header.data_bytes, header.sector_bytes);
-                return Ok(LogPlan { log_dev, action: LogAction::Open, data_bytes, sector_bytes });
-            }
+            Some(header) => return self.plan_reuse(header, log_dev, options),
             None if options.must_exist => {
                 bail!(
                     "{}: holds no iolab block log to replay (was it made with --log or --block-log?)",
@@ -90,12 +87,7 @@ impl Stack {
                 );
             }
             None => {
-                super::check_writable(self, options.force)?;
-                if let (Some(log), Some(path)) = (&log_dev, &options.log_device) {
-                    let origin = Origin { path: Some(path.clone()), ..Origin::default() };
-                    let log_stack = Stack { device: Arc::clone(log), origin, layers: Vec::new() };
-                    super::check_writable(&log_stack, options.force)?;
-                }
+                self.check_new_log(log_dev.as_ref(), options)?;
                 LogAction::Format(placement())
             }
         };
@@ -105,7 +97,47 @@ impl Stack {
         let (header, _, _) = LoggedDevice::plan(&self.device, placement.clone())
             .map_err(|e| UsageError(format!("--log: {e}")))?;
         let (data_bytes, sector_bytes) = (header.data_bytes, header.sector_bytes);
-        Ok(LogPlan { log_dev, action: new, data_bytes, sector_bytes })
+        Ok(LogPlan { log_dev, action: new, data_bytes, sector_bytes, reused_inside: None })
+    }
+
+    /// The log `header` describes, used again as docs/log.md promises
+    /// (replayed first), once it is known to fit this target and not to
+    /// be marked stopped at damage; writes nothing.
+    fn plan_reuse(
+        &self,
+        header: blocklog::Header,
+        log_dev: Option<Arc<dyn Device>>,
+        options: &LogOptions,
+    ) -> anyhow::Result<LogPlan> {
+        let log = log_dev.clone().unwrap_or_else(|| Arc::clone(&self.device));
+        LoggedDevice::check(&header, self.device.as_ref(), log.as_ref(), log_dev.is_some())
+            .map_err(|e| UsageError(format!("--log: {e}; it was made with another geometry")))?;
+        if let Some(stop) = ReplayStop::from_header(&header) {
+            return Err(self.refused(log.name(), &stop, options));
+        }
+        let reused_inside = log_dev.is_none().then_some(header.data_offset);
+        let (data_bytes, sector_bytes) = (header.data_bytes, header.sector_bytes);
+        Ok(LogPlan { log_dev, action: LogAction::Open, data_bytes, sector_bytes, reused_inside })
+    }
+
+    /// A new log: the target (and the log device) must hold nothing the
+    /// user may not mean to lose, a log of the target's own included.
+    fn check_new_log(&self, log_dev: Option<&Arc<dyn Device>>, options: &LogOptions) -> anyhow::Result<()> {
+        let (Some(log), Some(path)) = (log_dev, &options.log_device) else {
+            return super::check_writable(self, options.force);
+        };
+        if !options.force && LoggedDevice::probe(self.device.as_ref())?.is_some() {
+            bail!(
+                "{}: holds a block log at its start, made without --log-device; drop --log-device {} to use \
+                 it, or pass --force to put a new log there and the whole target behind it",
+                self.device.name(),
+                path.display()
+            );
+        }
+        super::check_writable(self, options.force)?;
+        let origin = Origin { path: Some(path.clone()), ..Origin::default() };
+        let log_stack = Stack { device: Arc::clone(log), origin, layers: Vec::new() };
+        super::check_writable(&log_stack, options.force)
     }
 
     /// The refusal of a log whose replay stopped at damage, with the

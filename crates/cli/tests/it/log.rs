@@ -175,6 +175,51 @@ fn validating_through_a_log_that_is_not_there_is_an_error() {
     assert!(stderr(&out).contains("holds no iolab block log"), "{}", stderr(&out));
 }
 
+/// The case: a second `--log` run on a target an earlier one made
+/// a log on is iolab's own log on iolab's own target: it is used again
+/// (replayed first), as docs/log.md promises, without --force.
+#[test]
+fn a_second_logged_run_uses_the_log_an_earlier_one_made_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let target = img.to_str().unwrap();
+    let run = ["run", "--target", target, "--log", "log", "--rw", "randwrite", "--ios", "50", "-q"];
+    let first = iolab(&[&run[..], &["--size", "8m"]].concat());
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let second = iolab(&run);
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+}
+
+/// A log made inside the target is not replaced by one on a device of its
+/// own by a run that names one: the refusal names the difference and the fix.
+#[test]
+fn a_log_device_for_a_target_with_a_log_inside_is_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let (img, logdev) = (dir.path().join("img"), dir.path().join("logdev"));
+    let target = img.to_str().unwrap();
+    let run = ["run", "--target", target, "--log", "log", "--rw", "randwrite", "--ios", "10", "-q"];
+    let first = iolab(&[&run[..], &["--size", "8m"]].concat());
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    std::fs::File::create(&logdev).unwrap().set_len(2 << 20).unwrap();
+    let out = iolab(&[&run[..], &["--log-device", logdev.to_str().unwrap()]].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("made without --log-device; drop --log-device"), "{}", stderr(&out));
+}
+
+/// What the log protects is still checked: an iolab file system behind a
+/// block log is not overwritten by a run through that log without --force.
+#[test]
+fn a_logged_run_over_a_file_system_behind_the_log_is_refused_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let target = img.to_str().unwrap();
+    let mkfs = iolab(&["fs", "mkfs", target, "--size", "32m", "--block-log", "log"]);
+    assert_eq!(mkfs.status.code(), Some(0), "{}", stderr(&mkfs));
+    let out = iolab(&["run", "--target", target, "--log", "log", "--rw", "randwrite", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("protects data that holds iolab file system"), "{}", stderr(&out));
+}
+
 /// A log of three commits of one sector each (bytes 1, 2, 3 at sectors 0,
 /// 1, 2 of the data), none home, the second's data damaged.
 fn log_damaged_in_its_second_commit(img: &std::path::Path) -> Arc<dyn Device> {
