@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use device::{AlignedBuf, Device, Result};
 
-use crate::format::{
-    append_record, record_header_bytes, Extent, Header, RecordKind, RecordPlace, AREA_START, MAX_ENTRIES,
-    MAX_RECORD_DATA, RECORD_LAST, SLOT_BYTES,
+use crate::format::{Header, AREA_START, SLOT_BYTES};
+use crate::record::{
+    append_record, max_zero_sectors, record_header_bytes, Extent, RecordKind, RecordPlace, MAX_ENTRIES,
+    MAX_RECORD_DATA, RECORD_LAST,
 };
 
 /// One logged sector: a shared copy of the write it came from, its index,
@@ -117,21 +118,30 @@ pub(crate) fn extents_of(device: u32, sectors: impl Iterator<Item = u64>) -> Vec
 /// One record of a commit: its kind, extents and payload's pieces.
 type Piece<'a> = (RecordKind, Vec<Extent>, Vec<&'a [u8]>);
 
-/// Encodes one commit starting at LSN `head` into `out` (emptied first,
-/// its room kept: a committer reuses one buffer for every commit):
-/// revocation records first, then block records for every home device's
-/// sectors, then zero records naming the sectors that are all zero (no
-/// copy of their bytes); the last record is flagged. Each sector's bytes are copied
-/// once, from the logged copy into `out`.
+/// Where one commit goes: the log, its first LSN and number, the area's
+/// size (it bounds a zeros record) and the sector.
+pub(crate) struct CommitPlace {
+    pub(crate) log_id: u64,
+    pub(crate) head: u64,
+    pub(crate) commit: u64,
+    pub(crate) area_bytes: u64,
+    pub(crate) sector_bytes: u32,
+}
+
+/// Encodes one commit into `out` (emptied first, its room kept: a
+/// committer reuses one buffer for every commit): revocation records
+/// first, then block records for every home device's sectors, then zero
+/// records naming the sectors that are all zero (no copy of their bytes,
+/// at most `max_zero_sectors` of them a record); the last record is
+/// flagged. Each sector's bytes are copied once, from the logged copy
+/// into `out`.
 pub(crate) fn encode_commit_into(
     out: &mut Vec<u8>,
-    log_id: u64,
-    head: u64,
-    commit: u64,
+    place: &CommitPlace,
     groups: &[(u32, &SectorMap)],
     revokes: &[Extent],
-    sector_bytes: u32,
 ) {
+    let (log_id, head, commit, sector_bytes) = (place.log_id, place.head, place.commit, place.sector_bytes);
     let sector = sector_bytes as usize;
     let mut pieces: Vec<Piece<'_>> = Vec::new();
     for chunk in revokes.chunks(MAX_ENTRIES) {
@@ -171,8 +181,8 @@ pub(crate) fn encode_commit_into(
     if !extents.is_empty() {
         pieces.push((RecordKind::Blocks, extents, payload));
     }
-    for chunk in zeros.chunks(MAX_ENTRIES) {
-        pieces.push((RecordKind::Zeros, chunk.to_vec(), Vec::new()));
+    for chunk in zero_records(&zeros, max_zero_sectors(place.area_bytes)) {
+        pieces.push((RecordKind::Zeros, chunk, Vec::new()));
     }
     out.clear();
     let bytes: u64 = pieces
@@ -189,6 +199,32 @@ pub(crate) fn encode_commit_into(
         let place = RecordPlace { log_id, lsn: head + out.len() as u64, commit };
         append_record(out, kind, flags, place, &extents, &payload, sector_bytes);
     }
+}
+
+/// The zero extents as records of at most `MAX_ENTRIES` entries naming at
+/// most `most` sectors together, an extent split where it must be.
+fn zero_records(zeros: &[Extent], most: u64) -> Vec<Vec<Extent>> {
+    let most = most.clamp(1, u64::from(u32::MAX)) as u32;
+    let mut records: Vec<Vec<Extent>> = vec![Vec::new()];
+    let mut room = most;
+    for extent in zeros {
+        let mut left = *extent;
+        while left.sectors > 0 {
+            let full = records.last().is_some_and(|r| r.len() == MAX_ENTRIES);
+            if room == 0 || full {
+                records.push(Vec::new());
+                room = most;
+            }
+            let take = left.sectors.min(room);
+            if let Some(record) = records.last_mut() {
+                record.push(Extent { sectors: take, ..left });
+            }
+            room -= take;
+            left = Extent { sector: left.sector + u64::from(take), sectors: left.sectors - take, ..left };
+        }
+    }
+    records.retain(|r| !r.is_empty());
+    records
 }
 
 /// Writes `bytes` into the circular area at `lsn`, wrapping at its end.

@@ -21,8 +21,11 @@
 //!
 //! The log lives at the start of the protected device (the data follows
 //! it) or on a device of its own. Its format is in docs/formats.md, "Block
-//! log"; every header and record carries a crc32c, and replay stops at the
-//! first record that fails and says where.
+//! log"; every header and record carries a crc32c and every field is
+//! checked against its bounds before use. Replay stops at a committed
+//! record that fails (damage, told from a torn tail) and says where; the
+//! header then remembers it, and the log refuses to open until [`repair`]
+//! drops the commits from the damage on.
 //!
 //! A [`StripeLog`] uses the same format on a device of its own for writes
 //! that must land together on several devices: a RAID-5 volume logs each
@@ -35,12 +38,19 @@
 mod choice;
 mod core;
 mod format;
+#[cfg(test)]
+mod fuzz;
 mod logged;
+mod read;
+mod record;
+mod repair;
 mod replay;
 mod stripe;
 
-pub use format::{Header, AREA_START, MIN_AREA_BYTES, SLOT_BYTES};
+pub use format::{Header, HeaderFault, Stop, StopReason, AREA_START, MIN_AREA_BYTES, SLOT_BYTES, VERSION};
 pub use logged::{HomeWrites, LogStats, LoggedDevice, Mode, Placement};
+pub use read::Found;
+pub use repair::{repair, Repaired};
 pub use replay::{ReplayReport, ReplayStop};
 pub use stripe::{StripeLog, StripeLogStats};
 
@@ -68,4 +78,18 @@ pub enum LogError {
     Version { found: u32, supported: u32 },
     #[error("{device}: {problem}")]
     Layout { device: String, problem: String },
+    /// A header whose checksum holds with a field past its bound: no
+    /// writer of this format made it.
+    #[error(
+        "{device}: the block log header's field {field} (byte {offset}) is {value}, out of bounds ({bound}); \
+         the log is damaged: format it anew (--force)"
+    )]
+    Field { device: String, offset: u64, field: &'static str, value: u64, bound: String },
+    /// Replay stopped at damage, now or at an earlier open: the log
+    /// serves nothing until `iolab log repair` drops the commits lost.
+    #[error(
+        "{device}: {stop}. The log refuses to open until it is repaired (`iolab log repair`), which drops \
+         them; every commit before is home"
+    )]
+    Stopped { device: String, stop: ReplayStop },
 }

@@ -12,9 +12,11 @@ use serde::Serialize;
 
 use crate::core::{
     encode_commit_into, extents_of, join, new_log_id, txn_bytes_bound, txn_bytes_bound_of, write_aligned,
-    write_circular, write_new_log, write_slot, Sector, SectorMap,
+    write_circular, write_new_log, write_slot, CommitPlace, Sector, SectorMap,
 };
-use crate::format::{Extent, Header, AREA_START, FLAG_SEPARATE, MIN_AREA_BYTES, SLOT_BYTES};
+use crate::format::{Header, AREA_START, FLAG_SEPARATE, MAX_SECTOR_BYTES, MIN_AREA_BYTES, SLOT_BYTES};
+use crate::read;
+use crate::record::Extent;
 use crate::replay::{self, ReplayReport};
 use crate::LogError;
 
@@ -233,11 +235,13 @@ impl LoggedDevice {
     ) -> Result<LoggedDevice, LogError> {
         let (mut header, log, separate) = LoggedDevice::plan(&data, placement)?;
         if unit > header.sector_bytes {
-            if !unit.is_power_of_two() || header.data_offset % u64::from(unit) != 0 {
+            if !unit.is_power_of_two() || unit > MAX_SECTOR_BYTES || header.data_offset % u64::from(unit) != 0
+            {
                 return Err(LogError::Layout {
                     device: data.name().to_string(),
                     problem: format!(
-                        "a log in units of {unit} bytes needs a power of two that aligns its data"
+                        "a log in units of {unit} bytes needs a power of two of at most {MAX_SECTOR_BYTES} \
+                         that aligns its data"
                     ),
                 });
             }
@@ -296,12 +300,15 @@ impl LoggedDevice {
             tail: 0,
             head: 0,
             commits: 0,
+            stop: None,
         };
         Ok((header, log, separate))
     }
 
     /// Opens a device whose log was formatted earlier, replaying every
     /// committed record first. `log` is the separate log device, if any.
+    /// A log whose replay stops at damage, now or at an earlier open, is
+    /// refused ([`LogError::Stopped`]) until it is repaired.
     pub fn open(
         data: Arc<dyn Device>,
         log: Option<Arc<dyn Device>>,
@@ -309,25 +316,30 @@ impl LoggedDevice {
     ) -> Result<LoggedDevice, LogError> {
         let separate = log.is_some();
         let log = log.unwrap_or_else(|| Arc::clone(&data));
-        let Some(mut header) = replay::newest_header(log.as_ref())? else {
+        let Some(header) = read::newest_header(log.as_ref())? else {
             return Err(LogError::NoLog { device: log.name().to_string() });
         };
-        check_layout(&header, data.as_ref(), log.as_ref(), separate)?;
-        let replayed = replay::replay(log.as_ref(), &[home(data.as_ref(), &header)], &header)?;
-        if replayed.end != header.tail {
-            header.generation += 1;
-            header.commits += replayed.report.commits;
-            header.tail = replayed.end;
-            header.head = replayed.end;
-            write_slot(log.as_ref(), header.slot(), &header.encode())?;
-            log.flush()?;
-        }
-        Ok(LoggedDevice::assemble(data, log, separate, header, mode, replayed.report))
+        LoggedDevice::check(&header, data.as_ref(), log.as_ref(), separate)?;
+        let (header, report) = replay::recover(log.as_ref(), &[home(data.as_ref(), &header)], header)?;
+        Ok(LoggedDevice::assemble(data, log, separate, header, mode, report))
     }
 
     /// The newest valid log header on `log`, if it holds one.
     pub fn probe(log: &dyn Device) -> Result<Option<Header>, LogError> {
-        replay::newest_header(log)
+        read::newest_header(log)
+    }
+
+    /// Whether the log `header` describes fits `data` (and `log`, on a
+    /// separate device, when `separate`): its placement, its sizes and its
+    /// sector. Reads and writes nothing; [`LoggedDevice::open`] checks it
+    /// first, and a caller can before anything else is written.
+    pub fn check(
+        header: &Header,
+        data: &dyn Device,
+        log: &dyn Device,
+        separate: bool,
+    ) -> Result<(), LogError> {
+        check_layout(header, data, log, separate)
     }
 
     fn assemble(
@@ -652,15 +664,14 @@ impl LoggedDevice {
         let commit = committer.commits + 1;
         let area = committer.header.area_bytes();
         let mut records = std::mem::take(&mut committer.records);
-        encode_commit_into(
-            &mut records,
-            committer.header.log_id,
-            committer.end,
+        let place = CommitPlace {
+            log_id: committer.header.log_id,
+            head: committer.end,
             commit,
-            &[(0, sectors)],
-            revokes,
-            self.sector_bytes,
-        );
+            area_bytes: area,
+            sector_bytes: self.sector_bytes,
+        };
+        encode_commit_into(&mut records, &place, &[(0, sectors)], revokes);
         let bytes = records.len() as u64;
         if bytes > area {
             return Err(self.too_large(sectors.len() as u64));
@@ -1004,6 +1015,7 @@ fn check_layout(
             log.size_bytes()
         ));
     }
+    // Both below 2^62 (the header's bounds): the sum does not overflow.
     if header.data_offset + header.data_bytes > data.size_bytes() {
         return bad(format!(
             "the log protects {} bytes at offset {} but the device has {}",

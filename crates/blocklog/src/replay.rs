@@ -1,24 +1,90 @@
-//! Replay: read the newer commit header, walk the committed records from
-//! tail to head, keep the latest copy of each sector (revocations drop
-//! earlier copies), write them home, flush, and reset the log. Nothing is
-//! written before the walk ends, so a replay interrupted by another crash
-//! is simply run again.
+//! Replay: walk the committed records from the tail, keep the latest copy
+//! of each sector (revocations drop earlier copies), write them home,
+//! flush, and leave a header for the next commit. Nothing is written
+//! before the walk ends, so a replay interrupted by another crash is
+//! simply run again.
+//!
+//! A record that fails before the head is damage; past the head it is the
+//! torn end of the log, unless a valid record of a later commit follows
+//! (no crash leaves one: a commit's records are written only once the
+//! commit before is durable). At damage, the commits before it are
+//! replayed, none from it on, and the header says so until a repair
+//! (`repair.rs`): no later open replays a commit whose predecessor it did
+//! not.
 
 use std::collections::BTreeMap;
 
 use device::{AlignedBuf, Device};
 use serde::Serialize;
 
-use crate::format::{self, Header, RecordFault, RecordKind, RECORD_LAST, SLOT_BYTES};
+use crate::core::write_slot;
+use crate::format::{Header, Stop, AREA_START};
+use crate::read::{Reader, Record};
+use crate::record::{RecordFault, RecordKind, MAX_RECORD_DATA, RECORD_LAST};
 use crate::LogError;
 
-/// Where replay stopped early, and why.
+/// Where replay stopped at damage: the record that failed, the commits
+/// not replayed, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReplayStop {
     /// The LSN of the record that failed, and its byte offset on the log device.
     pub lsn: u64,
     pub offset: u64,
+    /// The first commit not replayed (`None` when its number was unreadable).
+    pub commit: Option<u64>,
+    /// The highest commit number known to follow, itself not replayed.
+    pub last_commit: u64,
     pub reason: String,
+}
+
+/// The stop a header remembers, in a report's terms.
+pub(crate) fn stop_report(header: &Header, stop: &Stop) -> ReplayStop {
+    ReplayStop::of(header, stop, stop.reason.to_string())
+}
+
+impl ReplayStop {
+    /// The stop `header` remembers, if replay stopped at damage.
+    pub fn from_header(header: &Header) -> Option<ReplayStop> {
+        header.stop.as_ref().map(|stop| stop_report(header, stop))
+    }
+
+    fn of(header: &Header, stop: &Stop, reason: String) -> ReplayStop {
+        ReplayStop {
+            lsn: stop.lsn,
+            offset: AREA_START + stop.lsn % header.area_bytes(),
+            commit: (stop.commit > 0).then_some(stop.commit),
+            last_commit: stop.last_commit,
+            reason,
+        }
+    }
+
+    /// The commits not replayed, in words.
+    pub fn lost(&self) -> String {
+        match self.commit {
+            Some(c) if c == self.last_commit => format!("commit {c} was not replayed"),
+            Some(c) => format!(
+                "commits {c} to {} ({}) were not replayed",
+                self.last_commit,
+                self.last_commit - c + 1
+            ),
+            None => format!("the commits from there on (up to {}) were not replayed", self.last_commit),
+        }
+    }
+}
+
+impl std::fmt::Display for ReplayStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let commit =
+            self.commit.map_or("a commit whose number is unreadable".to_string(), |c| format!("commit {c}"));
+        write!(
+            f,
+            "the block log's replay stopped at damage in {commit}, LSN {} (byte {} of the log device): {}; {}",
+            self.lsn,
+            self.offset,
+            self.reason,
+            self.lost()
+        )
+    }
 }
 
 /// What a replay found and did.
@@ -28,42 +94,11 @@ pub struct ReplayReport {
     pub commits: u64,
     pub sectors_written_home: u64,
     pub revoked_sectors: u64,
-    /// Set when a committed record failed its checks: commits from there
-    /// on were not replayed.
-    pub stopped: Option<ReplayStop>,
 }
 
-/// Reads both header slots and returns the valid one with the higher
-/// generation, or `None` when neither is valid.
-pub fn newest_header(log: &dyn Device) -> Result<Option<Header>, LogError> {
-    if log.size_bytes() < 2 * SLOT_BYTES {
-        return Ok(None);
-    }
-    let mut buf = AlignedBuf::zeroed(2 * SLOT_BYTES as usize, log.buffer_align().max(4096));
-    log.read_at(&mut buf, 0)?;
-    let first = Header::decode(&buf[..SLOT_BYTES as usize])?;
-    let second = Header::decode(&buf[SLOT_BYTES as usize..])?;
-    Ok(match (first, second) {
-        (Some(a), Some(b)) => Some(if a.generation >= b.generation { a } else { b }),
-        (Some(a), None) | (None, Some(a)) => Some(a),
-        (None, None) => None,
-    })
-}
-
-/// Reads `buf.len()` bytes of the circular area starting at `lsn`.
-pub fn read_circular(log: &dyn Device, header: &Header, lsn: u64, buf: &mut [u8]) -> Result<(), LogError> {
-    let area = header.area_bytes();
-    let start = lsn % area;
-    let first = (buf.len() as u64).min(area - start) as usize;
-    log.read_at(&mut buf[..first], format::AREA_START + start)?;
-    if first < buf.len() {
-        log.read_at(&mut buf[first..], format::AREA_START)?;
-    }
-    Ok(())
-}
-
-/// Each sector's latest logged contents, by home device and sector.
-type SectorMap = BTreeMap<(u32, u64), Vec<u8>>;
+/// Each sector's latest logged contents, by home device and sector;
+/// `None` for a sector of zeros (a zeros record carries no bytes).
+type SectorMap = BTreeMap<(u32, u64), Option<Vec<u8>>>;
 
 /// Where replay writes the blocks of one home device: `bytes` bytes from
 /// byte `offset` of `dev`.
@@ -73,122 +108,221 @@ pub struct Home<'a> {
     pub bytes: u64,
 }
 
-/// Walks the committed records and writes the latest copy of every
-/// sector home; returns the header to write next (tail = head).
-pub fn replay(log: &dyn Device, homes: &[Home<'_>], header: &Header) -> Result<Replayed, LogError> {
+/// Replays the log `header` describes into `homes` and writes the header
+/// the next commit follows; returns it and what was replayed. A log whose
+/// header says replay stopped at damage is refused; one whose replay stops
+/// at damage now is marked so (the commits before the damage written home
+/// first), then refused.
+pub fn recover(
+    log: &dyn Device,
+    homes: &[Home<'_>],
+    header: Header,
+) -> Result<(Header, ReplayReport), LogError> {
+    if let Some(stop) = ReplayStop::from_header(&header) {
+        return Err(LogError::Stopped { device: log.name().to_string(), stop });
+    }
     let sector = u64::from(header.sector_bytes);
-    let mut report = ReplayReport::default();
+    let reader = Reader::new(log, &header, homes.iter().map(|h| h.bytes / sector).collect());
     let mut latest = SectorMap::new();
-    let mut commit: Vec<(format::RecordHeader, Vec<u8>)> = Vec::new();
-    let limit = header.tail + header.area_bytes();
-    let mut lsn = header.tail;
-    let mut end = header.tail;
-    while lsn < limit {
-        match read_record(log, header, lsn, limit, homes.len()) {
-            Ok((record, payload)) => {
-                lsn += record.total_bytes;
-                report.records += 1;
-                let last = record.flags & RECORD_LAST != 0;
-                commit.push((record, payload));
-                if last {
-                    apply_commit(&mut latest, &mut report, std::mem::take(&mut commit), sector);
-                    end = lsn;
-                }
-            }
-            // Before the head every record is committed: a failure there
-            // is damage, reported. After it, the first record that fails
-            // is simply where the log ends.
-            Err(fault) if lsn < header.head => {
-                let offset = format::AREA_START + lsn % header.area_bytes();
-                report.stopped = Some(ReplayStop { lsn, offset, reason: fault.to_string() });
-                break;
-            }
-            Err(_) => break,
-        }
-    }
-    if report.stopped.is_none() && end < header.head {
-        let offset = format::AREA_START + end % header.area_bytes();
-        let reason = "the head was reached inside a commit".to_string();
-        report.stopped = Some(ReplayStop { lsn: end, offset, reason });
-    }
-    write_home(homes, header, &latest, &mut report)?;
+    let mut report = ReplayReport::default();
+    let walked = walk(&reader, &mut latest, &mut report)?;
+    write_home(homes, &header, &latest, &mut report)?;
     for home in homes {
         home.dev.flush()?;
     }
-    Ok(Replayed { report, end: end.max(header.head) })
-}
-
-/// What replay did, and where the log's valid records end.
-pub struct Replayed {
-    pub report: ReplayReport,
-    pub end: u64,
-}
-
-fn read_record(
-    log: &dyn Device,
-    header: &Header,
-    lsn: u64,
-    limit: u64,
-    homes: usize,
-) -> Result<(format::RecordHeader, Vec<u8>), RecordFault> {
-    let room = limit - lsn;
-    let first_len = room.min(4096) as usize;
-    let align = log.buffer_align().max(512);
-    let mut first = AlignedBuf::zeroed(first_len, align);
-    read_circular(log, header, lsn, &mut first).map_err(|_| RecordFault::BadLength)?;
-    let record = format::decode_record_header(&first, header.log_id, lsn, room)?;
-    if record.extents.iter().any(|e| e.device as usize >= homes) {
-        return Err(RecordFault::BadLength);
+    let next = walked.next_header(&header);
+    if next != header {
+        write_slot(log, next.slot(), &next.encode())?;
+        log.flush()?;
     }
+    match (&next.stop, walked.fault) {
+        (Some(stop), fault) => {
+            let reason = fault.map_or_else(|| stop.reason.to_string(), |f| f.to_string());
+            Err(LogError::Stopped {
+                device: log.name().to_string(),
+                stop: ReplayStop::of(&next, stop, reason),
+            })
+        }
+        (None, _) => Ok((next, report)),
+    }
+}
+
+/// Where a walk ended.
+struct Walked {
+    /// The end of the last whole commit replayed.
+    end: u64,
+    /// The last commit replayed, if any.
+    last_commit: Option<u64>,
+    /// Commit numbers found past the end that no later commit may take:
+    /// those of a commit a crash left in part.
+    used: Option<u64>,
+    stop: Option<Stop>,
+    fault: Option<RecordFault>,
+}
+
+impl Walked {
+    /// The header after this walk: tail and head at its end, the commits
+    /// counted to the last one replayed (or past any number the end's
+    /// leftovers carry), and the stop, if any.
+    fn next_header(&self, header: &Header) -> Header {
+        let mut next = *header;
+        next.tail = self.end;
+        next.head = self.end;
+        next.commits = self.last_commit.unwrap_or(header.commits).max(self.used.unwrap_or(0));
+        if let Some(stop) = self.stop {
+            if stop.commit > 0 {
+                next.commits = stop.commit - 1;
+            }
+            next.stop = Some(stop);
+        }
+        if next != *header {
+            next.generation += 1;
+        }
+        next
+    }
+}
+
+/// Walks from the tail: applies every whole commit into `latest` until
+/// the log ends or damage stops it.
+fn walk(reader: &Reader<'_>, latest: &mut SectorMap, report: &mut ReplayReport) -> Result<Walked, LogError> {
+    let header = reader.header();
     let sector = u64::from(header.sector_bytes);
-    let data_bytes: u64 = match record.kind {
-        RecordKind::Blocks => record.extents.iter().map(|e| u64::from(e.sectors) * sector).sum(),
-        RecordKind::Revoke | RecordKind::Zeros => 0,
-    };
-    if record.header_bytes + data_bytes > record.total_bytes {
-        return Err(RecordFault::BadLength);
+    let limit = reader.limit();
+    let mut walked = Walked { end: header.tail, last_commit: None, used: None, stop: None, fault: None };
+    let mut commit: Vec<Record> = Vec::new();
+    // The number the next commit must carry, once known: from the head
+    // on, the header's count says it.
+    let mut expected: Option<u64> = None;
+    let mut lsn = header.tail;
+    loop {
+        if lsn == header.head {
+            let want = header.commits + 1;
+            let fault = if !commit.is_empty() {
+                Some("a commit runs on past")
+            } else if expected.is_some_and(|e| e != want) {
+                Some("the commits numbered before it do not end with the count of")
+            } else {
+                None
+            };
+            if let Some(what) = fault {
+                return stop_at(reader, walked, lsn, expected, RecordFault::Head { head: lsn, what });
+            }
+            expected = Some(want);
+        }
+        if lsn >= limit {
+            // A commit cut off by the limit is the torn end's leftover.
+            walked.used = commit.first().map(|r| r.header.commit);
+            return Ok(walked);
+        }
+        let current = commit.first().map(|r| r.header.commit).or(expected);
+        let record = reader.record(lsn, limit)?.and_then(|r| in_order(r, current));
+        let record = match record {
+            Ok(record) if lsn < header.head && lsn + record.header.total_bytes > header.head => {
+                let fault = RecordFault::Head { head: header.head, what: "a record runs on past" };
+                return stop_at(reader, walked, lsn, current, fault);
+            }
+            Ok(record) => record,
+            Err(fault) if lsn < header.head => return stop_at(reader, walked, lsn, current, fault),
+            Err(fault) => return end_past_head(reader, walked, lsn, current, &commit, fault),
+        };
+        lsn += record.header.total_bytes;
+        report.records += 1;
+        let last = record.header.flags & RECORD_LAST != 0;
+        let number = record.header.commit;
+        commit.push(record);
+        if last {
+            apply_commit(latest, report, std::mem::take(&mut commit), sector as usize);
+            walked.end = lsn;
+            walked.last_commit = Some(number);
+            expected = Some(number + 1);
+        }
+        debug_assert!(lsn % sector == 0 && lsn <= limit);
     }
-    let mut payload = AlignedBuf::zeroed((record.total_bytes - record.header_bytes) as usize, align);
-    if !payload.is_empty() {
-        read_circular(log, header, lsn + record.header_bytes, &mut payload)
-            .map_err(|_| RecordFault::BadLength)?;
+}
+
+/// A record whose place calls for commit `current` (the one in progress,
+/// or the next) must belong to it; the first at the tail may be any.
+fn in_order(record: Record, current: Option<u64>) -> Result<Record, RecordFault> {
+    match current {
+        Some(expected) if record.header.commit != expected => {
+            Err(RecordFault::WrongCommit { found: record.header.commit, expected })
+        }
+        _ => Ok(record),
     }
-    let payload = payload[..data_bytes as usize].to_vec();
-    if crc32c::crc32c(&payload) != record.payload_crc {
-        return Err(RecordFault::PayloadChecksum);
+}
+
+/// Past the head a record failed: the log's torn end, unless a valid
+/// record of a later commit than `current` follows, which only damage
+/// leaves. Numbers the leftovers of the commit in progress carry are
+/// recorded, so that no later commit takes them.
+fn end_past_head(
+    reader: &Reader<'_>,
+    mut walked: Walked,
+    lsn: u64,
+    current: Option<u64>,
+    commit: &[Record],
+    fault: RecordFault,
+) -> Result<Walked, LogError> {
+    let sector = u64::from(reader.header().sector_bytes);
+    let current = current.unwrap_or(reader.header().commits + 1);
+    let found = reader.scan(lsn + sector, reader.limit(), current)?;
+    let later_here = matches!(fault, RecordFault::WrongCommit { found, .. } if found > current);
+    if later_here || found.last_commit.is_some_and(|c| c > current) {
+        return stop_at(reader, walked, lsn, Some(current), fault);
     }
-    Ok((record, payload))
+    let leftover = !commit.is_empty() || found.last_commit.is_some();
+    walked.used = leftover.then_some(current);
+    Ok(walked)
+}
+
+/// Replay stops at damage at `lsn`: the commits before it stand, and the
+/// stop names the first not replayed and the last known to follow.
+fn stop_at(
+    reader: &Reader<'_>,
+    mut walked: Walked,
+    lsn: u64,
+    current: Option<u64>,
+    fault: RecordFault,
+) -> Result<Walked, LogError> {
+    let header = reader.header();
+    let first = walked.last_commit.map(|c| c + 1).or(current).or(fault.commit()).unwrap_or(0);
+    let found = reader.scan(lsn, reader.limit(), first)?;
+    let committed = if lsn < header.head { header.commits } else { 0 };
+    let last_commit = first.max(committed).max(found.last_commit.unwrap_or(0));
+    let reason = fault.reason();
+    walked.stop = Some(Stop { lsn, commit: first, last_commit, reason });
+    walked.fault = Some(fault);
+    debug_assert!(walked.end <= lsn && last_commit >= first);
+    Ok(walked)
 }
 
 /// Applies one whole commit: its revocations first (they cancel copies of
 /// earlier commits), then its blocks in order.
-fn apply_commit(
-    latest: &mut SectorMap,
-    report: &mut ReplayReport,
-    commit: Vec<(format::RecordHeader, Vec<u8>)>,
-    sector: u64,
-) {
-    for (record, _) in commit.iter().filter(|(r, _)| r.kind == RecordKind::Revoke) {
-        for extent in &record.extents {
-            for s in extent.sector..extent.sector + u64::from(extent.sectors) {
-                if latest.remove(&(extent.device, s)).is_some() {
-                    report.revoked_sectors += 1;
-                }
+fn apply_commit(latest: &mut SectorMap, report: &mut ReplayReport, commit: Vec<Record>, sector: usize) {
+    for record in commit.iter().filter(|r| r.header.kind == RecordKind::Revoke) {
+        for extent in &record.header.extents {
+            // Only the copies held are visited, however long the extent.
+            let end = extent.sector + u64::from(extent.sectors);
+            let held: Vec<(u32, u64)> =
+                latest.range((extent.device, extent.sector)..(extent.device, end)).map(|(k, _)| *k).collect();
+            for key in held {
+                latest.remove(&key);
+                report.revoked_sectors += 1;
             }
         }
     }
     // A commit names each sector once: its block and zero records apply
     // in any order.
-    for (record, payload) in commit.iter().filter(|(r, _)| r.kind != RecordKind::Revoke) {
-        let mut at = 0usize;
-        for extent in &record.extents {
+    for record in commit.iter().filter(|r| r.header.kind != RecordKind::Revoke) {
+        // The decoder sized a blocks record's payload to its entries.
+        let mut data = record.payload.chunks_exact(sector);
+        for extent in &record.header.extents {
             for s in extent.sector..extent.sector + u64::from(extent.sectors) {
-                let bytes = match record.kind {
-                    RecordKind::Zeros => vec![0; sector as usize],
-                    _ => payload[at..at + sector as usize].to_vec(),
+                let bytes = match record.header.kind {
+                    RecordKind::Zeros => None,
+                    _ => data.next().map(<[u8]>::to_vec),
                 };
                 latest.insert((extent.device, s), bytes);
-                at += sector as usize;
             }
         }
     }
@@ -202,6 +336,7 @@ fn write_home(
     report: &mut ReplayReport,
 ) -> Result<(), LogError> {
     let sector = u64::from(header.sector_bytes);
+    let zeros = vec![0u8; sector as usize];
     let mut run: Vec<u8> = Vec::new();
     let mut run_start = (0u32, 0u64);
     let flush_run = |run: &mut Vec<u8>, (device, start): (u32, u64)| -> Result<(), LogError> {
@@ -214,21 +349,16 @@ fn write_home(
         }
         Ok(())
     };
+    // The decoder kept every entry inside its home: the device index and
+    // the sectors are in bounds.
     for (&(device, s), bytes) in latest {
-        let home = &homes[device as usize];
-        if (s + 1) * sector > home.bytes {
-            return Err(LogError::Layout {
-                device: home.dev.name().to_string(),
-                problem: format!("the log holds sector {s}, past the {} bytes it protects", home.bytes),
-            });
-        }
         let contiguous =
             !run.is_empty() && run_start.0 == device && run_start.1 + run.len() as u64 / sector == s;
-        if !contiguous || run.len() >= format::MAX_RECORD_DATA {
+        if !contiguous || run.len() >= MAX_RECORD_DATA {
             flush_run(&mut run, run_start)?;
             run_start = (device, s);
         }
-        run.extend_from_slice(bytes);
+        run.extend_from_slice(bytes.as_deref().unwrap_or(&zeros));
         report.sectors_written_home += 1;
     }
     flush_run(&mut run, run_start)

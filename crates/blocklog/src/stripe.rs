@@ -19,9 +19,10 @@ use serde::Serialize;
 
 use crate::core::{
     encode_commit_into, join, new_log_id, txn_bytes_bound, write_circular, write_new_log, write_slot,
-    SectorMap,
+    CommitPlace, SectorMap,
 };
-use crate::format::{Header, AREA_START, FLAG_SEPARATE, FLAG_STRIPE, MIN_AREA_BYTES, SLOT_BYTES};
+use crate::format::{Header, AREA_START, FLAG_SEPARATE, FLAG_STRIPE, MAX_HOMES, MIN_AREA_BYTES, SLOT_BYTES};
+use crate::read;
 use crate::replay::{self, Home, ReplayReport};
 use crate::LogError;
 
@@ -100,6 +101,12 @@ impl StripeLog {
                 ),
             });
         }
+        if homes.is_empty() || homes.len() as u64 > MAX_HOMES {
+            return Err(LogError::Layout {
+                device: log.name().to_string(),
+                problem: format!("a stripe log serves 1 to {MAX_HOMES} devices, not {}", homes.len()),
+            });
+        }
         let sector = homes.iter().map(|h| h.sector_bytes()).chain([log.sector_bytes()]).max().unwrap_or(512);
         let header = Header {
             sector_bytes: sector,
@@ -112,15 +119,18 @@ impl StripeLog {
             tail: 0,
             head: 0,
             commits: 0,
+            stop: None,
         };
         write_new_log(log.as_ref(), &header)?;
         Ok(StripeLog::assemble(log, homes, header, ReplayReport::default()))
     }
 
     /// Opens a stripe log and replays every committed transaction into
-    /// `homes` (given in the order they had when it was formatted).
+    /// `homes` (given in the order they had when it was formatted). A log
+    /// whose replay stops at damage, now or at an earlier open, is refused
+    /// ([`LogError::Stopped`]) until it is repaired.
     pub fn open(log: Arc<dyn Device>, homes: Vec<Arc<dyn Device>>) -> Result<StripeLog, LogError> {
-        let Some(mut header) = replay::newest_header(log.as_ref())? else {
+        let Some(header) = read::newest_header(log.as_ref())? else {
             return Err(LogError::NoLog { device: log.name().to_string() });
         };
         if header.flags & FLAG_STRIPE == 0 || header.data_bytes != homes.len() as u64 {
@@ -139,15 +149,8 @@ impl StripeLog {
         }
         let targets: Vec<Home<'_>> =
             homes.iter().map(|h| Home { dev: h.as_ref(), offset: 0, bytes: h.size_bytes() }).collect();
-        let replayed = replay::replay(log.as_ref(), &targets, &header)?;
-        if replayed.end != header.tail {
-            header.generation += 1;
-            header.tail = replayed.end;
-            header.head = replayed.end;
-            write_slot(log.as_ref(), header.slot(), &header.encode())?;
-            log.flush()?;
-        }
-        Ok(StripeLog::assemble(log, homes, header, replayed.report))
+        let (header, report) = replay::recover(log.as_ref(), &targets, header)?;
+        Ok(StripeLog::assemble(log, homes, header, report))
     }
 
     fn assemble(
@@ -182,7 +185,7 @@ impl StripeLog {
 
     /// The newest valid header on `log`, if it holds a log.
     pub fn probe(log: &dyn Device) -> Result<Option<Header>, LogError> {
-        replay::newest_header(log)
+        read::newest_header(log)
     }
 
     pub fn replay_report(&self) -> &ReplayReport {
@@ -289,7 +292,14 @@ impl StripeLog {
         let commit = c.commits + 1;
         let refs: Vec<(u32, &SectorMap)> = merged.iter().map(|(d, m)| (*d, m)).collect();
         let mut records = Vec::new();
-        encode_commit_into(&mut records, c.header.log_id, c.end, commit, &refs, &[], self.sector_bytes);
+        let place = CommitPlace {
+            log_id: c.header.log_id,
+            head: c.end,
+            commit,
+            area_bytes: c.header.area_bytes(),
+            sector_bytes: self.sector_bytes,
+        };
+        encode_commit_into(&mut records, &place, &refs, &[]);
         let bytes = records.len() as u64;
         if bytes > c.header.area_bytes() {
             return Err(DeviceError::Invalid(format!(

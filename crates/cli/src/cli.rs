@@ -63,6 +63,10 @@ pub enum Command {
     /// stat and cat inside an unmounted image.
     #[command(subcommand)]
     Fs(crate::fs::FsCommand),
+    /// The block log itself: repair a log whose replay stopped at damage
+    /// (it refuses to serve until then).
+    #[command(subcommand)]
+    Log(crate::logs::LogCommand),
     /// One self-contained HTML page (inline charts, nothing fetched) from
     /// saved result documents (--json of run, bonnie and the sweeps):
     /// each run's target, parameters, figures, spread and charts; several
@@ -102,6 +106,7 @@ pub fn dispatch(cli: Cli, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
         Command::Validate(args) => crate::validate::run(args, ranks),
         Command::Sweep(command) => crate::sweep::run(command),
         Command::Fs(command) => crate::fs::run(command, ranks),
+        Command::Log(command) => crate::logs::run(command),
         Command::Report(args) => crate::report_cmd::run(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;

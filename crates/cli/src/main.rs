@@ -11,6 +11,7 @@ mod crash;
 mod fio;
 mod fs;
 mod jobfile;
+mod logs;
 mod mounts;
 mod mpi;
 mod report_cmd;

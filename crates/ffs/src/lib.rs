@@ -31,7 +31,7 @@ pub use cache::CacheStats;
 pub use commits::Commits;
 pub use format::Policy;
 pub use mkfs::{geometry, mkfs, MkfsOptions};
-pub use mount::{read_superblock, Unmounted};
+pub use mount::{log_region, read_superblock, Unmounted};
 pub use ops::{Ffs, MountOptions};
 pub use softdep::SoftdepStats;
 pub use wapbl::replay as replay_log;

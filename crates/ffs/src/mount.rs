@@ -66,6 +66,12 @@ pub(crate) fn replayed_superblock(raw: &Dev) -> Result<(Superblock, Option<Repla
     Ok((sb, replayed))
 }
 
+/// The log region of the file system on `raw`, as a device of its own:
+/// where `iolab log repair` finds the `log` policy's log.
+pub fn log_region(raw: &Dev) -> Result<Dev, FsError> {
+    wapbl::region(raw, &read_superblock(raw)?)
+}
+
 fn check_size(sb: &Superblock, dev: &Dev) -> Result<(), FsError> {
     if sb.blocks * BLOCK_BYTES as u64 > dev.size_bytes() {
         return Err(FsError::Damaged(format!(

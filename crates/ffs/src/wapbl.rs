@@ -18,7 +18,7 @@ use crate::format::{Superblock, BLOCK_BYTES};
 use crate::{Dev, FsError};
 
 /// The log region of `raw` as a device of its own.
-fn region(raw: &Dev, sb: &Superblock) -> Result<Dev, FsError> {
+pub(crate) fn region(raw: &Dev, sb: &Superblock) -> Result<Dev, FsError> {
     let start = sb.log_start_block * BLOCK_BYTES as u64;
     let bytes = sb.log_blocks * BLOCK_BYTES as u64;
     Ok(Arc::new(Slice::new(Arc::clone(raw), start, bytes)?))
@@ -26,17 +26,16 @@ fn region(raw: &Dev, sb: &Superblock) -> Result<Dev, FsError> {
 
 /// Replays what the log region of `raw` holds committed, writing it home.
 /// `None` when the region holds no log (a file system never mounted with
-/// `log`). A replay that stopped early (a damaged record) is an error:
-/// the commits after it are lost and the image needs fsck.
+/// `log`). A replay that stops at damage (now, or at an earlier mount or
+/// fsck) is an error until `iolab log repair` drops the commits from the
+/// damage on; the image then needs fsck.
 pub fn replay(raw: &Dev, sb: &Superblock) -> Result<Option<ReplayReport>, FsError> {
     let log = region(raw, sb)?;
     if LoggedDevice::probe(log.as_ref()).map_err(log_error)?.is_none() {
         return Ok(None);
     }
     let logged = LoggedDevice::open(Arc::clone(raw), Some(log), Mode::Log).map_err(log_error)?;
-    let report = logged.replay_report().clone();
-    stopped(&report)?;
-    Ok(Some(report))
+    Ok(Some(logged.replay_report().clone()))
 }
 
 /// The device a `log` mount writes through: the region's log, replayed,
@@ -58,18 +57,7 @@ pub(crate) fn open(raw: &Dev, sb: &Superblock) -> Result<(Arc<LoggedDevice>, Rep
         .map_err(log_error)?
     };
     let report = logged.replay_report().clone();
-    stopped(&report)?;
     Ok((Arc::new(logged), report))
-}
-
-fn stopped(report: &ReplayReport) -> Result<(), FsError> {
-    match &report.stopped {
-        Some(stop) => Err(FsError::Damaged(format!(
-            "the log's replay stopped at LSN {} ({}); the commits after it are lost",
-            stop.lsn, stop.reason
-        ))),
-        None => Ok(()),
-    }
 }
 
 fn log_error(e: blocklog::LogError) -> FsError {

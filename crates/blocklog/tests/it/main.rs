@@ -1,2 +1,3 @@
+mod damage;
 mod log;
 mod stripe;

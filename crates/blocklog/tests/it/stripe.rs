@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use blocklog::{StripeLog, AREA_START};
+use blocklog::{LogError, StripeLog, AREA_START};
 use device::{CrashDevice, CrashPolicy, Device, MemDevice, WriteAheadLog};
 
 fn crashable(bytes: u64) -> Arc<CrashDevice> {
@@ -80,4 +80,40 @@ fn an_update_to_a_home_it_does_not_have_is_refused() {
     let drives = [crashable(1 << 20)];
     let wal = StripeLog::format(crashable(AREA_START + 256 * 1024), homes(&drives)).unwrap();
     assert!(wal.log(&[(3, 0, &[1u8; 512])]).is_err());
+}
+
+/// Three row updates of one sector each to two drives, none written in
+/// place; the log's image with the second update's data damaged.
+fn stripe_log_damaged_in_its_second_commit() -> (Arc<MemDevice>, Vec<Arc<dyn Device>>) {
+    let drives = [crashable(1 << 20), crashable(1 << 20)];
+    let log = crashable(AREA_START + 256 * 1024);
+    let wal = StripeLog::format(log.clone(), homes(&drives)).unwrap();
+    let mut starts = Vec::new();
+    for i in 0..3u8 {
+        wal.log(&[(0, u64::from(i) * 512, &[i + 1; 512]), (1, u64::from(i) * 512, &[i + 1; 512])]).unwrap();
+        starts.push(wal.header().head);
+    }
+    let image = log.crash(CrashPolicy::DropUnflushed, 1).unwrap().image;
+    // The second commit's record: a 512-byte header, then its data.
+    image.write_at(&[0xee; 512], AREA_START + starts[1] + 512).unwrap();
+    let drives = drives
+        .iter()
+        .map(|d| Arc::new(d.crash(CrashPolicy::DropUnflushed, 1).unwrap().image) as Arc<dyn Device>);
+    (Arc::new(image), drives.collect())
+}
+
+/// Damage in a committed row update stops replay, and the stop outlives
+/// the open: the third update is never replayed without the second.
+#[test]
+fn a_damaged_stripe_log_refuses_every_assembly_until_repaired() {
+    let (log, drives) = stripe_log_damaged_in_its_second_commit();
+    for _ in 0..2 {
+        let err = StripeLog::open(log.clone(), drives.clone()).err().expect("damage refuses the open");
+        assert!(matches!(&err, LogError::Stopped { stop, .. } if stop.commit == Some(2)), "{err}");
+    }
+    assert_eq!((byte_at(drives[0].as_ref(), 0), byte_at(drives[1].as_ref(), 1024)), (1, 0));
+    let repaired = blocklog::repair(log.as_ref()).unwrap().expect("a marked log is repaired");
+    assert_eq!((repaired.stop.commit, repaired.stop.last_commit), (Some(2), 3));
+    let back = StripeLog::open(log, drives.clone()).expect("a repaired stripe log opens");
+    assert_eq!(back.replay_report().commits, 0);
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::bail;
-use blocklog::{HomeWrites, LoggedDevice, Mode, Placement};
+use blocklog::{HomeWrites, LogError, LoggedDevice, Mode, Placement, ReplayStop};
 use device::{Device, FileDevice, FileOptions, LockKind};
 
 use super::base::{take_lock, Lock};
@@ -37,6 +37,9 @@ pub struct LogPlan {
     /// Size and sector of the logged device: what a job is checked on.
     pub data_bytes: u64,
     pub sector_bytes: u32,
+    /// The target's own log is used again, at its start: its signature is
+    /// that log's, and what the log protects starts at this byte.
+    pub reused_inside: Option<u64>,
 }
 
 enum LogAction {
@@ -76,10 +79,7 @@ impl Stack {
                 }
                 LogAction::Replace(placement())
             }
-            Some(header) => {
-                let (data_bytes, sector_bytes) = (header.data_bytes, header.sector_bytes);
-                return Ok(LogPlan { log_dev, action: LogAction::Open, data_bytes, sector_bytes });
-            }
+            Some(header) => return self.plan_reuse(header, log_dev, options),
             None if options.must_exist => {
                 bail!(
                     "{}: holds no iolab block log to replay (was it made with --log or --block-log?)",
@@ -87,12 +87,7 @@ impl Stack {
                 );
             }
             None => {
-                super::check_writable(self, options.force)?;
-                if let (Some(log), Some(path)) = (&log_dev, &options.log_device) {
-                    let origin = Origin { path: Some(path.clone()), ..Origin::default() };
-                    let log_stack = Stack { device: Arc::clone(log), origin, layers: Vec::new() };
-                    super::check_writable(&log_stack, options.force)?;
-                }
+                self.check_new_log(log_dev.as_ref(), options)?;
                 LogAction::Format(placement())
             }
         };
@@ -101,7 +96,65 @@ impl Stack {
         };
         let (header, _, _) = LoggedDevice::plan(&self.device, placement.clone())
             .map_err(|e| UsageError(format!("--log: {e}")))?;
-        Ok(LogPlan { log_dev, action: new, data_bytes: header.data_bytes, sector_bytes: header.sector_bytes })
+        let (data_bytes, sector_bytes) = (header.data_bytes, header.sector_bytes);
+        Ok(LogPlan { log_dev, action: new, data_bytes, sector_bytes, reused_inside: None })
+    }
+
+    /// The log `header` describes, used again as docs/log.md promises
+    /// (replayed first), once it is known to fit this target and not to
+    /// be marked stopped at damage; writes nothing.
+    fn plan_reuse(
+        &self,
+        header: blocklog::Header,
+        log_dev: Option<Arc<dyn Device>>,
+        options: &LogOptions,
+    ) -> anyhow::Result<LogPlan> {
+        let log = log_dev.clone().unwrap_or_else(|| Arc::clone(&self.device));
+        LoggedDevice::check(&header, self.device.as_ref(), log.as_ref(), log_dev.is_some())
+            .map_err(|e| UsageError(format!("--log: {e}; it was made with another geometry")))?;
+        if let Some(stop) = ReplayStop::from_header(&header) {
+            return Err(self.refused(log.name(), &stop, options));
+        }
+        let reused_inside = log_dev.is_none().then_some(header.data_offset);
+        let (data_bytes, sector_bytes) = (header.data_bytes, header.sector_bytes);
+        Ok(LogPlan { log_dev, action: LogAction::Open, data_bytes, sector_bytes, reused_inside })
+    }
+
+    /// A new log: the target (and the log device) must hold nothing the
+    /// user may not mean to lose, a log of the target's own included.
+    fn check_new_log(&self, log_dev: Option<&Arc<dyn Device>>, options: &LogOptions) -> anyhow::Result<()> {
+        let (Some(log), Some(path)) = (log_dev, &options.log_device) else {
+            return super::check_writable(self, options.force);
+        };
+        if !options.force && LoggedDevice::probe(self.device.as_ref())?.is_some() {
+            bail!(
+                "{}: holds a block log at its start, made without --log-device; drop --log-device {} to use \
+                 it, or pass --force to put a new log there and the whole target behind it",
+                self.device.name(),
+                path.display()
+            );
+        }
+        super::check_writable(self, options.force)?;
+        let origin = Origin { path: Some(path.clone()), ..Origin::default() };
+        let log_stack = Stack { device: Arc::clone(log), origin, layers: Vec::new() };
+        super::check_writable(&log_stack, options.force)
+    }
+
+    /// The refusal of a log whose replay stopped at damage, with the
+    /// command that repairs it.
+    fn refused(&self, log: &str, stop: &ReplayStop, options: &LogOptions) -> anyhow::Error {
+        let target = self
+            .origin
+            .path
+            .as_deref()
+            .map_or_else(|| self.device.name().to_string(), |p| p.display().to_string());
+        let device =
+            options.log_device.as_ref().map_or(String::new(), |d| format!(" --log-device {}", d.display()));
+        anyhow::anyhow!(
+            "{log}: {stop}. The log refuses to serve until it is repaired: `iolab log repair --target \
+             {target}{device}` drops those commits (the data keeps every commit before them); check the data \
+             after it"
+        )
     }
 
     /// Puts the stack behind the block log as `plan` decided: replays the
@@ -113,15 +166,21 @@ impl Stack {
             LoggedDevice::format(Arc::clone(&data), placement, options.mode)
                 .map_err(|e| UsageError(format!("--log: {e}")))
         };
+        let opened = |log| {
+            LoggedDevice::open(Arc::clone(&data), log, options.mode).map_err(|e| match e {
+                LogError::Stopped { device, stop } => self.refused(&device, &stop, options),
+                other => other.into(),
+            })
+        };
         let logged = match plan.action {
             LogAction::Open => {
-                let logged = LoggedDevice::open(Arc::clone(&data), plan.log_dev, options.mode)?;
+                let logged = opened(plan.log_dev)?;
                 report_replay(&logged, &holder);
                 logged
             }
             LogAction::Replace(placement) => {
                 // Replay what the old log committed before its region is reused.
-                let old = LoggedDevice::open(Arc::clone(&data), plan.log_dev.clone(), options.mode)?;
+                let old = opened(plan.log_dev.clone())?;
                 report_replay(&old, &holder);
                 drop(old);
                 format(placement)?
@@ -163,18 +222,14 @@ pub fn log_over(
     Ok(dev)
 }
 
-/// The log a crash image holds, replayed; a replay that stopped early is an
-/// error (its later commits are lost).
+/// The log a crash image holds, replayed; a replay that stopped at damage
+/// is an error (its later commits are lost).
 pub fn reopen_log_over(
     data: Arc<dyn Device>,
     log: Option<Arc<dyn Device>>,
     mode: Mode,
 ) -> Result<LoggedDevice, String> {
-    let dev = LoggedDevice::open(data, log, mode).map_err(|e| e.to_string())?;
-    match &dev.replay_report().stopped {
-        Some(stop) => Err(format!("log replay stopped at LSN {}: {}", stop.lsn, stop.reason)),
-        None => Ok(dev),
-    }
+    LoggedDevice::open(data, log, mode).map_err(|e| e.to_string())
 }
 
 fn report_replay(logged: &LoggedDevice, holder: &str) {
@@ -183,12 +238,6 @@ fn report_replay(logged: &LoggedDevice, holder: &str) {
         eprintln!(
             "iolab: replayed the block log of {holder}: {} commits, {} sectors written home",
             replay.commits, replay.sectors_written_home
-        );
-    }
-    if let Some(stop) = &replay.stopped {
-        eprintln!(
-            "iolab: warning: log replay stopped at LSN {} (byte {} of the log): {}; later commits are lost",
-            stop.lsn, stop.offset, stop.reason
         );
     }
 }

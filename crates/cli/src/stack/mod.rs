@@ -23,7 +23,7 @@ use device::Device;
 
 pub use base::{open_sim_keeping, sim_clock, Lock, OpenOptions, DEFAULT_TARGET_BYTES};
 pub use log::{log_over, reopen_log_over, LogOptions, LogPlan};
-pub use safety::check_writable;
+pub use safety::{check_writable, check_writable_behind};
 
 /// A layer above the base, in the order it was put on.
 pub enum Layer {

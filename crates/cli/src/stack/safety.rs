@@ -1,10 +1,12 @@
 //! Refusing to write over data the user may not mean to lose.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::bail;
+use device::Device;
 
-use super::Stack;
+use super::{LogPlan, Stack};
 
 /// Refuses to write to a stack whose base holds a known signature or is a
 /// mounted block device, unless forced.
@@ -12,6 +14,44 @@ pub fn check_writable(stack: &Stack, force: bool) -> anyhow::Result<()> {
     if force || stack.origin.created {
         return Ok(());
     }
+    check_unmounted(stack)?;
+    if let Some(what) = device::signature::probe(stack.device().as_ref())? {
+        bail!(
+            "{}: holds data ({what}); this workload writes and would destroy it. \
+             Use another target, or pass --force to overwrite it",
+            stack.device().name()
+        );
+    }
+    Ok(())
+}
+
+/// [`check_writable`] for a job behind the block log `plan` decided on. A
+/// target whose own log is used again (a `--log` run made it) starts with
+/// that log's signature, iolab's own: what the log protects is probed
+/// instead, so a file system or a volume behind the log is still refused.
+pub fn check_writable_behind(stack: &Stack, plan: Option<&LogPlan>, force: bool) -> anyhow::Result<()> {
+    let Some(data_offset) = plan.and_then(|p| p.reused_inside) else {
+        return check_writable(stack, force);
+    };
+    if force || stack.origin.created {
+        return Ok(());
+    }
+    check_unmounted(stack)?;
+    let base = stack.device();
+    let protected = base.size_bytes().saturating_sub(data_offset);
+    let data: Arc<dyn Device> = Arc::new(device::Slice::new(Arc::clone(base), data_offset, protected)?);
+    if let Some(what) = device::signature::probe(data.as_ref())? {
+        bail!(
+            "{}: its block log protects data that holds {what} (from byte {data_offset}); this workload writes \
+             and would destroy it. Use another target, or pass --force to overwrite it",
+            base.name()
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a target that is a mounted block device.
+fn check_unmounted(stack: &Stack) -> anyhow::Result<()> {
     if let Some(path) = &stack.origin.path {
         if let Some(mount) = mounted_at(path) {
             bail!(
@@ -20,13 +60,6 @@ pub fn check_writable(stack: &Stack, force: bool) -> anyhow::Result<()> {
                 path.display()
             );
         }
-    }
-    if let Some(what) = device::signature::probe(stack.device().as_ref())? {
-        bail!(
-            "{}: holds data ({what}); this workload writes and would destroy it. \
-             Use another target, or pass --force to overwrite it",
-            stack.device().name()
-        );
     }
     Ok(())
 }

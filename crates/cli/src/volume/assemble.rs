@@ -164,7 +164,8 @@ pub fn attach_stripe_logs(set: &VolumeSet, fresh: bool, access: Access) -> anyho
         let wal = if fresh || !existing {
             blocklog::StripeLog::format(log, homes)?
         } else {
-            let wal = blocklog::StripeLog::open(log, homes)?;
+            let wal =
+                blocklog::StripeLog::open(log, homes).map_err(|e| stopped_advice(e, vol.name(), &drive))?;
             report_replay(vol.name(), &drive, wal.replay_report(), access);
             wal
         };
@@ -186,11 +187,17 @@ fn report_replay(volume: &str, drive: &str, replay: &blocklog::ReplayReport, acc
             replay.commits, replay.sectors_written_home
         );
     }
-    if let Some(stop) = &replay.stopped {
-        eprintln!(
-            "iolab: warning: volume {volume}: stripe log replay stopped at LSN {}: {}; later row updates \
-             were not replayed, run `iolab volume checkparity`",
-            stop.lsn, stop.reason
-        );
+}
+
+/// A stripe log whose replay stopped at damage: the command that repairs
+/// it, and what to check after.
+fn stopped_advice(e: blocklog::LogError, volume: &str, drive: &str) -> anyhow::Error {
+    match e {
+        blocklog::LogError::Stopped { stop, .. } => anyhow::anyhow!(
+            "volume {volume}: the stripe log on drive {drive}: {stop}. The volume cannot be assembled until \
+             `iolab log repair --target DRIVE` (the log drive's file or device) drops them; then run \
+             `iolab volume checkparity`, since their rows' parity may lie"
+        ),
+        other => other.into(),
     }
 }

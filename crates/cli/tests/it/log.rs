@@ -174,3 +174,100 @@ fn validating_through_a_log_that_is_not_there_is_an_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("holds no iolab block log"), "{}", stderr(&out));
 }
+
+/// The case: a second `--log` run on a target an earlier one made
+/// a log on is iolab's own log on iolab's own target: it is used again
+/// (replayed first), as docs/log.md promises, without --force.
+#[test]
+fn a_second_logged_run_uses_the_log_an_earlier_one_made_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let target = img.to_str().unwrap();
+    let run = ["run", "--target", target, "--log", "log", "--rw", "randwrite", "--ios", "50", "-q"];
+    let first = iolab(&[&run[..], &["--size", "8m"]].concat());
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let second = iolab(&run);
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+}
+
+/// A log made inside the target is not replaced by one on a device of its
+/// own by a run that names one: the refusal names the difference and the fix.
+#[test]
+fn a_log_device_for_a_target_with_a_log_inside_is_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let (img, logdev) = (dir.path().join("img"), dir.path().join("logdev"));
+    let target = img.to_str().unwrap();
+    let run = ["run", "--target", target, "--log", "log", "--rw", "randwrite", "--ios", "10", "-q"];
+    let first = iolab(&[&run[..], &["--size", "8m"]].concat());
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    std::fs::File::create(&logdev).unwrap().set_len(2 << 20).unwrap();
+    let out = iolab(&[&run[..], &["--log-device", logdev.to_str().unwrap()]].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("made without --log-device; drop --log-device"), "{}", stderr(&out));
+}
+
+/// What the log protects is still checked: an iolab file system behind a
+/// block log is not overwritten by a run through that log without --force.
+#[test]
+fn a_logged_run_over_a_file_system_behind_the_log_is_refused_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let target = img.to_str().unwrap();
+    let mkfs = iolab(&["fs", "mkfs", target, "--size", "32m", "--block-log", "log"]);
+    assert_eq!(mkfs.status.code(), Some(0), "{}", stderr(&mkfs));
+    let out = iolab(&["run", "--target", target, "--log", "log", "--rw", "randwrite", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("protects data that holds iolab file system"), "{}", stderr(&out));
+}
+
+/// A log of three commits of one sector each (bytes 1, 2, 3 at sectors 0,
+/// 1, 2 of the data), none home, the second's data damaged.
+fn log_damaged_in_its_second_commit(img: &std::path::Path) -> Arc<dyn Device> {
+    let options = FileOptions { create_bytes: Some(9 << 20), ..Default::default() };
+    let file: Arc<dyn Device> = Arc::new(FileDevice::open(img, &options).unwrap());
+    let logged =
+        LoggedDevice::format(file.clone(), Placement::Inside { log_bytes: 1 << 20 }, Mode::Log).unwrap();
+    let mut starts = Vec::new();
+    for i in 0..3u8 {
+        logged.write_at(&[i + 1; 512], u64::from(i) * 512).unwrap();
+        logged.flush().unwrap();
+        starts.push(logged.header().head);
+    }
+    drop(logged);
+    // A byte of the second commit's data, after its 512-byte record header.
+    let at = blocklog::AREA_START + starts[1] + 512;
+    file.write_at(&[0xee; 512], at).unwrap();
+    file
+}
+
+#[test]
+fn a_damaged_log_refuses_every_run_until_repaired_and_then_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let target = img.to_str().unwrap();
+    let file = log_damaged_in_its_second_commit(&img);
+    let run = ["run", "--target", target, "--log", "log", "--rw", "read", "--ios", "1", "-q"];
+    for _ in 0..2 {
+        let out = iolab(&run);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(stderr(&out).contains("stopped at damage in commit 2"), "{}", stderr(&out));
+        assert!(stderr(&out).contains(&format!("iolab log repair --target {target}")), "{}", stderr(&out));
+    }
+    let mut home = [0u8; 1536];
+    file.read_at(&mut home, 1 << 20).unwrap();
+    assert_eq!((home[0], home[512], home[1024]), (1, 0, 0), "commit 3 is not replayed without commit 2");
+    let repair = iolab(&["log", "repair", "--target", target]);
+    assert_eq!(repair.status.code(), Some(0), "{}", stderr(&repair));
+    assert!(stdout(&repair).contains("dropped commits 2 to 3 (2)"), "{}", stdout(&repair));
+    let out = iolab(&run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let again = iolab(&["log", "repair", "--target", target]);
+    assert!(stdout(&again).contains("is whole: nothing to repair"), "{}", stdout(&again));
+}
+
+#[test]
+fn repairing_a_target_without_a_log_says_so() {
+    let out = iolab(&["log", "repair", "--target", "mem:16m"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("holds no iolab block log"), "{}", stderr(&out));
+}
