@@ -2,6 +2,7 @@ mod common;
 mod config;
 mod degraded;
 mod flush;
+mod fuzz;
 mod holes;
 mod init;
 mod metadata;
