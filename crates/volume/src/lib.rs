@@ -20,6 +20,7 @@
 //! for, never panics on input, and knows nothing about the layers above it
 //! (logs, file systems, validation, workloads).
 
+mod assemble;
 mod config;
 mod counters;
 mod error;
@@ -36,6 +37,7 @@ mod resolve;
 mod revive;
 mod volume;
 
+pub use assemble::{assemble, assemble_given, GivenDrive};
 pub use config::{
     parse, parse_size, Config, DriveSpec, PlexSpec, ReadPolicySpec, SdSpec, VolumeSpec, CONFIG_SECTOR_BYTES,
 };
@@ -45,7 +47,7 @@ pub use counters::{
 };
 pub use error::{ConfigError, FaultKind, MetadataArea, MetadataFault, VolumeError};
 pub use geometry::{map_concat, map_striped, Extent, Org, ParityLayout, Raid5, RowSpan};
-pub use metadata::{assemble, check_create, create, VolumeSet, REVIVE_SAVE_EVERY_STEPS};
+pub use metadata::{check_create, create, VolumeSet, REVIVE_SAVE_EVERY_STEPS};
 pub use object::{ObjectKind, ObjectReport, PlexCountersSnapshot, State};
 pub use ondisk::{
     check_config_text, config_slot_at, decode_config_copy, decode_drive_header, encode_config_copy,

@@ -3,12 +3,11 @@
 //! numbered copies of the configuration, two checksummed, sequence-
 //! numbered statistics records, data after [`DATA_START_BYTES`].
 //!
-//! [`create`] writes it, [`assemble`] rebuilds the volumes from the drives
-//! present (a drive that is missing is bound down), [`VolumeSet::save`]
-//! records state changes, [`VolumeSet::save_stats`] the counters. A copy
-//! whose checksum fails is ignored, never trusted; drives of different
-//! sets are refused. This module writes only the metadata area of the
-//! drives it is given.
+//! [`create`] writes it, `assemble.rs` rebuilds the volumes from the
+//! drives present (a drive that is missing or damaged is bound down),
+//! [`VolumeSet::save`] records state changes, [`VolumeSet::save_stats`]
+//! the counters. This module writes only the metadata area of the drives
+//! it is given, and a drive's only once it is present and up.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,12 +16,11 @@ use codec::LeWriter;
 use device::Device;
 
 use crate::config::Config;
-use crate::counters::{decode_stats, encode_stats, StatsRecord, STATS_SLOT_BYTES};
-use crate::error::{MetadataFault, VolumeError};
-use crate::object::{read_aligned, write_aligned, AbsentDevice, ObjectKind, State};
+use crate::counters::{encode_stats, StatsRecord, STATS_SLOT_BYTES};
+use crate::error::VolumeError;
+use crate::object::{read_aligned, write_aligned, ObjectKind, State};
 use crate::ondisk::{
-    check_config_text, config_slot_at, decode_config_copy, decode_drive_header, encode_config_copy,
-    encode_drive_header, slot_of, DriveHeader, PresentDrive, TextCheck, CONFIG_COPY_BYTES,
+    config_slot_at, encode_config_copy, encode_drive_header, slot_of, DriveHeader, CONFIG_COPY_BYTES,
     DRIVE_NAME_BYTES_MAX, GENERATION_MAX, STATS_AREA_BYTES_AT,
 };
 use crate::resolve::{resolve, Layout, DATA_START_BYTES};
@@ -44,12 +42,19 @@ pub struct VolumeSet {
     layout: Layout,
     devices: HashMap<String, Arc<dyn Device>>,
     generation: Mutex<u64>,
-    stats: Mutex<StoredStats>,
+    pub(crate) stats: Mutex<StoredStats>,
     /// Drives of the configuration whose device was not given.
     missing: Vec<String>,
+    /// Drives present but taken down at assembly (a damaged header).
+    down_at_assembly: Vec<String>,
+    /// Drives taken down at assembly whose metadata is rewritten whole by
+    /// the first save after they are up again (revived or set up): their
+    /// header, and both configuration slots, so that nothing their damaged
+    /// area held can outvote the set later.
+    rewrite: Mutex<Vec<String>>,
     /// What assembly found wrong but could live with (a damaged copy, a
     /// missing drive), for the caller to show.
-    warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// A drive and the bytes of its metadata area before creation wrote it.
@@ -58,9 +63,9 @@ type MetadataArea = (Arc<dyn Device>, Vec<u8>);
 /// The counters as last read from or written to the drives: the base the
 /// live counters of this process add to.
 #[derive(Debug, Default)]
-struct StoredStats {
-    base: StatsRecord,
-    sequence: u64,
+pub(crate) struct StoredStats {
+    pub(crate) base: StatsRecord,
+    pub(crate) sequence: u64,
 }
 
 impl std::fmt::Debug for VolumeSet {
@@ -82,7 +87,7 @@ fn bad(drive: &str, problem: impl Into<String>) -> VolumeError {
 
 /// Byte offset of the statistics slot that sequence `sequence` goes to:
 /// the same alternation as the configuration, in an area of its own.
-fn stats_slot_offset(sequence: u64) -> u64 {
+pub(crate) fn stats_slot_offset(sequence: u64) -> u64 {
     let at = STATS_AREA_BYTES_AT + (sequence % 2) * STATS_SLOT_BYTES;
     debug_assert!(
         at >= config_slot_at(1) + CONFIG_COPY_BYTES,
@@ -166,132 +171,6 @@ pub fn create(
     Ok(set)
 }
 
-/// A drive whose header passed its checks, and its metadata area.
-struct Readable {
-    header: DriveHeader,
-    dev: Arc<dyn Device>,
-    area: Vec<u8>,
-}
-
-/// What the drives given to [`assemble`] hold.
-#[derive(Default)]
-struct Found {
-    drives: Vec<Readable>,
-    config: Option<(u64, String, Layout)>,
-    stats: Option<(u64, StatsRecord)>,
-    warnings: Vec<String>,
-}
-
-impl Found {
-    /// Reads one drive's metadata area and checks its header; refuses a
-    /// drive of another set and a second drive with one name.
-    fn read_drive(&mut self, dev: &Arc<dyn Device>) -> Result<(), VolumeError> {
-        let mut area = vec![0; DATA_START_BYTES as usize];
-        read_aligned(dev.as_ref(), &mut area, 0)?;
-        let header = decode_drive_header(dev.name(), dev.size_bytes(), &area)?;
-        if let Some(first) = self.drives.first() {
-            if first.header.set_id != header.set_id {
-                let other = first.dev.name();
-                return Err(bad(dev.name(), format!("belongs to a different volume set than {other}")));
-            }
-        }
-        if self.drives.iter().any(|d| d.header.drive == header.drive) {
-            return Err(bad(dev.name(), format!("a second drive claims the name '{}'", header.drive)));
-        }
-        self.drives.push(Readable { header, dev: Arc::clone(dev), area });
-        Ok(())
-    }
-
-    /// The drives whose headers passed, as the checks of a copy's text
-    /// see them.
-    fn present(&self) -> HashMap<String, PresentDrive> {
-        let present = |d: &Readable| PresentDrive {
-            size_bytes: d.dev.size_bytes(),
-            sector_bytes: d.dev.sector_bytes(),
-        };
-        self.drives.iter().map(|d| (d.header.drive.clone(), present(d))).collect()
-    }
-
-    /// Checks every configuration copy and statistics record and keeps the
-    /// newest that passes; a copy or record that fails is a warning.
-    fn read_copies(&mut self) {
-        let present = self.present();
-        for drive in &self.drives {
-            let (name, device) = (&drive.header.drive, drive.dev.name());
-            for slot in 0..2u8 {
-                let check = TextCheck { device, slot, drive: name, present: &present };
-                let copy = &drive.area[config_slot_at(slot) as usize..][..CONFIG_COPY_BYTES as usize];
-                let checked = decode_config_copy(device, slot, &drive.header.set_id, copy)
-                    .map_err(|fault| MetadataFault { drive: Some(name.clone()), ..fault })
-                    .and_then(|copy| Ok((check_config_text(&check, &copy)?, copy)));
-                match checked {
-                    Ok((layout, copy)) if self.config.as_ref().is_none_or(|b| copy.generation > b.0) => {
-                        self.config = Some((copy.generation, copy.text, layout));
-                    }
-                    Ok(_) => {}
-                    Err(fault) => self.warnings.push(format!("{fault}; this copy is ignored")),
-                }
-                let record =
-                    &drive.area[stats_slot_offset(u64::from(slot)) as usize..][..STATS_SLOT_BYTES as usize];
-                match decode_stats(&drive.header.set_id, record) {
-                    Ok(found) if self.stats.as_ref().is_none_or(|b| found.0 > b.0) => {
-                        self.stats = Some(found)
-                    }
-                    Ok(_) => {}
-                    Err(err) => self
-                        .warnings
-                        .push(format!("drive '{name}' ({device}): statistics slot {slot}: {err}; ignored")),
-                }
-            }
-        }
-    }
-}
-
-/// Rebuilds a volume set from its drives alone: checks every header,
-/// refuses drives of different sets, takes the configuration copy with
-/// the highest generation among those that pass every check (see
-/// `ondisk.rs`) and the statistics record with the highest sequence found
-/// on any drive. A drive the configuration names but `devices` lacks is
-/// bound down, its subdisks stale (see [`VolumeSet::missing_drives`]).
-pub fn assemble(devices: &[Arc<dyn Device>]) -> Result<VolumeSet, VolumeError> {
-    let mut found = Found::default();
-    for dev in devices {
-        found.read_drive(dev)?;
-    }
-    let Some(first) = found.drives.first() else {
-        return Err(VolumeError::Metadata("no drives given to assemble".into()));
-    };
-    let set_id = first.header.set_id;
-    found.read_copies();
-    let Some((generation, _, layout)) = found.config.take() else {
-        return Err(VolumeError::Metadata(format!(
-            "no drive holds a usable configuration copy:\n  {}",
-            found.warnings.join("\n  ")
-        )));
-    };
-    let mut devices: HashMap<String, Arc<dyn Device>> =
-        found.drives.iter().map(|d| (d.header.drive.clone(), Arc::clone(&d.dev))).collect();
-    let sector_bytes = devices.values().map(|d| d.sector_bytes()).max().unwrap_or(512);
-    let mut missing = Vec::new();
-    for (index, drive) in layout.drives.iter().enumerate() {
-        if !devices.contains_key(&drive.name) {
-            let size_bytes = layout.extent_end_bytes(index);
-            let absent = AbsentDevice::new(&drive.name, &drive.device, size_bytes, sector_bytes);
-            devices.insert(drive.name.clone(), Arc::new(absent));
-            missing.push(drive.name.clone());
-        }
-    }
-    let mut set = VolumeSet::new(set_id, layout, devices, generation)?;
-    let (sequence, base) = found.stats.unwrap_or_default();
-    if sequence == 0 {
-        found.warnings.push("no drive holds a valid statistics record: the counters start from zero".into());
-    }
-    set.stats = Mutex::new(StoredStats { base, sequence });
-    set.warnings = found.warnings;
-    set.bind_missing(missing);
-    Ok(set)
-}
-
 impl VolumeSet {
     /// The metadata area of every drive, to put back if creation fails.
     fn read_metadata_areas(&self) -> Result<Vec<MetadataArea>, VolumeError> {
@@ -327,7 +206,7 @@ impl VolumeSet {
         self.save_stats()
     }
 
-    fn new(
+    pub(crate) fn new(
         set_id: [u8; 16],
         layout: Layout,
         devices: HashMap<String, Arc<dyn Device>>,
@@ -342,13 +221,16 @@ impl VolumeSet {
             generation: Mutex::new(generation),
             stats: Mutex::new(StoredStats::default()),
             missing: Vec::new(),
+            down_at_assembly: Vec::new(),
+            rewrite: Mutex::new(Vec::new()),
             warnings: Vec::new(),
         })
     }
 
-    /// Takes missing drives down (their subdisks go stale) and a RAID-5
-    /// plex that has lost more than one subdisk down, saying so.
-    fn bind_missing(&mut self, missing: Vec<String>) {
+    /// Takes missing drives down (their subdisks go stale), and drives
+    /// present but damaged (`down`: each with what to tell the user), and
+    /// then a RAID-5 plex that has lost more than one subdisk, saying so.
+    pub(crate) fn bind_missing(&mut self, missing: Vec<String>, down: Vec<(String, String)>) {
         for drive in &missing {
             for volume in &self.volumes {
                 // Only the volumes holding the drive know it.
@@ -359,15 +241,31 @@ impl VolumeSet {
                  and its subdisks are stale"
             ));
         }
+        for (drive, why) in &down {
+            for volume in &self.volumes {
+                // An error only says this volume does not hold the drive.
+                let _ = volume.set_state(drive, State::Down);
+            }
+            self.warnings.push(why.clone());
+        }
         for volume in &self.volumes {
             self.warnings.extend(volume.down_unrecoverable_plexes());
         }
         self.missing = missing;
+        self.down_at_assembly = down.into_iter().map(|(drive, _)| drive).collect();
+        *self.rewrite.lock().unwrap_or_else(|e| e.into_inner()) = self.down_at_assembly.clone();
     }
 
     /// Drives of the configuration that had no device at assembly.
     pub fn missing_drives(&self) -> &[String] {
         &self.missing
+    }
+
+    /// Drives whose device was there but that assembly took down: a
+    /// header that could not be read or failed a check. Nothing is written
+    /// to them until they are revived, which rewrites their metadata.
+    pub fn drives_down_at_assembly(&self) -> &[String] {
+        &self.down_at_assembly
     }
 
     /// What assembly found wrong but could live with: damaged statistics
@@ -493,35 +391,67 @@ impl VolumeSet {
     /// pointer (save flushes drive by drive, and one drive's new
     /// generation outvotes the others at assembly).
     fn save_progress(&self) -> Result<(), VolumeError> {
-        for dev in self.writable_drives() {
+        for (_, dev) in self.writable_drives() {
             dev.flush()?;
         }
         self.save()
     }
 
     /// Drives metadata goes to: present and up.
-    fn writable_drives(&self) -> Vec<&Arc<dyn Device>> {
+    fn writable_drives(&self) -> Vec<(&str, &Arc<dyn Device>)> {
         let down: Vec<String> = self.volumes.iter().flat_map(|v| v.states_not_up()).map(|(n, _)| n).collect();
         self.layout
             .drives
             .iter()
             .filter(|d| !down.contains(&d.name) && !self.missing.contains(&d.name))
-            .map(|d| &self.devices[&d.name])
+            .map(|d| (d.name.as_str(), &self.devices[&d.name]))
             .collect()
     }
 
     /// Writes the next generation of the configuration to every drive that
-    /// is present and up, and flushes it.
+    /// is present and up, and flushes it. A drive taken down at assembly
+    /// that is up again first gets a new header, and then both slots (two
+    /// generations) and both statistics slots.
     pub fn save(&self) -> Result<(), VolumeError> {
+        let rewritten = self.rewrite_returned_headers()?;
+        self.save_generation()?;
+        if rewritten {
+            self.save_generation()?;
+            self.save_stats()?;
+            self.save_stats()?;
+        }
+        Ok(())
+    }
+
+    fn save_generation(&self) -> Result<(), VolumeError> {
         let mut generation = self.generation.lock().unwrap_or_else(|e| e.into_inner());
         let next = *generation + 1;
         let copy = encode_config_copy(&self.set_id, next, &self.config_text())?;
-        for dev in self.writable_drives() {
+        for (_, dev) in self.writable_drives() {
             write_aligned(dev.as_ref(), &copy, config_slot_at(slot_of(next)))?;
             dev.flush()?;
         }
         *generation = next;
         Ok(())
+    }
+
+    /// Writes a new header to each drive taken down at assembly that is
+    /// up again; whether there was one.
+    fn rewrite_returned_headers(&self) -> Result<bool, VolumeError> {
+        let mut rewrite = self.rewrite.lock().unwrap_or_else(|e| e.into_inner());
+        let back: Vec<(&str, &Arc<dyn Device>)> = self
+            .writable_drives()
+            .into_iter()
+            .filter(|(name, _)| rewrite.iter().any(|r| r == name))
+            .collect();
+        for (name, dev) in &back {
+            let header =
+                DriveHeader { set_id: self.set_id, drive: name.to_string(), drive_bytes: dev.size_bytes() };
+            write_aligned(dev.as_ref(), &encode_drive_header(&header), 0)?;
+            dev.flush()?;
+            rewrite.retain(|r| r != name);
+        }
+        Ok(!back.is_empty())
     }
 
     /// The counters of every volume and the objects below it, accumulated
@@ -549,7 +479,7 @@ impl VolumeSet {
         let total = stats.base.plus(&StatsRecord::from_reports(&live));
         let next = stats.sequence + 1;
         let slot = encode_stats(&self.set_id, next, &total).map_err(VolumeError::Metadata)?;
-        for dev in self.writable_drives() {
+        for (_, dev) in self.writable_drives() {
             write_aligned(dev.as_ref(), &slot, stats_slot_offset(next))?;
             dev.flush()?;
         }

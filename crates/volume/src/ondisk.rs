@@ -250,6 +250,17 @@ fn check_drive_name(f: &Fields<'_>) -> Result<String, MetadataFault> {
     Ok(name.to_string())
 }
 
+/// The name field of a header that failed its checks, if it still reads
+/// as a name: a hint to which drive a damaged device was, never trusted
+/// alone (see `metadata.rs`).
+pub(crate) fn loose_drive_name(block: &[u8]) -> Option<String> {
+    let field = LeReader::new(block).bytes(NAME_AT, NAME_FIELD_BYTES).ok()?;
+    let len = field.iter().position(|&b| b == 0).unwrap_or(NAME_FIELD_BYTES);
+    let name = std::str::from_utf8(field.get(..len)?).ok()?;
+    let usable = (1..=DRIVE_NAME_BYTES_MAX).contains(&len) && !name.contains(char::is_whitespace);
+    usable.then(|| name.to_string())
+}
+
 /// One slot's bytes: the copy with its generation and text, or an error
 /// when the text does not fit ([`CONFIG_TEXT_BYTES_MAX`]).
 pub fn encode_config_copy(set_id: &[u8; 16], generation: u64, text: &str) -> Result<Vec<u8>, VolumeError> {
@@ -372,6 +383,12 @@ fn check_saved_shape(check: &TextCheck<'_>, config: &Config) -> Result<(), (usiz
     if config.drives.is_empty() || config.volumes.is_empty() {
         return Err((1, "defines no drive or no volume: a saved copy always has both".into()));
     }
+    if let Some(drive) = config.drives.iter().find(|d| d.name.len() > DRIVE_NAME_BYTES_MAX) {
+        return Err((
+            drive.line,
+            format!("drive name '{}' is longer than {DRIVE_NAME_BYTES_MAX} bytes", drive.name),
+        ));
+    }
     if !config.drives.iter().any(|d| d.name == check.drive) {
         return Err((1, format!("names no drive '{}', the drive whose header it sits behind", check.drive)));
     }
@@ -428,6 +445,18 @@ pub(crate) fn extent_end_bytes(config: &Config, drive: &str) -> u64 {
 /// the last).
 fn line_offset(text: &str, line: usize) -> usize {
     text.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum()
+}
+
+/// True when a metadata area whose header failed its checks still shows
+/// it was a volume drive (the header's magic, or a configuration copy's
+/// at either slot), or is blank (all zero, a replacement): such a device
+/// is a damaged drive of the set, not a stranger.
+pub(crate) fn volume_remnants(area: &[u8]) -> bool {
+    let at = |offset: u64| area.get(offset as usize..offset as usize + 8);
+    let ours = at(0) == Some(IOLAB_VOLUME_MAGIC.as_slice())
+        || at(config_slot_at(0)) == Some(CONFIG_MAGIC.as_slice())
+        || at(config_slot_at(1)) == Some(CONFIG_MAGIC.as_slice());
+    ours || area.iter().all(|&b| b == 0)
 }
 
 #[cfg(test)]

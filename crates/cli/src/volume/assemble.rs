@@ -6,7 +6,9 @@
 //! without it" (that would record it down while its holder writes it).
 //! Commands that only read open the drives read-only under a shared lock.
 //! A drive whose file is absent or cannot be opened is left out with a
-//! warning and the set assembles without it.
+//! warning and the set assembles without it; one whose header is damaged
+//! is given to the volume crate with the name its configuration file's
+//! `drive` line gives it, and assembled down.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,6 +33,19 @@ pub enum Access {
     Write,
 }
 
+/// True when the file starts as a volume drive does: the header's magic,
+/// or a configuration copy's behind a damaged header.
+fn looks_like_drive(path: &Path) -> bool {
+    let magic_at = |offset: u64, magic: &[u8; 8]| {
+        let mut head = [0u8; 8];
+        std::fs::File::open(path)
+            .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, offset))
+            .is_ok_and(|()| &head == magic)
+    };
+    magic_at(0, device::signature::IOLAB_VOLUME_MAGIC)
+        || (0..2).any(|slot| magic_at(volume::config_slot_at(slot), volume::CONFIG_MAGIC))
+}
+
 /// Drive paths from the arguments: drives themselves, or configuration
 /// files whose `drive` lines name them (relative to the file), with the
 /// drive name when a configuration gives it. A path that does not exist
@@ -38,12 +53,7 @@ pub enum Access {
 fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, Option<String>)>> {
     let mut paths = Vec::new();
     for arg in args {
-        let mut head = [0u8; 8];
-        let is_drive = std::fs::File::open(arg)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-            .map(|_| &head == device::signature::IOLAB_VOLUME_MAGIC)
-            .unwrap_or(false);
-        if is_drive || !arg.exists() {
+        if looks_like_drive(arg) || !arg.exists() {
             paths.push((arg.clone(), None));
             continue;
         }
@@ -93,11 +103,11 @@ fn open_drive(path: &Path, direct: bool, access: Access) -> anyhow::Result<Arc<d
 /// out with a warning; the set assembles without them, and its warnings
 /// are printed. A drive another process holds is an error.
 pub fn assemble_with(args: &[PathBuf], direct: bool, access: Access) -> anyhow::Result<VolumeSet> {
-    let mut devices: Vec<Arc<dyn Device>> = Vec::new();
+    let mut devices: Vec<volume::GivenDrive> = Vec::new();
     for (path, name) in drive_paths(args)? {
-        let drive = name.map(|n| format!("drive '{n}': ")).unwrap_or_default();
+        let drive = name.as_ref().map(|n| format!("drive '{n}': ")).unwrap_or_default();
         match open_drive(&path, direct, access) {
-            Ok(dev) => devices.push(dev),
+            Ok(device) => devices.push(volume::GivenDrive { device, expected: name }),
             Err(err) if is_locked(&err) => return Err(err.context(format!("{drive}cannot assemble the set"))),
             Err(err) => {
                 let why = if path.exists() {
@@ -112,7 +122,7 @@ pub fn assemble_with(args: &[PathBuf], direct: bool, access: Access) -> anyhow::
     if devices.is_empty() {
         bail!("none of the drives given could be opened and read; nothing to assemble");
     }
-    let set = volume::assemble(&devices)?;
+    let set = volume::assemble_given(&devices)?;
     for warning in set.warnings() {
         eprintln!("iolab: warning: {warning}");
     }
@@ -123,17 +133,19 @@ pub fn assemble_with(args: &[PathBuf], direct: bool, access: Access) -> anyhow::
 }
 
 /// Reassembles the set for a command that writes: exclusive locks, and a
-/// missing drive is first recorded down on the drives present, so that
-/// when it returns it is known to have missed writes and is revived,
-/// never trusted.
+/// drive missing or taken down at assembly (its header damaged) is first
+/// recorded down on the other drives, so that when it returns it is known
+/// to have missed writes and is revived, never trusted.
 pub fn assemble_for_io(args: &[PathBuf], direct: bool) -> anyhow::Result<VolumeSet> {
     let set = assemble_with(args, direct, Access::Write)?;
-    if !set.missing_drives().is_empty() {
+    let down: Vec<&str> =
+        set.missing_drives().iter().chain(set.drives_down_at_assembly()).map(String::as_str).collect();
+    if !down.is_empty() {
         set.save()?;
         eprintln!(
-            "iolab: warning: recorded {} down on the drives present; when a drive returns, revive it with \
-             `iolab volume start DRIVE ...`",
-            set.missing_drives().join(", ")
+            "iolab: warning: recorded {} down on the other drives; when a drive is back (or replaced), revive \
+             it with `iolab volume start DRIVE ...`",
+            down.join(", ")
         );
     }
     Ok(set)

@@ -15,5 +15,6 @@ mod tidy_modules;
 mod trust;
 mod validate;
 mod volume;
+mod volume_damage;
 mod volume_safety;
 mod wire;

@@ -1,5 +1,6 @@
 mod common;
 mod config;
+mod damaged;
 mod degraded;
 mod flush;
 mod fuzz;

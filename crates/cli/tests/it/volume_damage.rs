@@ -1,0 +1,89 @@
+//! Volume sets whose metadata is damaged, end to end on files: a damaged
+//! drive header degrades the set and names the drive instead of stopping
+//! it, and nothing is written to the drive until `volume start`.
+
+use std::path::Path;
+
+use crate::cli::{iolab, stderr, stdout};
+use crate::volume::{run_ok, RAID5};
+
+fn created(dir: &Path, text: &str) -> String {
+    let conf = dir.join("r5.conf");
+    std::fs::write(&conf, text).unwrap();
+    let conf = conf.to_str().unwrap().to_string();
+    run_ok(&["volume", "create", &conf, "--drive-size", "8m"]);
+    conf
+}
+
+/// Flips the low bit of byte `at` of a file.
+fn flip(path: &Path, at: usize) {
+    let mut image = std::fs::read(path).unwrap();
+    image[at] ^= 0x01;
+    std::fs::write(path, image).unwrap();
+}
+
+fn metadata_area(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()[..volume::DATA_START_BYTES as usize].to_vec()
+}
+
+fn random_writes(conf: &str) -> std::process::Output {
+    run_ok(&["run", "--target", conf, "--rw", "randwrite", "--bs", "4k", "--ios", "200", "-q"])
+}
+
+#[test]
+fn one_damaged_byte_in_a_drive_header_runs_degraded_and_names_the_drive() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(dir.path(), RAID5);
+    flip(&dir.path().join("d3.img"), 200);
+    let err = stderr(&random_writes(&conf));
+    assert!(err.contains("drive 'd3' is down"), "{err}");
+    assert!(err.contains("d3.img: drive header, byte 12 (crc32c): checksum mismatch"), "{err}");
+}
+
+#[test]
+fn a_drive_with_a_damaged_header_is_left_as_it_is_until_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(dir.path(), RAID5);
+    let d3 = dir.path().join("d3.img");
+    flip(&d3, 200);
+    let before = metadata_area(&d3);
+    random_writes(&conf);
+    assert!(metadata_area(&d3) == before, "the damaged drive's metadata was written");
+    run_ok(&["volume", "start", "d3", &conf]);
+    let list = run_ok(&["volume", "list", &conf]);
+    assert!(!stdout(&list).contains("down") && !stdout(&list).contains("stale"), "{}", stdout(&list));
+    assert!(!stderr(&list).contains("warning"), "{}", stderr(&list));
+    let check = run_ok(&["volume", "checkparity", "raid", &conf]);
+    assert!(stdout(&check).contains("0 with wrong parity"), "{}", stdout(&check));
+}
+
+#[test]
+fn a_drive_whose_magic_is_gone_is_still_known_by_its_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    created(dir.path(), RAID5);
+    let d2 = dir.path().join("d2.img");
+    let mut image = std::fs::read(&d2).unwrap();
+    image[..8].fill(0);
+    std::fs::write(&d2, image).unwrap();
+    let drives: Vec<String> =
+        (1..=4).map(|i| dir.path().join(format!("d{i}.img")).to_str().unwrap().to_string()).collect();
+    let mut args = vec!["volume", "list"];
+    args.extend(drives.iter().map(String::as_str));
+    let out = run_ok(&args);
+    let d2_line = stdout(&out).lines().find(|l| l.starts_with("D d2")).map(str::to_string);
+    assert!(d2_line.as_deref().is_some_and(|l| l.contains("down")), "{d2_line:?}");
+    assert!(stderr(&out).contains("(magic): reads zeros"), "{}", stderr(&out));
+}
+
+#[test]
+fn two_damaged_headers_take_the_plex_down_and_io_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(dir.path(), RAID5);
+    flip(&dir.path().join("d1.img"), 200);
+    flip(&dir.path().join("d3.img"), 200);
+    let out = iolab(&["run", "--target", &conf, "--rw", "randread", "--bs", "4k", "--ios", "10", "-q"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("plex 'raid.p0' is down"), "{err}");
+    assert!(err.contains("no plex can serve it (raid.p0 down)"), "{err}");
+}
