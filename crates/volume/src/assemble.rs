@@ -18,6 +18,7 @@ use crate::ondisk::{
     check_config_text, config_slot_at, decode_config_copy, decode_drive_header, loose_drive_name,
     volume_remnants, DriveHeader, PresentDrive, TextCheck, CONFIG_COPY_BYTES,
 };
+use crate::quorum::{elect, Verdict, Vote};
 use crate::resolve::{Layout, DATA_START_BYTES};
 
 /// A device given to [`assemble_given`], and the drive the caller expects
@@ -49,7 +50,7 @@ struct Damaged {
 struct Found {
     drives: Vec<Readable>,
     damaged: Vec<Damaged>,
-    config: Option<(u64, Layout)>,
+    votes: Vec<Vote>,
     stats: Option<(u64, StatsRecord)>,
     warnings: Vec<String>,
 }
@@ -111,12 +112,13 @@ impl Found {
         self.drives.iter().map(|d| (d.header.drive.clone(), present(d))).collect()
     }
 
-    /// Checks every configuration copy and statistics record and keeps the
-    /// newest that passes; a copy or record that fails is a warning.
+    /// Checks both configuration copies of every drive: the newest that
+    /// passes is the drive's vote; a copy that fails is a warning.
     fn read_copies(&mut self) {
         let present = self.present();
         for drive in &self.drives {
             let (name, device) = (&drive.header.drive, drive.dev.name());
+            let mut vote: Option<Vote> = None;
             for slot in 0..2u8 {
                 let check = TextCheck { device, slot, drive: name, present: &present };
                 let copy = &drive.area[config_slot_at(slot) as usize..][..CONFIG_COPY_BYTES as usize];
@@ -124,14 +126,25 @@ impl Found {
                     .map_err(|fault| MetadataFault { drive: Some(name.clone()), ..fault })
                     .and_then(|copy| Ok((check_config_text(&check, &copy)?, copy)));
                 match checked {
-                    Ok((layout, copy)) if self.config.as_ref().is_none_or(|b| copy.generation > b.0) => {
-                        self.config = Some((copy.generation, layout));
+                    Ok((layout, copy)) if vote.as_ref().is_none_or(|v| copy.generation > v.generation) => {
+                        let (drive, device) = (name.clone(), device.to_string());
+                        vote = Some(Vote { drive, device, generation: copy.generation, layout });
                     }
                     Ok(_) => {}
                     Err(fault) => self.warnings.push(format!("{fault}; this copy is ignored")),
                 }
-                let record =
-                    &drive.area[stats_slot_offset(u64::from(slot)) as usize..][..STATS_SLOT_BYTES as usize];
+            }
+            self.votes.extend(vote);
+        }
+    }
+
+    /// The statistics record with the highest sequence on the drives not
+    /// taken down; a slot that fails its checks is a warning.
+    fn read_stats(&mut self, down: &[(String, String)]) {
+        for drive in self.drives.iter().filter(|d| !down.iter().any(|(n, _)| *n == d.header.drive)) {
+            let (name, device) = (&drive.header.drive, drive.dev.name());
+            for slot in 0..2u64 {
+                let record = &drive.area[stats_slot_offset(slot) as usize..][..STATS_SLOT_BYTES as usize];
                 match decode_stats(&drive.header.set_id, record) {
                     Ok(found) if self.stats.as_ref().is_none_or(|b| found.0 > b.0) => {
                         self.stats = Some(found)
@@ -194,9 +207,10 @@ pub fn assemble(devices: &[Arc<dyn Device>]) -> Result<VolumeSet, VolumeError> {
 
 /// Rebuilds a volume set from the devices given: checks every header and
 /// copy (`ondisk.rs`), refuses drives of different sets, two drives with
-/// one name and a device that holds no volume metadata, takes the newest
-/// copy that passes every check and the statistics record with the
-/// highest sequence. A drive the configuration names but no device holds
+/// one name and a device that holds no volume metadata, takes the copy
+/// the drives' votes elect (`quorum.rs`: a drive whose copy disagrees
+/// with the majority is down) and the statistics record with the highest
+/// sequence. A drive the configuration names but no device holds
 /// is bound missing, down, its subdisks stale (see
 /// [`VolumeSet::missing_drives`]); a device whose header cannot be read or
 /// fails a check is bound to the drive it was, down, and nothing is
@@ -216,15 +230,19 @@ pub fn assemble_given(given: &[GivenDrive]) -> Result<VolumeSet, VolumeError> {
     };
     let set_id = first.header.set_id;
     found.read_copies();
-    let Some((generation, layout)) = found.config.take() else {
+    let verdict = elect(&found.votes).map_err(VolumeError::Metadata)?;
+    let Some(Verdict { generation, layout, dissenters, warning }) = verdict else {
         return Err(VolumeError::Metadata(format!(
             "no drive holds a usable configuration copy:\n  {}",
             found.warnings.join("\n  ")
         )));
     };
+    found.warnings.extend(warning);
     let mut devices: HashMap<String, Arc<dyn Device>> =
         found.drives.iter().map(|d| (d.header.drive.clone(), Arc::clone(&d.dev))).collect();
-    let down = found.place_damaged(&layout, &mut devices);
+    let mut down = dissenters;
+    down.extend(found.place_damaged(&layout, &mut devices));
+    found.read_stats(&down);
     let missing = bind_absent(&layout, &mut devices);
     let mut set = VolumeSet::new(set_id, layout, devices, generation)?;
     let (sequence, base) = found.stats.unwrap_or_default();

@@ -32,6 +32,7 @@ mod metadata;
 mod object;
 mod ondisk;
 mod plex;
+mod quorum;
 mod raid5;
 mod resolve;
 mod revive;

@@ -45,7 +45,8 @@ pub struct VolumeSet {
     pub(crate) stats: Mutex<StoredStats>,
     /// Drives of the configuration whose device was not given.
     missing: Vec<String>,
-    /// Drives present but taken down at assembly (a damaged header).
+    /// Drives present but taken down at assembly (a damaged header, a
+    /// configuration copy that disagrees with the others').
     down_at_assembly: Vec<String>,
     /// Drives taken down at assembly whose metadata is rewritten whole by
     /// the first save after they are up again (revived or set up): their
@@ -262,7 +263,8 @@ impl VolumeSet {
     }
 
     /// Drives whose device was there but that assembly took down: a
-    /// header that could not be read or failed a check. Nothing is written
+    /// header that could not be read or failed a check, or a configuration
+    /// copy that disagrees with the majority's. Nothing is written
     /// to them until they are revived, which rewrites their metadata.
     pub fn drives_down_at_assembly(&self) -> &[String] {
         &self.down_at_assembly

@@ -87,3 +87,42 @@ fn two_damaged_headers_take_the_plex_down_and_io_fails_clearly() {
     assert!(err.contains("plex 'raid.p0' is down"), "{err}");
     assert!(err.contains("no plex can serve it (raid.p0 down)"), "{err}");
 }
+
+/// Writes a checksum-valid newer configuration copy to a drive file: its
+/// newest copy's text with `from` replaced by `to`, as generation + 1, by
+/// the byte layout of docs/formats.md alone (no decoder of the crate).
+fn put_newer_copy(path: &Path, from: &str, to: &str) {
+    let mut image = std::fs::read(path).unwrap();
+    let slot_at = |slot: u64| (volume::HEADER_BYTES + slot * volume::CONFIG_COPY_BYTES) as usize;
+    let u64_at = |image: &[u8], at: usize| u64::from_le_bytes(image[at..at + 8].try_into().unwrap());
+    let newest = (0..2).max_by_key(|&slot| u64_at(&image, slot_at(slot) + 32)).unwrap();
+    let old = slot_at(newest);
+    let text_bytes = u32::from_le_bytes(image[old + 40..old + 44].try_into().unwrap()) as usize;
+    let text = String::from_utf8(image[old + 48..old + 48 + text_bytes].to_vec()).unwrap().replace(from, to);
+    let generation = u64_at(&image, old + 32) + 1;
+    let mut copy = image[old..old + 48].to_vec();
+    copy[32..40].copy_from_slice(&generation.to_le_bytes());
+    copy[40..44].copy_from_slice(&(text.len() as u32).to_le_bytes());
+    copy.extend_from_slice(text.as_bytes());
+    codec::Frame::zeroed(12).seal(&[], &mut copy);
+    let at = slot_at(generation % 2);
+    image[at..at + volume::CONFIG_COPY_BYTES as usize].fill(0);
+    image[at..at + copy.len()].copy_from_slice(&copy);
+    std::fs::write(path, image).unwrap();
+}
+
+#[test]
+fn a_newer_configuration_copy_with_a_one_sector_stripe_is_ignored_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(dir.path(), RAID5);
+    put_newer_copy(&dir.path().join("d3.img"), "raid5 1024s", "raid5 1s");
+    let err = stderr(&random_writes(&conf));
+    assert!(err.contains("drive 'd3' is down: its configuration copy"), "{err}");
+    assert!(err.contains("512-byte stripes where the others have"), "{err}");
+    let list = run_ok(&["volume", "list", "-v", &conf]);
+    assert!(stdout(&list).contains("Stripe size: 524288 bytes"), "{}", stdout(&list));
+    run_ok(&["volume", "start", "d3", &conf]);
+    let check = run_ok(&["volume", "checkparity", "raid", &conf]);
+    assert!(stdout(&check).contains("0 with wrong parity"), "{}", stdout(&check));
+    assert!(!stderr(&check).contains("warning"), "{}", stderr(&check));
+}

@@ -9,6 +9,7 @@ mod init;
 mod metadata;
 mod mirror;
 pub mod props;
+mod quorum;
 mod raid10;
 mod raid5;
 mod revive;
