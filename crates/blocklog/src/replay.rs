@@ -28,6 +28,9 @@ pub struct ReplayReport {
     pub commits: u64,
     pub sectors_written_home: u64,
     pub revoked_sectors: u64,
+    /// Sectors whose home is out of service (a RAID-5 drive missing or
+    /// down), not written: its data is rebuilt from the others.
+    pub sectors_skipped: u64,
     /// Set when a committed record failed its checks: commits from there
     /// on were not replayed.
     pub stopped: Option<ReplayStop>,
@@ -66,11 +69,13 @@ pub fn read_circular(log: &dyn Device, header: &Header, lsn: u64, buf: &mut [u8]
 type SectorMap = BTreeMap<(u32, u64), Vec<u8>>;
 
 /// Where replay writes the blocks of one home device: `bytes` bytes from
-/// byte `offset` of `dev`.
+/// byte `offset` of `dev`. A home out of service is neither written nor
+/// flushed.
 pub struct Home<'a> {
     pub dev: &'a dyn Device,
     pub offset: u64,
     pub bytes: u64,
+    pub in_service: bool,
 }
 
 /// Walks the committed records and writes the latest copy of every
@@ -112,7 +117,7 @@ pub fn replay(log: &dyn Device, homes: &[Home<'_>], header: &Header) -> Result<R
         report.stopped = Some(ReplayStop { lsn: end, offset, reason });
     }
     write_home(homes, header, &latest, &mut report)?;
-    for home in homes {
+    for home in homes.iter().filter(|h| h.in_service) {
         home.dev.flush()?;
     }
     Ok(Replayed { report, end: end.max(header.head) })
@@ -216,6 +221,10 @@ fn write_home(
     };
     for (&(device, s), bytes) in latest {
         let home = &homes[device as usize];
+        if !home.in_service {
+            report.sectors_skipped += 1;
+            continue;
+        }
         if (s + 1) * sector > home.bytes {
             return Err(LogError::Layout {
                 device: home.dev.name().to_string(),

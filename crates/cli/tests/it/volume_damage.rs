@@ -1,8 +1,13 @@
-//! Volume sets whose metadata is damaged, end to end on files: a damaged
-//! drive header degrades the set and names the drive instead of stopping
-//! it, and nothing is written to the drive until `volume start`.
+//! Volume sets with a drive damaged or missing, end to end on files: a
+//! damaged drive header or a configuration copy that disagrees with the
+//! others degrades the set and names the drive instead of stopping it
+//! (nothing is written to the drive until `volume start`), and RAID-5 with
+//! a stripe log runs degraded too.
 
 use std::path::Path;
+use std::sync::Arc;
+
+use device::{Device, FileDevice, FileOptions};
 
 use crate::cli::{iolab, stderr, stdout};
 use crate::volume::{run_ok, RAID5};
@@ -125,4 +130,96 @@ fn a_newer_configuration_copy_with_a_one_sector_stripe_is_ignored_and_named() {
     let check = run_ok(&["volume", "checkparity", "raid", &conf]);
     assert!(stdout(&check).contains("0 with wrong parity"), "{}", stdout(&check));
     assert!(!stderr(&check).contains("warning"), "{}", stderr(&check));
+}
+
+const RAID5_LOGGED: &str = "drive d1 device d1.img
+drive d2 device d2.img
+drive d3 device d3.img
+drive d4 device d4.img
+drive j device j.img
+volume raid
+  plex org raid5 64k log j
+    sd length 0 drive d1
+    sd length 0 drive d2
+    sd length 0 drive d3
+    sd length 0 drive d4
+";
+
+fn open_files(dir: &Path, names: &[&str]) -> Vec<Arc<dyn Device>> {
+    let open = |n: &&str| FileDevice::open(dir.join(format!("{n}.img")), &FileOptions::default()).unwrap();
+    names.iter().map(|n| Arc::new(open(n)) as Arc<dyn Device>).collect()
+}
+
+/// Writes `writes` (offset, byte) of 4 KiB through the stripe log, then
+/// drops the set without a checkpoint: the log still holds them all.
+fn write_through_the_log(dir: &Path, writes: &[(u64, u8)]) {
+    let devs = open_files(dir, &["d1", "d2", "d3", "d4", "j"]);
+    let set = volume::assemble(&devs).unwrap();
+    let vol = Arc::clone(&set.volumes[0]);
+    let (_, jdev, _) = vol.raid5_log_drive().unwrap();
+    let area = (jdev.size_bytes() - volume::DATA_START_BYTES) / 4096 * 4096;
+    let log = Arc::new(device::Slice::new(jdev, volume::DATA_START_BYTES, area).unwrap());
+    let wal = blocklog::StripeLog::open(log, vol.raid5_homes().unwrap()).unwrap();
+    vol.set_write_ahead_log(Arc::new(wal)).unwrap();
+    for &(offset, byte) in writes {
+        vol.write_at(&[byte; 4096], offset).unwrap();
+    }
+}
+
+fn read_volume(dir: &Path, drives: &[&str], offset: u64) -> Vec<u8> {
+    let set = volume::assemble(&open_files(dir, drives)).unwrap();
+    let mut back = vec![0; 4096];
+    set.volumes[0].read_at(&mut back, offset).unwrap();
+    back
+}
+
+#[test]
+fn raid5_with_a_stripe_log_and_a_data_drive_missing_replays_runs_degraded_and_revives() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(dir.path(), RAID5_LOGGED);
+    // Row 0: column 0 on d1, column 2 on d3, parity on d4 (left-asymmetric).
+    write_through_the_log(dir.path(), &[(0, 0x5a), (128 * 1024, 0xa5)]);
+    // The crash: d1's data and d4's parity never reached the drives.
+    let zero_at = |drive: &str| {
+        let dev = &open_files(dir.path(), &[drive])[0];
+        dev.write_at(&[0; 4096], volume::DATA_START_BYTES).unwrap();
+    };
+    zero_at("d1");
+    zero_at("d4");
+    std::fs::rename(dir.path().join("d3.img"), dir.path().join("d3.away")).unwrap();
+    let read = run_ok(&["run", "--target", &conf, "--rw", "randread", "--bs", "4k", "--ios", "20", "-q"]);
+    let err = stderr(&read);
+    assert!(err.contains("replayed 2 row updates"), "{err}");
+    assert!(err.contains("sectors of drives that are down were left, to be rebuilt from parity"), "{err}");
+    let present = ["d1", "d2", "d4", "j"];
+    assert_eq!(read_volume(dir.path(), &present, 0), vec![0x5a; 4096], "d1's data replayed");
+    assert_eq!(
+        read_volume(dir.path(), &present, 128 * 1024),
+        vec![0xa5; 4096],
+        "d3's data rebuilt from parity"
+    );
+    random_writes(&conf);
+    std::fs::rename(dir.path().join("d3.away"), dir.path().join("d3.img")).unwrap();
+    run_ok(&["volume", "start", "d3", &conf]);
+    let check = run_ok(&["volume", "checkparity", "raid", &conf]);
+    assert!(stdout(&check).contains("0 with wrong parity"), "{}", stdout(&check));
+}
+
+#[test]
+fn raid5_with_its_log_drive_missing_takes_reads_only_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(dir.path(), RAID5_LOGGED);
+    std::fs::rename(dir.path().join("j.img"), dir.path().join("j.away")).unwrap();
+    // `--layout never`: a read job otherwise fills the sparse drives' holes first, a write.
+    let read = run_ok(&[
+        "run", "--target", &conf, "--rw", "randread", "--bs", "4k", "--ios", "20", "--layout", "never", "-q",
+    ]);
+    assert!(stderr(&read).contains("log drive j is missing"), "{}", stderr(&read));
+    let write = iolab(&["run", "--target", &conf, "--rw", "randwrite", "--bs", "4k", "--ios", "20", "-q"]);
+    assert_eq!(write.status.code(), Some(1), "{}", stdout(&write));
+    let err = stderr(&write);
+    assert!(err.contains("the stripe log on drive 'j', which is missing: the plex takes no writes"), "{err}");
+    std::fs::rename(dir.path().join("j.away"), dir.path().join("j.img")).unwrap();
+    run_ok(&["volume", "start", "j", &conf]);
+    random_writes(&conf);
 }
