@@ -97,13 +97,18 @@ fn two_damaged_headers_take_the_plex_down_and_io_fails_clearly() {
 /// newest copy's text with `from` replaced by `to`, as generation + 1, by
 /// the byte layout of docs/formats.md alone (no decoder of the crate).
 fn put_newer_copy(path: &Path, from: &str, to: &str) {
+    put_edited_copy(path, &|text| text.replace(from, to));
+}
+
+/// As [`put_newer_copy`], the text edited by `edit`.
+fn put_edited_copy(path: &Path, edit: &dyn Fn(&str) -> String) {
     let mut image = std::fs::read(path).unwrap();
     let slot_at = |slot: u64| (volume::HEADER_BYTES + slot * volume::CONFIG_COPY_BYTES) as usize;
     let u64_at = |image: &[u8], at: usize| u64::from_le_bytes(image[at..at + 8].try_into().unwrap());
     let newest = (0..2).max_by_key(|&slot| u64_at(&image, slot_at(slot) + 32)).unwrap();
     let old = slot_at(newest);
     let text_bytes = u32::from_le_bytes(image[old + 40..old + 44].try_into().unwrap()) as usize;
-    let text = String::from_utf8(image[old + 48..old + 48 + text_bytes].to_vec()).unwrap().replace(from, to);
+    let text = edit(std::str::from_utf8(&image[old + 48..old + 48 + text_bytes]).unwrap());
     let generation = u64_at(&image, old + 32) + 1;
     let mut copy = image[old..old + 48].to_vec();
     copy[32..40].copy_from_slice(&generation.to_le_bytes());
@@ -130,6 +135,30 @@ fn a_newer_configuration_copy_with_a_one_sector_stripe_is_ignored_and_named() {
     let check = run_ok(&["volume", "checkparity", "raid", &conf]);
     assert!(stdout(&check).contains("0 with wrong parity"), "{}", stdout(&check));
     assert!(!stderr(&check).contains("warning"), "{}", stderr(&check));
+}
+
+#[test]
+fn a_newer_copy_that_does_not_parse_is_named_by_drive_and_line_and_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(dir.path(), RAID5);
+    put_newer_copy(&dir.path().join("d3.img"), "raid5 1024s", "raid5 1000");
+    let err = stderr(&random_writes(&conf));
+    assert!(err.contains("drive 'd3', "), "{err}");
+    assert!(err.contains("(text): the configuration text on disk, line 6: stripe size"), "{err}");
+    assert!(err.contains("this copy is ignored"), "{err}");
+}
+
+#[test]
+fn a_newer_copy_without_volumes_is_ignored_and_never_lists_no_volumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(dir.path(), RAID5);
+    let drives_only = |text: &str| text.split("volume raid").next().unwrap_or_default().to_string();
+    put_edited_copy(&dir.path().join("d3.img"), &drives_only);
+    let out = random_writes(&conf);
+    let err = stderr(&out);
+    assert!(err.contains("drive 'd3', ") && err.contains("defines no drive or no volume"), "{err}");
+    assert!(!err.contains("()"), "{err}");
+    assert!(stdout(&out).contains("randwrite on raid"), "{}", stdout(&out));
 }
 
 const RAID5_LOGGED: &str = "drive d1 device d1.img
