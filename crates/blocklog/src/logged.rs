@@ -988,7 +988,7 @@ fn remove_range(map: &mut SectorMap, range: std::ops::Range<u64>) -> bool {
 }
 
 fn home<'a>(data: &'a dyn Device, header: &Header) -> replay::Home<'a> {
-    replay::Home { dev: data, offset: header.data_offset, bytes: header.data_bytes }
+    replay::Home { dev: data, offset: header.data_offset, bytes: header.data_bytes, in_service: true }
 }
 
 fn check_layout(

@@ -94,6 +94,9 @@ pub struct ReplayReport {
     pub commits: u64,
     pub sectors_written_home: u64,
     pub revoked_sectors: u64,
+    /// Sectors whose home is out of service (a RAID-5 drive missing or
+    /// down), not written: its data is rebuilt from the others.
+    pub sectors_skipped: u64,
 }
 
 /// Each sector's latest logged contents, by home device and sector;
@@ -101,11 +104,13 @@ pub struct ReplayReport {
 type SectorMap = BTreeMap<(u32, u64), Option<Vec<u8>>>;
 
 /// Where replay writes the blocks of one home device: `bytes` bytes from
-/// byte `offset` of `dev`.
+/// byte `offset` of `dev`. A home out of service is neither written nor
+/// flushed.
 pub struct Home<'a> {
     pub dev: &'a dyn Device,
     pub offset: u64,
     pub bytes: u64,
+    pub in_service: bool,
 }
 
 /// Replays the log `header` describes into `homes` and writes the header
@@ -127,7 +132,7 @@ pub fn recover(
     let mut report = ReplayReport::default();
     let walked = walk(&reader, &mut latest, &mut report)?;
     write_home(homes, &header, &latest, &mut report)?;
-    for home in homes {
+    for home in homes.iter().filter(|h| h.in_service) {
         home.dev.flush()?;
     }
     let next = walked.next_header(&header);
@@ -352,6 +357,10 @@ fn write_home(
     // The decoder kept every entry inside its home: the device index and
     // the sectors are in bounds.
     for (&(device, s), bytes) in latest {
+        if !homes[device as usize].in_service {
+            report.sectors_skipped += 1;
+            continue;
+        }
         let contiguous =
             !run.is_empty() && run_start.0 == device && run_start.1 + run.len() as u64 / sector == s;
         if !contiguous || run.len() >= MAX_RECORD_DATA {

@@ -75,6 +75,8 @@ pub struct StripeLog {
     name: String,
     log: Arc<dyn Device>,
     homes: Vec<Arc<dyn Device>>,
+    /// Homes out of service when the log was opened.
+    down: Vec<bool>,
     sector_bytes: u32,
     max_txn_bytes: u64,
     committer: Mutex<Committer>,
@@ -91,6 +93,15 @@ pub struct StripeLog {
 impl StripeLog {
     /// Writes a new, empty stripe log on `log` (all of it) for `homes`.
     pub fn format(log: Arc<dyn Device>, homes: Vec<Arc<dyn Device>>) -> Result<StripeLog, LogError> {
+        StripeLog::format_degraded(log, homes, &[])
+    }
+
+    /// As [`StripeLog::format`], homes `down` (indexes) out of service.
+    pub fn format_degraded(
+        log: Arc<dyn Device>,
+        homes: Vec<Arc<dyn Device>>,
+        down: &[usize],
+    ) -> Result<StripeLog, LogError> {
         let log_bytes = log.size_bytes() / 4096 * 4096;
         if log_bytes < AREA_START + MIN_AREA_BYTES {
             return Err(LogError::Layout {
@@ -122,7 +133,8 @@ impl StripeLog {
             stop: None,
         };
         write_new_log(log.as_ref(), &header)?;
-        Ok(StripeLog::assemble(log, homes, header, ReplayReport::default()))
+        let down = out_of_service(homes.len(), down);
+        Ok(StripeLog::assemble(log, homes, down, header, ReplayReport::default()))
     }
 
     /// Opens a stripe log and replays every committed transaction into
@@ -130,6 +142,17 @@ impl StripeLog {
     /// whose replay stops at damage, now or at an earlier open, is refused
     /// ([`LogError::Stopped`]) until it is repaired.
     pub fn open(log: Arc<dyn Device>, homes: Vec<Arc<dyn Device>>) -> Result<StripeLog, LogError> {
+        StripeLog::open_degraded(log, homes, &[])
+    }
+
+    /// As [`StripeLog::open`], homes `down` (indexes) out of service:
+    /// replay writes the others only, and counts what it left
+    /// ([`ReplayReport::sectors_skipped`]).
+    pub fn open_degraded(
+        log: Arc<dyn Device>,
+        homes: Vec<Arc<dyn Device>>,
+        down: &[usize],
+    ) -> Result<StripeLog, LogError> {
         let Some(header) = read::newest_header(log.as_ref())? else {
             return Err(LogError::NoLog { device: log.name().to_string() });
         };
@@ -147,15 +170,20 @@ impl StripeLog {
                 ),
             });
         }
-        let targets: Vec<Home<'_>> =
-            homes.iter().map(|h| Home { dev: h.as_ref(), offset: 0, bytes: h.size_bytes() }).collect();
+        let down = out_of_service(homes.len(), down);
+        let targets: Vec<Home<'_>> = homes
+            .iter()
+            .zip(&down)
+            .map(|(h, &out)| Home { dev: h.as_ref(), offset: 0, bytes: h.size_bytes(), in_service: !out })
+            .collect();
         let (header, report) = replay::recover(log.as_ref(), &targets, header)?;
-        Ok(StripeLog::assemble(log, homes, header, report))
+        Ok(StripeLog::assemble(log, homes, down, header, report))
     }
 
     fn assemble(
         log: Arc<dyn Device>,
         homes: Vec<Arc<dyn Device>>,
+        down: Vec<bool>,
         header: Header,
         replay: ReplayReport,
     ) -> StripeLog {
@@ -165,6 +193,7 @@ impl StripeLog {
             max_txn_bytes: header.area_bytes() / 2,
             log,
             homes,
+            down,
             committer: Mutex::new(Committer { header, end: header.head, commits: header.commits }),
             state: Mutex::new(State {
                 live: VecDeque::new(),
@@ -349,8 +378,13 @@ impl StripeLog {
         if new_tail == c.header.tail {
             return Ok(());
         }
-        for home in &self.homes {
-            home.flush()?;
+        for (home, &out) in self.homes.iter().zip(&self.down) {
+            match home.flush() {
+                // Out of service when opened: nothing on it is vouched for
+                // (a missing drive's stand-in fails every flush).
+                Err(_) if out => {}
+                flushed => flushed?,
+            }
         }
         let mut next = c.header;
         next.generation += 1;
@@ -386,6 +420,12 @@ impl StripeLog {
     fn lock_committer(&self) -> MutexGuard<'_, Committer> {
         self.committer.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// One flag per home: out of service (an index in `down`, which names
+/// homes that exist).
+fn out_of_service(homes: usize, down: &[usize]) -> Vec<bool> {
+    (0..homes).map(|i| down.contains(&i)).collect()
 }
 
 impl WriteAheadLog for StripeLog {

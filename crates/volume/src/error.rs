@@ -1,5 +1,7 @@
 //! Error types of the volume crate. Every variant names the object or the
-//! configuration line it is about.
+//! configuration line it is about; a fault in a drive's metadata names
+//! the device, the byte on it and the field (docs/formats.md, "Volume
+//! metadata").
 
 /// A configuration that cannot be parsed or laid out on its drives. Every
 /// variant carries the 1-based line of the configuration it is about.
@@ -44,6 +46,24 @@ pub enum ConfigError {
     BadPlex { line: usize, plex: String, problem: String },
 }
 
+impl ConfigError {
+    /// The 1-based line of the configuration the error is about.
+    pub fn line(&self) -> usize {
+        match self {
+            ConfigError::Syntax { line, .. }
+            | ConfigError::Duplicate { line, .. }
+            | ConfigError::UnknownDrive { line, .. }
+            | ConfigError::UnknownObject { line, .. }
+            | ConfigError::BadStripe { line, .. }
+            | ConfigError::TooFewSubdisks { line, .. }
+            | ConfigError::UnequalSubdisks { line, .. }
+            | ConfigError::Overlap { line, .. }
+            | ConfigError::DriveTooSmall { line, .. }
+            | ConfigError::BadPlex { line, .. } => *line,
+        }
+    }
+}
+
 /// A failure to bind a configuration to drives or to change a volume's
 /// objects.
 #[derive(Debug, thiserror::Error)]
@@ -61,5 +81,101 @@ pub enum VolumeError {
     #[error("volume metadata: {0}")]
     Metadata(String),
     #[error(transparent)]
+    Fault(Box<MetadataFault>),
+    #[error(
+        "{device}: holds no iolab volume metadata (no magic IOLABVOL at byte 0, no configuration copy \
+         behind it, and not blank): is it one of the set's drives?"
+    )]
+    NotADrive { device: String },
+    #[error(transparent)]
     Device(#[from] device::DeviceError),
+}
+
+impl From<MetadataFault> for VolumeError {
+    fn from(fault: MetadataFault) -> VolumeError {
+        VolumeError::Fault(Box::new(fault))
+    }
+}
+
+/// Where a fault in a drive's metadata lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetadataArea {
+    /// The drive header (bytes 0..4096).
+    Header,
+    /// Configuration slot 0 or 1.
+    ConfigSlot(u8),
+}
+
+impl std::fmt::Display for MetadataArea {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetadataArea::Header => f.write_str("drive header"),
+            MetadataArea::ConfigSlot(slot) => write!(f, "configuration slot {slot}"),
+        }
+    }
+}
+
+/// A drive header or configuration copy that fails a check of
+/// docs/formats.md ("Volume metadata"): the device it was read from (and
+/// the drive, when known), the byte on the device where the field starts,
+/// the field, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}{device}: {area}, byte {offset} ({field}): {problem}", drive_prefix(.drive))]
+pub struct MetadataFault {
+    pub device: String,
+    /// The drive the device holds, when known (a readable header, or the
+    /// caller's configuration file).
+    pub drive: Option<String>,
+    pub area: MetadataArea,
+    /// Byte offset on the device of the field.
+    pub offset: u64,
+    /// The field's name in docs/formats.md.
+    pub field: &'static str,
+    pub problem: FaultKind,
+}
+
+fn drive_prefix(drive: &Option<String>) -> String {
+    drive.as_ref().map(|d| format!("drive '{d}', ")).unwrap_or_default()
+}
+
+/// What is wrong with a field of a drive's metadata.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FaultKind {
+    #[error("cannot be read: {0}")]
+    Unreadable(String),
+    #[error("cut short: {have} bytes where the structure needs {needed}")]
+    CutShort { have: usize, needed: usize },
+    #[error("reads {}, not the magic {expected}", show_magic(.found))]
+    Magic { found: [u8; 8], expected: &'static str },
+    #[error("version {found}; this iolab reads version {supported}{}", version_hint(*.found))]
+    Version { found: u32, supported: u32 },
+    #[error(
+        "checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): damaged, torn or overwritten"
+    )]
+    Checksum { stored: u32, computed: u32 },
+    #[error("{found}, where this version has exactly {expected}")]
+    Fixed { found: u64, expected: u64 },
+    #[error("{found} is out of bounds: {bounds}")]
+    OutOfBounds { found: u64, bounds: String },
+    #[error("holds a set id other than the header's: a copy of another volume set")]
+    OtherSet,
+    #[error("{0}")]
+    Malformed(String),
+    #[error("the configuration text on disk, {0}")]
+    Text(Box<ConfigError>),
+}
+
+fn show_magic(found: &[u8; 8]) -> String {
+    if found.iter().all(|&b| b == 0) {
+        return "zeros".into();
+    }
+    format!("\"{}\"", found.escape_ascii())
+}
+
+fn version_hint(found: u32) -> &'static str {
+    if found == 1 {
+        " (version 1 had no statistics area: re-create the set with `iolab volume create --force`)"
+    } else {
+        ""
+    }
 }

@@ -20,6 +20,7 @@
 //! for, never panics on input, and knows nothing about the layers above it
 //! (logs, file systems, validation, workloads).
 
+mod assemble;
 mod config;
 mod counters;
 mod error;
@@ -29,12 +30,15 @@ mod init;
 mod lock;
 mod metadata;
 mod object;
+mod ondisk;
 mod plex;
+mod quorum;
 mod raid5;
 mod resolve;
 mod revive;
 mod volume;
 
+pub use assemble::{assemble, assemble_given, GivenDrive};
 pub use config::{
     parse, parse_size, Config, DriveSpec, PlexSpec, ReadPolicySpec, SdSpec, VolumeSpec, CONFIG_SECTOR_BYTES,
 };
@@ -42,15 +46,20 @@ pub use counters::{
     decode_stats, encode_stats, Counters, StatsRecord, StatsSlotError, STATS_MAGIC, STATS_SLOT_BYTES,
     STATS_VERSION,
 };
-pub use error::{ConfigError, VolumeError};
+pub use error::{ConfigError, FaultKind, MetadataArea, MetadataFault, VolumeError};
 pub use geometry::{map_concat, map_striped, Extent, Org, ParityLayout, Raid5, RowSpan};
-pub use metadata::{
-    assemble, check_create, create, VolumeSet, CONFIG_COPY_BYTES, CONFIG_MAGIC, HEADER_BYTES,
+pub use metadata::{check_create, create, VolumeSet, REVIVE_SAVE_EVERY_STEPS};
+pub use object::{ObjectKind, ObjectReport, PlexCountersSnapshot, State};
+pub use ondisk::{
+    check_config_text, config_slot_at, decode_config_copy, decode_drive_header, encode_config_copy,
+    encode_drive_header, ConfigCopy, DriveHeader, PresentDrive, TextCheck, CONFIG_COPY_BYTES, CONFIG_MAGIC,
+    CONFIG_PREFIX_BYTES, CONFIG_TEXT_BYTES_MAX, DRIVE_NAME_BYTES_MAX, GENERATION_MAX, HEADER_BYTES,
     METADATA_VERSION, STATS_AREA_BYTES_AT,
 };
-pub use object::{ObjectKind, ObjectReport, PlexCountersSnapshot, State};
 pub use raid5::{ParityReport, PARITY_MISMATCHES_LISTED_MAX};
-pub use resolve::{resolve, DriveLayout, Layout, PlexLayout, SdLayout, VolumeLayout, DATA_START_BYTES};
+pub use resolve::{
+    resolve, DriveLayout, Layout, PlexLayout, SdLayout, VolumeLayout, DATA_START_BYTES, SUBDISK_END_BYTES_MAX,
+};
 pub use revive::{OnStep, REVIVE_STEP_BYTES};
 pub use volume::{bind, build, PlexReport, ReadPolicy, SubdiskReport, Volume, VolumeReport, EVENTS_MAX};
 

@@ -354,7 +354,7 @@ impl Plex {
         pieces: &[Piece],
         parity: Option<(&Range<u64>, &[u8])>,
     ) -> Result<Option<u64>> {
-        let Some(wal) = self.wal.get() else { return Ok(None) };
+        let Some(wal) = self.wal.get() else { return self.refuse_without_log(geometry, row) };
         let data = pieces.iter().map(|p| (geometry.data_disk(row, p.column), &p.range, p.data));
         let parity = parity.map(|(span, bytes)| (geometry.parity_disk(row), span, bytes));
         let writes: Vec<(u32, u64, &[u8])> = data
@@ -366,6 +366,29 @@ impl Plex {
             })
             .collect();
         wal.log(&writes).map(Some)
+    }
+
+    /// A plex whose configuration names a log drive writes only through
+    /// its stripe log: without it (the drive missing or down), as md with
+    /// its journal missing, it takes no writes, since one could leave a row
+    /// whose parity lies and the log may hold row updates not replayed.
+    fn refuse_without_log(&self, geometry: &Raid5, row: u64) -> Result<Option<u64>> {
+        let Some(drive) = &self.log_drive else { return Ok(None) };
+        let why = if drive.missing.load(std::sync::atomic::Ordering::Relaxed) {
+            "missing".to_string()
+        } else if drive.state.get() != crate::object::State::Up {
+            drive.state.get().to_string()
+        } else {
+            "not open (no write-ahead log was given to the volume)".to_string()
+        };
+        let problem = format!(
+            "its row updates go through the stripe log on drive '{0}', which is {why}: the plex takes no \
+             writes without it (as md with its journal missing: reads work); give the log drive back and, \
+             if it was recorded down, revive it with `iolab volume start {0} ...`",
+            drive.name
+        );
+        let row_bytes = geometry.row_data_bytes();
+        Err(io_error(&self.name, Op::Write, row * row_bytes, row_bytes, problem))
     }
 
     /// Rebuilds `range` of subdisk `disk`'s chunk in `row` from the others

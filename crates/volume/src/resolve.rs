@@ -16,6 +16,11 @@ use crate::object::State;
 /// (header and two configuration copies); subdisks start at or after it.
 pub const DATA_START_BYTES: u64 = 135_168;
 
+/// Subdisks lie within the first PiB of a drive: the bound keeps every
+/// sum of subdisk sizes a plex or volume makes (a configuration copy holds
+/// fewer than 2^12 subdisks) far from overflowing a `u64`.
+pub const SUBDISK_END_BYTES_MAX: u64 = 1 << 50;
+
 /// A configuration with every size and offset decided.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Layout {
@@ -180,6 +185,12 @@ fn place(sd: &SdSpec, drive_size: u64, on_drive: &mut Vec<Placed>) -> Result<(u6
         }
     };
     let end = start.saturating_add(length);
+    if end > SUBDISK_END_BYTES_MAX {
+        return Err(too_small(format!(
+            "it would end at byte {end}; iolab places subdisks within the first {SUBDISK_END_BYTES_MAX} bytes \
+             (1 PiB) of a drive"
+        )));
+    }
     if end > drive_size {
         return Err(too_small(format!("it ends at byte {end}, the drive has {drive_size} bytes")));
     }
@@ -287,6 +298,17 @@ fn check_equal(org: &Org, sds: &[(&SdSpec, SdLayout)]) -> Result<(), ConfigError
 }
 
 impl Layout {
+    /// Where the last subdisk on drive `drive` (an index into
+    /// [`Layout::drives`]) ends; the metadata area's end when it holds
+    /// none: the size a drive that is not present is bound with.
+    pub fn extent_end_bytes(&self, drive: usize) -> u64 {
+        let sds = self.volumes.iter().flat_map(|v| &v.plexes).flat_map(|p| &p.subdisks);
+        sds.filter(|sd| sd.drive == drive)
+            .map(|sd| sd.drive_offset_bytes.saturating_add(sd.length_bytes))
+            .max()
+            .unwrap_or(DATA_START_BYTES)
+    }
+
     /// The layout in configuration file syntax, every size and offset
     /// explicit (in 512-byte sectors) and `states` appended, so that
     /// parsing and resolving it gives this layout back.

@@ -249,6 +249,16 @@ impl Volume {
         }
         let sector_bytes = drives.iter().map(|d| d.dev.sector_bytes()).max().unwrap_or(512);
         let buffer_align = drives.iter().map(|d| d.dev.buffer_align()).max().unwrap_or(1);
+        // A RAID-5 plex's log drive is one of the volume's drives too (set
+        // down, missing, revived, listed), though it holds no subdisk and
+        // no data request reaches it.
+        for index in spec.plexes.iter().filter_map(|p| p.log_drive) {
+            let drive =
+                all_drives.get(index).ok_or_else(|| invalid(format!("log drive #{index} is not defined")))?;
+            if !drives.iter().any(|d| Arc::ptr_eq(d, drive)) {
+                drives.push(Arc::clone(drive));
+            }
+        }
         let plexes = spec
             .plexes
             .iter()
@@ -379,16 +389,23 @@ impl Volume {
         self.raid5_plex().map(|plex| plex.sds.iter().map(|sd| Arc::clone(&sd.drive.dev)).collect())
     }
 
+    /// Indexes (in subdisk order, as in [`Volume::raid5_homes`]) of the
+    /// RAID-5 plex's subdisks whose drive is not up (missing, damaged,
+    /// down): homes a write-ahead log must not replay into, since what
+    /// they hold is rebuilt from the others when they are revived.
+    pub fn raid5_homes_down(&self) -> Vec<usize> {
+        let Some(plex) = self.raid5_plex() else { return Vec::new() };
+        (0..plex.sds.len()).filter(|&i| plex.sds[i].drive.state.get() != State::Up).collect()
+    }
+
     /// The drive the configuration names as the RAID-5 plex's log drive
-    /// (`plex org raid5 SIZE log DRIVE`), and whether it is there: the
-    /// stripe log lives on it after the metadata area.
+    /// (`plex org raid5 SIZE log DRIVE`), and whether it is in service
+    /// (present and up): the stripe log lives on it after the metadata
+    /// area.
     pub fn raid5_log_drive(&self) -> Option<(String, Arc<dyn Device>, bool)> {
         let drive = self.raid5_plex()?.log_drive.as_ref()?;
-        Some((
-            drive.name.clone(),
-            Arc::clone(&drive.dev),
-            !drive.missing.load(std::sync::atomic::Ordering::Relaxed),
-        ))
+        let missing = drive.missing.load(std::sync::atomic::Ordering::Relaxed);
+        Some((drive.name.clone(), Arc::clone(&drive.dev), !missing && drive.state.get() == State::Up))
     }
 
     /// Sends every row update of the RAID-5 plex through `wal` (made with

@@ -117,3 +117,24 @@ fn a_damaged_stripe_log_refuses_every_assembly_until_repaired() {
     let back = StripeLog::open(log, drives.clone()).expect("a repaired stripe log opens");
     assert_eq!(back.replay_report().commits, 0);
 }
+
+#[test]
+fn a_home_out_of_service_is_left_by_replay_and_its_failing_flush_frees_no_less() {
+    let drives = [crashable(1 << 20), crashable(1 << 20)];
+    let log = crashable(AREA_START + 256 * 1024);
+    let wal = StripeLog::format(log.clone(), homes(&drives)).unwrap();
+    wal.log(&[(0, 4096, &[5u8; 512]), (1, 8192, &[6u8; 512])]).unwrap();
+    let log_image = Arc::new(log.crash(CrashPolicy::DropUnflushed, 1).unwrap().image);
+    let first: Arc<dyn Device> = Arc::new(drives[0].crash(CrashPolicy::KeepAll, 1).unwrap().image);
+    // Home 1 is gone: every write and flush to it fails.
+    let gone = Arc::new(drives[1].crash(CrashPolicy::KeepAll, 1).unwrap().image);
+    let gone: Arc<dyn Device> =
+        Arc::new(device::FaultyDevice::new(gone, vec![device::Fault::PowerCut { after: 0 }]));
+    let back = StripeLog::open_degraded(log_image, vec![first.clone(), gone], &[1]).unwrap();
+    assert_eq!((back.replay_report().commits, back.replay_report().sectors_skipped), (1, 1));
+    assert_eq!(byte_at(first.as_ref(), 4096), 5);
+    let ticket = back.log(&[(0, 0, &[7u8; 512])]).unwrap();
+    back.written(ticket);
+    back.checkpoint().unwrap();
+    assert_eq!(back.header().tail, back.header().head);
+}

@@ -341,6 +341,13 @@ fn open_volume(set: volume::VolumeSet, name: Option<&str>, spec: &str) -> anyhow
             set.volume(name).ok_or_else(|| UsageError(format!("--target: no volume '{name}' in {spec}")))?
         }
         None if set.volumes.len() == 1 => Arc::clone(&set.volumes[0]),
+        // Assembly refuses a configuration without volumes; said plainly all the same.
+        None if set.volumes.is_empty() => {
+            return Err(UsageError(format!(
+                "--target: {spec} holds no volume: its configuration defines none"
+            ))
+            .into())
+        }
         None => {
             let names: Vec<&str> = set.volumes.iter().map(|v| v.name()).collect();
             return Err(UsageError(format!(

@@ -6,14 +6,16 @@
 //! without it" (that would record it down while its holder writes it).
 //! Commands that only read open the drives read-only under a shared lock.
 //! A drive whose file is absent or cannot be opened is left out with a
-//! warning and the set assembles without it.
+//! warning and the set assembles without it; one whose header is damaged
+//! is given to the volume crate with the name its configuration file's
+//! `drive` line gives it, and assembled down.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use device::{Device, DeviceError, FileDevice, FileOptions, LockKind};
-use volume::VolumeSet;
+use volume::{State, VolumeSet};
 
 /// How a command uses the drives of a set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +33,19 @@ pub enum Access {
     Write,
 }
 
+/// True when the file starts as a volume drive does: the header's magic,
+/// or a configuration copy's behind a damaged header.
+fn looks_like_drive(path: &Path) -> bool {
+    let magic_at = |offset: u64, magic: &[u8; 8]| {
+        let mut head = [0u8; 8];
+        std::fs::File::open(path)
+            .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, offset))
+            .is_ok_and(|()| &head == magic)
+    };
+    magic_at(0, device::signature::IOLAB_VOLUME_MAGIC)
+        || (0..2).any(|slot| magic_at(volume::config_slot_at(slot), volume::CONFIG_MAGIC))
+}
+
 /// Drive paths from the arguments: drives themselves, or configuration
 /// files whose `drive` lines name them (relative to the file), with the
 /// drive name when a configuration gives it. A path that does not exist
@@ -38,12 +53,7 @@ pub enum Access {
 fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, Option<String>)>> {
     let mut paths = Vec::new();
     for arg in args {
-        let mut head = [0u8; 8];
-        let is_drive = std::fs::File::open(arg)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-            .map(|_| &head == device::signature::IOLAB_VOLUME_MAGIC)
-            .unwrap_or(false);
-        if is_drive || !arg.exists() {
+        if looks_like_drive(arg) || !arg.exists() {
             paths.push((arg.clone(), None));
             continue;
         }
@@ -89,15 +99,25 @@ fn open_drive(path: &Path, direct: bool, access: Access) -> anyhow::Result<Arc<d
 }
 
 /// Reassembles the set, its drives opened with O_DIRECT when `direct`
-/// and as `access` says. Drives that cannot be opened or read are left
-/// out with a warning; the set assembles without them, and its warnings
-/// are printed. A drive another process holds is an error.
+/// and as `access` says, and (unless only inspecting) opens its stripe
+/// logs. Drives that cannot be opened or read are left out with a warning;
+/// the set assembles without them, and its warnings are printed. A drive
+/// another process holds is an error.
 pub fn assemble_with(args: &[PathBuf], direct: bool, access: Access) -> anyhow::Result<VolumeSet> {
-    let mut devices: Vec<Arc<dyn Device>> = Vec::new();
+    let set = assemble_drives(args, direct, access)?;
+    if access != Access::Inspect {
+        attach_stripe_logs(&set, false, access)?;
+    }
+    Ok(set)
+}
+
+/// As [`assemble_with`], without opening the stripe logs.
+fn assemble_drives(args: &[PathBuf], direct: bool, access: Access) -> anyhow::Result<VolumeSet> {
+    let mut devices: Vec<volume::GivenDrive> = Vec::new();
     for (path, name) in drive_paths(args)? {
-        let drive = name.map(|n| format!("drive '{n}': ")).unwrap_or_default();
+        let drive = name.as_ref().map(|n| format!("drive '{n}': ")).unwrap_or_default();
         match open_drive(&path, direct, access) {
-            Ok(dev) => devices.push(dev),
+            Ok(device) => devices.push(volume::GivenDrive { device, expected: name }),
             Err(err) if is_locked(&err) => return Err(err.context(format!("{drive}cannot assemble the set"))),
             Err(err) => {
                 let why = if path.exists() {
@@ -112,46 +132,53 @@ pub fn assemble_with(args: &[PathBuf], direct: bool, access: Access) -> anyhow::
     if devices.is_empty() {
         bail!("none of the drives given could be opened and read; nothing to assemble");
     }
-    let set = volume::assemble(&devices)?;
+    let set = volume::assemble_given(&devices)?;
     for warning in set.warnings() {
         eprintln!("iolab: warning: {warning}");
-    }
-    if access != Access::Inspect {
-        attach_stripe_logs(&set, false, access)?;
     }
     Ok(set)
 }
 
 /// Reassembles the set for a command that writes: exclusive locks, and a
-/// missing drive is first recorded down on the drives present, so that
-/// when it returns it is known to have missed writes and is revived,
-/// never trusted.
+/// drive missing or taken down at assembly (its header damaged) is first
+/// recorded down on the other drives, so that when it returns it is known
+/// to have missed writes and is revived, never trusted; then the stripe
+/// logs are opened, replaying what they hold into the drives up.
 pub fn assemble_for_io(args: &[PathBuf], direct: bool) -> anyhow::Result<VolumeSet> {
-    let set = assemble_with(args, direct, Access::Write)?;
-    if !set.missing_drives().is_empty() {
+    let set = assemble_drives(args, direct, Access::Write)?;
+    let down: Vec<&str> =
+        set.missing_drives().iter().chain(set.drives_down_at_assembly()).map(String::as_str).collect();
+    if !down.is_empty() {
         set.save()?;
         eprintln!(
-            "iolab: warning: recorded {} down on the drives present; when a drive returns, revive it with \
-             `iolab volume start DRIVE ...`",
-            set.missing_drives().join(", ")
+            "iolab: warning: recorded {} down on the other drives; when a drive is back (or replaced), revive \
+             it with `iolab volume start DRIVE ...`",
+            down.join(", ")
         );
     }
+    attach_stripe_logs(&set, false, Access::Write)?;
     Ok(set)
 }
 
 /// Opens the stripe log of every RAID-5 plex that names a log drive
-/// (replaying what it holds into the drives) and sends the plex's row
-/// updates through it. `fresh`: the set was just created, so whatever the
-/// log area holds is from an earlier life and a new log is formatted.
-/// With [`Access::Check`] the drives are overlays: the replay stays in
-/// memory.
+/// (replaying what it holds into the drives that are up; those down are
+/// rebuilt from the others when revived) and sends the plex's row updates
+/// through it. `fresh`: the set was just created, so whatever the log area
+/// holds is from an earlier life and a new log is formatted. A log drive
+/// missing or down leaves the plex without writes (as md with its journal
+/// missing), said here. With [`Access::Check`] the drives are overlays:
+/// the replay stays in memory.
 pub fn attach_stripe_logs(set: &VolumeSet, fresh: bool, access: Access) -> anyhow::Result<()> {
     for vol in &set.volumes {
-        let Some((drive, dev, present)) = vol.raid5_log_drive() else { continue };
-        if !present {
+        let Some((drive, dev, in_service)) = vol.raid5_log_drive() else { continue };
+        if !in_service {
+            let missing = set.missing_drives().contains(&drive);
+            let state =
+                if missing { "missing".into() } else { vol.state(&drive).unwrap_or(State::Down).to_string() };
             eprintln!(
-                "iolab: warning: volume {}: log drive {drive} is missing; RAID-5 writes go without the \
-                 stripe log and a crash can leave rows whose parity lies (the write hole)",
+                "iolab: warning: volume {}: log drive {drive} is {state}: its stripe log cannot be replayed or \
+                 written, so the volume takes reads only (as md with its journal missing); give the drive back \
+                 and revive it with `iolab volume start {drive} ...`",
                 vol.name()
             );
             continue;
@@ -160,12 +187,13 @@ pub fn attach_stripe_logs(set: &VolumeSet, fresh: bool, access: Access) -> anyho
         let log: Arc<dyn Device> =
             Arc::new(device::Slice::new(dev, volume::DATA_START_BYTES, area / 4096 * 4096)?);
         let homes = vol.raid5_homes().context("a volume with a log drive has one RAID-5 plex")?;
+        let down = vol.raid5_homes_down();
         let existing = blocklog::StripeLog::probe(log.as_ref())?.is_some();
         let wal = if fresh || !existing {
-            blocklog::StripeLog::format(log, homes)?
+            blocklog::StripeLog::format_degraded(log, homes, &down)?
         } else {
-            let wal =
-                blocklog::StripeLog::open(log, homes).map_err(|e| stopped_advice(e, vol.name(), &drive))?;
+            let wal = blocklog::StripeLog::open_degraded(log, homes, &down)
+                .map_err(|e| stopped_advice(e, vol.name(), &drive))?;
             report_replay(vol.name(), &drive, wal.replay_report(), access);
             wal
         };
@@ -182,8 +210,13 @@ fn report_replay(volume: &str, drive: &str, replay: &blocklog::ReplayReport, acc
         } else {
             ""
         };
+        let skipped = match replay.sectors_skipped {
+            0 => String::new(),
+            n => format!("; {n} sectors of drives that are down were left, to be rebuilt from parity"),
+        };
         eprintln!(
-            "iolab: volume {volume}: replayed {} row updates ({} sectors) from the stripe log on {drive}{where_to}",
+            "iolab: volume {volume}: replayed {} row updates ({} sectors{skipped}) from the stripe log on \
+             {drive}{where_to}",
             replay.commits, replay.sectors_written_home
         );
     }

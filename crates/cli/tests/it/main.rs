@@ -16,5 +16,6 @@ mod tidy_modules;
 mod trust;
 mod validate;
 mod volume;
+mod volume_damage;
 mod volume_safety;
 mod wire;

@@ -1,12 +1,15 @@
 mod common;
 mod config;
+mod damaged;
 mod degraded;
 mod flush;
+mod fuzz;
 mod holes;
 mod init;
 mod metadata;
 mod mirror;
 pub mod props;
+mod quorum;
 mod raid10;
 mod raid5;
 mod revive;

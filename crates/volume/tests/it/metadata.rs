@@ -83,10 +83,12 @@ fn drives_from_different_sets_refused() {
 #[test]
 fn version_1_header_refused_with_how_to_recreate() {
     let (drives, _set) = raid5_set();
-    let mut header = vec![0; 4096];
-    drives["d0"].read_at(&mut header, 0).unwrap();
-    header[8..12].copy_from_slice(&1u32.to_le_bytes());
-    drives["d0"].write_at(&header, 0).unwrap();
+    for drive in drives.values() {
+        let mut header = vec![0; 4096];
+        drive.read_at(&mut header, 0).unwrap();
+        header[8..12].copy_from_slice(&1u32.to_le_bytes());
+        drive.write_at(&header, 0).unwrap();
+    }
     let err = assemble(&all(&drives, 4)).unwrap_err();
     assert!(err.to_string().contains("version 1 had no statistics area"), "{err}");
 }

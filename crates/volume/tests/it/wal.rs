@@ -80,3 +80,35 @@ fn a_volume_without_raid5_refuses_a_write_ahead_log() {
     let spy = Arc::new(Spy { drives: vec![], logged: Mutex::default(), written: Mutex::default() });
     assert!(vol.set_write_ahead_log(spy).is_err());
 }
+
+const LOGGED: &str = "drive d0 device m0\ndrive d1 device m1\ndrive d2 device m2\ndrive j device mj\n\
+volume v\nplex org raid5 64k log j\nsd length 1m drive d0\nsd length 1m drive d1\nsd length 1m drive d2\n";
+
+#[test]
+fn a_plex_that_names_a_log_drive_takes_no_writes_without_its_log() {
+    let drives = mem_drives(&["d0", "d1", "d2", "j"], 4 << 20);
+    let vol = open(LOGGED, &drives);
+    let err = vol.write_at(&[1; 4096], 0).unwrap_err();
+    assert!(err.to_string().contains("go through the stripe log on drive 'j'"), "{err}");
+    vol.read_at(&mut [0; 4096], 0).unwrap();
+}
+
+#[test]
+fn a_missing_log_drive_is_one_of_the_volume_s_drives_missing_and_down() {
+    let drives = mem_drives(&["d0", "d1", "d2", "j"], 4 << 20);
+    volume::create(&volume::parse(LOGGED).unwrap(), &drives, &crate::common::fresh).unwrap();
+    let present: Vec<Arc<dyn Device>> = ["d0", "d1", "d2"].iter().map(|d| Arc::clone(&drives[*d])).collect();
+    let set = volume::assemble(&present).unwrap();
+    let vol = set.volume("v").unwrap();
+    let j = vol.report().drives.into_iter().find(|d| d.name == "j").expect("the log drive is listed");
+    assert!(j.missing && j.state == volume::State::Down, "{j:?}");
+    assert!(!vol.raid5_log_drive().unwrap().2, "the log drive is not in service");
+}
+
+#[test]
+fn the_homes_of_drives_not_up_are_named_for_the_log() {
+    let drives = mem_drives(&["d0", "d1", "d2", "j"], 4 << 20);
+    let vol = open(LOGGED, &drives);
+    vol.set_state("d1", volume::State::Down).unwrap();
+    assert_eq!(vol.raid5_homes_down(), [1]);
+}
