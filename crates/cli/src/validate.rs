@@ -139,7 +139,7 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
         display.thread().unpark();
         verdict
     })?;
-    if dev.name() != verdict.journal_target {
+    if !same_target(dev.name(), &verdict.journal_target) {
         eprintln!(
             "iolab validate: note: the journal was written for {}, checking {}",
             verdict.journal_target,
@@ -185,6 +185,19 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
         all.len() - bad
     );
     Ok(ExitCode::from(worst))
+}
+
+/// Whether the device checked is the one the journal was written for:
+/// the same name, the block log's mode aside (`log-logged(t.img)` was
+/// written, `async-logged(t.img)` is what validate opens to replay it).
+fn same_target(checked: &str, written: &str) -> bool {
+    let layer = |name: &str| -> String {
+        match name.split_once("-logged(") {
+            Some((_, rest)) => format!("logged({rest}"),
+            None => name.to_string(),
+        }
+    };
+    layer(checked) == layer(written)
 }
 
 /// How validate opens its target: read-only under a shared lock, unless
@@ -287,6 +300,13 @@ mod tests {
             crate::cli::Command::Validate(args) => args,
             _ => unreachable!("parsed a validate command"),
         }
+    }
+
+    #[test]
+    fn a_logged_target_is_the_one_its_journal_names_whatever_the_log_s_mode() {
+        assert!(super::same_target("async-logged(t.img)", "log-logged(t.img)"));
+        assert!(!super::same_target("async-logged(u.img)", "log-logged(t.img)"));
+        assert!(!super::same_target("t.img", "log-logged(t.img)"));
     }
 
     /// Without a file that refuses writes to prove it (root writes through
