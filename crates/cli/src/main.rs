@@ -10,6 +10,7 @@ mod cli;
 mod crash;
 mod fio;
 mod fs;
+mod interrupt;
 mod jobfile;
 mod logs;
 mod mounts;
@@ -28,6 +29,12 @@ mod volume;
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// A command stopped by Ctrl-C or SIGTERM, after ending as cleanly as it
+/// would have at its end: reported with exit status 130 (128 + SIGINT).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Interrupted(pub String);
 
 /// Checks before the run that a result file can be written: its directory
 /// exists and it is not a directory itself. `-` is standard output.
@@ -155,7 +162,13 @@ fn main() -> ExitCode {
     match cli::dispatch(args, ranks.as_ref()) {
         Ok(code) => code,
         Err(e) => {
-            let code = if is_usage_error(&e) { 2 } else { 1 };
+            let code = if e.chain().any(|c| c.is::<Interrupted>()) {
+                interrupt::EXIT_INTERRUPTED
+            } else if is_usage_error(&e) {
+                2
+            } else {
+                1
+            };
             if let Some(agreed) = e.downcast_ref::<mpi::Agreed>() {
                 // Every rank knows; rank 0 says it once for all.
                 if agreed.report {

@@ -11,6 +11,7 @@ impl Errno {
     pub const PERM: Errno = Errno(libc::EPERM);
     pub const NOENT: Errno = Errno(libc::ENOENT);
     pub const IO: Errno = Errno(libc::EIO);
+    pub const INTR: Errno = Errno(libc::EINTR);
     pub const BADF: Errno = Errno(libc::EBADF);
     pub const ACCES: Errno = Errno(libc::EACCES);
     pub const EXIST: Errno = Errno(libc::EEXIST);

@@ -13,6 +13,7 @@
 
 mod errno;
 mod host;
+mod interrupt;
 mod model;
 pub mod testing;
 
@@ -20,6 +21,7 @@ use std::ffi::OsStr;
 
 pub use errno::Errno;
 pub use host::HostFs;
+pub use interrupt::Interruptible;
 pub use model::ModelFs;
 
 /// An inode number.

@@ -76,7 +76,7 @@ pub fn untar(args: UntarArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Resu
         ranks.barrier();
     }
     let mut made = Extracted::default();
-    let in_process = in_process(&args.target, &args.mount, |fs| {
+    let in_process = in_process_interruptible(&args.target, &args.mount, |fs| {
         let into = make_dirs(fs, &args.into)?;
         let result = (|| {
             for copy in 1..=args.copies {
@@ -127,7 +127,7 @@ pub fn rm(args: RmArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<Exi
     if let Some(ranks) = ranks {
         ranks.barrier();
     }
-    let in_process = in_process(&args.target, &args.mount, |fs| {
+    let in_process = in_process_interruptible(&args.target, &args.mount, |fs| {
         for (path, parent, name) in &parts {
             let dir = fsapi::resolve(fs, parent).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
             let one = remove_tree(fs, dir.ino, OsStr::new(name), path).map_err(explain);
@@ -303,7 +303,7 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
         .into());
     };
     let mount = InProcess { policy, cache: args.cache.clone(), direct: args.direct, log: Default::default() };
-    let done = in_process(&args.target, &mount, |fs| {
+    let done = in_process_interruptible(&args.target, &mount, |fs| {
         let name = OsStr::new("mdtest");
         let top =
             fs.mkdir(fsapi::ROOT, name, Owner::root(0o755)).map_err(|e| anyhow::anyhow!("/mdtest: {e}"))?;
@@ -349,12 +349,43 @@ pub(crate) fn in_process(
     mount: &InProcess,
     work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,
 ) -> anyhow::Result<Done> {
-    mounted(target, mount, |fs| {
+    run_in_process(target, mount, None, work)
+}
+
+/// [`in_process`] that Ctrl-C (or SIGTERM) stops cleanly: the work's next
+/// call fails with EINTR, the unmount writes everything back as at the
+/// end, and the command ends with [`crate::Interrupted`] (exit 130); a
+/// second interrupt during the unmount stops at once, saying the image is
+/// left unclean.
+pub(crate) fn in_process_interruptible(
+    target: &str,
+    mount: &InProcess,
+    work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,
+) -> anyhow::Result<Done> {
+    let stop = crate::interrupt::catch(
+        "interrupted: the work stops at its next call and the file system is unmounted cleanly (interrupt \
+         again to stop at once, leaving the image unclean)",
+        "interrupted again: stopping before the unmount ends; the image is left unclean: check it with iolab fs \
+         fsck -p before using it",
+    )?;
+    run_in_process(target, mount, Some(stop), work)
+}
+
+fn run_in_process(
+    target: &str,
+    mount: &InProcess,
+    stop: Option<&std::sync::atomic::AtomicBool>,
+    work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,
+) -> anyhow::Result<Done> {
+    mounted(target, mount, stop, |fs| {
         // The syncer runs beside the work, as under a mount.
         let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|scope| {
             let syncer = scope.spawn(|| super::syncer(fs, &done, || {}));
-            let worked = work(&**fs);
+            let worked = match stop {
+                Some(stop) => work(&fsapi::Interruptible::new(&**fs, stop)),
+                None => work(&**fs),
+            };
             done.store(true, std::sync::atomic::Ordering::Relaxed);
             syncer.thread().unpark();
             worked
@@ -365,10 +396,12 @@ pub(crate) fn in_process(
 /// Opens the target, drops its page cache, then mounts, runs `work` with
 /// the mounted file system, and unmounts, all on the clock (the unmount
 /// runs whether the work succeeded or not). `work` must leave no other
-/// holder of the file system behind.
+/// holder of the file system behind. When `stop` was set (an interrupt)
+/// and the unmount succeeded, the result is [`crate::Interrupted`].
 pub(crate) fn mounted(
     target: &str,
     mount: &InProcess,
+    stop: Option<&std::sync::atomic::AtomicBool>,
     work: impl FnOnce(&Arc<Ffs>) -> anyhow::Result<()>,
 ) -> anyhow::Result<Done> {
     let cache_bytes = parse_bytes("cache", &mount.cache).map_err(UsageError::from)?;
@@ -388,6 +421,13 @@ pub(crate) fn mounted(
     let unmounted = fs.unmount().context("cannot write the file system back");
     let seconds = start.elapsed().as_secs_f64();
     stack.close()?;
+    if stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+        unmounted?;
+        return Err(crate::Interrupted(format!(
+            "interrupted: the work stopped part way; {target} was unmounted cleanly, with what was done until then"
+        ))
+        .into());
+    }
     worked?;
     Ok(Done { unmounted: unmounted?, seconds, media })
 }

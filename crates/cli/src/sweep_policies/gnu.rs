@@ -75,7 +75,7 @@ pub(crate) fn through_fuse(
     phase: impl FnOnce(&Path) -> anyhow::Result<()>,
 ) -> anyhow::Result<(Done, fusefront::Served)> {
     let mut served = None;
-    let done = mounted(target, mount, |fs: &Arc<Ffs>| {
+    let done = mounted(target, mount, None, |fs: &Arc<Ffs>| {
         let serving =
             fusefront::Serving { threads: 2, writeback_cache: true, transport: fusefront::Transport::Auto };
         std::thread::scope(|scope| {

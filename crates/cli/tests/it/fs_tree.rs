@@ -244,3 +244,37 @@ fn tree_names_what_is_wrong_with_its_arguments() {
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// Bytes the file system holding `path` has given it.
+fn allocated(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+/// Ctrl-C in the middle of `iolab fs untar`: the work stops, the file
+/// system is unmounted as at the end (a clean image), and the exit status
+/// is 130. The test waits, without sleeping, until the extraction has
+/// written to the image, so the interrupt lands mid-run.
+#[test]
+fn an_interrupted_untar_unmounts_cleanly_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, archive) = image_and_archive(dir.path(), "2g", &[]);
+    let before = allocated(&image);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["fs", "untar", path(&image), path(&archive), "--policy", "sync", "--copies", "80"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while allocated(&image) < before + (1 << 20) {
+        assert!(child.try_wait().unwrap().is_none(), "the extraction ended before it was interrupted");
+        std::thread::yield_now();
+    }
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(stderr(&out).contains("unmounted cleanly"), "{}", stderr(&out));
+    let fsck = iolab(&["fs", "fsck", path(&image)]);
+    assert_eq!(fsck.status.code(), Some(0), "{}", stdout(&fsck));
+}

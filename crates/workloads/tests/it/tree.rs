@@ -143,6 +143,60 @@ fn rm_removes_the_whole_tree() {
     assert_eq!(tree.keys().collect::<Vec<_>>(), ["/lost+found"]);
 }
 
+/// A chain of `depth` directories `d/d/d/...` under the root.
+fn chain(fs: &dyn FileSystem, depth: usize) {
+    let mut dir = ROOT;
+    for _ in 0..depth {
+        let next = fs.mkdir(dir, OsStr::new("d"), Owner::root(0o755)).unwrap();
+        fs.forget(dir, 1);
+        dir = next.ino;
+    }
+    fs.forget(dir, 1);
+}
+
+/// `rm -rf` of a chain 10,000 directories deep, on the test thread's
+/// ordinary stack: the walk keeps its own stack, it does not recurse.
+#[test]
+fn rm_removes_a_chain_ten_thousand_directories_deep() {
+    let fs = ModelFs::new();
+    chain(&fs, 10_000);
+    let removed = remove_tree(&fs, ROOT, OsStr::new("d"), "d").unwrap();
+    assert_eq!((removed.dirs, removed.unlinked), (10_000, 0));
+    assert_eq!(fs.lookup(ROOT, OsStr::new("d")).unwrap_err(), fsapi::Errno::NOENT);
+}
+
+/// Stopped half way by its flag (Ctrl-C), a removal gives back every
+/// reference it took, and the image it leaves unmounts and checks clean.
+#[test]
+fn an_interrupted_rm_leaves_a_clean_image() {
+    let (tar, _) = archive();
+    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
+    ffs::mkfs(&dev, &MkfsOptions::default()).unwrap();
+    let options = MountOptions { policy: Policy::Sync, cache_bytes: 1 << 20, ..Default::default() };
+    let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+    extract(&fs, ROOT, &tar).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let stoppable = fsapi::Interruptible::new(&fs, &stop);
+    let mut seen = 0;
+    let mut stop_after_three = || {
+        seen += 1;
+        if seen == 3 {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    let stopped = workloads::tree::remove_tree_observed(
+        &stoppable,
+        ROOT,
+        OsStr::new("src"),
+        "src",
+        &mut stop_after_three,
+    );
+    assert!(matches!(stopped, Err(TreeError::Call { errno: fsapi::Errno::INTR, .. })), "{stopped:?}");
+    fs.unmount().unwrap();
+    let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
 #[test]
 fn after_extraction_and_rm_the_image_checks_clean() {
     let (tar, _) = archive();
