@@ -66,6 +66,19 @@ impl Core {
         Ok(block)
     }
 
+    /// A new indirect block near `hint`, zeroed. Under `sync` its zeros
+    /// are written at once, before anything can point at it: the block
+    /// may have held anything before (a freed file's data), and an inode
+    /// or indirect block naming it written first would leave pointers to
+    /// garbage after a crash (fsck's bad block pointers and blocks claimed
+    /// twice), as FFS's own block allocation writes a new indirect block
+    /// before its parent.
+    fn new_indirect(&mut self, inode: &mut DiskInode, hint: u64) -> Result<u32, Errno> {
+        let block = self.new_block(inode, hint)?;
+        self.ordered(u64::from(block))?;
+        Ok(block)
+    }
+
     /// The pointer in indirect block `*holder` at `index`, allocating the
     /// indirect block (when `alloc`) if it is a hole.
     fn through(
@@ -75,12 +88,13 @@ impl Core {
         index: u64,
         alloc: bool,
         hint: u64,
+        indirect: bool,
     ) -> Result<Option<u32>, Errno> {
         let p = self.pointer(holder, index)?;
         if p != 0 || !alloc {
             return Ok((p != 0).then_some(p));
         }
-        let block = self.new_block(inode, hint)?;
+        let block = if indirect { self.new_indirect(inode, hint)? } else { self.new_block(inode, hint)? };
         self.set(holder, index, block)?;
         Ok(Some(block))
     }
@@ -110,18 +124,20 @@ impl Core {
         }
         let (holder, index) = if n < SINGLE_END {
             if inode.single == 0 && alloc {
-                inode.single = self.new_block(inode, hint)?;
+                inode.single = self.new_indirect(inode, hint)?;
             }
             (inode.single, n - DIRECT)
         } else {
             if inode.double == 0 && alloc {
-                inode.double = self.new_block(inode, hint)?;
+                inode.double = self.new_indirect(inode, hint)?;
             }
             if inode.double == 0 {
                 return Ok(None);
             }
             let m = n - SINGLE_END;
-            let Some(single) = self.through(inode, inode.double, m / POINTERS_PER_BLOCK, alloc, hint)? else {
+            let Some(single) =
+                self.through(inode, inode.double, m / POINTERS_PER_BLOCK, alloc, hint, true)?
+            else {
                 return Ok(None);
             };
             (single, m % POINTERS_PER_BLOCK)
@@ -130,7 +146,7 @@ impl Core {
             return Ok(None);
         }
         let existed = self.pointer(holder, index)? != 0;
-        Ok(self.through(inode, holder, index, alloc, hint)?.map(|b| (b, !existed)))
+        Ok(self.through(inode, holder, index, alloc, hint, false)?.map(|b| (b, !existed)))
     }
 
     /// Where block `n` of a file should go: after block `n - 1`, else at

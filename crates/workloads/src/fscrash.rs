@@ -18,12 +18,13 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 use device::{CrashPoint, Device, Event, MemDevice, Recording, RecordingDevice, Replayer};
 use ffs::fsck::{fsck, Repair};
 use ffs::{Ffs, MkfsOptions, MountOptions, Policy};
-use fsapi::testing::{apply, dirs, files, tree, Op};
+use fsapi::testing::{apply, Op};
 use fsapi::{FileSystem, Owner, SetAttr, ROOT};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -41,6 +42,17 @@ const ORPHAN_EVERY: u64 = 10;
 /// removes both while the directory is still looked up (as `rm -rf`
 /// through the kernel does: the kernel forgets it later).
 const HELD_DIR_EVERY: u64 = 20;
+
+/// Every this many operations, one grows a file of the mix past its
+/// direct blocks, into its single or double indirect block, with no
+/// fsync: what a file written for long without fsync does (the `sync`
+/// policy once wrote an inode before its new indirect block).
+const GROW_EVERY: u64 = 8;
+
+/// Where the single and the double indirect block of a file begin (12
+/// direct blocks, then 1024 through the single, of 4 KiB).
+const SINGLE_INDIRECT_AT: u64 = 12 * 4096;
+const DOUBLE_INDIRECT_AT: u64 = (12 + 1024) * 4096;
 
 /// What to run and how many crash states to check.
 #[derive(Clone, Debug)]
@@ -232,7 +244,7 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
     let logged = spec.policy == Policy::Log;
     let mut step = |fs: &Ffs| {
         if logged {
-            let tree = tree(fs);
+            let tree = shape_of(fs);
             let (sealed, durable) = fs.log_ids().unwrap_or_default();
             ran.steps.push(Step { end: recording.len(), sealed, durable, tree });
         }
@@ -262,6 +274,11 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
             ran.durable[k as usize].push(Version { data, write_began, fsynced: recording.len() });
             continue;
         }
+        if i % GROW_EVERY == GROW_EVERY / 2 {
+            grow(fs, &mut rng);
+            step(fs);
+            continue;
+        }
         let special = if i % HELD_DIR_EVERY == 14 {
             Some(removed_while_looked_up(fs, i, &mut rng, &mut step))
         } else if i % ORPHAN_EVERY == ORPHAN_EVERY / 2 {
@@ -278,7 +295,7 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
             continue;
         }
         let op = Op::decode(std::array::from_fn(|_| rng.random()));
-        let (d, f) = (dirs(fs), files(fs));
+        let (d, f) = dirs_and_files(fs);
         // Durable files are never linked, truncated or written by the mix.
         let f: Vec<String> = f.into_iter().filter(|p| !p.starts_with("/keep")).collect();
         // Errors (ENOENT, EEXIST, ...) are part of the mix.
@@ -286,6 +303,27 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
         step(fs);
     }
     Ok(ran)
+}
+
+/// Writes one to three blocks of a file of the mix somewhere through its
+/// single indirect block, or (one time in three) its double one, making
+/// the indirect blocks on the way. Errors (ENOSPC, no file) are part of
+/// the mix.
+fn grow(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) {
+    let files: Vec<String> = dirs_and_files(fs).1.into_iter().filter(|p| !p.starts_with("/keep")).collect();
+    if files.is_empty() {
+        return;
+    }
+    let path = &files[rng.random_range(0..files.len())];
+    let Ok(file) = fsapi::resolve(fs, path) else { return };
+    let offset = if rng.random_range(0..3) == 0 {
+        DOUBLE_INDIRECT_AT + rng.random_range(0..2048) * 4096
+    } else {
+        SINGLE_INDIRECT_AT + rng.random_range(0..1024) * 4096
+    };
+    let data = vec![rng.random::<u8>() | 1; rng.random_range(1..3) * 4096];
+    let _ = fs.write(file.ino, offset, &data);
+    fs.forget(file.ino, 1);
 }
 
 /// A directory holding a file, both removed while the directory is still
@@ -434,19 +472,55 @@ fn rewrite(fs: &Ffs, name: &str, data: &[u8], step: &mut impl FnMut(&Ffs)) -> fs
     Ok(())
 }
 
-/// A tree without its files' bytes (their lengths kept): file data goes
-/// in place outside the log (ordered, as WAPBL and ext4's default), so a
-/// block a later step rewrote may hold the newer bytes; what the log
-/// promises is the metadata (the fsync'd files' bytes are checked apart).
-fn shape(tree: &Tree) -> Tree {
-    let strip = |(path, (kind, bytes, links)): (&String, &(fsapi::FileType, Vec<u8>, u32))| {
-        let kept = match kind {
-            fsapi::FileType::File => (bytes.len() as u64).to_le_bytes().to_vec(),
-            _ => bytes.clone(),
-        };
-        (path.clone(), (*kind, kept, *links))
-    };
-    tree.iter().map(strip).collect()
+/// The tree's directories (the root, "", first) and files, as the mix's
+/// operations name them, found without reading the files.
+fn dirs_and_files(fs: &dyn FileSystem) -> (Vec<String>, Vec<String>) {
+    let mut dirs = vec![String::new()];
+    let mut files = Vec::new();
+    for (path, (kind, _, _)) in shape_of(fs) {
+        match kind {
+            fsapi::FileType::Dir => dirs.push(path),
+            fsapi::FileType::File => files.push(path),
+            fsapi::FileType::Symlink => {}
+        }
+    }
+    (dirs, files)
+}
+
+/// The tree without its files' bytes (their sizes kept, as 8 bytes): file
+/// data goes in place outside the log (ordered, as WAPBL and ext4's
+/// default), so a block a later step rewrote may hold the newer bytes;
+/// what the log promises is the metadata (the fsync'd files' bytes are
+/// checked apart). Read without reading the files: a sparse file grown
+/// into its double indirect block is megabytes of holes.
+fn shape_of(fs: &dyn FileSystem) -> Tree {
+    let mut out = Tree::new();
+    let mut dirs = vec![(ROOT, String::new())];
+    while let Some((dir, path)) = dirs.pop() {
+        let mut entries = Vec::new();
+        let _ = fs.readdir(dir, 0, &mut |e| {
+            entries.push(e.name);
+            true
+        });
+        // Its entries read: the reference its lookup took is given back.
+        fs.forget(dir, 1);
+        for name in entries {
+            let child = format!("{path}/{}", String::from_utf8_lossy(&name));
+            let Ok(attr) = fs.lookup(dir, OsStr::from_bytes(&name)) else { continue };
+            let kept = match attr.kind {
+                fsapi::FileType::File => attr.size.to_le_bytes().to_vec(),
+                fsapi::FileType::Symlink => fs.readlink(attr.ino).unwrap_or_default(),
+                fsapi::FileType::Dir => Vec::new(),
+            };
+            out.insert(child.clone(), (attr.kind, kept, attr.nlink));
+            if attr.kind == fsapi::FileType::Dir {
+                dirs.push((attr.ino, child));
+            } else {
+                fs.forget(attr.ino, 1);
+            }
+        }
+    }
+    out
 }
 
 /// The steps whose tree a crash after `after_events` events may leave
@@ -552,8 +626,8 @@ fn check_logged_state(
         Ok(fs) => fs,
         Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
     };
-    let left = shape(&tree(&fs));
-    if ran.steps[window.clone()].iter().any(|s| shape(&s.tree) == left) {
+    let left = shape_of(&fs);
+    if ran.steps[window.clone()].iter().any(|s| s.tree == left) {
         return None;
     }
     Some((
