@@ -111,7 +111,7 @@ fn is_usage_error(e: &anyhow::Error) -> bool {
 
 /// The error and its causes, each cause once: library errors often repeat
 /// their source in their own message already.
-fn message(e: &anyhow::Error) -> String {
+pub(crate) fn message(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();

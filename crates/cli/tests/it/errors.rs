@@ -1,0 +1,121 @@
+//! Errors that name the problem and the fix, with the documented exit
+//! codes (issue 36, "unclear errors"): each test here failed on the code
+//! before it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::cli::{iolab, stderr};
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A tmpfs of a few MiB, mounted for one test: a host file system that
+/// fills up under a sparse image. Unmounted when dropped.
+struct SmallHost {
+    dir: tempfile::TempDir,
+}
+
+impl SmallHost {
+    /// None, with the reason on standard error, where this is not root or
+    /// the kernel will not mount a tmpfs here (CI runs as root).
+    fn mount(bytes: u64) -> Option<SmallHost> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: a small tmpfs to fill needs root");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let size = format!("size={bytes}");
+        let mounted =
+            Command::new("mount").args(["-t", "tmpfs", "-o", &size, "tmpfs", path(dir.path())]).status();
+        if !mounted.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return None;
+        }
+        Some(SmallHost { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallHost {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
+}
+
+/// An image of 64 MiB made on a host of 4 MiB, and an archive of 8 MiB
+/// of data elsewhere: it fits the image, not the host.
+fn image_on_a_small_host(host: &SmallHost, scratch: &Path) -> (PathBuf, PathBuf) {
+    let image = host.path().join("fs.img");
+    let out = iolab(&["fs", "mkfs", path(&image), "--size", "64m"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let src = scratch.join("src");
+    std::fs::create_dir(&src).unwrap();
+    for i in 0..4u8 {
+        let data: Vec<u8> =
+            (0..2u32 << 20).map(|n| (n.wrapping_mul(2_654_435_761) >> 13) as u8 ^ i).collect();
+        std::fs::write(src.join(format!("f{i}")), data).unwrap();
+    }
+    let archive = scratch.join("src.tar");
+    crate::fs::run("tar", &["cf", path(&archive), "-C", path(scratch), "src"]);
+    (image, archive)
+}
+
+#[test]
+fn untar_onto_an_image_whose_host_is_full_says_enospc_of_the_host_and_the_fix() {
+    let Some(host) = SmallHost::mount(4 << 20) else { return };
+    let scratch = tempfile::tempdir().unwrap();
+    let (image, archive) = image_on_a_small_host(&host, scratch.path());
+    // A small cache: the write-back that finds the host full happens
+    // inside the extraction's calls.
+    let out = iolab(&["fs", "untar", path(&image), path(&archive), "--policy", "sync", "--cache", "1m"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("write failed: No space left on device (ENOSPC)"), "{err}");
+    assert!(
+        err.contains(&format!("the host file system holding {} is full (ENOSPC)", path(&image))),
+        "{err}"
+    );
+    assert!(err.contains("Free space on that file system"), "{err}");
+    assert!(!err.contains("EIO") && !err.contains("the file system is full; make it larger"), "{err}");
+}
+
+#[test]
+fn gnu_tar_through_a_mount_whose_host_is_full_gets_enospc_and_the_mount_says_why() {
+    if !crate::fs::fuse_usable() {
+        return;
+    }
+    let Some(host) = SmallHost::mount(4 << 20) else { return };
+    let scratch = tempfile::tempdir().unwrap();
+    let (image, archive) = image_on_a_small_host(&host, scratch.path());
+    let mnt = scratch.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["fs", "mount", path(&image), path(&mnt), "--policy", "sync", "--cache", "1m"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.contains("mounted at"), "iolab fs mount said: {line}");
+    let tar = Command::new("tar").args(["xf", path(&archive), "-C", path(&mnt)]).output().unwrap();
+    let umounted = Command::new("umount").arg(&mnt).status().unwrap();
+    let out = server.wait_with_output().unwrap();
+    assert!(umounted.success());
+    let tar_err = String::from_utf8_lossy(&tar.stderr);
+    assert!(!tar.status.success() && tar_err.contains("No space left on device"), "{tar_err}");
+    assert!(!tar_err.contains("Input/output error"), "{tar_err}");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("the host file system holding {} is full (ENOSPC)", path(&image))),
+        "{err}"
+    );
+}
