@@ -318,7 +318,13 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
     for (key, value) in options {
         let v = value.as_deref();
         let bad = |why: &str| UsageError(format!("[{name}] {key}={}: {why}", v.unwrap_or("")));
+        // fio drops a job whose option has an empty value ("failed
+        // parsing"); so does iolab, saying which.
+        let empty = "no value (fio refuses it too); give one or leave the line out";
         let bytes = |v: Option<&str>| -> Result<u64, UsageError> {
+            if v == Some("") {
+                return Err(bad(empty));
+            }
             v.and_then(|v| fio_bytes(v, kb_base)).ok_or_else(|| bad("not a size"))
         };
         let flag = || v.is_none_or(|v| !matches!(v, "0" | "false"));
@@ -328,6 +334,12 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
         match key.as_str() {
             "filename" => {
                 let v = v.ok_or_else(|| bad("needs a file name"))?;
+                if v.is_empty() {
+                    return Err(bad(
+                        "no file named (fio refuses it too); name the file or device to run on, as in \
+                         filename=/tmp/job.img, or use directory= for files in a directory",
+                    ));
+                }
                 if v.contains(':') {
                     return Err(bad(
                         "several files in one filename are not supported; use directory= and nrfiles=",
@@ -335,7 +347,13 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
                 }
                 j.fields.target = Some(v.to_string());
             }
-            "directory" => j.fields.target = Some(v.ok_or_else(|| bad("needs a directory"))?.to_string()),
+            "directory" => {
+                let dir = v.ok_or_else(|| bad("needs a directory"))?;
+                if dir.is_empty() {
+                    return Err(bad(empty));
+                }
+                j.fields.target = Some(dir.to_string());
+            }
             "nrfiles" => {
                 j.fields.nrfiles = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
             }
@@ -347,6 +365,12 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
                     Some(pct) => percent_of_target(&j.fields, pct).map_err(|why| bad(&why))?,
                     None => bytes(Some(text))?,
                 };
+                if key == "size" && resolved == 0 {
+                    return Err(bad(
+                        "an empty region; fio reads size=0 as no size (the whole file, which must exist): \
+                         leave size= out to run on the whole file or device, or give a size, as in size=1g",
+                    ));
+                }
                 let slot = if key == "size" { &mut j.fields.size } else { &mut j.fields.offset };
                 *slot = Some(exact_size(resolved));
             }

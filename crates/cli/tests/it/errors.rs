@@ -119,3 +119,50 @@ fn gnu_tar_through_a_mount_whose_host_is_full_gets_enospc_and_the_mount_says_why
         "{err}"
     );
 }
+
+/// A fio job file of one job `[j]` with `lines`, in `dir`.
+fn fio_job(dir: &Path, lines: &str) -> PathBuf {
+    let job = dir.join("job.fio");
+    std::fs::write(&job, format!("[j]\n{lines}\nrw=randread\nnumber_ios=10\n")).unwrap();
+    job
+}
+
+#[test]
+fn fio_size_0_is_a_usage_error_naming_it_and_the_fix_and_makes_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img");
+    let job = fio_job(dir.path(), &format!("filename={}\nsize=0", path(&target)));
+    let out = iolab(&["run", path(&job)]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("[j] size=0: an empty region"), "{err}");
+    assert!(err.contains("leave size= out to run on the whole file or device"), "{err}");
+    assert!(!target.exists(), "a refused run makes no file");
+    let job = fio_job(dir.path(), &format!("filename={}\nsize=", path(&target)));
+    let out = iolab(&["run", path(&job)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("[j] size=: no value (fio refuses it too)"), "{}", stderr(&out));
+}
+
+#[test]
+fn size_0_on_the_command_line_is_refused_before_a_file_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img");
+    let out = iolab(&["run", "--target", path(&target), "--size", "0", "--ios", "10"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--size: 0 is an empty region"), "{err}");
+    assert!(!target.exists(), "a refused run makes no file");
+}
+
+#[test]
+fn fio_empty_filename_is_a_usage_error_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = fio_job(dir.path(), "filename=\nsize=1m");
+    let out = iolab(&["run", path(&job)]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("[j] filename=: no file named"), "{err}");
+    assert!(err.contains("name the file or device to run on"), "{err}");
+    assert!(!err.contains(": cannot open"), "{err}");
+}
