@@ -167,6 +167,9 @@ struct Job {
     verify: Option<String>,
     do_verify: bool,
     verify_only: bool,
+    /// fio's `percentage_random` for reads and for writes (one value
+    /// gives both): resolved against the pattern once the job is read.
+    percentage_random: Option<(u8, u8)>,
 }
 
 impl Job {
@@ -253,6 +256,8 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
     if jobs.is_empty() {
         return Err(UsageError(format!("{}: holds no job section (only [global])", path.display())));
     }
+    // Finished before --strict looks: finishing notes things too (numjobs).
+    let jobs = jobs.into_iter().map(|j| finish(j, &mut notes)).collect();
     if strict && !notes.is_empty() {
         return Err(UsageError(format!(
             "{}: --strict: options iolab would not run as fio does:\n  {}",
@@ -260,11 +265,7 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
             notes.join("\n  ")
         )));
     }
-    let file = JobFile {
-        concurrent: true,
-        global: JobFields::default(),
-        jobs: jobs.into_iter().map(|j| finish(j, &mut notes)).collect(),
-    };
+    let file = JobFile { concurrent: true, global: JobFields::default(), jobs };
     Ok(Translated { file, notes })
 }
 
@@ -308,6 +309,7 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
         verify: None,
         do_verify: true,
         verify_only: false,
+        percentage_random: None,
     };
     let kb_base = options
         .iter()
@@ -514,11 +516,47 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
                 let pattern = format!("compress:{}", 100u8.saturating_sub(pct).max(1));
                 j.fields.pattern = Some(pattern.parse().map_err(|e| bad(&format!("{e}")))?);
             }
+            "percentage_random" => {
+                let text = v.ok_or_else(|| bad("needs a percentage"))?;
+                let pcts: Option<Vec<u8>> =
+                    text.split(',').map(|p| p.trim().parse().ok().filter(|p: &u8| *p <= 100)).collect();
+                let pcts = pcts
+                    .filter(|p| (1..=3).contains(&p.len()))
+                    .ok_or_else(|| bad("not a percentage 0-100 (or READS,WRITES[,TRIMS])"))?;
+                j.percentage_random = Some((pcts[0], pcts.get(1).copied().unwrap_or(pcts[0])));
+            }
             "kb_base" | "description" | "thread" | "refill_buffers" | "randrepeat" => {}
             _ => ignore("ignored: iolab has no equivalent"),
         }
     }
+    percentage_random(&mut j, notes);
     Ok(j)
+}
+
+/// fio's `percentage_random=N` is Vdbench's seekpct: N% of the requests
+/// of a random pattern placed at random, the others following on from
+/// the one before. fio applies it to random patterns only, and keeps a
+/// value per direction; iolab's `--seekpct` is one value for both.
+fn percentage_random(j: &mut Job, notes: &mut Vec<String>) {
+    let Some((reads, writes)) = j.percentage_random else { return };
+    let name = &j.name;
+    let rw = j.fields.rw.unwrap_or(workloads::Rw::Read);
+    let given = if reads == writes { format!("{reads}") } else { format!("{reads},{writes}") };
+    if rw.default_seek_pct() < 100 {
+        notes.push(format!(
+            "{name}: percentage_random={given}: ignored, as fio ignores it: rw={rw} is sequential (--seekpct \
+             places some of a sequential job's requests at random)"
+        ));
+        return;
+    }
+    let pct = if rw == workloads::Rw::RandWrite { writes } else { reads };
+    if rw.is_mixed() && reads != writes {
+        notes.push(format!(
+            "{name}: percentage_random={given}: runs as --seekpct {reads}, for reads and writes alike (fio \
+             places {reads}% of reads and {writes}% of writes at random)"
+        ));
+    }
+    j.fields.seekpct = Some(pct);
 }
 
 /// `PCT` percent of the job's target so far (its file or device).

@@ -166,3 +166,17 @@ fn fio_empty_filename_is_a_usage_error_naming_the_key() {
     assert!(err.contains("name the file or device to run on"), "{err}");
     assert!(!err.contains(": cannot open"), "{err}");
 }
+
+#[test]
+fn fio_percentage_random_runs_as_seekpct() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img");
+    let job = dir.path().join("job.fio");
+    let text =
+        format!("[j]\nfilename={}\nsize=1m\nrw=randrw\npercentage_random=30\nnumber_ios=10\n", path(&target));
+    std::fs::write(&job, text).unwrap();
+    let out = iolab(&["run", path(&job), "--print-job"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(crate::cli::stdout(&out).contains("seekpct = 30"), "{}", crate::cli::stdout(&out));
+    assert!(!stderr(&out).contains("no equivalent"), "{}", stderr(&out));
+}
