@@ -656,13 +656,40 @@ impl JobSpec {
                 format!("{align} is not a multiple of the target's {sector}-byte sector"),
             ));
         }
-        let len = len - len % align;
-        if len < self.bs.max_bytes() {
+        self.check_fit(len, align, sector)?;
+        Ok(Region { start: self.offset_bytes, len: len - len % align, align })
+    }
+
+    /// The largest transfer fits the region of `len` bytes, and still does
+    /// once it is cut to whole `align` units. Each refusal names the flag
+    /// at fault: `--bs` for a transfer larger than the region, `--bsalign`
+    /// for an alignment that leaves it too little.
+    fn check_fit(&self, len: u64, align: u64, sector: u64) -> Result<(), SpecError> {
+        let max = self.bs.max_bytes();
+        if len < max {
+            let (region, larger) = match self.size_bytes {
+                Some(_) => ("the region (--size)".to_string(), "a larger --size"),
+                None if self.offset_bytes > 0 => {
+                    (format!("the target after --offset {}", self.offset_bytes), "a smaller --offset")
+                }
+                None => ("the target".to_string(), "a larger target"),
+            };
             return Err(spec_error(
-                "size",
-                format!("the region ({len} bytes after alignment) is smaller than the largest transfer ({} bytes)", self.bs.max_bytes()),
+                "bs",
+                format!("the largest transfer ({max} bytes) is larger than {region}, {len} bytes; use a smaller --bs, or {larger}"),
             ));
         }
-        Ok(Region { start: self.offset_bytes, len, align })
+        let aligned = len - len % align;
+        if aligned < max {
+            let default = match &self.bs {
+                BlockSizes::Fixed(n) => *n,
+                _ => sector,
+            };
+            return Err(spec_error(
+                "bsalign",
+                format!("{align} bytes leaves {aligned} bytes of the {len}-byte region in whole units, less than the largest transfer ({max} bytes); use a smaller --bsalign, or leave it out (offsets then align to {default} bytes)"),
+            ));
+        }
+        Ok(())
     }
 }

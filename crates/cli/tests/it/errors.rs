@@ -180,3 +180,28 @@ fn fio_percentage_random_runs_as_seekpct() {
     assert!(crate::cli::stdout(&out).contains("seekpct = 30"), "{}", crate::cli::stdout(&out));
     assert!(!stderr(&out).contains("no equivalent"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_bs_or_bsalign_that_does_not_fit_names_that_flag_not_size() {
+    let cases = [
+        (
+            vec!["--bs", "128k"],
+            "--bs: the largest transfer (131072 bytes) is larger than the target, 65536 bytes",
+        ),
+        (vec!["--bs", "4k-128k"], "--bs: the largest transfer (131072 bytes) is larger than the target"),
+        (vec!["--size", "32k", "--bs", "64k"], "use a smaller --bs, or a larger --size"),
+        (
+            vec!["--bs", "4k", "--bsalign", "128k"],
+            "--bsalign: 131072 bytes leaves 0 bytes of the 65536-byte region",
+        ),
+    ];
+    for (flags, said) in cases {
+        let mut args = vec!["run", "--target", "mem:64k", "--rw", "randread", "--ios", "10"];
+        args.extend(&flags);
+        let out = iolab(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(said), "{flags:?}: {err}");
+        assert!(!err.contains("error: --size"), "{flags:?}: {err}");
+    }
+}

@@ -105,9 +105,38 @@ fn transfer_not_whole_sectors_of_the_target_is_refused() {
 }
 
 #[test]
-fn region_smaller_than_a_transfer_is_refused() {
+fn a_transfer_larger_than_the_region_blames_bs_and_names_both_fixes() {
     let job = JobSpec { size_bytes: Some(4096), bs: BlockSizes::Fixed(65536), ..JobSpec::default() };
-    assert_eq!(job.region(1 << 20, 512).unwrap_err().flag, "size");
+    let err = job.region(1 << 20, 512).unwrap_err();
+    assert_eq!(err.flag, "bs");
+    assert!(err.message.contains("use a smaller --bs, or a larger --size"), "{err}");
+    let whole_target =
+        JobSpec { bs: BlockSizes::Range { min: 4096, max: 131072, step: 512 }, ..JobSpec::default() };
+    let err = whole_target.region(65536, 512).unwrap_err();
+    assert_eq!(err.flag, "bs", "{err}");
+    assert!(err.message.contains("larger than the target, 65536 bytes"), "no --size was given: {err}");
+}
+
+#[test]
+fn an_alignment_that_leaves_too_little_of_the_region_blames_bsalign() {
+    let job = JobSpec { size_bytes: Some(65536), align_bytes: Some(131072), ..JobSpec::default() };
+    let err = job.region(1 << 20, 512).unwrap_err();
+    assert_eq!(err.flag, "bsalign", "{err}");
+    assert!(err.message.contains("use a smaller --bsalign, or leave it out"), "{err}");
+    let job = JobSpec {
+        size_bytes: Some(96 << 10),
+        bs: BlockSizes::Fixed(64 << 10),
+        align_bytes: Some(48 << 10),
+        ..JobSpec::default()
+    };
+    assert_eq!(job.region(1 << 20, 512).unwrap().len, 96 << 10, "two 48 KiB units hold a 64 KiB transfer");
+    let job = JobSpec {
+        size_bytes: Some(80 << 10),
+        bs: BlockSizes::Fixed(64 << 10),
+        align_bytes: Some(48 << 10),
+        ..JobSpec::default()
+    };
+    assert_eq!(job.region(1 << 20, 512).unwrap_err().flag, "bsalign", "one 48 KiB unit does not");
 }
 
 #[test]
