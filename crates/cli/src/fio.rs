@@ -421,13 +421,31 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
             }
             "bssplit" => {
                 let text = v.ok_or_else(|| bad("needs SIZE/PCT:..."))?;
-                let first = text.split(',').next().unwrap_or(text);
+                let mut splits = text.split(',').filter(|s| !s.is_empty());
+                let first = splits.next().unwrap_or(text);
+                if splits.any(|s| s != first) {
+                    ignore("reads and writes both use the first split");
+                }
                 let mut parts = Vec::new();
                 for part in first.split(':').filter(|p| !p.is_empty()) {
-                    let (size, pct) = part.split_once('/').ok_or_else(|| bad("needs SIZE/PCT:..."))?;
-                    parts.push(format!("{}/{}", bytes(Some(size))?, pct));
+                    let (size, pct) = part.split_once('/').unwrap_or((part, ""));
+                    let pct = match pct {
+                        "" => None,
+                        pct => Some(
+                            pct.parse::<u32>().map_err(|_| bad(&format!("'{pct}' is not a percentage")))?,
+                        ),
+                    };
+                    parts.push((bytes(Some(size))?, pct));
                 }
-                j.fields.bs = Some(parts.join(":").parse().map_err(|e| bad(&format!("{e}")))?);
+                let (split, uneven) = fill_percentages(&parts).map_err(|why| bad(&why))?;
+                let bs: workloads::BlockSizes = split.parse().map_err(|e| bad(&format!("{e}")))?;
+                if uneven {
+                    ignore(&format!(
+                        "the sizes without a percentage share what the others leave, the first taking what \
+                         cannot be shared evenly: {bs} (fio leaves that to one size of its choosing)"
+                    ));
+                }
+                j.fields.bs = Some(bs);
             }
             "blockalign" | "ba" => j.fields.bsalign = Some(exact_size(bytes(v)?)),
             "iodepth" => {
@@ -557,6 +575,36 @@ fn percentage_random(j: &mut Job, notes: &mut Vec<String>) {
         ));
     }
     j.fields.seekpct = Some(pct);
+}
+
+/// A bssplit's sizes and percentages as iolab's `--bs` mix, the sizes
+/// fio gives no percentage sharing what the others leave evenly (the
+/// first of them taking what an even share cannot split, so the mix
+/// adds up to 100; then the second value is true). The sum is checked
+/// by `--bs`'s own parsing.
+fn fill_percentages(parts: &[(u64, Option<u32>)]) -> Result<(String, bool), String> {
+    let given: u32 = parts.iter().filter_map(|(_, pct)| *pct).sum();
+    let blank = parts.iter().filter(|(_, pct)| pct.is_none()).count() as u32;
+    if blank > 0 && given > 100 {
+        return Err(format!(
+            "the percentages given add up to {given}, leaving nothing for the sizes without one"
+        ));
+    }
+    let left = 100u32.saturating_sub(given);
+    let mut rest = left % blank.max(1);
+    let uneven = rest > 0;
+    let filled: Vec<String> = parts
+        .iter()
+        .map(|&(size, pct)| {
+            let pct = pct.unwrap_or_else(|| {
+                let extra = u32::from(rest > 0);
+                rest -= extra;
+                left / blank + extra
+            });
+            format!("{}/{pct}", workloads::spec::human_bytes(size))
+        })
+        .collect();
+    Ok((filled.join(":"), uneven))
 }
 
 /// `PCT` percent of the job's target so far (its file or device).

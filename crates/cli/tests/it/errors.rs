@@ -205,3 +205,12 @@ fn a_bs_or_bsalign_that_does_not_fit_names_that_flag_not_size() {
         assert!(!err.contains("error: --size"), "{flags:?}: {err}");
     }
 }
+
+#[test]
+fn transfer_size_weights_must_add_up_to_100() {
+    let out = iolab(&["run", "--target", "mem:1m", "--bs", "4k/150:8k/20", "--ios", "10"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--bs: the weights in '4k/150:8k/20' add up to 170"), "{err}");
+    assert!(err.contains("must add up to 100, as in 4k/88:8k/12"), "{err}");
+}

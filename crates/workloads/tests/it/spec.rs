@@ -41,9 +41,26 @@ fn bssplit_parses_sizes_and_weights() {
 }
 
 #[test]
+fn bssplit_weights_are_percentages_that_add_up_to_100() {
+    let err = BlockSizes::parse("4k/150:8k/20").unwrap_err();
+    assert_eq!(err.flag, "bs");
+    assert!(err.message.contains("add up to 170"), "{err}");
+    assert!(err.message.contains("must add up to 100, as in 4k/88:8k/12"), "{err}");
+    let err = BlockSizes::parse("4k/1:64k/3").unwrap_err();
+    assert!(err.message.contains("add up to 4") && err.message.contains("4k/25:64k/75"), "{err}");
+    let err = BlockSizes::parse("4k/0:8k/0").unwrap_err();
+    assert!(err.message.contains("add up to 0; "), "{err}");
+    let zero_left_out = BlockSizes::parse("4k/0:8k/100").unwrap();
+    assert_eq!(zero_left_out, BlockSizes::Split { name: None, sizes: vec![(8192, 100)] });
+    assert_eq!(BlockSizes::parse(&zero_left_out.to_string()).unwrap(), zero_left_out, "its text reads back");
+    let fs: u32 = workloads::spec::FS_MIX.iter().map(|&(_, w)| w).sum();
+    assert_eq!(fs, 100, "the fs mix is in percent too");
+}
+
+#[test]
 fn bssplit_without_weights_is_refused() {
     let err = BlockSizes::parse("4k:64k").unwrap_err();
-    assert!(err.to_string().contains("needs SIZE/WEIGHT"), "{err}");
+    assert!(err.to_string().contains("needs SIZE/PERCENT"), "{err}");
 }
 
 #[test]
