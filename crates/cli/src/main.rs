@@ -23,8 +23,9 @@ mod sweep_policies;
 mod validate;
 mod volume;
 
-/// A bad flag value or combination: reported with exit status 2, as clap
-/// reports the errors it finds itself.
+/// A bad flag value or combination, or a target refused because it holds
+/// data (`--force` is the way on): reported with exit status 2, as clap
+/// reports the errors it finds itself. Nothing was written.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);

@@ -214,3 +214,71 @@ fn transfer_size_weights_must_add_up_to_100() {
     assert!(err.contains("--bs: the weights in '4k/150:8k/20' add up to 170"), "{err}");
     assert!(err.contains("must add up to 100, as in 4k/88:8k/12"), "{err}");
 }
+
+/// A file of 4 MiB holding an ext4 superblock's magic number.
+fn file_holding_ext4(dir: &Path, name: &str) -> PathBuf {
+    let file = dir.join(name);
+    let mut image = vec![0u8; 4 << 20];
+    image[1080..1082].copy_from_slice(&[0x53, 0xef]);
+    std::fs::write(&file, &image).unwrap();
+    file
+}
+
+/// Every command that would write over a target holding data refuses it
+/// as a usage error (exit 2), as README says of a refused run, and
+/// leaves it as it was.
+#[test]
+fn every_refusal_of_a_target_holding_data_exits_2_and_leaves_it_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = file_holding_ext4(dir.path(), "data.img");
+    let target = path(&data);
+    let conf = dir.path().join("v.conf");
+    std::fs::write(
+        &conf,
+        format!("drive d1 device {target}\nvolume v\n  plex org concat\n    sd length 0 drive d1\n"),
+    )
+    .unwrap();
+    let before = std::fs::read(&data).unwrap();
+    let commands: [Vec<&str>; 6] = [
+        vec!["run", "--target", target, "--rw", "randwrite", "--ios", "10"],
+        vec!["run", "--target", target, "--log", "log", "--ios", "10"],
+        vec!["bonnie", "--target", target],
+        vec!["fs", "mkfs", target],
+        vec!["volume", "create", path(&conf)],
+        vec![
+            "sweep",
+            "journal",
+            "--target",
+            target,
+            "--journal-dir",
+            path(dir.path()),
+            "--runtime",
+            "1",
+            "--repeat",
+            "1",
+        ],
+    ];
+    for args in commands {
+        let out = iolab(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("holds data (ext2/ext3/ext4 file system)") && err.contains("--force"),
+            "{args:?}: {err}"
+        );
+        assert!(std::fs::read(&data).unwrap() == before, "{args:?} wrote the target");
+    }
+}
+
+#[test]
+fn the_exit_codes_are_listed_once_in_the_top_level_help() {
+    let out = iolab(&["--help"]);
+    // Words, not lines: help is wrapped to the terminal.
+    let text = crate::cli::stdout(&out).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(text.matches("Exit status:").count(), 1, "{text}");
+    for code in
+        ["0 success", "1 a failure", "2 a usage error", "a target refused because it holds data", "130"]
+    {
+        assert!(text.contains(code), "{code}: {text}");
+    }
+}
