@@ -770,7 +770,7 @@ impl LoggedDevice {
             // A refusal is no new cause: the front's own names the first
             // one, and a poisoned device below refuses every retry anyway.
             if !matches!(e, DeviceError::Poisoned { .. }) {
-                self.front.poison(e.to_string());
+                self.front.poison(e);
             }
             self.lock_state().sealed.clear();
         }

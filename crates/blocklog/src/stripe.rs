@@ -58,7 +58,7 @@ struct State {
     committed: BTreeMap<u64, u64>,
     /// A writer is committing the queue.
     leading: bool,
-    poisoned: Option<String>,
+    poisoned: Option<device::PoisonCause>,
 }
 
 /// What the committer owns.
@@ -294,7 +294,7 @@ impl StripeLog {
                 state.leading = false;
                 if let Err(e) = result {
                     if state.poisoned.is_none() {
-                        state.poisoned = Some(e.to_string());
+                        state.poisoned = Some(device::PoisonCause::from(&e));
                     }
                     self.changed.notify_all();
                     return Err(e);
@@ -406,7 +406,7 @@ impl StripeLog {
             if state.poisoned.is_none()
                 && !matches!(e, DeviceError::Poisoned { .. } | DeviceError::Invalid(_))
             {
-                state.poisoned = Some(e.to_string());
+                state.poisoned = Some(device::PoisonCause::from(e));
             }
         }
         result

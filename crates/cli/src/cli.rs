@@ -12,7 +12,13 @@ use clap::{Parser, Subcommand};
              files or devices, drives fio-like workloads through them or through any file, device or directory, \
              checks every byte, crashes them on purpose, and reports how each figure was taken.",
     long_about = None,
-    propagate_version = true
+    propagate_version = true,
+    after_help = "Exit status: 0 success; 1 a failure (an I/O error, bad blocks found, a crash check's \
+        violations, a check that checked nothing); 2 a usage error: a bad flag, value or input file, or a \
+        target refused because it holds data (--force overwrites it), and nothing was written; 130 \
+        interrupted (Ctrl-C; a run prints its results up to then). `validate` (and `run --power-cut`) adds \
+        3, the journal is incomplete, and 4, the journal is damaged; `fs fsck` exits 1 when it repaired \
+        everything, 4 when damage is left: see their --help."
 )]
 pub struct Cli {
     #[command(subcommand)]

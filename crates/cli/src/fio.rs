@@ -167,6 +167,9 @@ struct Job {
     verify: Option<String>,
     do_verify: bool,
     verify_only: bool,
+    /// fio's `percentage_random` for reads and for writes (one value
+    /// gives both): resolved against the pattern once the job is read.
+    percentage_random: Option<(u8, u8)>,
 }
 
 impl Job {
@@ -253,6 +256,8 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
     if jobs.is_empty() {
         return Err(UsageError(format!("{}: holds no job section (only [global])", path.display())));
     }
+    // Finished before --strict looks: finishing notes things too (numjobs).
+    let jobs = jobs.into_iter().map(|j| finish(j, &mut notes)).collect();
     if strict && !notes.is_empty() {
         return Err(UsageError(format!(
             "{}: --strict: options iolab would not run as fio does:\n  {}",
@@ -260,11 +265,7 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
             notes.join("\n  ")
         )));
     }
-    let file = JobFile {
-        concurrent: true,
-        global: JobFields::default(),
-        jobs: jobs.into_iter().map(|j| finish(j, &mut notes)).collect(),
-    };
+    let file = JobFile { concurrent: true, global: JobFields::default(), jobs };
     Ok(Translated { file, notes })
 }
 
@@ -308,6 +309,7 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
         verify: None,
         do_verify: true,
         verify_only: false,
+        percentage_random: None,
     };
     let kb_base = options
         .iter()
@@ -318,7 +320,13 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
     for (key, value) in options {
         let v = value.as_deref();
         let bad = |why: &str| UsageError(format!("[{name}] {key}={}: {why}", v.unwrap_or("")));
+        // fio drops a job whose option has an empty value ("failed
+        // parsing"); so does iolab, saying which.
+        let empty = "no value (fio refuses it too); give one or leave the line out";
         let bytes = |v: Option<&str>| -> Result<u64, UsageError> {
+            if v == Some("") {
+                return Err(bad(empty));
+            }
             v.and_then(|v| fio_bytes(v, kb_base)).ok_or_else(|| bad("not a size"))
         };
         let flag = || v.is_none_or(|v| !matches!(v, "0" | "false"));
@@ -328,6 +336,12 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
         match key.as_str() {
             "filename" => {
                 let v = v.ok_or_else(|| bad("needs a file name"))?;
+                if v.is_empty() {
+                    return Err(bad(
+                        "no file named (fio refuses it too); name the file or device to run on, as in \
+                         filename=/tmp/job.img, or use directory= for files in a directory",
+                    ));
+                }
                 if v.contains(':') {
                     return Err(bad(
                         "several files in one filename are not supported; use directory= and nrfiles=",
@@ -335,7 +349,13 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
                 }
                 j.fields.target = Some(v.to_string());
             }
-            "directory" => j.fields.target = Some(v.ok_or_else(|| bad("needs a directory"))?.to_string()),
+            "directory" => {
+                let dir = v.ok_or_else(|| bad("needs a directory"))?;
+                if dir.is_empty() {
+                    return Err(bad(empty));
+                }
+                j.fields.target = Some(dir.to_string());
+            }
             "nrfiles" => {
                 j.fields.nrfiles = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
             }
@@ -347,6 +367,12 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
                     Some(pct) => percent_of_target(&j.fields, pct).map_err(|why| bad(&why))?,
                     None => bytes(Some(text))?,
                 };
+                if key == "size" && resolved == 0 {
+                    return Err(bad(
+                        "an empty region; fio reads size=0 as no size (the whole file, which must exist): \
+                         leave size= out to run on the whole file or device, or give a size, as in size=1g",
+                    ));
+                }
                 let slot = if key == "size" { &mut j.fields.size } else { &mut j.fields.offset };
                 *slot = Some(exact_size(resolved));
             }
@@ -395,13 +421,31 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
             }
             "bssplit" => {
                 let text = v.ok_or_else(|| bad("needs SIZE/PCT:..."))?;
-                let first = text.split(',').next().unwrap_or(text);
+                let mut splits = text.split(',').filter(|s| !s.is_empty());
+                let first = splits.next().unwrap_or(text);
+                if splits.any(|s| s != first) {
+                    ignore("reads and writes both use the first split");
+                }
                 let mut parts = Vec::new();
                 for part in first.split(':').filter(|p| !p.is_empty()) {
-                    let (size, pct) = part.split_once('/').ok_or_else(|| bad("needs SIZE/PCT:..."))?;
-                    parts.push(format!("{}/{}", bytes(Some(size))?, pct));
+                    let (size, pct) = part.split_once('/').unwrap_or((part, ""));
+                    let pct = match pct {
+                        "" => None,
+                        pct => Some(
+                            pct.parse::<u32>().map_err(|_| bad(&format!("'{pct}' is not a percentage")))?,
+                        ),
+                    };
+                    parts.push((bytes(Some(size))?, pct));
                 }
-                j.fields.bs = Some(parts.join(":").parse().map_err(|e| bad(&format!("{e}")))?);
+                let (split, uneven) = fill_percentages(&parts).map_err(|why| bad(&why))?;
+                let bs: workloads::BlockSizes = split.parse().map_err(|e| bad(&format!("{e}")))?;
+                if uneven {
+                    ignore(&format!(
+                        "the sizes without a percentage share what the others leave, the first taking what \
+                         cannot be shared evenly: {bs} (fio leaves that to one size of its choosing)"
+                    ));
+                }
+                j.fields.bs = Some(bs);
             }
             "blockalign" | "ba" => j.fields.bsalign = Some(exact_size(bytes(v)?)),
             "iodepth" => {
@@ -490,11 +534,77 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
                 let pattern = format!("compress:{}", 100u8.saturating_sub(pct).max(1));
                 j.fields.pattern = Some(pattern.parse().map_err(|e| bad(&format!("{e}")))?);
             }
+            "percentage_random" => {
+                let text = v.ok_or_else(|| bad("needs a percentage"))?;
+                let pcts: Option<Vec<u8>> =
+                    text.split(',').map(|p| p.trim().parse().ok().filter(|p: &u8| *p <= 100)).collect();
+                let pcts = pcts
+                    .filter(|p| (1..=3).contains(&p.len()))
+                    .ok_or_else(|| bad("not a percentage 0-100 (or READS,WRITES[,TRIMS])"))?;
+                j.percentage_random = Some((pcts[0], pcts.get(1).copied().unwrap_or(pcts[0])));
+            }
             "kb_base" | "description" | "thread" | "refill_buffers" | "randrepeat" => {}
             _ => ignore("ignored: iolab has no equivalent"),
         }
     }
+    percentage_random(&mut j, notes);
     Ok(j)
+}
+
+/// fio's `percentage_random=N` is Vdbench's seekpct: N% of the requests
+/// of a random pattern placed at random, the others following on from
+/// the one before. fio applies it to random patterns only, and keeps a
+/// value per direction; iolab's `--seekpct` is one value for both.
+fn percentage_random(j: &mut Job, notes: &mut Vec<String>) {
+    let Some((reads, writes)) = j.percentage_random else { return };
+    let name = &j.name;
+    let rw = j.fields.rw.unwrap_or(workloads::Rw::Read);
+    let given = if reads == writes { format!("{reads}") } else { format!("{reads},{writes}") };
+    if rw.default_seek_pct() < 100 {
+        notes.push(format!(
+            "{name}: percentage_random={given}: ignored, as fio ignores it: rw={rw} is sequential (--seekpct \
+             places some of a sequential job's requests at random)"
+        ));
+        return;
+    }
+    let pct = if rw == workloads::Rw::RandWrite { writes } else { reads };
+    if rw.is_mixed() && reads != writes {
+        notes.push(format!(
+            "{name}: percentage_random={given}: runs as --seekpct {reads}, for reads and writes alike (fio \
+             places {reads}% of reads and {writes}% of writes at random)"
+        ));
+    }
+    j.fields.seekpct = Some(pct);
+}
+
+/// A bssplit's sizes and percentages as iolab's `--bs` mix, the sizes
+/// fio gives no percentage sharing what the others leave evenly (the
+/// first of them taking what an even share cannot split, so the mix
+/// adds up to 100; then the second value is true). The sum is checked
+/// by `--bs`'s own parsing.
+fn fill_percentages(parts: &[(u64, Option<u32>)]) -> Result<(String, bool), String> {
+    let given: u32 = parts.iter().filter_map(|(_, pct)| *pct).sum();
+    let blank = parts.iter().filter(|(_, pct)| pct.is_none()).count() as u32;
+    if blank > 0 && given > 100 {
+        return Err(format!(
+            "the percentages given add up to {given}, leaving nothing for the sizes without one"
+        ));
+    }
+    let left = 100u32.saturating_sub(given);
+    let mut rest = left % blank.max(1);
+    let uneven = rest > 0;
+    let filled: Vec<String> = parts
+        .iter()
+        .map(|&(size, pct)| {
+            let pct = pct.unwrap_or_else(|| {
+                let extra = u32::from(rest > 0);
+                rest -= extra;
+                left / blank + extra
+            });
+            format!("{}/{pct}", workloads::spec::human_bytes(size))
+        })
+        .collect();
+    Ok((filled.join(":"), uneven))
 }
 
 /// `PCT` percent of the job's target so far (its file or device).

@@ -64,8 +64,9 @@ pub struct JobFields {
     #[arg(long, value_name = "SKEW")]
     #[serde(default, deserialize_with = "parsed")]
     pub skew: Option<Skew>,
-    /// Transfer sizes: 4k; a weighted mix 4k/10:64k/50:32k/40; a range
-    /// 512-64k[/STEP]; or fs, the file-system mix (1-120 sectors, ~8 KiB).
+    /// Transfer sizes: 4k; a mix 4k/10:64k/50:32k/40 (the percentage of
+    /// requests of each size, adding up to 100); a range 512-64k[/STEP];
+    /// or fs, the file-system mix (1-120 sectors, ~8 KiB).
     /// Default: 4k, or fs for the default job.
     #[arg(long, value_name = "SIZES")]
     #[serde(default, deserialize_with = "parsed")]

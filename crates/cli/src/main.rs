@@ -24,8 +24,9 @@ mod sweep_policies;
 mod validate;
 mod volume;
 
-/// A bad flag value or combination: reported with exit status 2, as clap
-/// reports the errors it finds itself.
+/// A bad flag value or combination, or a target refused because it holds
+/// data (`--force` is the way on): reported with exit status 2, as clap
+/// reports the errors it finds itself. Nothing was written.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
@@ -118,7 +119,7 @@ fn is_usage_error(e: &anyhow::Error) -> bool {
 
 /// The error and its causes, each cause once: library errors often repeat
 /// their source in their own message already.
-fn message(e: &anyhow::Error) -> String {
+pub(crate) fn message(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();

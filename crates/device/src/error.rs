@@ -54,7 +54,7 @@ pub enum DeviceError {
         "{device}: {op} refused: an earlier flush failed ({cause}); what reached stable storage is \
          unknown, so the device accepts no more writes until it is reopened"
     )]
-    Poisoned { device: String, op: Op, cause: String },
+    Poisoned { device: String, op: Op, cause: PoisonCause },
     #[error("{}: {what}: {source}", path.display())]
     Open {
         path: PathBuf,
@@ -82,5 +82,54 @@ impl DeviceError {
     /// malformed request).
     pub fn is_io(&self) -> bool {
         matches!(self, DeviceError::Io { .. } | DeviceError::Flush { .. })
+    }
+
+    /// True when the medium ran out of room (ENOSPC, EDQUOT): a file on a
+    /// host file system that filled up, not a failing disk. A device
+    /// poisoned by such an error says so too, so the layers above can
+    /// tell their users what to free.
+    pub fn is_out_of_space(&self) -> bool {
+        match self {
+            DeviceError::Io { source, .. } | DeviceError::Flush { source, .. } => no_room(source),
+            DeviceError::Poisoned { cause, .. } => cause.out_of_space,
+            _ => false,
+        }
+    }
+}
+
+fn no_room(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
+}
+
+/// Why a device was poisoned: the first failure, as text, and whether it
+/// was the host running out of room (which the failure's error kind no
+/// longer tells once it is only text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoisonCause {
+    pub text: String,
+    pub out_of_space: bool,
+}
+
+impl fmt::Display for PoisonCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl From<&DeviceError> for PoisonCause {
+    fn from(e: &DeviceError) -> PoisonCause {
+        PoisonCause { text: e.to_string(), out_of_space: e.is_out_of_space() }
+    }
+}
+
+impl From<String> for PoisonCause {
+    fn from(text: String) -> PoisonCause {
+        PoisonCause { text, out_of_space: false }
+    }
+}
+
+impl From<&str> for PoisonCause {
+    fn from(text: &str) -> PoisonCause {
+        PoisonCause::from(text.to_string())
     }
 }

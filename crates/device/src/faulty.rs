@@ -28,11 +28,17 @@ pub enum Fault {
     /// together): every later write and flush fails and reaches nothing.
     /// Wrapped around a `CrashDevice`, this stops a stack at any instant.
     PowerCut { after: u64 },
+    /// The host file system holding the device fills up after the first
+    /// `after` writes: every later write and flush fails with ENOSPC and
+    /// reaches nothing, as on a sparse image whose host ran out of room
+    /// (ext4 refuses the write, NFS or a delayed allocation the flush).
+    NoSpace { after: u64 },
 }
 
-/// Wraps a device and fails chosen requests with EIO, without passing them
-/// to the inner device, or silently mishandles chosen writes (lost,
-/// misdirected, a bit flipped) so that checkers can be shown to catch them.
+/// Wraps a device and fails chosen requests with EIO (or, past a full
+/// host's budget, ENOSPC), without passing them to the inner device, or
+/// silently mishandles chosen writes (lost, misdirected, a bit flipped)
+/// so that checkers can be shown to catch them.
 /// Faults are injected below the front: only requests it accepted are
 /// counted as the `n`th, and a failed flush poisons the device as a real
 /// one's would.
@@ -66,7 +72,8 @@ impl FaultyDevice {
             | Fault::MisdirectWrite { .. }
             | Fault::FlipBit { .. }
             | Fault::TearWrite { .. }
-            | Fault::PowerCut { .. } => false,
+            | Fault::PowerCut { .. }
+            | Fault::NoSpace { .. } => false,
             Fault::Range { range, reads, writes } => {
                 let wanted = match op {
                     Op::Read => *reads,
@@ -78,16 +85,27 @@ impl FaultyDevice {
         })
     }
 
-    /// Counts a write or flush and says whether the power is already cut.
-    fn power_cut(&self) -> bool {
+    /// Counts a write or flush and says which errno it fails with, if
+    /// any: EIO once the power is cut, ENOSPC once the host is full.
+    fn change_fails(&self) -> Option<i32> {
         let change = self.changes.fetch_add(1, Ordering::Relaxed) + 1;
-        self.faults.iter().any(|fault| matches!(fault, Fault::PowerCut { after } if change > *after))
+        let writes = self.writes.load(Ordering::Relaxed);
+        self.faults.iter().find_map(|fault| match *fault {
+            Fault::PowerCut { after } if change > after => Some(libc::EIO),
+            Fault::NoSpace { after } if writes > after => Some(libc::ENOSPC),
+            _ => None,
+        })
     }
 
     fn injected(&self, op: Op, ordinal: u64, offset: u64, len: u64) -> DeviceError {
-        // A real EIO, so callers see what a failing disk would give them.
-        let eio = io::Error::from_raw_os_error(libc::EIO);
-        let source = io::Error::new(eio.kind(), format!("{eio} (injected on {op} #{ordinal})"));
+        self.injected_errno(libc::EIO, op, ordinal, offset, len)
+    }
+
+    fn injected_errno(&self, errno: i32, op: Op, ordinal: u64, offset: u64, len: u64) -> DeviceError {
+        // A real errno, so callers see what a failing disk (or a full
+        // host) would give them.
+        let real = io::Error::from_raw_os_error(errno);
+        let source = io::Error::new(real.kind(), format!("{real} (injected on {op} #{ordinal})"));
         match op {
             Op::Flush => DeviceError::Flush { device: self.name().to_string(), source },
             _ => DeviceError::Io { device: self.name().to_string(), op, offset, len, source },
@@ -137,7 +155,10 @@ impl Backend for FaultyDevice {
     fn write_raw(&self, buf: &[u8], offset: u64, _: Checked) -> Result<()> {
         let ordinal = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
         let len = buf.len() as u64;
-        if self.power_cut() || self.should_fail(Op::Write, ordinal, offset, len) {
+        if let Some(errno) = self.change_fails() {
+            return Err(self.injected_errno(errno, Op::Write, ordinal, offset, len));
+        }
+        if self.should_fail(Op::Write, ordinal, offset, len) {
             return Err(self.injected(Op::Write, ordinal, offset, len));
         }
         self.silent_fault(buf, offset, ordinal)
@@ -145,7 +166,10 @@ impl Backend for FaultyDevice {
 
     fn flush_raw(&self, _: Checked) -> Result<()> {
         let ordinal = self.flushes.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.power_cut() || self.should_fail(Op::Flush, ordinal, 0, 0) {
+        if let Some(errno) = self.change_fails() {
+            return Err(self.injected_errno(errno, Op::Flush, ordinal, 0, 0));
+        }
+        if self.should_fail(Op::Flush, ordinal, 0, 0) {
             return Err(self.injected(Op::Flush, ordinal, 0, 0));
         }
         self.inner.flush()

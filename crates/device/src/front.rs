@@ -14,7 +14,7 @@ use std::ops::Range;
 use std::os::fd::RawFd;
 use std::sync::OnceLock;
 
-use crate::{DeviceError, Medium, Op, Result, Stats};
+use crate::{DeviceError, Medium, Op, PoisonCause, Result, Stats};
 
 mod sealed {
     /// Implemented for every [`super::Backend`] and nothing else, so
@@ -272,7 +272,7 @@ pub struct Front {
     stats: Stats,
     /// Why writes and flushes are refused; set once, never cleared (the
     /// first cause is the one that matters).
-    poison: OnceLock<String>,
+    poison: OnceLock<PoisonCause>,
 }
 
 impl Front {
@@ -299,7 +299,7 @@ impl Front {
     /// Poisons the device: every later write and flush is refused with
     /// [`DeviceError::Poisoned`] naming `cause`, until it is reopened. A
     /// device already poisoned keeps its first cause.
-    pub fn poison(&self, cause: impl Into<String>) {
+    pub fn poison(&self, cause: impl Into<PoisonCause>) {
         let _ = self.poison.set(cause.into());
     }
 
@@ -385,7 +385,7 @@ impl<B: Backend> Device for B {
         front.stats.track(front.check_poison(Op::Flush))?;
         if let Err(err) = self.flush_raw(Checked(())) {
             // Never retried: what reached stable storage is unknown.
-            front.poison(err.to_string());
+            front.poison(&err);
             front.stats.record_error();
             return Err(err);
         }

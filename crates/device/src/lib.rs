@@ -14,7 +14,8 @@
 //! [`NullDevice`] (discards everything; for engine-overhead measurements),
 //! [`Slice`] (a window of a device), [`CrashDevice`] (records unflushed
 //! writes and produces the images a power cut could leave),
-//! [`FaultyDevice`] (fails chosen requests with an I/O error),
+//! [`FaultyDevice`] (fails chosen requests with an I/O error, or with
+//! ENOSPC as a full host would),
 //! [`RecordingDevice`] and [`Overlay`] (histories and crash images of
 //! several devices).
 //!
@@ -42,7 +43,7 @@ mod world;
 pub use align::AlignedBuf;
 pub use concat::Concat;
 pub use crash::{CrashDevice, CrashOutcome, CrashPolicy};
-pub use error::{DeviceError, Op, Result};
+pub use error::{DeviceError, Op, PoisonCause, Result};
 pub use faulty::{Fault, FaultyDevice};
 pub use file::{FileDevice, FileOptions, LockKind};
 pub use front::{check_request, Backend, Checked, Device, Front, Geometry};

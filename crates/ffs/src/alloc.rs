@@ -5,7 +5,7 @@
 
 use fsapi::Errno;
 
-use crate::core::{eio, Core};
+use crate::core::{io_failed, Core};
 use crate::softdep::{FreedFrom, Wait};
 
 /// Bitmap blocks of a group: blocks at +1, inodes at +2.
@@ -51,7 +51,7 @@ impl Core {
     fn set_bit(&mut self, block: u64, i: u32) -> Result<bool, Errno> {
         let map = match self.cache.modify(block) {
             Ok(m) => m,
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         };
         let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
         let was = map[byte] & mask != 0;
@@ -66,7 +66,7 @@ impl Core {
     fn clear_bits(&mut self, block: u64, bits: &[u32], mut cleared: impl FnMut(usize)) -> Result<u32, Errno> {
         let map = match self.cache.modify(block) {
             Ok(m) => m,
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         };
         let (mut count, mut lowest) = (0u32, u32::MAX);
         for (k, &i) in bits.iter().enumerate() {
@@ -93,7 +93,7 @@ impl Core {
         let block = match self.alloc_block_once(hint) {
             Err(Errno::NOSPC) if !self.log.freed.is_empty() => {
                 if let Err(e) = self.commit() {
-                    return Err(eio(self, e));
+                    return Err(io_failed(self, e));
                 }
                 self.alloc_block_once(hint)
             }
@@ -132,7 +132,7 @@ impl Core {
                         freed.waits((start + u64::from(i)) as u32, durable)
                     })
                 }
-                Err(e) => return Err(eio(self, e)),
+                Err(e) => return Err(io_failed(self, e)),
             };
             if let Some(i) = found {
                 self.set_bit(map_block, i)?;
@@ -166,7 +166,7 @@ impl Core {
     fn retire_all(&mut self, dirs: Vec<u64>) -> Result<(), Errno> {
         for b in dirs {
             if let Err(e) = self.cache.retire(b) {
-                return Err(eio(self, e));
+                return Err(io_failed(self, e));
             }
         }
         Ok(())
@@ -238,7 +238,7 @@ impl Core {
                     let floor = rotor_of(&mut self.rotors, map_block, map, limit);
                     find_clear(map, 0, limit, floor, |_| false)
                 }
-                Err(e) => return Err(eio(self, e)),
+                Err(e) => return Err(io_failed(self, e)),
             };
             if let Some(i) = found {
                 self.set_bit(map_block, i)?;

@@ -4,7 +4,7 @@
 
 use fsapi::Errno;
 
-use crate::core::{eio, Core};
+use crate::core::{io_failed, Core};
 use crate::format::{pointer_at, set_pointer, DiskInode, DIRECT_POINTERS, POINTERS_PER_BLOCK};
 
 const DIRECT: u64 = DIRECT_POINTERS as u64;
@@ -31,7 +31,7 @@ impl Core {
     fn pointer(&mut self, block: u32, index: u64) -> Result<u32, Errno> {
         match self.cache.read(u64::from(block)) {
             Ok(bytes) => Ok(pointer_at(bytes, index as usize)),
-            Err(e) => Err(eio(self, e)),
+            Err(e) => Err(io_failed(self, e)),
         }
     }
 
@@ -41,7 +41,7 @@ impl Core {
             Ok(bytes) => {
                 Ok((from as usize..POINTERS_PER_BLOCK as usize).map(|i| pointer_at(bytes, i)).collect())
             }
-            Err(e) => Err(eio(self, e)),
+            Err(e) => Err(io_failed(self, e)),
         }
     }
 
@@ -52,7 +52,7 @@ impl Core {
                 set_pointer(bytes, index as usize, value);
                 Ok(())
             }
-            Err(e) => Err(eio(self, e)),
+            Err(e) => Err(io_failed(self, e)),
         }
     }
 
@@ -60,7 +60,7 @@ impl Core {
     fn new_block(&mut self, inode: &mut DiskInode, hint: u64) -> Result<u32, Errno> {
         let block = self.alloc_block(hint)?;
         if let Err(e) = self.cache.fresh(u64::from(block)) {
-            return Err(eio(self, e));
+            return Err(io_failed(self, e));
         }
         inode.blocks_512 += UNITS;
         Ok(block)

@@ -44,9 +44,9 @@ pub struct Core {
     /// directories of more than a block, built on first use.
     pub dir_index: HashMap<u32, HashMap<Vec<u8>, u64>>,
     /// A write-back or synchronous write failed: what reached the disk is
-    /// unknown, so the file system takes no more changes (EIO) until it
-    /// is mounted again.
-    pub failed: Option<String>,
+    /// unknown, so the file system takes no more changes (EIO, or ENOSPC
+    /// when the host had no room) until it is mounted again.
+    pub failed: Option<Failure>,
     /// The `log` policy's transactions: blocks freed since the last commit
     /// (not handed out again before it, or a crash could leave committed
     /// metadata pointing at another file's data), when the last commit
@@ -174,19 +174,50 @@ impl LogState {
     }
 }
 
-/// A device error as the errno a caller gets: EIO, and the file system
-/// stops taking changes.
-pub fn eio(core: &mut Core, e: device::DeviceError) -> Errno {
-    core.failed.get_or_insert_with(|| e.to_string());
-    Errno::IO
+/// Why a mounted file system stopped taking changes: its first failed
+/// device request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The device error, as text (it names the device and the request).
+    pub cause: String,
+    /// The device's host ran out of room (a sparse image on a full file
+    /// system: ENOSPC or EDQUOT), rather than failing.
+    pub out_of_space: bool,
+}
+
+impl Failure {
+    pub fn of(e: &device::DeviceError) -> Failure {
+        Failure { cause: e.to_string(), out_of_space: e.is_out_of_space() }
+    }
+
+    /// What the calls that fail for it return. ENOSPC tells the caller the
+    /// truth (nothing it asked for was made durable, for want of room)
+    /// where EIO would point at the disk; it promises no more than EIO
+    /// does, since every change after it still fails.
+    pub fn errno(&self) -> Errno {
+        if self.out_of_space {
+            Errno::NOSPC
+        } else {
+            Errno::IO
+        }
+    }
+}
+
+/// A device error as the errno a caller gets (EIO, or ENOSPC when the
+/// host had no room), and the file system stops taking changes.
+pub fn io_failed(core: &mut Core, e: device::DeviceError) -> Errno {
+    let failure = Failure::of(&e);
+    let errno = failure.errno();
+    core.failed.get_or_insert(failure);
+    errno
 }
 
 impl Core {
     pub fn check_alive(&self) -> Result<(), Errno> {
-        if self.failed.is_some() {
-            return Err(Errno::IO);
+        match &self.failed {
+            Some(failure) => Err(failure.errno()),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     pub fn valid_ino(&self, ino: u64) -> Result<u32, Errno> {
@@ -202,7 +233,7 @@ impl Core {
         let (block, at) = self.sb.inode_place(ino);
         let bytes = match self.cache.read(block) {
             Ok(b) => b,
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         };
         match DiskInode::decode(ino, &bytes[at..at + INODE_BYTES]) {
             InodeSlot::Used(inode) => Ok(inode),
@@ -216,7 +247,7 @@ impl Core {
         let (block, at) = self.sb.inode_place(ino);
         match self.cache.modify(block) {
             Ok(bytes) => inode.encode(ino, &mut bytes[at..at + INODE_BYTES]),
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         }
         Ok(block)
     }
@@ -226,7 +257,7 @@ impl Core {
         let (block, at) = self.sb.inode_place(ino);
         match self.cache.modify(block) {
             Ok(bytes) => bytes[at..at + INODE_BYTES].fill(0),
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         }
         Ok(block)
     }
@@ -235,7 +266,7 @@ impl Core {
     pub fn ordered(&mut self, block: u64) -> Result<(), Errno> {
         if self.policy == Policy::Sync {
             if let Err(e) = self.cache.write_now(block) {
-                return Err(eio(self, e));
+                return Err(io_failed(self, e));
             }
         }
         Ok(())
@@ -279,7 +310,7 @@ impl Core {
             self.free_blocks_now(freed.blocks)?;
             if self.commit_due() {
                 if let Err(e) = self.commit_behind() {
-                    return Err(eio(self, e));
+                    return Err(io_failed(self, e));
                 }
             }
         }
@@ -305,11 +336,11 @@ impl Core {
         let mut last = None;
         let mut rescanned = false;
         if let Err(e) = self.stage_group_headers().and_then(|()| self.cache.checkpoint()) {
-            return Err(eio(self, e));
+            return Err(io_failed(self, e));
         }
         for _ in 0..PASSES_MAX {
             if let Err(e) = self.stage_group_headers().and_then(|()| self.cache.write_back(true)) {
-                return Err(eio(self, e));
+                return Err(io_failed(self, e));
             }
             self.apply_released()?;
             let (dirty_meta, dirty_data) = (self.cache.dirty_meta(), self.cache.dirty_data());
@@ -410,7 +441,7 @@ impl Core {
             return true;
         }
         if let Err(e) = self.cache.write_back_meta() {
-            eio(self, e);
+            io_failed(self, e);
             return false;
         }
         // Within an eighth of the limit it commits now rather than hand

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use fsapi::Errno;
 
-use crate::core::{eio, Core};
+use crate::core::{io_failed, Core};
 use crate::format::{record_bytes, DirRecord, DiskInode, RecordRef, BLOCK_BYTES, DIR_CHUNK_BYTES, DT_DIR};
 use crate::softdep::{Gone, Kind};
 
@@ -51,7 +51,7 @@ impl Core {
     fn dir_record(&mut self, block: u64, at: usize) -> Result<DirRecord, Errno> {
         let bytes = match self.cache.read(block) {
             Ok(b) => b,
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         };
         DirRecord::peek(bytes, at).map(RecordRef::to_owned).ok_or(Errno::IO)
     }
@@ -72,7 +72,7 @@ impl Core {
             // Read in place: the walk changes nothing.
             let bytes = match self.cache.read(block) {
                 Ok(b) => b,
-                Err(e) => return Err(eio(self, e)),
+                Err(e) => return Err(io_failed(self, e)),
             };
             let mut at = 0usize;
             while at < BLOCK_BYTES {
@@ -132,7 +132,7 @@ impl Core {
             let block = self.dir_block(dir, inode, n)?;
             let bytes = match self.cache.read(block) {
                 Ok(b) => b,
-                Err(e) => return Err(eio(self, e)),
+                Err(e) => return Err(io_failed(self, e)),
             };
             let mut at = 0usize;
             while at < BLOCK_BYTES {
@@ -180,7 +180,7 @@ impl Core {
         let rec = DirRecord { ino, reclen: DIR_CHUNK_BYTES as u16, kind, name: name.to_vec() };
         match self.cache.modify(u64::from(block)) {
             Ok(bytes) => rec.write(bytes, 0),
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         }
         self.added(u64::from(block), 0, ino);
         self.index_insert(dir, name, blocks * BLOCK);
@@ -203,7 +203,7 @@ impl Core {
         self.cache.set_kind(block, Kind::Dir);
         let bytes = match self.cache.modify(block) {
             Ok(b) => b,
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         };
         if used == 0 {
             DirRecord { ino, reclen: rec.reclen, kind, name: name.to_vec() }.write(bytes, at);
@@ -250,7 +250,7 @@ impl Core {
         let target = (offset % BLOCK) as usize;
         let bytes = match self.cache.read(block) {
             Ok(b) => b,
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         };
         // Its space joins the record before it in its chunk.
         let (mut at, mut previous) = (target - target % DIR_CHUNK_BYTES, None);
@@ -265,7 +265,7 @@ impl Core {
         self.cache.set_kind(block, Kind::Dir);
         let out = match self.cache.modify(block) {
             Ok(b) => b,
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         };
         match previous {
             Some((p, prev)) => {
@@ -299,7 +299,7 @@ impl Core {
         self.cache.set_kind(block, Kind::Dir);
         match self.cache.modify(block) {
             Ok(out) => DirRecord { ino, kind, ..rec }.write(out, at),
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         }
         self.added(block, at, ino);
         Ok(block)
@@ -320,7 +320,7 @@ impl Core {
         self.cache.set_kind(u64::from(block), Kind::Dir);
         let bytes = match self.cache.fresh(u64::from(block)) {
             Ok(b) => b,
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         };
         let dot = DirRecord { ino, reclen: 12, kind: DT_DIR, name: b".".to_vec() };
         dot.write(bytes, 0);
@@ -343,7 +343,7 @@ impl Core {
         self.cache.set_kind(u64::from(block), Kind::Dir);
         let bytes = match self.cache.fresh(u64::from(block)) {
             Ok(b) => b,
-            Err(e) => return Err(eio(self, e)),
+            Err(e) => return Err(io_failed(self, e)),
         };
         for chunk in 0..BLOCK_BYTES / DIR_CHUNK_BYTES {
             empty_chunk().write(bytes, chunk * DIR_CHUNK_BYTES);

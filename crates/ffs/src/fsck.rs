@@ -232,8 +232,8 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     c.pass5_maps()?;
     if repair != Repair::No && c.report.findings.iter().any(|f| f.repaired) {
         c.core.cache.write_back(true).map_err(FsError::Device)?;
-        if let Some(cause) = &c.core.failed {
-            return Err(FsError::Invalid(format!("a repair could not be written: {cause}")));
+        if let Some(failure) = &c.core.failed {
+            return Err(FsError::Invalid(format!("a repair could not be written: {}", failure.cause)));
         }
     }
     Ok(c.report)

@@ -27,6 +27,7 @@ mod wapbl;
 
 use std::sync::Arc;
 
+pub use crate::core::Failure;
 pub use cache::CacheStats;
 pub use commits::Commits;
 pub use format::Policy;
@@ -49,6 +50,26 @@ pub enum FsError {
     Invalid(String),
     #[error(transparent)]
     Device(#[from] device::DeviceError),
+    /// A write failed earlier: the file system takes no more changes and
+    /// its image is left not clean.
+    #[error(
+        "an earlier write failed ({}); nothing more is written until it is mounted again, and the image is \
+         left not clean",
+        .0.cause
+    )]
+    Failed(Failure),
+}
+
+impl FsError {
+    /// True when the error comes down to the device's host having no room
+    /// (ENOSPC or EDQUOT from a sparse image's file system).
+    pub fn is_out_of_space(&self) -> bool {
+        match self {
+            FsError::Device(e) => e.is_out_of_space(),
+            FsError::Failed(failure) => failure.out_of_space,
+            _ => false,
+        }
+    }
 }
 
 /// The device, shared.

@@ -180,7 +180,7 @@ impl Ffs {
 
     /// Records a failed write: the file system takes no more changes.
     fn failed(&self, mut core: std::sync::MutexGuard<'_, Core>, e: device::DeviceError) -> FsError {
-        core.failed.get_or_insert_with(|| e.to_string());
+        core.failed.get_or_insert_with(|| crate::Failure::of(&e));
         e.into()
     }
 
@@ -209,16 +209,22 @@ impl Ffs {
     }
 
     fn failure_of(&self, core: &Core) -> FsError {
-        let cause = core.failed.clone().unwrap_or_default();
-        FsError::Invalid(format!(
-            "an earlier write failed ({cause}); nothing more is written until it is mounted again"
-        ))
+        match &core.failed {
+            Some(failure) => FsError::Failed(failure.clone()),
+            None => FsError::Invalid("the file system failed, and kept no cause".into()),
+        }
+    }
+
+    /// Why the file system stopped taking changes, if it did: the first
+    /// failed write (its host out of room, or the device failing).
+    pub fn failure(&self) -> Option<crate::Failure> {
+        self.lock().failed.clone()
     }
 
     /// The syncer's pass: writes buffers dirty for longer than `age`.
     pub fn write_back_older(&self, age: Duration) -> Result<usize, FsError> {
         let mut core = self.lock();
-        core.check_alive().map_err(|_| FsError::Invalid("the file system failed".into()))?;
+        core.check_alive().map_err(|_| self.failure_of(&core))?;
         Ok(core.cache.write_back_older(age)?)
     }
 
@@ -263,9 +269,7 @@ impl Ffs {
         self.release_orphans()?;
         {
             let mut core = self.lock();
-            core.check_alive().map_err(|_| {
-                FsError::Invalid("an earlier write failed; the file system is not clean".into())
-            })?;
+            core.check_alive().map_err(|_| self.failure_of(&core))?;
             core.sb.clean = true;
         }
         self.sync_all()?;

@@ -15,7 +15,7 @@ use fsapi::{
 };
 
 use crate::commits::Commits;
-use crate::core::{eio, Core};
+use crate::core::{io_failed, Core};
 use crate::format::*;
 use crate::softdep::{FreedFrom, Gone, Wait};
 use crate::{Dev, FsError};
@@ -132,14 +132,14 @@ impl Ffs {
         let mut core = self.core.lock().unwrap_or_else(|e| e.into_inner());
         if core.commit_due() {
             if let Err(e) = core.commit_behind() {
-                eio(&mut core, e);
+                io_failed(&mut core, e);
             }
         }
         // Under `softdep`, a checkpoint's flush done with, and the blocks
         // and inodes a flush released.
         if core.failed.is_none() {
             if let Err(e) = core.cache.poll_behind() {
-                eio(&mut core, e);
+                io_failed(&mut core, e);
             }
         }
         if core
@@ -487,7 +487,7 @@ impl FileSystem for Ffs {
                     bytes[..target.len()].copy_from_slice(&target);
                     Ok(())
                 }
-                Err(e) => Err(eio(core, e)),
+                Err(e) => Err(io_failed(core, e)),
             }
         };
         make(&mut core, parent, name, inode, Some(&fill))
@@ -505,7 +505,7 @@ impl FileSystem for Ffs {
         }
         match core.cache.read(u64::from(inode.direct[0])) {
             Ok(bytes) => Ok(bytes[..inode.size as usize].to_vec()),
-            Err(e) => Err(eio(&mut core, e)),
+            Err(e) => Err(io_failed(&mut core, e)),
         }
     }
 
@@ -632,7 +632,7 @@ impl FileSystem for Ffs {
                 None => out.fill(0),
                 Some((block, _)) => match core.cache.read(u64::from(block)) {
                     Ok(bytes) => out.copy_from_slice(&bytes[within..within + len]),
-                    Err(e) => return Err(eio(&mut core, e)),
+                    Err(e) => return Err(io_failed(&mut core, e)),
                 },
             }
             at += len as u64;
@@ -696,7 +696,7 @@ impl FileSystem for Ffs {
     }
 
     fn sync(&self) -> Result<()> {
-        self.sync_all().map_err(|_| Errno::IO)
+        self.sync_all().map_err(|e| if e.is_out_of_space() { Errno::NOSPC } else { Errno::IO })
     }
 }
 
@@ -728,14 +728,14 @@ fn write_blocks(
             inode.size = inode.size.max(at);
             core.put_inode(ino, inode)?;
             if let Err(e) = core.commit_behind() {
-                return Err(eio(core, e));
+                return Err(io_failed(core, e));
             }
         }
         let len = (BLOCK_BYTES - within).min(data.len() - *done);
         let (block, _) = core.bmap(ino, inode, n, true)?.ok_or(Errno::IO)?;
         match core.cache.modify_data(u64::from(block)) {
             Ok(bytes) => bytes[within..within + len].copy_from_slice(&data[*done..*done + len]),
-            Err(e) => return Err(eio(core, e)),
+            Err(e) => return Err(io_failed(core, e)),
         }
         *done += len;
     }
@@ -755,7 +755,7 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
             if let Some((block, _)) = core.bmap(ino, inode, size / BLOCK_BYTES as u64, false)? {
                 match core.cache.modify_data(u64::from(block)) {
                     Ok(bytes) => bytes[within..].fill(0),
-                    Err(e) => return Err(eio(core, e)),
+                    Err(e) => return Err(io_failed(core, e)),
                 }
             }
         }

@@ -137,7 +137,8 @@ impl fmt::Display for Rw {
 }
 
 /// The `fs` transfer mix: file-system transfers of 1 to 120 sectors,
-/// about 8 KiB on average (weights in percent; see docs/workloads.md).
+/// about 8 KiB on average (weights in percent, adding up to 100; see
+/// docs/workloads.md).
 pub const FS_MIX: &[(u64, u32)] = &[
     (512, 6),
     (1024, 8),
@@ -240,11 +241,7 @@ impl fmt::Display for BlockSizes {
         match self {
             BlockSizes::Fixed(n) => write!(f, "{}", human_bytes(*n)),
             BlockSizes::Split { name: Some(name), .. } => f.write_str(name),
-            BlockSizes::Split { name: None, sizes } => {
-                let parts: Vec<String> =
-                    sizes.iter().map(|(b, w)| format!("{}/{w}", human_bytes(*b))).collect();
-                f.write_str(&parts.join(":"))
-            }
+            BlockSizes::Split { name: None, sizes } => f.write_str(&format_split(sizes)),
             BlockSizes::Range { min, max, step } => {
                 write!(f, "{}-{}/{}", human_bytes(*min), human_bytes(*max), human_bytes(*step))
             }
@@ -252,27 +249,68 @@ impl fmt::Display for BlockSizes {
     }
 }
 
+/// A mix: sizes with the percentage of requests of each, adding up to
+/// 100, as fio's bssplit and Vdbench's xfersize distributions. Weights
+/// read as relative would let `4k/10:64k/50` mean 1:5 here and 10:90 in
+/// fio (whose last size takes what the others leave), so the sum is
+/// checked instead of guessed at.
 fn parse_split(text: &str) -> Result<BlockSizes, SpecError> {
     let mut sizes = Vec::new();
+    let mut weights = Vec::new();
     for part in text.split(':') {
         let (size, weight) = part.split_once('/').ok_or_else(|| {
-            spec_error("bs", format!("'{part}' in '{text}' needs SIZE/WEIGHT, as in 4k/10:64k/50:32k/40"))
+            spec_error("bs", format!("'{part}' in '{text}' needs SIZE/PERCENT, as in 4k/10:64k/50:32k/40"))
         })?;
         let size = parse_bytes("bs", size)?;
-        let weight: u32 = weight
-            .parse()
-            .map_err(|_| spec_error("bs", format!("weight '{weight}' in '{text}' is not a whole number")))?;
+        let weight: u32 = weight.parse().map_err(|_| {
+            spec_error("bs", format!("percentage '{weight}' in '{text}' is not a whole number"))
+        })?;
         if size == 0 {
             return Err(spec_error("bs", format!("size 0 in '{text}': transfers need at least one sector")));
         }
+        weights.push((size, weight));
         if weight > 0 {
             sizes.push((size, weight));
         }
     }
-    if sizes.is_empty() {
-        return Err(spec_error("bs", format!("'{text}' gives every size a weight of 0")));
+    let sum: u64 = weights.iter().map(|&(_, w)| u64::from(w)).sum();
+    if sum != 100 {
+        let example = match percentages(&weights) {
+            Some(scaled) => format!(", as in {}", format_split(&scaled)),
+            None => String::new(),
+        };
+        return Err(spec_error(
+            "bs",
+            format!(
+                "the weights in '{text}' add up to {sum}; they are the percentages of requests of each size (as \
+                 fio's bssplit and Vdbench's xfersize) and must add up to 100{example}"
+            ),
+        ));
     }
     Ok(BlockSizes::Split { name: None, sizes })
+}
+
+/// `weights` scaled to percentages adding up to exactly 100 (largest
+/// remainders rounded up), for an error's example; None when all are 0.
+fn percentages(weights: &[(u64, u32)]) -> Option<Vec<(u64, u32)>> {
+    let sum: u64 = weights.iter().map(|&(_, w)| u64::from(w)).sum();
+    if sum == 0 {
+        return None;
+    }
+    let mut scaled: Vec<(u64, u32)> =
+        weights.iter().map(|&(b, w)| (b, (u64::from(w) * 100 / sum) as u32)).collect();
+    let mut by_remainder: Vec<usize> = (0..weights.len()).collect();
+    by_remainder.sort_by_key(|&i| std::cmp::Reverse(u64::from(weights[i].1) * 100 % sum));
+    let short = 100 - scaled.iter().map(|&(_, p)| p).sum::<u32>();
+    for &i in by_remainder.iter().take(short as usize) {
+        scaled[i].1 += 1;
+    }
+    Some(scaled)
+}
+
+fn format_split(sizes: &[(u64, u32)]) -> String {
+    let parts: Vec<String> = sizes.iter().map(|(b, w)| format!("{}/{w}", human_bytes(*b))).collect();
+    parts.join(":")
 }
 
 /// Writes `n` bytes in the largest binary unit that divides it.
@@ -656,13 +694,40 @@ impl JobSpec {
                 format!("{align} is not a multiple of the target's {sector}-byte sector"),
             ));
         }
-        let len = len - len % align;
-        if len < self.bs.max_bytes() {
+        self.check_fit(len, align, sector)?;
+        Ok(Region { start: self.offset_bytes, len: len - len % align, align })
+    }
+
+    /// The largest transfer fits the region of `len` bytes, and still does
+    /// once it is cut to whole `align` units. Each refusal names the flag
+    /// at fault: `--bs` for a transfer larger than the region, `--bsalign`
+    /// for an alignment that leaves it too little.
+    fn check_fit(&self, len: u64, align: u64, sector: u64) -> Result<(), SpecError> {
+        let max = self.bs.max_bytes();
+        if len < max {
+            let (region, larger) = match self.size_bytes {
+                Some(_) => ("the region (--size)".to_string(), "a larger --size"),
+                None if self.offset_bytes > 0 => {
+                    (format!("the target after --offset {}", self.offset_bytes), "a smaller --offset")
+                }
+                None => ("the target".to_string(), "a larger target"),
+            };
             return Err(spec_error(
-                "size",
-                format!("the region ({len} bytes after alignment) is smaller than the largest transfer ({} bytes)", self.bs.max_bytes()),
+                "bs",
+                format!("the largest transfer ({max} bytes) is larger than {region}, {len} bytes; use a smaller --bs, or {larger}"),
             ));
         }
-        Ok(Region { start: self.offset_bytes, len, align })
+        let aligned = len - len % align;
+        if aligned < max {
+            let default = match &self.bs {
+                BlockSizes::Fixed(n) => *n,
+                _ => sector,
+            };
+            return Err(spec_error(
+                "bsalign",
+                format!("{align} bytes leaves {aligned} bytes of the {len}-byte region in whole units, less than the largest transfer ({max} bytes); use a smaller --bsalign, or leave it out (offsets then align to {default} bytes)"),
+            ));
+        }
+        Ok(())
     }
 }

@@ -405,6 +405,28 @@ fn a_failed_forced_commit_inside_a_write_poisons_the_log() {
     assert!(matches!(dev.flush().unwrap_err(), DeviceError::Poisoned { .. }));
 }
 
+/// A commit the host had no room for (a log inside a sparse image on a
+/// full file system) poisons the log like any failed commit, and every
+/// refusal after it still says the host was out of space, so a file
+/// system above can tell its user ENOSPC, not EIO.
+#[test]
+fn a_commit_the_host_has_no_room_for_poisons_the_log_and_the_refusals_say_out_of_space() {
+    let writes_of_format = {
+        let mem = Arc::new(MemDevice::new(LOG_BYTES + DATA_BYTES).unwrap());
+        let counting = Arc::new(FaultyDevice::new(mem, vec![]));
+        format(counting.clone(), Mode::Log);
+        counting.stats().snapshot().writes
+    };
+    let mem = Arc::new(MemDevice::new(LOG_BYTES + DATA_BYTES).unwrap());
+    let full = Arc::new(FaultyDevice::new(mem, vec![Fault::NoSpace { after: writes_of_format }]));
+    let dev = format(full, Mode::Log);
+    dev.write_at(&block(1, 1), 0).unwrap();
+    let err = dev.flush().unwrap_err();
+    assert!(err.is_out_of_space(), "{err}");
+    let err = dev.write_at(&block(1, 1), 0).unwrap_err();
+    assert!(matches!(err, DeviceError::Poisoned { .. }) && err.is_out_of_space(), "{err}");
+}
+
 /// What a file system's metadata-only policy does, written against the
 /// device interface alone: metadata through a transaction, file data in
 /// place. It runs unchanged on a plain device and on a logged one.

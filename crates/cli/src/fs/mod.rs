@@ -309,8 +309,52 @@ pub(crate) fn make(
         stack.discard();
         return Err(e);
     }
-    let sb = ffs::mkfs(&device, options)?;
+    let image = Image { target, bytes: device.size_bytes() };
+    let sb = ffs::mkfs(&device, options).map_err(|e| image.advise(e.into()))?;
     Ok((stack, sb))
+}
+
+/// An image a command writes, for the advice when the host file system
+/// holding it runs out of room.
+#[derive(Clone, Copy)]
+pub(crate) struct Image<'a> {
+    pub target: &'a str,
+    pub bytes: u64,
+}
+
+impl Image<'_> {
+    /// What is full and what to do: iolab's file system is not full, the
+    /// host's is, under a sparse image that takes room as it is written.
+    fn host_full(&self) -> String {
+        format!(
+            "the host file system holding {} is full (ENOSPC), not iolab's file system in it: the image is a \
+             sparse file that takes room as it is written, up to {}. Free space on that file system, or make the \
+             image on one with room",
+            self.target,
+            report::human_bytes(self.bytes)
+        )
+    }
+
+    /// `e`, which came down to the host having no room, with that said.
+    pub(crate) fn full(&self, e: &anyhow::Error) -> anyhow::Error {
+        anyhow::anyhow!("{}: {}", crate::message(e), self.host_full())
+    }
+
+    /// `e`, with [`Image::full`]'s words where it comes down to the host
+    /// having no room.
+    pub(crate) fn advise(&self, e: anyhow::Error) -> anyhow::Error {
+        let host_out_of_space = e.chain().any(|cause| {
+            cause.downcast_ref::<ffs::FsError>().is_some_and(ffs::FsError::is_out_of_space)
+                || cause
+                    .downcast_ref::<device::DeviceError>()
+                    .is_some_and(device::DeviceError::is_out_of_space)
+        });
+        if host_out_of_space {
+            self.full(&e)
+        } else {
+            e
+        }
+    }
 }
 
 fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
@@ -330,7 +374,8 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         pin_to(cpus)?;
     }
     let options = MountOptions { policy: args.policy, cache_bytes, ..Default::default() };
-    let fs = Arc::new(Ffs::mount(Arc::clone(target.device()), &options)?);
+    let image = Image { target: &args.target, bytes: target.device().size_bytes() };
+    let fs = Arc::new(Ffs::mount(Arc::clone(target.device()), &options).map_err(|e| image.advise(e.into()))?);
     let mounted = || {
         use std::io::Write;
         println!(
@@ -346,10 +391,10 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     };
     let serving =
         fusefront::Serving { threads: args.threads, writeback_cache: !args.no_writeback_cache, transport };
-    let served = serve(&fs, &args.mountpoint, serving, mounted);
+    let served = serve(&fs, image, &args.mountpoint, serving, mounted);
     let fs = Arc::try_unwrap(fs)
         .map_err(|_| anyhow::anyhow!("the file system is still in use after the session ended"))?;
-    let unmounted = fs.unmount().context("cannot write the file system back")?;
+    let unmounted = fs.unmount().context("cannot write the file system back").map_err(|e| image.advise(e))?;
     target.close()?;
     let served = served.with_context(|| format!("{}: the FUSE session failed", args.mountpoint.display()))?;
     let (sb, stats) = (&unmounted.superblock, &unmounted.cache);
@@ -413,17 +458,24 @@ fn transport_used(served: &fusefront::Served) -> String {
 
 /// A mount's syncer, until `done`: once a second the file system's
 /// periodic work (`Ffs::tick`: buffers dirty for 30 s written back, under
-/// `log` a commit); `every` runs ten times a second.
-pub(crate) fn syncer(fs: &Ffs, done: &AtomicBool, mut every: impl FnMut()) {
+/// `log` a commit); `every` runs ten times a second. A failure is told
+/// once: the file system refuses every change after it, and every tick
+/// would say so again.
+pub(crate) fn syncer(fs: &Ffs, image: Image<'_>, done: &AtomicBool, mut every: impl FnMut()) {
     const SYNCER_AGE: Duration = Duration::from_secs(30);
     let mut ticks = 0u32;
+    let mut told = false;
     while !done.load(Ordering::Relaxed) {
         std::thread::park_timeout(Duration::from_millis(100));
         every();
         ticks += 1;
         if ticks % 10 == 0 {
             if let Err(e) = fs.tick(SYNCER_AGE) {
-                eprintln!("iolab: warning: the syncer's write-back failed: {e}");
+                if !told {
+                    let e = image.advise(e.into());
+                    eprintln!("iolab: warning: the syncer's write-back failed: {}", crate::message(&e));
+                }
+                told = true;
             }
         }
     }
@@ -434,6 +486,7 @@ pub(crate) fn syncer(fs: &Ffs, done: &AtomicBool, mut every: impl FnMut()) {
 /// and Ctrl-C (or SIGTERM) unmounting.
 pub(crate) fn serve(
     fs: &Arc<Ffs>,
+    image: Image<'_>,
     mountpoint: &Path,
     serving: fusefront::Serving,
     mounted: impl FnOnce(),
@@ -445,7 +498,7 @@ pub(crate) fn serve(
     let done = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let syncer = scope.spawn(|| {
-            syncer(fs, &done, || {
+            syncer(fs, image, &done, || {
                 if interrupted.swap(false, Ordering::Relaxed) {
                     if let Err(e) = fusefront::unmount(mountpoint) {
                         eprintln!("iolab: cannot unmount {}: {e}", mountpoint.display());

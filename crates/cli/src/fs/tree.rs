@@ -90,7 +90,7 @@ pub fn untar(args: UntarArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Resu
                     fs.forget(d.ino, 1);
                     d.ino
                 };
-                let one = extract(fs, dir, &archive.tar).map_err(explain)?;
+                let one = extract(fs, dir, &archive.tar)?;
                 add(&mut made, one);
             }
             Ok(())
@@ -130,7 +130,7 @@ pub fn rm(args: RmArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<Exi
     let in_process = in_process_interruptible(&args.target, &args.mount, |fs| {
         for (path, parent, name) in &parts {
             let dir = fsapi::resolve(fs, parent).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-            let one = remove_tree(fs, dir.ino, OsStr::new(name), path).map_err(explain);
+            let one = remove_tree(fs, dir.ino, OsStr::new(name), path);
             fs.forget(dir.ino, 1);
             let one = one?;
             removed.unlinked += one.unlinked;
@@ -259,7 +259,7 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
             }
         };
         barrier();
-        *phases = run_mdtest(fs, into, &spec, &mut |_| barrier()).map_err(explain)?;
+        *phases = run_mdtest(fs, into, &spec, &mut |_| barrier())?;
         if let Some((_, out)) = ranks {
             *out.borrow_mut() = phases.iter().map(|p| (p.name.to_string(), p.items, p.seconds)).collect();
         }
@@ -285,6 +285,16 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
             .and_then(|fs| work(&fs, fsapi::ROOT, &mut phases));
         let removed =
             std::fs::remove_dir(&base).with_context(|| format!("{}: cannot remove it", base.display()));
+        let worked = worked.map_err(|e| {
+            if !out_of_room(&e) {
+                return e;
+            }
+            anyhow::anyhow!(
+                "{}: the file system holding {} is full; free space there or give a directory on another",
+                crate::message(&e),
+                real.display()
+            )
+        });
         worked.and(removed)?;
         if ranks.is_some() {
             return Ok(ExitCode::SUCCESS);
@@ -377,11 +387,11 @@ fn run_in_process(
     stop: Option<&std::sync::atomic::AtomicBool>,
     work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,
 ) -> anyhow::Result<Done> {
-    mounted(target, mount, stop, |fs| {
+    mounted(target, mount, stop, |fs, image| {
         // The syncer runs beside the work, as under a mount.
         let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|scope| {
-            let syncer = scope.spawn(|| super::syncer(fs, &done, || {}));
+            let syncer = scope.spawn(|| super::syncer(fs, image, &done, || {}));
             let worked = match stop {
                 Some(stop) => work(&fsapi::Interruptible::new(&**fs, stop)),
                 None => work(&**fs),
@@ -402,7 +412,7 @@ pub(crate) fn mounted(
     target: &str,
     mount: &InProcess,
     stop: Option<&std::sync::atomic::AtomicBool>,
-    work: impl FnOnce(&Arc<Ffs>) -> anyhow::Result<()>,
+    work: impl FnOnce(&Arc<Ffs>, super::Image<'_>) -> anyhow::Result<()>,
 ) -> anyhow::Result<Done> {
     let cache_bytes = parse_bytes("cache", &mount.cache).map_err(UsageError::from)?;
     let stack =
@@ -410,26 +420,33 @@ pub(crate) fn mounted(
     let device = Arc::clone(stack.device());
     device.drop_cache().with_context(|| format!("{target}: cannot drop its page cache"))?;
     let media = device.media();
+    let host = super::Image { target, bytes: device.size_bytes() };
     let start = Instant::now();
     let fs = Arc::new(Ffs::mount(
         device,
         &MountOptions { policy: mount.policy, cache_bytes, ..Default::default() },
     )?);
-    let worked = work(&fs);
+    let worked = work(&fs, host);
+    // Asked before the unmount: a call that failed with ENOSPC failed for
+    // want of room in iolab's file system, or on the host under its image.
+    let failure = fs.failure();
     let fs =
         Arc::try_unwrap(fs).map_err(|_| anyhow::anyhow!("the file system is still in use after the work"))?;
     let unmounted = fs.unmount().context("cannot write the file system back");
     let seconds = start.elapsed().as_secs_f64();
     stack.close()?;
     if stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
-        unmounted?;
+        unmounted.map_err(|e| host.advise(e))?;
         return Err(crate::Interrupted(format!(
             "interrupted: the work stopped part way; {target} was unmounted cleanly, with what was done until then"
         ))
         .into());
     }
-    worked?;
-    Ok(Done { unmounted: unmounted?, seconds, media })
+    worked.map_err(|e| match failure {
+        Some(f) if f.out_of_space => host.full(&e),
+        _ => explain(e),
+    })?;
+    Ok(Done { unmounted: unmounted.map_err(|e| host.advise(e))?, seconds, media })
 }
 
 /// The directory at `path`, made with its parents where missing; one
@@ -453,16 +470,26 @@ fn make_dirs(fs: &dyn FileSystem, path: &str) -> anyhow::Result<Ino> {
     Ok(dir)
 }
 
-/// A workload error, with the fix where the file system is full.
-fn explain(e: workloads::tree::TreeError) -> anyhow::Error {
-    match &e {
-        workloads::tree::TreeError::Call { errno, .. } if *errno == Errno::NOSPC => {
-            anyhow::anyhow!(
-                "{e}: the file system is full; make it larger (iolab fs mkfs --size) or extract less"
-            )
-        }
-        _ => e.into(),
+/// A call that failed with ENOSPC in iolab's file system (its host had
+/// room: [`mounted`] tells): the fix.
+fn explain(e: anyhow::Error) -> anyhow::Error {
+    if out_of_room(&e) {
+        return anyhow::anyhow!(
+            "{}: the file system is full; make it larger (iolab fs mkfs --size) or extract less",
+            crate::message(&e)
+        );
     }
+    e
+}
+
+/// Whether a tree workload's call failed with ENOSPC.
+fn out_of_room(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<workloads::tree::TreeError>(),
+            Some(workloads::tree::TreeError::Call { errno, .. }) if *errno == Errno::NOSPC
+        )
+    })
 }
 
 fn add(total: &mut Extracted, one: Extracted) {

@@ -161,10 +161,19 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         None if default_job => "default".into(),
         None => format!("job{}", index + 1),
     };
+    let size_bytes = bytes("size", &f.size)?;
+    if size_bytes == Some(0) {
+        // Said before any target is opened: a missing file would be made
+        // empty, and then refused as too small for a sector.
+        return Err(UsageError(
+            "--size: 0 is an empty region; give a positive size, or leave --size out to use the whole target"
+                .into(),
+        ));
+    }
     Ok(JobSpec {
         name,
         offset_bytes: bytes("offset", &f.offset)?.unwrap_or(0),
-        size_bytes: bytes("size", &f.size)?,
+        size_bytes,
         rw,
         read_pct,
         seek_pct: f.seekpct.unwrap_or(rw.default_seek_pct()),

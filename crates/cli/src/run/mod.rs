@@ -71,7 +71,8 @@ pub struct RunArgs {
     /// the power this long into the run (virtual time: 5s, 500ms), then
     /// check what the disks held durably against the journal, as iolab
     /// validate after a crash (docs/sim.md). Exit status 3 when the
-    /// journal misses writes the target holds, 1 when blocks are bad.
+    /// journal misses writes the target holds, 4 when it is damaged
+    /// (records it had made durable lost), 1 when blocks are bad.
     #[arg(long, value_name = "TIME")]
     pub power_cut: Option<String>,
     /// What standard output carries: text (the tables) or csv (a header,

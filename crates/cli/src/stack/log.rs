@@ -69,13 +69,14 @@ impl Stack {
         let new = match LoggedDevice::probe(holder.as_ref())? {
             Some(header) if options.log_bytes.is_some_and(|b| b / 4096 * 4096 != header.log_bytes) => {
                 if !options.force {
-                    bail!(
+                    return Err(UsageError(format!(
                         "{}: already holds a block log of {} bytes, not {}; drop --log-size to use it, \
                          or pass --force to replay it and format a new one",
                         holder.name(),
                         header.log_bytes,
                         options.log_bytes.unwrap_or(0)
-                    );
+                    ))
+                    .into());
                 }
                 LogAction::Replace(placement())
             }
@@ -127,12 +128,13 @@ impl Stack {
             return super::check_writable(self, options.force);
         };
         if !options.force && LoggedDevice::probe(self.device.as_ref())?.is_some() {
-            bail!(
+            return Err(UsageError(format!(
                 "{}: holds a block log at its start, made without --log-device; drop --log-device {} to use \
                  it, or pass --force to put a new log there and the whole target behind it",
                 self.device.name(),
                 path.display()
-            );
+            ))
+            .into());
         }
         super::check_writable(self, options.force)?;
         let origin = Origin { path: Some(path.clone()), ..Origin::default() };

@@ -1,12 +1,15 @@
-//! Refusing to write over data the user may not mean to lose.
+//! Refusing to write over data the user may not mean to lose. A refusal
+//! is a usage error (exit status 2), as every refusal of what the user
+//! asked for: it comes before anything is written, and `--force` is the
+//! way on.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::bail;
 use device::Device;
 
 use super::{LogPlan, Stack};
+use crate::UsageError;
 
 /// Refuses to write to a stack whose base holds a known signature or is a
 /// mounted block device, unless forced.
@@ -16,11 +19,12 @@ pub fn check_writable(stack: &Stack, force: bool) -> anyhow::Result<()> {
     }
     check_unmounted(stack)?;
     if let Some(what) = device::signature::probe(stack.device().as_ref())? {
-        bail!(
+        return Err(UsageError(format!(
             "{}: holds data ({what}); this workload writes and would destroy it. \
              Use another target, or pass --force to overwrite it",
             stack.device().name()
-        );
+        ))
+        .into());
     }
     Ok(())
 }
@@ -41,11 +45,12 @@ pub fn check_writable_behind(stack: &Stack, plan: Option<&LogPlan>, force: bool)
     let protected = base.size_bytes().saturating_sub(data_offset);
     let data: Arc<dyn Device> = Arc::new(device::Slice::new(Arc::clone(base), data_offset, protected)?);
     if let Some(what) = device::signature::probe(data.as_ref())? {
-        bail!(
+        return Err(UsageError(format!(
             "{}: its block log protects data that holds {what} (from byte {data_offset}); this workload writes \
              and would destroy it. Use another target, or pass --force to overwrite it",
             base.name()
-        );
+        ))
+        .into());
     }
     Ok(())
 }
@@ -54,11 +59,12 @@ pub fn check_writable_behind(stack: &Stack, plan: Option<&LogPlan>, force: bool)
 fn check_unmounted(stack: &Stack) -> anyhow::Result<()> {
     if let Some(path) = &stack.origin.path {
         if let Some(mount) = mounted_at(path) {
-            bail!(
+            return Err(UsageError(format!(
                 "{}: is mounted at {mount}; writing to it would corrupt that file system. \
                  Unmount it, or pass --force if you really mean it",
                 path.display()
-            );
+            ))
+            .into());
         }
     }
     Ok(())

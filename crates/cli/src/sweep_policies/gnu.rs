@@ -75,13 +75,13 @@ pub(crate) fn through_fuse(
     phase: impl FnOnce(&Path) -> anyhow::Result<()>,
 ) -> anyhow::Result<(Done, fusefront::Served)> {
     let mut served = None;
-    let done = mounted(target, mount, None, |fs: &Arc<Ffs>| {
+    let done = mounted(target, mount, None, |fs: &Arc<Ffs>, image| {
         let serving =
             fusefront::Serving { threads: 2, writeback_cache: true, transport: fusefront::Transport::Auto };
         std::thread::scope(|scope| {
             let (up, is_up) = mpsc::channel();
             let server = scope.spawn(move || {
-                crate::fs::serve(fs, mountpoint, serving, move || {
+                crate::fs::serve(fs, image, mountpoint, serving, move || {
                     let _ = up.send(());
                 })
             });

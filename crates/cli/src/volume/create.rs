@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use device::{Device, FileDevice, FileOptions, LockKind};
 
 use super::assemble::{attach_stripe_logs, Access};
@@ -135,12 +135,13 @@ pub fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         let dev = open_locked(drive, None)?;
         if !args.force {
             if let Some(what) = device::signature::probe(dev.as_ref())? {
-                bail!(
+                return Err(UsageError(format!(
                     "drive '{}': {} holds data ({what}); creating the volume would destroy it. \
                      Use another drive, or pass --force",
                     drive.name,
                     drive.path.display()
-                );
+                ))
+                .into());
             }
         }
         sizes.insert(drive.name.clone(), dev.size_bytes());

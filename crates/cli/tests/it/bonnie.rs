@@ -52,7 +52,7 @@ fn bonnie_refuses_to_overwrite_a_file_system() {
     image[1081] = 0xef;
     std::fs::write(&path, &image).unwrap();
     let out = iolab(&["bonnie", "--target", path.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
 }
 

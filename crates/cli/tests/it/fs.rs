@@ -241,7 +241,7 @@ fn mkfs_refuses_a_target_holding_data_without_force() {
     let image = dir.path().join("fs.img");
     assert_eq!(iolab(&["fs", "mkfs", image.to_str().unwrap(), "--size", "16m"]).status.code(), Some(0));
     let out = iolab(&["fs", "mkfs", image.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
     assert_eq!(iolab(&["fs", "mkfs", image.to_str().unwrap(), "--force"]).status.code(), Some(0));
 }

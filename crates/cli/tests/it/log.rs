@@ -81,7 +81,7 @@ fn a_target_holding_a_log_is_not_written_without_the_log_or_force() {
     let out = iolab(&["run", "--target", target, "--size", "8m", "--log", "log", "--ios", "10", "-q"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = iolab(&["run", "--target", target, "--rw", "randwrite", "--ios", "10", "-q"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a refusal is a usage error");
     assert!(stderr(&out).contains("holds data (iolab block log)"), "{}", stderr(&out));
 }
 
@@ -93,7 +93,7 @@ fn another_log_size_on_an_existing_log_is_refused() {
     let out = iolab(&["run", "--target", target, "--size", "8m", "--log", "log", "--ios", "10", "-q"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = iolab(&["run", "--target", target, "--log", "log", "--log-size", "2m", "--ios", "10", "-q"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("already holds a block log of 1048576 bytes"), "{}", stderr(&out));
 }
 
@@ -202,7 +202,7 @@ fn a_log_device_for_a_target_with_a_log_inside_is_refused_naming_both() {
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
     std::fs::File::create(&logdev).unwrap().set_len(2 << 20).unwrap();
     let out = iolab(&[&run[..], &["--log-device", logdev.to_str().unwrap()]].concat());
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("made without --log-device; drop --log-device"), "{}", stderr(&out));
 }
 
@@ -216,7 +216,7 @@ fn a_logged_run_over_a_file_system_behind_the_log_is_refused_without_force() {
     let mkfs = iolab(&["fs", "mkfs", target, "--size", "32m", "--block-log", "log"]);
     assert_eq!(mkfs.status.code(), Some(0), "{}", stderr(&mkfs));
     let out = iolab(&["run", "--target", target, "--log", "log", "--rw", "randwrite", "--ios", "10", "-q"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("protects data that holds iolab file system"), "{}", stderr(&out));
 }
 

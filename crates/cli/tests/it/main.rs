@@ -1,6 +1,7 @@
 mod bonnie;
 mod cli;
 mod crash;
+mod errors;
 mod examples;
 mod fs;
 mod fs_tree;

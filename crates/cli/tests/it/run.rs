@@ -74,7 +74,7 @@ fn writing_over_a_file_system_is_refused_without_force() {
     let dir = tempfile::tempdir().unwrap();
     let path = file_with_ext4_magic(&dir);
     let out = iolab(&["run", "--target", path.to_str().unwrap(), "--rw", "randwrite", "--ios", "10", "-q"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a refusal is a usage error");
     assert!(stderr(&out).contains("holds data (ext2/ext3/ext4 file system)"), "{}", stderr(&out));
     assert!(stderr(&out).contains("--force"));
     let image = std::fs::read(&path).unwrap();

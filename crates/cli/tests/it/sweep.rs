@@ -272,7 +272,7 @@ fn policies_sweep_refuses_an_unknown_policy_and_a_target_holding_data() {
     let before = std::fs::read(&data).unwrap();
     let out =
         iolab(&["sweep", "policies", "--target", data.to_str().unwrap(), "--files", "10", "--repeat", "1"]);
-    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
     assert!(std::fs::read(&data).unwrap() == before, "the file system is as it was");
 }

@@ -57,7 +57,7 @@ fn create_refuses_drives_of_an_existing_volume_without_force() {
     let dir = tempfile::tempdir().unwrap();
     let conf = created(&dir);
     let out = iolab(&["volume", "create", &conf]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("holds data (iolab volume)"), "{}", stderr(&out));
     assert_eq!(iolab(&["volume", "create", &conf, "--force"]).status.code(), Some(0));
 }

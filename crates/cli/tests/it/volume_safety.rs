@@ -273,7 +273,7 @@ fn create_refused_by_a_signature_on_its_last_drive_makes_no_file() {
     let before = std::fs::read(dir.path().join("d4.img")).unwrap();
     let conf = write_conf(dir.path(), RAID5);
     let out = iolab(&["volume", "create", &conf, "--drive-size", "8m"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("holds data (iolab volume)"), "{}", stderr(&out));
     assert!(!dir.path().join("d1.img").exists(), "d1..d3 are not made before d4 is checked");
     assert_eq!(std::fs::read(dir.path().join("d4.img")).unwrap(), before);

@@ -111,3 +111,31 @@ fn power_cut_stops_every_write_and_flush_after_the_budget() {
     inner.read_at(&mut back, 512).unwrap();
     assert_eq!(back, [0u8; 512], "a write after the cut reached the medium");
 }
+
+#[test]
+fn a_full_host_fails_later_writes_with_enospc_and_says_it_is_out_of_space() {
+    let inner = Arc::new(MemDevice::new(4096).unwrap());
+    let dev = FaultyDevice::new(inner.clone(), vec![Fault::NoSpace { after: 1 }]);
+    dev.write_at(&[1u8; 512], 0).unwrap();
+    let err = dev.write_at(&[2u8; 512], 512).unwrap_err();
+    assert!(err.is_out_of_space(), "{err}");
+    assert!(err.to_string().contains("No space left on device"), "{err}");
+    let mut back = [9u8; 512];
+    inner.read_at(&mut back, 512).unwrap();
+    assert_eq!(back, [0u8; 512], "a write the host had no room for reached the medium");
+    assert!(!faulty(vec![Fault::Nth { op: Op::Write, n: 1 }])
+        .write_at(&[1; 512], 0)
+        .unwrap_err()
+        .is_out_of_space());
+}
+
+#[test]
+fn a_flush_the_host_had_no_room_for_poisons_the_device_and_the_poison_says_out_of_space() {
+    let dev = faulty(vec![Fault::NoSpace { after: 0 }]);
+    assert!(dev.write_at(&[1u8; 512], 0).is_err());
+    let err = dev.flush().unwrap_err();
+    assert!(matches!(err, DeviceError::Flush { .. }) && err.is_out_of_space(), "{err}");
+    let err = dev.write_at(&[1u8; 512], 0).unwrap_err();
+    assert!(matches!(err, DeviceError::Poisoned { .. }), "a flush is never retried: {err}");
+    assert!(err.is_out_of_space(), "the poison keeps why: {err}");
+}

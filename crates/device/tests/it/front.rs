@@ -183,11 +183,11 @@ fn a_backend_may_poison_its_device_and_its_cause_stays() {
     spy.front().poison("the commit write failed");
     let err = spy.write_at(&[0; 512], 0).unwrap_err();
     assert!(
-        matches!(&err, DeviceError::Poisoned { op: Op::Write, cause, .. } if cause == "the commit write failed")
+        matches!(&err, DeviceError::Poisoned { op: Op::Write, cause, .. } if cause.text == "the commit write failed")
     );
     let err = spy.flush().unwrap_err();
     assert!(
-        matches!(&err, DeviceError::Poisoned { cause, .. } if cause == "the commit write failed"),
+        matches!(&err, DeviceError::Poisoned { cause, .. } if cause.text == "the commit write failed"),
         "{err}"
     );
     assert!(spy.calls().is_empty());

@@ -684,3 +684,31 @@ fn under_softdep_a_tree_removed_beside_a_flusher_thread_leaves_only_leaks_at_eve
         }
     }
 }
+
+/// A sparse image whose host file system fills up: the write-back that
+/// finds no room fails the call with ENOSPC, not EIO, under every policy;
+/// the file system still stops taking changes (what reached the image is
+/// unknown), every later change, sync and the unmount fail, and each says
+/// the host was out of space.
+#[test]
+fn a_host_out_of_room_fails_the_calls_with_enospc_and_still_stops_the_file_system() {
+    for policy in [Policy::Sync, Policy::Softdep, Policy::Log, Policy::Async] {
+        let mem: Arc<dyn Device> = Arc::new(MemDevice::new(32 << 20).unwrap());
+        mkfs(&mem, &MkfsOptions::default()).unwrap();
+        let full = Arc::new(device::FaultyDevice::new(mem, vec![device::Fault::NoSpace { after: 40 }]));
+        let fs = mount(&(full as Arc<dyn Device>), policy);
+        let data = pattern(256 << 10, 3);
+        let failed = (0..64).find_map(|i| {
+            let made = fs.create(ROOT, OsStr::new(&format!("f{i}")), Owner::root(0o644));
+            made.and_then(|f| fs.write(f.ino, 0, &data)).err()
+        });
+        assert_eq!(failed, Some(Errno::NOSPC), "{policy:?}: the call that found the host full");
+        let failure = fs.failure().expect("the file system stopped");
+        assert!(failure.out_of_space, "{policy:?}: {}", failure.cause);
+        let late = fs.create(ROOT, OsStr::new("late"), Owner::root(0o644)).unwrap_err();
+        assert_eq!(late, Errno::NOSPC, "{policy:?}: no change after the failure");
+        assert_eq!(fs.sync().unwrap_err(), Errno::NOSPC, "{policy:?}");
+        let err = fs.unmount().unwrap_err();
+        assert!(err.is_out_of_space(), "{policy:?}: {err}");
+    }
+}

@@ -41,9 +41,26 @@ fn bssplit_parses_sizes_and_weights() {
 }
 
 #[test]
+fn bssplit_weights_are_percentages_that_add_up_to_100() {
+    let err = BlockSizes::parse("4k/150:8k/20").unwrap_err();
+    assert_eq!(err.flag, "bs");
+    assert!(err.message.contains("add up to 170"), "{err}");
+    assert!(err.message.contains("must add up to 100, as in 4k/88:8k/12"), "{err}");
+    let err = BlockSizes::parse("4k/1:64k/3").unwrap_err();
+    assert!(err.message.contains("add up to 4") && err.message.contains("4k/25:64k/75"), "{err}");
+    let err = BlockSizes::parse("4k/0:8k/0").unwrap_err();
+    assert!(err.message.contains("add up to 0; "), "{err}");
+    let zero_left_out = BlockSizes::parse("4k/0:8k/100").unwrap();
+    assert_eq!(zero_left_out, BlockSizes::Split { name: None, sizes: vec![(8192, 100)] });
+    assert_eq!(BlockSizes::parse(&zero_left_out.to_string()).unwrap(), zero_left_out, "its text reads back");
+    let fs: u32 = workloads::spec::FS_MIX.iter().map(|&(_, w)| w).sum();
+    assert_eq!(fs, 100, "the fs mix is in percent too");
+}
+
+#[test]
 fn bssplit_without_weights_is_refused() {
     let err = BlockSizes::parse("4k:64k").unwrap_err();
-    assert!(err.to_string().contains("needs SIZE/WEIGHT"), "{err}");
+    assert!(err.to_string().contains("needs SIZE/PERCENT"), "{err}");
 }
 
 #[test]
@@ -105,9 +122,38 @@ fn transfer_not_whole_sectors_of_the_target_is_refused() {
 }
 
 #[test]
-fn region_smaller_than_a_transfer_is_refused() {
+fn a_transfer_larger_than_the_region_blames_bs_and_names_both_fixes() {
     let job = JobSpec { size_bytes: Some(4096), bs: BlockSizes::Fixed(65536), ..JobSpec::default() };
-    assert_eq!(job.region(1 << 20, 512).unwrap_err().flag, "size");
+    let err = job.region(1 << 20, 512).unwrap_err();
+    assert_eq!(err.flag, "bs");
+    assert!(err.message.contains("use a smaller --bs, or a larger --size"), "{err}");
+    let whole_target =
+        JobSpec { bs: BlockSizes::Range { min: 4096, max: 131072, step: 512 }, ..JobSpec::default() };
+    let err = whole_target.region(65536, 512).unwrap_err();
+    assert_eq!(err.flag, "bs", "{err}");
+    assert!(err.message.contains("larger than the target, 65536 bytes"), "no --size was given: {err}");
+}
+
+#[test]
+fn an_alignment_that_leaves_too_little_of_the_region_blames_bsalign() {
+    let job = JobSpec { size_bytes: Some(65536), align_bytes: Some(131072), ..JobSpec::default() };
+    let err = job.region(1 << 20, 512).unwrap_err();
+    assert_eq!(err.flag, "bsalign", "{err}");
+    assert!(err.message.contains("use a smaller --bsalign, or leave it out"), "{err}");
+    let job = JobSpec {
+        size_bytes: Some(96 << 10),
+        bs: BlockSizes::Fixed(64 << 10),
+        align_bytes: Some(48 << 10),
+        ..JobSpec::default()
+    };
+    assert_eq!(job.region(1 << 20, 512).unwrap().len, 96 << 10, "two 48 KiB units hold a 64 KiB transfer");
+    let job = JobSpec {
+        size_bytes: Some(80 << 10),
+        bs: BlockSizes::Fixed(64 << 10),
+        align_bytes: Some(48 << 10),
+        ..JobSpec::default()
+    };
+    assert_eq!(job.region(1 << 20, 512).unwrap_err().flag, "bsalign", "one 48 KiB unit does not");
 }
 
 #[test]
