@@ -64,6 +64,8 @@ pub struct Ffs {
     /// The committer thread (`Commits::Thread`), joined at
     /// the unmount.
     pub(crate) committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The superblock slot the mount passed over, said (`Ffs::passed_over`).
+    pub(crate) passed_over: Option<String>,
 }
 
 fn now() -> (i64, u32) {

@@ -1,4 +1,6 @@
 mod common;
 mod files;
 mod fsck;
+mod fuzz;
 mod model;
+mod superblock;
