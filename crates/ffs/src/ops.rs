@@ -505,6 +505,10 @@ impl FileSystem for Ffs {
         if inode.size as usize <= INLINE_SYMLINK_BYTES {
             return Ok(inode.inline_target);
         }
+        if inode.direct[0] == 0 {
+            return Err(Errno::IO); // a long target with no block: damaged
+        }
+        // Shorter than a block: a bound of the inode's decoder.
         match core.cache.read(u64::from(inode.direct[0])) {
             Ok(bytes) => Ok(bytes[..inode.size as usize].to_vec()),
             Err(e) => Err(eio(&mut core, e)),

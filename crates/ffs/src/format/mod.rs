@@ -19,6 +19,15 @@ pub const INODES_PER_BLOCK: u32 = (BLOCK_BYTES / INODE_BYTES) as u32;
 pub const BITS_PER_BLOCK: u32 = (BLOCK_BYTES * 8) as u32;
 pub const DIRECT_POINTERS: usize = 12;
 pub const POINTERS_PER_BLOCK: u64 = (BLOCK_BYTES / 4) as u64;
+/// File blocks an inode maps: twelve direct, a single and a double
+/// indirect block.
+pub const FILE_BLOCKS_MAX: u64 =
+    DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK + POINTERS_PER_BLOCK * POINTERS_PER_BLOCK;
+/// The largest file: every block it maps.
+pub const FILE_BYTES_MAX: u64 = FILE_BLOCKS_MAX * BLOCK_BYTES as u64;
+/// The most 512-byte units an inode holds: every block it maps, its
+/// single and double indirect blocks and the double's singles.
+pub const FILE_UNITS_MAX: u64 = (FILE_BLOCKS_MAX + 2 + POINTERS_PER_BLOCK) * (BLOCK_BYTES as u64 / 512);
 /// A symlink target up to this long lives in the inode.
 pub const INLINE_SYMLINK_BYTES: usize = 100;
 pub const ROOT_INO: u32 = 1;
@@ -202,6 +211,9 @@ impl DiskInode {
     }
 
     fn decode_as(ino: u32, b: &[u8], verify: bool) -> InodeSlot {
+        if b.len() != INODE_BYTES {
+            return InodeSlot::Garbage;
+        }
         if all_zero(b) {
             return InodeSlot::Free;
         }
@@ -227,13 +239,28 @@ impl DiskInode {
         for i in 0..DIRECT_POINTERS {
             inode.direct[i] = u32_at(b, 88 + 4 * i);
         }
+        if !inode.within_bounds() {
+            return InodeSlot::Garbage;
+        }
         if inode.kind_bits() == S_IFLNK && inode.size as usize <= INLINE_SYMLINK_BYTES {
             inode.inline_target = b[144..144 + inode.size as usize].to_vec();
         }
-        if !matches!(inode.kind_bits(), S_IFREG | S_IFDIR | S_IFLNK) {
-            return InodeSlot::Garbage;
-        }
         InodeSlot::Used(inode)
+    }
+
+    /// The bounds an inode's fields keep (docs/formats.md, "Inode"), so
+    /// that nothing walks, indexes or adds by a value no inode can have:
+    /// a kind iolab makes; a size a file reaches ([`FILE_BYTES_MAX`]), a
+    /// directory's whole blocks, a symlink's target shorter than a block;
+    /// no more 512-byte units than its blocks and indirect blocks.
+    fn within_bounds(&self) -> bool {
+        let size = match self.kind_bits() {
+            S_IFREG => self.size <= FILE_BYTES_MAX,
+            S_IFDIR => self.size <= FILE_BYTES_MAX && self.size % BLOCK_BYTES as u64 == 0,
+            S_IFLNK => self.size < BLOCK_BYTES as u64,
+            _ => false,
+        };
+        size && self.blocks_512 <= FILE_UNITS_MAX
     }
 }
 

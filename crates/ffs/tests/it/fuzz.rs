@@ -6,6 +6,8 @@
 //! within `HANG_BUDGET`, a bound on hanging, not a speed figure: a decode
 //! takes microseconds). Then whole images whose superblock was fuzzed
 //! behind a right checksum are checked (fsck -n) and mounted: they return.
+//! Inodes of random bytes behind a right checksum are garbage or keep the
+//! inode's bounds.
 //! The bounds are restated here from the documentation, apart from the
 //! decoder's code, as the oracle.
 
@@ -410,6 +412,50 @@ proptest! {
                 prop_assert!(within_field.contains(&fault.offset), "{}", fault);
             }
             (expect, other) => prop_assert!(false, "{}={value} ({expect:?}) gave {other:?}", field.name),
+        }
+    }
+}
+
+// ---- inodes ----
+
+/// An inode slot: `bytes` with the checksum of inode `ino` made right.
+fn sealed_inode(ino: u32, mut bytes: Vec<u8>) -> Vec<u8> {
+    Frame::zeroed(84).seal(&ino.to_le_bytes(), &mut bytes);
+    bytes
+}
+
+/// A decoded inode keeps the bounds docs/formats.md ("Inode") gives.
+fn inode_holds_its_bounds(inode: &ffs::format::DiskInode) -> bool {
+    let size = match inode.kind_bits() {
+        ffs::format::S_IFREG => inode.size <= ffs::format::FILE_BYTES_MAX,
+        ffs::format::S_IFDIR => inode.size <= ffs::format::FILE_BYTES_MAX && inode.size % 4096 == 0,
+        ffs::format::S_IFLNK => inode.size < 4096,
+        _ => false,
+    };
+    size && inode.blocks_512 <= ffs::format::FILE_UNITS_MAX && inode.inline_target.len() <= 100
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Random inodes behind a right checksum, a kind iolab makes half the
+    /// time: garbage, or an inode within its bounds.
+    #[test]
+    fn random_inodes_are_garbage_or_within_bounds(
+        seed in prop::collection::vec(any::<u8>(), 256),
+        kind in prop::sample::select(vec![0u16, 0o100000, 0o040000, 0o120000]),
+        size in prop_oneof![0u64..8192, Just(ffs::format::FILE_BYTES_MAX), any::<u64>()],
+        ino in 1u32..1000,
+    ) {
+        let mut bytes = seed;
+        if kind != 0 {
+            bytes[0..2].copy_from_slice(&(kind | 0o644).to_le_bytes());
+            bytes[16..24].copy_from_slice(&size.to_le_bytes());
+        }
+        let bytes = sealed_inode(ino, bytes);
+        let decoded = bounded(move || ffs::format::DiskInode::decode(ino, &bytes));
+        if let ffs::format::InodeSlot::Used(inode) = decoded {
+            prop_assert!(inode_holds_its_bounds(&inode), "{inode:?}");
         }
     }
 }

@@ -2,5 +2,6 @@ mod common;
 mod files;
 mod fsck;
 mod fuzz;
+mod inode;
 mod model;
 mod superblock;
