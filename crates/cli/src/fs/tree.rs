@@ -382,6 +382,9 @@ pub(crate) fn mounted(
         device,
         &MountOptions { policy: mount.policy, cache_bytes, ..Default::default() },
     )?);
+    if let Some(passed_over) = fs.passed_over() {
+        eprintln!("iolab: warning: {passed_over}; the mount writes its next superblock over that slot");
+    }
     let worked = work(&fs);
     let fs =
         Arc::try_unwrap(fs).map_err(|_| anyhow::anyhow!("the file system is still in use after the work"))?;

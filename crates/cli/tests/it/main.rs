@@ -3,6 +3,7 @@ mod cli;
 mod crash;
 mod examples;
 mod fs;
+mod fs_damage;
 mod fs_tree;
 mod jobfile;
 mod journal_damage;
