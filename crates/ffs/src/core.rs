@@ -276,12 +276,17 @@ impl Core {
     pub fn stage_group_headers(&mut self) -> device::Result<()> {
         for g in std::mem::take(&mut self.groups_dirty) {
             let counts = self.groups[g as usize];
+            let blocks = self.sb.group_blocks(g);
+            // Counts past what the group holds (a header left behind its
+            // bitmap by a crash, then frees) are written at their bound:
+            // the reader refuses a header past it, and fsck recounts.
+            let (data, inodes) = (blocks - self.sb.group_overhead_blocks(), self.sb.inodes_per_group);
             let header = GroupHeader {
                 group: g,
-                blocks: self.sb.group_blocks(g),
-                free_blocks: counts.free_blocks,
-                free_inodes: counts.free_inodes,
-                dirs: counts.dirs,
+                blocks,
+                free_blocks: counts.free_blocks.min(data),
+                free_inodes: counts.free_inodes.min(inodes),
+                dirs: counts.dirs.min(inodes),
                 fs_id: self.sb.fs_id,
             };
             let start = self.sb.group_start(g);
@@ -372,7 +377,19 @@ impl Core {
     pub fn next_superblock(&mut self, align: usize) -> (AlignedBuf, u64) {
         self.sb.generation += 1;
         let mut buf = AlignedBuf::zeroed(BLOCK_BYTES, BLOCK_BYTES.max(align));
-        let bytes = self.sb.encode();
+        // The summary counts at their bounds at most, as the groups' are
+        // (`stage_group_headers`): the reader refuses a slot past them.
+        let sb = &self.sb;
+        let data =
+            sb.blocks - sb.first_group_block - u64::from(sb.groups) * u64::from(sb.group_overhead_blocks());
+        let inodes = sb.total_inodes();
+        let bounded = Superblock {
+            free_blocks: sb.free_blocks.min(data),
+            free_inodes: sb.free_inodes.min(inodes),
+            dirs: sb.dirs.min(inodes),
+            ..sb.clone()
+        };
+        let bytes = bounded.encode();
         buf[..bytes.len()].copy_from_slice(&bytes);
         (buf, self.sb.generation % 2)
     }

@@ -64,6 +64,9 @@ pub enum Class {
     WrongBlockCount,
     /// The root (inode 1) is not a directory.
     RootMissing,
+    /// A superblock slot that fails its checks while the other passes:
+    /// the other is used, and a repair writes it to this slot too.
+    BadSuperblockSlot,
 }
 
 impl Class {
@@ -85,6 +88,7 @@ impl Class {
             Class::WrongSummaryCounts => "wrong_summary_counts",
             Class::WrongBlockCount => "wrong_block_count",
             Class::RootMissing => "root_missing",
+            Class::BadSuperblockSlot => "bad_superblock_slot",
         }
     }
 
@@ -115,6 +119,7 @@ impl Class {
                 | Class::LeakedInode
                 | Class::WrongSummaryCounts
                 | Class::WrongBlockCount
+                | Class::BadSuperblockSlot
         )
     }
 }
@@ -176,6 +181,8 @@ struct Entry {
 
 struct Checker {
     core: Core,
+    /// The device's name, for the faults of its structures.
+    device: String,
     repair: Repair,
     report: Report,
     inodes: BTreeMap<u32, Seen>,
@@ -190,11 +197,14 @@ struct Checker {
 }
 
 /// Checks the file system on `dev` (not mounted) and repairs as `repair`
-/// allows. Unrecoverable: no superblock, a geometry that does not fit.
+/// allows. Unrecoverable: no superblock slot that passes its checks
+/// ([`FsError::Superblock`]; one that fails while the other passes is a
+/// finding, `bad_superblock_slot`).
 pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     // As fsck_ffs with WAPBL: what the log committed is replayed home
     // first (a check that only reads is given a scratch view to replay on).
-    let (sb, replayed) = replayed_superblock(dev)?;
+    let (read, replayed) = replayed_superblock(dev)?;
+    let sb = read.superblock.clone();
     let groups = vec![GroupCounts::default(); sb.groups as usize];
     let core = Core {
         sb,
@@ -210,6 +220,7 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     };
     let mut c = Checker {
         core,
+        device: dev.name().to_string(),
         repair,
         report: Report { replayed_commits: replayed.map_or(0, |r| r.commits), ..Report::default() },
         inodes: BTreeMap::new(),
@@ -218,6 +229,11 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
         dotdot: HashMap::new(),
         orphans: HashSet::new(),
     };
+    if let Some(detail) = read.passed_over_text() {
+        if c.found(Class::BadSuperblockSlot, detail) {
+            c.write_superblock_next()?;
+        }
+    }
     c.orphans = c.core.listed_orphans().into_iter().collect();
     c.pass1_inodes()?;
     if !c.roots_present() {
@@ -252,6 +268,19 @@ impl Checker {
         repaired
     }
 
+    /// Writes the superblock one generation on, to its next slot (the
+    /// other one), at once: a slot passed over gets the one in use, and
+    /// both pass again.
+    fn write_superblock_next(&mut self) -> Result<(), FsError> {
+        let sb = &mut self.core.sb;
+        sb.generation += 1;
+        let slot = sb.generation % 2;
+        let bytes = sb.encode();
+        self.core.cache.fresh(slot)?[..bytes.len()].copy_from_slice(&bytes);
+        self.core.cache.write_now(slot)?;
+        Ok(())
+    }
+
     fn errno(e: fsapi::Errno) -> FsError {
         FsError::Invalid(format!("reading the file system: {e}"))
     }
@@ -272,7 +301,8 @@ impl Checker {
 
     // Pass 1: every inode slot; the blocks allocated inodes claim.
     fn pass1_inodes(&mut self) -> Result<(), FsError> {
-        let total = self.core.sb.total_inodes() as u32;
+        // At most u32::MAX: a bound the superblock's decoder checked.
+        let total = u32::try_from(self.core.sb.total_inodes()).unwrap_or(u32::MAX);
         for ino in 1..=total {
             let (block, at) = self.core.sb.inode_place(ino);
             let bytes = self.read(block)?;
@@ -708,7 +738,7 @@ impl Checker {
         for (g, counts) in headers.iter().enumerate() {
             let start = sb.group_start(g as u32);
             let bytes = self.read(start)?;
-            let stored = GroupHeader::decode(&bytes, g as u32, sb.fs_id).ok();
+            let stored = GroupHeader::decode(&bytes, g as u32, &sb, &self.device).ok();
             let same = stored.as_ref().is_some_and(|h| {
                 (h.free_blocks, h.free_inodes, h.dirs)
                     == (counts.free_blocks, counts.free_inodes, counts.dirs)

@@ -6,9 +6,12 @@
 //! writes go out at once and in what order (`policy.rs`); `fsck.rs`
 //! checks an unmounted image and repairs it.
 //!
-//! This crate depends on `device`, `fsapi` and `blocklog` (the `log`
-//! policy's transactions, on the file system's own log region) only,
-//! never prints, and never writes outside the device it was given.
+//! This crate depends on `device`, `fsapi`, `codec` (the fields and
+//! checksums of its superblock and group headers) and `blocklog` (the
+//! `log` policy's transactions, on the file system's own log region)
+//! only, never prints, never writes outside the device it was given, and
+//! never uses a field of its superblock or a group header before checking
+//! it against its bound (`format/superblock.rs`).
 
 mod alloc;
 mod bmap;
@@ -16,6 +19,7 @@ mod cache;
 mod commits;
 mod core;
 mod dir;
+mod fault;
 pub mod format;
 pub mod fsck;
 mod mkfs;
@@ -30,9 +34,10 @@ use std::sync::Arc;
 pub use crate::core::Failure;
 pub use cache::CacheStats;
 pub use commits::Commits;
+pub use fault::{FieldFault, Place, Problem};
 pub use format::Policy;
 pub use mkfs::{geometry, mkfs, MkfsOptions};
-pub use mount::{log_region, read_superblock, Unmounted};
+pub use mount::{log_region, read_superblock, read_superblock_slots, SuperblockRead, Unmounted};
 pub use ops::{Ffs, MountOptions};
 pub use softdep::SoftdepStats;
 pub use wapbl::replay as replay_log;
@@ -46,6 +51,19 @@ pub enum FsError {
     Version { found: u32, supported: u32 },
     #[error("the file system is damaged: {0}; run `iolab fs fsck`")]
     Damaged(String),
+    /// A field of a structure other than the superblock (a group header)
+    /// out of its bounds: fsck rewrites it.
+    #[error("the file system is damaged: {0}; run `iolab fs fsck -y`")]
+    Field(Box<FieldFault>),
+    /// Neither superblock slot passes its checks (docs/formats.md,
+    /// "Superblock"): each slot's fault. Nothing says where anything is,
+    /// so nothing can be read or repaired.
+    #[error(
+        "neither superblock slot can be used ({first}; {second}): nothing on the file system can be found \
+         without one, and fsck does not rebuild a superblock; restore the image from a copy, or make a new \
+         file system with `iolab fs mkfs --force` (what it held is lost)"
+    )]
+    Superblock { first: Box<FieldFault>, second: Box<FieldFault> },
     #[error("{0}")]
     Invalid(String),
     #[error(transparent)]
@@ -74,3 +92,9 @@ impl FsError {
 
 /// The device, shared.
 pub type Dev = Arc<dyn device::Device>;
+
+impl From<FieldFault> for FsError {
+    fn from(fault: FieldFault) -> FsError {
+        FsError::Field(Box::new(fault))
+    }
+}

@@ -19,7 +19,24 @@ pub struct MkfsOptions {
 
 /// The geometry `mkfs` lays out on `device_bytes`.
 pub fn geometry(device_bytes: u64, sector_bytes: u32, options: &MkfsOptions) -> Result<Superblock, FsError> {
+    let sb = layout(device_bytes, sector_bytes, options)?;
+    // mkfs never writes a superblock its reader would refuse.
+    let from = SlotSource { device: "mkfs", device_bytes, slot: 0 };
+    Superblock::decode(&sb.encode(), &from).map_err(|fault| {
+        FsError::Invalid(format!("this geometry breaks a bound of the superblock: {fault}"))
+    })?;
+    Ok(sb)
+}
+
+fn layout(device_bytes: u64, sector_bytes: u32, options: &MkfsOptions) -> Result<Superblock, FsError> {
     let blocks = device_bytes / BLOCK_BYTES as u64;
+    if blocks > BLOCKS_MAX {
+        return Err(FsError::Invalid(format!(
+            "{device_bytes} bytes is more than a file system with u32 block numbers holds: give --size at most \
+             {} bytes (16 TiB)",
+            BLOCKS_MAX * BLOCK_BYTES as u64
+        )));
+    }
     let log_bytes = options.log_bytes.unwrap_or_else(|| (device_bytes / 1024).clamp(1 << 20, 64 << 20));
     // WAPBL's least, and room for a transaction of a few calls.
     let least: u64 = 1 << 20;

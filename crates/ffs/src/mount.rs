@@ -12,7 +12,7 @@ use crate::cache::Cache;
 use crate::core::{Core, GroupCounts, LogState};
 use crate::format::*;
 use crate::mkfs::now_ns;
-use crate::{wapbl, Dev, Ffs, FsError, MountOptions};
+use crate::{wapbl, Dev, Ffs, FieldFault, FsError, MountOptions, Problem};
 
 /// Reads block `n` straight from the device.
 fn read_block(dev: &Dev, n: u64) -> Result<AlignedBuf, FsError> {
@@ -21,20 +21,77 @@ fn read_block(dev: &Dev, n: u64) -> Result<AlignedBuf, FsError> {
     Ok(buf)
 }
 
-/// The superblock: the valid slot with the higher generation. When
-/// neither is valid, slot 0's reason.
+/// The superblock a reader takes, the slot it was read from, and the
+/// fault of the other slot when that one failed its checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SuperblockRead {
+    pub superblock: Superblock,
+    pub slot: u8,
+    /// The other slot's fault: it was passed over. Nothing rewrites it but
+    /// the next superblock write (a mount's, or a repairing fsck's), which
+    /// goes to it by the slots' alternation; fsck reports it
+    /// (`bad_superblock_slot`), a mount says so (`Ffs::passed_over`).
+    pub passed_over: Option<FieldFault>,
+}
+
+impl SuperblockRead {
+    /// What to tell a user of the slot passed over, if one was.
+    pub fn passed_over_text(&self) -> Option<String> {
+        let fault = self.passed_over.as_ref()?;
+        Some(format!(
+            "{fault}; slot {} (generation {}) is used instead",
+            self.slot, self.superblock.generation
+        ))
+    }
+}
+
+/// The superblock: see [`read_superblock_slots`].
 pub fn read_superblock(dev: &Dev) -> Result<Superblock, FsError> {
+    read_superblock_slots(dev).map(|read| read.superblock)
+}
+
+/// Reads both superblock slots and takes the one that passes every check
+/// with the higher generation (docs/formats.md, "Superblock"); a slot
+/// that fails (torn, damaged, a field out of bounds) is passed over and
+/// named in the result. When neither passes: not a file system if
+/// neither has the magic, a version this iolab does not read if that is
+/// all that is wrong, else both slots' faults.
+pub fn read_superblock_slots(dev: &Dev) -> Result<SuperblockRead, FsError> {
     if dev.size_bytes() < 2 * BLOCK_BYTES as u64 {
         return Err(FsError::NotAFileSystem);
     }
-    let first = Superblock::decode(&read_block(dev, 0)?);
-    let second = Superblock::decode(&read_block(dev, 1)?);
-    match (first, second) {
-        (Ok(a), Ok(b)) => Ok(if b.generation > a.generation { b } else { a }),
-        (Ok(a), Err(_)) => Ok(a),
-        (Err(_), Ok(b)) => Ok(b),
-        (Err(e), Err(_)) => Err(e),
+    let decode = |slot: u8| -> Result<Result<Superblock, FieldFault>, FsError> {
+        let block = read_block(dev, u64::from(slot))?;
+        let from = SlotSource { device: dev.name(), device_bytes: dev.size_bytes(), slot };
+        Ok(Superblock::decode(&block, &from))
+    };
+    let read = |superblock: Superblock, slot: u8, passed_over: Option<FieldFault>| {
+        debug_assert_eq!(superblock.generation % 2, u64::from(slot), "a slot holds its parity's generations");
+        SuperblockRead { superblock, slot, passed_over }
+    };
+    match (decode(0)?, decode(1)?) {
+        (Ok(a), Ok(b)) if b.generation > a.generation => Ok(read(b, 1, None)),
+        (Ok(a), Ok(_)) => Ok(read(a, 0, None)),
+        (Ok(a), Err(fault)) => Ok(read(a, 0, Some(fault))),
+        (Err(fault), Ok(b)) => Ok(read(b, 1, Some(fault))),
+        (Err(first), Err(second)) => Err(neither_slot(first, second)),
     }
+}
+
+/// The error when neither slot passes.
+fn neither_slot(first: FieldFault, second: FieldFault) -> FsError {
+    let with_magic: Vec<&FieldFault> =
+        [&first, &second].into_iter().filter(|f| !matches!(f.problem, Problem::Magic { .. })).collect();
+    if with_magic.is_empty() {
+        return FsError::NotAFileSystem;
+    }
+    // A format this iolab does not read, in every slot that has the magic:
+    // not damage.
+    if with_magic.iter().all(|f| matches!(f.problem, Problem::Version { .. })) {
+        let found = u32::try_from(with_magic[0].value).unwrap_or(u32::MAX);
+        return FsError::Version { found, supported: VERSION };
+    }
+    FsError::Superblock { first: Box::new(first), second: Box::new(second) }
 }
 
 /// What an unmount left: the superblock on disk, and what the cache did
@@ -56,14 +113,13 @@ pub struct Unmounted {
 const CALL_BLOCKS_MAX: usize = 32;
 
 /// The superblock of `raw` after its log's committed transactions are
-/// replayed home (any policy), checked against the device's size.
-pub(crate) fn replayed_superblock(raw: &Dev) -> Result<(Superblock, Option<ReplayReport>), FsError> {
-    let first = read_superblock(raw)?;
-    check_size(&first, raw)?;
-    let replayed = wapbl::replay(raw, &first)?;
-    let sb = if replayed.is_some() { read_superblock(raw)? } else { first };
-    check_size(&sb, raw)?;
-    Ok((sb, replayed))
+/// replayed home (any policy), every field checked (its size against the
+/// device's), and the slot passed over if one was.
+pub(crate) fn replayed_superblock(raw: &Dev) -> Result<(SuperblockRead, Option<ReplayReport>), FsError> {
+    let first = read_superblock_slots(raw)?;
+    let replayed = wapbl::replay(raw, &first.superblock)?;
+    let read = if replayed.is_some() { read_superblock_slots(raw)? } else { first };
+    Ok((read, replayed))
 }
 
 /// The log region of the file system on `raw`, as a device of its own:
@@ -72,18 +128,33 @@ pub fn log_region(raw: &Dev) -> Result<Dev, FsError> {
     wapbl::region(raw, &read_superblock(raw)?)
 }
 
-fn check_size(sb: &Superblock, dev: &Dev) -> Result<(), FsError> {
-    if sb.blocks * BLOCK_BYTES as u64 > dev.size_bytes() {
-        return Err(FsError::Damaged(format!(
-            "it says it has {} blocks, the device holds {}",
-            sb.blocks,
-            dev.size_bytes() / BLOCK_BYTES as u64
-        )));
+/// Every group's counts, from its header (each checked against its
+/// bounds). The superblock's summary counts are set to their sums: they
+/// are only a summary of these (fsck compares them), and the allocator
+/// keeps the two equal from here on.
+fn group_counts(dev: &Dev, sb: &mut Superblock) -> Result<Vec<GroupCounts>, FsError> {
+    // Bounded by the device: the decoder checked the groups fit in it.
+    let mut groups = Vec::with_capacity(sb.groups as usize);
+    let (mut free_blocks, mut free_inodes, mut dirs) = (0u64, 0u64, 0u64);
+    for g in 0..sb.groups {
+        let h = GroupHeader::decode(&read_block(dev, sb.group_start(g))?, g, sb, dev.name())?;
+        free_blocks += u64::from(h.free_blocks);
+        free_inodes += u64::from(h.free_inodes);
+        dirs += u64::from(h.dirs);
+        groups.push(GroupCounts { free_blocks: h.free_blocks, free_inodes: h.free_inodes, dirs: h.dirs });
     }
-    Ok(())
+    (sb.free_blocks, sb.free_inodes, sb.dirs) = (free_blocks, free_inodes, dirs);
+    Ok(groups)
 }
 
 impl Ffs {
+    /// The superblock slot this mount passed over because it failed its
+    /// checks, and which slot it used instead (the caller tells the user:
+    /// the mount's first superblock write replaces that slot).
+    pub fn passed_over(&self) -> Option<&str> {
+        self.passed_over.as_deref()
+    }
+
     /// Mounts the file system on `dev`: replays its log (whatever the
     /// policy), marks it not clean (so a crash is known), records the
     /// policy, and serves it. Under `log` every write goes through the
@@ -92,19 +163,15 @@ impl Ffs {
         let (first, _) = replayed_superblock(&raw)?;
         let (dev, log): (Dev, _) = match options.policy {
             Policy::Log => {
-                let (log, _) = wapbl::open(&raw, &first)?;
+                let (log, _) = wapbl::open(&raw, &first.superblock)?;
                 (log.clone(), Some(log))
             }
             _ => (Arc::clone(&raw), None),
         };
         let mut sb = read_superblock(&dev)?;
-        let mut groups = Vec::with_capacity(sb.groups as usize);
-        for g in 0..sb.groups {
-            let h = GroupHeader::decode(&read_block(&dev, sb.group_start(g))?, g, sb.fs_id)?;
-            groups.push(GroupCounts { free_blocks: h.free_blocks, free_inodes: h.free_inodes, dirs: h.dirs });
-        }
+        let groups = group_counts(&dev, &mut sb)?;
         sb.clean = false;
-        sb.mounts += 1;
+        sb.mounts = sb.mounts.saturating_add(1);
         sb.mounted_ns = now_ns();
         sb.policy = options.policy;
         let commit_blocks = match &log {
@@ -156,7 +223,8 @@ impl Ffs {
                 committer = Some(thread);
             }
         }
-        let fs = Ffs { core: Mutex::new(core), dev, log, committer: Mutex::new(committer) };
+        let passed_over = first.passed_over_text();
+        let fs = Ffs { core: Mutex::new(core), dev, log, committer: Mutex::new(committer), passed_over };
         if fs.lock().sb.orphans != 0 {
             fs.reclaim_orphans()?;
         }

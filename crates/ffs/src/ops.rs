@@ -64,6 +64,8 @@ pub struct Ffs {
     /// The committer thread (`Commits::Thread`), joined at
     /// the unmount.
     pub(crate) committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The superblock slot the mount passed over, said (`Ffs::passed_over`).
+    pub(crate) passed_over: Option<String>,
 }
 
 fn now() -> (i64, u32) {
@@ -503,6 +505,10 @@ impl FileSystem for Ffs {
         if inode.size as usize <= INLINE_SYMLINK_BYTES {
             return Ok(inode.inline_target);
         }
+        if inode.direct[0] == 0 {
+            return Err(Errno::IO); // a long target with no block: damaged
+        }
+        // Shorter than a block: a bound of the inode's decoder.
         match core.cache.read(u64::from(inode.direct[0])) {
             Ok(bytes) => Ok(bytes[..inode.size as usize].to_vec()),
             Err(e) => Err(io_failed(&mut core, e)),

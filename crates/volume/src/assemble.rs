@@ -10,13 +10,14 @@ use std::sync::{Arc, Mutex};
 
 use device::Device;
 
-use crate::counters::{decode_stats, StatsRecord, STATS_SLOT_BYTES};
+use crate::counters::{decode_stats, StatsRecord};
 use crate::error::{FaultKind, MetadataArea, MetadataFault, VolumeError};
-use crate::metadata::{stats_slot_offset, StoredStats, VolumeSet};
+use crate::metadata::{StoredStats, VolumeSet};
 use crate::object::{read_aligned, AbsentDevice};
 use crate::ondisk::{
     check_config_text, config_slot_at, decode_config_copy, decode_drive_header, loose_drive_name,
-    volume_remnants, DriveHeader, PresentDrive, TextCheck, CONFIG_COPY_BYTES,
+    stats_slot_at, volume_remnants, DriveHeader, PresentDrive, TextCheck, CONFIG_COPY_BYTES,
+    STATS_SLOT_BYTES,
 };
 use crate::quorum::{elect, Verdict, Vote};
 use crate::resolve::{Layout, DATA_START_BYTES};
@@ -139,20 +140,23 @@ impl Found {
     }
 
     /// The statistics record with the highest sequence on the drives not
-    /// taken down; a slot that fails its checks is a warning.
+    /// taken down; a slot that fails its checks is a warning and passed
+    /// over (the other slot, or another drive's, is used; with none, the
+    /// counters start from zero), never a reason to stop the set.
     fn read_stats(&mut self, down: &[(String, String)]) {
         for drive in self.drives.iter().filter(|d| !down.iter().any(|(n, _)| *n == d.header.drive)) {
             let (name, device) = (&drive.header.drive, drive.dev.name());
-            for slot in 0..2u64 {
-                let record = &drive.area[stats_slot_offset(slot) as usize..][..STATS_SLOT_BYTES as usize];
-                match decode_stats(&drive.header.set_id, record) {
+            for slot in 0..2u8 {
+                let record = &drive.area[stats_slot_at(slot) as usize..][..STATS_SLOT_BYTES as usize];
+                match decode_stats(device, slot, &drive.header.set_id, record) {
                     Ok(found) if self.stats.as_ref().is_none_or(|b| found.0 > b.0) => {
                         self.stats = Some(found)
                     }
                     Ok(_) => {}
-                    Err(err) => self
-                        .warnings
-                        .push(format!("drive '{name}' ({device}): statistics slot {slot}: {err}; ignored")),
+                    Err(fault) => {
+                        let fault = MetadataFault { drive: Some(name.clone()), ..fault };
+                        self.warnings.push(format!("{fault}; this statistics record is ignored"));
+                    }
                 }
             }
         }

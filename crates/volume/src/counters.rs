@@ -2,29 +2,40 @@
 //! counters of every object of a set, accumulated over the processes that
 //! used it, kept in two checksummed slots of their own on every drive.
 //!
-//! This module only encodes and decodes; `metadata.rs` decides where the
-//! record goes. The record is never written together with the
+//! This module only encodes and decodes, every field checked against its
+//! bound before anything uses it (a damaged or crafted record gives a
+//! [`MetadataFault`] naming the device, the slot, the byte and the field);
+//! `metadata.rs` decides where the record goes, and assembly (`assemble.rs`)
+//! passes over a record that fails, with a warning. The record is never written together with the
 //! configuration, so a torn write of it can lose at most the latest
 //! counters, never a configuration copy.
 
 use std::collections::BTreeMap;
 
-use codec::{Frame, LeReader, LeWriter, OutOfBounds};
+use codec::{Frame, LeWriter};
 use device::StatsSnapshot;
 
+use crate::error::{FaultKind, MetadataArea, MetadataFault};
 use crate::object::{ObjectKind, PlexCountersSnapshot};
+use crate::ondisk::{stats_slot_at, Fields, GENERATION_MAX, STATS_SLOT_BYTES};
 use crate::volume::VolumeReport;
 
 /// Magic of a statistics record.
 pub const STATS_MAGIC: &[u8; 8] = b"IOLABSTS";
 /// Version of the statistics record layout.
 pub const STATS_VERSION: u32 = 1;
-/// Bytes of one statistics slot (two per drive).
-pub const STATS_SLOT_BYTES: u64 = 16_384;
 /// Bytes of the fixed part of a record before its entries.
 pub const STATS_PREFIX_BYTES: usize = 48;
+/// The most bytes of entries a record holds: the rest of its slot.
+pub const STATS_BODY_BYTES_MAX: usize = STATS_SLOT_BYTES as usize - STATS_PREFIX_BYTES;
 /// Counters per entry in version 1.
 pub const COUNTERS_PER_ENTRY: usize = 11;
+/// The shortest entry: kind, name length, a one-byte name, the counters.
+pub const STATS_ENTRY_BYTES_MIN: usize = 3 + 8 * COUNTERS_PER_ENTRY;
+/// The highest sequence a record may carry: as the configuration's
+/// generations, far past any real count of saves, so the ones after it
+/// cannot overflow.
+pub const STATS_SEQUENCE_MAX: u64 = GENERATION_MAX;
 /// A record's checksum: at byte 12, over the prefix and the entries with
 /// the field zero.
 const FRAME: Frame = Frame::zeroed(12);
@@ -202,21 +213,6 @@ impl StatsRecord {
     }
 }
 
-/// Why a statistics slot was not used.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum StatsSlotError {
-    #[error("no statistics record (magic IOLABSTS missing)")]
-    NoMagic,
-    #[error("statistics record version {0}; this iolab reads version {STATS_VERSION}")]
-    Version(u32),
-    #[error("statistics record of another volume set")]
-    OtherSet,
-    #[error("statistics record checksum mismatch: the record is damaged (torn or overwritten)")]
-    Checksum,
-    #[error("statistics record malformed: {0}")]
-    Malformed(String),
-}
-
 /// One slot's bytes: the record with its sequence number, or why it is
 /// too big for a slot (the bound is [`STATS_SLOT_BYTES`]).
 pub fn encode_stats(set_id: &[u8; 16], sequence: u64, record: &StatsRecord) -> Result<Vec<u8>, String> {
@@ -253,67 +249,105 @@ pub fn encode_stats(set_id: &[u8; 16], sequence: u64, record: &StatsRecord) -> R
     FRAME.seal(&[], &mut slot[..STATS_PREFIX_BYTES + body.len()]);
     debug_assert_eq!(slot.len() as u64, STATS_SLOT_BYTES, "a record fills exactly one slot");
     debug_assert!(
-        decode_stats(set_id, &slot).is_ok_and(|(s, r)| s == sequence && r == *record),
+        decode_stats("encoder", (sequence % 2) as u8, set_id, &slot)
+            .is_ok_and(|(s, r)| s == sequence && r == *record),
         "round trip"
     );
     Ok(slot)
 }
 
-/// A slot that passes every check: (sequence, record).
-pub fn decode_stats(set_id: &[u8; 16], slot: &[u8]) -> Result<(u64, StatsRecord), StatsSlotError> {
-    if slot.len() < STATS_PREFIX_BYTES || &slot[0..8] != STATS_MAGIC {
-        return Err(StatsSlotError::NoMagic);
+/// A record read from statistics slot `slot` of `device` that passes
+/// every check of docs/formats.md ("Statistics record"), in this order:
+/// magic, version, body length (at most the slot, checked before the
+/// checksum that covers it), checksum, set id (`set_id`, the header's),
+/// sequence (1 to [`STATS_SEQUENCE_MAX`], in the slot its parity names),
+/// entry count (no more than the body holds), then each entry (a known
+/// kind, a name of 1 to 255 bytes of UTF-8 inside the body, in the
+/// encoder's order of kind then name, no object twice) and the body tiled
+/// exactly. Returns (sequence, record).
+pub fn decode_stats(
+    device: &str,
+    slot: u8,
+    set_id: &[u8; 16],
+    bytes: &[u8],
+) -> Result<(u64, StatsRecord), MetadataFault> {
+    let f = Fields { device, area: MetadataArea::StatsSlot(slot), base: stats_slot_at(slot), bytes };
+    if bytes.len() < STATS_SLOT_BYTES as usize {
+        return Err(f.cut(0, "record", STATS_SLOT_BYTES as usize));
     }
-    let r = LeReader::new(slot);
-    let version = r.u32(8)?;
-    if version != STATS_VERSION {
-        return Err(StatsSlotError::Version(version));
+    f.magic(STATS_MAGIC, "IOLABSTS")?;
+    f.version(STATS_VERSION)?;
+    let body_bytes = f.u32(40, "body_bytes")? as usize;
+    if body_bytes > STATS_BODY_BYTES_MAX {
+        let bounds = format!("0 to {STATS_BODY_BYTES_MAX}, the rest of the slot");
+        return Err(f.fault(40, "body_bytes", FaultKind::OutOfBounds { found: body_bytes as u64, bounds }));
     }
-    if r.bytes(16, 16)? != set_id {
-        return Err(StatsSlotError::OtherSet);
+    f.checksum(STATS_PREFIX_BYTES + body_bytes)?;
+    if f.bytes(16, 16, "set_id")? != set_id {
+        return Err(f.fault(16, "set_id", FaultKind::OtherSet));
     }
-    let body_len = r.u32(40)? as usize;
-    if body_len > slot.len() - STATS_PREFIX_BYTES {
-        return Err(StatsSlotError::Checksum);
+    let sequence = f.u64(32, "sequence")?;
+    if sequence == 0 || sequence > STATS_SEQUENCE_MAX || sequence % 2 != u64::from(slot) {
+        let bounds = format!("1 to 2^56, and sequence s lives in slot s mod 2 (this is slot {slot})");
+        return Err(f.fault(32, "sequence", FaultKind::OutOfBounds { found: sequence, bounds }));
     }
-    let checked = &slot[..STATS_PREFIX_BYTES + body_len];
-    if FRAME.verify(&[], checked).is_err() {
-        return Err(StatsSlotError::Checksum);
+    let entries = f.u32(44, "entries")? as usize;
+    if entries > body_bytes / STATS_ENTRY_BYTES_MIN {
+        let bounds = format!(
+            "at most {}: {body_bytes} bytes of entries of at least {STATS_ENTRY_BYTES_MIN} bytes",
+            body_bytes / STATS_ENTRY_BYTES_MIN
+        );
+        return Err(f.fault(44, "entries", FaultKind::OutOfBounds { found: entries as u64, bounds }));
     }
-    let record = decode_entries(&checked[STATS_PREFIX_BYTES..], r.u32(44)? as usize)?;
-    Ok((r.u64(32)?, record))
+    let record = decode_entries(&f, STATS_PREFIX_BYTES + body_bytes, entries)?;
+    Ok((sequence, record))
 }
 
-/// A field past the end of the slot (the prefix is checked first, so only
-/// a caller's short slot): the record is cut short.
-impl From<OutOfBounds> for StatsSlotError {
-    fn from(e: OutOfBounds) -> StatsSlotError {
-        StatsSlotError::Malformed(e.to_string())
-    }
-}
-
-fn decode_entries(mut body: &[u8], count: usize) -> Result<StatsRecord, StatsSlotError> {
-    let malformed = |why: &str| StatsSlotError::Malformed(why.to_string());
+/// `count` entries from byte 48 of the record to `end`, which they tile
+/// exactly.
+fn decode_entries(f: &Fields<'_>, end: usize, count: usize) -> Result<StatsRecord, MetadataFault> {
+    let malformed =
+        |at: usize, field: &'static str, why: String| f.fault(at, field, FaultKind::Malformed(why));
     let mut objects = BTreeMap::new();
-    for _ in 0..count {
-        let [kind, name_len, rest @ ..] = body else { return Err(malformed("entry header cut short")) };
-        let kind = ObjectKind::from_byte(*kind).ok_or_else(|| malformed("unknown object kind"))?;
-        let entry_bytes = usize::from(*name_len) + 8 * COUNTERS_PER_ENTRY;
-        if rest.len() < entry_bytes {
-            return Err(malformed("entry cut short"));
+    let mut at = STATS_PREFIX_BYTES;
+    for i in 0..count {
+        let code = f.u8(at, "entry_kind")?;
+        let kind = ObjectKind::from_byte(code).ok_or_else(|| {
+            let bounds = "1 drive, 2 subdisk, 3 plex or 4 volume".to_string();
+            f.fault(at, "entry_kind", FaultKind::OutOfBounds { found: u64::from(code), bounds })
+        })?;
+        let name_len = usize::from(f.u8(at + 1, "entry_name_length")?);
+        let entry_end = at + 2 + name_len + 8 * COUNTERS_PER_ENTRY;
+        if name_len == 0 || entry_end > end {
+            let bounds = format!(
+                "1 to 255, and entry {i} ends within the {} bytes of entries",
+                end - STATS_PREFIX_BYTES
+            );
+            let problem = FaultKind::OutOfBounds { found: name_len as u64, bounds };
+            return Err(f.fault(at + 1, "entry_name_length", problem));
         }
-        let (name, counters) = rest[..entry_bytes].split_at(usize::from(*name_len));
-        let name = std::str::from_utf8(name).map_err(|_| malformed("object name is not UTF-8"))?;
-        let (r, mut values) = (LeReader::new(counters), [0; COUNTERS_PER_ENTRY]);
-        for (i, value) in values.iter_mut().enumerate() {
-            *value = r.u64(8 * i)?;
+        let name = f.bytes(at + 2, name_len, "entry_name")?;
+        let name = std::str::from_utf8(name)
+            .map_err(|e| malformed(at + 2 + e.valid_up_to(), "entry_name", "not UTF-8".into()))?;
+        let counters_at = at + 2 + name_len;
+        let mut values = [0; COUNTERS_PER_ENTRY];
+        for (k, value) in values.iter_mut().enumerate() {
+            // Any value: counters are summed saturating.
+            *value = f.u64(counters_at + 8 * k, "entry_counters")?;
         }
-        let counters = Counters::from_array(values);
-        objects.insert((kind, name.to_string()), counters);
-        body = &rest[entry_bytes..];
+        // The encoder writes entries in the order of their keys, each once:
+        // a record in another order is not one it wrote.
+        let key = (kind, name.to_string());
+        if objects.last_key_value().is_some_and(|(last, _)| *last >= key) {
+            let why = format!("entry {i} ({kind:?} '{name}') is out of order or repeats an object");
+            return Err(malformed(at, "entry_name", why));
+        }
+        objects.insert(key, Counters::from_array(values));
+        at = entry_end;
     }
-    if !body.is_empty() {
-        return Err(malformed("bytes after the last entry"));
+    if at != end {
+        let why = format!("{} bytes after the last of the {count} entries", end - at);
+        return Err(malformed(at, "body_bytes", why));
     }
     Ok(StatsRecord { objects })
 }
@@ -366,26 +400,28 @@ mod tests {
         let golden = fields.concat();
         assert_eq!(hex(&slot[..golden.len() / 2]), golden);
         assert!(slot[golden.len() / 2..].iter().all(|&b| b == 0));
-        assert_eq!(decode_stats(&[7; 16], &slot), Ok((9, record)));
+        assert_eq!(decode_stats("d0", 1, &[7; 16], &slot), Ok((9, record)));
     }
 
     #[test]
     fn record_round_trips() {
         let slot = encode_stats(&[7; 16], 9, &record()).unwrap();
-        assert_eq!(decode_stats(&[7; 16], &slot).unwrap(), (9, record()));
+        assert_eq!(decode_stats("d0", 1, &[7; 16], &slot).unwrap(), (9, record()));
     }
 
     #[test]
     fn flipped_counter_byte_fails_the_checksum() {
         let mut slot = encode_stats(&[7; 16], 9, &record()).unwrap();
         slot[STATS_PREFIX_BYTES + 10] ^= 1;
-        assert_eq!(decode_stats(&[7; 16], &slot), Err(StatsSlotError::Checksum));
+        let fault = decode_stats("d0", 1, &[7; 16], &slot).unwrap_err();
+        assert!(matches!(fault.problem, FaultKind::Checksum { .. }), "{fault}");
     }
 
     #[test]
     fn record_of_another_set_refused() {
         let slot = encode_stats(&[7; 16], 9, &record()).unwrap();
-        assert_eq!(decode_stats(&[8; 16], &slot), Err(StatsSlotError::OtherSet));
+        let fault = decode_stats("d0", 1, &[8; 16], &slot).unwrap_err();
+        assert_eq!((fault.field, fault.problem), ("set_id", FaultKind::OtherSet));
     }
 
     #[test]

@@ -104,6 +104,8 @@ pub enum MetadataArea {
     Header,
     /// Configuration slot 0 or 1.
     ConfigSlot(u8),
+    /// Statistics slot 0 or 1.
+    StatsSlot(u8),
 }
 
 impl std::fmt::Display for MetadataArea {
@@ -111,12 +113,13 @@ impl std::fmt::Display for MetadataArea {
         match self {
             MetadataArea::Header => f.write_str("drive header"),
             MetadataArea::ConfigSlot(slot) => write!(f, "configuration slot {slot}"),
+            MetadataArea::StatsSlot(slot) => write!(f, "statistics slot {slot}"),
         }
     }
 }
 
-/// A drive header or configuration copy that fails a check of
-/// docs/formats.md ("Volume metadata"): the device it was read from (and
+/// A drive header, configuration copy or statistics record that fails a
+/// check of docs/formats.md ("Volume metadata"): the device it was read from (and
 /// the drive, when known), the byte on the device where the field starts,
 /// the field, and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

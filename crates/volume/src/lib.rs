@@ -43,8 +43,8 @@ pub use config::{
     parse, parse_size, Config, DriveSpec, PlexSpec, ReadPolicySpec, SdSpec, VolumeSpec, CONFIG_SECTOR_BYTES,
 };
 pub use counters::{
-    decode_stats, encode_stats, Counters, StatsRecord, StatsSlotError, STATS_MAGIC, STATS_SLOT_BYTES,
-    STATS_VERSION,
+    decode_stats, encode_stats, Counters, StatsRecord, COUNTERS_PER_ENTRY, STATS_BODY_BYTES_MAX,
+    STATS_ENTRY_BYTES_MIN, STATS_MAGIC, STATS_PREFIX_BYTES, STATS_SEQUENCE_MAX, STATS_VERSION,
 };
 pub use error::{ConfigError, FaultKind, MetadataArea, MetadataFault, VolumeError};
 pub use geometry::{map_concat, map_striped, Extent, Org, ParityLayout, Raid5, RowSpan};
@@ -52,9 +52,9 @@ pub use metadata::{check_create, create, VolumeSet, REVIVE_SAVE_EVERY_STEPS};
 pub use object::{ObjectKind, ObjectReport, PlexCountersSnapshot, State};
 pub use ondisk::{
     check_config_text, config_slot_at, decode_config_copy, decode_drive_header, encode_config_copy,
-    encode_drive_header, ConfigCopy, DriveHeader, PresentDrive, TextCheck, CONFIG_COPY_BYTES, CONFIG_MAGIC,
-    CONFIG_PREFIX_BYTES, CONFIG_TEXT_BYTES_MAX, DRIVE_NAME_BYTES_MAX, GENERATION_MAX, HEADER_BYTES,
-    METADATA_VERSION, STATS_AREA_BYTES_AT,
+    encode_drive_header, stats_slot_at, ConfigCopy, DriveHeader, PresentDrive, TextCheck, CONFIG_COPY_BYTES,
+    CONFIG_MAGIC, CONFIG_PREFIX_BYTES, CONFIG_TEXT_BYTES_MAX, DRIVE_NAME_BYTES_MAX, GENERATION_MAX,
+    HEADER_BYTES, METADATA_VERSION, STATS_AREA_BYTES_AT, STATS_SLOT_BYTES,
 };
 pub use raid5::{ParityReport, PARITY_MISMATCHES_LISTED_MAX};
 pub use resolve::{

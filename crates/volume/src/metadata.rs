@@ -16,12 +16,12 @@ use codec::LeWriter;
 use device::Device;
 
 use crate::config::Config;
-use crate::counters::{encode_stats, StatsRecord, STATS_SLOT_BYTES};
+use crate::counters::{encode_stats, StatsRecord};
 use crate::error::VolumeError;
 use crate::object::{read_aligned, write_aligned, ObjectKind, State};
 use crate::ondisk::{
-    config_slot_at, encode_config_copy, encode_drive_header, slot_of, DriveHeader, CONFIG_COPY_BYTES,
-    DRIVE_NAME_BYTES_MAX, GENERATION_MAX, STATS_AREA_BYTES_AT,
+    config_slot_at, encode_config_copy, encode_drive_header, slot_of, stats_slot_at, DriveHeader,
+    CONFIG_COPY_BYTES, DRIVE_NAME_BYTES_MAX, GENERATION_MAX, STATS_AREA_BYTES_AT, STATS_SLOT_BYTES,
 };
 use crate::resolve::{resolve, Layout, DATA_START_BYTES};
 use crate::volume::{bind, Volume, VolumeReport};
@@ -89,7 +89,7 @@ fn bad(drive: &str, problem: impl Into<String>) -> VolumeError {
 /// Byte offset of the statistics slot that sequence `sequence` goes to:
 /// the same alternation as the configuration, in an area of its own.
 pub(crate) fn stats_slot_offset(sequence: u64) -> u64 {
-    let at = STATS_AREA_BYTES_AT + (sequence % 2) * STATS_SLOT_BYTES;
+    let at = stats_slot_at((sequence % 2) as u8);
     debug_assert!(
         at >= config_slot_at(1) + CONFIG_COPY_BYTES,
         "statistics never overlap a configuration slot"

@@ -30,6 +30,9 @@ pub const HEADER_BYTES: u64 = 4096;
 pub const CONFIG_COPY_BYTES: u64 = 49_152;
 /// Byte offset of the first of the two statistics slots.
 pub const STATS_AREA_BYTES_AT: u64 = HEADER_BYTES + 2 * CONFIG_COPY_BYTES;
+/// Bytes of one statistics slot (two per drive; the record's layout is in
+/// `counters.rs`).
+pub const STATS_SLOT_BYTES: u64 = 16_384;
 /// Bytes of the fixed part of a configuration copy before its text.
 pub const CONFIG_PREFIX_BYTES: usize = 48;
 /// Longest configuration text a copy holds.
@@ -55,7 +58,7 @@ const FRAME: Frame = Frame::zeroed(12);
 const LAYOUT_FIELDS: [(usize, &str, u64); 4] = [
     (104, "data_start_bytes", DATA_START_BYTES),
     (112, "config_slot_bytes", CONFIG_COPY_BYTES),
-    (120, "stats_slot_bytes", crate::counters::STATS_SLOT_BYTES),
+    (120, "stats_slot_bytes", STATS_SLOT_BYTES),
     (128, "stats_area_at", STATS_AREA_BYTES_AT),
 ];
 
@@ -78,6 +81,12 @@ pub struct ConfigCopy {
 pub fn config_slot_at(slot: u8) -> u64 {
     assert!(slot < 2, "a drive has configuration slots 0 and 1");
     HEADER_BYTES + u64::from(slot) * CONFIG_COPY_BYTES
+}
+
+/// Byte offset of statistics slot `slot` (0 or 1) on a drive.
+pub fn stats_slot_at(slot: u8) -> u64 {
+    assert!(slot < 2, "a drive has statistics slots 0 and 1");
+    STATS_AREA_BYTES_AT + u64::from(slot) * STATS_SLOT_BYTES
 }
 
 /// The slot generation `generation` goes to: generations alternate
@@ -103,17 +112,18 @@ pub fn encode_drive_header(header: &DriveHeader) -> Vec<u8> {
     block
 }
 
-/// Reads a fault's fields from a structure, every read checked.
-struct Fields<'a> {
-    device: &'a str,
-    area: MetadataArea,
+/// Reads a fault's fields from a structure, every read checked (the
+/// drive header, the configuration copies, the statistics records).
+pub(crate) struct Fields<'a> {
+    pub device: &'a str,
+    pub area: MetadataArea,
     /// Byte offset of the structure on the device.
-    base: u64,
-    bytes: &'a [u8],
+    pub base: u64,
+    pub bytes: &'a [u8],
 }
 
 impl Fields<'_> {
-    fn fault(&self, at: usize, field: &'static str, problem: FaultKind) -> MetadataFault {
+    pub fn fault(&self, at: usize, field: &'static str, problem: FaultKind) -> MetadataFault {
         MetadataFault {
             device: self.device.to_string(),
             drive: None,
@@ -124,24 +134,24 @@ impl Fields<'_> {
         }
     }
 
-    fn cut(&self, at: usize, field: &'static str, len: usize) -> MetadataFault {
+    pub fn cut(&self, at: usize, field: &'static str, len: usize) -> MetadataFault {
         let problem = FaultKind::CutShort { have: self.bytes.len(), needed: at + len };
         self.fault(at, field, problem)
     }
 
-    fn u32(&self, at: usize, field: &'static str) -> Result<u32, MetadataFault> {
+    pub fn u32(&self, at: usize, field: &'static str) -> Result<u32, MetadataFault> {
         LeReader::new(self.bytes).u32(at).map_err(|_| self.cut(at, field, 4))
     }
 
-    fn u64(&self, at: usize, field: &'static str) -> Result<u64, MetadataFault> {
+    pub fn u64(&self, at: usize, field: &'static str) -> Result<u64, MetadataFault> {
         LeReader::new(self.bytes).u64(at).map_err(|_| self.cut(at, field, 8))
     }
 
-    fn bytes(&self, at: usize, len: usize, field: &'static str) -> Result<&[u8], MetadataFault> {
+    pub fn bytes(&self, at: usize, len: usize, field: &'static str) -> Result<&[u8], MetadataFault> {
         LeReader::new(self.bytes).bytes(at, len).map_err(|_| self.cut(at, field, len))
     }
 
-    fn magic(&self, expected: &'static [u8; 8], name: &'static str) -> Result<(), MetadataFault> {
+    pub fn magic(&self, expected: &'static [u8; 8], name: &'static str) -> Result<(), MetadataFault> {
         let found = self.bytes(0, 8, "magic")?;
         if found == expected {
             return Ok(());
@@ -151,16 +161,21 @@ impl Fields<'_> {
         Err(self.fault(0, "magic", FaultKind::Magic { found: bytes, expected: name }))
     }
 
-    fn version(&self) -> Result<(), MetadataFault> {
+    /// The version at byte 8 is `supported`.
+    pub fn version(&self, supported: u32) -> Result<(), MetadataFault> {
         let found = self.u32(8, "version")?;
-        if found == METADATA_VERSION {
+        if found == supported {
             return Ok(());
         }
-        Err(self.fault(8, "version", FaultKind::Version { found, supported: METADATA_VERSION }))
+        Err(self.fault(8, "version", FaultKind::Version { found, supported }))
+    }
+
+    pub fn u8(&self, at: usize, field: &'static str) -> Result<u8, MetadataFault> {
+        LeReader::new(self.bytes).u8(at).map_err(|_| self.cut(at, field, 1))
     }
 
     /// The checksum over `covered` bytes from the start (already bounded).
-    fn checksum(&self, covered: usize) -> Result<(), MetadataFault> {
+    pub fn checksum(&self, covered: usize) -> Result<(), MetadataFault> {
         let record = self.bytes(0, covered, "crc32c")?;
         match FRAME.verify(&[], record) {
             Ok(()) => Ok(()),
@@ -172,7 +187,7 @@ impl Fields<'_> {
     }
 
     /// Every byte of `at..at+len` is zero.
-    fn zero(&self, at: usize, len: usize, field: &'static str) -> Result<(), MetadataFault> {
+    pub fn zero(&self, at: usize, len: usize, field: &'static str) -> Result<(), MetadataFault> {
         let bytes = self.bytes(at, len, field)?;
         match bytes.iter().position(|&b| b != 0) {
             None => Ok(()),
@@ -198,7 +213,7 @@ pub fn decode_drive_header(
     }
     let f = Fields { bytes: &block[..HEADER_BYTES as usize], ..f };
     f.magic(IOLAB_VOLUME_MAGIC, "IOLABVOL")?;
-    f.version()?;
+    f.version(METADATA_VERSION)?;
     f.checksum(HEADER_BYTES as usize)?;
     for (at, field, expected) in LAYOUT_FIELDS {
         let found = f.u64(at, field)?;
@@ -301,7 +316,7 @@ pub fn decode_config_copy(
         return Err(f.cut(0, "copy", CONFIG_COPY_BYTES as usize));
     }
     f.magic(CONFIG_MAGIC, "IOLABCFG")?;
-    f.version()?;
+    f.version(METADATA_VERSION)?;
     let text_bytes = f.u32(40, "text_bytes")? as usize;
     if text_bytes == 0 || text_bytes > CONFIG_TEXT_BYTES_MAX {
         let bounds = format!("1 to {CONFIG_TEXT_BYTES_MAX}");

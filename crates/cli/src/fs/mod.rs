@@ -376,6 +376,12 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     let options = MountOptions { policy: args.policy, cache_bytes, ..Default::default() };
     let image = Image { target: &args.target, bytes: target.device().size_bytes() };
     let fs = Arc::new(Ffs::mount(Arc::clone(target.device()), &options).map_err(|e| image.advise(e.into()))?);
+    if let Some(passed_over) = fs.passed_over() {
+        eprintln!(
+            "iolab: warning: {passed_over}; this mount writes its next superblock over that slot (run `iolab fs \
+             fsck -n` after unmounting to check the rest)"
+        );
+    }
     let mounted = || {
         use std::io::Write;
         println!(
@@ -564,7 +570,17 @@ fn fsck(args: FsckArgs) -> anyhow::Result<ExitCode> {
     };
     let target =
         open(&args.target, Access { read_only: repair == Repair::No, ..Access::default() }, &args.log)?;
-    let report = ffs::fsck::fsck(target.device(), repair)?;
+    let report = match ffs::fsck::fsck(target.device(), repair) {
+        Ok(report) => report,
+        // Damage fsck cannot repair (docs/fs.md, "fsck"): exit status 4,
+        // as for any damage left, with what is wrong in each slot.
+        Err(e @ ffs::FsError::Superblock { .. }) => {
+            eprintln!("iolab: error: {e}");
+            target.close()?;
+            return Ok(ExitCode::from(report::FsckOutcome::DamageLeft.exit_status()));
+        }
+        Err(e) => return Err(e.into()),
+    };
     if args.json {
         println!(
             "{}",
@@ -589,6 +605,9 @@ enum Look {
 fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
     let target = open(&args.target, Access { read_only: true, ..Access::default() }, &args.log)?;
     let fs = Ffs::mount(Arc::clone(target.device()), &MountOptions::default())?;
+    if let Some(passed_over) = fs.passed_over() {
+        eprintln!("iolab: warning: {passed_over}");
+    }
     let attr = fsapi::resolve(&fs, &args.path).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
     match look {
         Look::Stat => print!("{}", report::stat_text(&args.path, &attr)),

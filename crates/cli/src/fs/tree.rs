@@ -426,6 +426,9 @@ pub(crate) fn mounted(
         device,
         &MountOptions { policy: mount.policy, cache_bytes, ..Default::default() },
     )?);
+    if let Some(passed_over) = fs.passed_over() {
+        eprintln!("iolab: warning: {passed_over}; the mount writes its next superblock over that slot");
+    }
     let worked = work(&fs, host);
     // Asked before the unmount: a call that failed with ENOSPC failed for
     // want of room in iolab's file system, or on the host under its image.

@@ -4,6 +4,7 @@ mod crash;
 mod errors;
 mod examples;
 mod fs;
+mod fs_damage;
 mod fs_tree;
 mod jobfile;
 mod journal_damage;

@@ -238,6 +238,37 @@ fn corrupted_statistics_record_is_reported_and_the_set_still_assembles() {
     assert_eq!(doc["volumes"][0]["stats"]["writes"], 0);
 }
 
+/// A statistics record crafted behind a right checksum, its sequence at
+/// the end of its range (in its slot's parity) on every drive: `volume
+/// list` names the field and uses the other slot; a run counts on and
+/// saves without an overflow.
+#[test]
+fn a_statistics_sequence_past_its_bound_is_named_and_the_other_slot_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = created(&dir);
+    random_writes(&conf, "30");
+    // Creation saved sequences 1 and 2, the run 3: slot 1 holds the newest.
+    let slot = (volume::STATS_AREA_BYTES_AT + volume::STATS_SLOT_BYTES) as usize;
+    for drive in ["d1.img", "d2.img", "d3.img", "d4.img"] {
+        let path = dir.path().join(drive);
+        let mut image = std::fs::read(&path).unwrap();
+        let record = &mut image[slot..slot + volume::STATS_SLOT_BYTES as usize];
+        let body = u32::from_le_bytes(record[40..44].try_into().unwrap()) as usize;
+        record[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
+        codec::Frame::zeroed(12).seal(&[], &mut record[..48 + body]);
+        std::fs::write(&path, image).unwrap();
+    }
+    let out = run_ok(&["volume", "list", "--json", &conf]);
+    let named = format!("statistics slot 1, byte {} (sequence)", slot + 32);
+    assert!(stderr(&out).contains(&named), "{}", stderr(&out));
+    random_writes(&conf, "10");
+    assert_eq!(
+        listed(&conf)[0]["stats"]["writes"],
+        10,
+        "the record of sequence 2 (no writes) and this run's"
+    );
+}
+
 #[test]
 fn list_v_shows_subdisk_offsets_and_devices() {
     let dir = tempfile::tempdir().unwrap();

@@ -159,17 +159,15 @@ fn a_device_without_a_file_system_is_named_as_such() {
 fn a_damaged_superblock_falls_back_to_the_other_slot() {
     let dev = fresh(8 << 20);
     mount(&dev, Policy::Async).unmount().unwrap();
-    let sb = ffs::format::Superblock::decode(&{
-        let mut b = vec![0u8; 4096];
-        let slot = ffs::read_superblock(&dev).unwrap().generation % 2;
-        dev.read_at(&mut b, slot * 4096).unwrap();
-        b
-    })
-    .unwrap();
-    // Damage the newest slot: the older one is taken.
-    dev.write_at(&[0xee; 512], (sb.generation % 2) * 4096).unwrap();
-    let older = ffs::read_superblock(&dev).unwrap();
-    assert_eq!(older.generation, sb.generation - 1);
+    let newest = ffs::read_superblock_slots(&dev).unwrap();
+    assert_eq!(newest.passed_over, None, "both slots pass after an unmount");
+    // Damage the newest slot: the older one is taken, and the damage named.
+    dev.write_at(&[0xee; 512], u64::from(newest.slot) * 4096).unwrap();
+    let older = ffs::read_superblock_slots(&dev).unwrap();
+    assert_eq!(older.superblock.generation, newest.superblock.generation - 1);
+    let fault = older.passed_over.as_ref().unwrap();
+    assert_eq!((fault.place, fault.field), (ffs::Place::SuperblockSlot(newest.slot), "magic"), "{fault}");
+    assert!(older.passed_over_text().unwrap().contains("is used instead"));
 }
 
 #[test]

@@ -1,4 +1,7 @@
 mod common;
 mod files;
 mod fsck;
+mod fuzz;
+mod inode;
 mod model;
+mod superblock;

@@ -1,22 +1,26 @@
-//! The decoders of the drive header and the configuration copy under
-//! damage: random bytes, bit flips (with the checksum left as it was, and
+//! The decoders of the drive header, the configuration copy and the
+//! statistics record under damage: random bytes, bit flips (with the checksum left as it was, and
 //! made right again so the field checks are reached), truncation, and
 //! each field at and past its bounds, every kind its own case. Each
 //! decode must give a typed error or a value that re-encodes to the same
 //! bytes; never a panic, never a hang (it runs on a thread of its own and
 //! must return within `HANG_BUDGET`, a bound on hanging, not a speed
-//! figure: a decode takes microseconds).
+//! figure: a decode takes microseconds). A set whose statistics records
+//! were fuzzed behind a right checksum still assembles.
 
 use std::collections::HashMap;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, OnceLock};
 use std::time::Duration;
 
 use codec::Frame;
+use device::{Device, MemDevice};
 use proptest::prelude::*;
 use volume::{
-    check_config_text, decode_config_copy, decode_drive_header, encode_config_copy, encode_drive_header,
-    ConfigCopy, DriveHeader, FaultKind, MetadataFault, PresentDrive, TextCheck, CONFIG_COPY_BYTES,
-    CONFIG_PREFIX_BYTES, CONFIG_TEXT_BYTES_MAX, GENERATION_MAX, HEADER_BYTES,
+    check_config_text, decode_config_copy, decode_drive_header, decode_stats, encode_config_copy,
+    encode_drive_header, encode_stats, stats_slot_at, ConfigCopy, Counters, DriveHeader, FaultKind,
+    MetadataArea, MetadataFault, ObjectKind, PresentDrive, StatsRecord, TextCheck, CONFIG_COPY_BYTES,
+    CONFIG_PREFIX_BYTES, CONFIG_TEXT_BYTES_MAX, GENERATION_MAX, HEADER_BYTES, STATS_BODY_BYTES_MAX,
+    STATS_ENTRY_BYTES_MIN, STATS_PREFIX_BYTES, STATS_SEQUENCE_MAX, STATS_SLOT_BYTES,
 };
 
 const HANG_BUDGET: Duration = Duration::from_secs(20);
@@ -385,4 +389,258 @@ fn word() -> impl Strategy<Value = String> {
             .prop_map(|(n, unit)| format!("{n}{unit}")),
         (0u64..300_000).prop_map(|n| format!("{n}s")),
     ]
+}
+
+// ---- statistics records ----
+
+/// A record of four objects (a drive, a subdisk, a plex, a volume) with
+/// counters at both ends of their range.
+fn stats_record() -> StatsRecord {
+    let mut record = StatsRecord::default();
+    let counters = Counters { reads: 3, bytes_written: u64::MAX, errors: 1, ..Counters::default() };
+    for (kind, name) in [
+        (ObjectKind::Drive, "d1"),
+        (ObjectKind::Subdisk, "v.p0.s0"),
+        (ObjectKind::Plex, "v.p0"),
+        (ObjectKind::Volume, "v"),
+    ] {
+        record.objects.insert((kind, name.to_string()), counters);
+    }
+    record
+}
+
+/// Sequence 7: slot 1.
+fn stats_bytes() -> Vec<u8> {
+    encode_stats(&SET, 7, &stats_record()).unwrap()
+}
+
+fn body_of(bytes: &[u8]) -> usize {
+    u32::from_le_bytes([bytes[40], bytes[41], bytes[42], bytes[43]]) as usize
+}
+
+fn decode_record(slot: u8, bytes: Vec<u8>) -> Result<(u64, StatsRecord), MetadataFault> {
+    bounded(move || decode_stats("d1.img", slot, &SET, &bytes))
+}
+
+/// A record that decodes is the one its bytes encode, in its own slot,
+/// within its bounds; a fault names a byte of the slot read.
+fn assert_record_sound(slot: u8, bytes: &[u8], decoded: &Result<(u64, StatsRecord), MetadataFault>) {
+    match decoded {
+        Ok((sequence, record)) => {
+            assert!(
+                (1..=STATS_SEQUENCE_MAX).contains(sequence) && sequence % 2 == u64::from(slot),
+                "{sequence}"
+            );
+            let again = encode_stats(&SET, *sequence, record).unwrap();
+            let covered = STATS_PREFIX_BYTES + body_of(bytes);
+            assert_eq!(again[..covered], bytes[..covered], "a decoded record re-encodes");
+        }
+        Err(fault) => {
+            let start = stats_slot_at(slot);
+            assert!((start..start + STATS_SLOT_BYTES).contains(&fault.offset), "{fault}");
+            assert_eq!(fault.area, MetadataArea::StatsSlot(slot), "{fault}");
+        }
+    }
+}
+
+/// The record with `value` at `at` (`width` bytes) and its checksum made
+/// right over the body its length field now gives, if it can be.
+fn record_with(at: usize, width: usize, value: u64) -> Vec<u8> {
+    let mut bytes = stats_bytes();
+    bytes[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+    let body = body_of(&bytes).min(STATS_BODY_BYTES_MAX);
+    reseal(&mut bytes, STATS_PREFIX_BYTES + body);
+    bytes
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn stats_random_bytes(
+        len in 0usize..(STATS_SLOT_BYTES as usize + 64),
+        seed in any::<u64>(),
+        slot in 0u8..2,
+        framed in any::<bool>(),
+    ) {
+        let mut bytes = noise(len, seed);
+        // Half of them pass the magic, version, length and checksum, so the
+        // sequence and entries are reached.
+        if framed && len >= STATS_SLOT_BYTES as usize {
+            bytes[..8].copy_from_slice(b"IOLABSTS");
+            bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+            bytes[16..32].copy_from_slice(&SET);
+            let body = (seed as usize) % (4 * STATS_ENTRY_BYTES_MIN);
+            bytes[40..44].copy_from_slice(&(body as u32).to_le_bytes());
+            reseal(&mut bytes, STATS_PREFIX_BYTES + body);
+        }
+        let decoded = decode_record(slot, bytes.clone());
+        assert_record_sound(slot, &bytes, &decoded);
+    }
+
+    #[test]
+    fn stats_bit_flips_fail_the_checksum(bits in prop::collection::vec(0usize..(STATS_PREFIX_BYTES + 4 * 100) * 8, 1..8)) {
+        let mut bytes = stats_bytes();
+        flip(&mut bytes[..STATS_PREFIX_BYTES + body_of(&stats_bytes())], &bits);
+        let decoded = decode_record(1, bytes.clone());
+        assert_record_sound(1, &bytes, &decoded);
+        prop_assert!(decoded.is_err() || bytes == stats_bytes(), "a flip got through");
+    }
+
+    #[test]
+    fn stats_bit_flips_behind_a_right_checksum(bits in prop::collection::vec(0usize..(STATS_PREFIX_BYTES + 4 * 100) * 8, 1..8)) {
+        let mut bytes = stats_bytes();
+        flip(&mut bytes[..STATS_PREFIX_BYTES + body_of(&stats_bytes())], &bits);
+        let body = body_of(&bytes);
+        if body <= STATS_BODY_BYTES_MAX {
+            reseal(&mut bytes, STATS_PREFIX_BYTES + body);
+        }
+        let decoded = decode_record(1, bytes.clone());
+        assert_record_sound(1, &bytes, &decoded);
+    }
+
+    #[test]
+    fn stats_cut_short(len in 0usize..STATS_SLOT_BYTES as usize) {
+        let fault = decode_record(1, stats_bytes()[..len].to_vec()).unwrap_err();
+        prop_assert!(matches!(fault.problem, FaultKind::CutShort { .. }), "{}", fault);
+    }
+
+    #[test]
+    fn stats_sequence_at_and_past_its_bounds(
+        sequence in prop_oneof![
+            Just(0u64), Just(1), Just(2), Just(STATS_SEQUENCE_MAX - 1), Just(STATS_SEQUENCE_MAX),
+            Just(STATS_SEQUENCE_MAX + 1), Just(u64::MAX), any::<u64>(),
+        ],
+        slot in 0u8..2,
+    ) {
+        let decoded = decode_record(slot, record_with(32, 8, sequence));
+        let inside = (1..=STATS_SEQUENCE_MAX).contains(&sequence) && sequence % 2 == u64::from(slot);
+        prop_assert_eq!(decoded.is_ok(), inside, "{:?}", decoded);
+        if let Err(fault) = decoded {
+            prop_assert_eq!((fault.offset, fault.field), (stats_slot_at(slot) + 32, "sequence"));
+        }
+    }
+
+    /// The body's length, at and past its bound: past the slot it is
+    /// named; inside it, another length breaks the checksum's cover or the
+    /// entries' tiling, never anything else.
+    #[test]
+    fn stats_body_bytes_at_and_past_its_bounds(
+        body in prop_oneof![
+            Just(0u32), Just(1), Just(STATS_BODY_BYTES_MAX as u32), Just(STATS_BODY_BYTES_MAX as u32 + 1),
+            Just(u32::MAX), any::<u32>(),
+        ],
+    ) {
+        let decoded = decode_record(1, record_with(40, 4, u64::from(body)));
+        let written = body_of(&stats_bytes()) as u32;
+        prop_assert_eq!(decoded.is_ok(), body == written, "{:?}", decoded);
+        if let Err(fault) = decoded {
+            if body as usize > STATS_BODY_BYTES_MAX {
+                prop_assert_eq!(fault.field, "body_bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn stats_entries_at_and_past_its_bounds(
+        entries in prop_oneof![Just(0u32), Just(3), Just(4), Just(5), Just(u32::MAX), any::<u32>()],
+    ) {
+        let decoded = decode_record(1, record_with(44, 4, u64::from(entries)));
+        prop_assert_eq!(decoded.is_ok(), entries == 4, "{:?}", decoded);
+        let most = (body_of(&stats_bytes()) / STATS_ENTRY_BYTES_MIN) as u32;
+        if let Err(fault) = decoded {
+            if entries > most {
+                prop_assert_eq!(fault.field, "entries");
+            }
+        }
+    }
+
+    /// The first entry's kind and name length at and past their bounds.
+    #[test]
+    fn stats_entry_fields_at_and_past_their_bounds(
+        field in 0usize..2,
+        value in prop_oneof![Just(0u8), Just(1), Just(2), Just(3), Just(4), Just(5), Just(255), any::<u8>()],
+    ) {
+        let bytes = record_with(STATS_PREFIX_BYTES + field, 1, u64::from(value));
+        let decoded = decode_record(1, bytes.clone());
+        assert_record_sound(1, &bytes, &decoded);
+        // The first entry is the drive "d1" (kind 1, name length 2), then
+        // the subdisk "v.p0.s0": as a subdisk "d1" still comes first.
+        match (field, value) {
+            (0, 1 | 2) | (1, 2) => prop_assert!(decoded.is_ok(), "{:?}", decoded),
+            (0, 0 | 5..) => prop_assert_eq!(decoded.map_err(|f| f.field), Err("entry_kind")),
+            (0, _) => prop_assert_eq!(decoded.map_err(|f| f.field), Err("entry_name"), "out of order"),
+            (_, 0) => prop_assert_eq!(decoded.map_err(|f| f.field), Err("entry_name_length")),
+            _ => {}
+        }
+    }
+}
+
+/// The four drives of a RAID-5 set after a session that wrote to it (its
+/// statistics records in both slots), made once: their bytes.
+fn set_images() -> &'static [Vec<u8>] {
+    static IMAGES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    IMAGES.get_or_init(|| {
+        let drives = crate::common::drives_for(4, crate::common::MIB);
+        let config = volume::parse(&crate::common::single_plex("raid5 8k", 4, "0")).unwrap();
+        volume::create(&config, &drives, &crate::common::fresh).unwrap();
+        let set = volume::assemble(&drives_in_order(&drives)).unwrap();
+        Device::write_at(set.volume("v").unwrap().as_ref(), &crate::common::pattern(4096, 1), 0).unwrap();
+        set.save_stats().unwrap();
+        drives_in_order(&drives)
+            .iter()
+            .map(|d| {
+                let mut bytes = vec![0u8; d.size_bytes() as usize];
+                d.read_at(&mut bytes, 0).unwrap();
+                bytes
+            })
+            .collect()
+    })
+}
+
+fn drives_in_order(drives: &HashMap<String, Arc<dyn Device>>) -> Vec<Arc<dyn Device>> {
+    let mut names: Vec<&String> = drives.keys().collect();
+    names.sort();
+    names.into_iter().map(|n| Arc::clone(&drives[n])).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 60, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// A statistics record fuzzed behind a right checksum, on one drive or
+    /// all, in one slot or both: the set assembles (the record passed over
+    /// with a warning, or read within its bounds), and saves again.
+    #[test]
+    fn a_set_with_fuzzed_statistics_records_assembles(
+        bits in prop::collection::vec(0usize..(STATS_PREFIX_BYTES + 400) * 8, 1..6),
+        all_drives in any::<bool>(),
+        both_slots in any::<bool>(),
+    ) {
+        let images: Vec<Vec<u8>> = set_images().to_vec();
+        let assembled = bounded(move || {
+            let devices: Vec<Arc<dyn Device>> = images
+                .iter()
+                .enumerate()
+                .map(|(k, image)| {
+                    let mut image = image.clone();
+                    for slot in 0..2u8 {
+                        if (k == 0 || all_drives) && (slot == 1 || both_slots) {
+                            let at = stats_slot_at(slot) as usize;
+                            let record = &mut image[at..at + STATS_SLOT_BYTES as usize];
+                            let body = body_of(record);
+                            flip(&mut record[..STATS_PREFIX_BYTES + body], &bits);
+                            reseal(record, STATS_PREFIX_BYTES + body);
+                        }
+                    }
+                    let dev = MemDevice::new(image.len() as u64).unwrap();
+                    Device::write_at(&dev, &image, 0).unwrap();
+                    Arc::new(dev) as Arc<dyn Device>
+                })
+                .collect();
+            let set = volume::assemble(&devices).map_err(|e| e.to_string())?;
+            set.save_stats().map_err(|e| e.to_string())?;
+            Ok::<_, String>(set.warnings().len())
+        });
+        prop_assert!(assembled.is_ok(), "{:?}", assembled);
+    }
 }

@@ -181,3 +181,56 @@ fn torn_statistics_write_keeps_configuration_and_previous_counters() {
     assert_eq!(volume_writes(&again), 8, "the previous record is used");
     assert!(again.warnings().iter().any(|w| w.contains("checksum mismatch")), "{:?}", again.warnings());
 }
+
+fn slot_at(slot: u8) -> u64 {
+    STATS_AREA_BYTES_AT + u64::from(slot) * STATS_SLOT_BYTES
+}
+
+/// Sets `value` (little-endian, its length) at `at` of statistics slot
+/// `slot` of every drive and makes the checksum over the record's written
+/// body right again: damage no checksum catches.
+fn craft_stats(drives: &Drives, slot: u8, at: usize, value: &[u8]) {
+    for dev in drives.values() {
+        let mut record = vec![0u8; STATS_SLOT_BYTES as usize];
+        dev.read_at(&mut record, slot_at(slot)).unwrap();
+        let body = u32::from_le_bytes(record[40..44].try_into().unwrap()) as usize;
+        record[at..at + value.len()].copy_from_slice(value);
+        // The prefix before the entries is 48 bytes.
+        codec::Frame::zeroed(12).seal(&[], &mut record[..48 + body]);
+        dev.write_at(&record, slot_at(slot)).unwrap();
+    }
+}
+
+/// A record on every drive with a sequence of 2^64-1 (in its slot's
+/// parity): passed over by name, the other slot used, and the next save
+/// counts on from it without an overflow.
+#[test]
+fn a_sequence_at_the_end_of_its_range_is_passed_over_by_name() {
+    let drives = raid5_drives();
+    session(&drives, 3);
+    session(&drives, 5);
+    // Creation saved sequences 1 and 2, the sessions 3 and 4: slot 1 holds 3.
+    craft_stats(&drives, 1, 32, &u64::MAX.to_le_bytes());
+    let set = assemble(&all(&drives)).unwrap();
+    let named = format!("statistics slot 1, byte {} (sequence)", slot_at(1) + 32);
+    assert!(set.warnings().iter().any(|w| w.contains(&named)), "{:?}", set.warnings());
+    assert_eq!(volume_writes(&set), 8, "the record of sequence 4 is used");
+    set.save_stats().unwrap();
+    assert_eq!(volume_writes(&assemble(&all(&drives)).unwrap()), 8);
+}
+
+/// Both records crafted past their bounds on every drive: the set still
+/// assembles, its counters from zero, with a warning naming each slot.
+#[test]
+fn both_records_out_of_bounds_start_the_counters_from_zero() {
+    let drives = raid5_drives();
+    session(&drives, 3);
+    craft_stats(&drives, 1, 32, &u64::MAX.to_le_bytes());
+    craft_stats(&drives, 0, 40, &u32::MAX.to_le_bytes());
+    let set = assemble(&all(&drives)).unwrap();
+    assert_eq!(volume_writes(&set), 0);
+    let warnings = set.warnings().join("\n");
+    assert!(warnings.contains("(sequence)") && warnings.contains("(body_bytes)"), "{warnings}");
+    assert!(warnings.contains("counters start from zero"), "{warnings}");
+    set.save_stats().unwrap();
+}

@@ -2,11 +2,16 @@
 //! system") gives them: the superblock, group headers, inodes and
 //! directory records, with their checksums.
 
-use crate::FsError;
+mod group;
+mod superblock;
+
+pub use group::{GroupHeader, GROUP_MAGIC};
+pub use superblock::{
+    SlotSource, Superblock, BLOCKS_MAX, GENERATION_MAX, GROUP_HEAD_BLOCKS, HEADER_BYTES, INODES_MAX,
+    LOG_START_BLOCK, SECTOR_BYTES_MAX, SECTOR_BYTES_MIN, SUPER_MAGIC,
+};
 
 pub const BLOCK_BYTES: usize = 4096;
-pub const SUPER_MAGIC: &[u8; 8] = b"IOLABFS1";
-pub const GROUP_MAGIC: &[u8; 8] = b"IOLABGRP";
 pub const VERSION: u32 = 1;
 pub const INODE_BYTES: usize = 256;
 pub const INODES_PER_BLOCK: u32 = (BLOCK_BYTES / INODE_BYTES) as u32;
@@ -14,12 +19,19 @@ pub const INODES_PER_BLOCK: u32 = (BLOCK_BYTES / INODE_BYTES) as u32;
 pub const BITS_PER_BLOCK: u32 = (BLOCK_BYTES * 8) as u32;
 pub const DIRECT_POINTERS: usize = 12;
 pub const POINTERS_PER_BLOCK: u64 = (BLOCK_BYTES / 4) as u64;
+/// File blocks an inode maps: twelve direct, a single and a double
+/// indirect block.
+pub const FILE_BLOCKS_MAX: u64 =
+    DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK + POINTERS_PER_BLOCK * POINTERS_PER_BLOCK;
+/// The largest file: every block it maps.
+pub const FILE_BYTES_MAX: u64 = FILE_BLOCKS_MAX * BLOCK_BYTES as u64;
+/// The most 512-byte units an inode holds: every block it maps, its
+/// single and double indirect blocks and the double's singles.
+pub const FILE_UNITS_MAX: u64 = (FILE_BLOCKS_MAX + 2 + POINTERS_PER_BLOCK) * (BLOCK_BYTES as u64 / 512);
 /// A symlink target up to this long lives in the inode.
 pub const INLINE_SYMLINK_BYTES: usize = 100;
 pub const ROOT_INO: u32 = 1;
 pub const LOST_FOUND_INO: u32 = 2;
-/// The structures the checksums cover: the first 512 bytes of a block.
-const HEADER_BYTES: usize = 512;
 
 pub const S_IFMT: u16 = 0o170000;
 pub const S_IFREG: u16 = 0o100000;
@@ -113,210 +125,6 @@ impl std::str::FromStr for Policy {
     }
 }
 
-/// The superblock (docs/formats.md, "Superblock").
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Superblock {
-    pub generation: u64,
-    pub sector_bytes: u32,
-    pub blocks: u64,
-    pub log_start_block: u64,
-    pub log_blocks: u64,
-    pub groups: u32,
-    pub blocks_per_group: u32,
-    pub inodes_per_group: u32,
-    pub first_group_block: u64,
-    pub free_blocks: u64,
-    pub free_inodes: u64,
-    pub dirs: u64,
-    pub policy: Policy,
-    pub clean: bool,
-    pub mounts: u32,
-    pub fs_id: u64,
-    pub created_ns: u64,
-    pub mounted_ns: u64,
-    /// The first inode of the orphan list (unlinked while open; 0: none).
-    pub orphans: u32,
-}
-
-impl Superblock {
-    pub fn encode(&self) -> Vec<u8> {
-        let mut b = vec![0u8; HEADER_BYTES];
-        b[0..8].copy_from_slice(SUPER_MAGIC);
-        put32(&mut b, 8, VERSION);
-        put64(&mut b, 16, self.generation);
-        put32(&mut b, 24, BLOCK_BYTES as u32);
-        put32(&mut b, 28, self.sector_bytes);
-        put64(&mut b, 32, self.blocks);
-        put64(&mut b, 40, self.log_start_block);
-        put64(&mut b, 48, self.log_blocks);
-        put32(&mut b, 56, self.groups);
-        put32(&mut b, 60, self.blocks_per_group);
-        put32(&mut b, 64, self.inodes_per_group);
-        put32(&mut b, 68, INODE_BYTES as u32);
-        put64(&mut b, 72, self.first_group_block);
-        put64(&mut b, 80, self.free_blocks);
-        put64(&mut b, 88, self.free_inodes);
-        put64(&mut b, 96, self.dirs);
-        b[104] = self.policy.code();
-        b[105] = u8::from(self.clean);
-        put32(&mut b, 108, self.mounts);
-        put64(&mut b, 112, self.fs_id);
-        put64(&mut b, 120, self.created_ns);
-        put64(&mut b, 128, self.mounted_ns);
-        put32(&mut b, 136, ROOT_INO);
-        put32(&mut b, 140, LOST_FOUND_INO);
-        put32(&mut b, 144, self.orphans);
-        let crc = checksum(&[], &b, 12);
-        put32(&mut b, 12, crc);
-        b
-    }
-
-    pub fn decode(b: &[u8]) -> Result<Superblock, FsError> {
-        if &b[0..8] != SUPER_MAGIC {
-            return Err(FsError::NotAFileSystem);
-        }
-        if u32_at(b, 8) != VERSION {
-            return Err(FsError::Version { found: u32_at(b, 8), supported: VERSION });
-        }
-        if checksum(&[], &b[..HEADER_BYTES], 12) != u32_at(b, 12) {
-            return Err(FsError::Damaged("the superblock's checksum does not match".into()));
-        }
-        let sb = Superblock {
-            generation: u64_at(b, 16),
-            sector_bytes: u32_at(b, 28),
-            blocks: u64_at(b, 32),
-            log_start_block: u64_at(b, 40),
-            log_blocks: u64_at(b, 48),
-            groups: u32_at(b, 56),
-            blocks_per_group: u32_at(b, 60),
-            inodes_per_group: u32_at(b, 64),
-            first_group_block: u64_at(b, 72),
-            free_blocks: u64_at(b, 80),
-            free_inodes: u64_at(b, 88),
-            dirs: u64_at(b, 96),
-            policy: Policy::from_code(b[104])
-                .ok_or_else(|| FsError::Damaged("unknown policy code".into()))?,
-            clean: b[105] == 1,
-            mounts: u32_at(b, 108),
-            fs_id: u64_at(b, 112),
-            created_ns: u64_at(b, 120),
-            mounted_ns: u64_at(b, 128),
-            orphans: u32_at(b, 144),
-        };
-        sb.check()?;
-        Ok(sb)
-    }
-
-    /// The geometry must hold together before anything is read by it.
-    fn check(&self) -> Result<(), FsError> {
-        let bad = |what: &str| Err(FsError::Damaged(format!("the superblock's {what} is impossible")));
-        if u32_at(&self.encode(), 24) != BLOCK_BYTES as u32 {
-            return bad("block size");
-        }
-        if self.blocks_per_group == 0 || self.blocks_per_group > BITS_PER_BLOCK {
-            return bad("blocks per group");
-        }
-        if self.inodes_per_group == 0
-            || self.inodes_per_group > BITS_PER_BLOCK
-            || self.inodes_per_group % INODES_PER_BLOCK != 0
-        {
-            return bad("inodes per group");
-        }
-        let span = u64::from(self.groups) * u64::from(self.blocks_per_group);
-        if self.groups == 0
-            || self.first_group_block + span < self.blocks
-            || self.first_group_block >= self.blocks
-        {
-            return bad("group count");
-        }
-        if self.log_start_block + self.log_blocks > self.first_group_block {
-            return bad("log region");
-        }
-        Ok(())
-    }
-
-    /// Inode table blocks of a group.
-    pub fn inode_table_blocks(&self) -> u32 {
-        self.inodes_per_group / INODES_PER_BLOCK
-    }
-
-    /// Blocks at the start of every group that are never data.
-    pub fn group_overhead_blocks(&self) -> u32 {
-        3 + self.inode_table_blocks()
-    }
-
-    pub fn group_start(&self, group: u32) -> u64 {
-        self.first_group_block + u64::from(group) * u64::from(self.blocks_per_group)
-    }
-
-    /// Blocks in group `group` (the last one may be shorter).
-    pub fn group_blocks(&self, group: u32) -> u32 {
-        (self.blocks - self.group_start(group)).min(u64::from(self.blocks_per_group)) as u32
-    }
-
-    pub fn total_inodes(&self) -> u64 {
-        u64::from(self.groups) * u64::from(self.inodes_per_group)
-    }
-
-    /// The block holding inode `ino` and the byte where it starts.
-    pub fn inode_place(&self, ino: u32) -> (u64, usize) {
-        let index = ino - 1;
-        let (group, within) = (index / self.inodes_per_group, index % self.inodes_per_group);
-        let block = self.group_start(group) + 3 + u64::from(within / INODES_PER_BLOCK);
-        (block, (within % INODES_PER_BLOCK) as usize * INODE_BYTES)
-    }
-}
-
-/// A group header (docs/formats.md, "Group").
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GroupHeader {
-    pub group: u32,
-    pub blocks: u32,
-    pub free_blocks: u32,
-    pub free_inodes: u32,
-    pub dirs: u32,
-    pub fs_id: u64,
-}
-
-impl GroupHeader {
-    pub fn encode(&self) -> Vec<u8> {
-        let mut b = vec![0u8; HEADER_BYTES];
-        b[0..8].copy_from_slice(GROUP_MAGIC);
-        put32(&mut b, 8, VERSION);
-        put32(&mut b, 16, self.group);
-        put32(&mut b, 20, self.blocks);
-        put32(&mut b, 24, self.free_blocks);
-        put32(&mut b, 28, self.free_inodes);
-        put32(&mut b, 32, self.dirs);
-        put64(&mut b, 36, self.fs_id);
-        let crc = checksum(&[], &b, 12);
-        put32(&mut b, 12, crc);
-        b
-    }
-
-    pub fn decode(b: &[u8], group: u32, fs_id: u64) -> Result<GroupHeader, FsError> {
-        let damaged = |what: &str| Err(FsError::Damaged(format!("group {group}'s header {what}")));
-        if &b[0..8] != GROUP_MAGIC || u32_at(b, 8) != VERSION {
-            return damaged("is missing");
-        }
-        if checksum(&[], &b[..HEADER_BYTES], 12) != u32_at(b, 12) {
-            return damaged("has a checksum that does not match");
-        }
-        let h = GroupHeader {
-            group: u32_at(b, 16),
-            blocks: u32_at(b, 20),
-            free_blocks: u32_at(b, 24),
-            free_inodes: u32_at(b, 28),
-            dirs: u32_at(b, 32),
-            fs_id: u64_at(b, 36),
-        };
-        if h.group != group || h.fs_id != fs_id {
-            return damaged("belongs elsewhere");
-        }
-        Ok(h)
-    }
-}
-
 /// Whether every byte is zero, eight at a time (a byte at a time does not
 /// vectorise, for the early exit).
 pub fn all_zero(bytes: &[u8]) -> bool {
@@ -403,6 +211,9 @@ impl DiskInode {
     }
 
     fn decode_as(ino: u32, b: &[u8], verify: bool) -> InodeSlot {
+        if b.len() != INODE_BYTES {
+            return InodeSlot::Garbage;
+        }
         if all_zero(b) {
             return InodeSlot::Free;
         }
@@ -428,13 +239,28 @@ impl DiskInode {
         for i in 0..DIRECT_POINTERS {
             inode.direct[i] = u32_at(b, 88 + 4 * i);
         }
+        if !inode.within_bounds() {
+            return InodeSlot::Garbage;
+        }
         if inode.kind_bits() == S_IFLNK && inode.size as usize <= INLINE_SYMLINK_BYTES {
             inode.inline_target = b[144..144 + inode.size as usize].to_vec();
         }
-        if !matches!(inode.kind_bits(), S_IFREG | S_IFDIR | S_IFLNK) {
-            return InodeSlot::Garbage;
-        }
         InodeSlot::Used(inode)
+    }
+
+    /// The bounds an inode's fields keep (docs/formats.md, "Inode"), so
+    /// that nothing walks, indexes or adds by a value no inode can have:
+    /// a kind iolab makes; a size a file reaches ([`FILE_BYTES_MAX`]), a
+    /// directory's whole blocks, a symlink's target shorter than a block;
+    /// no more 512-byte units than its blocks and indirect blocks.
+    fn within_bounds(&self) -> bool {
+        let size = match self.kind_bits() {
+            S_IFREG => self.size <= FILE_BYTES_MAX,
+            S_IFDIR => self.size <= FILE_BYTES_MAX && self.size % BLOCK_BYTES as u64 == 0,
+            S_IFLNK => self.size < BLOCK_BYTES as u64,
+            _ => false,
+        };
+        size && self.blocks_512 <= FILE_UNITS_MAX
     }
 }
 
