@@ -247,10 +247,10 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     c.pass4_link_counts()?;
     c.pass5_maps()?;
     if repair != Repair::No && c.report.findings.iter().any(|f| f.repaired) {
-        c.core.cache.write_back(true).map_err(FsError::Device)?;
-        if let Some(failure) = &c.core.failed {
-            return Err(FsError::Invalid(format!("a repair could not be written: {}", failure.cause)));
-        }
+        c.write_repairs()?;
+    }
+    if repair != Repair::No {
+        c.mark_state()?;
     }
     Ok(c.report)
 }
@@ -266,6 +266,41 @@ impl Checker {
         };
         self.report.findings.push(Finding { class, detail, repaired });
         repaired
+    }
+
+    /// Makes every repair durable.
+    fn write_repairs(&mut self) -> Result<(), FsError> {
+        self.core.cache.write_back(true).map_err(FsError::Device)?;
+        match &self.core.failed {
+            Some(failure) => {
+                Err(FsError::Invalid(format!("a repair could not be written: {}", failure.cause)))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// After a repairing check, what the superblock says of the image
+    /// (docs/fs.md, "An unclean image"): clean, with no damage recorded,
+    /// when nothing is left (the repairs durable before it); else the
+    /// damage left recorded, so that every mount refuses the image until
+    /// `-y` (or `-p` for what `-B` leaves) repairs it.
+    fn mark_state(&mut self) -> Result<(), FsError> {
+        let left = self.report.findings.iter().filter(|f| !f.repaired).map(|f| f.class);
+        let damage = left.fold(Damage::None, |d, class| {
+            d.max(if class.is_leak() { Damage::Leaks } else { Damage::Unknown })
+        });
+        let sb = &self.core.sb;
+        let clean = damage == Damage::None;
+        if (sb.clean, sb.damage) == (clean, damage) || (!clean && sb.damage >= damage) {
+            return Ok(());
+        }
+        let sb = &mut self.core.sb;
+        if clean {
+            sb.clean = true;
+        }
+        sb.damage = if clean { Damage::None } else { sb.damage.max(damage) };
+        self.write_superblock_next()?;
+        self.core.cache.flush().map_err(FsError::Device)
     }
 
     /// Writes the superblock one generation on, to its next slot (the

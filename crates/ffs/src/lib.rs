@@ -27,6 +27,7 @@ mod mount;
 mod ops;
 mod pages;
 mod softdep;
+mod unclean;
 mod wapbl;
 
 use std::sync::Arc;
@@ -40,6 +41,7 @@ pub use mkfs::{geometry, mkfs, MkfsOptions};
 pub use mount::{log_region, read_superblock, read_superblock_slots, SuperblockRead, Unmounted};
 pub use ops::{Ffs, MountOptions};
 pub use softdep::SoftdepStats;
+pub use unclean::{Mounted, Unclean, UncleanImage};
 pub use wapbl::replay as replay_log;
 
 /// What making, mounting or checking a file system can fail with.
@@ -47,7 +49,10 @@ pub use wapbl::replay as replay_log;
 pub enum FsError {
     #[error("not an iolab file system (no IOLABFS1 superblock); make one with `iolab fs mkfs`")]
     NotAFileSystem,
-    #[error("file system format version {found}; this iolab reads version {supported}")]
+    #[error(
+        "file system format version {found}; this iolab reads versions {} to {supported}",
+        crate::format::VERSION_OLDEST
+    )]
     Version { found: u32, supported: u32 },
     #[error("the file system is damaged: {0}; run `iolab fs fsck`")]
     Damaged(String),
@@ -64,6 +69,11 @@ pub enum FsError {
          file system with `iolab fs mkfs --force` (what it held is lost)"
     )]
     Superblock { first: Box<FieldFault>, second: Box<FieldFault> },
+    /// The image is not clean and may hold damage a mount that writes
+    /// would spread (docs/fs.md, "An unclean image"): what its superblock
+    /// says, and the check that repairs it.
+    #[error("{0}")]
+    Unclean(Box<UncleanImage>),
     #[error("{0}")]
     Invalid(String),
     #[error(transparent)]

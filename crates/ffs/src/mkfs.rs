@@ -81,6 +81,7 @@ fn layout(device_bytes: u64, sector_bytes: u32, options: &MkfsOptions) -> Result
         dirs: 0,
         policy: Policy::Async,
         clean: true,
+        damage: Damage::None,
         mounts: 0,
         fs_id: new_fs_id(),
         created_ns: now_ns(),

@@ -155,12 +155,22 @@ impl Ffs {
         self.passed_over.as_deref()
     }
 
+    /// The image was not clean and this mount went on all the same (over
+    /// leaks only, forced, or on a view that keeps no write): what it
+    /// may hold, for the caller to tell ([`crate::UncleanImage::warning`]).
+    pub fn unclean(&self) -> Option<&crate::UncleanImage> {
+        self.unclean.as_ref()
+    }
+
     /// Mounts the file system on `dev`: replays its log (whatever the
-    /// policy), marks it not clean (so a crash is known), records the
-    /// policy, and serves it. Under `log` every write goes through the
-    /// log on the file system's log region.
+    /// policy), refuses an image that is not clean as `options.unclean`
+    /// says (before writing anything else), marks it not clean (so a
+    /// crash is known), records the policy, and serves it. Under `log`
+    /// every write goes through the log on the file system's log region.
     pub fn mount(raw: Dev, options: &MountOptions) -> Result<Ffs, FsError> {
         let (first, _) = replayed_superblock(&raw)?;
+        let unclean = crate::unclean::judge(raw.name(), &first.superblock, options.unclean)
+            .map_err(FsError::Unclean)?;
         let (dev, log): (Dev, _) = match options.policy {
             Policy::Log => {
                 let (log, _) = wapbl::open(&raw, &first.superblock)?;
@@ -171,6 +181,9 @@ impl Ffs {
         let mut sb = read_superblock(&dev)?;
         let groups = group_counts(&dev, &mut sb)?;
         sb.clean = false;
+        // What it may hold stays recorded through this mount's unmount:
+        // only a check that repairs it clears it.
+        sb.damage = sb.damage.max(unclean.as_ref().map_or(Damage::None, |u| u.damage));
         sb.mounts = sb.mounts.saturating_add(1);
         sb.mounted_ns = now_ns();
         sb.policy = options.policy;
@@ -224,7 +237,8 @@ impl Ffs {
             }
         }
         let passed_over = first.passed_over_text();
-        let fs = Ffs { core: Mutex::new(core), dev, log, committer: Mutex::new(committer), passed_over };
+        let fs =
+            Ffs { core: Mutex::new(core), dev, log, committer: Mutex::new(committer), passed_over, unclean };
         if fs.lock().sb.orphans != 0 {
             fs.reclaim_orphans()?;
         }

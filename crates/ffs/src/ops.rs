@@ -41,6 +41,9 @@ pub struct MountOptions {
     /// checkpoint the cache makes when buffers held back fill it (see
     /// [`Commits`]).
     pub commits: Commits,
+    /// What to do with an image that is not clean (refused by default
+    /// unless it may hold leaks only).
+    pub unclean: crate::Unclean,
 }
 
 impl Default for MountOptions {
@@ -50,6 +53,7 @@ impl Default for MountOptions {
             cache_bytes: 64 << 20,
             clock: device::Clock::Wall,
             commits: Commits::Thread,
+            unclean: crate::Unclean::Refuse,
         }
     }
 }
@@ -66,6 +70,8 @@ pub struct Ffs {
     pub(crate) committer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The superblock slot the mount passed over, said (`Ffs::passed_over`).
     pub(crate) passed_over: Option<String>,
+    /// The image was not clean, and mounted all the same (`Ffs::unclean`).
+    pub(crate) unclean: Option<crate::UncleanImage>,
 }
 
 fn now() -> (i64, u32) {

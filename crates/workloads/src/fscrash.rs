@@ -664,10 +664,23 @@ fn count_classes(report: &ffs::fsck::Report, found: &mut BTreeMap<&'static str, 
 /// Every durable file whose fsync returned before the crash holds that
 /// version, or a later one, or anything at all once a later write began.
 fn check_durable(image: &Arc<dyn Device>, durable: &[Vec<Version>], after_events: usize) -> Option<String> {
+    // The checked image mounts as it is: repaired by preen, or (under
+    // `log`) replayed, which is its check.
     let fs = match Ffs::mount(Arc::clone(image), &MountOptions::default()) {
         Ok(fs) => fs,
         Err(e) => return Some(format!("the checked image does not mount: {e}")),
     };
+    let lost = durable_lost(&fs, durable, after_events);
+    // Unmounted, so that what follows finds the image as the check left
+    // it: clean (a mount dropped would leave it for fsck).
+    if let Err(e) = fs.unmount() {
+        return Some(format!("the checked image does not unmount: {e}"));
+    }
+    lost
+}
+
+/// [`check_durable`] on the mounted image.
+fn durable_lost(fs: &Ffs, durable: &[Vec<Version>], after_events: usize) -> Option<String> {
     for (k, versions) in durable.iter().enumerate() {
         let Some(last) = versions.iter().rposition(|v| v.fsynced <= after_events) else { continue };
         let name = format!("keep{k}");

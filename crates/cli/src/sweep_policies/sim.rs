@@ -86,6 +86,8 @@ impl SimDisk {
             cache_bytes,
             clock: Clock::Virtual(Arc::clone(&clock)),
             commits: ffs::Commits::Caller,
+            // A new file system per run: clean.
+            unclean: ffs::Unclean::Refuse,
         };
         let tar_run = phase(&dev, &clock, &mount, |fs, tick| {
             let progress = phases.phase("tar");

@@ -12,7 +12,15 @@ pub use superblock::{
 };
 
 pub const BLOCK_BYTES: usize = 4096;
-pub const VERSION: u32 = 1;
+/// The superblock's format version this iolab writes: 2 adds `damage`
+/// (docs/formats.md, "Superblock"). Version 1, whose byte 106 is reserved
+/// and zero (no damage recorded), is read as well, and a mount or a
+/// repairing fsck rewrites it as version 2.
+pub const VERSION: u32 = 2;
+/// The oldest superblock version this iolab reads.
+pub const VERSION_OLDEST: u32 = 1;
+/// The group header's format version (unchanged since the first).
+pub const GROUP_VERSION: u32 = 1;
 pub const INODE_BYTES: usize = 256;
 pub const INODES_PER_BLOCK: u32 = (BLOCK_BYTES / INODE_BYTES) as u32;
 /// Bits in a bitmap block: the most blocks (and inodes) a group holds.
@@ -121,6 +129,54 @@ impl std::str::FromStr for Policy {
             "log" => Ok(Policy::Log),
             "softdep" => Ok(Policy::Softdep),
             other => Err(format!("--policy: '{other}' is not a policy; use sync, softdep, log or async")),
+        }
+    }
+}
+
+/// What an image may hold that a check must repair, as far as its
+/// superblock tells (docs/formats.md, "Superblock": `damage`). Ordered:
+/// a larger value covers a smaller one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Damage {
+    /// Nothing: unmounted cleanly, or replayed by its log.
+    #[default]
+    None,
+    /// Leaks only (blocks and inodes marked in use that nothing uses, link
+    /// counts too high, counts off): what soft updates leave after a
+    /// crash. Safe to mount over; `iolab fs fsck -B` reclaims them.
+    Leaks,
+    /// Anything a crash of its policy, or a mount forced over such an
+    /// image, can leave: `iolab fs fsck -p` (or `-y`) must see it first.
+    Unknown,
+}
+
+impl Damage {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Damage::None => 0,
+            Damage::Leaks => 1,
+            Damage::Unknown => 2,
+        }
+    }
+
+    pub(crate) fn from_code(code: u8) -> Option<Damage> {
+        match code {
+            0 => Some(Damage::None),
+            1 => Some(Damage::Leaks),
+            2 => Some(Damage::Unknown),
+            _ => None,
+        }
+    }
+
+    /// What a crash under `policy` (the image's last mount not unmounted)
+    /// can leave, once the log has been replayed: the policies' crash
+    /// promises (docs/fs.md, "Policies").
+    pub fn of_crash_under(policy: Policy) -> Damage {
+        match policy {
+            // The replay every mount and fsck make first is its check.
+            Policy::Log => Damage::None,
+            Policy::Softdep => Damage::Leaks,
+            Policy::Sync | Policy::Async => Damage::Unknown,
         }
     }
 }

@@ -10,7 +10,9 @@
 
 use codec::{Frame, LeWriter};
 
-use super::{Policy, BITS_PER_BLOCK, BLOCK_BYTES, INODES_PER_BLOCK, INODE_BYTES, LOST_FOUND_INO, ROOT_INO};
+use super::{
+    Damage, Policy, BITS_PER_BLOCK, BLOCK_BYTES, INODES_PER_BLOCK, INODE_BYTES, LOST_FOUND_INO, ROOT_INO,
+};
 use crate::fault::{FieldFault, Fields, Place};
 
 pub const SUPER_MAGIC: &[u8; 8] = b"IOLABFS1";
@@ -54,6 +56,9 @@ const FREE_INODES_AT: usize = 88;
 const DIRS_AT: usize = 96;
 const POLICY_AT: usize = 104;
 const CLEAN_AT: usize = 105;
+/// Version 2: what a mount forced over damage left unrepaired (version 1:
+/// reserved, zero).
+const DAMAGE_AT: usize = 106;
 const MOUNTS_AT: usize = 108;
 const FS_ID_AT: usize = 112;
 const CREATED_AT: usize = 120;
@@ -61,8 +66,8 @@ const MOUNTED_AT: usize = 128;
 const ROOT_AT: usize = 136;
 const LOST_FOUND_AT: usize = 140;
 const ORPHANS_AT: usize = 144;
-/// Reserved, zero: bytes 106..108 and 148..512.
-const RESERVED: [(usize, usize); 2] = [(106, 2), (148, HEADER_BYTES - 148)];
+/// Reserved, zero: bytes 107 and 148..512 (and 106 in version 1).
+const RESERVED: [(usize, usize); 2] = [(107, 1), (148, HEADER_BYTES - 148)];
 
 /// The superblock (docs/formats.md, "Superblock").
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +85,12 @@ pub struct Superblock {
     pub free_inodes: u64,
     pub dirs: u64,
     pub policy: Policy,
+    /// Unmounted after writing everything back (false while mounted).
     pub clean: bool,
+    /// Damage a mount forced over an unclean image (or a check that could
+    /// not repair everything) left for fsck, whatever `clean` says since:
+    /// only a repairing fsck that leaves nothing clears it.
+    pub damage: Damage,
     pub mounts: u32,
     pub fs_id: u64,
     pub created_ns: u64,
@@ -140,8 +150,8 @@ impl Slot<'_> {
         )
     }
 
-    /// The policy code and the clean flag.
-    fn state(&self) -> Result<(Policy, bool), FieldFault> {
+    /// The policy code, the clean flag and (version 2) the damage left.
+    fn state(&self, version: u32) -> Result<(Policy, bool, Damage), FieldFault> {
         let code = self.f.within(
             (POLICY_AT, 1, "policy"),
             |c| c <= 3,
@@ -151,7 +161,16 @@ impl Slot<'_> {
         let policy = Policy::from_code(code as u8).ok_or_else(|| {
             self.f.out_of_bounds(POLICY_AT, "policy", code, "0 async, 1 sync, 2 softdep or 3 log".into())
         })?;
-        Ok((policy, clean == 1))
+        if version < 2 {
+            // Reserved in version 1 and checked zero with the others.
+            self.f.zero(DAMAGE_AT, 1, "reserved")?;
+            return Ok((policy, clean == 1, Damage::None));
+        }
+        let bound = || "0 none, 1 leaks, 2 unknown".to_string();
+        let code = self.f.within((DAMAGE_AT, 1, "damage"), |c| c <= 2, bound)?;
+        let damage = Damage::from_code(code as u8)
+            .ok_or_else(|| self.f.out_of_bounds(DAMAGE_AT, "damage", code, bound()))?;
+        Ok((policy, clean == 1, damage))
     }
 }
 
@@ -321,11 +340,18 @@ impl Slot<'_> {
 }
 
 impl Superblock {
+    /// The slot's bytes, in the version this iolab writes.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_as(super::VERSION)
+    }
+
+    /// The slot's bytes in `version` (1 has no `damage`: reserved).
+    fn encode_as(&self, version: u32) -> Vec<u8> {
+        debug_assert!(version >= 2 || self.damage == Damage::None, "version 1 records no damage");
         let mut b = vec![0u8; HEADER_BYTES];
         LeWriter::new(&mut b)
             .put_bytes(0, SUPER_MAGIC)
-            .put_u32(VERSION_AT, super::VERSION)
+            .put_u32(VERSION_AT, version)
             .put_u64(GENERATION_AT, self.generation)
             .put_u32(BLOCK_BYTES_AT, BLOCK_BYTES as u32)
             .put_u32(SECTOR_BYTES_AT, self.sector_bytes)
@@ -342,6 +368,7 @@ impl Superblock {
             .put_u64(DIRS_AT, self.dirs)
             .put_u8(POLICY_AT, self.policy.code())
             .put_u8(CLEAN_AT, u8::from(self.clean))
+            .put_u8(DAMAGE_AT, self.damage.code())
             .put_u32(MOUNTS_AT, self.mounts)
             .put_u64(FS_ID_AT, self.fs_id)
             .put_u64(CREATED_AT, self.created_ns)
@@ -363,12 +390,12 @@ impl Superblock {
         let base = u64::from(from.slot) * BLOCK_BYTES as u64;
         let place = Place::SuperblockSlot(from.slot);
         let s = Slot { f: Fields { bytes, device: from.device, place, base }, slot: from.slot };
-        s.f.whole(SUPER_MAGIC, super::VERSION, HEADER_BYTES)?;
+        let version = s.f.whole(SUPER_MAGIC, super::VERSION_OLDEST..=super::VERSION, HEADER_BYTES)?;
         s.fixed()?;
         let generation = s.generation()?;
         let g = s.geometry(from.device_bytes)?;
         let (free_blocks, free_inodes, dirs, orphans) = s.counts(&g)?;
-        let (policy, clean) = s.state()?;
+        let (policy, clean, damage) = s.state(version)?;
         let sb = Superblock {
             generation,
             sector_bytes: g.sector_bytes,
@@ -384,6 +411,7 @@ impl Superblock {
             dirs,
             policy,
             clean,
+            damage,
             // Any value: a mount adds to it saturating.
             mounts: s.f.read(MOUNTS_AT, 4, "mounts")? as u32,
             fs_id: s.f.read(FS_ID_AT, 8, "fs_id")?,
@@ -391,8 +419,21 @@ impl Superblock {
             mounted_ns: s.f.read(MOUNTED_AT, 8, "mounted_ns")?,
             orphans,
         };
-        debug_assert_eq!(sb.encode(), bytes[..HEADER_BYTES], "every byte of a slot that decodes is read");
+        debug_assert_eq!(
+            sb.encode_as(version),
+            bytes[..HEADER_BYTES],
+            "every byte of a slot that decodes is read"
+        );
         Ok(sb)
+    }
+
+    /// What the image may hold that a check must repair, once its log
+    /// has been replayed (every mount and fsck replays it first): what a
+    /// crash under its last mount's policy leaves when it was not
+    /// unmounted, and what was recorded as left before.
+    pub fn damage_possible(&self) -> Damage {
+        let crash = if self.clean { Damage::None } else { Damage::of_crash_under(self.policy) };
+        crash.max(self.damage)
     }
 
     /// Inode table blocks of a group.

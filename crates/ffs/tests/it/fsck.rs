@@ -251,7 +251,7 @@ fn a_directory_removed_while_open_is_no_link_of_its_parent() {
     fs.rmdir(ROOT, OsStr::new("d")).unwrap(); // still looked up: on the orphan list
     fs.sync().unwrap();
     drop(fs); // a crash with d removed and still open
-    let report = fsck(&dev, Repair::No).unwrap();
+    let report = fsck(&dev, Repair::Preen).unwrap();
     assert!(report.clean(), "{:?}", report.findings);
     let fs = mount(&dev, Policy::Async);
     assert!(fs.getattr(d.ino).is_err(), "the next mount frees it");

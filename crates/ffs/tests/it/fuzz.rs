@@ -278,7 +278,7 @@ const FIELDS: &[Field] = &[
     },
     Field { name: "policy", at: 104, width: 1, expect: |v| within(v <= 3), edges: &[0, 3, 4, 255] },
     Field { name: "clean", at: 105, width: 1, expect: |v| within(v <= 1), edges: &[0, 1, 2, 255] },
-    Field { name: "reserved", at: 106, width: 1, expect: |v| within(v == 0), edges: &[0, 1, 255] },
+    Field { name: "damage", at: 106, width: 1, expect: |v| within(v <= 2), edges: &[0, 1, 2, 3, 255] },
     Field { name: "reserved", at: 107, width: 1, expect: |v| within(v == 0), edges: &[0, 1, 255] },
     Field {
         name: "mounts",

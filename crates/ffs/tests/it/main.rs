@@ -5,3 +5,4 @@ mod fuzz;
 mod inode;
 mod model;
 mod superblock;
+mod unclean;
