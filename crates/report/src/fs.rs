@@ -163,9 +163,15 @@ impl TreeRun<'_> {
             );
         }
         let sb = &self.unmounted.superblock;
+        let state = match sb.damage {
+            ffs::format::Damage::None => "unmounted clean".to_string(),
+            _ => {
+                format!("unmounted, still marked unclean until `iolab fs fsck -p {}` repairs it", self.target)
+            }
+        };
         let _ = writeln!(
             out,
-            "unmounted clean: {} of {} blocks free, {} of {} inodes free",
+            "{state}: {} of {} blocks free, {} of {} inodes free",
             sb.free_blocks,
             sb.blocks,
             sb.free_inodes,

@@ -130,6 +130,11 @@ pub struct MountArgs {
     /// allows it).
     #[arg(long, value_name = "HOW", value_enum, default_value_t = TransportArg::Auto)]
     pub transport: TransportArg,
+    /// Mount an image that is not clean (a crash or kill left it
+    /// unchecked) as it is, with a warning: it stays marked unclean until
+    /// `iolab fs fsck -p` repairs it.
+    #[arg(long)]
+    pub force: bool,
     /// Run the /dev/fuse server on these CPUs only (e.g. 0 or 0-1,3), as
     /// taskset does. Where waking a thread on another CPU is dear (a
     /// virtual machine), serving on the CPU the program using the mount
@@ -373,14 +378,20 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     if let Some(cpus) = &cpus {
         pin_to(cpus)?;
     }
-    let options = MountOptions { policy: args.policy, cache_bytes, ..Default::default() };
+    let options =
+        MountOptions { policy: args.policy, cache_bytes, unclean: unclean(args.force), ..Default::default() };
     let image = Image { target: &args.target, bytes: target.device().size_bytes() };
-    let fs = Arc::new(Ffs::mount(Arc::clone(target.device()), &options).map_err(|e| image.advise(e.into()))?);
+    let fs = Ffs::mount(Arc::clone(target.device()), &options)
+        .map_err(|e| image.advise(refused(e, &args.target, &args.log)))?;
+    let fs = Arc::new(fs);
     if let Some(passed_over) = fs.passed_over() {
         eprintln!(
             "iolab: warning: {passed_over}; this mount writes its next superblock over that slot (run `iolab fs \
              fsck -n` after unmounting to check the rest)"
         );
+    }
+    if let Some(unclean) = fs.unclean() {
+        eprintln!("iolab: warning: {}", unclean.warning(&args.target));
     }
     let mounted = || {
         use std::io::Write;
@@ -405,8 +416,12 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     let served = served.with_context(|| format!("{}: the FUSE session failed", args.mountpoint.display()))?;
     let (sb, stats) = (&unmounted.superblock, &unmounted.cache);
     let log = unmounted.log.map(|l| format!(", {} log commits", l.commits)).unwrap_or_default();
+    let state = match sb.damage {
+        ffs::format::Damage::None => "clean".to_string(),
+        _ => format!("still marked unclean until `iolab fs fsck -p {}` repairs it", args.target),
+    };
     println!(
-        "iolab: unmounted; written back and clean ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes{log}); {}",
+        "iolab: unmounted; written back and {state} ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes{log}); {}",
         sb.free_blocks,
         sb.blocks,
         stats.blocks_written,
@@ -415,6 +430,28 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         served_through(&served)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a mount that writes does with an image that is not clean:
+/// refuses it (the default), or mounts it as it is with `--force`.
+pub(crate) fn unclean(force: bool) -> ffs::Unclean {
+    if force {
+        ffs::Unclean::Force
+    } else {
+        ffs::Unclean::Refuse
+    }
+}
+
+/// A mount's error, an unclean image's refusal told as the usage error it
+/// is (exit status 2), with the fsck command for `target` as given.
+pub(crate) fn refused(e: ffs::FsError, target: &str, log: &BlockLogArgs) -> anyhow::Error {
+    let ffs::FsError::Unclean(image) = e else { return e.into() };
+    let mut text = image.refusal(target);
+    if let Some(mode) = log.block_log {
+        // fsck reaches the file system behind the block log only when told.
+        text.push_str(&format!(" (with --block-log {mode}, as here)"));
+    }
+    UsageError(text).into()
 }
 
 /// The transport a mount asked for: `auto` with `--cpus` is /dev/fuse
@@ -604,9 +641,15 @@ enum Look {
 /// mounted over the stack's scratch view, whose writes stay in memory.
 fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
     let target = open(&args.target, Access { read_only: true, ..Access::default() }, &args.log)?;
-    let fs = Ffs::mount(Arc::clone(target.device()), &MountOptions::default())?;
+    // The scratch view keeps nothing the mount writes: an unclean image is
+    // shown as it is.
+    let options = MountOptions { unclean: ffs::Unclean::ReadOnly, ..Default::default() };
+    let fs = Ffs::mount(Arc::clone(target.device()), &options)?;
     if let Some(passed_over) = fs.passed_over() {
         eprintln!("iolab: warning: {passed_over}");
+    }
+    if let Some(unclean) = fs.unclean() {
+        eprintln!("iolab: warning: {}", unclean.warning(&args.target));
     }
     let attr = fsapi::resolve(&fs, &args.path).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
     match look {

@@ -32,6 +32,11 @@ pub struct InProcess {
     /// Open the target with O_DIRECT.
     #[arg(long)]
     pub direct: bool,
+    /// Mount an image that is not clean (a crash or kill left it
+    /// unchecked) as it is, with a warning: it stays marked unclean until
+    /// `iolab fs fsck -p` repairs it.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub log: super::BlockLogArgs,
 }
@@ -216,6 +221,11 @@ pub struct TreeArgs {
     /// Open an iolab target with O_DIRECT.
     #[arg(long)]
     pub direct: bool,
+    /// Mount an iolab image that is not clean (a crash or kill left it
+    /// unchecked) as it is, with a warning: it stays marked unclean until
+    /// `iolab fs fsck -p` repairs it.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn mdtest(args: TreeArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
@@ -266,9 +276,10 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
         Ok(())
     };
     if std::path::Path::new(&args.target).is_dir() {
-        if args.policy.is_some() || args.direct {
+        if args.policy.is_some() || args.direct || args.force {
             return Err(UsageError(format!(
-                "{}: a directory runs on the file system it is on; --policy and --direct are for iolab's file system",
+                "{}: a directory runs on the file system it is on; --policy, --direct and --force are for iolab's \
+                 file system",
                 args.target
             ))
             .into());
@@ -312,7 +323,13 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
         ))
         .into());
     };
-    let mount = InProcess { policy, cache: args.cache.clone(), direct: args.direct, log: Default::default() };
+    let mount = InProcess {
+        policy,
+        cache: args.cache.clone(),
+        direct: args.direct,
+        force: args.force,
+        log: Default::default(),
+    };
     let done = in_process_interruptible(&args.target, &mount, |fs| {
         let name = OsStr::new("mdtest");
         let top =
@@ -422,12 +439,18 @@ pub(crate) fn mounted(
     let media = device.media();
     let host = super::Image { target, bytes: device.size_bytes() };
     let start = Instant::now();
-    let fs = Arc::new(Ffs::mount(
-        device,
-        &MountOptions { policy: mount.policy, cache_bytes, ..Default::default() },
-    )?);
+    let options = MountOptions {
+        policy: mount.policy,
+        cache_bytes,
+        unclean: super::unclean(mount.force),
+        ..Default::default()
+    };
+    let fs = Arc::new(Ffs::mount(device, &options).map_err(|e| super::refused(e, target, &mount.log))?);
     if let Some(passed_over) = fs.passed_over() {
         eprintln!("iolab: warning: {passed_over}; the mount writes its next superblock over that slot");
+    }
+    if let Some(unclean) = fs.unclean() {
+        eprintln!("iolab: warning: {}", unclean.warning(target));
     }
     let worked = work(&fs, host);
     // Asked before the unmount: a call that failed with ENOSPC failed for

@@ -391,7 +391,9 @@ impl RunContext<'_> {
         let (stack, _) =
             crate::fs::make(self.target, Some(size), &mkfs_options(self.args)?, true, None, &no_log())?;
         stack.close()?;
-        let mount = InProcess { policy, cache: self.args.cache.clone(), direct: false, log: no_log() };
+        // Each run's file system is new: never unclean, nothing to force.
+        let mount =
+            InProcess { policy, cache: self.args.cache.clone(), direct: false, force: false, log: no_log() };
         let made = format!("iolab's file system, policy {}, cache {}", policy.name(), self.args.cache);
         match (self.args.driver, self.work) {
             (Driver::Fuse, Some(work)) => {

@@ -278,3 +278,91 @@ fn an_interrupted_untar_unmounts_cleanly_and_exits_130() {
     let fsck = iolab(&["fs", "fsck", path(&image)]);
     assert_eq!(fsck.status.code(), Some(0), "{}", stdout(&fsck));
 }
+
+/// Issue 41's sequence: `untar` killed with SIGKILL part way (nothing
+/// unmounts: the image is left not clean), then `untar --into /new` on
+/// the same image without fsck is refused before it writes a byte,
+/// naming `iolab fs fsck -p`; the read-only commands still work; preen
+/// repairs it and marks it clean, and the second untar then runs.
+#[test]
+fn a_killed_untar_leaves_an_image_every_writing_command_refuses_until_fsck_p() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, archive) = image_and_archive(dir.path(), "2g", &[]);
+    let before = allocated(&image);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["fs", "untar", path(&image), path(&archive), "--policy", "sync", "--copies", "80"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while allocated(&image) < before + (1 << 20) {
+        assert!(child.try_wait().unwrap().is_none(), "the extraction ended before it was killed");
+        std::thread::yield_now();
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let killed = std::fs::read(&image).unwrap();
+    let untar_again = ["fs", "untar", path(&image), path(&archive), "--policy", "sync", "--into", "/new"];
+    let out = iolab(&untar_again);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let fix = format!("`iolab fs fsck -p {}`", path(&image));
+    assert!(stderr(&out).contains("is not clean") && stderr(&out).contains(&fix), "{}", stderr(&out));
+    assert!(std::fs::read(&image).unwrap() == killed, "the refused untar wrote to the image");
+    for refused in [
+        vec!["fs", "rm", path(&image), "/copy-1", "--policy", "log"],
+        vec!["fs", "tree", path(&image), "--policy", "softdep", "--items", "2"],
+    ] {
+        let out = iolab(&refused);
+        assert_eq!(out.status.code(), Some(2), "{refused:?}: {}", stderr(&out));
+    }
+    // Looking inside needs no check.
+    let out = iolab(&["fs", "ls", path(&image), "/"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("copy-1") && stderr(&out).contains("not clean"), "{}", stderr(&out));
+    let out = iolab(&["fs", "fsck", "-n", path(&image)]);
+    assert!(matches!(out.status.code(), Some(0 | 4)), "{}", stderr(&out));
+    assert!(std::fs::read(&image).unwrap() == killed, "the read-only commands wrote to the image");
+    let out = iolab(&["fs", "fsck", "-p", path(&image)]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stdout(&out));
+    let out = iolab(&untar_again);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = iolab(&["fs", "fsck", path(&image)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+/// `--force` mounts an unclean image with a warning, and the image stays
+/// refused afterwards: the unmount does not mark the damage clean.
+#[test]
+fn a_forced_untar_warns_and_leaves_the_image_refused_until_fsck() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, archive) = image_and_archive(dir.path(), "2g", &[]);
+    let before = allocated(&image);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["fs", "untar", path(&image), path(&archive), "--policy", "sync", "--copies", "80"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while allocated(&image) < before + (1 << 20) {
+        assert!(child.try_wait().unwrap().is_none(), "the extraction ended before it was killed");
+        std::thread::yield_now();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = iolab(&[
+        "fs",
+        "untar",
+        path(&image),
+        path(&archive),
+        "--policy",
+        "async",
+        "--into",
+        "/new",
+        "--force",
+    ]);
+    assert!(stderr(&out).contains("mounted anyway (--force)"), "{}", stderr(&out));
+    assert!(stdout(&out).contains("still marked unclean"), "{}", stdout(&out));
+    let out = iolab(&["fs", "rm", path(&image), "/new", "--policy", "async"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a mount was forced over damage"), "{}", stderr(&out));
+}
