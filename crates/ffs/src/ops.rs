@@ -100,6 +100,7 @@ fn attr_of(ino: u32, i: &DiskInode) -> Attr {
         gid: i.gid,
         size: i.size,
         blocks: i.blocks_512,
+        rdev: 0,
         atime: t(0),
         mtime: t(1),
         ctime: t(2),
@@ -467,6 +468,18 @@ impl FileSystem for Ffs {
         inode.size = BLOCK_BYTES as u64;
         let fill = move |core: &mut Core, block: u32, ino: u32| core.dir_init(block, ino, parent);
         make(&mut core, parent, name, inode, Some(&fill))
+    }
+
+    fn mknod(&self, parent: Ino, name: &OsStr, kind: FileType, _rdev: u32, owner: Owner) -> Result<Attr> {
+        match kind {
+            FileType::File => self.create(parent, name, owner),
+            FileType::Dir => Err(Errno::PERM),
+            FileType::Symlink => Err(Errno::INVAL),
+            // Not stored yet: the format has no place for them.
+            FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket => {
+                Err(Errno::PERM)
+            }
+        }
     }
 
     fn symlink(&self, parent: Ino, name: &OsStr, target: &OsStr, owner: Owner) -> Result<Attr> {

@@ -47,7 +47,8 @@ impl Op {
     }
 }
 
-/// The tree under `dir`: path -> (kind, content or target, links).
+/// The tree under `dir`: path -> (kind, content, target or device
+/// number, links).
 pub fn walk(
     fs: &dyn FileSystem,
     dir: crate::Ino,
@@ -73,6 +74,9 @@ pub fn walk(
             }
             FileType::Symlink => fs.readlink(attr.ino).unwrap(),
             FileType::Dir => Vec::new(),
+            FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket => {
+                attr.rdev.to_le_bytes().to_vec()
+            }
         };
         out.insert(child_path.clone(), (attr.kind, content, attr.nlink));
         if attr.kind == FileType::Dir {

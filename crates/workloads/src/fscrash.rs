@@ -402,6 +402,16 @@ impl<F: FnMut() + Send> FileSystem for Observed<'_, F> {
     fn mkdir(&self, parent: fsapi::Ino, name: &OsStr, owner: Owner) -> fsapi::Result<fsapi::Attr> {
         self.changed(self.inner.mkdir(parent, name, owner))
     }
+    fn mknod(
+        &self,
+        parent: fsapi::Ino,
+        name: &OsStr,
+        kind: fsapi::FileType,
+        rdev: u32,
+        owner: Owner,
+    ) -> fsapi::Result<fsapi::Attr> {
+        self.changed(self.inner.mknod(parent, name, kind, rdev, owner))
+    }
     fn symlink(
         &self,
         parent: fsapi::Ino,
@@ -481,7 +491,11 @@ fn dirs_and_files(fs: &dyn FileSystem) -> (Vec<String>, Vec<String>) {
         match kind {
             fsapi::FileType::Dir => dirs.push(path),
             fsapi::FileType::File => files.push(path),
-            fsapi::FileType::Symlink => {}
+            fsapi::FileType::Symlink
+            | fsapi::FileType::Fifo
+            | fsapi::FileType::CharDevice
+            | fsapi::FileType::BlockDevice
+            | fsapi::FileType::Socket => {}
         }
     }
     (dirs, files)
@@ -511,6 +525,11 @@ fn shape_of(fs: &dyn FileSystem) -> Tree {
                 fsapi::FileType::File => attr.size.to_le_bytes().to_vec(),
                 fsapi::FileType::Symlink => fs.readlink(attr.ino).unwrap_or_default(),
                 fsapi::FileType::Dir => Vec::new(),
+                // A special file's inode holds its kind and number only.
+                fsapi::FileType::Fifo
+                | fsapi::FileType::CharDevice
+                | fsapi::FileType::BlockDevice
+                | fsapi::FileType::Socket => attr.rdev.to_le_bytes().to_vec(),
             };
             out.insert(child.clone(), (attr.kind, kept, attr.nlink));
             if attr.kind == fsapi::FileType::Dir {

@@ -283,6 +283,16 @@ impl FileSystem for FailingUnlink {
     fn mkdir(&self, parent: fsapi::Ino, name: &OsStr, owner: Owner) -> fsapi::Result<fsapi::Attr> {
         self.inner.mkdir(parent, name, owner)
     }
+    fn mknod(
+        &self,
+        parent: fsapi::Ino,
+        name: &OsStr,
+        kind: FileType,
+        rdev: u32,
+        owner: Owner,
+    ) -> fsapi::Result<fsapi::Attr> {
+        self.inner.mknod(parent, name, kind, rdev, owner)
+    }
     fn symlink(
         &self,
         parent: fsapi::Ino,
