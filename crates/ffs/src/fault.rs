@@ -33,8 +33,9 @@ pub enum Problem {
     CutShort { have: usize, needed: usize },
     /// The magic is not the structure's (`found` the eight bytes read).
     Magic { found: [u8; 8], expected: &'static str },
-    /// A format version this iolab does not read (the value is the version).
-    Version { supported: u32 },
+    /// A format version this iolab does not read (the value is the
+    /// version); it reads `oldest` to `newest`.
+    Version { oldest: u32, newest: u32 },
     /// The checksum stored is not the one computed: torn, damaged or
     /// overwritten.
     Checksum { stored: u32, computed: u32 },
@@ -70,7 +71,12 @@ impl fmt::Display for FieldFault {
             Problem::Magic { found, expected } => {
                 write!(f, "reads {}, not the magic {expected}", show_magic(found))
             }
-            Problem::Version { supported } => write!(f, "version {value}; this iolab reads version {supported}"),
+            Problem::Version { oldest, newest } if oldest == newest => {
+                write!(f, "version {value}; this iolab reads version {newest}")
+            }
+            Problem::Version { oldest, newest } => {
+                write!(f, "version {value}; this iolab reads versions {oldest} to {newest}")
+            }
             Problem::Checksum { stored, computed } => write!(
                 f,
                 "checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): damaged, torn or overwritten"
@@ -141,10 +147,16 @@ impl Fields<'_> {
         Err(self.out_of_bounds(at, field, value, bound()))
     }
 
-    /// The structure is whole (`covered` bytes), carries `magic` and
-    /// `version` (at byte 8), and its crc32c (at byte 12, over the
-    /// `covered` bytes with the field zero) matches.
-    pub fn whole(&self, magic: &'static [u8; 8], version: u32, covered: usize) -> Result<(), FieldFault> {
+    /// The structure is whole (`covered` bytes), carries `magic` and a
+    /// version of `versions` (at byte 8), and its crc32c (at byte 12, over
+    /// the `covered` bytes with the field zero) matches. Returns the
+    /// version.
+    pub fn whole(
+        &self,
+        magic: &'static [u8; 8],
+        versions: std::ops::RangeInclusive<u32>,
+        covered: usize,
+    ) -> Result<u32, FieldFault> {
         let name = |m: &'static [u8; 8]| std::str::from_utf8(m).unwrap_or("its magic");
         let Ok(record) = LeReader::new(self.bytes).bytes(0, covered) else {
             let problem = Problem::CutShort { have: self.bytes.len(), needed: covered };
@@ -156,11 +168,12 @@ impl Fields<'_> {
             return Err(self.fault(0, "magic", u64::from_le_bytes(found), problem));
         }
         let found = self.read(8, 4, "version")?;
-        if found != u64::from(version) {
-            return Err(self.fault(8, "version", found, Problem::Version { supported: version }));
-        }
+        let Some(version) = u32::try_from(found).ok().filter(|v| versions.contains(v)) else {
+            let problem = Problem::Version { oldest: *versions.start(), newest: *versions.end() };
+            return Err(self.fault(8, "version", found, problem));
+        };
         match FRAME.verify(&[], record) {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(version),
             Err(FrameError::Mismatch { stored, computed }) => {
                 Err(self.fault(12, "crc32c", u64::from(stored), Problem::Checksum { stored, computed }))
             }

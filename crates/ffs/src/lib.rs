@@ -47,8 +47,11 @@ pub use wapbl::replay as replay_log;
 pub enum FsError {
     #[error("not an iolab file system (no IOLABFS1 superblock); make one with `iolab fs mkfs`")]
     NotAFileSystem,
-    #[error("file system format version {found}; this iolab reads version {supported}")]
-    Version { found: u32, supported: u32 },
+    #[error(
+        "file system format version {found}; this iolab reads versions {oldest} to {newest}: use the iolab that \
+         made it"
+    )]
+    Version { found: u32, oldest: u32, newest: u32 },
     #[error("the file system is damaged: {0}; run `iolab fs fsck`")]
     Damaged(String),
     /// A field of a structure other than the superblock (a group header)

@@ -89,7 +89,7 @@ fn neither_slot(first: FieldFault, second: FieldFault) -> FsError {
     // not damage.
     if with_magic.iter().all(|f| matches!(f.problem, Problem::Version { .. })) {
         let found = u32::try_from(with_magic[0].value).unwrap_or(u32::MAX);
-        return FsError::Version { found, supported: VERSION };
+        return FsError::Version { found, oldest: VERSION_OLDEST, newest: VERSION };
     }
     FsError::Superblock { first: Box::new(first), second: Box::new(second) }
 }
@@ -170,6 +170,9 @@ impl Ffs {
         };
         let mut sb = read_superblock(&dev)?;
         let groups = group_counts(&dev, &mut sb)?;
+        // From this mount on the image may hold special files, which a
+        // reader of version 1 would take for garbage: it says version 2.
+        sb.version = VERSION;
         sb.clean = false;
         sb.mounts = sb.mounts.saturating_add(1);
         sb.mounted_ns = now_ns();

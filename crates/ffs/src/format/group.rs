@@ -5,7 +5,7 @@
 use codec::{Frame, LeWriter};
 
 use super::superblock::{Superblock, HEADER_BYTES};
-use super::{BLOCK_BYTES, VERSION};
+use super::{BLOCK_BYTES, GROUP_VERSION};
 use crate::fault::{FieldFault, Fields, Place};
 
 pub const GROUP_MAGIC: &[u8; 8] = b"IOLABGRP";
@@ -26,7 +26,7 @@ impl GroupHeader {
         let mut b = vec![0u8; HEADER_BYTES];
         LeWriter::new(&mut b)
             .put_bytes(0, GROUP_MAGIC)
-            .put_u32(8, VERSION)
+            .put_u32(8, GROUP_VERSION)
             .put_u32(16, self.group)
             .put_u32(20, self.blocks)
             .put_u32(24, self.free_blocks)
@@ -46,7 +46,7 @@ impl GroupHeader {
         debug_assert!(group < sb.groups, "a group of the file system");
         let base = sb.group_start(group) * BLOCK_BYTES as u64;
         let f = Fields { bytes: b, device, place: Place::GroupHeader(group), base };
-        f.whole(GROUP_MAGIC, VERSION, HEADER_BYTES)?;
+        f.whole(GROUP_MAGIC, GROUP_VERSION..=GROUP_VERSION, HEADER_BYTES)?;
         let fs_id = sb.fs_id;
         f.within(
             (16, 4, "group"),

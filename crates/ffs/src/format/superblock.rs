@@ -67,6 +67,9 @@ const RESERVED: [(usize, usize); 2] = [(106, 2), (148, HEADER_BYTES - 148)];
 /// The superblock (docs/formats.md, "Superblock").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Superblock {
+    /// The format version it was read with (1 or 2), written back as it
+    /// is; a mount raises it to [`super::VERSION`].
+    pub version: u32,
     pub generation: u64,
     pub sector_bytes: u32,
     pub blocks: u64,
@@ -107,7 +110,7 @@ struct Slot<'a> {
 }
 
 impl Slot<'_> {
-    /// The fields version 1 fixes, and the reserved bytes.
+    /// The fields every version fixes, and the reserved bytes.
     fn fixed(&self) -> Result<(), FieldFault> {
         let fixed: [(usize, usize, &'static str, u64); 5] = [
             (BLOCK_BYTES_AT, 4, "block_bytes", BLOCK_BYTES as u64),
@@ -120,7 +123,7 @@ impl Slot<'_> {
             self.f.within(
                 (at, width, field),
                 |v| v == expected,
-                || format!("version 1 has exactly {expected}"),
+                || format!("every version has exactly {expected}"),
             )?;
         }
         for (at, len) in RESERVED {
@@ -325,7 +328,7 @@ impl Superblock {
         let mut b = vec![0u8; HEADER_BYTES];
         LeWriter::new(&mut b)
             .put_bytes(0, SUPER_MAGIC)
-            .put_u32(VERSION_AT, super::VERSION)
+            .put_u32(VERSION_AT, self.version)
             .put_u64(GENERATION_AT, self.generation)
             .put_u32(BLOCK_BYTES_AT, BLOCK_BYTES as u32)
             .put_u32(SECTOR_BYTES_AT, self.sector_bytes)
@@ -355,7 +358,7 @@ impl Superblock {
 
     /// A slot read from `from` that passes every check of docs/formats.md
     /// ("Superblock"), in the table's order: magic, version, checksum; the
-    /// fields version 1 fixes and the reserved bytes; generation; sector
+    /// fields every version fixes and the reserved bytes; generation; sector
     /// size, size (within the device), log region, groups; summary counts
     /// and orphan list; policy and clean flag. Every later field's bound
     /// relies only on fields checked before it.
@@ -363,13 +366,14 @@ impl Superblock {
         let base = u64::from(from.slot) * BLOCK_BYTES as u64;
         let place = Place::SuperblockSlot(from.slot);
         let s = Slot { f: Fields { bytes, device: from.device, place, base }, slot: from.slot };
-        s.f.whole(SUPER_MAGIC, super::VERSION, HEADER_BYTES)?;
+        let version = s.f.whole(SUPER_MAGIC, super::VERSION_OLDEST..=super::VERSION, HEADER_BYTES)?;
         s.fixed()?;
         let generation = s.generation()?;
         let g = s.geometry(from.device_bytes)?;
         let (free_blocks, free_inodes, dirs, orphans) = s.counts(&g)?;
         let (policy, clean) = s.state()?;
         let sb = Superblock {
+            version,
             generation,
             sector_bytes: g.sector_bytes,
             blocks: g.blocks,

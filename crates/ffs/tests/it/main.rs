@@ -4,4 +4,5 @@ mod fsck;
 mod fuzz;
 mod inode;
 mod model;
+mod special;
 mod superblock;
