@@ -205,7 +205,7 @@ pub fn untar_text(
     let _ = writeln!(
         out,
         "extracted {copies_text} in-process (policy {}, cache {}): {} entries ({} files, {} directories, {} symlinks, \
-         {} hard links; {} of data) in {:.2} s with the unmount, {:.0} entries/s",
+         {} hard links, {} FIFOs and devices; {} of data) in {:.2} s with the unmount, {:.0} entries/s",
         run.policy.name(),
         run.cache,
         made.entries,
@@ -213,6 +213,7 @@ pub fn untar_text(
         made.dirs,
         made.symlinks,
         made.hard_links,
+        made.specials,
         human(made.data_bytes),
         run.seconds,
         made.entries as f64 / run.seconds.max(1e-9)
