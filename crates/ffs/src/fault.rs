@@ -33,8 +33,9 @@ pub enum Problem {
     CutShort { have: usize, needed: usize },
     /// The magic is not the structure's (`found` the eight bytes read).
     Magic { found: [u8; 8], expected: &'static str },
-    /// A format version this iolab does not read (the value is the version).
-    Version { oldest: u32, supported: u32 },
+    /// A format version this iolab does not read (the value is the
+    /// version); it reads `oldest` to `newest`.
+    Version { oldest: u32, newest: u32 },
     /// The checksum stored is not the one computed: torn, damaged or
     /// overwritten.
     Checksum { stored: u32, computed: u32 },
@@ -70,11 +71,11 @@ impl fmt::Display for FieldFault {
             Problem::Magic { found, expected } => {
                 write!(f, "reads {}, not the magic {expected}", show_magic(found))
             }
-            Problem::Version { oldest, supported } if oldest == supported => {
-                write!(f, "version {value}; this iolab reads version {supported}")
+            Problem::Version { oldest, newest } if oldest == newest => {
+                write!(f, "version {value}; this iolab reads version {newest}")
             }
-            Problem::Version { oldest, supported } => {
-                write!(f, "version {value}; this iolab reads versions {oldest} to {supported}")
+            Problem::Version { oldest, newest } => {
+                write!(f, "version {value}; this iolab reads versions {oldest} to {newest}")
             }
             Problem::Checksum { stored, computed } => write!(
                 f,
@@ -147,8 +148,8 @@ impl Fields<'_> {
     }
 
     /// The structure is whole (`covered` bytes), carries `magic` and a
-    /// version among `versions` (at byte 8), and its crc32c (at byte 12,
-    /// over the `covered` bytes with the field zero) matches; returns the
+    /// version of `versions` (at byte 8), and its crc32c (at byte 12, over
+    /// the `covered` bytes with the field zero) matches. Returns the
     /// version.
     pub fn whole(
         &self,
@@ -167,10 +168,9 @@ impl Fields<'_> {
             return Err(self.fault(0, "magic", u64::from_le_bytes(found), problem));
         }
         let found = self.read(8, 4, "version")?;
-        let version = u32::try_from(found).ok().filter(|v| versions.contains(v));
-        let Some(version) = version else {
-            let (oldest, supported) = (*versions.start(), *versions.end());
-            return Err(self.fault(8, "version", found, Problem::Version { oldest, supported }));
+        let Some(version) = u32::try_from(found).ok().filter(|v| versions.contains(v)) else {
+            let problem = Problem::Version { oldest: *versions.start(), newest: *versions.end() };
+            return Err(self.fault(8, "version", found, problem));
         };
         match FRAME.verify(&[], record) {
             Ok(()) => Ok(version),

@@ -67,6 +67,13 @@ pub enum Class {
     /// A superblock slot that fails its checks while the other passes:
     /// the other is used, and a repair writes it to this slot too.
     BadSuperblockSlot,
+    /// A FIFO, device or socket whose inode has a size, 512-byte units or
+    /// block pointers: it never has any. A repair clears them (the
+    /// blocks it pointed at are not claimed for it: leaked, if no file
+    /// holds them).
+    SpecialFileWithData,
+    /// An entry whose type byte is not the kind of the inode it names.
+    WrongEntryType,
 }
 
 impl Class {
@@ -89,6 +96,8 @@ impl Class {
             Class::WrongBlockCount => "wrong_block_count",
             Class::RootMissing => "root_missing",
             Class::BadSuperblockSlot => "bad_superblock_slot",
+            Class::SpecialFileWithData => "special_file_with_data",
+            Class::WrongEntryType => "wrong_entry_type",
         }
     }
 
@@ -164,6 +173,27 @@ impl Report {
     }
 }
 
+/// What an inode of `mode` is, for findings.
+fn kind_name(mode: u16) -> &'static str {
+    match mode & S_IFMT {
+        S_IFREG => "file",
+        S_IFDIR => "directory",
+        S_IFLNK => "symlink",
+        _ => special_name(mode),
+    }
+}
+
+/// What a special inode of `mode` is, for findings.
+fn special_name(mode: u16) -> &'static str {
+    match mode & S_IFMT {
+        S_IFIFO => "FIFO",
+        S_IFCHR => "character device",
+        S_IFBLK => "block device",
+        S_IFSOCK => "socket",
+        _ => "inode of no known kind",
+    }
+}
+
 /// An inode pass 1 found allocated.
 struct Seen {
     inode: DiskInode,
@@ -176,6 +206,8 @@ struct Entry {
     dir: u32,
     name: Vec<u8>,
     ino: u32,
+    /// Its type byte (docs/formats.md, "Directory").
+    kind: u8,
     offset: u64,
 }
 
@@ -348,6 +380,11 @@ impl Checker {
                         self.core.clear_inode(ino).map_err(Self::errno)?;
                     }
                 }
+                InodeSlot::Used(inode) if special_kind(inode.mode) => {
+                    self.report.inodes_checked += 1;
+                    let inode = self.check_special(ino, inode)?;
+                    self.inodes.insert(ino, Seen { inode, names: 0 });
+                }
                 InodeSlot::Used(inode) => {
                     self.report.inodes_checked += 1;
                     let inode = self.claim_blocks(ino, inode)?;
@@ -356,6 +393,28 @@ impl Checker {
             }
         }
         Ok(())
+    }
+
+    /// A FIFO, device or socket holds nothing but its inode (any device
+    /// number): a size, units or pointers are cleared, its pointers never
+    /// claimed (a block a file holds stays the file's).
+    fn check_special(&mut self, ino: u32, mut inode: DiskInode) -> Result<DiskInode, FsError> {
+        if !inode.holds_data() {
+            return Ok(inode);
+        }
+        let pointers = inode.direct.iter().chain([&inode.single, &inode.double]).filter(|&&p| p != 0).count();
+        let detail = format!(
+            "inode {ino}, a {}, has {} bytes, {} units allocated and {pointers} block pointers: it holds none",
+            special_name(inode.mode),
+            inode.size,
+            inode.blocks_512
+        );
+        if self.found(Class::SpecialFileWithData, detail) {
+            inode.direct = [0; DIRECT_POINTERS];
+            (inode.single, inode.double, inode.size, inode.blocks_512) = (0, 0, 0, 0);
+            self.core.put_inode(ino, &inode).map_err(Self::errno)?;
+        }
+        Ok(inode)
     }
 
     /// Walks an inode's pointers, claiming each block; a pointer outside
@@ -490,6 +549,7 @@ impl Checker {
             }
         }
         self.entries = kept;
+        self.check_entry_types()?;
         for e in &self.entries {
             if e.name == b"." {
                 continue;
@@ -506,6 +566,36 @@ impl Checker {
             }
         }
         self.check_dots()?;
+        Ok(())
+    }
+
+    /// Each entry's type byte against the kind of the inode it names (a
+    /// listing trusts the byte, as readdir does everywhere); a repair
+    /// rewrites the byte.
+    fn check_entry_types(&mut self) -> Result<(), FsError> {
+        let mut wrong = Vec::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            let Some(seen) = self.inodes.get(&e.ino) else { continue };
+            let Some(dt) = dt_of_mode(seen.inode.mode).filter(|&dt| dt != e.kind) else { continue };
+            wrong.push((i, dt));
+        }
+        for (i, dt) in wrong {
+            let e = &self.entries[i];
+            let (dir, offset, ino) = (e.dir, e.offset, e.ino);
+            let detail = format!(
+                "entry '{}' in directory {} says type {}, but inode {} is a {} (type {dt})",
+                String::from_utf8_lossy(&e.name),
+                e.dir,
+                e.kind,
+                e.ino,
+                kind_name(self.inodes[&e.ino].inode.mode)
+            );
+            if self.found(Class::WrongEntryType, detail) {
+                let mut inode = self.inodes[&dir].inode.clone();
+                self.core.dir_retarget(dir, &mut inode, offset, ino, dt).map_err(Self::errno)?;
+                self.entries[i].kind = dt;
+            }
+        }
         Ok(())
     }
 
@@ -545,7 +635,8 @@ impl Checker {
                 };
                 if rec.ino != 0 {
                     let offset = n * BLOCK_BYTES as u64 + at as u64;
-                    self.entries.push(Entry { dir, name: rec.name.clone(), ino: rec.ino, offset });
+                    let (name, ino, kind) = (rec.name.clone(), rec.ino, rec.kind);
+                    self.entries.push(Entry { dir, name, ino, kind, offset });
                 }
                 at += rec.reclen as usize;
             }
@@ -663,11 +754,8 @@ impl Checker {
         };
         let mut lf = self.core.inode(lf_ino).map_err(Self::errno)?;
         let name = format!("#{ino}");
-        let dt = match inode.kind_bits() {
-            S_IFDIR => DT_DIR,
-            S_IFLNK => DT_SYMLINK,
-            _ => DT_FILE,
-        };
+        // Pass 1 let only the kinds iolab stores through.
+        let dt = dt_of_mode(inode.mode).unwrap_or(DT_FILE);
         // lost+found is made with room (mkfs gives it four blocks): fsck
         // never grows it, since the maps it would allocate from are not
         // rebuilt until pass 5.

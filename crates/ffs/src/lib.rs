@@ -50,10 +50,10 @@ pub enum FsError {
     #[error("not an iolab file system (no IOLABFS1 superblock); make one with `iolab fs mkfs`")]
     NotAFileSystem,
     #[error(
-        "file system format version {found}; this iolab reads versions {} to {supported}",
-        crate::format::VERSION_OLDEST
+        "file system format version {found}; this iolab reads versions {oldest} to {newest}: use the iolab that \
+         made it"
     )]
-    Version { found: u32, supported: u32 },
+    Version { found: u32, oldest: u32, newest: u32 },
     #[error("the file system is damaged: {0}; run `iolab fs fsck`")]
     Damaged(String),
     /// A field of a structure other than the superblock (a group header)

@@ -67,6 +67,7 @@ fn layout(device_bytes: u64, sector_bytes: u32, options: &MkfsOptions) -> Result
         )));
     }
     let sb = Superblock {
+        version: crate::format::VERSION,
         generation: 0,
         sector_bytes,
         blocks,

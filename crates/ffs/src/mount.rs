@@ -89,7 +89,7 @@ fn neither_slot(first: FieldFault, second: FieldFault) -> FsError {
     // not damage.
     if with_magic.iter().all(|f| matches!(f.problem, Problem::Version { .. })) {
         let found = u32::try_from(with_magic[0].value).unwrap_or(u32::MAX);
-        return FsError::Version { found, supported: VERSION };
+        return FsError::Version { found, oldest: VERSION_OLDEST, newest: VERSION };
     }
     FsError::Superblock { first: Box::new(first), second: Box::new(second) }
 }
@@ -180,6 +180,10 @@ impl Ffs {
         };
         let mut sb = read_superblock(&dev)?;
         let groups = group_counts(&dev, &mut sb)?;
+        // From this mount on the image may hold special files and record
+        // damage, which a reader of version 1 would take for garbage: it
+        // says version 2.
+        sb.version = VERSION;
         sb.clean = false;
         // What it may hold stays recorded through this mount's unmount:
         // only a check that repairs it clears it.

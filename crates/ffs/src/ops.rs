@@ -79,19 +79,48 @@ fn now() -> (i64, u32) {
     (t.secs, t.nanos)
 }
 
+/// The kind of an inode's mode (the decoder let only known kinds through).
 fn kind_of(mode: u16) -> FileType {
     match mode & S_IFMT {
         S_IFDIR => FileType::Dir,
         S_IFLNK => FileType::Symlink,
+        S_IFIFO => FileType::Fifo,
+        S_IFCHR => FileType::CharDevice,
+        S_IFBLK => FileType::BlockDevice,
+        S_IFSOCK => FileType::Socket,
         _ => FileType::File,
     }
 }
 
+/// The mode bits of a kind (docs/formats.md, "Inode": the kernel's).
+fn mode_of(kind: FileType) -> u16 {
+    match kind {
+        FileType::File => S_IFREG,
+        FileType::Dir => S_IFDIR,
+        FileType::Symlink => S_IFLNK,
+        FileType::Fifo => S_IFIFO,
+        FileType::CharDevice => S_IFCHR,
+        FileType::BlockDevice => S_IFBLK,
+        FileType::Socket => S_IFSOCK,
+    }
+}
+
+/// The entry type naming an inode of `mode`.
 fn dt_of(mode: u16) -> u8 {
-    match mode & S_IFMT {
-        S_IFDIR => DT_DIR,
-        S_IFLNK => DT_SYMLINK,
-        _ => DT_FILE,
+    dt_of_mode(mode).unwrap_or(DT_FILE)
+}
+
+/// The kind an entry's type byte names (fsck reports a byte that is not
+/// the inode's kind; a listing trusts it, as readdir does everywhere).
+fn kind_of_dt(dt: u8) -> FileType {
+    match dt {
+        DT_DIR => FileType::Dir,
+        DT_SYMLINK => FileType::Symlink,
+        DT_FIFO => FileType::Fifo,
+        DT_CHAR => FileType::CharDevice,
+        DT_BLOCK => FileType::BlockDevice,
+        DT_SOCKET => FileType::Socket,
+        _ => FileType::File,
     }
 }
 
@@ -106,6 +135,7 @@ fn attr_of(ino: u32, i: &DiskInode) -> Attr {
         gid: i.gid,
         size: i.size,
         blocks: i.blocks_512,
+        rdev: if device_kind(i.mode) { i.rdev } else { 0 },
         atime: t(0),
         mtime: t(1),
         ctime: t(2),
@@ -245,6 +275,13 @@ fn hold(core: &mut Core, ino: u32) {
 /// `sync`), then the maps. Its last link is gone and nothing holds it.
 fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
     let dir = inode.mode & S_IFMT == S_IFDIR;
+    if special_kind(inode.mode) {
+        // A special file has no block: pointers it shows are damage (fsck's
+        // `special_file_with_data`), and freeing them could free blocks a
+        // file owns. Left alone they are leaks at worst.
+        inode.direct = [0; DIRECT_POINTERS];
+        (inode.single, inode.double, inode.size, inode.blocks_512) = (0, 0, 0, 0);
+    }
     if core.sb.orphans != 0 {
         core.unlist_orphan(ino, inode.next_orphan)?;
     }
@@ -475,6 +512,24 @@ impl FileSystem for Ffs {
         make(&mut core, parent, name, inode, Some(&fill))
     }
 
+    /// A special file is made as an empty file is (its inode, then the
+    /// entry naming it, in every policy's order): no block, its kind in
+    /// its mode, a device's number in `rdev`.
+    fn mknod(&self, parent: Ino, name: &OsStr, kind: FileType, rdev: u32, owner: Owner) -> Result<Attr> {
+        match kind {
+            FileType::Dir => return Err(Errno::PERM),
+            FileType::Symlink => return Err(Errno::INVAL),
+            _ => {}
+        }
+        let mut inode = new_inode(mode_of(kind), owner);
+        if kind.is_device() {
+            inode.rdev = rdev;
+        }
+        let mut core = self.lock();
+        let parent = core.valid_ino(parent)?;
+        make(&mut core, parent, name, inode, None)
+    }
+
     fn symlink(&self, parent: Ino, name: &OsStr, target: &OsStr, owner: Owner) -> Result<Attr> {
         let target = target.as_bytes().to_vec();
         if target.is_empty() || target.len() >= BLOCK_BYTES {
@@ -679,11 +734,7 @@ impl FileSystem for Ffs {
             if rec.name == b"." || rec.name == b".." {
                 return true;
             }
-            let kind = match rec.kind {
-                DT_DIR => FileType::Dir,
-                DT_SYMLINK => FileType::Symlink,
-                _ => FileType::File,
-            };
+            let kind = kind_of_dt(rec.kind);
             entry(DirEntry { ino: u64::from(rec.ino), kind, name: rec.name.to_vec(), next: at + 1 })
         })
     }
@@ -712,12 +763,14 @@ impl FileSystem for Ffs {
     }
 }
 
-/// A regular file's data calls refuse a directory (EISDIR) and a symlink.
+/// A regular file's data calls refuse a directory (EISDIR), a symlink
+/// and a FIFO, device or socket (EINVAL: the kernel moves their bytes,
+/// and through FUSE never asks the file system for them).
 fn file_only(inode: &DiskInode) -> Result<()> {
     match inode.mode & S_IFMT {
+        S_IFREG => Ok(()),
         S_IFDIR => Err(Errno::ISDIR),
-        S_IFLNK => Err(Errno::INVAL),
-        _ => Ok(()),
+        _ => Err(Errno::INVAL),
     }
 }
 

@@ -53,9 +53,9 @@ pub use held::Wait;
 use smallvec::SmallVec;
 
 use crate::format::{
-    all_zero, pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, RecordRef, Superblock, BLOCK_BYTES,
-    DIRECT_POINTERS, DIR_CHUNK_BYTES, DT_DIR, INLINE_SYMLINK_BYTES, INODES_PER_BLOCK, INODE_BYTES,
-    POINTERS_PER_BLOCK, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG,
+    all_zero, known_kind, pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, RecordRef, Superblock,
+    BLOCK_BYTES, DIRECT_POINTERS, DIR_CHUNK_BYTES, DT_DIR, INLINE_SYMLINK_BYTES, INODES_PER_BLOCK,
+    INODE_BYTES, POINTERS_PER_BLOCK, S_IFDIR, S_IFLNK,
 };
 use crate::pages::Pages;
 
@@ -263,8 +263,7 @@ fn slot_is_free(bytes: &[u8]) -> bool {
 /// if the slot holds one (`used`, without decoding the rest).
 fn links(slot: &[u8]) -> Option<u32> {
     let mode = u16::from_le_bytes([slot[0], slot[1]]);
-    matches!(mode & S_IFMT, S_IFREG | S_IFDIR | S_IFLNK)
-        .then(|| u32::from(u16::from_le_bytes([slot[2], slot[3]])))
+    known_kind(mode).then(|| u32::from(u16::from_le_bytes([slot[2], slot[3]])))
 }
 
 /// The inode in a slot of a block iolab wrote or holds (memory, or what

@@ -21,6 +21,9 @@ use crate::{
 struct Node {
     fd: OwnedFd,
     key: (u64, u64),
+    /// What it is (an inode's kind never changes): I/O refuses a FIFO, a
+    /// device or a socket without a system call, and never opens one.
+    kind: FileType,
     lookups: u64,
     opens: u64,
 }
@@ -79,26 +82,26 @@ fn proc_path(fd: RawFd) -> CString {
 }
 
 fn kind_of(mode: libc::mode_t) -> Result<FileType> {
-    match mode & libc::S_IFMT {
-        libc::S_IFREG => Ok(FileType::File),
-        libc::S_IFDIR => Ok(FileType::Dir),
-        libc::S_IFLNK => Ok(FileType::Symlink),
-        // Devices, FIFOs and sockets are not part of the interface.
-        _ => Err(Errno::PERM),
-    }
+    // Linux has no kind outside the seven: other bits are a broken reply.
+    FileType::from_mode(mode).ok_or(Errno::IO)
 }
 
 fn attr_of(ino: Ino, st: &libc::stat) -> Result<Attr> {
     let time = |secs: i64, nanos: i64| Time { secs, nanos: nanos as u32 };
+    let kind = kind_of(st.st_mode)?;
+    // Linux's majors fit in 12 bits and minors in 20: makedev keeps them.
+    let rdev =
+        if kind.is_device() { crate::makedev(libc::major(st.st_rdev), libc::minor(st.st_rdev)) } else { 0 };
     Ok(Attr {
         ino,
-        kind: kind_of(st.st_mode)?,
+        kind,
         perm: (st.st_mode & 0o7777) as u16,
         nlink: st.st_nlink as u32,
         uid: st.st_uid,
         gid: st.st_gid,
         size: st.st_size as u64,
         blocks: st.st_blocks as u64,
+        rdev,
         atime: time(st.st_atime, st.st_atime_nsec),
         mtime: time(st.st_mtime, st.st_mtime_nsec),
         ctime: time(st.st_ctime, st.st_ctime_nsec),
@@ -113,7 +116,7 @@ impl HostFs {
         let st = stat_fd(fd.as_raw_fd()).map_err(io)?;
         let key = (st.st_dev, st.st_ino);
         let mut state = State { nodes: HashMap::new(), by_key: HashMap::new(), next_ino: ROOT + 1 };
-        state.nodes.insert(ROOT, Node { fd, key, lookups: 0, opens: 0 });
+        state.nodes.insert(ROOT, Node { fd, key, kind: FileType::Dir, lookups: 0, opens: 0 });
         state.by_key.insert(key, ROOT);
         Ok(HostFs { state: Mutex::new(state) })
     }
@@ -138,7 +141,7 @@ impl HostFs {
         let name = cstr(name)?;
         self.with_fd(parent, |dir| {
             let st = stat_at(dir, &name, libc::AT_SYMLINK_NOFOLLOW)?;
-            kind_of(st.st_mode)?;
+            let kind = kind_of(st.st_mode)?;
             let key = (st.st_dev, st.st_ino);
             let mut state = self.lock();
             let ino = match state.by_key.get(&key) {
@@ -147,7 +150,7 @@ impl HostFs {
                     let fd = open_at(dir, &name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
                     let ino = state.next_ino;
                     state.next_ino += 1;
-                    state.nodes.insert(ino, Node { fd, key, lookups: 0, opens: 0 });
+                    state.nodes.insert(ino, Node { fd, key, kind, lookups: 0, opens: 0 });
                     state.by_key.insert(key, ino);
                     ino
                 }
@@ -159,8 +162,13 @@ impl HostFs {
         })
     }
 
-    /// Opens `ino` for I/O (read-write, else read-only).
+    /// Opens `ino` for I/O (read-write, else read-only). A FIFO, device or
+    /// socket is `EINVAL`, never opened: opening a FIFO waits for the other
+    /// end, and a device's open may act on the device.
     fn file(&self, ino: Ino, write: bool) -> Result<File> {
+        if self.lock().nodes.get(&ino).ok_or(Errno::STALE)?.kind.is_special() {
+            return Err(Errno::INVAL);
+        }
         self.with_fd(ino, |fd| {
             let flags = if write { libc::O_RDWR } else { libc::O_RDONLY };
             let file = open_at(libc::AT_FDCWD, &proc_path(fd), flags, 0)?;
@@ -208,7 +216,12 @@ impl FileSystem for HostFs {
             match attr.kind {
                 FileType::File => self.file(ino, true)?.set_len(size).map_err(Errno::from)?,
                 FileType::Dir => return Err(Errno::ISDIR),
-                FileType::Symlink => return Err(Errno::INVAL),
+                // As truncate(2) of anything but a regular file.
+                FileType::Symlink
+                | FileType::Fifo
+                | FileType::CharDevice
+                | FileType::BlockDevice
+                | FileType::Socket => return Err(Errno::INVAL),
             }
         }
         self.with_fd(ino, |fd| {
@@ -254,6 +267,20 @@ impl FileSystem for HostFs {
         self.with_fd(parent, |dir| {
             // SAFETY: mkdirat with a valid descriptor and name.
             check(unsafe { libc::mkdirat(dir, c.as_ptr(), libc::mode_t::from(owner.perm & 0o7777)) })?;
+            HostFs::chown_at(dir, &c, owner)
+        })?;
+        self.enter(parent, name)
+    }
+
+    fn mknod(&self, parent: Ino, name: &OsStr, kind: FileType, rdev: u32, owner: Owner) -> Result<Attr> {
+        // mknod(2) itself refuses a directory (EPERM) and a symlink (EINVAL).
+        let mode = kind.mode_bits() | libc::mode_t::from(owner.perm & 0o7777);
+        let dev = libc::makedev(crate::major(rdev), crate::minor(rdev));
+        check_name(name)?;
+        let c = cstr(name)?;
+        self.with_fd(parent, |dir| {
+            // SAFETY: mknodat with a valid descriptor and a NUL-terminated name.
+            check(unsafe { libc::mknodat(dir, c.as_ptr(), mode, dev) })?;
             HostFs::chown_at(dir, &c, owner)
         })?;
         self.enter(parent, name)
@@ -404,9 +431,21 @@ impl FileSystem for HostFs {
                     continue;
                 }
                 let kind = match d_type {
+                    libc::DT_REG => FileType::File,
                     libc::DT_DIR => FileType::Dir,
                     libc::DT_LNK => FileType::Symlink,
-                    _ => FileType::File,
+                    libc::DT_FIFO => FileType::Fifo,
+                    libc::DT_CHR => FileType::CharDevice,
+                    libc::DT_BLK => FileType::BlockDevice,
+                    libc::DT_SOCK => FileType::Socket,
+                    // A file system that does not keep types in its entries
+                    // (DT_UNKNOWN): asked of the inode; one removed since
+                    // the listing is named a file, as before.
+                    _ => CString::new(name)
+                        .ok()
+                        .and_then(|c| stat_at(dir, &c, libc::AT_SYMLINK_NOFOLLOW).ok())
+                        .and_then(|st| FileType::from_mode(st.st_mode))
+                        .unwrap_or(FileType::File),
                 };
                 if !entry(DirEntry { ino: d_ino, kind, name: name.to_vec(), next: d_off as u64 }) {
                     return Ok(());
@@ -417,6 +456,9 @@ impl FileSystem for HostFs {
 
     fn fsync(&self, ino: Ino, data_only: bool) -> Result<()> {
         let file = match self.getattr(ino)?.kind {
+            // Nothing of its own to write but its inode, and it is never
+            // opened (see `file`): the host file system synced whole.
+            kind if kind.is_special() => return self.sync(),
             FileType::Dir => self.with_fd(ino, |fd| {
                 open_at(libc::AT_FDCWD, &proc_path(fd), libc::O_RDONLY | libc::O_DIRECTORY, 0).map(File::from)
             })?,

@@ -8,7 +8,7 @@
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::{Attr, DirEntry, Errno, FileSystem, Ino, Owner, Result, SetAttr, StatFs};
+use crate::{Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs};
 
 /// `fs` until `stop` is set; `EINTR` for new work after.
 pub struct Interruptible<'a> {
@@ -58,6 +58,11 @@ impl FileSystem for Interruptible<'_> {
     fn mkdir(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr> {
         self.go_on()?;
         self.fs.mkdir(parent, name, owner)
+    }
+
+    fn mknod(&self, parent: Ino, name: &OsStr, kind: FileType, rdev: u32, owner: Owner) -> Result<Attr> {
+        self.go_on()?;
+        self.fs.mknod(parent, name, kind, rdev, owner)
     }
 
     fn symlink(&self, parent: Ino, name: &OsStr, target: &OsStr, owner: Owner) -> Result<Attr> {

@@ -41,6 +41,78 @@ pub enum FileType {
     File,
     Dir,
     Symlink,
+    /// A named pipe (`mkfifo`): the kernel moves its bytes, the file
+    /// system only names it.
+    Fifo,
+    /// A character device node: its number ([`Attr::rdev`]) says which.
+    CharDevice,
+    /// A block device node: its number ([`Attr::rdev`]) says which.
+    BlockDevice,
+    /// A Unix domain socket's name (made by `bind`).
+    Socket,
+}
+
+impl FileType {
+    /// Every kind, for tests and tables that go through them all.
+    pub const ALL: [FileType; 7] = [
+        FileType::File,
+        FileType::Dir,
+        FileType::Symlink,
+        FileType::Fifo,
+        FileType::CharDevice,
+        FileType::BlockDevice,
+        FileType::Socket,
+    ];
+
+    /// The kind's `S_IFMT` bits, as `st_mode` and FUSE's `mode` carry them.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileType::File => libc::S_IFREG,
+            FileType::Dir => libc::S_IFDIR,
+            FileType::Symlink => libc::S_IFLNK,
+            FileType::Fifo => libc::S_IFIFO,
+            FileType::CharDevice => libc::S_IFCHR,
+            FileType::BlockDevice => libc::S_IFBLK,
+            FileType::Socket => libc::S_IFSOCK,
+        }
+    }
+
+    /// The kind whose `S_IFMT` bits `mode` holds; None for bits no kind has.
+    pub fn from_mode(mode: u32) -> Option<FileType> {
+        FileType::ALL.into_iter().find(|k| k.mode_bits() == mode & libc::S_IFMT)
+    }
+
+    /// A FIFO, a device node or a socket: what only `mknod` makes. It has
+    /// no data of its own (the kernel serves its I/O), so a file system's
+    /// `read`, `write` and truncation refuse it.
+    pub fn is_special(self) -> bool {
+        matches!(self, FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket)
+    }
+
+    /// A device node, whose inode keeps a device number.
+    pub fn is_device(self) -> bool {
+        matches!(self, FileType::CharDevice | FileType::BlockDevice)
+    }
+}
+
+/// A device number as Linux gives it to user space for majors below 4096
+/// (the kernel's limit: 12 bits of major, 20 of minor), in 32 bits: the
+/// minor's low byte in bits 0-7, the major in bits 8-19, the rest of the
+/// minor in bits 20-31. It is `st_rdev` (glibc's `makedev`, whose upper
+/// 32 bits are then zero) and FUSE's `rdev`, so it passes through
+/// unchanged. Bits past those limits are dropped.
+pub fn makedev(major: u32, minor: u32) -> u32 {
+    (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & 0xfff00) << 12)
+}
+
+/// The major number of a device number ([`makedev`]'s encoding).
+pub fn major(rdev: u32) -> u32 {
+    (rdev >> 8) & 0xfff
+}
+
+/// The minor number of a device number ([`makedev`]'s encoding).
+pub fn minor(rdev: u32) -> u32 {
+    (rdev & 0xff) | ((rdev >> 12) & 0xfff00)
 }
 
 /// A time as seconds and nanoseconds since the Unix epoch.
@@ -73,6 +145,8 @@ pub struct Attr {
     pub size: u64,
     /// 512-byte units allocated (as `st_blocks`).
     pub blocks: u64,
+    /// A device node's number ([`makedev`]); 0 for every other kind.
+    pub rdev: u32,
     pub atime: Time,
     pub mtime: Time,
     pub ctime: Time,
@@ -84,7 +158,8 @@ pub struct SetAttr {
     pub perm: Option<u16>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
-    /// Truncate or extend (files only).
+    /// Truncate or extend (files only: `EISDIR` for a directory, `EINVAL`
+    /// for any other kind, as truncate(2)).
     pub size: Option<u64>,
     pub atime: Option<Time>,
     pub mtime: Option<Time>,
@@ -132,7 +207,7 @@ pub struct StatFs {
 /// A file system, addressed by inode number.
 ///
 /// Contract every backend keeps:
-/// - `lookup`, `create`, `mkdir`, `symlink` and `link` each count one
+/// - `lookup`, `create`, `mkdir`, `mknod`, `symlink` and `link` each count one
 ///   reference to the inode they return, released by `forget`; an inode
 ///   whose last link is gone lives on while referenced or open, as an
 ///   open file on a kernel file system does. The root is never counted:
@@ -159,14 +234,21 @@ pub trait FileSystem: Send + Sync {
 
     fn mkdir(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr>;
 
+    /// A new inode of `kind` named `name` in `parent`, as mknod(2): a
+    /// FIFO, a device node (numbered `rdev`, kept for devices only), a
+    /// socket, or an empty file. `EEXIST` if the name is taken; for a
+    /// directory `EPERM` and for a symlink `EINVAL` before anything else,
+    /// as mknod(2) (mkdir and symlink make those).
+    fn mknod(&self, parent: Ino, name: &OsStr, kind: FileType, rdev: u32, owner: Owner) -> Result<Attr>;
+
     fn symlink(&self, parent: Ino, name: &OsStr, target: &OsStr, owner: Owner) -> Result<Attr>;
 
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>>;
 
-    /// A new name for file or symlink `ino` (`EPERM` for a directory).
+    /// A new name for `ino`, anything but a directory (`EPERM`).
     fn link(&self, ino: Ino, new_parent: Ino, new_name: &OsStr) -> Result<Attr>;
 
-    /// Removes the entry of a file or symlink.
+    /// Removes the entry of anything but a directory.
     fn unlink(&self, parent: Ino, name: &OsStr) -> Result<()>;
 
     /// Removes an empty directory.
@@ -185,10 +267,14 @@ pub trait FileSystem: Send + Sync {
         let _ = ino;
     }
 
-    /// Reads up to `buf.len()` bytes at `offset`; fewer at the end of the file.
+    /// Reads up to `buf.len()` bytes at `offset`; fewer at the end of the
+    /// file. A directory is `EISDIR`; a symlink and a FIFO, device or
+    /// socket `EINVAL` (the kernel moves their bytes, never the file
+    /// system: through FUSE it never asks).
     fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize>;
 
-    /// Writes `data` at `offset`, extending the file as needed.
+    /// Writes `data` at `offset`, extending the file as needed; refuses
+    /// what `read` refuses, likewise.
     fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize>;
 
     /// Calls `entry` for the entries of directory `ino` from `offset` (0:

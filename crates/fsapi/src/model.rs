@@ -19,6 +19,8 @@ enum Body {
     File(Vec<u8>),
     Dir(Dir),
     Symlink(Vec<u8>),
+    /// A FIFO, device or socket: a name and attributes, no data.
+    Special,
 }
 
 #[derive(Default)]
@@ -90,6 +92,7 @@ fn new_attr(ino: Ino, kind: FileType, owner: Owner) -> Attr {
         gid: owner.gid,
         size: 0,
         blocks: 0,
+        rdev: 0,
         atime: now,
         mtime: now,
         ctime: now,
@@ -277,7 +280,7 @@ impl FileSystem for ModelFs {
             match &mut node.body {
                 Body::File(data) => data.resize(size as usize, 0),
                 Body::Dir(_) => return Err(Errno::ISDIR),
-                Body::Symlink(_) => return Err(Errno::INVAL),
+                Body::Symlink(_) | Body::Special => return Err(Errno::INVAL),
             }
             node.attr.size = size;
             node.attr.blocks = size.div_ceil(512);
@@ -300,6 +303,22 @@ impl FileSystem for ModelFs {
     fn mkdir(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr> {
         let dir = Dir { parent, next_cookie: 1, ..Dir::default() };
         self.lock().make(parent, name, FileType::Dir, owner, Body::Dir(dir))
+    }
+
+    fn mknod(&self, parent: Ino, name: &OsStr, kind: FileType, rdev: u32, owner: Owner) -> Result<Attr> {
+        let body = match kind {
+            FileType::File => Body::File(Vec::new()),
+            FileType::Dir => return Err(Errno::PERM),
+            FileType::Symlink => return Err(Errno::INVAL),
+            FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket => Body::Special,
+        };
+        let mut state = self.lock();
+        let made = state.make(parent, name, kind, owner, body)?;
+        // Only a device keeps its number (as Linux's init_special_inode).
+        let rdev = if kind.is_device() { rdev } else { 0 };
+        let node = state.node_mut(made.ino)?;
+        node.attr.rdev = rdev;
+        Ok(node.attr)
     }
 
     fn symlink(&self, parent: Ino, name: &OsStr, target: &OsStr, owner: Owner) -> Result<Attr> {
@@ -386,7 +405,7 @@ impl FileSystem for ModelFs {
                 Ok(n)
             }
             Body::Dir(_) => Err(Errno::ISDIR),
-            Body::Symlink(_) => Err(Errno::INVAL),
+            Body::Symlink(_) | Body::Special => Err(Errno::INVAL),
         }
     }
 

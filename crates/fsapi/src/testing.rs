@@ -7,16 +7,23 @@
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 
-use crate::{resolve, Attr, FileSystem, FileType, Owner, SetAttr, ROOT};
+use crate::{makedev, resolve, Attr, FileSystem, FileType, Owner, SetAttr, ROOT};
 
 /// The names every operation picks from (few, so they collide).
 pub const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+
+/// The kinds `Op::Mknod` makes.
+pub const SPECIAL_KINDS: [FileType; 4] =
+    [FileType::Fifo, FileType::CharDevice, FileType::BlockDevice, FileType::Socket];
 
 /// One operation: indexes pick a directory or a file of the current
 /// tree (modulo its length) and a name of [`NAMES`].
 #[derive(Clone, Debug)]
 pub enum Op {
     Create(usize, usize),
+    /// In a directory, a name, a kind of [`SPECIAL_KINDS`] and a device
+    /// number (kept by devices only).
+    Mknod(usize, usize, usize, u32),
     Mkdir(usize, usize),
     Symlink(usize, usize),
     Link(usize, usize, usize),
@@ -30,10 +37,17 @@ pub enum Op {
 impl Op {
     /// An operation from six random numbers (what a property test
     /// generates), so every backend's tests draw from one distribution.
+    /// Half the creates are mknods, told by a number a create leaves
+    /// unused, so the seeds saved before mknod decode as they did unless
+    /// that number is odd.
     pub fn decode(n: [u16; 6]) -> Op {
         let (d, m) = (n[1] as usize % 8, n[2] as usize % NAMES.len());
         let (e, k) = (n[3] as usize % 8, n[4] as usize % NAMES.len());
         match n[0] % 9 {
+            0 if n[5] % 2 == 1 => {
+                let rdev = makedev(u32::from(n[4] % 300), u32::from(n[3]) * 17);
+                Op::Mknod(d, m, n[3] as usize % SPECIAL_KINDS.len(), rdev)
+            }
             0 => Op::Create(d, m),
             1 => Op::Mkdir(d, m),
             2 => Op::Symlink(d, m),
@@ -47,7 +61,8 @@ impl Op {
     }
 }
 
-/// The tree under `dir`: path -> (kind, content or target, links).
+/// The tree under `dir`: path -> (kind, content, target or device
+/// number, links).
 pub fn walk(
     fs: &dyn FileSystem,
     dir: crate::Ino,
@@ -73,6 +88,9 @@ pub fn walk(
             }
             FileType::Symlink => fs.readlink(attr.ino).unwrap(),
             FileType::Dir => Vec::new(),
+            FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket => {
+                attr.rdev.to_le_bytes().to_vec()
+            }
         };
         out.insert(child_path.clone(), (attr.kind, content, attr.nlink));
         if attr.kind == FileType::Dir {
@@ -91,11 +109,13 @@ pub fn dirs(fs: &dyn FileSystem) -> Vec<String> {
     dirs
 }
 
-/// The tree's files.
+/// The tree's files and special files: what `Link`, `Write` and
+/// `Truncate` pick from (the last two refused for a special file).
 pub fn files(fs: &dyn FileSystem) -> Vec<String> {
     let mut tree = BTreeMap::new();
     walk(fs, ROOT, "", &mut tree);
-    tree.into_iter().filter(|(_, (k, _, _))| *k == FileType::File).map(|(p, _)| p).collect()
+    let picked = |k: &FileType| *k == FileType::File || k.is_special();
+    tree.into_iter().filter(|(_, (k, _, _))| picked(k)).map(|(p, _)| p).collect()
 }
 
 /// Runs `f` on the inode at `path`, its reference released after.
@@ -116,6 +136,9 @@ pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) ->
     match *op {
         Op::Create(d, n) => with(fs, &dir(d), |p| keep(fs.create(p.ino, OsStr::new(NAMES[n]), owner))),
         Op::Mkdir(d, n) => with(fs, &dir(d), |p| keep(fs.mkdir(p.ino, OsStr::new(NAMES[n]), owner))),
+        Op::Mknod(d, n, k, rdev) => with(fs, &dir(d), |p| {
+            keep(fs.mknod(p.ino, OsStr::new(NAMES[n]), SPECIAL_KINDS[k % SPECIAL_KINDS.len()], rdev, owner))
+        }),
         Op::Symlink(d, n) => {
             with(fs, &dir(d), |p| keep(fs.symlink(p.ino, OsStr::new(NAMES[n]), OsStr::new("../t"), owner)))
         }

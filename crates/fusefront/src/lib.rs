@@ -81,6 +81,10 @@ fn kind(k: FileType) -> fuser::FileType {
         FileType::File => fuser::FileType::RegularFile,
         FileType::Dir => fuser::FileType::Directory,
         FileType::Symlink => fuser::FileType::Symlink,
+        FileType::Fifo => fuser::FileType::NamedPipe,
+        FileType::CharDevice => fuser::FileType::CharDevice,
+        FileType::BlockDevice => fuser::FileType::BlockDevice,
+        FileType::Socket => fuser::FileType::Socket,
     }
 }
 
@@ -98,7 +102,7 @@ fn file_attr(a: &Attr) -> FileAttr {
         nlink: a.nlink,
         uid: a.uid,
         gid: a.gid,
-        rdev: 0,
+        rdev: a.rdev,
         blksize: 4096,
         flags: 0,
     }
@@ -354,16 +358,17 @@ impl fuser::Filesystem for FuseFront {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
         self.counts.add(wire::op::MKNOD);
-        // Regular files only: devices, FIFOs and sockets are not part of
-        // the file system.
-        if mode & libc::S_IFMT != libc::S_IFREG {
-            return reply.error(FuseErrno::EPERM);
-        }
-        self.entry(self.fs.create(parent.0, name, owner(req, mode, umask)), reply);
+        // The kernel sends only what mknod(2) makes (its own checks refuse
+        // a directory, and a device without CAP_MKNOD); bits of no kind
+        // are refused as mknod(2) refuses them.
+        let Some(kind) = FileType::from_mode(mode) else {
+            return reply.error(FuseErrno::EINVAL);
+        };
+        self.entry(self.fs.mknod(parent.0, name, kind, rdev, owner(req, mode, umask)), reply);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {

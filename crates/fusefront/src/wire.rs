@@ -200,23 +200,15 @@ fn field64(b: &[u8], at: usize) -> Result<u64, Errno> {
     u64_at(b, at).ok_or(Errno::INVAL)
 }
 
-fn mode_bits(kind: FileType) -> u32 {
-    match kind {
-        FileType::File => libc::S_IFREG,
-        FileType::Dir => libc::S_IFDIR,
-        FileType::Symlink => libc::S_IFLNK,
-    }
-}
-
 /// `struct fuse_attr` (88 bytes).
 fn put_attr(out: &mut Vec<u8>, a: &Attr) {
     for v in [a.ino, a.size, a.blocks, a.atime.secs as u64, a.mtime.secs as u64, a.ctime.secs as u64] {
         out.extend_from_slice(&v.to_ne_bytes());
     }
-    let mode = mode_bits(a.kind) | u32::from(a.perm);
+    let mode = a.kind.mode_bits() | u32::from(a.perm);
     // atimensec, mtimensec, ctimensec, mode, nlink, uid, gid, rdev,
     // blksize, flags.
-    for v in [a.atime.nanos, a.mtime.nanos, a.ctime.nanos, mode, a.nlink, a.uid, a.gid, 0, 4096, 0] {
+    for v in [a.atime.nanos, a.mtime.nanos, a.ctime.nanos, mode, a.nlink, a.uid, a.gid, a.rdev, 4096, 0] {
         out.extend_from_slice(&v.to_ne_bytes());
     }
 }
@@ -264,7 +256,8 @@ fn put_dirent(out: &mut Vec<u8>, e: &DirEntry, limit: usize) -> bool {
     out.extend_from_slice(&e.ino.to_ne_bytes());
     out.extend_from_slice(&e.next.to_ne_bytes());
     out.extend_from_slice(&(e.name.len() as u32).to_ne_bytes());
-    out.extend_from_slice(&(mode_bits(e.kind) >> 12).to_ne_bytes());
+    // The entry's type is DT_*, which Linux defines as S_IFMT >> 12.
+    out.extend_from_slice(&(e.kind.mode_bits() >> 12).to_ne_bytes());
     out.extend_from_slice(&e.name);
     out.resize(out.len() + bytes - unpadded, 0);
     true
@@ -335,13 +328,10 @@ pub(crate) fn answer(
             put_entry(out, &fs.symlink(ino, link, target, owner)?);
         }
         op::MKNOD => {
-            // mode (0), rdev (4), umask (8): regular files only, as the
-            // fuser front.
-            let (mode, umask) = (field32(arg, 0)?, field32(arg, 8)?);
-            if mode & libc::S_IFMT != libc::S_IFREG {
-                return Err(Errno::PERM);
-            }
-            put_entry(out, &fs.create(ino, name(payload)?.0, owner(h, mode, umask))?);
+            // mode (0), rdev (4), umask (8); as the fuser front.
+            let (mode, rdev, umask) = (field32(arg, 0)?, field32(arg, 4)?, field32(arg, 8)?);
+            let kind = FileType::from_mode(mode).ok_or(Errno::INVAL)?;
+            put_entry(out, &fs.mknod(ino, name(payload)?.0, kind, rdev, owner(h, mode, umask))?);
         }
         op::MKDIR => {
             let (mode, umask) = (field32(arg, 0)?, field32(arg, 4)?);
@@ -451,6 +441,56 @@ mod tests {
         assert_eq!(u64::from_ne_bytes(out[0..8].try_into().unwrap()), made);
         let mode = u32::from_ne_bytes(out[40 + 60..40 + 64].try_into().unwrap());
         assert_eq!(mode, libc::S_IFDIR | 0o755);
+    }
+
+    /// `struct fuse_mknod_in`: mode, rdev, umask, padding.
+    fn mknod_arg(mode: u32, rdev: u32) -> Vec<u8> {
+        [mode, rdev, 0o022, 0].map(u32::to_ne_bytes).concat()
+    }
+
+    #[test]
+    fn mknod_makes_each_kind_and_its_entry_carries_the_kind_and_number() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let rdev = fsapi::makedev(1, 3);
+        for (name, mode, kept) in [
+            (&b"p\0"[..], libc::S_IFIFO, 0),
+            (b"c\0", libc::S_IFCHR, rdev),
+            (b"b\0", libc::S_IFBLK, rdev),
+            (b"s\0", libc::S_IFSOCK, 0),
+            (b"f\0", libc::S_IFREG, 0),
+        ] {
+            answer(&fs, &header(op::MKNOD, fsapi::ROOT), &mknod_arg(mode | 0o666, rdev), name, &mut out)
+                .unwrap();
+            // fuse_entry_out: 40 bytes, then fuse_attr: mode at 60, rdev at 76.
+            let at = |o: usize| u32::from_ne_bytes(out[40 + o..40 + o + 4].try_into().unwrap());
+            assert_eq!((at(60), at(76)), (mode | 0o644, kept), "{:?}", &name[..1]);
+        }
+    }
+
+    #[test]
+    fn mknod_of_bits_no_kind_has_is_einval() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let got = answer(&fs, &header(op::MKNOD, fsapi::ROOT), &mknod_arg(0o170644, 0), b"x\0", &mut out);
+        assert_eq!(got, Err(Errno::INVAL));
+    }
+
+    #[test]
+    fn readdir_gives_a_fifo_and_a_socket_their_entry_types() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        for (name, mode) in [(&b"p\0"[..], libc::S_IFIFO), (b"s\0", libc::S_IFSOCK)] {
+            answer(&fs, &header(op::MKNOD, fsapi::ROOT), &mknod_arg(mode | 0o644, 0), name, &mut out)
+                .unwrap();
+        }
+        let mut arg = vec![0u8; 40];
+        arg[16..20].copy_from_slice(&4096u32.to_ne_bytes());
+        answer(&fs, &header(op::READDIR, fsapi::ROOT), &arg, &[], &mut out).unwrap();
+        // fuse_dirent: ino, off, namelen, type (at 20); 32 bytes each here.
+        let types: Vec<u32> =
+            (0..2).map(|i| u32::from_ne_bytes(out[32 * i + 20..32 * i + 24].try_into().unwrap())).collect();
+        assert_eq!(types, [u32::from(libc::DT_FIFO), u32::from(libc::DT_SOCK)]);
     }
 
     #[test]

@@ -71,26 +71,37 @@ pub fn fsck_text(target: &str, report: &Report, reported_only: bool) -> String {
     out
 }
 
-/// One line of `iolab fs ls`.
+/// One line of `iolab fs ls`: the kind as `ls -l`'s first letter, and
+/// for a device node its major and minor where the size would be.
 pub fn ls_line(name: &str, attr: &Attr) -> String {
     let kind = match attr.kind {
         fsapi::FileType::File => '-',
         fsapi::FileType::Dir => 'd',
         fsapi::FileType::Symlink => 'l',
+        fsapi::FileType::Fifo => 'p',
+        fsapi::FileType::CharDevice => 'c',
+        fsapi::FileType::BlockDevice => 'b',
+        fsapi::FileType::Socket => 's',
     };
-    format!(
-        "{kind} {:04o} {:>3} {:>5} {:>5} {:>12} {name}",
-        attr.perm, attr.nlink, attr.uid, attr.gid, attr.size
-    )
+    let size = if attr.kind.is_device() {
+        format!("{}, {}", fsapi::major(attr.rdev), fsapi::minor(attr.rdev))
+    } else {
+        attr.size.to_string()
+    };
+    format!("{kind} {:04o} {:>3} {:>5} {:>5} {size:>12} {name}", attr.perm, attr.nlink, attr.uid, attr.gid)
 }
 
-/// What `iolab fs stat` prints.
+/// What `iolab fs stat` prints (a device node's number after its kind).
 pub fn stat_text(path: &str, a: &Attr) -> String {
+    let kind = if a.kind.is_device() {
+        format!("{:?} {}:{}", a.kind, fsapi::major(a.rdev), fsapi::minor(a.rdev))
+    } else {
+        format!("{:?}", a.kind)
+    };
     format!(
-        "{path}: inode {}, {:?}, mode {:04o}, {} links, uid {}, gid {}, {} bytes, {} blocks of 512 bytes, \
+        "{path}: inode {}, {kind}, mode {:04o}, {} links, uid {}, gid {}, {} bytes, {} blocks of 512 bytes, \
          mtime {}.{:09}, ctime {}.{:09}\n",
         a.ino,
-        a.kind,
         a.perm,
         a.nlink,
         a.uid,
@@ -200,7 +211,7 @@ pub fn untar_text(
     let _ = writeln!(
         out,
         "extracted {copies_text} in-process (policy {}, cache {}): {} entries ({} files, {} directories, {} symlinks, \
-         {} hard links; {} of data) in {:.2} s with the unmount, {:.0} entries/s",
+         {} hard links, {} FIFOs and devices; {} of data) in {:.2} s with the unmount, {:.0} entries/s",
         run.policy.name(),
         run.cache,
         made.entries,
@@ -208,6 +219,7 @@ pub fn untar_text(
         made.dirs,
         made.symlinks,
         made.hard_links,
+        made.specials,
         human(made.data_bytes),
         run.seconds,
         made.entries as f64 / run.seconds.max(1e-9)

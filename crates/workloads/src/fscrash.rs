@@ -1,7 +1,8 @@
 //! The crash check of iolab's file system: a seeded mix of creates,
-//! writes, mkdirs, renames, links, unlinks, rmdirs, fsyncs, files
-//! unlinked while open and directories removed while looked up runs on the
-//! file system over a recording device; every crash state a power cut
+//! mknods (FIFOs, devices, sockets), writes, mkdirs, renames, links,
+//! unlinks, rmdirs, fsyncs, files unlinked while open and directories
+//! removed while looked up runs on the file system over a recording
+//! device; every crash state a power cut
 //! could leave (after each flush, and sampled between with dropped,
 //! reordered and torn writes) is checked as an administrator would after
 //! the crash: `fsck -p`, then `fsck -n`, then the files fsync'd before
@@ -310,7 +311,7 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
 /// the indirect blocks on the way. Errors (ENOSPC, no file) are part of
 /// the mix.
 fn grow(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) {
-    let files: Vec<String> = dirs_and_files(fs).1.into_iter().filter(|p| !p.starts_with("/keep")).collect();
+    let files: Vec<String> = regular_files(fs).into_iter().filter(|p| !p.starts_with("/keep")).collect();
     if files.is_empty() {
         return;
     }
@@ -402,6 +403,16 @@ impl<F: FnMut() + Send> FileSystem for Observed<'_, F> {
     fn mkdir(&self, parent: fsapi::Ino, name: &OsStr, owner: Owner) -> fsapi::Result<fsapi::Attr> {
         self.changed(self.inner.mkdir(parent, name, owner))
     }
+    fn mknod(
+        &self,
+        parent: fsapi::Ino,
+        name: &OsStr,
+        kind: fsapi::FileType,
+        rdev: u32,
+        owner: Owner,
+    ) -> fsapi::Result<fsapi::Attr> {
+        self.changed(self.inner.mknod(parent, name, kind, rdev, owner))
+    }
     fn symlink(
         &self,
         parent: fsapi::Ino,
@@ -472,19 +483,30 @@ fn rewrite(fs: &Ffs, name: &str, data: &[u8], step: &mut impl FnMut(&Ffs)) -> fs
     Ok(())
 }
 
-/// The tree's directories (the root, "", first) and files, as the mix's
-/// operations name them, found without reading the files.
+/// The tree's directories (the root, "", first) and files and special
+/// files (what the mix links, writes and truncates, as
+/// `fsapi::testing::files` gives them), found without reading the files.
 fn dirs_and_files(fs: &dyn FileSystem) -> (Vec<String>, Vec<String>) {
     let mut dirs = vec![String::new()];
     let mut files = Vec::new();
     for (path, (kind, _, _)) in shape_of(fs) {
         match kind {
             fsapi::FileType::Dir => dirs.push(path),
-            fsapi::FileType::File => files.push(path),
+            fsapi::FileType::File
+            | fsapi::FileType::Fifo
+            | fsapi::FileType::CharDevice
+            | fsapi::FileType::BlockDevice
+            | fsapi::FileType::Socket => files.push(path),
             fsapi::FileType::Symlink => {}
         }
     }
     (dirs, files)
+}
+
+/// The tree's regular files (what `grow` writes into).
+fn regular_files(fs: &dyn FileSystem) -> Vec<String> {
+    let shape = shape_of(fs).into_iter();
+    shape.filter(|(_, (kind, _, _))| *kind == fsapi::FileType::File).map(|(path, _)| path).collect()
 }
 
 /// The tree without its files' bytes (their sizes kept, as 8 bytes): file
@@ -511,6 +533,11 @@ fn shape_of(fs: &dyn FileSystem) -> Tree {
                 fsapi::FileType::File => attr.size.to_le_bytes().to_vec(),
                 fsapi::FileType::Symlink => fs.readlink(attr.ino).unwrap_or_default(),
                 fsapi::FileType::Dir => Vec::new(),
+                // A special file's inode holds its kind and number only.
+                fsapi::FileType::Fifo
+                | fsapi::FileType::CharDevice
+                | fsapi::FileType::BlockDevice
+                | fsapi::FileType::Socket => attr.rdev.to_le_bytes().to_vec(),
             };
             out.insert(child.clone(), (attr.kind, kept, attr.nlink));
             if attr.kind == fsapi::FileType::Dir {
@@ -744,6 +771,37 @@ impl FsCrashReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The mix makes special files (the operation language's mknods), so
+    /// every policy's crash states hold them: a seed's 400 operations
+    /// leave several, of more than one kind.
+    #[test]
+    fn the_mix_makes_fifos_devices_and_sockets() {
+        let spec = FsCrashSpec {
+            policy: Policy::Async,
+            promise: Policy::Async,
+            operations: 400,
+            fsync_every: 25,
+            sampled_states: 0,
+            seed: 1,
+            only_state: None,
+            device_bytes: 32 << 20,
+            cache_bytes: 1 << 20,
+            archive: None,
+        };
+        let recording = Recording::new();
+        let mem: Arc<dyn Device> = Arc::new(MemDevice::new(spec.device_bytes).unwrap());
+        let dev: Arc<dyn Device> = Arc::new(RecordingDevice::new(mem, 0, Arc::clone(&recording)));
+        ffs::mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let fs = Ffs::mount(dev, &MountOptions { policy: spec.policy, ..Default::default() }).unwrap();
+        run_workload(&spec, &fs, &recording).unwrap();
+        let kinds: std::collections::BTreeSet<String> = shape_of(&fs)
+            .values()
+            .filter(|(k, _, _)| k.is_special())
+            .map(|(k, _, _)| format!("{k:?}"))
+            .collect();
+        assert!(kinds.len() >= 2, "special kinds left by the mix: {kinds:?}");
+    }
 
     fn step(end: usize, sealed: u64, durable: u64) -> Step {
         Step { end, sealed, durable, tree: Tree::new() }

@@ -637,6 +637,27 @@ enum Look {
     Cat,
 }
 
+/// What `attr`, not a regular file, is: for `cat`'s refusal.
+fn not_a_file(fs: &Ffs, attr: &fsapi::Attr) -> fsapi::Result<String> {
+    use fsapi::FileType;
+    let device = |what: &str| {
+        format!(
+            "a {what} device node ({}:{}; its bytes are the device's)",
+            fsapi::major(attr.rdev),
+            fsapi::minor(attr.rdev)
+        )
+    };
+    Ok(match attr.kind {
+        FileType::Symlink => format!("a symlink to {}", String::from_utf8_lossy(&fs.readlink(attr.ino)?)),
+        FileType::Dir => "a directory".to_string(),
+        FileType::Fifo => "a FIFO (the kernel passes its bytes; none are stored)".to_string(),
+        FileType::Socket => "a socket (the kernel passes its bytes; none are stored)".to_string(),
+        FileType::CharDevice => device("character"),
+        FileType::BlockDevice => device("block"),
+        FileType::File => "a file".to_string(),
+    })
+}
+
 /// Looks inside an unmounted image without changing it: the file system is
 /// mounted over the stack's scratch view, whose writes stay in memory.
 fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
@@ -655,13 +676,7 @@ fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
     match look {
         Look::Stat => print!("{}", report::stat_text(&args.path, &attr)),
         Look::Cat if attr.kind != fsapi::FileType::File => {
-            let what = match attr.kind {
-                fsapi::FileType::Symlink => {
-                    let to = fs.readlink(attr.ino).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
-                    format!("a symlink to {}", String::from_utf8_lossy(&to))
-                }
-                _ => "a directory".to_string(),
-            };
+            let what = not_a_file(&fs, &attr).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
             return Err(UsageError(format!(
                 "{}: {what}; cat prints files (ls and stat show the rest)",
                 args.path

@@ -524,6 +524,7 @@ fn add(total: &mut Extracted, one: Extracted) {
     total.dirs += one.dirs;
     total.symlinks += one.symlinks;
     total.hard_links += one.hard_links;
+    total.specials += one.specials;
     total.data_bytes += one.data_bytes;
     total.skipped.extend(one.skipped);
 }

@@ -13,7 +13,9 @@ pub use superblock::{
 
 pub const BLOCK_BYTES: usize = 4096;
 /// The superblock's format version this iolab writes: 2 adds `damage`
-/// (docs/formats.md, "Superblock"). Version 1, whose byte 106 is reserved
+/// (docs/formats.md, "Superblock") and special files (FIFOs, devices,
+/// sockets) with their device numbers, which a reader of version 1 would
+/// take for garbage inodes. Version 1, whose byte 106 is reserved
 /// and zero (no damage recorded), is read as well, and a mount or a
 /// repairing fsck rewrites it as version 2.
 pub const VERSION: u32 = 2;
@@ -45,6 +47,26 @@ pub const S_IFMT: u16 = 0o170000;
 pub const S_IFREG: u16 = 0o100000;
 pub const S_IFDIR: u16 = 0o040000;
 pub const S_IFLNK: u16 = 0o120000;
+pub const S_IFIFO: u16 = 0o010000;
+pub const S_IFCHR: u16 = 0o020000;
+pub const S_IFBLK: u16 = 0o060000;
+pub const S_IFSOCK: u16 = 0o140000;
+
+/// Whether `mode`'s kind is one iolab stores (every other is garbage).
+pub fn known_kind(mode: u16) -> bool {
+    matches!(mode & S_IFMT, S_IFREG | S_IFDIR | S_IFLNK | S_IFIFO | S_IFCHR | S_IFBLK | S_IFSOCK)
+}
+
+/// Whether `mode`'s kind is a FIFO, a device or a socket: an inode with no
+/// data and no block (its device number, if any, in `rdev`).
+pub fn special_kind(mode: u16) -> bool {
+    matches!(mode & S_IFMT, S_IFIFO | S_IFCHR | S_IFBLK | S_IFSOCK)
+}
+
+/// Whether `mode`'s kind is a device node, whose inode keeps a number.
+pub fn device_kind(mode: u16) -> bool {
+    matches!(mode & S_IFMT, S_IFCHR | S_IFBLK)
+}
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
@@ -208,6 +230,10 @@ pub struct DiskInode {
     pub inline_target: Vec<u8>,
     /// The next inode of the orphan list (0: the last, or not on it).
     pub next_orphan: u32,
+    /// A device node's number, as Linux gives it to user space
+    /// (`fsapi::makedev`); 0 for every other kind (and in version 1,
+    /// whose bytes here were zero).
+    pub rdev: u32,
 }
 
 /// What an inode slot holds.
@@ -246,6 +272,7 @@ impl DiskInode {
         let n = self.inline_target.len().min(INLINE_SYMLINK_BYTES);
         out[144..144 + n].copy_from_slice(&self.inline_target[..n]);
         put32(out, 244, self.next_orphan);
+        put32(out, 248, self.rdev);
         let crc = checksum(&ino.to_le_bytes(), out, 84);
         put32(out, 84, crc);
     }
@@ -287,6 +314,7 @@ impl DiskInode {
             single: u32_at(b, 136),
             double: u32_at(b, 140),
             next_orphan: u32_at(b, 244),
+            rdev: u32_at(b, 248),
             ..DiskInode::default()
         };
         for i in 0..4 {
@@ -308,15 +336,28 @@ impl DiskInode {
     /// that nothing walks, indexes or adds by a value no inode can have:
     /// a kind iolab makes; a size a file reaches ([`FILE_BYTES_MAX`]), a
     /// directory's whole blocks, a symlink's target shorter than a block;
-    /// no more 512-byte units than its blocks and indirect blocks.
+    /// no more 512-byte units than its blocks and indirect blocks. A
+    /// special file (no data, no block) is held to a file's bounds here:
+    /// a size or pointers it should not have are fsck's
+    /// `special_file_with_data`, cleared by a repair, never garbage.
     fn within_bounds(&self) -> bool {
         let size = match self.kind_bits() {
-            S_IFREG => self.size <= FILE_BYTES_MAX,
+            S_IFREG | S_IFIFO | S_IFCHR | S_IFBLK | S_IFSOCK => self.size <= FILE_BYTES_MAX,
             S_IFDIR => self.size <= FILE_BYTES_MAX && self.size % BLOCK_BYTES as u64 == 0,
             S_IFLNK => self.size < BLOCK_BYTES as u64,
             _ => false,
         };
         size && self.blocks_512 <= FILE_UNITS_MAX
+    }
+
+    /// Whether it holds a block pointer or claims a block or a byte: what
+    /// a special file never does.
+    pub fn holds_data(&self) -> bool {
+        self.size != 0
+            || self.blocks_512 != 0
+            || self.single != 0
+            || self.double != 0
+            || self.direct.iter().any(|&p| p != 0)
     }
 }
 
@@ -325,10 +366,29 @@ impl DiskInode {
 /// whole.
 pub const DIR_CHUNK_BYTES: usize = 512;
 
-/// Directory record types (docs/formats.md, "Directory").
+/// Directory record types (docs/formats.md, "Directory"; ext2's codes).
 pub const DT_FILE: u8 = 1;
 pub const DT_DIR: u8 = 2;
+pub const DT_CHAR: u8 = 3;
+pub const DT_BLOCK: u8 = 4;
+pub const DT_FIFO: u8 = 5;
+pub const DT_SOCKET: u8 = 6;
 pub const DT_SYMLINK: u8 = 7;
+
+/// The record type that names an inode of `mode`'s kind; None for a kind
+/// iolab does not store.
+pub fn dt_of_mode(mode: u16) -> Option<u8> {
+    Some(match mode & S_IFMT {
+        S_IFREG => DT_FILE,
+        S_IFDIR => DT_DIR,
+        S_IFLNK => DT_SYMLINK,
+        S_IFIFO => DT_FIFO,
+        S_IFCHR => DT_CHAR,
+        S_IFBLK => DT_BLOCK,
+        S_IFSOCK => DT_SOCKET,
+        _ => return None,
+    })
+}
 
 /// One record of a directory block.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -72,6 +72,9 @@ const RESERVED: [(usize, usize); 2] = [(107, 1), (148, HEADER_BYTES - 148)];
 /// The superblock (docs/formats.md, "Superblock").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Superblock {
+    /// The format version it was read with (1 or 2), written back as it
+    /// is; a mount raises it to [`super::VERSION`].
+    pub version: u32,
     pub generation: u64,
     pub sector_bytes: u32,
     pub blocks: u64,
@@ -117,7 +120,7 @@ struct Slot<'a> {
 }
 
 impl Slot<'_> {
-    /// The fields version 1 fixes, and the reserved bytes.
+    /// The fields every version fixes, and the reserved bytes.
     fn fixed(&self) -> Result<(), FieldFault> {
         let fixed: [(usize, usize, &'static str, u64); 5] = [
             (BLOCK_BYTES_AT, 4, "block_bytes", BLOCK_BYTES as u64),
@@ -130,7 +133,7 @@ impl Slot<'_> {
             self.f.within(
                 (at, width, field),
                 |v| v == expected,
-                || format!("version 1 has exactly {expected}"),
+                || format!("every version has exactly {expected}"),
             )?;
         }
         for (at, len) in RESERVED {
@@ -340,9 +343,10 @@ impl Slot<'_> {
 }
 
 impl Superblock {
-    /// The slot's bytes, in the version this iolab writes.
+    /// The slot's bytes, in the superblock's `version` (mkfs and every
+    /// mount set the version this iolab writes).
     pub fn encode(&self) -> Vec<u8> {
-        self.encode_as(super::VERSION)
+        self.encode_as(self.version)
     }
 
     /// The slot's bytes in `version` (1 has no `damage`: reserved).
@@ -382,7 +386,7 @@ impl Superblock {
 
     /// A slot read from `from` that passes every check of docs/formats.md
     /// ("Superblock"), in the table's order: magic, version, checksum; the
-    /// fields version 1 fixes and the reserved bytes; generation; sector
+    /// fields every version fixes and the reserved bytes; generation; sector
     /// size, size (within the device), log region, groups; summary counts
     /// and orphan list; policy and clean flag. Every later field's bound
     /// relies only on fields checked before it.
@@ -397,6 +401,7 @@ impl Superblock {
         let (free_blocks, free_inodes, dirs, orphans) = s.counts(&g)?;
         let (policy, clean, damage) = s.state(version)?;
         let sb = Superblock {
+            version,
             generation,
             sector_bytes: g.sector_bytes,
             blocks: g.blocks,

@@ -292,3 +292,141 @@ fn a_directory_whose_new_parent_never_reached_the_disk_is_a_leak_reconnected() {
     assert_eq!(fs.getattr(lf.ino).unwrap().nlink, 3);
     assert_eq!(fs.lookup(found.ino, OsStr::new("f")).unwrap().size, 5000);
 }
+
+/// A FIFO, a character device, a block device and a socket in the root
+/// of the populated image (unmounted): their inode numbers.
+fn with_special_files() -> (Arc<dyn Device>, u64, Vec<(fsapi::FileType, u64)>) {
+    let (dev, _, f) = populated();
+    let fs = mount(&dev, Policy::Async);
+    let kinds = [
+        fsapi::FileType::Fifo,
+        fsapi::FileType::CharDevice,
+        fsapi::FileType::BlockDevice,
+        fsapi::FileType::Socket,
+    ];
+    let made = kinds
+        .into_iter()
+        .map(|k| {
+            let name = format!("{k:?}");
+            (k, fs.mknod(ROOT, OsStr::new(&name), k, fsapi::makedev(4, 64), Owner::root(0o600)).unwrap().ino)
+        })
+        .collect();
+    fs.unmount().unwrap();
+    (dev, f, made)
+}
+
+#[test]
+fn special_files_check_clean() {
+    let (dev, _, _) = with_special_files();
+    let report = fsck(&dev, Repair::No).unwrap();
+    assert!(report.clean(), "{:?}", report.findings);
+}
+
+/// Each special kind given a size, units and a pointer to a block a file
+/// holds: found (not a block claimed twice: its pointers are not
+/// claims), left by preen, cleared by `-y`, and the file keeps its block.
+#[test]
+fn a_special_file_holding_a_block_and_a_size_is_found_and_cleared_with_yes() {
+    let (dev, f, made) = with_special_files();
+    let mut files_block = 0;
+    edit_inode(&dev, f as u32, |i| files_block = i.direct[0]);
+    for (kind, ino) in made {
+        edit_inode(&dev, ino as u32, |i| {
+            i.direct[0] = files_block;
+            i.size = 4096;
+            i.blocks_512 = 8;
+        });
+        assert_eq!(classes(&dev, Repair::No), vec![Class::SpecialFileWithData], "{kind:?}");
+        assert!(fsck(&dev, Repair::Preen).unwrap().damage_left(), "{kind:?}: preen leaves it to a person");
+        assert!(!fsck(&dev, Repair::Yes).unwrap().damage_left(), "{kind:?}");
+        let report = fsck(&dev, Repair::No).unwrap();
+        assert!(report.clean(), "{kind:?}: {:?}", report.findings);
+        let fs = mount(&dev, Policy::Async);
+        let a = fs.getattr(ino).unwrap();
+        assert_eq!((a.kind, a.size, a.blocks), (kind, 0, 0));
+        let mut data = vec![0u8; 10_000];
+        fs.read(f, 0, &mut data).unwrap();
+        assert!(data.iter().all(|&b| b == 7), "{kind:?}: the file kept its block");
+        fs.unmount().unwrap();
+    }
+}
+
+#[test]
+fn a_special_file_with_only_a_size_is_found() {
+    let (dev, _, made) = with_special_files();
+    edit_inode(&dev, made[0].1 as u32, |i| i.size = 1);
+    assert_eq!(classes(&dev, Repair::No), vec![Class::SpecialFileWithData]);
+}
+
+/// The type byte of the entry `name` in the root, set to `kind`.
+fn set_entry_type(dev: &Arc<dyn Device>, name: &str, kind: u8) {
+    let (block, at) = sb(dev).inode_place(ROOT as u32);
+    let mut buf = vec![0u8; 4096];
+    dev.read_at(&mut buf, block * 4096).unwrap();
+    let ffs::format::InodeSlot::Used(root) = ffs::format::DiskInode::decode(1, &buf[at..at + INODE_BYTES])
+    else {
+        panic!("the root")
+    };
+    let data = u64::from(root.direct[0]) * 4096;
+    let mut bytes = vec![0u8; 4096];
+    dev.read_at(&mut bytes, data).unwrap();
+    let mut pos = 0;
+    while pos < 4096 {
+        let rec = ffs::format::DirRecord::read(&bytes, pos).unwrap();
+        if rec.name == name.as_bytes() {
+            bytes[pos + 7] = kind;
+            dev.write_at(&bytes, data).unwrap();
+            return;
+        }
+        pos += rec.reclen as usize;
+    }
+    panic!("no entry {name}");
+}
+
+/// Every entry type but the right one, on an entry naming each kind:
+/// found, left by preen, rewritten by `-y`, and listed right after.
+#[test]
+fn an_entry_type_that_is_not_its_inodes_kind_is_found_and_rewritten_with_yes() {
+    let (dev, _, made) = with_special_files();
+    let codes = [1u8, 2, 3, 4, 5, 6, 7];
+    for (kind, ino) in made.iter().copied().chain([(fsapi::FileType::File, 0)]) {
+        let name = if kind == fsapi::FileType::File { "g".to_string() } else { format!("{kind:?}") };
+        for wrong in codes {
+            set_entry_type(&dev, &name, wrong);
+            let found = classes(&dev, Repair::No);
+            let right = found.is_empty();
+            if right {
+                continue; // the byte that is the inode's kind
+            }
+            assert_eq!(found, vec![Class::WrongEntryType], "{kind:?} as type {wrong}");
+            assert!(fsck(&dev, Repair::Preen).unwrap().damage_left(), "{kind:?} as {wrong}");
+            assert!(!fsck(&dev, Repair::Yes).unwrap().damage_left(), "{kind:?} as {wrong}");
+            assert!(fsck(&dev, Repair::No).unwrap().clean(), "{kind:?} as {wrong}");
+        }
+        let fs = mount(&dev, Policy::Async);
+        let mut listed = None;
+        fs.readdir(ROOT, 0, &mut |e| {
+            if e.name == name.as_bytes() {
+                listed = Some((e.kind, e.ino));
+            }
+            true
+        })
+        .unwrap();
+        assert_eq!(listed.map(|l| l.0), Some(kind), "{name}");
+        assert!(ino == 0 || listed.map(|l| l.1) == Some(ino));
+        fs.unmount().unwrap();
+    }
+}
+
+/// A special file no entry names is cleared by preen, as an empty file
+/// is: it holds nothing to save.
+#[test]
+fn an_unattached_special_file_is_preened_away() {
+    let (dev, _, made) = with_special_files();
+    blank_entry(&dev, ROOT, "CharDevice");
+    assert!(classes(&dev, Repair::No).contains(&Class::UnattachedInode));
+    assert!(!fsck(&dev, Repair::Preen).unwrap().damage_left());
+    assert!(fsck(&dev, Repair::No).unwrap().clean());
+    let fs = mount(&dev, Policy::Async);
+    assert!(fs.getattr(made[1].1).is_err(), "cleared");
+}

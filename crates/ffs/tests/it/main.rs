@@ -4,5 +4,6 @@ mod fsck;
 mod fuzz;
 mod inode;
 mod model;
+mod special;
 mod superblock;
 mod unclean;

@@ -48,6 +48,11 @@ proptest! {
     }
 
     #[test]
+    fn log_agrees_with_the_model_across_remounts(numbers in prop::collection::vec(any::<[u16; 6]>(), 1..80)) {
+        check(numbers, Policy::Log)?;
+    }
+
+    #[test]
     fn sync_agrees_with_the_model_across_remounts(numbers in prop::collection::vec(any::<[u16; 6]>(), 1..80)) {
         check(numbers, Policy::Sync)?;
     }

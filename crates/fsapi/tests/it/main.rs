@@ -1,2 +1,3 @@
 mod model;
+mod special;
 mod versus_host;

@@ -4,16 +4,29 @@
 //! the same tree. It checks the model against Linux's own semantics, and
 //! the host backend against the model.
 
-use fsapi::testing::{apply, dirs, files, tree, Op};
+use fsapi::testing::{apply, dirs, files, tree, Op, SPECIAL_KINDS};
 use fsapi::{HostFs, ModelFs};
 use proptest::prelude::*;
+
+/// `op`, with a device node made a FIFO where the host would refuse it:
+/// making one needs CAP_MKNOD (CI runs as root and makes them).
+fn as_the_host_allows(op: Op) -> Op {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    match op {
+        Op::Mknod(d, m, k, rdev) if !root && SPECIAL_KINDS[k % SPECIAL_KINDS.len()].is_device() => {
+            Op::Mknod(d, m, 0, rdev)
+        }
+        other => other,
+    }
+}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
     fn the_model_and_a_kernel_file_system_agree(numbers in prop::collection::vec(any::<[u16; 6]>(), 1..60)) {
-        let ops: Vec<Op> = numbers.into_iter().map(Op::decode).collect();
+        let ops: Vec<Op> = numbers.into_iter().map(|n| as_the_host_allows(Op::decode(n))).collect();
         let dir = tempfile::tempdir().unwrap();
         let host = HostFs::new(dir.path()).unwrap();
         let model = ModelFs::new();

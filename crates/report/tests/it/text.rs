@@ -262,3 +262,33 @@ fn a_run_as_csv_has_the_headers_fields() {
         "{line}"
     );
 }
+
+fn attr(kind: fsapi::FileType, rdev: u32) -> fsapi::Attr {
+    let t = fsapi::Time { secs: 1, nanos: 0 };
+    fsapi::Attr {
+        ino: 12,
+        kind,
+        perm: 0o660,
+        nlink: 1,
+        uid: 0,
+        gid: 6,
+        size: 0,
+        blocks: 0,
+        rdev,
+        atime: t,
+        mtime: t,
+        ctime: t,
+    }
+}
+
+#[test]
+fn ls_and_stat_show_a_device_nodes_number_and_each_special_kinds_letter() {
+    let disk = attr(fsapi::FileType::BlockDevice, fsapi::makedev(8, 1));
+    assert_eq!(report::ls_line("sda1", &disk), "b 0660   1     0     6         8, 1 sda1");
+    assert!(report::stat_text("/sda1", &disk).contains("BlockDevice 8:1, mode 0660"));
+    for (kind, letter) in
+        [(fsapi::FileType::Fifo, 'p'), (fsapi::FileType::Socket, 's'), (fsapi::FileType::CharDevice, 'c')]
+    {
+        assert!(report::ls_line("x", &attr(kind, 0)).starts_with(letter), "{kind:?}");
+    }
+}

@@ -1,5 +1,6 @@
-//! Removing a tree as `rm -rf` does: read a directory whole, unlink its
-//! files and symlinks, descend into its directories, then remove it.
+//! Removing a tree as `rm -rf` does: read a directory whole, unlink what
+//! is not a directory (files, symlinks, FIFOs, devices, sockets), descend
+//! into its directories, then remove it.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -11,7 +12,8 @@ use super::TreeError;
 /// What a removal took away.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Removed {
-    /// Files and symlinks unlinked.
+    /// Names of anything but a directory unlinked (files, symlinks,
+    /// FIFOs, devices, sockets).
     pub unlinked: u64,
     pub dirs: u64,
 }

@@ -1,8 +1,9 @@
 //! Extracting a tar archive onto a [`FileSystem`] as GNU tar does as root:
 //! parents made as needed, each file created with the archive's owner and
 //! mode and its data written a record at a time, symlinks and hard links,
-//! a name already taken replaced, and the directories' times set last
-//! (after their contents, which would change them).
+//! FIFOs and device nodes made with their numbers, a name already taken
+//! replaced, and the directories' times set last (after their contents,
+//! which would change them).
 //!
 //! Where an in-process caller differs from tar through the kernel: one
 //! `setattr` sets a file's times where tar makes up to three calls
@@ -31,10 +32,12 @@ pub struct Extracted {
     pub dirs: u64,
     pub symlinks: u64,
     pub hard_links: u64,
+    /// FIFOs and device nodes made (GNU tar archives no socket).
+    pub specials: u64,
     /// File data written, bytes.
     pub data_bytes: u64,
-    /// Members not extracted, with why (devices and FIFOs, which the
-    /// interface cannot make; names with `..`, which tar refuses too).
+    /// Members not extracted, with why (names with `..`, which tar
+    /// refuses too; member types tar would not extract either).
     pub skipped: Vec<(String, &'static str)>,
 }
 
@@ -109,7 +112,7 @@ fn extract_into(
             }
             EntryType::Symlink => {
                 let target = entry.link_name_bytes().map(|t| t.into_owned()).unwrap_or_default();
-                let made = replacing(fs, parent, name, &shown, || {
+                let made = replacing(fs, parent, name, &shown, "symlink", || {
                     fs.symlink(parent, name, OsStr::from_bytes(&target), owner)
                 })?;
                 let times = SetAttr { atime: Some(mtime), mtime: Some(mtime), ..SetAttr::default() };
@@ -127,13 +130,15 @@ fn extract_into(
                         e,
                     )
                 })?;
-                let made = replacing(fs, parent, name, &shown, || fs.link(existing.ino, parent, name));
+                let made =
+                    replacing(fs, parent, name, &shown, "link", || fs.link(existing.ino, parent, name));
                 fs.forget(existing.ino, 1);
                 fs.forget(made?.ino, 1);
                 out.hard_links += 1;
             }
             EntryType::Char | EntryType::Block | EntryType::Fifo => {
-                out.skipped.push((shown, "a device or FIFO, which the file-system interface cannot make"));
+                make_special(fs, parent, name, &entry, owner, mtime, &shown)?;
+                out.specials += 1;
             }
             EntryType::GNUSparse => {
                 return Err(bad(format!("{shown}: a GNU sparse member, which iolab does not extract")));
@@ -142,6 +147,43 @@ fn extract_into(
         }
         after_member();
     }
+    Ok(())
+}
+
+/// A FIFO or device member made as GNU tar does as root (mknod with the
+/// member's mode, owner and device number, then its times).
+fn make_special(
+    fs: &dyn FileSystem,
+    parent: Ino,
+    name: &OsStr,
+    entry: &tar::Entry<'_, std::io::Cursor<&[u8]>>,
+    owner: Owner,
+    mtime: Time,
+    shown: &str,
+) -> Result<(), TreeError> {
+    let header = entry.header();
+    let bad = |what: &str, e: std::io::Error| TreeError::Archive {
+        path: shown.to_string(),
+        reason: format!("its device {what} number cannot be read: {e}"),
+    };
+    let (kind, rdev) = match header.entry_type() {
+        EntryType::Char | EntryType::Block => {
+            let major = header.device_major().map_err(|e| bad("major", e))?.unwrap_or(0);
+            let minor = header.device_minor().map_err(|e| bad("minor", e))?.unwrap_or(0);
+            let kind = if header.entry_type() == EntryType::Char {
+                FileType::CharDevice
+            } else {
+                FileType::BlockDevice
+            };
+            (kind, fsapi::makedev(major, minor))
+        }
+        _ => (FileType::Fifo, 0),
+    };
+    let made = replacing(fs, parent, name, shown, "mknod", || fs.mknod(parent, name, kind, rdev, owner))?;
+    let times = SetAttr { atime: Some(mtime), mtime: Some(mtime), ..SetAttr::default() };
+    let set = fs.setattr(made.ino, &times);
+    fs.forget(made.ino, 1);
+    set.map_err(|e| TreeError::call(shown, "setattr", e))?;
     Ok(())
 }
 
@@ -161,7 +203,7 @@ fn write_file(
     data: &[u8],
     shown: &str,
 ) -> Result<(), TreeError> {
-    let file = replacing(fs, parent, name, shown, || fs.create(parent, name, owner))?;
+    let file = replacing(fs, parent, name, shown, "create", || fs.create(parent, name, owner))?;
     let written = (|| {
         let mut offset = 0;
         for record in data.chunks(RECORD_BYTES) {
@@ -184,22 +226,23 @@ fn write_file(
     written
 }
 
-/// Makes an entry with `make`; where the name is taken by a file or a
-/// symlink, removes that and makes it again (tar's default, replacing
-/// what an earlier member or extraction left).
+/// Makes an entry with `make` (the call `call`); where the name is taken
+/// by anything but a directory, removes that and makes it again (tar's
+/// default, replacing what an earlier member or extraction left).
 fn replacing(
     fs: &dyn FileSystem,
     parent: Ino,
     name: &OsStr,
     shown: &str,
+    call: &'static str,
     make: impl Fn() -> fsapi::Result<fsapi::Attr>,
 ) -> Result<fsapi::Attr, TreeError> {
     match make() {
         Err(Errno::EXIST) => {
             fs.unlink(parent, name).map_err(|e| TreeError::call(shown, "unlink (to replace it)", e))?;
-            make().map_err(|e| TreeError::call(shown, "create", e))
+            make().map_err(|e| TreeError::call(shown, call, e))
         }
-        other => other.map_err(|e| TreeError::call(shown, "create", e)),
+        other => other.map_err(|e| TreeError::call(shown, call, e)),
     }
 }
 

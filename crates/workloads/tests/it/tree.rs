@@ -283,6 +283,16 @@ impl FileSystem for FailingUnlink {
     fn mkdir(&self, parent: fsapi::Ino, name: &OsStr, owner: Owner) -> fsapi::Result<fsapi::Attr> {
         self.inner.mkdir(parent, name, owner)
     }
+    fn mknod(
+        &self,
+        parent: fsapi::Ino,
+        name: &OsStr,
+        kind: FileType,
+        rdev: u32,
+        owner: Owner,
+    ) -> fsapi::Result<fsapi::Attr> {
+        self.inner.mknod(parent, name, kind, rdev, owner)
+    }
     fn symlink(
         &self,
         parent: fsapi::Ino,
@@ -350,4 +360,60 @@ fn an_unlink_that_fails_names_the_files_path() {
     fs.create(d.ino, OsStr::new("f"), Owner::root(0o644)).unwrap();
     let err = remove_tree(&fs, ROOT, OsStr::new("x"), "x").unwrap_err();
     assert!(matches!(&err, TreeError::Call { path, call: "unlink", .. } if path == "x/d/f"), "{err}");
+}
+
+/// An archive holding a FIFO, a character device and a block device (as
+/// GNU tar writes them: no data, the numbers in the header), and the
+/// tree it holds.
+fn archive_with_nodes() -> (Vec<u8>, Tree) {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut tree = Tree::new();
+    b.append_data(&mut header(tar::EntryType::Directory, 0, 0o755), "dev", &[][..]).unwrap();
+    tree.insert("/dev".into(), (FileType::Dir, Vec::new(), 2));
+    for (path, kind, entry, (major, minor), mode) in [
+        ("dev/fifo", FileType::Fifo, tar::EntryType::Fifo, (0, 0), 0o644),
+        ("dev/null", FileType::CharDevice, tar::EntryType::Char, (1, 3), 0o666),
+        ("dev/sda1", FileType::BlockDevice, tar::EntryType::Block, (8, 1), 0o660),
+    ] {
+        let mut h = header(entry, 0, mode);
+        h.set_device_major(major).unwrap();
+        h.set_device_minor(minor).unwrap();
+        b.append_data(&mut h, path, &[][..]).unwrap();
+        let rdev = if kind.is_device() { fsapi::makedev(major, minor) } else { 0 };
+        tree.insert(format!("/{path}"), (kind, rdev.to_le_bytes().to_vec(), 1));
+    }
+    (b.into_inner().unwrap(), tree)
+}
+
+#[test]
+fn fifos_and_device_nodes_are_made_with_their_numbers_owners_and_times() {
+    let (tar, expected) = archive_with_nodes();
+    for fs in [&ffs_on_mem() as &dyn FileSystem, &ModelFs::new()] {
+        let x = fs.mkdir(ROOT, OsStr::new("x"), Owner::root(0o755)).unwrap();
+        let made = extract(fs, x.ino, &tar).unwrap();
+        assert_eq!((made.specials, made.skipped.len()), (3, 0));
+        let mut tree = Tree::new();
+        walk(fs, x.ino, "", &mut tree);
+        assert_eq!(tree, expected);
+        let null = fsapi::resolve(fs, "x/dev/null").unwrap();
+        assert_eq!((null.perm, null.uid, null.gid, null.mtime.secs), (0o666, 1000, 100, 1_500_000_000));
+        fs.forget(null.ino, 1);
+        fs.forget(x.ino, 1);
+    }
+}
+
+#[test]
+fn extracting_nodes_again_replaces_them_and_rm_removes_them() {
+    let (tar, expected) = archive_with_nodes();
+    let fs = ffs_on_mem();
+    let x = fs.mkdir(ROOT, OsStr::new("x"), Owner::root(0o755)).unwrap();
+    extract(&fs, x.ino, &tar).unwrap();
+    let again = extract(&fs, x.ino, &tar).unwrap();
+    let mut tree = Tree::new();
+    walk(&fs, x.ino, "", &mut tree);
+    assert_eq!((tree, again.specials), (expected, 3));
+    fs.forget(x.ino, 1);
+    let removed = remove_tree(&fs, ROOT, OsStr::new("x"), "x").unwrap();
+    assert_eq!((removed.unlinked, removed.dirs), (3, 2));
+    assert!(fs.lookup(ROOT, OsStr::new("x")).is_err());
 }
