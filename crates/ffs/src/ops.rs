@@ -392,6 +392,13 @@ fn make(
         return Err(Errno::EXIST);
     }
     let is_dir = inode.mode & S_IFMT == S_IFDIR;
+    if dir.mode & 0o2000 != 0 {
+        // A set-group-ID directory gives its group (Owner::under).
+        inode.gid = dir.gid;
+        if is_dir {
+            inode.mode |= 0o2000;
+        }
+    }
     if is_dir && dir.nlink >= LINKS_MAX {
         return Err(Errno::MLINK);
     }

@@ -178,6 +178,21 @@ impl Owner {
     pub fn root(perm: u16) -> Owner {
         Owner { perm, uid: 0, gid: 0 }
     }
+
+    /// Who a new inode of `kind` belongs to in a directory whose mode bits
+    /// are `parent_perm` and group `parent_gid`, as Linux's
+    /// `inode_init_owner` and BSD decide: in a set-group-ID directory it
+    /// takes the directory's group, and a new directory there is
+    /// set-group-ID too. (Linux's VFS has already cleared a new file's
+    /// set-group-ID bit for a creator outside the group, `mode_strip_sgid`,
+    /// before the request reaches a FUSE server.)
+    pub fn under(self, parent_perm: u16, parent_gid: u32, kind: FileType) -> Owner {
+        if parent_perm & 0o2000 == 0 {
+            return self;
+        }
+        let perm = if kind == FileType::Dir { self.perm | 0o2000 } else { self.perm };
+        Owner { perm, gid: parent_gid, ..self }
+    }
 }
 
 /// One directory entry from [`FileSystem::readdir`].

@@ -164,7 +164,8 @@ impl State {
         }
         let ino = self.next_ino;
         self.next_ino += 1;
-        let mut attr = new_attr(ino, kind, owner);
+        let dir = self.node(parent)?.attr;
+        let mut attr = new_attr(ino, kind, owner.under(dir.perm, dir.gid, kind));
         if let Body::Symlink(target) = &body {
             attr.size = target.len() as u64;
         }

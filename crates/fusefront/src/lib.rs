@@ -133,21 +133,30 @@ impl FuseFront {
 }
 
 /// Mount options iolab uses: named iolab in the mount table, no access
-/// times, and the kernel checking permissions unless the server is root.
+/// times, and the kernel checking permissions unless the server is root
+/// serving only itself.
 ///
 /// Without `allow_other` only the user who mounted can use the mount. For
-/// root, `default_permissions` changes nothing: root passes every check
-/// the kernel would make but execute permission, which the kernel checks
-/// on files either way. What it costs is a GETATTR of a directory before
-/// each path lookup through it after anything in it changed (every file
-/// tar creates), since a change leaves the directory's attributes stale.
-pub fn config(threads: usize) -> Config {
+/// root alone, `default_permissions` changes nothing: root passes every
+/// check the kernel would make but execute permission, which the kernel
+/// checks on files either way. What it costs is a GETATTR of a directory
+/// before each path lookup through it after anything in it changed (every
+/// file tar creates), since a change leaves the directory's attributes
+/// stale. With `allow_other` every user may use the mount, and the
+/// kernel's checks are the ones ext4 gets: mode bits on every lookup,
+/// open and access, and `setattr_prepare`'s rules for chown, chmod and
+/// utimensat (who may change what, set-group-ID cleared on a chmod by a
+/// user outside the group); the VFS itself keeps sticky directories.
+pub fn config(threads: usize, allow_other: bool) -> Config {
     let mut config = Config::default();
     config.mount_options =
         vec![MountOption::FSName("iolab".into()), MountOption::Subtype("iolab".into()), MountOption::NoAtime];
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if allow_other || unsafe { libc::geteuid() } != 0 {
         config.mount_options.push(MountOption::DefaultPermissions);
+    }
+    if allow_other {
+        config.acl = fuser::SessionACL::All;
     }
     config.n_threads = Some(threads.max(1));
     config.clone_fd = threads > 1;
@@ -177,6 +186,9 @@ pub struct Serving {
     /// Ask for the kernel's writeback cache (see the crate's notes).
     pub writeback_cache: bool,
     pub transport: Transport,
+    /// Let every user use the mount (FUSE's `allow_other`), with the
+    /// kernel checking permissions (see [`config`]).
+    pub allow_other: bool,
 }
 
 /// How a mount was served.
@@ -231,7 +243,7 @@ pub fn serve(
     let mut front = FuseFront::new(Arc::clone(&fs), serving.writeback_cache);
     front.ring = start.clone();
     let counts = Arc::clone(&front.counts);
-    let session = fuser::Session::new(front, mountpoint, &config(serving.threads))?;
+    let session = fuser::Session::new(front, mountpoint, &config(serving.threads, serving.allow_other))?;
     let rings = match &start {
         Some(start) => Some(ring::Rings::spawn(
             fs,
@@ -310,7 +322,7 @@ impl fuser::Filesystem for FuseFront {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -335,8 +347,13 @@ impl fuser::Filesystem for FuseFront {
             atime: atime.map(time_of),
             mtime: mtime.map(time_of),
         };
-        let changed = setid::on_setattr(&*self.fs, ino.0, &mut changes, Some(setid::Kill::ByRule))
-            .and_then(|()| self.fs.setattr(ino.0, &changes));
+        let changed = setid::on_setattr(
+            &*self.fs,
+            ino.0,
+            &mut changes,
+            Some(setid::Kill::ByRule { caller_uid: req.uid() }),
+        )
+        .and_then(|()| self.fs.setattr(ino.0, &changes));
         match changed {
             Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
             Err(e) => reply.error(errno(e)),

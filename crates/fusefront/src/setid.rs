@@ -17,9 +17,9 @@ pub(crate) enum Kill {
     /// The kernel said so (`FATTR_KILL_SUIDGID`, `FUSE_WRITE_KILL_SUIDGID`).
     Told,
     /// The `fuser` front's setattr carries no kill flag: it applies the
-    /// rules itself, from the change and who serves the mount (the only
-    /// user it has, with no `allow_other`).
-    ByRule,
+    /// rules itself, from the change and who asks (root, uid 0, is taken
+    /// to hold CAP_FSETID; anyone else not).
+    ByRule { caller_uid: u32 },
 }
 
 /// The set-ID bits of `perm` that a kill clears.
@@ -27,13 +27,6 @@ fn killed(perm: u16) -> u16 {
     let group_exec = perm & 0o010 != 0;
     let bits = if group_exec { 0o6000 } else { 0o4000 };
     perm & bits
-}
-
-/// Whether a caller lacks CAP_FSETID: the mount serves only the user who
-/// mounted it, so that is whether this process is not root.
-fn caller_lacks_fsetid() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() != 0 }
 }
 
 /// Adds to `changes` the mode without the set-ID bits, when `kill` calls
@@ -54,9 +47,9 @@ pub(crate) fn on_setattr(
     let attr = fs.getattr(ino)?;
     let applies = match kill {
         Kill::Told => true,
-        Kill::ByRule => {
+        Kill::ByRule { caller_uid } => {
             let chown = (changes.uid.is_some() || changes.gid.is_some()) && attr.kind != FileType::Dir;
-            chown || (changes.size.is_some() && caller_lacks_fsetid())
+            chown || (changes.size.is_some() && caller_uid != 0)
         }
     };
     if applies && killed(attr.perm) != 0 {
@@ -95,7 +88,7 @@ mod tests {
         let fs = ModelFs::new();
         let ino = file(&fs, 0o6755);
         let chown = SetAttr { uid: Some(5), ..SetAttr::default() };
-        assert_eq!(mode_after(&fs, ino, chown, Kill::ByRule), Some(0o0755));
+        assert_eq!(mode_after(&fs, ino, chown, Kill::ByRule { caller_uid: 0 }), Some(0o0755));
     }
 
     #[test]
@@ -111,7 +104,7 @@ mod tests {
         let fs = ModelFs::new();
         let ino = fs.mkdir(ROOT, OsStr::new("d"), Owner { perm: 0o2775, uid: 0, gid: 0 }).unwrap().ino;
         let chown = SetAttr { gid: Some(5), ..SetAttr::default() };
-        assert_eq!(mode_after(&fs, ino, chown, Kill::ByRule), None);
+        assert_eq!(mode_after(&fs, ino, chown, Kill::ByRule { caller_uid: 0 }), None);
     }
 
     #[test]
@@ -120,6 +113,15 @@ mod tests {
         let ino = file(&fs, 0o4755);
         let chmod_too = SetAttr { uid: Some(5), perm: Some(0o4711), ..SetAttr::default() };
         assert_eq!(mode_after(&fs, ino, chmod_too, Kill::Told), Some(0o4711));
+    }
+
+    #[test]
+    fn a_truncation_by_rule_clears_setuid_for_a_user_and_not_for_root() {
+        let fs = ModelFs::new();
+        let ino = file(&fs, 0o4755);
+        let truncate = SetAttr { size: Some(0), ..SetAttr::default() };
+        assert_eq!(mode_after(&fs, ino, truncate, Kill::ByRule { caller_uid: 0 }), None);
+        assert_eq!(mode_after(&fs, ino, truncate, Kill::ByRule { caller_uid: 65534 }), Some(0o0755));
     }
 
     #[test]

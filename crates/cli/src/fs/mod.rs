@@ -122,6 +122,13 @@ pub struct MountArgs {
     /// unmount. Slower; sizes and times are then the file system's at once.
     #[arg(long)]
     pub no_writeback_cache: bool,
+    /// Let every user use the mount, not only the one who mounted it
+    /// (FUSE's allow_other; a user other than root needs
+    /// `user_allow_other` in /etc/fuse.conf). The kernel then checks each
+    /// caller's permissions as it does on ext4: mode bits, sticky
+    /// directories, who may chown, chmod and set times.
+    #[arg(long)]
+    pub allow_other: bool,
     /// How the kernel's requests reach the server: uring (FUSE over
     /// io_uring, Linux 6.14 and later with the fuse module's enable_uring
     /// on: a queue per CPU, each answered by a thread on that CPU, so a
@@ -406,8 +413,12 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         // Scripts wait for this line: it must not sit in a pipe's buffer.
         let _ = std::io::stdout().flush();
     };
-    let serving =
-        fusefront::Serving { threads: args.threads, writeback_cache: !args.no_writeback_cache, transport };
+    let serving = fusefront::Serving {
+        threads: args.threads,
+        writeback_cache: !args.no_writeback_cache,
+        transport,
+        allow_other: args.allow_other,
+    };
     let served = serve(&fs, image, &args.mountpoint, serving, mounted);
     let fs = Arc::try_unwrap(fs)
         .map_err(|_| anyhow::anyhow!("the file system is still in use after the session ended"))?;

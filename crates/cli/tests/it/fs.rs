@@ -65,8 +65,19 @@ impl Mounted {
     }
 
     /// Unmounts as a user does; the server writes back and exits 0.
-    pub(crate) fn unmount(mut self) -> String {
-        let status = Command::new("umount").arg(&self.mountpoint).status().unwrap();
+    pub(crate) fn unmount(self) -> String {
+        self.unmount_with(&[])
+    }
+
+    /// Unmounts lazily (`umount -l`): the mount leaves the tree at once,
+    /// and the server writes back and exits 0 once the last process that
+    /// had a file open there has closed it (a suite's straggling child).
+    pub(crate) fn detach(self) -> String {
+        self.unmount_with(&["-l"])
+    }
+
+    fn unmount_with(mut self, options: &[&str]) -> String {
+        let status = Command::new("umount").args(options).arg(&self.mountpoint).status().unwrap();
         assert!(status.success(), "umount");
         let out = self.child.take().unwrap().wait_with_output().unwrap();
         assert!(out.status.success(), "iolab fs mount exited {:?}", out.status);

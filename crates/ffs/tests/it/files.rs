@@ -712,3 +712,29 @@ fn a_host_out_of_room_fails_the_calls_with_enospc_and_still_stops_the_file_syste
         assert!(err.is_out_of_space(), "{policy:?}: {err}");
     }
 }
+
+/// In a set-group-ID directory what is made takes the directory's group,
+/// and a new directory the bit too, as the model does (`Owner::under`),
+/// and both stay so across a remount.
+#[test]
+fn a_setgid_directory_gives_its_group_and_its_bit_as_the_model_does() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Softdep);
+    let model = fsapi::ModelFs::new();
+    let creator = Owner { perm: 0o644, uid: 5, gid: 5 };
+    let mut made = Vec::new();
+    for fs in [&fs as &dyn FileSystem, &model] {
+        let shared = fs.mkdir(ROOT, OsStr::new("shared"), Owner { perm: 0o2775, uid: 0, gid: 42 }).unwrap();
+        let file = fs.create(shared.ino, OsStr::new("f"), creator).unwrap();
+        let dir = fs.mkdir(shared.ino, OsStr::new("d"), Owner { perm: 0o755, ..creator }).unwrap();
+        let node = fs.mknod(shared.ino, OsStr::new("p"), fsapi::FileType::Fifo, 0, creator).unwrap();
+        made.push([(file.gid, file.perm), (dir.gid, dir.perm), (node.gid, node.perm)]);
+    }
+    assert_eq!(made[0], [(42, 0o644), (42, 0o2755), (42, 0o644)]);
+    assert_eq!(made[0], made[1], "ffs and the model agree");
+    fs.unmount().unwrap();
+    let fs = mount(&dev, Policy::Softdep);
+    let shared = fs.lookup(ROOT, OsStr::new("shared")).unwrap();
+    let dir = fs.lookup(shared.ino, OsStr::new("d")).unwrap();
+    assert_eq!((dir.gid, dir.perm), (42, 0o2755));
+}
