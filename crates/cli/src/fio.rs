@@ -67,9 +67,11 @@ fn read_sections(path: &Path, depth: u32, into: &mut Vec<Section>) -> Result<(),
         .map_err(|e| UsageError(format!("{}: cannot read the fio job file: {e}", path.display())))?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     for (n, raw) in text.lines().enumerate() {
-        let line = raw.trim();
+        // As fio's strip_blank_end: a `;` or `#` anywhere starts a comment
+        // (`numjobs=4 ; four threads` is numjobs=4).
+        let line = raw.find([';', '#']).map_or(raw, |at| &raw[..at]).trim();
         let at = || format!("{}:{}", path.display(), n + 1);
-        if line.is_empty() || line.starts_with(['#', ';']) {
+        if line.is_empty() {
             continue;
         }
         if let Some(rest) = line.strip_prefix("include ") {
@@ -170,6 +172,13 @@ struct Job {
     /// fio's `percentage_random` for reads and for writes (one value
     /// gives both): resolved against the pattern once the job is read.
     percentage_random: Option<(u8, u8)>,
+    /// fio's `loops`: the job's pass over its region, this many times.
+    loops: u64,
+    /// `ioengine=null`: a `null:` target of the job's size.
+    null_engine: bool,
+    /// fio's `rate` (bytes a second, reads and writes together): a cap
+    /// on requests a second once the transfer size is known.
+    rate_bytes: Option<u64>,
 }
 
 impl Job {
@@ -257,7 +266,9 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
         return Err(UsageError(format!("{}: holds no job section (only [global])", path.display())));
     }
     // Finished before --strict looks: finishing notes things too (numjobs).
+    let names: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
     let jobs = jobs.into_iter().map(|j| finish(j, &mut notes)).collect();
+    let notes = once_per_file(notes, &names);
     if strict && !notes.is_empty() {
         return Err(UsageError(format!(
             "{}: --strict: options iolab would not run as fio does:\n  {}",
@@ -267,6 +278,30 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
     }
     let file = JobFile { concurrent: true, global: JobFields::default(), jobs };
     Ok(Translated { file, notes })
+}
+
+/// Each note once: what several jobs share (an option of `[global]`)
+/// names them together, or "every job" when it is all of them.
+fn once_per_file(notes: Vec<String>, names: &[String]) -> Vec<String> {
+    let mut shared: Vec<(String, Vec<String>)> = Vec::new();
+    for note in notes {
+        let (job, what) = match note.split_once(": ") {
+            Some((job, what)) if names.iter().any(|n| n == job) => (job.to_string(), what.to_string()),
+            _ => (String::new(), note),
+        };
+        match shared.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, jobs)) if !jobs.contains(&job) => jobs.push(job),
+            Some(_) => {}
+            None => shared.push((what, vec![job])),
+        }
+    }
+    let all = |jobs: &[String]| names.len() > 1 && names.iter().all(|n| jobs.contains(n));
+    let named = |(what, jobs): (String, Vec<String>)| match jobs.as_slice() {
+        [none] if none.is_empty() => what,
+        jobs if all(jobs) => format!("every job: {what}"),
+        jobs => format!("{}: {what}", jobs.join(", ")),
+    };
+    shared.into_iter().map(named).collect()
 }
 
 /// The last touches once a job's options are all read.
@@ -285,10 +320,20 @@ fn finish(mut j: Job, notes: &mut Vec<String>) -> JobFields {
         let files = u64::from(j.fields.nrfiles.unwrap_or(1));
         j.fields.size = Some(exact_size(per_file * files));
     }
-    if !j.time_based && j.fields.runtime.is_some() && j.fields.io_size.is_none() && j.fields.ios.is_none() {
-        // Without time_based fio stops at the runtime or after one pass
-        // over the region, whichever comes first.
-        j.fields.io_size = j.fields.size.clone();
+    let bounded = j.fields.io_size.is_some() || j.fields.ios.is_some();
+    if !j.time_based && !bounded && (j.fields.runtime.is_some() || j.loops > 1) {
+        // Without time_based fio stops at the runtime or after its passes
+        // over the region (`loops`, one by default), whichever comes
+        // first. (A job with no end at all makes one pass in iolab too.)
+        let region = j.fields.size.as_deref().and_then(|s| fio_bytes(s, 1024));
+        let region = region.or_else(|| j.fields.target.as_deref().and_then(|t| target_bytes(Path::new(t))));
+        match region {
+            Some(bytes) => j.fields.io_size = Some(exact_size(bytes * j.loops)),
+            None => notes.push(format!(
+                "{}: loops={}: ignored, the region's size is not known before the run (give size=)",
+                j.name, j.loops
+            )),
+        }
     }
     if j.stonewall {
         j.fields.stonewall = Some(true);
@@ -310,6 +355,9 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
         do_verify: true,
         verify_only: false,
         percentage_random: None,
+        loops: 1,
+        null_engine: false,
+        rate_bytes: None,
     };
     let kb_base = options
         .iter()
@@ -456,6 +504,10 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
                     Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
             }
             "ioengine" => {
+                if v == Some("null") {
+                    j.null_engine = true;
+                    continue;
+                }
                 let engine = match v.unwrap_or("") {
                     "io_uring" | "libaio" | "posixaio" => "uring",
                     "psync" | "sync" | "pvsync" | "pvsync2" | "vsync" => "sync",
@@ -488,15 +540,32 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
             }
             "random_distribution" => {
                 let text = v.ok_or_else(|| bad("needs a distribution"))?;
-                let skew =
-                    match text.split_once(':') {
-                        None if text == "random" => "uniform".to_string(),
-                        Some(("zipf", theta)) => format!("zipf:{theta}"),
-                        _ => return Err(bad(
-                            "iolab has uniform (random) and zipf:THETA; --skew hot:IO/REGION for a hot spot",
-                        )),
-                    };
+                let first = text.split(',').next().unwrap_or(text);
+                if first != text {
+                    ignore("reads and writes both use the first distribution");
+                }
+                let skew = match first.split_once(':') {
+                    None if first == "random" => "uniform".to_string(),
+                    Some(("zipf", theta)) => format!("zipf:{theta}"),
+                    Some(("zoned", zones)) => format!("zoned:{zones}"),
+                    _ => return Err(bad(
+                        "iolab has uniform (random), zipf:THETA and zoned:IO/REGION:...; zoned_abs, pareto \
+                             and normal have no equivalent",
+                    )),
+                };
                 j.fields.skew = Some(skew.parse().map_err(|e| bad(&format!("{e}")))?);
+            }
+            "loops" => {
+                j.loops =
+                    v.and_then(|v| v.parse().ok()).filter(|n| *n > 0).ok_or_else(|| bad("not a count"))?
+            }
+            "rate" => {
+                let text = v.ok_or_else(|| bad("needs a rate"))?;
+                let first = text.split(',').next().unwrap_or(text);
+                if text.contains(',') {
+                    ignore("the first rate caps reads and writes together");
+                }
+                j.rate_bytes = Some(bytes(Some(first))?).filter(|r| *r > 0);
             }
             "rate_iops" => {
                 let text = v.ok_or_else(|| bad("needs a rate"))?;
@@ -548,7 +617,49 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
         }
     }
     percentage_random(&mut j, notes);
+    null_engine(&mut j, notes).map_err(|why| UsageError(format!("[{name}] ioengine=null: {why}")))?;
+    rate(&mut j, notes).map_err(|why| UsageError(format!("[{name}] rate: {why}")))?;
     Ok(j)
+}
+
+/// fio's null engine, which moves no data, is iolab's `null:SIZE`
+/// target: the job's size (or its files' sizes) names the region.
+fn null_engine(j: &mut Job, notes: &mut Vec<String>) -> Result<(), String> {
+    if !j.null_engine {
+        return Ok(());
+    }
+    let files = u64::from(j.fields.nrfiles.unwrap_or(1));
+    let size = match (&j.fields.size, j.filesize) {
+        (Some(size), _) => size.clone(),
+        (None, Some(per_file)) => exact_size(per_file * files),
+        (None, None) => return Err("needs size= (the null engine has no file to take it from)".into()),
+    };
+    if let Some(file) = j.fields.target.replace(format!("null:{size}")) {
+        notes.push(format!("{}: filename={file}: not opened, as fio's null engine opens nothing", j.name));
+    }
+    j.fields.nrfiles = None;
+    Ok(())
+}
+
+/// fio's `rate` (bytes a second) as a cap on requests a second, which
+/// needs one transfer size.
+fn rate(j: &mut Job, notes: &mut Vec<String>) -> Result<(), String> {
+    let Some(rate) = j.rate_bytes else { return Ok(()) };
+    if j.fields.rate_iops.is_some() {
+        return Err("give rate= or rate_iops=, not both".into());
+    }
+    let bs = match &j.fields.bs {
+        None => 4096,
+        Some(workloads::BlockSizes::Fixed(bs)) => *bs,
+        Some(_) => return Err("needs one transfer size (bs=); give rate_iops= for a mix of sizes".into()),
+    };
+    let iops = (rate / bs).max(1);
+    j.fields.rate_iops = Some(iops);
+    notes.push(format!(
+        "{}: rate={rate}: capped at {iops} requests a second ({rate} bytes a second in {bs}-byte requests)",
+        j.name
+    ));
+    Ok(())
 }
 
 /// fio's `percentage_random=N` is Vdbench's seekpct: N% of the requests

@@ -60,7 +60,9 @@ pub struct JobFields {
     /// patterns, 100 for random ones.
     #[arg(long, value_name = "PCT")]
     pub seekpct: Option<u8>,
-    /// Spread of random offsets: uniform (default), zipf:THETA, or hot:IO%/REGION%.
+    /// Spread of random offsets: uniform (default), zipf:THETA,
+    /// hot:IO%/REGION%, or zoned:IO/REGION:... (fio's zoned: consecutive
+    /// zones from the region's start, each taking IO% of the requests).
     #[arg(long, value_name = "SKEW")]
     #[serde(default, deserialize_with = "parsed")]
     pub skew: Option<Skew>,

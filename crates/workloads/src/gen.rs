@@ -32,7 +32,12 @@ enum SizeGen {
 enum PlaceGen {
     Uniform,
     Zipf(Zipf<f64>),
-    Hot { io_pct: u8, region_pct: u8 },
+    Hot {
+        io_pct: u8,
+        region_pct: u8,
+    },
+    /// fio's zones: (I/O share, region share), in percent.
+    Zoned(Vec<(u8, u8)>),
 }
 
 /// A large prime, coprime with any slot count below it, used to scatter
@@ -79,11 +84,12 @@ impl RequestGen {
                 SizeGen::Range { min_steps: min / step, max_steps: max / step, step: *step }
             }
         };
-        let place = match job.skew {
+        let place = match job.skew.clone() {
             Skew::Uniform => PlaceGen::Uniform,
             // Invariant: theta was checked to be in (0, 10] and slots >= 1.
             Skew::Zipf { theta } => PlaceGen::Zipf(Zipf::new(slots as f64, theta).expect("valid zipf")),
             Skew::Hot { io_pct, region_pct } => PlaceGen::Hot { io_pct, region_pct },
+            Skew::Zoned { zones } => PlaceGen::Zoned(zones),
         };
         RequestGen {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
@@ -159,10 +165,33 @@ impl RequestGen {
                     self.rng.random_range(hot_slots..slots)
                 }
             }
+            PlaceGen::Zoned(zones) => {
+                let pick = self.rng.random_range(0..100u32);
+                let within = zone_slots(zones, pick, slots);
+                self.rng.random_range(within)
+            }
         };
         let offset = self.region.start + slot * align;
         // Random placement continues sequentially from here when seekpct < 100.
         self.cursor = (offset + len.next_multiple_of(align)).min(self.seq_start + self.seq_len);
         offset
     }
+}
+
+/// The slots of the zone whose cumulative I/O share passes `pick`
+/// (0..100), laid from the region's start: at least one slot, inside the
+/// `slots` a request of this size has.
+fn zone_slots(zones: &[(u8, u8)], pick: u32, slots: u64) -> std::ops::Range<u64> {
+    let (mut io, mut region) = (0u32, 0u64);
+    for &(share, size) in zones {
+        let start = slots * region / 100;
+        io += u32::from(share);
+        region += u64::from(size);
+        if pick < io {
+            let start = start.min(slots - 1);
+            return start..(slots * region / 100).clamp(start + 1, slots);
+        }
+    }
+    // Unreachable for a parsed skew (the shares add up to 100).
+    0..slots
 }

@@ -324,7 +324,7 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 /// How random offsets are spread over the region.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Skew {
     Uniform,
@@ -339,13 +339,20 @@ pub enum Skew {
         io_pct: u8,
         region_pct: u8,
     },
+    /// fio's `zoned`: the region cut into consecutive zones from its
+    /// start, each (`io_pct`, `region_pct`) taking that percentage of the
+    /// requests, uniformly within it. The I/O shares add up to 100, the
+    /// region shares to at most 100 (what is left is not touched).
+    Zoned {
+        zones: Vec<(u8, u8)>,
+    },
 }
 
 impl Skew {
     /// `uniform`, `zipf:1.2`, or `hot:90/10`.
     pub fn parse(text: &str) -> Result<Skew, SpecError> {
         let bad = || {
-            spec_error("skew", format!("'{text}' is not a skew; use uniform, zipf:THETA (e.g. zipf:1.2) or hot:IO%/REGION% (e.g. hot:90/10)"))
+            spec_error("skew", format!("'{text}' is not a skew; use uniform, zipf:THETA (e.g. zipf:1.2), hot:IO%/REGION% (e.g. hot:90/10) or zoned:IO/REGION:... (e.g. zoned:60/10:30/20:10/70)"))
         };
         if text == "uniform" {
             return Ok(Skew::Uniform);
@@ -356,6 +363,9 @@ impl Skew {
                 return Err(spec_error("skew", format!("zipf exponent {theta} must be in (0, 10]")));
             }
             return Ok(Skew::Zipf { theta });
+        }
+        if let Some(rest) = text.strip_prefix("zoned:") {
+            return Skew::zoned(rest);
         }
         if let Some(rest) = text.strip_prefix("hot:") {
             let (io, region) = rest.split_once('/').ok_or_else(bad)?;
@@ -373,12 +383,57 @@ impl Skew {
     }
 }
 
+impl Skew {
+    /// `IO/REGION:IO/REGION:...` (fio's `zoned:50/5:30/15:20/`): a last
+    /// zone with no region share takes the rest of the region.
+    fn zoned(text: &str) -> Result<Skew, SpecError> {
+        let bad = |why: String| spec_error("skew", format!("zoned:{text}: {why}"));
+        let parts: Vec<&str> = text.split(':').filter(|p| !p.is_empty()).collect();
+        if parts.is_empty() || parts.len() > 64 {
+            return Err(bad("give 1 to 64 zones as IO%/REGION%, e.g. zoned:60/10:30/20:10/70".into()));
+        }
+        let mut zones = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let (io, region) =
+                part.split_once('/').ok_or_else(|| bad(format!("'{part}' is not IO%/REGION%")))?;
+            let io: u8 = io
+                .parse()
+                .ok()
+                .filter(|p| *p <= 100)
+                .ok_or_else(|| bad(format!("'{io}' is not a percentage")))?;
+            let used: u32 = zones.iter().map(|&(_, r): &(u8, u8)| u32::from(r)).sum();
+            let region: u8 = match region {
+                "" if i + 1 == parts.len() => (100 - used.min(100)) as u8,
+                r => r.parse().ok().filter(|p| (1..=100).contains(p)).ok_or_else(|| {
+                    bad(format!(
+                        "'{r}' is not a region percentage 1-100 (only the last zone may leave it out)"
+                    ))
+                })?,
+            };
+            zones.push((io, region));
+        }
+        let io: u32 = zones.iter().map(|&(io, _)| u32::from(io)).sum();
+        let region: u32 = zones.iter().map(|&(_, r)| u32::from(r)).sum();
+        if io != 100 {
+            return Err(bad(format!("the I/O shares add up to {io}, not 100")));
+        }
+        if region > 100 || zones.iter().any(|&(_, r)| r == 0) {
+            return Err(bad(format!("the region shares add up to {region}; at most 100, none empty")));
+        }
+        Ok(Skew::Zoned { zones })
+    }
+}
+
 impl fmt::Display for Skew {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Skew::Uniform => f.write_str("uniform"),
             Skew::Zipf { theta } => write!(f, "zipf:{theta}"),
             Skew::Hot { io_pct, region_pct } => write!(f, "hot:{io_pct}/{region_pct}"),
+            Skew::Zoned { zones } => {
+                let zones: Vec<String> = zones.iter().map(|(io, region)| format!("{io}/{region}")).collect();
+                write!(f, "zoned:{}", zones.join(":"))
+            }
         }
     }
 }

@@ -177,7 +177,7 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         rw,
         read_pct,
         seek_pct: f.seekpct.unwrap_or(rw.default_seek_pct()),
-        skew: f.skew.unwrap_or(Skew::Uniform),
+        skew: f.skew.clone().unwrap_or(Skew::Uniform),
         bs,
         align_bytes: bytes("bsalign", &f.bsalign)?,
         threads: f.threads.unwrap_or(1),

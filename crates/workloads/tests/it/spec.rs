@@ -81,6 +81,12 @@ fn skews_parse() {
     assert_eq!(Skew::parse("hot:90/10"), Ok(Skew::Hot { io_pct: 90, region_pct: 10 }));
     assert!(Skew::parse("hot:190/10").is_err());
     assert!(Skew::parse("zipf:0").is_err());
+    let zoned = Skew::parse("zoned:50/5:30/15:20/").unwrap();
+    assert_eq!(zoned, Skew::Zoned { zones: vec![(50, 5), (30, 15), (20, 80)] });
+    assert_eq!(zoned.to_string(), "zoned:50/5:30/15:20/80");
+    assert!(Skew::parse("zoned:50/5:30/15").is_err(), "I/O shares must add up to 100");
+    assert!(Skew::parse("zoned:50/60:50/60").is_err(), "region shares past 100");
+    assert!(Skew::parse("zoned:50/:50/10").is_err(), "only the last zone may leave its region out");
 }
 
 #[test]
