@@ -25,6 +25,12 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The subcommands' names, as a user types them.
+pub fn subcommand_names() -> Vec<String> {
+    use clap::CommandFactory;
+    Cli::command().get_subcommands().map(|c| c.get_name().to_string()).collect()
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run block workloads (fio/Vdbench kind) on a file, a block device or

@@ -37,7 +37,7 @@ pub struct JobFields {
     /// or sim:ssd[,...] (a simulated disk in modeled time: docs/sim.md), or
     /// a directory (files in it: --nrfiles). A missing file is created
     /// sparse with the region's size. Default: a temporary 1 GiB file.
-    #[arg(long, short = 't', value_name = "TARGET")]
+    #[arg(long, visible_alias = "filename", short = 't', value_name = "TARGET")]
     pub target: Option<String>,
     /// Name of the job in reports.
     #[arg(long, value_name = "NAME")]
@@ -75,27 +75,27 @@ pub struct JobFields {
     pub bs: Option<BlockSizes>,
     /// Offsets are multiples of this (default: the transfer size if fixed,
     /// else the sector size).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, visible_alias = "blockalign", value_name = "SIZE")]
     pub bsalign: Option<String>,
     /// Worker threads (default 1).
-    #[arg(long, value_name = "N")]
+    #[arg(long, visible_alias = "numjobs", value_name = "N")]
     pub threads: Option<u32>,
     /// Requests in flight per thread, uring or virtual engine (default 1; 16 in the default job).
     #[arg(long, value_name = "N")]
     pub iodepth: Option<u32>,
     /// Requests queued before they are submitted together, uring engine
     /// (fio's iodepth_batch_submit; default 1: each as soon as it is ready).
-    #[arg(long, value_name = "N")]
+    #[arg(long, visible_alias = "iodepth_batch_submit", alias = "iodepth_batch", value_name = "N")]
     pub iodepth_batch: Option<u32>,
     /// How requests are submitted: auto (default: uring for files and block
     /// devices where the kernel allows it, else sync; sync under a group or
     /// sync validation journal; virtual on a simulated disk), sync, uring or
     /// virtual (a sim: target's modeled time, docs/sim.md).
-    #[arg(long, value_name = "ENGINE")]
+    #[arg(long, visible_alias = "ioengine", value_name = "ENGINE")]
     #[serde(default, deserialize_with = "parsed")]
     pub engine: Option<EngineChoice>,
     /// Bypass the page cache (O_DIRECT) on files and block devices.
-    #[arg(long, num_args = 0, default_missing_value = "true")]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub direct: Option<bool>,
     /// Lay out unwritten parts of the region before the clock starts:
     /// auto (default: when the job reads, as fio lays out its files; holes
@@ -126,25 +126,25 @@ pub struct JobFields {
     #[arg(skip)]
     pub stonewall: Option<bool>,
     /// Flush (fdatasync) after every N writes in each thread.
-    #[arg(long, value_name = "N")]
+    #[arg(long, visible_alias = "fsync", value_name = "N")]
     pub flush_every: Option<u64>,
     /// Flush once at the end, inside the measurement (fio's end_fsync).
-    #[arg(long, num_args = 0, default_missing_value = "true")]
+    #[arg(long, visible_alias = "end_fsync", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub end_flush: Option<bool>,
     /// Stop after this long (10, 10s, 500ms, 2m).
     #[arg(long, value_name = "TIME")]
     pub runtime: Option<String>,
     /// Stop after this many bytes in all threads together.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, visible_alias = "io_size", alias = "io_limit", value_name = "SIZE")]
     pub io_size: Option<String>,
     /// Stop after exactly this many requests in all threads together.
-    #[arg(long, value_name = "N")]
+    #[arg(long, visible_alias = "number_ios", value_name = "N")]
     pub ios: Option<u64>,
     /// Run this long before measuring (warm-up, excluded from results).
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, visible_alias = "ramp_time", value_name = "TIME")]
     pub ramp: Option<String>,
     /// Limit to this many requests per second in all threads together.
-    #[arg(long, value_name = "N")]
+    #[arg(long, visible_alias = "rate_iops", value_name = "N")]
     pub rate_iops: Option<u64>,
     /// Data written: random (default), zeros, or compress:PCT (compresses to PCT%).
     #[arg(long, value_name = "PATTERN")]
@@ -205,7 +205,7 @@ pub struct JobFields {
     #[arg(long, value_name = "N")]
     pub max_errors: Option<u64>,
     /// Seed of the request sequence: the same seed gives the same requests (default 1).
-    #[arg(long, value_name = "N")]
+    #[arg(long, visible_alias = "randseed", value_name = "N")]
     pub seed: Option<u64>,
     /// Run through iolab's write-ahead block log in this mode: log (writes
     /// join a transaction committed at each flush; a crash keeps every

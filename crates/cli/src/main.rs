@@ -21,6 +21,7 @@ mod stack;
 mod sweep;
 mod sweep_journal;
 mod sweep_policies;
+mod usage_hints;
 mod validate;
 mod volume;
 
@@ -157,6 +158,9 @@ fn main() -> ExitCode {
             // clap prints help and version to stdout (exit 0) and usage
             // errors to stderr (exit 2).
             let _ = e.print();
+            if let Some(hint) = usage_hints::hint(&e) {
+                eprintln!("{hint}");
+            }
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };

@@ -75,9 +75,14 @@ impl FromStr for EngineChoice {
     fn from_str(text: &str) -> Result<EngineChoice, SpecError> {
         match text {
             "auto" => Ok(EngineChoice::Auto),
-            "sync" => Ok(EngineChoice::Sync),
-            "uring" => Ok(EngineChoice::Uring),
+            // fio's names for the same mechanisms: pread/pwrite, io_uring.
+            "sync" | "psync" | "pvsync" | "pvsync2" => Ok(EngineChoice::Sync),
+            "uring" | "io_uring" => Ok(EngineChoice::Uring),
             "virtual" => Ok(EngineChoice::Virtual),
+            "libaio" | "posixaio" => Err(spec_error(
+                "engine",
+                format!("iolab has no {text} engine; uring (fio's io_uring) submits asynchronously as {text} does"),
+            )),
             other => Err(spec_error(
                 "engine",
                 format!("'{other}' is not an engine; use auto, sync, uring or virtual (sim: targets)"),

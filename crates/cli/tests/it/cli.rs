@@ -54,3 +54,68 @@ fn unknown_flag_is_a_usage_error_naming_the_flag() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--frobnicate"), "{}", stderr(&out));
 }
+
+/// fio's spellings of the options iolab shares are its flags' aliases:
+/// a fio command line's options mean what they mean to fio.
+/// A TOML job file of one reading job, for flags to apply to.
+fn reading_job(dir: &std::path::Path) -> String {
+    let job = dir.join("job.toml");
+    std::fs::write(&job, "[[job]]\nrw = \"read\"\n").unwrap();
+    job.to_str().unwrap().to_string()
+}
+
+#[test]
+fn fio_spellings_of_shared_options_are_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = iolab(&[
+        "run",
+        &reading_job(dir.path()),
+        "--filename",
+        "/tmp/iolab-fio-spelling.img",
+        "--size",
+        "1m",
+        "--numjobs",
+        "2",
+        "--ioengine=io_uring",
+        "--direct=1",
+        "--ramp_time",
+        "1",
+        "--randseed",
+        "7",
+        "--print-job",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let job = stdout(&out);
+    for line in
+        ["target = \"/tmp/iolab-fio-spelling.img\"", "threads = 2", "engine = \"uring\"", "direct = true"]
+    {
+        assert!(job.contains(line), "{line} missing from:\n{job}");
+    }
+    assert!(!std::path::Path::new("/tmp/iolab-fio-spelling.img").exists(), "--print-job made the target");
+}
+
+#[test]
+fn direct_0_in_fios_spelling_turns_o_direct_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = iolab(&["run", &reading_job(dir.path()), "--target", "mem:1m", "--direct=0", "--print-job"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("direct = false"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_fio_option_iolab_does_without_says_what_to_do() {
+    let out = iolab(&["run", "--time_based", "--runtime", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("fio's --time_based: iolab runs for all of --runtime already"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_mistyped_subcommand_gets_the_nearest_name() {
+    let out = iolab(&["rn"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("did you mean 'run'?"), "{}", stderr(&out));
+}
