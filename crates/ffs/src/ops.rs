@@ -689,7 +689,7 @@ impl FileSystem for Ffs {
         let ino = core.valid_ino(ino)?;
         let mut inode = core.inode(ino)?;
         file_only(&inode)?;
-        let end = (offset + buf.len() as u64).min(inode.size);
+        let end = offset.saturating_add(buf.len() as u64).min(inode.size);
         let mut at = offset;
         while at < end {
             let (n, within) = (at / BLOCK_BYTES as u64, (at % BLOCK_BYTES as u64) as usize);
@@ -713,6 +713,10 @@ impl FileSystem for Ffs {
         let ino = core.valid_ino(ino)?;
         let mut inode = core.inode(ino)?;
         file_only(&inode)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        fsapi::check_file_end(offset, data.len() as u64, FILE_BYTES_MAX)?;
         let mut done = 0usize;
         let result = write_blocks(&mut core, ino, &mut inode, offset, data, &mut done);
         if done > 0 {
@@ -760,6 +764,11 @@ impl FileSystem for Ffs {
 
     fn sync(&self) -> Result<()> {
         self.sync_all().map_err(|e| if e.is_out_of_space() { Errno::NOSPC } else { Errno::IO })
+    }
+
+    /// Every block the inode maps (docs/formats.md, "Inode").
+    fn file_bytes_max(&self) -> u64 {
+        FILE_BYTES_MAX
     }
 }
 
@@ -811,6 +820,7 @@ fn write_blocks(
 /// first under `sync`), the tail of the last block zeroed.
 fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Result<()> {
     file_only(inode)?;
+    fsapi::check_file_end(size, 0, FILE_BYTES_MAX)?;
     if size < inode.size {
         let keep = size.div_ceil(BLOCK_BYTES as u64);
         core.shed_in_chunks(ino, inode, keep)?;

@@ -131,4 +131,8 @@ impl FileSystem for Interruptible<'_> {
     fn sync(&self) -> Result<()> {
         self.fs.sync()
     }
+
+    fn file_bytes_max(&self) -> u64 {
+        self.fs.file_bytes_max()
+    }
 }

@@ -33,6 +33,12 @@ pub const ROOT: Ino = 1;
 /// The longest name a directory entry holds, in bytes.
 pub const NAME_BYTES_MAX: usize = 255;
 
+/// The largest file a backend allows unless it says less
+/// ([`FileSystem::file_bytes_max`]): Linux's own bound on a file offset
+/// (`MAX_LFS_FILESIZE` on 64-bit machines), which the kernel checks
+/// before any file system sees a write.
+pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
+
 pub type Result<T, E = Errno> = std::result::Result<T, E>;
 
 /// What an inode is.
@@ -290,6 +296,24 @@ pub trait FileSystem: Send + Sync {
 
     /// Makes everything durable.
     fn sync(&self) -> Result<()>;
+
+    /// The largest size a file may have, in bytes. A `write` or a
+    /// `setattr` size whose end passes it fails with `EFBIG` before
+    /// anything changes ([`check_file_end`]).
+    fn file_bytes_max(&self) -> u64 {
+        FILE_BYTES_MAX
+    }
+}
+
+/// `EFBIG` when `len` bytes at `offset` would end past `max` bytes (a
+/// write, or a truncation to `offset` with `len` 0). An empty write
+/// extends nothing and is not asked (pwrite(2) of nothing succeeds
+/// wherever it is).
+pub fn check_file_end(offset: u64, len: u64, max: u64) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= max => Ok(()),
+        _ => Err(Errno::FBIG),
+    }
 }
 
 /// Checks a name given to a call: one path component of at most

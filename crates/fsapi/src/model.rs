@@ -277,6 +277,9 @@ impl FileSystem for ModelFs {
         let mut state = self.lock();
         let node = state.node_mut(ino)?;
         if let Some(size) = changes.size {
+            if matches!(node.body, Body::File(_)) {
+                crate::check_file_end(size, 0, crate::FILE_BYTES_MAX)?;
+            }
             match &mut node.body {
                 Body::File(data) => data.resize(size as usize, 0),
                 Body::Dir(_) => return Err(Errno::ISDIR),
@@ -419,6 +422,7 @@ impl FileSystem for ModelFs {
             // As pwrite(2): writing nothing extends nothing.
             return Ok(0);
         }
+        crate::check_file_end(offset, bytes.len() as u64, crate::FILE_BYTES_MAX)?;
         let end = offset as usize + bytes.len();
         if data.len() < end {
             data.resize(end, 0);

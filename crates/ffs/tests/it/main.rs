@@ -3,6 +3,7 @@ mod files;
 mod fsck;
 mod fuzz;
 mod inode;
+mod limits;
 mod model;
 mod special;
 mod superblock;

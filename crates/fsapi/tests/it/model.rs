@@ -62,3 +62,14 @@ fn a_name_over_255_bytes_is_refused() {
     let long = "x".repeat(256);
     assert_eq!(fs.create(ROOT, name(&long), Owner::root(0o644)), Err(Errno::NAMETOOLONG));
 }
+
+#[test]
+fn a_write_or_truncation_past_the_largest_offset_linux_allows_is_efbig() {
+    let fs = ModelFs::new();
+    let f = fs.create(ROOT, name("f"), Owner::root(0o644)).unwrap();
+    assert_eq!(fs.file_bytes_max(), i64::MAX as u64);
+    assert_eq!(fs.write(f.ino, i64::MAX as u64, b"x"), Err(Errno::FBIG));
+    let past = fsapi::SetAttr { size: Some(i64::MAX as u64 + 1), ..Default::default() };
+    assert_eq!(fs.setattr(f.ino, &past), Err(Errno::FBIG));
+    assert_eq!(fs.getattr(f.ino).unwrap().size, 0);
+}
