@@ -76,8 +76,12 @@ pub(crate) fn through_fuse(
 ) -> anyhow::Result<(Done, fusefront::Served)> {
     let mut served = None;
     let done = mounted(target, mount, None, |fs: &Arc<Ffs>, image| {
-        let serving =
-            fusefront::Serving { threads: 2, writeback_cache: true, transport: fusefront::Transport::Auto };
+        let serving = fusefront::Serving {
+            threads: 2,
+            writeback_cache: true,
+            transport: fusefront::Transport::Auto,
+            direct_io_below_bytes: None,
+        };
         std::thread::scope(|scope| {
             let (up, is_up) = mpsc::channel();
             let server = scope.spawn(move || {
