@@ -431,12 +431,11 @@ impl fuser::Filesystem for FuseFront {
         reply: ReplyEmpty,
     ) {
         self.counts.add(wire::op::RENAME);
-        // RENAME_NOREPLACE and RENAME_EXCHANGE are not offered; callers
-        // (mv) fall back to a plain rename.
-        if !flags.is_empty() {
-            return reply.error(FuseErrno::EINVAL);
-        }
-        Self::empty(self.fs.rename(parent.0, name, newparent.0, newname), reply);
+        // RENAME_WHITEOUT (and any other bit) is EINVAL, as from a kernel
+        // file system without whiteouts.
+        let renamed = fsapi::RenameMode::from_flags(flags.bits())
+            .and_then(|mode| self.fs.rename2(parent.0, name, newparent.0, newname, mode));
+        Self::empty(renamed, reply);
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {

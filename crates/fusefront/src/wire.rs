@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use fsapi::{Attr, DirEntry, Errno, FileSystem, FileType, Owner, SetAttr, StatFs, Time};
+use fsapi::{Attr, DirEntry, Errno, FileSystem, FileType, Owner, RenameMode, SetAttr, StatFs, Time};
 
 use crate::direct::Direct;
 use crate::setid::{self, Kill};
@@ -375,14 +375,13 @@ pub(crate) fn answer(
         op::UNLINK => fs.unlink(ino, name(payload)?.0)?,
         op::RMDIR => fs.rmdir(ino, name(payload)?.0)?,
         op::RENAME | op::RENAME2 => {
-            // newdir (0); RENAME2 adds flags (8): RENAME_NOREPLACE and
-            // RENAME_EXCHANGE are not offered (mv falls back).
-            if h.opcode == op::RENAME2 && field32(arg, 8)? != 0 {
-                return Err(Errno::INVAL);
-            }
+            // newdir (0); RENAME2 adds flags (8), RENAME_WHITEOUT EINVAL (as
+            // the fuser front).
+            let flags = if h.opcode == op::RENAME2 { field32(arg, 8)? } else { 0 };
+            let mode = RenameMode::from_flags(flags)?;
             let (from, rest) = name(payload)?;
             let (to, _) = name(rest)?;
-            fs.rename(ino, from, field64(arg, 0)?, to)?;
+            fs.rename2(ino, from, field64(arg, 0)?, to, mode)?;
         }
         op::LINK => put_entry(out, &fs.link(field64(arg, 0)?, ino, name(payload)?.0)?),
         op::OPEN => {
@@ -641,28 +640,50 @@ mod tests {
         assert_eq!(out.len(), 32, "the third entry comes from the second entry's offset");
     }
 
+    /// `struct fuse_rename2_in`: newdir, flags, padding.
+    fn rename2_arg(flags: u32) -> Vec<u8> {
+        [fsapi::ROOT.to_ne_bytes().to_vec(), flags.to_ne_bytes().to_vec(), vec![0u8; 4]].concat()
+    }
+
     #[test]
-    fn rename2_with_flags_is_refused_and_without_moves_the_entry() {
+    fn rename2_exchanges_two_entries() {
         let fs = ModelFs::new();
         let mut out = Vec::new();
-        answer(
-            &fs,
-            &Direct::default(),
-            &header(op::MKDIR, fsapi::ROOT),
-            &mkdir_arg(0o755, 0),
-            b"a\0",
-            &mut out,
-        )
-        .unwrap();
-        let mut arg = [fsapi::ROOT.to_ne_bytes(), [0u8; 8]].concat();
-        arg[8..12].copy_from_slice(&1u32.to_ne_bytes());
-        let refused =
-            answer(&fs, &Direct::default(), &header(op::RENAME2, fsapi::ROOT), &arg, b"a\0b\0", &mut out);
-        assert_eq!(refused, Err(Errno::INVAL));
-        arg[8..12].copy_from_slice(&0u32.to_ne_bytes());
-        answer(&fs, &Direct::default(), &header(op::RENAME2, fsapi::ROOT), &arg, b"a\0b\0", &mut out)
+        let direct = Direct::default();
+        answer(&fs, &direct, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o755, 0), b"a\0", &mut out)
             .unwrap();
-        assert!(fs.lookup(fsapi::ROOT, OsStr::new("b")).is_ok());
+        let create = [0u32, 0o100644, 0, 0].map(u32::to_ne_bytes).concat();
+        answer(&fs, &direct, &header(op::CREATE, fsapi::ROOT), &create, b"b\0", &mut out).unwrap();
+        let exchange = rename2_arg(libc::RENAME_EXCHANGE);
+        answer(&fs, &direct, &header(op::RENAME2, fsapi::ROOT), &exchange, b"a\0b\0", &mut out).unwrap();
+        let kind_of = |n: &str| fs.lookup(fsapi::ROOT, OsStr::new(n)).unwrap().kind;
+        assert_eq!((kind_of("a"), kind_of("b")), (FileType::File, FileType::Dir));
+    }
+
+    #[test]
+    fn rename2_without_replacing_an_existing_name_is_eexist() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let direct = Direct::default();
+        for n in [b"a\0", b"b\0"] {
+            answer(&fs, &direct, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o755, 0), n, &mut out).unwrap();
+        }
+        let noreplace = rename2_arg(libc::RENAME_NOREPLACE);
+        let got = answer(&fs, &direct, &header(op::RENAME2, fsapi::ROOT), &noreplace, b"a\0b\0", &mut out);
+        assert_eq!(got, Err(Errno::EXIST));
+    }
+
+    #[test]
+    fn rename2_with_whiteout_is_einval_and_moves_nothing() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let direct = Direct::default();
+        answer(&fs, &direct, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o755, 0), b"a\0", &mut out)
+            .unwrap();
+        let whiteout = rename2_arg(libc::RENAME_WHITEOUT);
+        let got = answer(&fs, &direct, &header(op::RENAME2, fsapi::ROOT), &whiteout, b"a\0b\0", &mut out);
+        assert_eq!(got, Err(Errno::INVAL));
+        assert!(fs.lookup(fsapi::ROOT, OsStr::new("a")).is_ok());
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod fuzz;
 mod inode;
 mod limits;
 mod model;
+mod rename;
 mod special;
 mod superblock;
 mod unclean;
