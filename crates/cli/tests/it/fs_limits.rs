@@ -1,6 +1,7 @@
 //! The file system's limits where programs see them, through real mounts:
-//! the largest file (EFBIG at the call) and a full file system (ENOSPC
-//! from write(2) itself, with the kernel's writeback cache too).
+//! the largest file (EFBIG at the call), a full file system (ENOSPC from
+//! write(2) itself, with the kernel's writeback cache too), and what the
+//! kernel does not carry to a FUSE server at all (FIEMAP).
 
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -116,4 +117,29 @@ fn fs_a_full_file_system_refuses_write_itself_over_io_uring() {
     if fuse_uring_usable() {
         full_file_system_refuses_write_itself("uring");
     }
+}
+
+/// FS_IOC_FIEMAP never reaches a FUSE server: the kernel answers it
+/// EOPNOTSUPP itself (docs/fs.md, "FIEMAP: not through FUSE"). Should a
+/// kernel carry it one day, this fails and the docs must change.
+#[test]
+fn fs_fiemap_through_a_mount_is_eopnotsupp_from_the_kernel() {
+    use std::os::fd::AsRawFd;
+    if !fuse_usable() {
+        return;
+    }
+    let (_dir, image, mnt) = fresh("16m");
+    let mounted = Mounted::start(&image, &mnt, "async", &[]);
+    std::fs::write(mnt.join("f"), vec![1u8; 64 << 10]).unwrap();
+    let file = std::fs::File::open(mnt.join("f")).unwrap();
+    // struct fiemap: fm_start, fm_length, fm_flags and fm_mapped_extents,
+    // fm_extent_count (0: count only) and fm_reserved.
+    let mut fiemap = [0u64, u64::MAX, 0, 0];
+    const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+    // SAFETY: FS_IOC_FIEMAP with a struct fiemap asking for no extents.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, fiemap.as_mut_ptr()) };
+    let errno = std::io::Error::last_os_error().raw_os_error();
+    assert_eq!((rc, errno), (-1, Some(libc::EOPNOTSUPP)));
+    drop(file);
+    mounted.unmount();
 }
