@@ -467,6 +467,9 @@ impl<F: FnMut() + Send> FileSystem for Observed<'_, F> {
     fn sync(&self) -> fsapi::Result<()> {
         self.inner.sync()
     }
+    fn file_bytes_max(&self) -> u64 {
+        self.inner.file_bytes_max()
+    }
 }
 
 /// Writes `data` as the whole of the file `name` in the root and fsyncs
