@@ -3,15 +3,17 @@
 //! say whether finer locks pay). Under the `sync` policy the writes that
 //! keep an image repairable go out at once, in FFS's order: an inode
 //! before the entry that names it, an entry removed before its inode and
-//! blocks are freed, a rename's new entry before the old one goes, and an
-//! inode's pointers cleared before its blocks are freed.
+//! blocks are freed, a rename's new entry before the old one goes (an
+//! exchange's raised counts before its two entries), and an inode's
+//! pointers cleared before its blocks are freed.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Mutex, MutexGuard};
 
 use fsapi::{
-    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs, Time,
+    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs,
+    Time,
 };
 
 use crate::commits::Commits;
@@ -658,13 +660,24 @@ impl FileSystem for Ffs {
         unlinked(&mut core, found.ino, victim, 2)
     }
 
-    fn rename(&self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()> {
+    fn rename2(
+        &self,
+        parent: Ino,
+        name: &OsStr,
+        new_parent: Ino,
+        new_name: &OsStr,
+        mode: RenameMode,
+    ) -> Result<()> {
         check_name(name)?;
         check_name(new_name)?;
         let mut core = self.lock();
         core.check_alive()?;
         let (parent, new_parent) = (core.valid_ino(parent)?, core.valid_ino(new_parent)?);
-        rename(&mut core, parent, name.as_bytes(), new_parent, new_name.as_bytes())
+        let (name, new_name) = (name.as_bytes(), new_name.as_bytes());
+        match mode {
+            RenameMode::Exchange => exchange(&mut core, parent, name, new_parent, new_name),
+            _ => rename(&mut core, parent, name, new_parent, new_name, mode == RenameMode::NoReplace),
+        }
     }
 
     fn open(&self, ino: Ino) -> Result<()> {
@@ -696,7 +709,7 @@ impl FileSystem for Ffs {
         let ino = core.valid_ino(ino)?;
         let mut inode = core.inode(ino)?;
         file_only(&inode)?;
-        let end = (offset + buf.len() as u64).min(inode.size);
+        let end = offset.saturating_add(buf.len() as u64).min(inode.size);
         let mut at = offset;
         while at < end {
             let (n, within) = (at / BLOCK_BYTES as u64, (at % BLOCK_BYTES as u64) as usize);
@@ -720,6 +733,10 @@ impl FileSystem for Ffs {
         let ino = core.valid_ino(ino)?;
         let mut inode = core.inode(ino)?;
         file_only(&inode)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        fsapi::check_file_end(offset, data.len() as u64, FILE_BYTES_MAX)?;
         let mut done = 0usize;
         let result = write_blocks(&mut core, ino, &mut inode, offset, data, &mut done);
         if done > 0 {
@@ -767,6 +784,11 @@ impl FileSystem for Ffs {
 
     fn sync(&self) -> Result<()> {
         self.sync_all().map_err(|e| if e.is_out_of_space() { Errno::NOSPC } else { Errno::IO })
+    }
+
+    /// Every block the inode maps (docs/formats.md, "Inode").
+    fn file_bytes_max(&self) -> u64 {
+        FILE_BYTES_MAX
     }
 }
 
@@ -818,6 +840,7 @@ fn write_blocks(
 /// first under `sync`), the tail of the last block zeroed.
 fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Result<()> {
     file_only(inode)?;
+    fsapi::check_file_end(size, 0, FILE_BYTES_MAX)?;
     if size < inode.size {
         let keep = size.div_ceil(BLOCK_BYTES as u64);
         core.shed_in_chunks(ino, inode, keep)?;
@@ -853,8 +876,17 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
 /// new entry, the old entry removed, a moved directory's `..` pointed at
 /// its new parent before the old parent's count drops, the source's
 /// count lowered again.
-fn rename(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> Result<()> {
-    let Some(plan) = plan_rename(core, parent, name, new_parent, new_name)? else { return Ok(()) };
+fn rename(
+    core: &mut Core,
+    parent: u32,
+    name: &[u8],
+    new_parent: u32,
+    new_name: &[u8],
+    no_replace: bool,
+) -> Result<()> {
+    let Some(plan) = plan_rename(core, parent, name, new_parent, new_name, no_replace)? else {
+        return Ok(());
+    };
     let Rename { src, dst, moving_dir } = plan;
     let across = moving_dir && parent != new_parent;
     let mut to_dir = dir_inode(core, new_parent)?;
@@ -929,23 +961,42 @@ struct Rename {
     moving_dir: bool,
 }
 
-/// Every check rename(2) makes, in Linux's order, before anything is
-/// written; None when there is nothing to do (a name onto itself).
+/// What a rename reads first: the source's entry (ENOENT without one) and
+/// the destination's, if there is one, with both directories' inodes.
+struct Ends {
+    from_dir: DiskInode,
+    src: crate::dir::Found,
+    to_dir: DiskInode,
+    dst: Option<crate::dir::Found>,
+}
+
+fn ends(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> Result<Ends> {
+    let mut from_dir = dir_inode(core, parent)?;
+    let src = core.dir_lookup(parent, &mut from_dir, name)?.ok_or(Errno::NOENT)?;
+    let mut to_dir = dir_inode(core, new_parent)?;
+    let dst = core.dir_lookup(new_parent, &mut to_dir, new_name)?;
+    Ok(Ends { from_dir, src, to_dir, dst })
+}
+
+/// Every check rename(2) makes (and with `no_replace` renameat2's
+/// `RENAME_NOREPLACE`), in Linux's order, before anything is written; None
+/// when there is nothing to do (a name onto itself).
 fn plan_rename(
     core: &mut Core,
     parent: u32,
     name: &[u8],
     new_parent: u32,
     new_name: &[u8],
+    no_replace: bool,
 ) -> Result<Option<Rename>> {
-    let mut from_dir = dir_inode(core, parent)?;
-    let src = core.dir_lookup(parent, &mut from_dir, name)?.ok_or(Errno::NOENT)?;
-    let mut to_dir = dir_inode(core, new_parent)?;
+    let Ends { src, dst, .. } = ends(core, parent, name, new_parent, new_name)?;
+    if no_replace && dst.is_some() {
+        return Err(Errno::EXIST);
+    }
     let moving_dir = core.inode(src.ino)?.mode & S_IFMT == S_IFDIR;
     if moving_dir && is_ancestor(core, src.ino, new_parent)? {
         return Err(Errno::INVAL);
     }
-    let dst = core.dir_lookup(new_parent, &mut to_dir, new_name)?;
     if let Some(dst) = &dst {
         if dst.ino == src.ino {
             return Ok(None);
@@ -980,4 +1031,104 @@ fn replaced(core: &mut Core, ino: u32, parent: u32, same_parent: bool, gone: Gon
     core.ordered(block)?;
     core.drop_index(ino);
     unlinked(core, ino, old, 2)
+}
+
+/// Which entries an exchange swaps, and what they name.
+struct Exchange {
+    /// The entry in the first directory, and whether it names a directory.
+    a: crate::dir::Found,
+    a_dir: bool,
+    /// The entry in the second.
+    b: crate::dir::Found,
+    b_dir: bool,
+}
+
+/// Every check renameat2's `RENAME_EXCHANGE` makes, in Linux's order,
+/// before anything is written; None when both names are one inode.
+fn plan_exchange(
+    core: &mut Core,
+    parent: u32,
+    name: &[u8],
+    new_parent: u32,
+    new_name: &[u8],
+) -> Result<Option<Exchange>> {
+    let Ends { from_dir, src: a, to_dir, dst } = ends(core, parent, name, new_parent, new_name)?;
+    let b = dst.ok_or(Errno::NOENT)?;
+    let a_dir = core.inode(a.ino)?.mode & S_IFMT == S_IFDIR;
+    let b_dir = core.inode(b.ino)?.mode & S_IFMT == S_IFDIR;
+    if (a_dir && is_ancestor(core, a.ino, new_parent)?) || (b_dir && is_ancestor(core, b.ino, parent)?) {
+        return Err(Errno::INVAL);
+    }
+    if a.ino == b.ino {
+        return Ok(None);
+    }
+    // A parent that gains a directory (one moves in, none out) gains a link.
+    let across = parent != new_parent;
+    let full = |dir: &DiskInode| dir.nlink >= LINKS_MAX;
+    if across && ((a_dir && !b_dir && full(&to_dir)) || (b_dir && !a_dir && full(&from_dir))) {
+        return Err(Errno::MLINK);
+    }
+    Ok(Some(Exchange { a, a_dir, b, b_dir }))
+}
+
+/// renameat2's `RENAME_EXCHANGE`: entry `name` in `parent` and `new_name`
+/// in `new_parent` swap the inodes they name, each entry left in its place,
+/// in rename's order (every count raised before an entry that needs it,
+/// lowered only after): both inodes' counts and a parent's that gains a
+/// directory raised, the two entries rewritten, a moved directory's `..`
+/// pointed at its new parent, then the parent that lost a directory and
+/// the two inodes lowered again. Under `sync` each write is durable before
+/// the next, and two entries in one directory block go in one write; in
+/// two blocks, a crash between their writes leaves one inode named twice
+/// and the other by neither (with its count raised: preen reconnects it
+/// to lost+found), never an entry lost or a count too low.
+fn exchange(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> Result<()> {
+    let Some(Exchange { a, a_dir, b, b_dir }) = plan_exchange(core, parent, name, new_parent, new_name)?
+    else {
+        return Ok(());
+    };
+    let across = parent != new_parent;
+    // The parents whose count a directory moving across changes.
+    let (gains, loses) = match (across, a_dir, b_dir) {
+        (true, true, false) => (Some(new_parent), Some(parent)),
+        (true, false, true) => (Some(parent), Some(new_parent)),
+        _ => (None, None),
+    };
+    // 0. Each inode counts the entry it is about to gain; so does a parent
+    // for the `..` of a directory moving in.
+    add_links(core, a.ino, 1)?;
+    add_links(core, b.ino, 1)?;
+    if let Some(gains) = gains {
+        add_links(core, gains, 1)?;
+    }
+    // 1. The two entries, the destination's first, as rename's new entry.
+    let mut to_dir = dir_inode(core, new_parent)?;
+    let b_block = core.dir_retarget(new_parent, &mut to_dir, b.offset, a.ino, a.kind)?;
+    let mut from_dir = dir_inode(core, parent)?;
+    let a_block = core.dir_retarget(parent, &mut from_dir, a.offset, b.ino, b.kind)?;
+    core.ordered(b_block)?;
+    if a_block != b_block {
+        core.ordered(a_block)?;
+    }
+    // 2. A moved directory's `..`, then the count of the parent it left.
+    let moved_dirs = [(a.ino, a_dir, new_parent), (b.ino, b_dir, parent)];
+    for (moved, _, to) in moved_dirs.into_iter().filter(|&(_, is_dir, _)| across && is_dir) {
+        let mut dir = core.inode(moved)?;
+        let dotdot = core.dir_lookup(moved, &mut dir, b"..")?.ok_or(Errno::IO)?;
+        let block = core.dir_retarget(moved, &mut dir, dotdot.offset, to, DT_DIR)?;
+        core.ordered(block)?;
+    }
+    let parents: &[u32] = if across { &[parent, new_parent] } else { &[parent] };
+    for &dir in parents {
+        let mut inode = dir_inode(core, dir)?;
+        touch(&mut inode);
+        inode.nlink -= u16::from(loses == Some(dir));
+        let block = core.put_inode(dir, &inode)?;
+        if loses == Some(dir) {
+            core.ordered(block)?;
+        }
+    }
+    // 3. The inodes' counts back.
+    add_links(core, a.ino, -1)?;
+    add_links(core, b.ino, -1)
 }

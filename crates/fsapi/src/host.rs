@@ -15,7 +15,8 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::{
-    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs, Time, ROOT,
+    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs,
+    Time, ROOT,
 };
 
 struct Node {
@@ -351,14 +352,22 @@ impl FileSystem for HostFs {
         })
     }
 
-    fn rename(&self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()> {
+    fn rename2(
+        &self,
+        parent: Ino,
+        name: &OsStr,
+        new_parent: Ino,
+        new_name: &OsStr,
+        mode: RenameMode,
+    ) -> Result<()> {
         check_name(name)?;
         check_name(new_name)?;
         let (from, to) = (cstr(name)?, cstr(new_name)?);
         self.with_fd(parent, |a| {
             self.with_fd(new_parent, |b| {
-                // SAFETY: renameat with valid descriptors and names.
-                check(unsafe { libc::renameat(a, from.as_ptr(), b, to.as_ptr()) }).map(|_| ())
+                // SAFETY: renameat2 with valid descriptors, names and flags.
+                let rc = unsafe { libc::renameat2(a, from.as_ptr(), b, to.as_ptr(), mode.flags()) };
+                check(rc).map(|_| ())
             })
         })
     }

@@ -8,7 +8,7 @@
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::{Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs};
+use crate::{Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs};
 
 /// `fs` until `stop` is set; `EINTR` for new work after.
 pub struct Interruptible<'a> {
@@ -90,9 +90,16 @@ impl FileSystem for Interruptible<'_> {
         self.fs.rmdir(parent, name)
     }
 
-    fn rename(&self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()> {
+    fn rename2(
+        &self,
+        parent: Ino,
+        name: &OsStr,
+        new_parent: Ino,
+        new_name: &OsStr,
+        mode: RenameMode,
+    ) -> Result<()> {
         self.go_on()?;
-        self.fs.rename(parent, name, new_parent, new_name)
+        self.fs.rename2(parent, name, new_parent, new_name, mode)
     }
 
     fn open(&self, ino: Ino) -> Result<()> {
@@ -130,5 +137,9 @@ impl FileSystem for Interruptible<'_> {
 
     fn sync(&self) -> Result<()> {
         self.fs.sync()
+    }
+
+    fn file_bytes_max(&self) -> u64 {
+        self.fs.file_bytes_max()
     }
 }

@@ -33,6 +33,12 @@ pub const ROOT: Ino = 1;
 /// The longest name a directory entry holds, in bytes.
 pub const NAME_BYTES_MAX: usize = 255;
 
+/// The largest file a backend allows unless it says less
+/// ([`FileSystem::file_bytes_max`]): Linux's own bound on a file offset
+/// (`MAX_LFS_FILESIZE` on 64-bit machines), which the kernel checks
+/// before any file system sees a write.
+pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
+
 pub type Result<T, E = Errno> = std::result::Result<T, E>;
 
 /// What an inode is.
@@ -165,6 +171,42 @@ pub struct SetAttr {
     pub mtime: Option<Time>,
 }
 
+/// How a rename treats its destination: renameat2(2)'s flags, each a mode
+/// of its own (Linux refuses two at once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RenameMode {
+    /// rename(2): a destination of the same kind is replaced.
+    Replace,
+    /// `RENAME_NOREPLACE`: `EEXIST` when the destination exists.
+    NoReplace,
+    /// `RENAME_EXCHANGE`: the two entries swap what they name, at once;
+    /// both must exist, and may be of any kinds.
+    Exchange,
+}
+
+impl RenameMode {
+    /// The mode renameat2(2)'s `flags` ask for (as FUSE's RENAME2 carries
+    /// them). `EINVAL` for anything else: `RENAME_WHITEOUT` (overlayfs's
+    /// whiteouts, which no backend makes), unknown bits, or two modes.
+    pub fn from_flags(flags: u32) -> Result<RenameMode> {
+        match flags {
+            0 => Ok(RenameMode::Replace),
+            libc::RENAME_NOREPLACE => Ok(RenameMode::NoReplace),
+            libc::RENAME_EXCHANGE => Ok(RenameMode::Exchange),
+            _ => Err(Errno::INVAL),
+        }
+    }
+
+    /// renameat2(2)'s flags for the mode.
+    pub fn flags(self) -> u32 {
+        match self {
+            RenameMode::Replace => 0,
+            RenameMode::NoReplace => libc::RENAME_NOREPLACE,
+            RenameMode::Exchange => libc::RENAME_EXCHANGE,
+        }
+    }
+}
+
 /// Who creates an inode, and with what permission bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Owner {
@@ -271,7 +313,25 @@ pub trait FileSystem: Send + Sync {
 
     /// Moves an entry, replacing a file or an empty directory of the same
     /// kind at the destination (as rename(2)).
-    fn rename(&self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()>;
+    fn rename(&self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()> {
+        self.rename2(parent, name, new_parent, new_name, RenameMode::Replace)
+    }
+
+    /// renameat2(2): a rename in `mode`, checked in Linux's order (the
+    /// source missing `ENOENT`; under `NoReplace` a destination `EEXIST`,
+    /// under `Exchange` a missing one `ENOENT`; a directory moved under
+    /// itself `EINVAL`; a destination above the source's directory
+    /// `ENOTEMPTY`, or `EINVAL` for an exchange; two names of one inode
+    /// nothing to do). An exchange moves directories between parents with
+    /// their `..`, and the parents' link counts follow.
+    fn rename2(
+        &self,
+        parent: Ino,
+        name: &OsStr,
+        new_parent: Ino,
+        new_name: &OsStr,
+        mode: RenameMode,
+    ) -> Result<()>;
 
     /// Marks a file open; an unlinked file is kept until released.
     fn open(&self, ino: Ino) -> Result<()> {
@@ -305,6 +365,24 @@ pub trait FileSystem: Send + Sync {
 
     /// Makes everything durable.
     fn sync(&self) -> Result<()>;
+
+    /// The largest size a file may have, in bytes. A `write` or a
+    /// `setattr` size whose end passes it fails with `EFBIG` before
+    /// anything changes ([`check_file_end`]).
+    fn file_bytes_max(&self) -> u64 {
+        FILE_BYTES_MAX
+    }
+}
+
+/// `EFBIG` when `len` bytes at `offset` would end past `max` bytes (a
+/// write, or a truncation to `offset` with `len` 0). An empty write
+/// extends nothing and is not asked (pwrite(2) of nothing succeeds
+/// wherever it is).
+pub fn check_file_end(offset: u64, len: u64, max: u64) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= max => Ok(()),
+        _ => Err(Errno::FBIG),
+    }
 }
 
 /// Checks a name given to a call: one path component of at most

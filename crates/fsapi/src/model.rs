@@ -9,7 +9,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::{
-    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs, Time, ROOT,
+    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs,
+    Time, ROOT,
 };
 
 /// Links a file may have (as ext4's 65,000).
@@ -208,10 +209,24 @@ impl State {
         }
     }
 
-    fn rename(&mut self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()> {
+    fn rename(
+        &mut self,
+        parent: Ino,
+        name: &OsStr,
+        new_parent: Ino,
+        new_name: &OsStr,
+        mode: RenameMode,
+    ) -> Result<()> {
         check_name(new_name)?;
         let ino = self.entry(parent, name)?;
         self.dir(new_parent)?;
+        match (mode, self.entry(new_parent, new_name)) {
+            (RenameMode::NoReplace, Ok(_)) => return Err(Errno::EXIST),
+            (RenameMode::Exchange, other) => {
+                return self.exchange(parent, name, new_parent, new_name, (ino, other?))
+            }
+            _ => {}
+        }
         let moving_dir = self.node(ino)?.attr.kind == FileType::Dir;
         if moving_dir && self.is_ancestor(ino, new_parent) {
             return Err(Errno::INVAL);
@@ -251,6 +266,53 @@ impl State {
         self.node_mut(ino)?.attr.ctime = Time::now();
         Ok(())
     }
+
+    /// `RENAME_EXCHANGE` of entry `name` in `parent` (naming `a`) and
+    /// `new_name` in `new_parent` (naming `b`): each entry keeps its place
+    /// and names the other's inode.
+    fn exchange(
+        &mut self,
+        parent: Ino,
+        name: &OsStr,
+        new_parent: Ino,
+        new_name: &OsStr,
+        (a, b): (Ino, Ino),
+    ) -> Result<()> {
+        let (a_dir, b_dir) =
+            (self.node(a)?.attr.kind == FileType::Dir, self.node(b)?.attr.kind == FileType::Dir);
+        // As Linux: neither may be its own destination's ancestor.
+        if (a_dir && self.is_ancestor(a, new_parent)) || (b_dir && self.is_ancestor(b, parent)) {
+            return Err(Errno::INVAL);
+        }
+        if a == b {
+            return Ok(());
+        }
+        self.retarget(parent, name, b)?;
+        self.retarget(new_parent, new_name, a)?;
+        if parent != new_parent {
+            for (moved, is_dir, from, to) in [(a, a_dir, parent, new_parent), (b, b_dir, new_parent, parent)]
+            {
+                if is_dir {
+                    self.dir_mut(moved)?.parent = to;
+                    self.node_mut(from)?.attr.nlink -= 1;
+                    self.node_mut(to)?.attr.nlink += 1;
+                }
+            }
+        }
+        for ino in [a, b] {
+            self.node_mut(ino)?.attr.ctime = Time::now();
+        }
+        Ok(())
+    }
+
+    /// Entry `name` of `parent` names `ino` from now on, in its place.
+    fn retarget(&mut self, parent: Ino, name: &OsStr, ino: Ino) -> Result<()> {
+        let dir = self.dir_mut(parent)?;
+        let cookie = *dir.by_name.get(name.as_bytes()).ok_or(Errno::NOENT)?;
+        dir.by_cookie.insert(cookie, (name.as_bytes().to_vec(), ino));
+        self.touch(parent);
+        Ok(())
+    }
 }
 
 impl FileSystem for ModelFs {
@@ -278,6 +340,9 @@ impl FileSystem for ModelFs {
         let mut state = self.lock();
         let node = state.node_mut(ino)?;
         if let Some(size) = changes.size {
+            if matches!(node.body, Body::File(_)) {
+                crate::check_file_end(size, 0, crate::FILE_BYTES_MAX)?;
+            }
             match &mut node.body {
                 Body::File(data) => data.resize(size as usize, 0),
                 Body::Dir(_) => return Err(Errno::ISDIR),
@@ -380,8 +445,15 @@ impl FileSystem for ModelFs {
         Ok(())
     }
 
-    fn rename(&self, parent: Ino, name: &OsStr, new_parent: Ino, new_name: &OsStr) -> Result<()> {
-        self.lock().rename(parent, name, new_parent, new_name)
+    fn rename2(
+        &self,
+        parent: Ino,
+        name: &OsStr,
+        new_parent: Ino,
+        new_name: &OsStr,
+        mode: RenameMode,
+    ) -> Result<()> {
+        self.lock().rename(parent, name, new_parent, new_name, mode)
     }
 
     fn open(&self, ino: Ino) -> Result<()> {
@@ -420,6 +492,7 @@ impl FileSystem for ModelFs {
             // As pwrite(2): writing nothing extends nothing.
             return Ok(0);
         }
+        crate::check_file_end(offset, bytes.len() as u64, crate::FILE_BYTES_MAX)?;
         let end = offset as usize + bytes.len();
         if data.len() < end {
             data.resize(end, 0);

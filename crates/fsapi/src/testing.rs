@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 
-use crate::{makedev, resolve, Attr, FileSystem, FileType, Owner, SetAttr, ROOT};
+use crate::{makedev, resolve, Attr, FileSystem, FileType, Owner, RenameMode, SetAttr, ROOT};
 
 /// The names every operation picks from (few, so they collide).
 pub const NAMES: [&str; 4] = ["a", "b", "c", "d"];
@@ -30,6 +30,8 @@ pub enum Op {
     Unlink(usize, usize),
     Rmdir(usize, usize),
     Rename(usize, usize, usize, usize),
+    /// A rename with renameat2(2)'s flags: `NoReplace` or `Exchange`.
+    Rename2(usize, usize, usize, usize, RenameMode),
     Write(usize, u16, u16),
     Truncate(usize, u16),
 }
@@ -39,7 +41,9 @@ impl Op {
     /// generates), so every backend's tests draw from one distribution.
     /// Half the creates are mknods, told by a number a create leaves
     /// unused, so the seeds saved before mknod decode as they did unless
-    /// that number is odd.
+    /// that number is odd. Likewise half the renames take renameat2's
+    /// flags (a quarter exchange, a quarter refuse to replace), told by
+    /// the number a rename leaves unused.
     pub fn decode(n: [u16; 6]) -> Op {
         let (d, m) = (n[1] as usize % 8, n[2] as usize % NAMES.len());
         let (e, k) = (n[3] as usize % 8, n[4] as usize % NAMES.len());
@@ -54,6 +58,8 @@ impl Op {
             3 => Op::Link(d, e, k),
             4 => Op::Unlink(d, m),
             5 => Op::Rmdir(d, m),
+            6 if n[5] % 4 == 1 => Op::Rename2(d, m, e, k, RenameMode::Exchange),
+            6 if n[5] % 4 == 3 => Op::Rename2(d, m, e, k, RenameMode::NoReplace),
             6 => Op::Rename(d, m, e, k),
             7 => Op::Write(d, n[4] % 9000, n[5] % 5000),
             _ => Op::Truncate(d, n[5] % 9000),
@@ -152,6 +158,11 @@ pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) ->
         Op::Rmdir(d, n) => with(fs, &dir(d), |p| fs.rmdir(p.ino, OsStr::new(NAMES[n]))),
         Op::Rename(a, m, b, n) => with(fs, &dir(a), |pa| {
             with(fs, &dir(b), |pb| fs.rename(pa.ino, OsStr::new(NAMES[m]), pb.ino, OsStr::new(NAMES[n])))
+        }),
+        Op::Rename2(a, m, b, n, mode) => with(fs, &dir(a), |pa| {
+            with(fs, &dir(b), |pb| {
+                fs.rename2(pa.ino, OsStr::new(NAMES[m]), pb.ino, OsStr::new(NAMES[n]), mode)
+            })
         }),
         Op::Write(f, offset, len) => match pick(files, f) {
             Some(file) => with(fs, &file, |a| {

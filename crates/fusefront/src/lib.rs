@@ -13,6 +13,7 @@
 //! times itself, sending them with the data; without it every `write(2)`
 //! is a request and sizes and times are the file system's at once.
 
+mod direct;
 mod ring;
 mod setid;
 mod wire;
@@ -34,6 +35,7 @@ use fuser::{
 /// changes the file system, so a second is safe and saves round trips.
 const TTL: Duration = Duration::from_secs(1);
 
+pub use direct::DirectIoReport;
 pub use ring::RingReport;
 
 /// A file system served to the kernel.
@@ -43,6 +45,8 @@ pub struct FuseFront {
     /// Set when io_uring is wanted: INIT asks for it and tells the queues.
     ring: Option<Arc<ring::Start>>,
     counts: Arc<wire::OpCounts>,
+    /// Which opens go around the page cache (direct.rs).
+    direct: Arc<direct::Direct>,
 }
 
 fn errno(e: fsapi::Errno) -> FuseErrno {
@@ -114,7 +118,13 @@ fn owner(req: &Request, mode: u32, umask: u32) -> Owner {
 
 impl FuseFront {
     pub fn new(fs: Arc<dyn FileSystem>, writeback_cache: bool) -> FuseFront {
-        FuseFront { fs, writeback_cache, ring: None, counts: Arc::new(wire::OpCounts::new()) }
+        FuseFront {
+            fs,
+            writeback_cache,
+            ring: None,
+            counts: Arc::new(wire::OpCounts::new()),
+            direct: Arc::new(direct::Direct::default()),
+        }
     }
 
     fn entry(&self, result: fsapi::Result<Attr>, reply: ReplyEntry) {
@@ -189,6 +199,11 @@ pub struct Serving {
     /// Let every user use the mount (FUSE's `allow_other`), with the
     /// kernel checking permissions (see [`config`]).
     pub allow_other: bool,
+    /// With the writeback cache, opens for writing go around it (direct
+    /// I/O, so write(2) hears ENOSPC at the call) while the file system
+    /// has less than this many bytes free; `None`: twice the dirty bytes
+    /// the kernel lets the mount hold (direct.rs).
+    pub direct_io_below_bytes: Option<u64>,
 }
 
 /// How a mount was served.
@@ -198,6 +213,8 @@ pub struct Served {
     pub ring: Option<RingReport>,
     /// Requests by operation (both transports), busiest first.
     pub requests: Vec<(&'static str, u64)>,
+    /// The opens that went around the writeback cache; `None` without it.
+    pub direct_io: Option<DirectIoReport>,
 }
 
 /// Whether this kernel lets a FUSE server take requests through io_uring
@@ -242,14 +259,21 @@ pub fn serve(
     let start = ring.then(ring::Start::new);
     let mut front = FuseFront::new(Arc::clone(&fs), serving.writeback_cache);
     front.ring = start.clone();
-    let counts = Arc::clone(&front.counts);
+    let (counts, direct) = (Arc::clone(&front.counts), Arc::clone(&front.direct));
+    // Before the mount: once mounted, a path through it waits for the
+    // server, which serves nothing until `run`.
+    let canonical = mountpoint.canonicalize()?;
     let session = fuser::Session::new(front, mountpoint, &config(serving.threads, serving.allow_other))?;
+    if serving.writeback_cache {
+        direct.set_below(serving.direct_io_below_bytes.unwrap_or_else(|| direct::threshold_for(&canonical)));
+    }
     let rings = match &start {
         Some(start) => Some(ring::Rings::spawn(
             fs,
             session.as_fd().try_clone_to_owned()?,
             Arc::clone(start),
             Arc::clone(&counts),
+            Arc::clone(&direct),
         )?),
         None => None,
     };
@@ -261,7 +285,8 @@ pub fn serve(
     }
     let ring = rings.map(ring::Rings::join);
     result?;
-    Ok(Served { ring, requests: counts.by_name() })
+    let direct_io = serving.writeback_cache.then(|| direct.report());
+    Ok(Served { ring, requests: counts.by_name(), direct_io })
 }
 
 /// Unmounts `mountpoint` (what `umount` does): a busy mount is detached
@@ -292,6 +317,9 @@ impl fuser::Filesystem for FuseFront {
         // The server clears set-ID bits itself (setid.rs), sparing a
         // GETATTR before every chown.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+        // A direct-I/O open (direct.rs) may still be mapped shared, as any
+        // other; a kernel without it (before 6.6) refuses such a mapping.
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         // Each io_uring entry's payload buffer holds the largest write; the
         // same limit through /dev/fuse keeps both transports alike.
         let _ = config.set_max_write(ring::MAX_WRITE);
@@ -420,12 +448,11 @@ impl fuser::Filesystem for FuseFront {
         reply: ReplyEmpty,
     ) {
         self.counts.add(wire::op::RENAME);
-        // RENAME_NOREPLACE and RENAME_EXCHANGE are not offered; callers
-        // (mv) fall back to a plain rename.
-        if !flags.is_empty() {
-            return reply.error(FuseErrno::EINVAL);
-        }
-        Self::empty(self.fs.rename(parent.0, name, newparent.0, newname), reply);
+        // RENAME_WHITEOUT (and any other bit) is EINVAL, as from a kernel
+        // file system without whiteouts.
+        let renamed = fsapi::RenameMode::from_flags(flags.bits())
+            .and_then(|mode| self.fs.rename2(parent.0, name, newparent.0, newname, mode));
+        Self::empty(renamed, reply);
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
@@ -433,10 +460,10 @@ impl fuser::Filesystem for FuseFront {
         self.entry(self.fs.link(ino.0, newparent.0, newname), reply);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.counts.add(wire::op::OPEN);
-        match self.fs.open(ino.0) {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
+        match wire::open(&*self.fs, &self.direct, ino.0, flags.0) {
+            Ok(bits) => reply.opened(FileHandle(0), FopenFlags::from_bits_retain(bits)),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -578,15 +605,18 @@ impl fuser::Filesystem for FuseFront {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         self.counts.add(wire::op::CREATE);
-        let created = self.fs.create(parent.0, name, owner(req, mode, umask));
-        match created.and_then(|attr| self.fs.open(attr.ino).map(|()| attr)) {
-            Ok(attr) => {
-                reply.created(&TTL, &file_attr(&attr), Generation(0), FileHandle(0), FopenFlags::empty())
-            }
+        match wire::create(&*self.fs, &self.direct, parent.0, name, owner(req, mode, umask), flags) {
+            Ok((attr, bits)) => reply.created(
+                &TTL,
+                &file_attr(&attr),
+                Generation(0),
+                FileHandle(0),
+                FopenFlags::from_bits_retain(bits),
+            ),
             Err(e) => reply.error(errno(e)),
         }
     }

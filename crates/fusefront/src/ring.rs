@@ -25,6 +25,7 @@ use std::time::Duration;
 use fsapi::{Errno, FileSystem};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
+use crate::direct::Direct;
 use crate::wire::{self, InHeader, OpCounts, IN_HEADER_BYTES, OUT_HEADER_BYTES};
 
 /// Where the kernel says whether the transport may be used.
@@ -136,17 +137,19 @@ impl Rings {
         fuse: OwnedFd,
         start: Arc<Start>,
         counts: Arc<OpCounts>,
+        direct: Arc<Direct>,
     ) -> std::io::Result<Rings> {
         let fuse = Arc::new(fuse);
         let requests = Arc::new(AtomicU64::new(0));
         let mut threads = Vec::new();
         for qid in 0..queue_count() {
-            let (fs, fuse, start, requests, counts) = (
+            let (fs, fuse, start, requests, counts, direct) = (
                 Arc::clone(&fs),
                 Arc::clone(&fuse),
                 Arc::clone(&start),
                 Arc::clone(&requests),
                 Arc::clone(&counts),
+                Arc::clone(&direct),
             );
             let thread = std::thread::Builder::new().name(format!("fuse-ring-{qid}")).spawn(move || {
                 if !start.wait() {
@@ -154,7 +157,7 @@ impl Rings {
                 }
                 pin_to_cpu(qid);
                 let mut queue = Queue::new(qid as u16, fuse.as_raw_fd()).map_err(|e| e.to_string())?;
-                queue.serve(&*fs, &requests, &counts)?;
+                queue.serve(&*fs, &direct, &requests, &counts)?;
                 Ok(true)
             })?;
             threads.push(thread);
@@ -314,7 +317,13 @@ impl Queue {
 
     /// Registers every entry, then answers requests until the kernel tears
     /// the entries down. An error: a registration the kernel refused.
-    fn serve(&mut self, fs: &dyn FileSystem, requests: &AtomicU64, counts: &OpCounts) -> Result<(), String> {
+    fn serve(
+        &mut self,
+        fs: &dyn FileSystem,
+        direct: &Direct,
+        requests: &AtomicU64,
+        counts: &OpCounts,
+    ) -> Result<(), String> {
         for index in 0..self.entries.len() {
             self.register(index);
         }
@@ -328,7 +337,7 @@ impl Queue {
             done.clear();
             done.extend(self.ring.completion().map(|c| (c.user_data() as usize, c.result())));
             for &(index, result) in &done {
-                self.completed(fs, requests, counts, index, result)?;
+                self.completed(fs, direct, requests, counts, index, result)?;
             }
         }
         Ok(())
@@ -337,6 +346,7 @@ impl Queue {
     fn completed(
         &mut self,
         fs: &dyn FileSystem,
+        direct: &Direct,
         requests: &AtomicU64,
         counts: &OpCounts,
         index: usize,
@@ -348,7 +358,7 @@ impl Queue {
         if result == 0 {
             entry.state = State::Waiting;
             requests.fetch_add(1, Ordering::Relaxed);
-            let commit_id = self.answer(fs, counts, index);
+            let commit_id = self.answer(fs, direct, counts, index);
             self.push(command(self.fuse, CMD_COMMIT_AND_FETCH, self.qid, commit_id, None), index);
             return Ok(());
         }
@@ -374,7 +384,7 @@ impl Queue {
     }
 
     /// Answers the request in entry `index` in place; returns its commit id.
-    fn answer(&mut self, fs: &dyn FileSystem, counts: &OpCounts, index: usize) -> u64 {
+    fn answer(&mut self, fs: &dyn FileSystem, direct: &Direct, counts: &OpCounts, index: usize) -> u64 {
         let entry = &self.entries[index];
         // SAFETY: the kernel completed this entry's command and touches
         // its buffers again only after the next submission.
@@ -391,7 +401,7 @@ impl Queue {
             Some(h) => {
                 counts.add(h.opcode);
                 let op_in = &headers[OP_IN_AT..OP_IN_AT + 128];
-                let answered = wire::answer(fs, &h, op_in, given, &mut self.reply);
+                let answered = wire::answer(fs, direct, &h, op_in, given, &mut self.reply);
                 let sent = match answered {
                     Ok(()) if self.reply.len() <= payload.len() => {
                         payload[..self.reply.len()].copy_from_slice(&self.reply);

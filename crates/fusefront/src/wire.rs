@@ -14,8 +14,9 @@ use std::os::unix::ffi::OsStrExt;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use fsapi::{Attr, DirEntry, Errno, FileSystem, FileType, Owner, SetAttr, StatFs, Time};
+use fsapi::{Attr, DirEntry, Errno, FileSystem, FileType, Owner, RenameMode, SetAttr, StatFs, Time};
 
+use crate::direct::Direct;
 use crate::setid::{self, Kill};
 
 /// How long the kernel may keep names and attributes (as the `fuser`
@@ -230,9 +231,42 @@ fn put_attr_out(out: &mut Vec<u8>, a: &Attr) {
     put_attr(out, a);
 }
 
-/// `struct fuse_open_out` (16 bytes): no handle, no flags.
-fn put_open(out: &mut Vec<u8>) {
-    out.extend_from_slice(&[0u8; 16]);
+/// `struct fuse_open_out` (16 bytes): no handle, `FOPEN_*` flags `bits`.
+fn put_open(out: &mut Vec<u8>, bits: u32) {
+    out.extend_from_slice(&[0u8; 8]);
+    out.extend_from_slice(&bits.to_ne_bytes());
+    out.extend_from_slice(&[0u8; 4]);
+}
+
+/// OPEN of `ino` with open(2) `flags`, as both transports answer it: the
+/// file marked open, and the `FOPEN_*` bits of the reply.
+pub(crate) fn open(fs: &dyn FileSystem, direct: &Direct, ino: u64, flags: i32) -> Result<u32, Errno> {
+    fs.open(ino)?;
+    if !direct.may_go_direct(flags) {
+        return Ok(0);
+    }
+    match fs.getattr(ino) {
+        Ok(attr) => Ok(direct.open_flags(fs, &attr, flags)),
+        Err(e) => {
+            fs.release(ino);
+            Err(e)
+        }
+    }
+}
+
+/// CREATE, as both transports answer it: the new file, open, and the
+/// `FOPEN_*` bits of the reply.
+pub(crate) fn create(
+    fs: &dyn FileSystem,
+    direct: &Direct,
+    parent: u64,
+    name: &OsStr,
+    owner: Owner,
+    flags: i32,
+) -> Result<(Attr, u32), Errno> {
+    let attr = fs.create(parent, name, owner)?;
+    fs.open(attr.ino)?;
+    Ok((attr, direct.open_flags(fs, &attr, flags)))
 }
 
 /// `struct fuse_kstatfs` (80 bytes).
@@ -304,6 +338,7 @@ fn setattr_changes(a: &[u8]) -> Result<SetAttr, Errno> {
 /// defaults do.
 pub(crate) fn answer(
     fs: &dyn FileSystem,
+    direct: &Direct,
     h: &InHeader,
     arg: &[u8],
     payload: &[u8],
@@ -340,19 +375,19 @@ pub(crate) fn answer(
         op::UNLINK => fs.unlink(ino, name(payload)?.0)?,
         op::RMDIR => fs.rmdir(ino, name(payload)?.0)?,
         op::RENAME | op::RENAME2 => {
-            // newdir (0); RENAME2 adds flags (8): RENAME_NOREPLACE and
-            // RENAME_EXCHANGE are not offered (mv falls back).
-            if h.opcode == op::RENAME2 && field32(arg, 8)? != 0 {
-                return Err(Errno::INVAL);
-            }
+            // newdir (0); RENAME2 adds flags (8), RENAME_WHITEOUT EINVAL (as
+            // the fuser front).
+            let flags = if h.opcode == op::RENAME2 { field32(arg, 8)? } else { 0 };
+            let mode = RenameMode::from_flags(flags)?;
             let (from, rest) = name(payload)?;
             let (to, _) = name(rest)?;
-            fs.rename(ino, from, field64(arg, 0)?, to)?;
+            fs.rename2(ino, from, field64(arg, 0)?, to, mode)?;
         }
         op::LINK => put_entry(out, &fs.link(field64(arg, 0)?, ino, name(payload)?.0)?),
         op::OPEN => {
-            fs.open(ino)?;
-            put_open(out);
+            // flags (0), open_flags (4).
+            let bits = open(fs, direct, ino, field32(arg, 0)? as i32)?;
+            put_open(out, bits);
         }
         op::READ => {
             // fh (0), offset (8), size (16).
@@ -375,7 +410,7 @@ pub(crate) fn answer(
         op::STATFS => put_statfs(out, &fs.statfs()?),
         op::RELEASE => fs.release(ino),
         op::FSYNC | op::FSYNCDIR => fs.fsync(ino, field32(arg, 8)? & FSYNC_FDATASYNC != 0)?,
-        op::OPENDIR => put_open(out),
+        op::OPENDIR => put_open(out, 0),
         op::RELEASEDIR => {}
         op::READDIR => {
             let (offset, limit) = (field64(arg, 8)?, field32(arg, 16)? as usize);
@@ -383,11 +418,10 @@ pub(crate) fn answer(
         }
         op::CREATE => {
             // flags (0), mode (4), umask (8), open_flags (12).
-            let (mode, umask) = (field32(arg, 4)?, field32(arg, 8)?);
-            let attr = fs.create(ino, name(payload)?.0, owner(h, mode, umask))?;
-            fs.open(attr.ino)?;
+            let (flags, mode, umask) = (field32(arg, 0)? as i32, field32(arg, 4)?, field32(arg, 8)?);
+            let (attr, bits) = create(fs, direct, ino, name(payload)?.0, owner(h, mode, umask), flags)?;
             put_entry(out, &attr);
-            put_open(out);
+            put_open(out, bits);
         }
         // FLUSH: nothing is buffered per open file (see the fuser front).
         op::FLUSH => return Err(Errno::NOSYS),
@@ -434,10 +468,18 @@ mod tests {
     fn mkdir_then_lookup_answers_an_entry_naming_the_new_directory() {
         let fs = ModelFs::new();
         let mut out = Vec::new();
-        answer(&fs, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o40755, 0o022), b"d\0", &mut out).unwrap();
+        answer(
+            &fs,
+            &Direct::default(),
+            &header(op::MKDIR, fsapi::ROOT),
+            &mkdir_arg(0o40755, 0o022),
+            b"d\0",
+            &mut out,
+        )
+        .unwrap();
         assert_eq!(out.len(), 128);
         let made = u64::from_ne_bytes(out[0..8].try_into().unwrap());
-        answer(&fs, &header(op::LOOKUP, fsapi::ROOT), &[], b"d\0", &mut out).unwrap();
+        answer(&fs, &Direct::default(), &header(op::LOOKUP, fsapi::ROOT), &[], b"d\0", &mut out).unwrap();
         assert_eq!(u64::from_ne_bytes(out[0..8].try_into().unwrap()), made);
         let mode = u32::from_ne_bytes(out[40 + 60..40 + 64].try_into().unwrap());
         assert_eq!(mode, libc::S_IFDIR | 0o755);
@@ -460,8 +502,15 @@ mod tests {
             (b"s\0", libc::S_IFSOCK, 0),
             (b"f\0", libc::S_IFREG, 0),
         ] {
-            answer(&fs, &header(op::MKNOD, fsapi::ROOT), &mknod_arg(mode | 0o666, rdev), name, &mut out)
-                .unwrap();
+            answer(
+                &fs,
+                &Direct::default(),
+                &header(op::MKNOD, fsapi::ROOT),
+                &mknod_arg(mode | 0o666, rdev),
+                name,
+                &mut out,
+            )
+            .unwrap();
             // fuse_entry_out: 40 bytes, then fuse_attr: mode at 60, rdev at 76.
             let at = |o: usize| u32::from_ne_bytes(out[40 + o..40 + o + 4].try_into().unwrap());
             assert_eq!((at(60), at(76)), (mode | 0o644, kept), "{:?}", &name[..1]);
@@ -472,7 +521,14 @@ mod tests {
     fn mknod_of_bits_no_kind_has_is_einval() {
         let fs = ModelFs::new();
         let mut out = Vec::new();
-        let got = answer(&fs, &header(op::MKNOD, fsapi::ROOT), &mknod_arg(0o170644, 0), b"x\0", &mut out);
+        let got = answer(
+            &fs,
+            &Direct::default(),
+            &header(op::MKNOD, fsapi::ROOT),
+            &mknod_arg(0o170644, 0),
+            b"x\0",
+            &mut out,
+        );
         assert_eq!(got, Err(Errno::INVAL));
     }
 
@@ -481,12 +537,19 @@ mod tests {
         let fs = ModelFs::new();
         let mut out = Vec::new();
         for (name, mode) in [(&b"p\0"[..], libc::S_IFIFO), (b"s\0", libc::S_IFSOCK)] {
-            answer(&fs, &header(op::MKNOD, fsapi::ROOT), &mknod_arg(mode | 0o644, 0), name, &mut out)
-                .unwrap();
+            answer(
+                &fs,
+                &Direct::default(),
+                &header(op::MKNOD, fsapi::ROOT),
+                &mknod_arg(mode | 0o644, 0),
+                name,
+                &mut out,
+            )
+            .unwrap();
         }
         let mut arg = vec![0u8; 40];
         arg[16..20].copy_from_slice(&4096u32.to_ne_bytes());
-        answer(&fs, &header(op::READDIR, fsapi::ROOT), &arg, &[], &mut out).unwrap();
+        answer(&fs, &Direct::default(), &header(op::READDIR, fsapi::ROOT), &arg, &[], &mut out).unwrap();
         // fuse_dirent: ino, off, namelen, type (at 20); 32 bytes each here.
         let types: Vec<u32> =
             (0..2).map(|i| u32::from_ne_bytes(out[32 * i + 20..32 * i + 24].try_into().unwrap())).collect();
@@ -497,7 +560,7 @@ mod tests {
     fn a_name_without_its_nul_is_einval() {
         let fs = ModelFs::new();
         let mut out = Vec::new();
-        let got = answer(&fs, &header(op::LOOKUP, fsapi::ROOT), &[], b"d", &mut out);
+        let got = answer(&fs, &Direct::default(), &header(op::LOOKUP, fsapi::ROOT), &[], b"d", &mut out);
         assert_eq!(got, Err(Errno::INVAL));
     }
 
@@ -505,7 +568,8 @@ mod tests {
     fn a_fixed_argument_cut_short_is_einval() {
         let fs = ModelFs::new();
         let mut out = Vec::new();
-        let got = answer(&fs, &header(op::MKDIR, fsapi::ROOT), &[0u8; 6], b"d\0", &mut out);
+        let got =
+            answer(&fs, &Direct::default(), &header(op::MKDIR, fsapi::ROOT), &[0u8; 6], b"d\0", &mut out);
         assert_eq!(got, Err(Errno::INVAL));
     }
 
@@ -514,17 +578,40 @@ mod tests {
         let fs = ModelFs::new();
         let mut out = Vec::new();
         let create = [0u32, 0o100644, 0o022, 0].map(u32::to_ne_bytes).concat();
-        answer(&fs, &header(op::CREATE, fsapi::ROOT), &create, b"f\0", &mut out).unwrap();
+        answer(&fs, &Direct::default(), &header(op::CREATE, fsapi::ROOT), &create, b"f\0", &mut out).unwrap();
         let ino = u64::from_ne_bytes(out[0..8].try_into().unwrap());
         let mut io = vec![0u8; 40];
         io[8..16].copy_from_slice(&3u64.to_ne_bytes());
         io[16..20].copy_from_slice(&5u32.to_ne_bytes());
-        answer(&fs, &header(op::WRITE, ino), &io, b"hello", &mut out).unwrap();
+        answer(&fs, &Direct::default(), &header(op::WRITE, ino), &io, b"hello", &mut out).unwrap();
         assert_eq!(u32::from_ne_bytes(out[0..4].try_into().unwrap()), 5);
         io[8..16].copy_from_slice(&0u64.to_ne_bytes());
         io[16..20].copy_from_slice(&100u32.to_ne_bytes());
-        answer(&fs, &header(op::READ, ino), &io, &[], &mut out).unwrap();
+        answer(&fs, &Direct::default(), &header(op::READ, ino), &io, &[], &mut out).unwrap();
         assert_eq!(out, b"\0\0\0hello");
+    }
+
+    /// Below the free-space threshold an open for writing, and a create,
+    /// is answered with `FOPEN_DIRECT_IO` (direct.rs); an open for
+    /// reading is not.
+    #[test]
+    fn opens_for_writing_below_the_threshold_answer_direct_io() {
+        let fs = ModelFs::new();
+        let direct = Direct::default();
+        direct.set_below(u64::MAX);
+        let mut out = Vec::new();
+        let create = [libc::O_WRONLY as u32, 0o100644, 0o022, 0].map(u32::to_ne_bytes).concat();
+        answer(&fs, &direct, &header(op::CREATE, fsapi::ROOT), &create, b"f\0", &mut out).unwrap();
+        let ino = u64::from_ne_bytes(out[0..8].try_into().unwrap());
+        // fuse_entry_out (128 bytes), then fuse_open_out: fh, open_flags.
+        assert_eq!(u32::from_ne_bytes(out[136..140].try_into().unwrap()), 1);
+        let flags_of = |access: i32, out: &mut Vec<u8>| {
+            let arg = [access as u32, 0].map(u32::to_ne_bytes).concat();
+            answer(&fs, &direct, &header(op::OPEN, ino), &arg, &[], out).unwrap();
+            u32::from_ne_bytes(out[8..12].try_into().unwrap())
+        };
+        assert_eq!(flags_of(libc::O_RDWR, &mut out), 1);
+        assert_eq!(flags_of(libc::O_RDONLY, &mut out), 0);
     }
 
     #[test]
@@ -532,31 +619,71 @@ mod tests {
         let fs = ModelFs::new();
         let mut out = Vec::new();
         for n in [b"a\0", b"b\0", b"c\0"] {
-            answer(&fs, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o755, 0), n, &mut out).unwrap();
+            answer(
+                &fs,
+                &Direct::default(),
+                &header(op::MKDIR, fsapi::ROOT),
+                &mkdir_arg(0o755, 0),
+                n,
+                &mut out,
+            )
+            .unwrap();
         }
         let mut arg = vec![0u8; 40];
         // Room for two 32-byte entries (24 bytes and a one-byte name, padded).
         arg[16..20].copy_from_slice(&70u32.to_ne_bytes());
-        answer(&fs, &header(op::READDIR, fsapi::ROOT), &arg, &[], &mut out).unwrap();
+        answer(&fs, &Direct::default(), &header(op::READDIR, fsapi::ROOT), &arg, &[], &mut out).unwrap();
         assert_eq!(out.len(), 64);
         let next = u64::from_ne_bytes(out[40..48].try_into().unwrap());
         arg[8..16].copy_from_slice(&next.to_ne_bytes());
-        answer(&fs, &header(op::READDIR, fsapi::ROOT), &arg, &[], &mut out).unwrap();
+        answer(&fs, &Direct::default(), &header(op::READDIR, fsapi::ROOT), &arg, &[], &mut out).unwrap();
         assert_eq!(out.len(), 32, "the third entry comes from the second entry's offset");
     }
 
+    /// `struct fuse_rename2_in`: newdir, flags, padding.
+    fn rename2_arg(flags: u32) -> Vec<u8> {
+        [fsapi::ROOT.to_ne_bytes().to_vec(), flags.to_ne_bytes().to_vec(), vec![0u8; 4]].concat()
+    }
+
     #[test]
-    fn rename2_with_flags_is_refused_and_without_moves_the_entry() {
+    fn rename2_exchanges_two_entries() {
         let fs = ModelFs::new();
         let mut out = Vec::new();
-        answer(&fs, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o755, 0), b"a\0", &mut out).unwrap();
-        let mut arg = [fsapi::ROOT.to_ne_bytes(), [0u8; 8]].concat();
-        arg[8..12].copy_from_slice(&1u32.to_ne_bytes());
-        let refused = answer(&fs, &header(op::RENAME2, fsapi::ROOT), &arg, b"a\0b\0", &mut out);
-        assert_eq!(refused, Err(Errno::INVAL));
-        arg[8..12].copy_from_slice(&0u32.to_ne_bytes());
-        answer(&fs, &header(op::RENAME2, fsapi::ROOT), &arg, b"a\0b\0", &mut out).unwrap();
-        assert!(fs.lookup(fsapi::ROOT, OsStr::new("b")).is_ok());
+        let direct = Direct::default();
+        answer(&fs, &direct, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o755, 0), b"a\0", &mut out)
+            .unwrap();
+        let create = [0u32, 0o100644, 0, 0].map(u32::to_ne_bytes).concat();
+        answer(&fs, &direct, &header(op::CREATE, fsapi::ROOT), &create, b"b\0", &mut out).unwrap();
+        let exchange = rename2_arg(libc::RENAME_EXCHANGE);
+        answer(&fs, &direct, &header(op::RENAME2, fsapi::ROOT), &exchange, b"a\0b\0", &mut out).unwrap();
+        let kind_of = |n: &str| fs.lookup(fsapi::ROOT, OsStr::new(n)).unwrap().kind;
+        assert_eq!((kind_of("a"), kind_of("b")), (FileType::File, FileType::Dir));
+    }
+
+    #[test]
+    fn rename2_without_replacing_an_existing_name_is_eexist() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let direct = Direct::default();
+        for n in [b"a\0", b"b\0"] {
+            answer(&fs, &direct, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o755, 0), n, &mut out).unwrap();
+        }
+        let noreplace = rename2_arg(libc::RENAME_NOREPLACE);
+        let got = answer(&fs, &direct, &header(op::RENAME2, fsapi::ROOT), &noreplace, b"a\0b\0", &mut out);
+        assert_eq!(got, Err(Errno::EXIST));
+    }
+
+    #[test]
+    fn rename2_with_whiteout_is_einval_and_moves_nothing() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let direct = Direct::default();
+        answer(&fs, &direct, &header(op::MKDIR, fsapi::ROOT), &mkdir_arg(0o755, 0), b"a\0", &mut out)
+            .unwrap();
+        let whiteout = rename2_arg(libc::RENAME_WHITEOUT);
+        let got = answer(&fs, &direct, &header(op::RENAME2, fsapi::ROOT), &whiteout, b"a\0b\0", &mut out);
+        assert_eq!(got, Err(Errno::INVAL));
+        assert!(fs.lookup(fsapi::ROOT, OsStr::new("a")).is_ok());
     }
 
     #[test]
@@ -564,12 +691,12 @@ mod tests {
         let fs = ModelFs::new();
         let mut out = Vec::new();
         let create = [0u32, 0o104755, 0, 0].map(u32::to_ne_bytes).concat();
-        answer(&fs, &header(op::CREATE, fsapi::ROOT), &create, b"f\0", &mut out).unwrap();
+        answer(&fs, &Direct::default(), &header(op::CREATE, fsapi::ROOT), &create, b"f\0", &mut out).unwrap();
         let ino = u64::from_ne_bytes(out[0..8].try_into().unwrap());
         let mut arg = vec![0u8; 88];
         arg[0..4].copy_from_slice(&(FATTR_UID | FATTR_KILL_SUIDGID).to_ne_bytes());
         arg[76..80].copy_from_slice(&7u32.to_ne_bytes());
-        answer(&fs, &header(op::SETATTR, ino), &arg, &[], &mut out).unwrap();
+        answer(&fs, &Direct::default(), &header(op::SETATTR, ino), &arg, &[], &mut out).unwrap();
         let attr = fs.getattr(ino).unwrap();
         assert_eq!((attr.uid, attr.perm), (7, 0o755));
     }
@@ -587,6 +714,6 @@ mod tests {
     fn an_unknown_operation_is_enosys() {
         let fs = ModelFs::new();
         let mut out = Vec::new();
-        assert_eq!(answer(&fs, &header(9999, 1), &[], &[], &mut out), Err(Errno::NOSYS));
+        assert_eq!(answer(&fs, &Direct::default(), &header(9999, 1), &[], &[], &mut out), Err(Errno::NOSYS));
     }
 }

@@ -434,8 +434,15 @@ impl<F: FnMut() + Send> FileSystem for Observed<'_, F> {
     fn rmdir(&self, parent: fsapi::Ino, name: &OsStr) -> fsapi::Result<()> {
         self.changed(self.inner.rmdir(parent, name))
     }
-    fn rename(&self, parent: fsapi::Ino, name: &OsStr, to: fsapi::Ino, to_name: &OsStr) -> fsapi::Result<()> {
-        self.changed(self.inner.rename(parent, name, to, to_name))
+    fn rename2(
+        &self,
+        parent: fsapi::Ino,
+        name: &OsStr,
+        to: fsapi::Ino,
+        to_name: &OsStr,
+        mode: fsapi::RenameMode,
+    ) -> fsapi::Result<()> {
+        self.changed(self.inner.rename2(parent, name, to, to_name, mode))
     }
     fn read(&self, ino: fsapi::Ino, offset: u64, buf: &mut [u8]) -> fsapi::Result<usize> {
         self.inner.read(ino, offset, buf)
@@ -459,6 +466,9 @@ impl<F: FnMut() + Send> FileSystem for Observed<'_, F> {
     }
     fn sync(&self) -> fsapi::Result<()> {
         self.inner.sync()
+    }
+    fn file_bytes_max(&self) -> u64 {
+        self.inner.file_bytes_max()
     }
 }
 

@@ -129,6 +129,13 @@ pub struct MountArgs {
     /// directories, who may chown, chmod and set times.
     #[arg(long)]
     pub allow_other: bool,
+    /// With the writeback cache, answer opens for writing with direct I/O
+    /// (each write(2) a request, so a full file system's ENOSPC reaches the
+    /// call) while the file system has less than SIZE free. Default: twice
+    /// the dirty bytes the kernel lets the mount hold (its backing device's
+    /// max_bytes under /sys/class/bdi).
+    #[arg(long, value_name = "SIZE")]
+    pub direct_io_below: Option<String>,
     /// How the kernel's requests reach the server: uring (FUSE over
     /// io_uring, Linux 6.14 and later with the fuse module's enable_uring
     /// on: a queue per CPU, each answered by a thread on that CPU, so a
@@ -371,6 +378,12 @@ impl Image<'_> {
 
 fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     let cache_bytes = parse_bytes("cache", &args.cache).map_err(UsageError::from)?;
+    let direct_io_below_bytes = args
+        .direct_io_below
+        .as_deref()
+        .map(|s| parse_bytes("direct-io-below", s))
+        .transpose()
+        .map_err(UsageError::from)?;
     if !args.mountpoint.is_dir() {
         return Err(UsageError(format!(
             "{}: no such directory to mount on; create it (mkdir -p {})",
@@ -418,6 +431,7 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         writeback_cache: !args.no_writeback_cache,
         transport,
         allow_other: args.allow_other,
+        direct_io_below_bytes,
     };
     let served = serve(&fs, image, &args.mountpoint, serving, mounted);
     let fs = Arc::try_unwrap(fs)
@@ -489,7 +503,15 @@ fn transport(arg: TransportArg, cpus: bool) -> Result<fusefront::Transport, Usag
 fn served_through(served: &fusefront::Served) -> String {
     let total: u64 = served.requests.iter().map(|&(_, n)| n).sum();
     let ops: Vec<String> = served.requests.iter().map(|(name, n)| format!("{name} {n}")).collect();
-    format!("{}; {total} requests: {}", transport_used(served), ops.join(", "))
+    let direct = match served.direct_io {
+        Some(d) => format!(
+            "; {} opens for writing went direct (below {} free)",
+            d.opens,
+            report::human_bytes(d.below_bytes)
+        ),
+        None => String::new(),
+    };
+    format!("{}{direct}; {total} requests: {}", transport_used(served), ops.join(", "))
 }
 
 fn transport_used(served: &fusefront::Served) -> String {

@@ -81,6 +81,7 @@ pub(crate) fn through_fuse(
             writeback_cache: true,
             transport: fusefront::Transport::Auto,
             allow_other: false,
+            direct_io_below_bytes: None,
         };
         std::thread::scope(|scope| {
             let (up, is_up) = mpsc::channel();

@@ -5,6 +5,8 @@ mod errors;
 mod examples;
 mod fs;
 mod fs_damage;
+mod fs_limits;
+mod fs_rename;
 mod fs_suites;
 mod fs_tree;
 mod fs_users;

@@ -386,7 +386,7 @@ fn an_orphan_closed_before_the_unmount_leaves_the_list_empty() {
 
 /// fsck -n's findings on `dev`, every one a leak (what soft updates may
 /// leave after a crash).
-fn only_leaks(dev: &std::sync::Arc<dyn device::Device>) -> Vec<&'static str> {
+pub(crate) fn only_leaks(dev: &std::sync::Arc<dyn device::Device>) -> Vec<&'static str> {
     let report = ffs::fsck::fsck(dev, ffs::fsck::Repair::No).unwrap();
     let beyond: Vec<_> = report.findings.iter().filter(|f| !f.class.is_leak()).collect();
     assert!(beyond.is_empty(), "{beyond:?}");
@@ -412,7 +412,10 @@ fn under_softdep_an_entry_is_not_written_before_its_inode() {
 /// `op` under `softdep` on `dev` (unmounted), then one write-back and no
 /// flush: whatever part of it a power cut keeps (64 subsets), fsck finds
 /// nothing but leaks.
-fn leaks_only_whatever_a_crash_keeps(dev: &std::sync::Arc<dyn device::Device>, op: &dyn Fn(&ffs::Ffs)) {
+pub(crate) fn leaks_only_whatever_a_crash_keeps(
+    dev: &std::sync::Arc<dyn device::Device>,
+    op: &dyn Fn(&ffs::Ffs),
+) {
     use std::sync::Arc;
     let crash = Arc::new(device::CrashDevice::new(Arc::clone(dev)).unwrap());
     let fs = mount(&(crash.clone() as Arc<dyn device::Device>), Policy::Softdep);

@@ -317,14 +317,15 @@ impl FileSystem for FailingUnlink {
     fn rmdir(&self, parent: fsapi::Ino, name: &OsStr) -> fsapi::Result<()> {
         self.inner.rmdir(parent, name)
     }
-    fn rename(
+    fn rename2(
         &self,
         parent: fsapi::Ino,
         name: &OsStr,
         new_parent: fsapi::Ino,
         new_name: &OsStr,
+        mode: fsapi::RenameMode,
     ) -> fsapi::Result<()> {
-        self.inner.rename(parent, name, new_parent, new_name)
+        self.inner.rename2(parent, name, new_parent, new_name, mode)
     }
     fn read(&self, ino: fsapi::Ino, offset: u64, buf: &mut [u8]) -> fsapi::Result<usize> {
         self.inner.read(ino, offset, buf)

@@ -1,0 +1,228 @@
+//! renameat2's modes: `RENAME_NOREPLACE` and `RENAME_EXCHANGE` under every
+//! policy, across remounts, and after a crash at any point of an exchange.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use device::{CrashPoint, CrashPolicy, Device, MemDevice, Recording, RecordingDevice, Replayer};
+use ffs::fsck::{fsck, Repair};
+use ffs::{Ffs, MountOptions, Policy};
+use fsapi::{Attr, Errno, FileSystem, FileType, Owner, RenameMode, ROOT};
+
+use crate::common::{fresh, mount};
+use crate::files::leaks_only_whatever_a_crash_keeps;
+
+const POLICIES: [Policy; 4] = [Policy::Sync, Policy::Softdep, Policy::Log, Policy::Async];
+
+fn name(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+fn file(fs: &dyn FileSystem, dir: u64, called: &str, data: &[u8]) -> Attr {
+    let f = fs.create(dir, name(called), Owner::root(0o644)).unwrap();
+    fs.write(f.ino, 0, data).unwrap();
+    fs.getattr(f.ino).unwrap()
+}
+
+fn dir(fs: &dyn FileSystem, parent: u64, called: &str) -> Attr {
+    fs.mkdir(parent, name(called), Owner::root(0o755)).unwrap()
+}
+
+fn contents(fs: &dyn FileSystem, parent: u64, called: &str) -> Vec<u8> {
+    let f = fs.lookup(parent, name(called)).unwrap();
+    let mut buf = vec![0u8; f.size as usize];
+    fs.read(f.ino, 0, &mut buf).unwrap();
+    buf
+}
+
+/// /p/x a directory holding a file, /q/y a file of four bytes.
+fn directory_and_file(fs: &dyn FileSystem) -> (u64, u64) {
+    let (p, q) = (dir(fs, ROOT, "p").ino, dir(fs, ROOT, "q").ino);
+    let x = dir(fs, p, "x");
+    file(fs, x.ino, "inside", b"in x");
+    file(fs, q, "y", b"in y");
+    (p, q)
+}
+
+/// Unmounts `fs` and checks the image: fsck finds nothing.
+fn unmount_clean(fs: Ffs, dev: &Arc<dyn Device>, policy: Policy) {
+    fs.unmount().unwrap();
+    let report = fsck(dev, Repair::No).unwrap();
+    assert!(report.clean(), "{policy:?}: {:?}", report.findings);
+}
+
+#[test]
+fn an_exchange_of_two_files_in_one_directory_swaps_them_under_every_policy() {
+    for policy in POLICIES {
+        let dev = fresh(16 << 20);
+        let fs = mount(&dev, policy);
+        file(&fs, ROOT, "a", b"first");
+        file(&fs, ROOT, "b", b"second file");
+        fs.rename2(ROOT, name("a"), ROOT, name("b"), RenameMode::Exchange).unwrap();
+        unmount_clean(fs, &dev, policy);
+        let fs = mount(&dev, policy);
+        assert_eq!(contents(&fs, ROOT, "a"), b"second file", "{policy:?}");
+        assert_eq!(contents(&fs, ROOT, "b"), b"first", "{policy:?}");
+    }
+}
+
+/// /p/x (a directory) and /q/y (a file) swap: the directory moves under q
+/// with its `..` (fsck checks every count against the `..` entries), p
+/// loses a link and q gains one.
+#[test]
+fn an_exchange_of_a_directory_and_a_file_across_parents_moves_the_directory_under_every_policy() {
+    for policy in POLICIES {
+        let dev = fresh(16 << 20);
+        let fs = mount(&dev, policy);
+        let (p, q) = directory_and_file(&fs);
+        fs.rename2(p, name("x"), q, name("y"), RenameMode::Exchange).unwrap();
+        assert_eq!((fs.getattr(p).unwrap().nlink, fs.getattr(q).unwrap().nlink), (2, 3), "{policy:?}");
+        unmount_clean(fs, &dev, policy);
+        let fs = mount(&dev, policy);
+        assert_eq!(contents(&fs, p, "x"), b"in y", "{policy:?}");
+        let moved = fs.lookup(q, name("y")).unwrap();
+        assert_eq!(moved.kind, FileType::Dir, "{policy:?}");
+        assert_eq!(contents(&fs, moved.ino, "inside"), b"in x", "{policy:?}");
+    }
+}
+
+#[test]
+fn an_exchange_of_two_directories_across_parents_keeps_both_parents_counts() {
+    for policy in POLICIES {
+        let dev = fresh(16 << 20);
+        let fs = mount(&dev, policy);
+        let (p, q) = (dir(&fs, ROOT, "p").ino, dir(&fs, ROOT, "q").ino);
+        let x = dir(&fs, p, "x").ino;
+        dir(&fs, x, "under-x");
+        dir(&fs, q, "y");
+        fs.rename2(p, name("x"), q, name("y"), RenameMode::Exchange).unwrap();
+        assert_eq!((fs.getattr(p).unwrap().nlink, fs.getattr(q).unwrap().nlink), (3, 3), "{policy:?}");
+        assert_eq!(fs.lookup(q, name("y")).unwrap().ino, x, "{policy:?}");
+        unmount_clean(fs, &dev, policy);
+    }
+}
+
+#[test]
+fn an_exchange_with_a_missing_name_is_enoent_and_changes_nothing() {
+    let fs = mount(&fresh(16 << 20), Policy::Sync);
+    file(&fs, ROOT, "a", b"a");
+    assert_eq!(fs.rename2(ROOT, name("a"), ROOT, name("none"), RenameMode::Exchange), Err(Errno::NOENT));
+    assert_eq!(fs.rename2(ROOT, name("none"), ROOT, name("a"), RenameMode::Exchange), Err(Errno::NOENT));
+    assert_eq!(contents(&fs, ROOT, "a"), b"a");
+}
+
+#[test]
+fn an_exchange_of_a_directory_with_a_name_inside_it_is_einval() {
+    let fs = mount(&fresh(16 << 20), Policy::Sync);
+    let d = dir(&fs, ROOT, "d");
+    file(&fs, d.ino, "f", b"f");
+    let refused = fs.rename2(ROOT, name("d"), d.ino, name("f"), RenameMode::Exchange);
+    assert_eq!(refused, Err(Errno::INVAL));
+    assert_eq!(fs.rename2(d.ino, name("f"), ROOT, name("d"), RenameMode::Exchange), Err(Errno::INVAL));
+}
+
+#[test]
+fn an_exchange_of_two_names_of_one_file_changes_nothing() {
+    let fs = mount(&fresh(16 << 20), Policy::Sync);
+    let f = file(&fs, ROOT, "a", b"a");
+    fs.link(f.ino, ROOT, name("b")).unwrap();
+    fs.rename2(ROOT, name("a"), ROOT, name("b"), RenameMode::Exchange).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 2);
+}
+
+#[test]
+fn a_rename_that_may_not_replace_is_eexist_onto_a_name_and_moves_onto_a_free_one() {
+    for policy in POLICIES {
+        let dev = fresh(16 << 20);
+        let fs = mount(&dev, policy);
+        file(&fs, ROOT, "a", b"a");
+        file(&fs, ROOT, "b", b"b");
+        let refused = fs.rename2(ROOT, name("a"), ROOT, name("b"), RenameMode::NoReplace);
+        assert_eq!(refused, Err(Errno::EXIST), "{policy:?}");
+        assert_eq!(contents(&fs, ROOT, "b"), b"b", "{policy:?}");
+        fs.rename2(ROOT, name("a"), ROOT, name("c"), RenameMode::NoReplace).unwrap();
+        assert_eq!(contents(&fs, ROOT, "c"), b"a", "{policy:?}");
+        unmount_clean(fs, &dev, policy);
+    }
+}
+
+/// Calls `check` with every state a power cut could leave while
+/// `policy` exchanges /p/x (a directory) and /q/y (a file) and unmounts:
+/// after each event, the writes not yet flushed kept whole or in part.
+/// Each image is checked before the next is built (they share the
+/// replayer's durable image).
+fn each_crash_state_of_an_exchange(policy: Policy, mut check: impl FnMut(Arc<dyn Device>)) {
+    let mem = Arc::new(MemDevice::new(16 << 20).unwrap());
+    let dev: Arc<dyn Device> = mem.clone();
+    ffs::mkfs(&dev, &ffs::MkfsOptions::default()).unwrap();
+    let fs = mount(&dev, Policy::Async);
+    let (p, q) = directory_and_file(&fs);
+    fs.unmount().unwrap();
+    let initial = MemDevice::from_bytes("initial", &mem.to_vec(), dev.sector_bytes()).unwrap();
+    let recording = Recording::new();
+    let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
+    let options = MountOptions { policy, cache_bytes: 1 << 20, ..Default::default() };
+    let fs = Ffs::mount(recorded, &options).unwrap();
+    fs.rename2(p, name("x"), q, name("y"), RenameMode::Exchange).unwrap();
+    fs.unmount().unwrap();
+    let events = recording.events();
+    let mut replayer = Replayer::new(events.clone(), vec![initial]);
+    for at in 0..=events.len() {
+        for (policy, seed) in [(CrashPolicy::KeepAll, 0), (CrashPolicy::KeepSubset, at as u64)] {
+            let image = replayer.images_at(CrashPoint { after_events: at, policy, seed }).unwrap().remove(0);
+            check(Arc::new(image));
+        }
+    }
+}
+
+/// Whether /p/x and /q/y are both there in `image` (repaired as needed).
+fn both_names_there(image: &Arc<dyn Device>) -> bool {
+    let fs = Ffs::mount(Arc::clone(image), &MountOptions::default()).unwrap();
+    let there = |dir: &str, called: &str| {
+        let parent = fs.lookup(ROOT, name(dir)).unwrap();
+        fs.lookup(parent.ino, name(called)).is_ok()
+    };
+    there("p", "x") && there("q", "y")
+}
+
+/// Under `sync`, wherever a crash comes, preen repairs the image (a count
+/// too high, or the inode whose entry was rewritten first named by
+/// neither entry, put in lost+found), and neither name is lost.
+#[test]
+fn under_sync_a_crash_anywhere_in_an_exchange_loses_neither_name_and_preen_repairs_it() {
+    each_crash_state_of_an_exchange(Policy::Sync, |image| {
+        let report = fsck(&image, Repair::Preen).unwrap();
+        assert!(!report.damage_left(), "{:?}", report.findings);
+        assert!(both_names_there(&image));
+    });
+}
+
+/// Under `log` the exchange is one transaction: the replay leaves nothing
+/// for fsck, and the two names name what they did before it or after.
+#[test]
+fn under_log_a_crash_anywhere_in_an_exchange_leaves_it_whole_or_undone() {
+    each_crash_state_of_an_exchange(Policy::Log, |image| {
+        // fsck replays the log first, into memory, as a mount does.
+        let report = fsck(&image, Repair::No).unwrap();
+        assert!(report.clean(), "{:?}", report.findings);
+        let options = MountOptions { policy: Policy::Log, ..Default::default() };
+        let fs = Ffs::mount(Arc::clone(&image), &options).unwrap();
+        let p = fs.lookup(ROOT, name("p")).unwrap();
+        let q = fs.lookup(ROOT, name("q")).unwrap();
+        let kinds = (fs.lookup(p.ino, name("x")).unwrap().kind, fs.lookup(q.ino, name("y")).unwrap().kind);
+        assert!(kinds == (FileType::Dir, FileType::File) || kinds == (FileType::File, FileType::Dir));
+    });
+}
+
+/// Under `softdep`, whatever part of a write-back a power cut keeps, fsck
+/// finds nothing but leaks, and neither name is lost.
+#[test]
+fn under_softdep_an_exchange_leaves_only_leaks_whatever_part_of_a_write_back_a_crash_keeps() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let (p, q) = directory_and_file(&fs);
+    fs.unmount().unwrap();
+    leaks_only_whatever_a_crash_keeps(&dev, &|fs| {
+        fs.rename2(p, name("x"), q, name("y"), RenameMode::Exchange).unwrap();
+    });
+}
