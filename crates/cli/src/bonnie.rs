@@ -77,6 +77,7 @@ pub struct BonnieArgs {
 }
 
 pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
+    crate::check_destinations(args.json.as_deref(), args.plot.as_deref())?;
     let size = args.size.as_deref().map(|s| parse_bytes("size", s)).transpose().map_err(UsageError::from)?;
     let chunk = parse_bytes("chunk", &args.chunk).map_err(UsageError::from)?;
     if args.repeat == 0 {

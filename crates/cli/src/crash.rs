@@ -134,6 +134,7 @@ pub struct CrashArgs {
 }
 
 pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
+    crate::check_destinations(args.json.as_deref(), None)?;
     let fs = matches!(args.stack, Stack::FsSync | Stack::FsSoftdep | Stack::FsLog | Stack::FsAsync);
     match &args.disk {
         Some(_) if fs => {

@@ -55,6 +55,36 @@ pub(crate) fn check_output(flag: &str, path: &std::path::Path, stdout_ok: bool) 
             dir.display()
         )));
     }
+    let (place, what) = if path.exists() { (path, "the file") } else { (dir, "its directory") };
+    if !writable(place) {
+        return Err(UsageError(format!(
+            "--{flag}: {}: {what} cannot be written by this user; give another path",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether this process may write `path` (access(2) with W_OK).
+fn writable(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: access with a NUL-terminated path.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// `--json FILE` and `--plot DIR`, checked before any work is done, so a
+/// long run never ends with results it cannot write.
+pub(crate) fn check_destinations(
+    json: Option<&std::path::Path>,
+    plot: Option<&std::path::Path>,
+) -> Result<(), UsageError> {
+    if let Some(path) = json {
+        check_output("json", path, true)?;
+    }
+    if let Some(dir) = plot {
+        check_plot_dir(dir)?;
+    }
     Ok(())
 }
 
@@ -81,6 +111,17 @@ pub(crate) fn check_plot_dir(dir: &std::path::Path) -> Result<(), UsageError> {
         return Err(UsageError(format!(
             "--plot: {} is a file; give a directory (made if missing)",
             dir.display()
+        )));
+    }
+    // The directory, or the nearest one above it that exists, where it
+    // would be made.
+    let existing = dir.ancestors().find(|a| a.as_os_str().is_empty() || a.is_dir());
+    let existing = existing.filter(|a| !a.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !writable(existing) {
+        return Err(UsageError(format!(
+            "--plot: {}: {} cannot be written by this user; give another directory",
+            dir.display(),
+            existing.display()
         )));
     }
     Ok(())

@@ -90,6 +90,7 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
         SweepCommand::Journal(args) => return crate::sweep_journal::run(args),
         SweepCommand::Policies(args) => return crate::sweep_policies::run(args),
     };
+    crate::check_destinations(args.json.as_deref(), args.plot.as_deref())?;
     if args.repeat == 0 {
         return Err(UsageError("--repeat: must be at least 1".into()).into());
     }

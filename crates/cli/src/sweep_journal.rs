@@ -110,6 +110,7 @@ const ARMS: [Arm; 8] = [
 ];
 
 pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
+    crate::check_destinations(args.json.as_deref(), args.plot.as_deref())?;
     if args.repeat == 0 {
         return Err(UsageError("--repeat: must be at least 1".into()).into());
     }

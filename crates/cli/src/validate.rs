@@ -68,6 +68,7 @@ pub struct ValidateArgs {
 }
 
 pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+    crate::check_destinations(args.json.as_deref(), None)?;
     if let Some(ranks) = ranks {
         let json = args.json.iter().filter(|p| p.as_os_str() != "-");
         ranks.own_paths(&json.map(|p| ("json", p.as_path())).collect::<Vec<_>>())?;

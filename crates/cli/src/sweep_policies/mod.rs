@@ -194,12 +194,7 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     let block_device = args.target.as_deref().is_some_and(is_block_device);
     let columns = columns(&args, block_device)?;
     parse_bytes("cache", &args.cache).map_err(UsageError::from)?;
-    if let Some(path) = &args.json {
-        crate::check_output("json", path, true)?;
-    }
-    if let Some(dir) = &args.plot {
-        crate::check_plot_dir(dir)?;
-    }
+    crate::check_destinations(args.json.as_deref(), args.plot.as_deref())?;
     let (name, tar) = match &args.archive {
         Some(path) => {
             (path.display().to_string(), load_archive(path).map_err(|e| UsageError(e.to_string()))?.tar)

@@ -282,3 +282,30 @@ fn the_exit_codes_are_listed_once_in_the_top_level_help() {
         assert!(text.contains(code), "{code}: {text}");
     }
 }
+
+/// A `--json` file whose directory is missing is refused before any work
+/// (a nine-minute bonnie must not end unable to write its results), and
+/// nothing is made.
+#[test]
+fn a_json_destination_that_cannot_be_written_is_refused_before_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("bonnie-target");
+    let journal = dir.path().join("journal");
+    let json = dir.path().join("missing/out.json");
+    let (target, journal, json) =
+        (target.to_str().unwrap(), journal.to_str().unwrap(), json.to_str().unwrap());
+    for args in [
+        vec!["bonnie", "--target", target, "--json", json],
+        vec!["crash", "--stack", "fs-log", "--json", json],
+        vec!["validate", "--target", target, "--journal", journal, "--json", json],
+    ] {
+        let out = iolab(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("--json") && stderr(&out).contains("does not exist"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!std::path::Path::new(target).exists(), "{args:?} made its target");
+    }
+}
