@@ -4,6 +4,7 @@ mod fsck;
 mod fuzz;
 mod inode;
 mod model;
+mod range;
 mod special;
 mod superblock;
 mod unclean;
