@@ -1,6 +1,7 @@
 //! A file's blocks: twelve direct pointers, then a single indirect block
 //! of 1024, then a double indirect of 1024 singles. Mapping, allocating
-//! on write, and truncating.
+//! on write, freeing a range (truncation, a punched hole), and finding
+//! holes.
 
 use fsapi::Errno;
 
@@ -164,22 +165,30 @@ impl Core {
     /// Drops every block of the file from block `keep` on: clears their
     /// pointers (and indirect blocks left empty) and returns what to free.
     pub fn truncate_blocks(&mut self, inode: &mut DiskInode, keep: u64) -> Result<Freed, Errno> {
+        self.free_range(inode, keep, DOUBLE_END)
+    }
+
+    /// Drops the file's blocks `first..end`: clears their pointers, frees
+    /// the indirect blocks whose whole span is inside, and returns what to
+    /// free.
+    pub fn free_range(&mut self, inode: &mut DiskInode, first: u64, end: u64) -> Result<Freed, Errno> {
         let mut freed = Freed::default();
-        for i in (keep.min(DIRECT) as usize)..DIRECT_POINTERS {
-            if inode.direct[i] != 0 {
-                freed.blocks.push(std::mem::take(&mut inode.direct[i]));
+        for i in first.min(DIRECT)..end.min(DIRECT) {
+            let p = std::mem::take(&mut inode.direct[i as usize]);
+            if p != 0 {
+                freed.blocks.push(p);
             }
         }
-        if inode.single != 0 {
-            let first = keep.saturating_sub(DIRECT);
-            if self.clear_indirect(inode.single, 1, first, &mut freed)? {
+        if inode.single != 0 && first < SINGLE_END && end > DIRECT {
+            let (from, to) = (first.saturating_sub(DIRECT), end.min(SINGLE_END) - DIRECT);
+            if self.clear_indirect(inode.single, 1, from, to, &mut freed)? {
                 freed.pointers.push(inode.single);
                 freed.blocks.push(std::mem::take(&mut inode.single));
             }
         }
-        if inode.double != 0 {
-            let first = keep.saturating_sub(SINGLE_END);
-            if self.clear_indirect(inode.double, 2, first, &mut freed)? {
+        if inode.double != 0 && end > SINGLE_END {
+            let (from, to) = (first.saturating_sub(SINGLE_END), end.min(DOUBLE_END) - SINGLE_END);
+            if self.clear_indirect(inode.double, 2, from, to, &mut freed)? {
                 freed.pointers.push(inode.double);
                 freed.blocks.push(std::mem::take(&mut inode.double));
             }
@@ -189,48 +198,129 @@ impl Core {
     }
 
     /// Clears the pointers of indirect block `block` (of `level` 1 or 2)
-    /// covering file blocks from `first` (relative to it) on. Returns
-    /// whether the block is left empty (and so is to be freed too).
+    /// covering file blocks `first..end` (relative to it). Returns whether
+    /// the range covers the block's whole span (it is then to be freed
+    /// too, its pointers left as they are).
     fn clear_indirect(
         &mut self,
         block: u32,
         level: u32,
         first: u64,
+        end: u64,
         freed: &mut Freed,
     ) -> Result<bool, Errno> {
         let span = if level == 1 { 1 } else { POINTERS_PER_BLOCK };
+        let whole = first == 0 && end >= span * POINTERS_PER_BLOCK;
+        let (lo, hi) = (first / span, end.div_ceil(span).min(POINTERS_PER_BLOCK));
         let mut changed = false;
         // Read once (not once a pointer): only this loop changes them, each
         // after it is read.
-        let pointers = self.pointers(block, first / span)?;
-        for (i, p) in (first / span..POINTERS_PER_BLOCK).zip(pointers) {
+        let pointers = self.pointers(block, lo)?;
+        for (i, p) in (lo..hi).zip(pointers) {
             if p == 0 {
                 continue;
             }
             let empty = level == 1 || {
-                let from = if i == first / span { first % span } else { 0 };
-                self.clear_indirect(p, 1, from, freed)?
+                // The child's part of the range: `i * span < end`, as `i < hi`.
+                let (from, to) = (first.saturating_sub(i * span), (end - i * span).min(span));
+                self.clear_indirect(p, 1, from, to, freed)?
             };
             if empty {
                 freed.blocks.push(p);
                 if level == 2 {
                     freed.pointers.push(p);
                 }
-                // Freed whole (`first` 0), this block keeps its pointers:
-                // nothing reaches it once its own pointer goes, and it is
-                // zeroed when handed out again (`new_block`).
-                if first != 0 {
+                // Freed whole, this block keeps its pointers: nothing
+                // reaches it once its own pointer goes, and it is zeroed
+                // when handed out again (`new_block`).
+                if !whole {
                     self.set(block, i, 0)?;
                     changed = true;
                 }
             }
         }
-        if first == 0 {
+        if whole {
             return Ok(true);
         }
         if changed {
             freed.changed.push(u64::from(block));
         }
         Ok(false)
+    }
+
+    /// Whether file block `n` is allocated, and the next block worth
+    /// asking about: past a missing indirect block, every block it would
+    /// map is a hole too.
+    fn mapped(&mut self, inode: &DiskInode, n: u64) -> Result<(bool, u64), Errno> {
+        if n < DIRECT {
+            return Ok((inode.direct[n as usize] != 0, n + 1));
+        }
+        if n < SINGLE_END {
+            if inode.single == 0 {
+                return Ok((false, SINGLE_END));
+            }
+            return Ok((self.pointer(inode.single, n - DIRECT)? != 0, n + 1));
+        }
+        if n >= DOUBLE_END || inode.double == 0 {
+            return Ok((false, u64::MAX));
+        }
+        let m = n - SINGLE_END;
+        let single = self.pointer(inode.double, m / POINTERS_PER_BLOCK)?;
+        if single == 0 {
+            return Ok((false, SINGLE_END + (m / POINTERS_PER_BLOCK + 1) * POINTERS_PER_BLOCK));
+        }
+        Ok((self.pointer(single, m % POINTERS_PER_BLOCK)? != 0, n + 1))
+    }
+
+    /// The first block in `from..end` that is allocated (`data`) or a
+    /// hole; None if there is none.
+    pub fn next_block(
+        &mut self,
+        inode: &DiskInode,
+        from: u64,
+        end: u64,
+        data: bool,
+    ) -> Result<Option<u64>, Errno> {
+        let mut n = from;
+        while n < end {
+            let (allocated, next) = self.mapped(inode, n)?;
+            if allocated == data {
+                return Ok(Some(n));
+            }
+            n = next;
+        }
+        Ok(None)
+    }
+
+    /// How many of the blocks `first..end` are holes.
+    pub fn holes(&mut self, inode: &DiskInode, first: u64, end: u64) -> Result<u64, Errno> {
+        let (mut n, mut holes) = (first, 0);
+        while n < end {
+            let (allocated, next) = self.mapped(inode, n)?;
+            let next = next.min(end);
+            if !allocated {
+                holes += next - n;
+            }
+            n = next;
+        }
+        Ok(holes)
+    }
+
+    /// A block past the file's last allocated one (not always the first:
+    /// a single indirect block under the double counts whole), read from
+    /// the inode and its top indirect blocks only.
+    pub fn allocated_end(&mut self, inode: &DiskInode) -> Result<u64, Errno> {
+        let last = |pointers: &[u32]| pointers.iter().rposition(|&p| p != 0).map(|i| i as u64 + 1);
+        if inode.double != 0 {
+            if let Some(singles) = last(&self.pointers(inode.double, 0)?) {
+                return Ok(SINGLE_END + singles * POINTERS_PER_BLOCK);
+            }
+        }
+        if inode.single != 0 {
+            if let Some(n) = last(&self.pointers(inode.single, 0)?) {
+                return Ok(DIRECT + n);
+            }
+        }
+        Ok(last(&inode.direct).unwrap_or(0))
     }
 }

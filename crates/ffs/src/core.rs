@@ -296,21 +296,28 @@ impl Core {
         Ok(())
     }
 
-    /// Under `log`, gives up the blocks of a large file from its end a
-    /// chunk at a time down to `keep` blocks (each chunk leaves a file
+    /// Under `log`, gives up the file's blocks `first..end` from the end
+    /// of what it holds there a chunk at a time (each chunk leaves a file
     /// with holes, a consistent state), committing between chunks when
     /// the transaction is full: freeing gigabytes touches more bitmaps
     /// and indirect blocks than one transaction holds. The caller frees
-    /// the rest.
-    pub fn shed_in_chunks(&mut self, ino: u32, inode: &mut DiskInode, keep: u64) -> Result<(), Errno> {
+    /// the rest (`free_range` over the whole range, which also frees the
+    /// indirect blocks the chunks emptied).
+    pub fn shed_in_chunks(
+        &mut self,
+        ino: u32,
+        inode: &mut DiskInode,
+        first: u64,
+        end: u64,
+    ) -> Result<(), Errno> {
         const CHUNK: u64 = 2048;
         if self.policy != Policy::Log {
             return Ok(());
         }
-        let mut end = inode.size.div_ceil(BLOCK_BYTES as u64);
-        while end > keep + CHUNK {
+        let mut end = end.min(self.allocated_end(inode)?);
+        while end > first + CHUNK {
             end -= CHUNK;
-            let freed = self.truncate_blocks(inode, end)?;
+            let freed = self.free_range(inode, end, end + CHUNK)?;
             self.put_inode(ino, inode)?;
             self.free_blocks_now(freed.blocks)?;
             if self.commit_due() {

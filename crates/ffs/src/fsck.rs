@@ -732,13 +732,19 @@ impl Checker {
     }
 
     /// Puts an unattached inode in lost+found as `#INO`, or frees it when
-    /// it holds nothing (an empty file, as fsck_ffs clears).
+    /// it holds nothing (an empty file, as fsck_ffs clears), with any
+    /// blocks it kept past its end (fallocate's keep-size), which pass 5
+    /// then finds free.
     fn reattach(&mut self, ino: u32) -> Result<(), FsError> {
         let inode = self.inodes[&ino].inode.clone();
         let dir = inode.kind_bits() == S_IFDIR;
         if !dir && inode.size == 0 {
             self.core.clear_inode(ino).map_err(Self::errno)?;
             self.inodes.remove(&ino);
+            let points = inode.direct.iter().any(|&p| p != 0) || inode.single != 0 || inode.double != 0;
+            if points {
+                self.claims.retain(|_, owner| *owner != ino);
+            }
             return Ok(());
         }
         let lost_found =

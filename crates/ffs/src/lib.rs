@@ -26,6 +26,7 @@ mod mkfs;
 mod mount;
 mod ops;
 mod pages;
+mod range;
 mod softdep;
 mod unclean;
 mod wapbl;

@@ -12,22 +12,18 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::{Mutex, MutexGuard};
 
 use fsapi::{
-    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs,
-    Time,
+    check_name, Attr, DirEntry, Errno, Fallocate, FileSystem, FileType, Ino, Owner, RenameMode, Result,
+    SetAttr, StatFs, Time, Whence,
 };
 
 use crate::commits::Commits;
 use crate::core::{io_failed, Core};
 use crate::format::*;
-use crate::softdep::{FreedFrom, Gone, Wait};
+use crate::softdep::{FreedFrom, Gone};
 use crate::{Dev, FsError};
 
 /// Links an inode may have.
 const LINKS_MAX: u16 = 65_000;
-
-/// Under `log`, a write checks at every this many file blocks (4 MiB)
-/// whether the transaction is full and commits what it wrote so far.
-const WRITE_CHUNK_BLOCKS: u64 = 1024;
 
 /// How to mount.
 #[derive(Clone, Debug)]
@@ -287,7 +283,7 @@ fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
     if core.sb.orphans != 0 {
         core.unlist_orphan(ino, inode.next_orphan)?;
     }
-    core.shed_in_chunks(ino, &mut inode, 0)?;
+    core.shed_in_chunks(ino, &mut inode, 0, FILE_BLOCKS_MAX)?;
     let freed = core.truncate_blocks(&mut inode, 0)?;
     let block = core.clear_inode(ino)?;
     core.ordered(block)?;
@@ -737,8 +733,9 @@ impl FileSystem for Ffs {
             return Ok(0);
         }
         fsapi::check_file_end(offset, data.len() as u64, FILE_BYTES_MAX)?;
-        let mut done = 0usize;
-        let result = write_blocks(&mut core, ino, &mut inode, offset, data, &mut done);
+        let mut fill = crate::range::Fill::data(data);
+        let result = core.fill(ino, &mut inode, offset, data.len() as u64, &mut fill);
+        let done = fill.done as usize;
         if done > 0 {
             inode.size = inode.size.max(offset + done as u64);
             touch(&mut inode);
@@ -790,6 +787,55 @@ impl FileSystem for Ffs {
     fn file_bytes_max(&self) -> u64 {
         FILE_BYTES_MAX
     }
+
+    fn fallocate(&self, ino: Ino, mode: Fallocate, offset: u64, len: u64) -> Result<()> {
+        let mut core = self.lock();
+        core.check_alive()?;
+        let ino = core.valid_ino(ino)?;
+        let mut inode = core.inode(ino)?;
+        file_only(&inode)?;
+        let end = fsapi::fallocate_end(offset, len)?;
+        core.fallocate(ino, &mut inode, mode, offset, end)?;
+        touch(&mut inode);
+        core.put_inode(ino, &inode)?;
+        Ok(())
+    }
+
+    fn lseek(&self, ino: Ino, offset: u64, whence: Whence) -> Result<u64> {
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        let inode = core.inode(ino)?;
+        file_only(&inode)?;
+        core.seek(&inode, offset, whence)
+    }
+
+    /// A read and a write a chunk at a time, each a call of its own (the
+    /// lock let go between, and under `log` each write's transaction
+    /// whole): the blocks are copied, never shared. A failure after some
+    /// bytes went is the count of those, as a short write.
+    fn copy_file_range(&self, from: Ino, offset_in: u64, to: Ino, offset_out: u64, len: u64) -> Result<u64> {
+        const CHUNK_BYTES: u64 = 1 << 20;
+        let count = fsapi::copy_len(&self.getattr(from)?, offset_in, &self.getattr(to)?, offset_out, len)?;
+        let mut buf = vec![0u8; count.min(CHUNK_BYTES) as usize];
+        let mut done = 0u64;
+        while done < count {
+            let want = (count - done).min(CHUNK_BYTES) as usize;
+            let copied = self
+                .read(from, offset_in + done, &mut buf[..want])
+                .and_then(|n| self.write(to, offset_out + done, &buf[..n]).map(|w| (n, w)));
+            match copied {
+                Ok((n, written)) => {
+                    done += written as u64;
+                    if n == 0 || written < n {
+                        break;
+                    }
+                }
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(done)
+    }
 }
 
 /// A regular file's data calls refuse a directory (EISDIR), a symlink
@@ -803,39 +849,6 @@ fn file_only(inode: &DiskInode) -> Result<()> {
     }
 }
 
-/// Writes `data` at `offset` block by block, counting what went in.
-fn write_blocks(
-    core: &mut Core,
-    ino: u32,
-    inode: &mut DiskInode,
-    offset: u64,
-    data: &[u8],
-    done: &mut usize,
-) -> Result<()> {
-    while *done < data.len() {
-        let at = offset + *done as u64;
-        let (n, within) = (at / BLOCK_BYTES as u64, (at % BLOCK_BYTES as u64) as usize);
-        if *done > 0 && n % WRITE_CHUNK_BLOCKS == 0 && core.commit_due() {
-            // A long write under `log`: what is written so far becomes a
-            // state of its own (the size covering it), committed before
-            // the write goes on, so that the transaction stays whole.
-            inode.size = inode.size.max(at);
-            core.put_inode(ino, inode)?;
-            if let Err(e) = core.commit_behind() {
-                return Err(io_failed(core, e));
-            }
-        }
-        let len = (BLOCK_BYTES - within).min(data.len() - *done);
-        let (block, _) = core.bmap(ino, inode, n, true)?.ok_or(Errno::IO)?;
-        match core.cache.modify_data(u64::from(block)) {
-            Ok(bytes) => bytes[within..within + len].copy_from_slice(&data[*done..*done + len]),
-            Err(e) => return Err(io_failed(core, e)),
-        }
-        *done += len;
-    }
-    Ok(())
-}
-
 /// Sets a file's size: blocks past it freed (pointers cleared on disk
 /// first under `sync`), the tail of the last block zeroed.
 fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Result<()> {
@@ -843,8 +856,7 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
     fsapi::check_file_end(size, 0, FILE_BYTES_MAX)?;
     if size < inode.size {
         let keep = size.div_ceil(BLOCK_BYTES as u64);
-        core.shed_in_chunks(ino, inode, keep)?;
-        let freed = core.truncate_blocks(inode, keep)?;
+        core.shed_in_chunks(ino, inode, keep, FILE_BLOCKS_MAX)?;
         let within = (size % BLOCK_BYTES as u64) as usize;
         if within != 0 {
             if let Some((block, _)) = core.bmap(ino, inode, size / BLOCK_BYTES as u64, false)? {
@@ -855,16 +867,7 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
             }
         }
         inode.size = size;
-        let block = core.put_inode(ino, inode)?;
-        core.ordered(block)?;
-        for &changed in &freed.changed {
-            core.ordered(changed)?;
-        }
-        // Under `softdep`, released once the inode and the indirect blocks
-        // on the disk no longer point to them.
-        let waits =
-            std::iter::once(Wait::Inode(ino)).chain(freed.changed.into_iter().map(Wait::Indirect)).collect();
-        core.free_blocks(freed.blocks, FreedFrom::File { pointers: freed.pointers }, waits)?;
+        core.release_blocks(ino, inode, keep, FILE_BLOCKS_MAX)?;
     }
     inode.size = size;
     touch(inode);

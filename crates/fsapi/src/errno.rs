@@ -11,6 +11,7 @@ impl Errno {
     pub const PERM: Errno = Errno(libc::EPERM);
     pub const NOENT: Errno = Errno(libc::ENOENT);
     pub const IO: Errno = Errno(libc::EIO);
+    pub const NXIO: Errno = Errno(libc::ENXIO);
     pub const INTR: Errno = Errno(libc::EINTR);
     pub const BADF: Errno = Errno(libc::EBADF);
     pub const ACCES: Errno = Errno(libc::EACCES);
@@ -28,6 +29,9 @@ impl Errno {
     pub const LOOP: Errno = Errno(libc::ELOOP);
     pub const NOSYS: Errno = Errno(libc::ENOSYS);
     pub const STALE: Errno = Errno(libc::ESTALE);
+    pub const OVERFLOW: Errno = Errno(libc::EOVERFLOW);
+    /// EOPNOTSUPP (Linux's ENOTSUP too): an operation or mode not offered.
+    pub const OPNOTSUPP: Errno = Errno(libc::EOPNOTSUPP);
 
     /// The errno of an I/O error from the host, EIO when it carries none.
     pub fn from_io(e: &std::io::Error) -> Errno {
@@ -40,6 +44,7 @@ impl Errno {
             libc::EPERM => "EPERM",
             libc::ENOENT => "ENOENT",
             libc::EIO => "EIO",
+            libc::ENXIO => "ENXIO",
             libc::EBADF => "EBADF",
             libc::EACCES => "EACCES",
             libc::EEXIST => "EEXIST",
@@ -56,6 +61,8 @@ impl Errno {
             libc::ELOOP => "ELOOP",
             libc::ENOSYS => "ENOSYS",
             libc::ESTALE => "ESTALE",
+            libc::EOVERFLOW => "EOVERFLOW",
+            libc::EOPNOTSUPP => "EOPNOTSUPP",
             _ => "E?",
         }
     }

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::{
-    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs,
-    Time, ROOT,
+    check_name, regular_only, Attr, DirEntry, Errno, Fallocate, FileSystem, FileType, Ino, Owner, RenameMode,
+    Result, SetAttr, StatFs, Time, Whence, ROOT,
 };
 
 struct Node {
@@ -175,6 +175,13 @@ impl HostFs {
             let file = open_at(libc::AT_FDCWD, &proc_path(fd), flags, 0)?;
             Ok(File::from(file))
         })
+    }
+
+    /// Regular file `ino` opened for I/O; what `read` refuses, refused
+    /// without a system call.
+    fn regular(&self, ino: Ino, write: bool) -> Result<File> {
+        regular_only(self.getattr(ino)?.kind)?;
+        self.file(ino, write)
     }
 
     /// Gives a new inode the owner asked for (the host made it ours).
@@ -500,5 +507,39 @@ impl FileSystem for HostFs {
         })?;
         // SAFETY: syncfs on an open descriptor of the file system.
         check(unsafe { libc::syncfs(root.as_raw_fd()) }).map(|_| ())
+    }
+
+    fn fallocate(&self, ino: Ino, mode: Fallocate, offset: u64, len: u64) -> Result<()> {
+        let file = self.regular(ino, true)?;
+        // Past i64::MAX they are negative to the kernel, which refuses them.
+        let (offset, len) = (offset.min(i64::MAX as u64) as i64, len.min(i64::MAX as u64) as i64);
+        // SAFETY: fallocate on an open descriptor; no memory is passed.
+        check(unsafe { libc::fallocate(file.as_raw_fd(), mode.mode(), offset, len) }).map(|_| ())
+    }
+
+    fn lseek(&self, ino: Ino, offset: u64, whence: Whence) -> Result<u64> {
+        let file = self.regular(ino, false)?;
+        let offset = offset.min(i64::MAX as u64) as i64;
+        // SAFETY: lseek on an open descriptor of our own.
+        let at = unsafe { libc::lseek(file.as_raw_fd(), offset, whence.raw()) };
+        if at < 0 {
+            return Err(last_errno());
+        }
+        Ok(at as u64)
+    }
+
+    fn copy_file_range(&self, from: Ino, offset_in: u64, to: Ino, offset_out: u64, len: u64) -> Result<u64> {
+        let (source, target) = (self.regular(from, false)?, self.regular(to, true)?);
+        let (mut off_in, mut off_out) = (offset_in as libc::loff_t, offset_out as libc::loff_t);
+        let len = len.min(isize::MAX as u64) as usize;
+        // SAFETY: copy_file_range between two open descriptors, the offsets
+        // ours to update; no buffer is passed.
+        let n = unsafe {
+            libc::copy_file_range(source.as_raw_fd(), &mut off_in, target.as_raw_fd(), &mut off_out, len, 0)
+        };
+        if n < 0 {
+            return Err(last_errno());
+        }
+        Ok(n as u64)
     }
 }

@@ -8,7 +8,10 @@
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::{Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs};
+use crate::{
+    Attr, DirEntry, Errno, Fallocate, FileSystem, FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs,
+    Whence,
+};
 
 /// `fs` until `stop` is set; `EINTR` for new work after.
 pub struct Interruptible<'a> {
@@ -141,5 +144,20 @@ impl FileSystem for Interruptible<'_> {
 
     fn file_bytes_max(&self) -> u64 {
         self.fs.file_bytes_max()
+    }
+
+    fn fallocate(&self, ino: Ino, mode: Fallocate, offset: u64, len: u64) -> Result<()> {
+        self.go_on()?;
+        self.fs.fallocate(ino, mode, offset, len)
+    }
+
+    fn lseek(&self, ino: Ino, offset: u64, whence: Whence) -> Result<u64> {
+        self.go_on()?;
+        self.fs.lseek(ino, offset, whence)
+    }
+
+    fn copy_file_range(&self, from: Ino, offset_in: u64, to: Ino, offset_out: u64, len: u64) -> Result<u64> {
+        self.go_on()?;
+        self.fs.copy_file_range(from, offset_in, to, offset_out, len)
     }
 }

@@ -15,6 +15,7 @@ mod errno;
 mod host;
 mod interrupt;
 mod model;
+mod range;
 pub mod testing;
 
 use std::ffi::OsStr;
@@ -22,7 +23,8 @@ use std::ffi::OsStr;
 pub use errno::Errno;
 pub use host::HostFs;
 pub use interrupt::Interruptible;
-pub use model::ModelFs;
+pub use model::{ModelFs, MODEL_BLOCK_BYTES};
+pub use range::{copy_len, fallocate_end, regular_only, seek, Fallocate, Whence};
 
 /// An inode number.
 pub type Ino = u64;
@@ -371,6 +373,38 @@ pub trait FileSystem: Send + Sync {
     /// anything changes ([`check_file_end`]).
     fn file_bytes_max(&self) -> u64 {
         FILE_BYTES_MAX
+    }
+
+    /// fallocate(2) of `len` bytes at `offset` of file `ino` in `mode`
+    /// ([`Fallocate`]). An empty range or an offset past the largest is
+    /// `EINVAL`, an end past it `EFBIG` ([`fallocate_end`]); refuses what
+    /// `read` refuses, likewise. `EOPNOTSUPP` where the backend offers no
+    /// fallocate (the default).
+    fn fallocate(&self, ino: Ino, mode: Fallocate, offset: u64, len: u64) -> Result<()> {
+        let _ = (ino, mode, offset, len);
+        Err(Errno::OPNOTSUPP)
+    }
+
+    /// lseek(2)'s SEEK_DATA or SEEK_HOLE in file `ino` from `offset`
+    /// ([`Whence`]); `ENXIO` at or past its end. The default, for a
+    /// backend that keeps no holes, is what Linux answers for such a file
+    /// system: the whole file is data, its end the only hole.
+    fn lseek(&self, ino: Ino, offset: u64, whence: Whence) -> Result<u64> {
+        let attr = self.getattr(ino)?;
+        regular_only(attr.kind)?;
+        seek(attr.size, offset, whence, attr.size.max(1), |from, end, data| {
+            Ok(if data { Some(from) } else { None }.filter(|&b| b < end))
+        })
+    }
+
+    /// copy_file_range(2): up to `len` bytes of file `from` at
+    /// `offset_in` copied to file `to` at `offset_out`, with the kernel's
+    /// rules ([`copy_len`]); the bytes copied, 0 at or past the source's
+    /// end. `EOPNOTSUPP` where the backend offers none (the default):
+    /// the kernel then copies through read and write itself.
+    fn copy_file_range(&self, from: Ino, offset_in: u64, to: Ino, offset_out: u64, len: u64) -> Result<u64> {
+        let _ = (from, offset_in, to, offset_out, len);
+        Err(Errno::OPNOTSUPP)
     }
 }
 

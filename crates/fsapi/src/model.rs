@@ -1,23 +1,96 @@
 //! A file system in memory, simple enough to be obviously right: the
 //! reference model property tests compare every other backend against.
 //! One lock over everything; no durability to speak of (`sync` and
-//! `fsync` succeed at once).
+//! `fsync` succeed at once). A file's blocks are kept as iolab's file
+//! system allocates them, so that holes (SEEK_DATA, SEEK_HOLE) compare.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::{
-    check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs,
-    Time, ROOT,
+    check_name, copy_len, fallocate_end, regular_only, seek, Attr, DirEntry, Errno, Fallocate, FileSystem,
+    FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs, Time, Whence, ROOT,
 };
 
 /// Links a file may have (as ext4's 65,000).
 const LINKS_MAX: u32 = 65_000;
 
+/// The unit the model allocates a file's bytes in: iolab's file system's
+/// block. A block is allocated by any write into it, by fallocate's
+/// allocation and zeroing, and freed by a truncation below it or a
+/// punch covering it whole; a file extended by truncation gains holes.
+pub const MODEL_BLOCK_BYTES: u64 = 4096;
+
+/// A file's bytes (up to its size) and which of its blocks are allocated
+/// (some may lie past the size: fallocate's `keep_size`).
+#[derive(Default)]
+struct FileData {
+    bytes: Vec<u8>,
+    blocks: BTreeSet<u64>,
+}
+
+/// The blocks that hold any of the bytes `start..end`.
+fn blocks_touched(start: u64, end: u64) -> std::ops::Range<u64> {
+    start / MODEL_BLOCK_BYTES..end.div_ceil(MODEL_BLOCK_BYTES)
+}
+
+impl FileData {
+    fn write(&mut self, offset: u64, bytes: &[u8]) {
+        let end = offset as usize + bytes.len();
+        if self.bytes.len() < end {
+            self.bytes.resize(end, 0);
+        }
+        self.bytes[offset as usize..end].copy_from_slice(bytes);
+        self.blocks.extend(blocks_touched(offset, end as u64));
+    }
+
+    /// A truncation: blocks past the new end freed when it shrinks.
+    fn resize(&mut self, size: u64) {
+        if size < self.bytes.len() as u64 {
+            self.blocks.retain(|&b| b < size.div_ceil(MODEL_BLOCK_BYTES));
+        }
+        self.bytes.resize(size as usize, 0);
+    }
+
+    /// `mode` over `offset..end` (checked by the caller).
+    fn fallocate(&mut self, mode: Fallocate, offset: u64, end: u64) {
+        if !mode.keeps_size() && end > self.bytes.len() as u64 {
+            self.bytes.resize(end as usize, 0);
+        }
+        let within = offset.min(self.bytes.len() as u64) as usize..end.min(self.bytes.len() as u64) as usize;
+        match mode {
+            Fallocate::Allocate { .. } => self.blocks.extend(blocks_touched(offset, end)),
+            Fallocate::ZeroRange { .. } => {
+                self.bytes[within].fill(0);
+                self.blocks.extend(blocks_touched(offset, end));
+            }
+            Fallocate::PunchHole => {
+                self.bytes[within].fill(0);
+                let whole = offset.div_ceil(MODEL_BLOCK_BYTES)..end / MODEL_BLOCK_BYTES;
+                self.blocks.retain(|b| !whole.contains(b));
+            }
+        }
+    }
+
+    /// The first block in `from..end` allocated (`data`) or a hole.
+    fn next(&self, from: u64, end: u64, data: bool) -> Option<u64> {
+        if data {
+            self.blocks.range(from..end).next().copied()
+        } else {
+            (from..end).find(|b| !self.blocks.contains(b))
+        }
+    }
+
+    /// 512-byte units allocated, as `st_blocks`.
+    fn units(&self) -> u64 {
+        self.blocks.len() as u64 * (MODEL_BLOCK_BYTES / 512)
+    }
+}
+
 enum Body {
-    File(Vec<u8>),
+    File(FileData),
     Dir(Dir),
     Symlink(Vec<u8>),
     /// A FIFO, device or socket: a name and attributes, no data.
@@ -344,12 +417,14 @@ impl FileSystem for ModelFs {
                 crate::check_file_end(size, 0, crate::FILE_BYTES_MAX)?;
             }
             match &mut node.body {
-                Body::File(data) => data.resize(size as usize, 0),
+                Body::File(data) => {
+                    data.resize(size);
+                    node.attr.blocks = data.units();
+                }
                 Body::Dir(_) => return Err(Errno::ISDIR),
                 Body::Symlink(_) | Body::Special => return Err(Errno::INVAL),
             }
             node.attr.size = size;
-            node.attr.blocks = size.div_ceil(512);
             node.attr.mtime = Time::now();
         }
         let a = &mut node.attr;
@@ -363,7 +438,7 @@ impl FileSystem for ModelFs {
     }
 
     fn create(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr> {
-        self.lock().make(parent, name, FileType::File, owner, Body::File(Vec::new()))
+        self.lock().make(parent, name, FileType::File, owner, Body::File(FileData::default()))
     }
 
     fn mkdir(&self, parent: Ino, name: &OsStr, owner: Owner) -> Result<Attr> {
@@ -373,7 +448,7 @@ impl FileSystem for ModelFs {
 
     fn mknod(&self, parent: Ino, name: &OsStr, kind: FileType, rdev: u32, owner: Owner) -> Result<Attr> {
         let body = match kind {
-            FileType::File => Body::File(Vec::new()),
+            FileType::File => Body::File(FileData::default()),
             FileType::Dir => return Err(Errno::PERM),
             FileType::Symlink => return Err(Errno::INVAL),
             FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket => Body::Special,
@@ -471,7 +546,7 @@ impl FileSystem for ModelFs {
 
     fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match &self.lock().node(ino)?.body {
-            Body::File(data) => {
+            Body::File(FileData { bytes: data, .. }) => {
                 let start = (offset as usize).min(data.len());
                 let n = buf.len().min(data.len() - start);
                 buf[..n].copy_from_slice(&data[start..start + n]);
@@ -493,13 +568,9 @@ impl FileSystem for ModelFs {
             return Ok(0);
         }
         crate::check_file_end(offset, bytes.len() as u64, crate::FILE_BYTES_MAX)?;
-        let end = offset as usize + bytes.len();
-        if data.len() < end {
-            data.resize(end, 0);
-        }
-        data[offset as usize..end].copy_from_slice(bytes);
-        node.attr.size = data.len() as u64;
-        node.attr.blocks = node.attr.size.div_ceil(512);
+        data.write(offset, bytes);
+        node.attr.size = data.bytes.len() as u64;
+        node.attr.blocks = data.units();
         let now = Time::now();
         node.attr.mtime = now;
         node.attr.ctime = now;
@@ -538,5 +609,42 @@ impl FileSystem for ModelFs {
 
     fn sync(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn fallocate(&self, ino: Ino, mode: Fallocate, offset: u64, len: u64) -> Result<()> {
+        let mut state = self.lock();
+        let node = state.node_mut(ino)?;
+        regular_only(node.attr.kind)?;
+        let end = fallocate_end(offset, len)?;
+        let Body::File(data) = &mut node.body else { return Err(Errno::IO) };
+        data.fallocate(mode, offset, end);
+        node.attr.size = data.bytes.len() as u64;
+        node.attr.blocks = data.units();
+        let now = Time::now();
+        node.attr.mtime = now;
+        node.attr.ctime = now;
+        Ok(())
+    }
+
+    fn lseek(&self, ino: Ino, offset: u64, whence: Whence) -> Result<u64> {
+        let state = self.lock();
+        let node = state.node(ino)?;
+        regular_only(node.attr.kind)?;
+        let Body::File(data) = &node.body else { return Err(Errno::IO) };
+        seek(node.attr.size, offset, whence, MODEL_BLOCK_BYTES, |from, end, want| {
+            Ok(data.next(from, end, want))
+        })
+    }
+
+    fn copy_file_range(&self, from: Ino, offset_in: u64, to: Ino, offset_out: u64, len: u64) -> Result<u64> {
+        let (source, target) = (self.getattr(from)?, self.getattr(to)?);
+        let count = copy_len(&source, offset_in, &target, offset_out, len)?;
+        if count == 0 {
+            return Ok(0);
+        }
+        let mut bytes = vec![0u8; count as usize];
+        let n = self.read(from, offset_in, &mut bytes)?;
+        self.write(to, offset_out, &bytes[..n])?;
+        Ok(n as u64)
     }
 }

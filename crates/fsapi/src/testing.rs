@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 
-use crate::{makedev, resolve, Attr, FileSystem, FileType, Owner, RenameMode, SetAttr, ROOT};
+use crate::{
+    makedev, resolve, Attr, Errno, Fallocate, FileSystem, FileType, Owner, RenameMode, SetAttr, Whence, ROOT,
+};
 
 /// The names every operation picks from (few, so they collide).
 pub const NAMES: [&str; 4] = ["a", "b", "c", "d"];
@@ -34,6 +36,12 @@ pub enum Op {
     Rename2(usize, usize, usize, usize, RenameMode),
     Write(usize, u16, u16),
     Truncate(usize, u16),
+    /// A file, a mode of [`Fallocate::ALL`], an offset and a length
+    /// (reaching the single indirect block).
+    Fallocate(usize, usize, u32, u32),
+    /// copy_file_range: from a file at an offset to a file (the same one,
+    /// at times) at an offset, a length.
+    Copy(usize, u16, usize, u16, u16),
 }
 
 impl Op {
@@ -43,7 +51,10 @@ impl Op {
     /// unused, so the seeds saved before mknod decode as they did unless
     /// that number is odd. Likewise half the renames take renameat2's
     /// flags (a quarter exchange, a quarter refuse to replace), told by
-    /// the number a rename leaves unused.
+    /// the number a rename leaves unused. And half the truncations are fallocates
+    /// and a quarter of the writes copies, told by a number those leave
+    /// unused (a seed saved before decodes as it did while it is even,
+    /// or for a write 0 modulo 4: a shrunk seed's zeros).
     pub fn decode(n: [u16; 6]) -> Op {
         let (d, m) = (n[1] as usize % 8, n[2] as usize % NAMES.len());
         let (e, k) = (n[3] as usize % 8, n[4] as usize % NAMES.len());
@@ -61,7 +72,12 @@ impl Op {
             6 if n[5] % 4 == 1 => Op::Rename2(d, m, e, k, RenameMode::Exchange),
             6 if n[5] % 4 == 3 => Op::Rename2(d, m, e, k, RenameMode::NoReplace),
             6 => Op::Rename(d, m, e, k),
+            7 if n[2] % 4 == 1 => Op::Copy(d, n[4] % 9000, e, n[5] % 9000, (n[2] / 4) % 6000),
             7 => Op::Write(d, n[4] % 9000, n[5] % 5000),
+            _ if n[2] % 2 == 1 => {
+                let (offset, len) = (u32::from(n[4] % 9000) * 8, u32::from(n[5] % 9000) * 2);
+                Op::Fallocate(d, n[3] as usize % Fallocate::ALL.len(), offset, len)
+            }
             _ => Op::Truncate(d, n[5] % 9000),
         }
     }
@@ -178,7 +194,51 @@ pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) ->
             }),
             None => Ok(()),
         },
+        Op::Fallocate(f, mode, offset, len) => match pick(files, f) {
+            Some(file) => with(fs, &file, |a| {
+                let mode = Fallocate::ALL[mode % Fallocate::ALL.len()];
+                fs.fallocate(a.ino, mode, u64::from(offset), u64::from(len))
+            }),
+            None => Ok(()),
+        },
+        Op::Copy(f, offset_in, g, offset_out, len) => match (pick(files, f), pick(files, g)) {
+            (Some(from), Some(to)) => with(fs, &from, |a| {
+                with(fs, &to, |b| {
+                    let (offset_in, offset_out) = (u64::from(offset_in), u64::from(offset_out));
+                    fs.copy_file_range(a.ino, offset_in, b.ino, offset_out, u64::from(len)).map(|_| ())
+                })
+            }),
+            _ => Ok(()),
+        },
     }
+}
+
+/// Each regular file's data as SEEK_DATA and SEEK_HOLE find it: path ->
+/// the (start, end) of each stretch of data, in order.
+pub fn layout(fs: &dyn FileSystem) -> BTreeMap<String, Vec<(u64, u64)>> {
+    let mut out = BTreeMap::new();
+    for (path, (kind, _, _)) in tree(fs) {
+        if kind != FileType::File {
+            continue;
+        }
+        let stretches = with(fs, &path, |a| {
+            let mut stretches = Vec::new();
+            let mut at = 0;
+            loop {
+                match fs.lseek(a.ino, at, Whence::Data) {
+                    Ok(start) => {
+                        let end = fs.lseek(a.ino, start, Whence::Hole).unwrap();
+                        stretches.push((start, end));
+                        at = end;
+                    }
+                    Err(Errno::NXIO) => return stretches,
+                    Err(e) => panic!("{path}: SEEK_DATA from {at}: {e}"),
+                }
+            }
+        });
+        out.insert(path, stretches);
+    }
+    out
 }
 
 /// The whole tree of `fs`.

@@ -26,9 +26,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fsapi::{Attr, FileSystem, FileType, Owner, SetAttr, Time};
 use fuser::{
-    Config, Errno as FuseErrno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, LockOwner,
-    MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Config, CopyFileRangeFlags, Errno as FuseErrno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo,
+    LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 /// How long the kernel may keep names and attributes: only this process
@@ -594,6 +594,58 @@ impl fuser::Filesystem for FuseFront {
                 s.name_bytes_max,
                 s.block_bytes,
             ),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.counts.add(wire::op::FALLOCATE);
+        Self::empty(wire::fallocate(&*self.fs, ino.0, offset, length, mode), reply);
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        self.counts.add(wire::op::LSEEK);
+        // The file system's offsets are loff_t's: below i64::MAX.
+        match wire::lseek(&*self.fs, ino.0, offset, whence) {
+            Ok(at) => reply.offset(at as i64),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        self.counts.add(wire::op::COPY_FILE_RANGE);
+        let from = (ino_in.0, offset_in);
+        match wire::copy_file_range(&*self.fs, from, (ino_out.0, offset_out), len, flags.bits()) {
+            Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(e)),
         }
     }

@@ -14,7 +14,9 @@ use std::os::unix::ffi::OsStrExt;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use fsapi::{Attr, DirEntry, Errno, FileSystem, FileType, Owner, RenameMode, SetAttr, StatFs, Time};
+use fsapi::{
+    Attr, DirEntry, Errno, Fallocate, FileSystem, FileType, Owner, RenameMode, SetAttr, StatFs, Time, Whence,
+};
 
 use crate::direct::Direct;
 use crate::setid::{self, Kill};
@@ -49,7 +51,10 @@ pub(crate) mod op {
     pub const RELEASEDIR: u32 = 29;
     pub const FSYNCDIR: u32 = 30;
     pub const CREATE: u32 = 35;
+    pub const FALLOCATE: u32 = 43;
     pub const RENAME2: u32 = 45;
+    pub const LSEEK: u32 = 46;
+    pub const COPY_FILE_RANGE: u32 = 47;
 
     /// The names reports give each operation, by opcode.
     pub const NAMES: &[(u32, &str)] = &[
@@ -77,7 +82,10 @@ pub(crate) mod op {
         (RELEASEDIR, "releasedir"),
         (FSYNCDIR, "fsyncdir"),
         (CREATE, "create"),
+        (FALLOCATE, "fallocate"),
         (RENAME2, "rename"),
+        (LSEEK, "lseek"),
+        (COPY_FILE_RANGE, "copy_file_range"),
     ];
 }
 
@@ -330,6 +338,50 @@ fn setattr_changes(a: &[u8]) -> Result<SetAttr, Errno> {
     })
 }
 
+/// The bytes one COPY_FILE_RANGE copies at most: its reply counts them
+/// in 32 bits (the caller asks again for the rest), in whole pages.
+const COPY_BYTES_MAX: u64 = (u32::MAX as u64) & !4095;
+
+/// FALLOCATE, as both transports answer it: `mode` is fallocate(2)'s
+/// (the kernel passes only keep-size, punch and zero-range through, and
+/// answers the others `EOPNOTSUPP` itself).
+pub(crate) fn fallocate(
+    fs: &dyn FileSystem,
+    ino: u64,
+    offset: u64,
+    len: u64,
+    mode: i32,
+) -> Result<(), Errno> {
+    fs.fallocate(ino, Fallocate::from_mode(mode)?, offset, len)
+}
+
+/// LSEEK, as both transports answer it: only SEEK_DATA and SEEK_HOLE come
+/// (the kernel keeps the others); a negative offset finds nothing
+/// (`ENXIO`, as ext4's answer).
+pub(crate) fn lseek(fs: &dyn FileSystem, ino: u64, offset: i64, whence: i32) -> Result<u64, Errno> {
+    let whence = Whence::from_raw(whence).ok_or(Errno::INVAL)?;
+    let offset = u64::try_from(offset).map_err(|_| Errno::NXIO)?;
+    fs.lseek(ino, offset, whence)
+}
+
+/// COPY_FILE_RANGE, as both transports answer it: from `ino` to `to`
+/// (the kernel checked both are on this mount and `flags` is 0), at most
+/// [`COPY_BYTES_MAX`]; the bytes copied.
+pub(crate) fn copy_file_range(
+    fs: &dyn FileSystem,
+    (ino, offset_in): (u64, u64),
+    (to, offset_out): (u64, u64),
+    len: u64,
+    flags: u64,
+) -> Result<u32, Errno> {
+    if flags != 0 {
+        return Err(Errno::INVAL);
+    }
+    let copied = fs.copy_file_range(ino, offset_in, to, offset_out, len.min(COPY_BYTES_MAX))?;
+    // At most what was asked, itself at most COPY_BYTES_MAX.
+    Ok(copied.min(COPY_BYTES_MAX) as u32)
+}
+
 /// Answers one request: `arg` is the operation's fixed argument (the ring
 /// entry's `op_in`), `payload` what follows it (names, written data).
 /// The reply's bytes go to `out` (emptied first); an error is the errno
@@ -422,6 +474,24 @@ pub(crate) fn answer(
             let (attr, bits) = create(fs, direct, ino, name(payload)?.0, owner(h, mode, umask), flags)?;
             put_entry(out, &attr);
             put_open(out, bits);
+        }
+        op::FALLOCATE => {
+            // fh (0), offset (8), length (16), mode (24).
+            let mode = field32(arg, 24)? as i32;
+            fallocate(fs, ino, field64(arg, 8)?, field64(arg, 16)?, mode)?;
+        }
+        op::LSEEK => {
+            // fh (0), offset (8), whence (16); the reply: offset.
+            let at = lseek(fs, ino, field64(arg, 8)? as i64, field32(arg, 16)? as i32)?;
+            out.extend_from_slice(&at.to_ne_bytes());
+        }
+        op::COPY_FILE_RANGE => {
+            // fh_in (0), off_in (8), nodeid_out (16), fh_out (24), off_out
+            // (32), len (40), flags (48); the reply: fuse_write_out.
+            let (from, to) = ((ino, field64(arg, 8)?), (field64(arg, 16)?, field64(arg, 32)?));
+            let n = copy_file_range(fs, from, to, field64(arg, 40)?, field64(arg, 48)?)?;
+            out.extend_from_slice(&n.to_ne_bytes());
+            out.extend_from_slice(&[0u8; 4]);
         }
         // FLUSH: nothing is buffered per open file (see the fuser front).
         op::FLUSH => return Err(Errno::NOSYS),
@@ -708,6 +778,110 @@ mod tests {
             counts.add(code);
         }
         assert_eq!(counts.by_name(), vec![("rename", 2), ("lookup", 1), ("other", 1)]);
+    }
+
+    /// A file `f` in the model's root holding `bytes`; its inode.
+    fn file_holding(fs: &ModelFs, bytes: &[u8]) -> u64 {
+        let f = fs.create(fsapi::ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap();
+        fs.write(f.ino, 0, bytes).unwrap();
+        f.ino
+    }
+
+    /// `struct fuse_fallocate_in`: fh, offset, length, mode, padding.
+    fn fallocate_arg(offset: u64, length: u64, mode: i32) -> Vec<u8> {
+        [[0, offset, length].map(u64::to_ne_bytes).concat(), [mode as u32, 0].map(u32::to_ne_bytes).concat()]
+            .concat()
+    }
+
+    #[test]
+    fn fallocate_punches_the_range_its_argument_names() {
+        let fs = ModelFs::new();
+        let f = file_holding(&fs, &[9u8; 3 * 4096]);
+        let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        answer(
+            &fs,
+            &Direct::default(),
+            &header(op::FALLOCATE, f),
+            &fallocate_arg(4096, 4096, punch),
+            &[],
+            &mut Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(fs.lseek(f, 0, fsapi::Whence::Hole), Ok(4096));
+        assert_eq!(fs.getattr(f).unwrap().size, 3 * 4096);
+    }
+
+    #[test]
+    fn fallocate_of_a_mode_not_offered_is_eopnotsupp() {
+        let fs = ModelFs::new();
+        let f = file_holding(&fs, b"x");
+        let collapse = 0x08;
+        let got = answer(
+            &fs,
+            &Direct::default(),
+            &header(op::FALLOCATE, f),
+            &fallocate_arg(0, 4096, collapse),
+            &[],
+            &mut Vec::new(),
+        );
+        assert_eq!(got, Err(Errno::OPNOTSUPP));
+    }
+
+    #[test]
+    fn lseek_answers_the_offset_of_the_next_hole() {
+        let fs = ModelFs::new();
+        let f = file_holding(&fs, b"");
+        fs.write(f, 8192, b"data").unwrap();
+        // fh, offset, whence, padding.
+        let arg = [
+            [0, 8192].map(u64::to_ne_bytes).concat(),
+            [libc::SEEK_HOLE as u32, 0].map(u32::to_ne_bytes).concat(),
+        ]
+        .concat();
+        let mut out = Vec::new();
+        answer(&fs, &Direct::default(), &header(op::LSEEK, f), &arg, &[], &mut out).unwrap();
+        assert_eq!(out, 8196u64.to_ne_bytes());
+    }
+
+    /// `struct fuse_copy_file_range_in` from the request's node to `to`.
+    fn copy_arg(off_in: u64, to: u64, off_out: u64, len: u64, flags: u64) -> Vec<u8> {
+        [0, off_in, to, 0, off_out, len, flags].map(u64::to_ne_bytes).concat()
+    }
+
+    #[test]
+    fn copy_file_range_answers_the_bytes_copied_cut_at_the_source_end() {
+        let fs = ModelFs::new();
+        let f = file_holding(&fs, b"0123456789");
+        let g = fs.create(fsapi::ROOT, OsStr::new("g"), Owner::root(0o644)).unwrap().ino;
+        let mut out = Vec::new();
+        answer(
+            &fs,
+            &Direct::default(),
+            &header(op::COPY_FILE_RANGE, f),
+            &copy_arg(4, g, 0, 100, 0),
+            &[],
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, [6u32.to_ne_bytes(), [0; 4]].concat());
+        let mut buf = [0u8; 6];
+        fs.read(g, 0, &mut buf).unwrap();
+        assert_eq!(&buf, b"456789");
+    }
+
+    #[test]
+    fn copy_file_range_with_flags_is_einval() {
+        let fs = ModelFs::new();
+        let f = file_holding(&fs, b"0123456789");
+        let got = answer(
+            &fs,
+            &Direct::default(),
+            &header(op::COPY_FILE_RANGE, f),
+            &copy_arg(0, f, 20, 5, 1),
+            &[],
+            &mut Vec::new(),
+        );
+        assert_eq!(got, Err(Errno::INVAL));
     }
 
     #[test]

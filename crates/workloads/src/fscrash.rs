@@ -1,5 +1,6 @@
 //! The crash check of iolab's file system: a seeded mix of creates,
-//! mknods (FIFOs, devices, sockets), writes, mkdirs, renames, links,
+//! mknods (FIFOs, devices, sockets), writes, fallocates (allocations,
+//! zeroed ranges, punched holes), copies, mkdirs, renames, links,
 //! unlinks, rmdirs, fsyncs, files unlinked while open and directories
 //! removed while looked up runs on the file system over a recording
 //! device; every crash state a power cut
@@ -49,6 +50,16 @@ const HELD_DIR_EVERY: u64 = 20;
 /// fsync: what a file written for long without fsync does (the `sync`
 /// policy once wrote an inode before its new indirect block).
 const GROW_EVERY: u64 = 8;
+
+/// Every this many operations, one punches a hole in a file of the mix
+/// somewhere in its first 3,200 blocks, up to 2,100 blocks long: across
+/// the direct blocks and the single and double indirect ones `grow`
+/// makes, freeing some of those whole.
+const PUNCH_EVERY: u64 = 8;
+
+/// Every this many rewrites of a durable file, one punches a hole in it
+/// before its fsync.
+const DURABLE_PUNCH_EVERY: u64 = 3;
 
 /// Where the single and the double indirect block of a file begin (12
 /// direct blocks, then 1024 through the single, of 4 KiB).
@@ -268,15 +279,24 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
             let k = rng.random_range(0..DURABLE_FILES);
             let len = rng.random_range(1..20_000usize);
             let fill: u8 = rng.random();
-            let data: Vec<u8> = (0..len).map(|j| (j as u8).wrapping_mul(7) ^ fill).collect();
+            let mut data: Vec<u8> = (0..len).map(|j| (j as u8).wrapping_mul(7) ^ fill).collect();
+            let hole = (rng.random_range(0..DURABLE_PUNCH_EVERY) == 0).then(|| {
+                let start = rng.random_range(0..len);
+                start..rng.random_range(start + 1..=len)
+            });
             let write_began = recording.len();
-            rewrite(fs, &format!("keep{k}"), &data, &mut step)
+            rewrite(fs, &format!("keep{k}"), &mut data, hole, &mut step)
                 .map_err(|e| failed("rewriting a durable file", e))?;
             ran.durable[k as usize].push(Version { data, write_began, fsynced: recording.len() });
             continue;
         }
         if i % GROW_EVERY == GROW_EVERY / 2 {
             grow(fs, &mut rng);
+            step(fs);
+            continue;
+        }
+        if i % PUNCH_EVERY == 0 {
+            punch(fs, &mut rng);
             step(fs);
             continue;
         }
@@ -306,17 +326,22 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
     Ok(ran)
 }
 
+/// A regular file of the mix (never a durable one), picked at random,
+/// with one reference counted for the caller to forget.
+fn a_file_of_the_mix(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) -> Option<fsapi::Attr> {
+    let files: Vec<String> = regular_files(fs).into_iter().filter(|p| !p.starts_with("/keep")).collect();
+    if files.is_empty() {
+        return None;
+    }
+    fsapi::resolve(fs, &files[rng.random_range(0..files.len())]).ok()
+}
+
 /// Writes one to three blocks of a file of the mix somewhere through its
 /// single indirect block, or (one time in three) its double one, making
 /// the indirect blocks on the way. Errors (ENOSPC, no file) are part of
 /// the mix.
 fn grow(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) {
-    let files: Vec<String> = regular_files(fs).into_iter().filter(|p| !p.starts_with("/keep")).collect();
-    if files.is_empty() {
-        return;
-    }
-    let path = &files[rng.random_range(0..files.len())];
-    let Ok(file) = fsapi::resolve(fs, path) else { return };
+    let Some(file) = a_file_of_the_mix(fs, rng) else { return };
     let offset = if rng.random_range(0..3) == 0 {
         DOUBLE_INDIRECT_AT + rng.random_range(0..2048) * 4096
     } else {
@@ -324,6 +349,16 @@ fn grow(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) {
     };
     let data = vec![rng.random::<u8>() | 1; rng.random_range(1..3) * 4096];
     let _ = fs.write(file.ino, offset, &data);
+    fs.forget(file.ino, 1);
+}
+
+/// Punches a hole in a file of the mix (see [`PUNCH_EVERY`]), at times
+/// not on a block's edge. Errors (no file) are part of the mix.
+fn punch(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) {
+    let Some(file) = a_file_of_the_mix(fs, rng) else { return };
+    let offset = rng.random_range(0..1100) * 4096 + rng.random_range(0..2) * rng.random_range(0..4096);
+    let len = rng.random_range(1..2100) * 4096;
+    let _ = fs.fallocate(file.ino, fsapi::Fallocate::PunchHole, offset, len);
     fs.forget(file.ino, 1);
 }
 
@@ -470,11 +505,35 @@ impl<F: FnMut() + Send> FileSystem for Observed<'_, F> {
     fn file_bytes_max(&self) -> u64 {
         self.inner.file_bytes_max()
     }
+
+    fn fallocate(&self, ino: fsapi::Ino, mode: fsapi::Fallocate, offset: u64, len: u64) -> fsapi::Result<()> {
+        self.changed(self.inner.fallocate(ino, mode, offset, len))
+    }
+    fn lseek(&self, ino: fsapi::Ino, offset: u64, whence: fsapi::Whence) -> fsapi::Result<u64> {
+        self.inner.lseek(ino, offset, whence)
+    }
+    fn copy_file_range(
+        &self,
+        from: fsapi::Ino,
+        at: u64,
+        to: fsapi::Ino,
+        to_at: u64,
+        len: u64,
+    ) -> fsapi::Result<u64> {
+        self.changed(self.inner.copy_file_range(from, at, to, to_at, len))
+    }
 }
 
-/// Writes `data` as the whole of the file `name` in the root and fsyncs
-/// it, calling `step` after each call that changes the tree.
-fn rewrite(fs: &Ffs, name: &str, data: &[u8], step: &mut impl FnMut(&Ffs)) -> fsapi::Result<()> {
+/// Writes `data` as the whole of the file `name` in the root, punches
+/// `hole` in it (zeroed in `data` too) and fsyncs it, calling `step`
+/// after each call that changes the tree.
+fn rewrite(
+    fs: &Ffs,
+    name: &str,
+    data: &mut [u8],
+    hole: Option<std::ops::Range<usize>>,
+    step: &mut impl FnMut(&Ffs),
+) -> fsapi::Result<()> {
     let attr = match fs.lookup(ROOT, OsStr::new(name)) {
         Ok(a) => a,
         Err(fsapi::Errno::NOENT) => {
@@ -488,6 +547,12 @@ fn rewrite(fs: &Ffs, name: &str, data: &[u8], step: &mut impl FnMut(&Ffs)) -> fs
     step(fs);
     fs.setattr(attr.ino, &SetAttr { size: Some(data.len() as u64), ..SetAttr::default() })?;
     step(fs);
+    if let Some(hole) = hole {
+        let len = (hole.end - hole.start) as u64;
+        fs.fallocate(attr.ino, fsapi::Fallocate::PunchHole, hole.start as u64, len)?;
+        data[hole].fill(0);
+        step(fs);
+    }
     fs.fsync(attr.ino, false)?;
     fs.forget(attr.ino, 1);
     Ok(())

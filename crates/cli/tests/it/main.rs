@@ -6,6 +6,7 @@ mod examples;
 mod fs;
 mod fs_damage;
 mod fs_limits;
+mod fs_range;
 mod fs_rename;
 mod fs_suites;
 mod fs_tree;

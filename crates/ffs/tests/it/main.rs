@@ -5,6 +5,7 @@ mod fuzz;
 mod inode;
 mod limits;
 mod model;
+mod range;
 mod rename;
 mod special;
 mod superblock;

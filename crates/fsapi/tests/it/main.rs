@@ -1,3 +1,4 @@
 mod model;
+mod range;
 mod special;
 mod versus_host;
