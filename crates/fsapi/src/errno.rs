@@ -28,6 +28,15 @@ impl Errno {
     pub const LOOP: Errno = Errno(libc::ELOOP);
     pub const NOSYS: Errno = Errno(libc::ENOSYS);
     pub const STALE: Errno = Errno(libc::ESTALE);
+    /// No extended attribute by that name (`ENOATTR` on the BSDs).
+    pub const NODATA: Errno = Errno(libc::ENODATA);
+    /// A buffer too small for the value or list asked for; a name too long.
+    pub const RANGE: Errno = Errno(libc::ERANGE);
+    /// An extended attribute value larger than any (`E2BIG`).
+    pub const TOOBIG: Errno = Errno(libc::E2BIG);
+    /// `EOPNOTSUPP` (Linux's `ENOTSUP` is the same number): a namespace
+    /// or call the file system does not offer.
+    pub const NOTSUP: Errno = Errno(libc::EOPNOTSUPP);
 
     /// The errno of an I/O error from the host, EIO when it carries none.
     pub fn from_io(e: &std::io::Error) -> Errno {
@@ -56,6 +65,10 @@ impl Errno {
             libc::ELOOP => "ELOOP",
             libc::ENOSYS => "ENOSYS",
             libc::ESTALE => "ESTALE",
+            libc::ENODATA => "ENODATA",
+            libc::ERANGE => "ERANGE",
+            libc::E2BIG => "E2BIG",
+            libc::EOPNOTSUPP => "EOPNOTSUPP",
             _ => "E?",
         }
     }

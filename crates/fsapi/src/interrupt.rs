@@ -8,7 +8,7 @@
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::{Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs};
+use crate::{Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs, XattrFlags};
 
 /// `fs` until `stop` is set; `EINTR` for new work after.
 pub struct Interruptible<'a> {
@@ -130,5 +130,25 @@ impl FileSystem for Interruptible<'_> {
 
     fn sync(&self) -> Result<()> {
         self.fs.sync()
+    }
+
+    fn getxattr(&self, ino: Ino, name: &OsStr) -> Result<Vec<u8>> {
+        self.go_on()?;
+        self.fs.getxattr(ino, name)
+    }
+
+    fn setxattr(&self, ino: Ino, name: &OsStr, value: &[u8], flags: XattrFlags) -> Result<()> {
+        self.go_on()?;
+        self.fs.setxattr(ino, name, value, flags)
+    }
+
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.go_on()?;
+        self.fs.listxattr(ino)
+    }
+
+    fn removexattr(&self, ino: Ino, name: &OsStr) -> Result<()> {
+        self.go_on()?;
+        self.fs.removexattr(ino, name)
     }
 }

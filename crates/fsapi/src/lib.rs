@@ -16,6 +16,7 @@ mod host;
 mod interrupt;
 mod model;
 pub mod testing;
+pub mod xattr;
 
 use std::ffi::OsStr;
 
@@ -23,6 +24,7 @@ pub use errno::Errno;
 pub use host::HostFs;
 pub use interrupt::Interruptible;
 pub use model::ModelFs;
+pub use xattr::{XattrFlags, XattrName};
 
 /// An inode number.
 pub type Ino = u64;
@@ -305,6 +307,39 @@ pub trait FileSystem: Send + Sync {
 
     /// Makes everything durable.
     fn sync(&self) -> Result<()>;
+
+    /// The value of extended attribute `name` of `ino`, as getxattr(2):
+    /// `ENODATA` when it has none by that name; a name the kernel would
+    /// refuse is refused as [`XattrName::parse`] and [`xattr::check_read`]
+    /// say. A backend that keeps none answers `EOPNOTSUPP`. (A caller's
+    /// buffer too small, `ERANGE`, is the FUSE front's to say.)
+    fn getxattr(&self, ino: Ino, name: &OsStr) -> Result<Vec<u8>> {
+        let _ = (ino, name);
+        Err(Errno::NOTSUP)
+    }
+
+    /// Sets extended attribute `name` of `ino` to `value`, as setxattr(2):
+    /// `flags` may ask that it be new (`EEXIST`) or there already
+    /// (`ENODATA`); a value past [`xattr::VALUE_BYTES_MAX`] is `E2BIG`,
+    /// one the backend has no room for `ENOSPC`.
+    fn setxattr(&self, ino: Ino, name: &OsStr, value: &[u8], flags: XattrFlags) -> Result<()> {
+        let _ = (ino, name, value, flags);
+        Err(Errno::NOTSUP)
+    }
+
+    /// The names of `ino`'s extended attributes, as listxattr(2) returns
+    /// them: each whole and NUL-terminated ([`xattr::list_bytes`]).
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        let _ = ino;
+        Err(Errno::NOTSUP)
+    }
+
+    /// Removes extended attribute `name` of `ino` (`ENODATA` when it has
+    /// none by that name), as removexattr(2).
+    fn removexattr(&self, ino: Ino, name: &OsStr) -> Result<()> {
+        let _ = (ino, name);
+        Err(Errno::NOTSUP)
+    }
 }
 
 /// Checks a name given to a call: one path component of at most

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 
-use crate::{makedev, resolve, Attr, FileSystem, FileType, Owner, SetAttr, ROOT};
+use crate::{makedev, resolve, Attr, FileSystem, FileType, Owner, SetAttr, XattrFlags, ROOT};
 
 /// The names every operation picks from (few, so they collide).
 pub const NAMES: [&str; 4] = ["a", "b", "c", "d"];
@@ -15,6 +15,14 @@ pub const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 /// The kinds `Op::Mknod` makes.
 pub const SPECIAL_KINDS: [FileType; 4] =
     [FileType::Fifo, FileType::CharDevice, FileType::BlockDevice, FileType::Socket];
+
+/// The extended attribute names `Op::SetXattr` and `Op::RemoveXattr`
+/// pick from (few, so they collide; `user.` ones refused on special
+/// files).
+pub const XATTR_NAMES: [&str; 4] = ["user.a", "user.b", "trusted.t", "user.c"];
+
+/// The flags `Op::SetXattr` picks from.
+pub const XATTR_FLAGS: [XattrFlags; 3] = [XattrFlags::ANY, XattrFlags::CREATE, XattrFlags::REPLACE];
 
 /// One operation: indexes pick a directory or a file of the current
 /// tree (modulo its length) and a name of [`NAMES`].
@@ -32,6 +40,12 @@ pub enum Op {
     Rename(usize, usize, usize, usize),
     Write(usize, u16, u16),
     Truncate(usize, u16),
+    /// On a file or directory (an index into the files, then the
+    /// directories), a name of [`XATTR_NAMES`], a value's length and
+    /// flags of [`XATTR_FLAGS`].
+    SetXattr(usize, usize, u16, usize),
+    /// On a file or directory, a name of [`XATTR_NAMES`].
+    RemoveXattr(usize, usize),
 }
 
 impl Op {
@@ -39,7 +53,10 @@ impl Op {
     /// generates), so every backend's tests draw from one distribution.
     /// Half the creates are mknods, told by a number a create leaves
     /// unused, so the seeds saved before mknod decode as they did unless
-    /// that number is odd.
+    /// that number is odd. Extended attributes came the same way: half the
+    /// rmdirs set one and a quarter of the unlinks remove one (no saved
+    /// seed holds either: rmdirs mostly fail on this small tree, and the
+    /// mix keeps most of its unlinks).
     pub fn decode(n: [u16; 6]) -> Op {
         let (d, m) = (n[1] as usize % 8, n[2] as usize % NAMES.len());
         let (e, k) = (n[3] as usize % 8, n[4] as usize % NAMES.len());
@@ -52,7 +69,13 @@ impl Op {
             1 => Op::Mkdir(d, m),
             2 => Op::Symlink(d, m),
             3 => Op::Link(d, e, k),
+            4 if n[5] % 4 == 3 => Op::RemoveXattr(n[1] as usize % 16, m),
             4 => Op::Unlink(d, m),
+            5 if n[5] % 2 == 1 => {
+                // Mostly small values; one in four up to past a block.
+                let len = if n[4] % 4 == 0 { n[4] % 4500 } else { n[4] % 300 };
+                Op::SetXattr(n[1] as usize % 16, m, len, n[3] as usize % XATTR_FLAGS.len())
+            }
             5 => Op::Rmdir(d, m),
             6 => Op::Rename(d, m, e, k),
             7 => Op::Write(d, n[4] % 9000, n[5] % 5000),
@@ -167,7 +190,42 @@ pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) ->
             }),
             None => Ok(()),
         },
+        Op::SetXattr(t, n, len, flags) => {
+            let name = XATTR_NAMES[n % XATTR_NAMES.len()];
+            let value: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(13) ^ n as u8).collect();
+            let flags = XATTR_FLAGS[flags % XATTR_FLAGS.len()];
+            with(fs, &target(files, dirs, t), |a| fs.setxattr(a.ino, OsStr::new(name), &value, flags))
+        }
+        Op::RemoveXattr(t, n) => {
+            let name = XATTR_NAMES[n % XATTR_NAMES.len()];
+            with(fs, &target(files, dirs, t), |a| fs.removexattr(a.ino, OsStr::new(name)))
+        }
     }
+}
+
+/// The file (then directory) `i` picks, counting the files first.
+fn target(files: &[String], dirs: &[String], i: usize) -> String {
+    let all: Vec<&String> = files.iter().chain(dirs).collect();
+    all.get(i % all.len().max(1)).map(|p| p.to_string()).unwrap_or_default()
+}
+
+/// The extended attributes of every inode of the tree that has some:
+/// path ("" the root) -> name -> value.
+pub fn xattrs(fs: &dyn FileSystem) -> BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    let paths = std::iter::once(String::new()).chain(tree(fs).into_keys());
+    for path in paths {
+        let named = with(fs, &path, |a| {
+            let list = fs.listxattr(a.ino).unwrap();
+            let names = list.split(|&b| b == 0).filter(|n| !n.is_empty());
+            let value = |n: &[u8]| fs.getxattr(a.ino, std::os::unix::ffi::OsStrExt::from_bytes(n)).unwrap();
+            names.map(|n| (n.to_vec(), value(n))).collect::<BTreeMap<_, _>>()
+        });
+        if !named.is_empty() {
+            out.insert(path, named);
+        }
+    }
+    out
 }
 
 /// The whole tree of `fs`.

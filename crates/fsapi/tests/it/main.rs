@@ -1,3 +1,4 @@
 mod model;
 mod special;
 mod versus_host;
+mod xattr;
