@@ -29,6 +29,7 @@ mod pages;
 mod softdep;
 mod unclean;
 mod wapbl;
+mod xattr;
 
 use std::sync::Arc;
 

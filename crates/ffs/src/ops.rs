@@ -12,6 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use fsapi::{
     check_name, Attr, DirEntry, Errno, FileSystem, FileType, Ino, Owner, Result, SetAttr, StatFs, Time,
+    XattrFlags, XattrName,
 };
 
 use crate::commits::Commits;
@@ -74,7 +75,7 @@ pub struct Ffs {
     pub(crate) unclean: Option<crate::UncleanImage>,
 }
 
-fn now() -> (i64, u32) {
+pub(crate) fn now() -> (i64, u32) {
     let t = Time::now();
     (t.secs, t.nanos)
 }
@@ -286,7 +287,13 @@ fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
         core.unlist_orphan(ino, inode.next_orphan)?;
     }
     core.shed_in_chunks(ino, &mut inode, 0)?;
-    let freed = core.truncate_blocks(&mut inode, 0)?;
+    let mut freed = core.truncate_blocks(&mut inode, 0)?;
+    if inode.xattr != 0 {
+        // Metadata, freed with the rest (among `pointers`, which are
+        // looked up as metadata under `softdep`).
+        freed.blocks.push(inode.xattr);
+        freed.pointers.push(inode.xattr);
+    }
     let block = core.clear_inode(ino)?;
     core.ordered(block)?;
     let from = if inode.mode & S_IFMT == S_IFREG {
@@ -767,6 +774,42 @@ impl FileSystem for Ffs {
 
     fn sync(&self) -> Result<()> {
         self.sync_all().map_err(|e| if e.is_out_of_space() { Errno::NOSPC } else { Errno::IO })
+    }
+
+    fn getxattr(&self, ino: Ino, name: &OsStr) -> Result<Vec<u8>> {
+        let name = XattrName::parse(name.as_bytes())?;
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        let inode = core.inode(ino)?;
+        crate::xattr::get(&mut core, ino, &inode, kind_of(inode.mode), &name)
+    }
+
+    fn setxattr(&self, ino: Ino, name: &OsStr, value: &[u8], flags: XattrFlags) -> Result<()> {
+        let name = XattrName::parse(name.as_bytes())?;
+        fsapi::xattr::check_value(value)?;
+        let mut core = self.lock();
+        core.check_alive()?;
+        let ino = core.valid_ino(ino)?;
+        let mut inode = core.inode(ino)?;
+        let kind = kind_of(inode.mode);
+        crate::xattr::set(&mut core, ino, &mut inode, kind, (name, value, flags))
+    }
+
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        let inode = core.inode(ino)?;
+        Ok(fsapi::xattr::list_bytes(core.xattrs_of(ino, &inode)?.entries.keys()))
+    }
+
+    fn removexattr(&self, ino: Ino, name: &OsStr) -> Result<()> {
+        let name = XattrName::parse(name.as_bytes())?;
+        let mut core = self.lock();
+        core.check_alive()?;
+        let ino = core.valid_ino(ino)?;
+        let mut inode = core.inode(ino)?;
+        let kind = kind_of(inode.mode);
+        crate::xattr::remove(&mut core, ino, &mut inode, kind, &name)
     }
 }
 

@@ -1,9 +1,12 @@
 mod common;
 mod files;
 mod fsck;
+mod fsck_xattr;
 mod fuzz;
+mod fuzz_xattr;
 mod inode;
 mod model;
 mod special;
 mod superblock;
 mod unclean;
+mod xattr;
