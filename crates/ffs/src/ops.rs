@@ -75,7 +75,7 @@ pub struct Ffs {
     pub(crate) unclean: Option<crate::UncleanImage>,
 }
 
-pub(crate) fn now() -> (i64, u32) {
+fn now() -> (i64, u32) {
     let t = Time::now();
     (t.secs, t.nanos)
 }

@@ -45,7 +45,8 @@ impl Core {
         inode.blocks_512 =
             inode.blocks_512.saturating_sub(inode.xattr_units()) + if new == 0 { 0 } else { BLOCK_UNITS };
         inode.xattr = new;
-        inode.times[2] = crate::ops::now();
+        let now = fsapi::Time::now();
+        inode.times[2] = (now.secs, now.nanos);
         let block = self.put_inode(ino, inode)?;
         self.ordered(block)?;
         if old != 0 {
