@@ -13,9 +13,11 @@
 //! times itself, sending them with the data; without it every `write(2)`
 //! is a request and sizes and times are the file system's at once.
 
+mod acl;
 mod ring;
 mod setid;
 mod wire;
+mod xattr;
 
 use std::ffi::OsStr;
 use std::os::fd::AsFd;
@@ -27,7 +29,7 @@ use fsapi::{Attr, FileSystem, FileType, Owner, SetAttr, Time};
 use fuser::{
     Config, Errno as FuseErrno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, LockOwner,
     MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 /// How long the kernel may keep names and attributes: only this process
@@ -43,6 +45,11 @@ pub struct FuseFront {
     /// Set when io_uring is wanted: INIT asks for it and tells the queues.
     ring: Option<Arc<ring::Start>>,
     counts: Arc<wire::OpCounts>,
+    /// The mount has `default_permissions` (see [`config`]): INIT asks
+    /// for POSIX ACLs, which the kernel then enforces.
+    default_permissions: bool,
+    /// What INIT agreed to.
+    agreed: wire::Agreed,
 }
 
 fn errno(e: fsapi::Errno) -> FuseErrno {
@@ -114,7 +121,28 @@ fn owner(req: &Request, mode: u32, umask: u32) -> Owner {
 
 impl FuseFront {
     pub fn new(fs: Arc<dyn FileSystem>, writeback_cache: bool) -> FuseFront {
-        FuseFront { fs, writeback_cache, ring: None, counts: Arc::new(wire::OpCounts::new()) }
+        FuseFront {
+            fs,
+            writeback_cache,
+            ring: None,
+            counts: Arc::new(wire::OpCounts::new()),
+            default_permissions: false,
+            agreed: wire::Agreed::default(),
+        }
+    }
+
+    /// A new inode in `parent`, asked for with `mode`, as its directory's
+    /// default ACL leaves it (`xattr::after_create`).
+    fn inherit(&self, parent: INodeNo, made: Attr, mode: u32) -> fsapi::Result<Attr> {
+        xattr::after_create(&*self.fs, self.agreed.acl, parent.0, made, mode)
+    }
+
+    fn xattr_reply(result: fsapi::Result<Vec<u8>>, size: u32, reply: ReplyXattr) {
+        match result.and_then(|bytes| xattr::sized(bytes, size)) {
+            Ok(xattr::Sized::Size(n)) => reply.size(n),
+            Ok(xattr::Sized::Data(bytes)) => reply.data(&bytes),
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
     fn entry(&self, result: fsapi::Result<Attr>, reply: ReplyEntry) {
@@ -151,8 +179,7 @@ pub fn config(threads: usize, allow_other: bool) -> Config {
     let mut config = Config::default();
     config.mount_options =
         vec![MountOption::FSName("iolab".into()), MountOption::Subtype("iolab".into()), MountOption::NoAtime];
-    // SAFETY: geteuid has no preconditions.
-    if allow_other || unsafe { libc::geteuid() } != 0 {
+    if default_permissions(allow_other) {
         config.mount_options.push(MountOption::DefaultPermissions);
     }
     if allow_other {
@@ -161,6 +188,13 @@ pub fn config(threads: usize, allow_other: bool) -> Config {
     config.n_threads = Some(threads.max(1));
     config.clone_fd = threads > 1;
     config
+}
+
+/// Whether a mount has `default_permissions` (the kernel checks every
+/// caller): with `allow_other`, or when the server is not root.
+pub fn default_permissions(allow_other: bool) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    allow_other || unsafe { libc::geteuid() } != 0
 }
 
 /// How the kernel's requests reach the server.
@@ -242,6 +276,7 @@ pub fn serve(
     let start = ring.then(ring::Start::new);
     let mut front = FuseFront::new(Arc::clone(&fs), serving.writeback_cache);
     front.ring = start.clone();
+    front.default_permissions = default_permissions(serving.allow_other);
     let counts = Arc::clone(&front.counts);
     let session = fuser::Session::new(front, mountpoint, &config(serving.threads, serving.allow_other))?;
     let rings = match &start {
@@ -295,7 +330,19 @@ impl fuser::Filesystem for FuseFront {
         // Each io_uring entry's payload buffer holds the largest write; the
         // same limit through /dev/fuse keeps both transports alike.
         let _ = config.set_max_write(ring::MAX_WRITE);
+        // POSIX ACLs only where the kernel checks permissions: it then
+        // enforces them and hands the server `system.posix_acl_*` to
+        // store. The server applies the umask itself (it did already), so
+        // that a new inode in a directory with a default ACL can ignore it
+        // as Linux does.
+        if self.default_permissions
+            && config.add_capabilities(fuser::InitFlags::FUSE_POSIX_ACL).is_ok()
+            && config.add_capabilities(fuser::InitFlags::FUSE_DONT_MASK).is_ok()
+        {
+            self.agreed.acl = true;
+        }
         if let Some(start) = &self.ring {
+            start.agree(self.agreed);
             // A kernel that does not offer it serves through /dev/fuse.
             start.decide(config.add_capabilities(fuser::InitFlags::FUSE_OVER_IO_URING).is_ok());
         }
@@ -353,7 +400,8 @@ impl fuser::Filesystem for FuseFront {
             &mut changes,
             Some(setid::Kill::ByRule { caller_uid: req.uid() }),
         )
-        .and_then(|()| self.fs.setattr(ino.0, &changes));
+        .and_then(|()| self.fs.setattr(ino.0, &changes))
+        .and_then(|attr| xattr::after_setattr(&*self.fs, attr, changes.perm));
         match changed {
             Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
             Err(e) => reply.error(errno(e)),
@@ -385,12 +433,14 @@ impl fuser::Filesystem for FuseFront {
         let Some(kind) = FileType::from_mode(mode) else {
             return reply.error(FuseErrno::EINVAL);
         };
-        self.entry(self.fs.mknod(parent.0, name, kind, rdev, owner(req, mode, umask)), reply);
+        let made = self.fs.mknod(parent.0, name, kind, rdev, owner(req, mode, umask));
+        self.entry(made.and_then(|a| self.inherit(parent, a, mode)), reply);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         self.counts.add(wire::op::MKDIR);
-        self.entry(self.fs.mkdir(parent.0, name, owner(req, mode, umask)), reply);
+        let made = self.fs.mkdir(parent.0, name, owner(req, mode, umask));
+        self.entry(made.and_then(|a| self.inherit(parent, a, mode)), reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -583,11 +633,41 @@ impl fuser::Filesystem for FuseFront {
     ) {
         self.counts.add(wire::op::CREATE);
         let created = self.fs.create(parent.0, name, owner(req, mode, umask));
+        let created = created.and_then(|a| self.inherit(parent, a, mode));
         match created.and_then(|attr| self.fs.open(attr.ino).map(|()| attr)) {
             Ok(attr) => {
                 reply.created(&TTL, &file_attr(&attr), Generation(0), FileHandle(0), FopenFlags::empty())
             }
             Err(e) => reply.error(errno(e)),
         }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        self.counts.add(wire::op::SETXATTR);
+        Self::empty(xattr::set(&*self.fs, ino.0, name, value, flags as u32), reply);
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.counts.add(wire::op::GETXATTR);
+        Self::xattr_reply(self.fs.getxattr(ino.0, name), size, reply);
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.counts.add(wire::op::LISTXATTR);
+        Self::xattr_reply(self.fs.listxattr(ino.0), size, reply);
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.counts.add(wire::op::REMOVEXATTR);
+        Self::empty(self.fs.removexattr(ino.0, name), reply);
     }
 }

@@ -115,7 +115,7 @@ pub(crate) fn fuse_usable() -> bool {
 
 /// Whether FUSE over io_uring can be used here (the fuse module's
 /// `enable_uring`); CI turns it on and sets IOLAB_REQUIRE_FUSE_URING.
-fn fuse_uring_usable() -> bool {
+pub(crate) fn fuse_uring_usable() -> bool {
     let parameter = "/sys/module/fuse/parameters/enable_uring";
     fuse_usable()
         && usable_or_skip(
