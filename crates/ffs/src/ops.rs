@@ -4,7 +4,8 @@
 //! keep an image repairable go out at once, in FFS's order: an inode
 //! before the entry that names it, an entry removed before its inode and
 //! blocks are freed, a rename's new entry before the old one goes, and an
-//! inode's pointers cleared before its blocks are freed.
+//! inode's pointers cleared before its blocks are freed (an extended
+//! attribute block's order is in `xattr.rs`).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

@@ -15,9 +15,10 @@ pub use xattr::{XattrBlock, XATTR_ENTRIES_MAX, XATTR_HEADER_BYTES, XATTR_MAGIC, 
 
 pub const BLOCK_BYTES: usize = 4096;
 /// The superblock's format version this iolab writes: 2 adds `damage`
-/// (docs/formats.md, "Superblock") and special files (FIFOs, devices,
+/// (docs/formats.md, "Superblock"), special files (FIFOs, devices,
 /// sockets) with their device numbers, which a reader of version 1 would
-/// take for garbage inodes. Version 1, whose byte 106 is reserved
+/// take for garbage inodes, and extended attribute blocks (an inode's
+/// last four bytes), which it would count as no inode's. Version 1, whose byte 106 is reserved
 /// and zero (no damage recorded), is read as well, and a mount or a
 /// repairing fsck rewrites it as version 2.
 pub const VERSION: u32 = 2;
