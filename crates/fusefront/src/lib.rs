@@ -661,9 +661,10 @@ impl fuser::Filesystem for FuseFront {
         Self::xattr_reply(self.fs.getxattr(ino.0, name), size, reply);
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         self.counts.add(wire::op::LISTXATTR);
-        Self::xattr_reply(self.fs.listxattr(ino.0), size, reply);
+        let names = self.fs.listxattr(ino.0).map(|list| xattr::listed(list, req.uid()));
+        Self::xattr_reply(names, size, reply);
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {

@@ -439,7 +439,10 @@ pub(crate) fn answer_with(
             let value = fs.getxattr(ino, name(payload)?.0)?;
             put_sized(out, xattr::sized(value, field32(arg, 0)?)?);
         }
-        op::LISTXATTR => put_sized(out, xattr::sized(fs.listxattr(ino)?, field32(arg, 0)?)?),
+        op::LISTXATTR => {
+            let names = xattr::listed(fs.listxattr(ino)?, h.uid);
+            put_sized(out, xattr::sized(names, field32(arg, 0)?)?);
+        }
         op::SETXATTR => {
             // size (0), flags (4): the 8 bytes sent without
             // FUSE_SETXATTR_EXT (xattr.rs); the name, then the value.

@@ -39,6 +39,22 @@ pub(crate) fn sized(bytes: Vec<u8>, size: u32) -> Result<Sized, Errno> {
     }
 }
 
+/// The names LISTXATTR gives a caller of `caller_uid`: `trusted.` names
+/// only to root (taken to hold CAP_SYS_ADMIN, as setid.rs takes it to
+/// hold CAP_FSETID), as ext4 lists them; the kernel leaves the filtering
+/// to a FUSE server.
+pub(crate) fn listed(list: Vec<u8>, caller_uid: u32) -> Vec<u8> {
+    if caller_uid == 0 {
+        return list;
+    }
+    let trusted = Namespace::Trusted.prefix();
+    let mut out = Vec::with_capacity(list.len());
+    for name in list.split_inclusive(|&b| b == 0).filter(|n| !n.starts_with(trusted)) {
+        out.extend_from_slice(name);
+    }
+    out
+}
+
 /// SETXATTR of `name` = `value` on `ino` with setxattr(2)'s `flags`.
 pub(crate) fn set(
     fs: &dyn FileSystem,
@@ -89,6 +105,13 @@ mod tests {
         assert_eq!(sized(b"hello".to_vec(), 0), Ok(Sized::Size(5)));
         assert_eq!(sized(b"hello".to_vec(), 4), Err(Errno::RANGE));
         assert_eq!(sized(b"hello".to_vec(), 5), Ok(Sized::Data(b"hello".to_vec())));
+    }
+
+    #[test]
+    fn trusted_names_are_listed_to_root_only() {
+        let list = b"user.a\0trusted.t\0security.s\0".to_vec();
+        assert_eq!(listed(list.clone(), 0), list);
+        assert_eq!(listed(list, 65534), b"user.a\0security.s\0");
     }
 
     #[test]
