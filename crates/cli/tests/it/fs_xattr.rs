@@ -230,3 +230,24 @@ fn a_new_file_takes_its_directorys_default_acl() {
     assert!(acl.lines().any(|l| l == "default:user:nobody:rwx"), "a directory keeps the default: {acl}");
     mounted.unmount();
 }
+
+/// `trusted.` attributes are root's: another user listing a file's
+/// attributes sees its `user.` ones only.
+#[test]
+fn another_user_is_not_shown_trusted_attributes() {
+    if !fuse_usable() || !have("setfattr", "attr") || !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (mounted, mnt) = mount(dir.path(), "log", &["--allow-other"]);
+    let f = mnt.join("f");
+    std::fs::write(&f, b"").unwrap();
+    run("chmod", &["0644", f.to_str().unwrap()]);
+    run("setfattr", &["-n", "trusted.root", "-v", "1", f.to_str().unwrap()]);
+    run("setfattr", &["-n", "user.all", "-v", "2", f.to_str().unwrap()]);
+    let out = as_nobody("getfattr", &["-d", "-m", "-", f.to_str().unwrap()]);
+    assert!(stdout(&out).contains("user.all") && !stdout(&out).contains("trusted"), "{}", said(&out));
+    let out = output("getfattr", &["-d", "-m", "-", f.to_str().unwrap()]);
+    assert!(stdout(&out).contains("trusted.root"), "root sees it: {}", said(&out));
+    mounted.unmount();
+}
