@@ -20,7 +20,8 @@ const UNITS: u64 = 8;
 pub struct Freed {
     /// Blocks to return to the free maps.
     pub blocks: Vec<u32>,
-    /// The indirect blocks among `blocks`; the rest hold the file's
+    /// The metadata among `blocks` (indirect blocks, and the extended
+    /// attribute block of an inode freed whole); the rest hold the file's
     /// contents.
     pub pointers: Vec<u32>,
     /// Indirect blocks that lost pointers (to write before the frees,

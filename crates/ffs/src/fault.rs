@@ -1,5 +1,6 @@
 //! What is wrong with a field of the file system's own structures (the
-//! superblock slots and the group headers): the device, the structure,
+//! superblock slots, the group headers, the extended attribute blocks):
+//! the device, the structure,
 //! the byte on the device, the field as docs/formats.md ("File system")
 //! names it, the value found and the bound it breaks. Decoders return
 //! these instead of panicking or trusting the value.
@@ -15,6 +16,8 @@ pub enum Place {
     SuperblockSlot(u8),
     /// The header of group `g` (the first block of the group).
     GroupHeader(u32),
+    /// The extended attribute block `block` inode `ino` points at.
+    XattrBlock { ino: u32, block: u32 },
 }
 
 impl fmt::Display for Place {
@@ -22,6 +25,7 @@ impl fmt::Display for Place {
         match self {
             Place::SuperblockSlot(slot) => write!(f, "superblock slot {slot}"),
             Place::GroupHeader(g) => write!(f, "group {g}'s header"),
+            Place::XattrBlock { ino, block } => write!(f, "inode {ino}'s extended attribute block {block}"),
         }
     }
 }
@@ -121,11 +125,12 @@ impl Fields<'_> {
         self.fault(at, field, value, Problem::OutOfBounds { bound })
     }
 
-    /// The little-endian field of `width` bytes (1, 4 or 8) at `at`, widened.
+    /// The little-endian field of `width` bytes (1, 2, 4 or 8) at `at`, widened.
     pub fn read(&self, at: usize, width: usize, field: &'static str) -> Result<u64, FieldFault> {
         let r = LeReader::new(self.bytes);
         let value = match width {
             1 => r.u8(at).map(u64::from),
+            2 => r.u16(at).map(u64::from),
             4 => r.u32(at).map(u64::from),
             _ => r.u64(at),
         };
@@ -157,6 +162,19 @@ impl Fields<'_> {
         versions: std::ops::RangeInclusive<u32>,
         covered: usize,
     ) -> Result<u32, FieldFault> {
+        self.whole_seeded(magic, versions, covered, &[])
+    }
+
+    /// [`Fields::whole`], with `seed` checksummed before the structure
+    /// (an inode number, which a structure written for another inode, or
+    /// to the wrong place, does not match).
+    pub fn whole_seeded(
+        &self,
+        magic: &'static [u8; 8],
+        versions: std::ops::RangeInclusive<u32>,
+        covered: usize,
+        seed: &[u8],
+    ) -> Result<u32, FieldFault> {
         let name = |m: &'static [u8; 8]| std::str::from_utf8(m).unwrap_or("its magic");
         let Ok(record) = LeReader::new(self.bytes).bytes(0, covered) else {
             let problem = Problem::CutShort { have: self.bytes.len(), needed: covered };
@@ -172,7 +190,7 @@ impl Fields<'_> {
             let problem = Problem::Version { oldest: *versions.start(), newest: *versions.end() };
             return Err(self.fault(8, "version", found, problem));
         };
-        match FRAME.verify(&[], record) {
+        match FRAME.verify(seed, record) {
             Ok(()) => Ok(version),
             Err(FrameError::Mismatch { stored, computed }) => {
                 Err(self.fault(12, "crc32c", u64::from(stored), Problem::Checksum { stored, computed }))

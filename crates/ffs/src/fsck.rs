@@ -74,6 +74,11 @@ pub enum Class {
     SpecialFileWithData,
     /// An entry whose type byte is not the kind of the inode it names.
     WrongEntryType,
+    /// An inode's extended attribute block that fails its checks (magic,
+    /// version, checksum with the inode's number, a field past its bound:
+    /// docs/formats.md, "Extended attributes"). A repair clears the
+    /// pointer: the attributes are lost, the block is free again.
+    BadXattrBlock,
 }
 
 impl Class {
@@ -98,6 +103,7 @@ impl Class {
             Class::BadSuperblockSlot => "bad_superblock_slot",
             Class::SpecialFileWithData => "special_file_with_data",
             Class::WrongEntryType => "wrong_entry_type",
+            Class::BadXattrBlock => "bad_xattr_block",
         }
     }
 
@@ -358,12 +364,7 @@ impl Checker {
 
     /// Whether `block` lies in some group's data area.
     fn is_data(&self, block: u64) -> bool {
-        let sb = &self.core.sb;
-        if block < sb.first_group_block || block >= sb.blocks {
-            return false;
-        }
-        let g = ((block - sb.first_group_block) / u64::from(sb.blocks_per_group)) as u32;
-        block - sb.group_start(g) >= u64::from(sb.group_overhead_blocks())
+        self.core.sb.is_data(block)
     }
 
     // Pass 1: every inode slot; the blocks allocated inodes claim.
@@ -383,6 +384,7 @@ impl Checker {
                 InodeSlot::Used(inode) if special_kind(inode.mode) => {
                     self.report.inodes_checked += 1;
                     let inode = self.check_special(ino, inode)?;
+                    let inode = self.claim_special_xattr(ino, inode)?;
                     self.inodes.insert(ino, Seen { inode, names: 0 });
                 }
                 InodeSlot::Used(inode) => {
@@ -411,10 +413,50 @@ impl Checker {
         );
         if self.found(Class::SpecialFileWithData, detail) {
             inode.direct = [0; DIRECT_POINTERS];
-            (inode.single, inode.double, inode.size, inode.blocks_512) = (0, 0, 0, 0);
+            (inode.single, inode.double, inode.size) = (0, 0, 0);
+            inode.blocks_512 = inode.xattr_units();
             self.core.put_inode(ino, &inode).map_err(Self::errno)?;
         }
         Ok(inode)
+    }
+
+    /// A special file's extended attribute block, its one block: a bad
+    /// one cleared (its units with it).
+    fn claim_special_xattr(&mut self, ino: u32, mut inode: DiskInode) -> Result<DiskInode, FsError> {
+        let mut claimed = 0;
+        if self.claim_xattr(ino, &mut inode, &mut claimed)? && self.repair != Repair::No {
+            inode.blocks_512 = inode.xattr_units();
+            self.core.put_inode(ino, &inode).map_err(Self::errno)?;
+        }
+        self.report.blocks_claimed += claimed;
+        Ok(inode)
+    }
+
+    /// Claims inode `ino`'s extended attribute block, if it has one, and
+    /// checks it; a pointer outside the data area, to a block claimed
+    /// already, or to a block that fails its checks is cut (when
+    /// repaired). Returns whether it was cut.
+    fn claim_xattr(&mut self, ino: u32, inode: &mut DiskInode, claimed: &mut u64) -> Result<bool, FsError> {
+        let block = inode.xattr;
+        if block == 0 {
+            return Ok(false);
+        }
+        if !self.claim(ino, u64::from(block), claimed) {
+            inode.xattr = 0;
+            return Ok(true);
+        }
+        let bytes = self.read(u64::from(block))?;
+        let Err(fault) = XattrBlock::decode(&bytes, ino, block, &self.device) else { return Ok(false) };
+        let detail = format!("{fault}: its attributes are lost when it is cleared");
+        if !self.found(Class::BadXattrBlock, detail) {
+            return Ok(false);
+        }
+        // No longer this inode's: free in the map (pass 5), and the
+        // inode's units recounted without it.
+        self.claims.remove(&u64::from(block));
+        *claimed -= 1;
+        inode.xattr = 0;
+        Ok(true)
     }
 
     /// Walks an inode's pointers, claiming each block; a pointer outside
@@ -443,7 +485,8 @@ impl Checker {
                 }
             }
         }
-        let units = claimed * 8;
+        changed |= self.claim_xattr(ino, &mut inode, &mut claimed)?;
+        let units = claimed * BLOCK_UNITS;
         if inode.blocks_512 != units {
             let detail = format!("inode {ino} says {} units allocated, holds {units}", inode.blocks_512);
             if self.found(Class::WrongBlockCount, detail) {
@@ -735,10 +778,12 @@ impl Checker {
     /// it holds nothing (an empty file, as fsck_ffs clears), with any
     /// blocks it kept past its end (fallocate's keep-size), which pass 5
     /// then finds free.
+    /// it holds nothing (an empty file without extended attributes, as
+    /// fsck_ffs clears).
     fn reattach(&mut self, ino: u32) -> Result<(), FsError> {
         let inode = self.inodes[&ino].inode.clone();
         let dir = inode.kind_bits() == S_IFDIR;
-        if !dir && inode.size == 0 {
+        if !dir && inode.size == 0 && inode.xattr == 0 {
             self.core.clear_inode(ino).map_err(Self::errno)?;
             self.inodes.remove(&ino);
             let points = inode.direct.iter().any(|&p| p != 0) || inode.single != 0 || inode.double != 0;

@@ -30,6 +30,7 @@ mod range;
 mod softdep;
 mod unclean;
 mod wapbl;
+mod xattr;
 
 use std::sync::Arc;
 

@@ -6,6 +6,9 @@
 //! blocks are freed, a rename's new entry before the old one goes (an
 //! exchange's raised counts before its two entries), and an inode's
 //! pointers cleared before its blocks are freed.
+//! blocks are freed, a rename's new entry before the old one goes, and an
+//! inode's pointers cleared before its blocks are freed (an extended
+//! attribute block's order is in `xattr.rs`).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -13,7 +16,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use fsapi::{
     check_name, Attr, DirEntry, Errno, Fallocate, FileSystem, FileType, Ino, Owner, RenameMode, Result,
-    SetAttr, StatFs, Time, Whence,
+    SetAttr, StatFs, Time, Whence, XattrFlags, XattrName,
 };
 
 use crate::commits::Commits;
@@ -284,7 +287,13 @@ fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
         core.unlist_orphan(ino, inode.next_orphan)?;
     }
     core.shed_in_chunks(ino, &mut inode, 0, FILE_BLOCKS_MAX)?;
-    let freed = core.truncate_blocks(&mut inode, 0)?;
+    let mut freed = core.truncate_blocks(&mut inode, 0)?;
+    if inode.xattr != 0 {
+        // Metadata, freed with the rest (among `pointers`, which are
+        // looked up as metadata under `softdep`).
+        freed.blocks.push(inode.xattr);
+        freed.pointers.push(inode.xattr);
+    }
     let block = core.clear_inode(ino)?;
     core.ordered(block)?;
     let from = if inode.mode & S_IFMT == S_IFREG {
@@ -835,6 +844,42 @@ impl FileSystem for Ffs {
             }
         }
         Ok(done)
+    }
+
+    fn getxattr(&self, ino: Ino, name: &OsStr) -> Result<Vec<u8>> {
+        let name = XattrName::parse(name.as_bytes())?;
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        let inode = core.inode(ino)?;
+        crate::xattr::get(&mut core, ino, &inode, kind_of(inode.mode), &name)
+    }
+
+    fn setxattr(&self, ino: Ino, name: &OsStr, value: &[u8], flags: XattrFlags) -> Result<()> {
+        let name = XattrName::parse(name.as_bytes())?;
+        fsapi::xattr::check_value(value)?;
+        let mut core = self.lock();
+        core.check_alive()?;
+        let ino = core.valid_ino(ino)?;
+        let mut inode = core.inode(ino)?;
+        let kind = kind_of(inode.mode);
+        crate::xattr::set(&mut core, ino, &mut inode, kind, (name, value, flags))
+    }
+
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        let inode = core.inode(ino)?;
+        Ok(fsapi::xattr::list_bytes(core.xattrs_of(ino, &inode)?.entries.keys()))
+    }
+
+    fn removexattr(&self, ino: Ino, name: &OsStr) -> Result<()> {
+        let name = XattrName::parse(name.as_bytes())?;
+        let mut core = self.lock();
+        core.check_alive()?;
+        let ino = core.valid_ino(ino)?;
+        let mut inode = core.inode(ino)?;
+        let kind = kind_of(inode.mode);
+        crate::xattr::remove(&mut core, ino, &mut inode, kind, &name)
     }
 }
 

@@ -68,6 +68,9 @@ pub enum Kind {
     /// A long symbolic link's target: written whole when made, never
     /// changed.
     Symlink,
+    /// An inode's extended attributes: written whole to a new block at
+    /// every change, never changed in place.
+    Xattr,
 }
 
 /// Whose blocks are freed, which tells which of them may be metadata.
@@ -683,7 +686,7 @@ impl Softdep {
             match self.kinds.get(&block) {
                 Some(Kind::Dir) => self.dir_image(blocks, memory, disk),
                 Some(Kind::Indirect) => self.indirect_image(memory, disk),
-                Some(Kind::Symlink) | None => None,
+                Some(Kind::Symlink | Kind::Xattr) | None => None,
             }
         };
         rolled.map_or(Image::Memory, Image::Rolled)
@@ -813,6 +816,12 @@ impl Softdep {
         }
         if was(m.double, d.as_ref().map(|d| d.double)) {
             w.double = 0;
+        }
+        // A new attribute block replaces the one the disk points to (or
+        // none): until it is settled, the disk keeps the old one, which
+        // is held until no copy on the disk points to it (rule 5).
+        if was(m.xattr, d.as_ref().map(|d| d.xattr)) {
+            w.xattr = d.as_ref().map_or(0, |d| d.xattr);
         }
         if m.kind_bits() == S_IFDIR {
             w.size = w.size.min(self.mapped_prefix(blocks, &w));

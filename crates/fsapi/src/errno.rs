@@ -32,6 +32,15 @@ impl Errno {
     pub const OVERFLOW: Errno = Errno(libc::EOVERFLOW);
     /// EOPNOTSUPP (Linux's ENOTSUP too): an operation or mode not offered.
     pub const OPNOTSUPP: Errno = Errno(libc::EOPNOTSUPP);
+    /// No extended attribute by that name (`ENOATTR` on the BSDs).
+    pub const NODATA: Errno = Errno(libc::ENODATA);
+    /// A buffer too small for the value or list asked for; a name too long.
+    pub const RANGE: Errno = Errno(libc::ERANGE);
+    /// An extended attribute value larger than any (`E2BIG`).
+    pub const TOOBIG: Errno = Errno(libc::E2BIG);
+    /// `EOPNOTSUPP` (Linux's `ENOTSUP` is the same number): a namespace
+    /// or call the file system does not offer.
+    pub const NOTSUP: Errno = Errno(libc::EOPNOTSUPP);
 
     /// The errno of an I/O error from the host, EIO when it carries none.
     pub fn from_io(e: &std::io::Error) -> Errno {
@@ -62,6 +71,9 @@ impl Errno {
             libc::ENOSYS => "ENOSYS",
             libc::ESTALE => "ESTALE",
             libc::EOVERFLOW => "EOVERFLOW",
+            libc::ENODATA => "ENODATA",
+            libc::ERANGE => "ERANGE",
+            libc::E2BIG => "E2BIG",
             libc::EOPNOTSUPP => "EOPNOTSUPP",
             _ => "E?",
         }

@@ -16,7 +16,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::{
     check_name, regular_only, Attr, DirEntry, Errno, Fallocate, FileSystem, FileType, Ino, Owner, RenameMode,
-    Result, SetAttr, StatFs, Time, Whence, ROOT,
+    Result, SetAttr, StatFs, Time, Whence, XattrFlags, ROOT,
 };
 
 struct Node {
@@ -191,6 +191,19 @@ impl HostFs {
             libc::fchownat(dir, name.as_ptr(), owner.uid, owner.gid, libc::AT_SYMLINK_NOFOLLOW)
         })?;
         Ok(())
+    }
+}
+
+/// A buffer for any value or name list the kernel returns (Linux's
+/// `XATTR_SIZE_MAX` and `XATTR_LIST_MAX` are both 64 KiB).
+const XATTR_BUFFER_BYTES: usize = 65536;
+
+/// `rc` of a call that returns a length: -1 is the call's errno.
+fn check_len(rc: libc::ssize_t) -> Result<usize> {
+    if rc < 0 {
+        Err(last_errno())
+    } else {
+        Ok(rc as usize)
     }
 }
 
@@ -498,6 +511,64 @@ impl FileSystem for HostFs {
                 files_free: st.f_ffree,
                 name_bytes_max: st.f_namemax as u32,
             })
+        })
+    }
+
+    // The extended attribute calls go through the descriptor's
+    // /proc/self/fd path, following it: the kernel's magic link lands on
+    // the inode itself, a symlink included (an l*xattr call would act on
+    // the /proc link instead). The kernel checks the name and the value.
+
+    fn getxattr(&self, ino: Ino, name: &OsStr) -> Result<Vec<u8>> {
+        let name = cstr(name)?;
+        self.with_fd(ino, |fd| {
+            let mut value = vec![0u8; XATTR_BUFFER_BYTES];
+            // SAFETY: getxattr with NUL-terminated path and name into a
+            // buffer of the length given.
+            let n = check_len(unsafe {
+                libc::getxattr(proc_path(fd).as_ptr(), name.as_ptr(), value.as_mut_ptr().cast(), value.len())
+            })?;
+            value.truncate(n);
+            Ok(value)
+        })
+    }
+
+    fn setxattr(&self, ino: Ino, name: &OsStr, value: &[u8], flags: XattrFlags) -> Result<()> {
+        let name = cstr(name)?;
+        self.with_fd(ino, |fd| {
+            // SAFETY: setxattr with NUL-terminated path and name and a value
+            // of the length given.
+            check(unsafe {
+                libc::setxattr(
+                    proc_path(fd).as_ptr(),
+                    name.as_ptr(),
+                    value.as_ptr().cast(),
+                    value.len(),
+                    flags.bits() as libc::c_int,
+                )
+            })
+            .map(|_| ())
+        })
+    }
+
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.with_fd(ino, |fd| {
+            let mut names = vec![0u8; XATTR_BUFFER_BYTES];
+            // SAFETY: listxattr with a NUL-terminated path into a buffer of
+            // the length given.
+            let n = check_len(unsafe {
+                libc::listxattr(proc_path(fd).as_ptr(), names.as_mut_ptr().cast(), names.len())
+            })?;
+            names.truncate(n);
+            Ok(names)
+        })
+    }
+
+    fn removexattr(&self, ino: Ino, name: &OsStr) -> Result<()> {
+        let name = cstr(name)?;
+        self.with_fd(ino, |fd| {
+            // SAFETY: removexattr with NUL-terminated path and name.
+            check(unsafe { libc::removexattr(proc_path(fd).as_ptr(), name.as_ptr()) }).map(|_| ())
         })
     }
 

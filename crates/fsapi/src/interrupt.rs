@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::{
     Attr, DirEntry, Errno, Fallocate, FileSystem, FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs,
-    Whence,
+    Whence, XattrFlags,
 };
 
 /// `fs` until `stop` is set; `EINTR` for new work after.
@@ -159,5 +159,25 @@ impl FileSystem for Interruptible<'_> {
     fn copy_file_range(&self, from: Ino, offset_in: u64, to: Ino, offset_out: u64, len: u64) -> Result<u64> {
         self.go_on()?;
         self.fs.copy_file_range(from, offset_in, to, offset_out, len)
+    }
+
+    fn getxattr(&self, ino: Ino, name: &OsStr) -> Result<Vec<u8>> {
+        self.go_on()?;
+        self.fs.getxattr(ino, name)
+    }
+
+    fn setxattr(&self, ino: Ino, name: &OsStr, value: &[u8], flags: XattrFlags) -> Result<()> {
+        self.go_on()?;
+        self.fs.setxattr(ino, name, value, flags)
+    }
+
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.go_on()?;
+        self.fs.listxattr(ino)
+    }
+
+    fn removexattr(&self, ino: Ino, name: &OsStr) -> Result<()> {
+        self.go_on()?;
+        self.fs.removexattr(ino, name)
     }
 }

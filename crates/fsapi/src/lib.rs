@@ -17,6 +17,7 @@ mod interrupt;
 mod model;
 mod range;
 pub mod testing;
+pub mod xattr;
 
 use std::ffi::OsStr;
 
@@ -25,6 +26,7 @@ pub use host::HostFs;
 pub use interrupt::Interruptible;
 pub use model::{ModelFs, MODEL_BLOCK_BYTES};
 pub use range::{copy_len, fallocate_end, regular_only, seek, Fallocate, Whence};
+pub use xattr::{XattrFlags, XattrName};
 
 /// An inode number.
 pub type Ino = u64;
@@ -405,6 +407,39 @@ pub trait FileSystem: Send + Sync {
     fn copy_file_range(&self, from: Ino, offset_in: u64, to: Ino, offset_out: u64, len: u64) -> Result<u64> {
         let _ = (from, offset_in, to, offset_out, len);
         Err(Errno::OPNOTSUPP)
+    }
+
+    /// The value of extended attribute `name` of `ino`, as getxattr(2):
+    /// `ENODATA` when it has none by that name; a name the kernel would
+    /// refuse is refused as [`XattrName::parse`] and [`xattr::check_read`]
+    /// say. A backend that keeps none answers `EOPNOTSUPP`. (A caller's
+    /// buffer too small, `ERANGE`, is the FUSE front's to say.)
+    fn getxattr(&self, ino: Ino, name: &OsStr) -> Result<Vec<u8>> {
+        let _ = (ino, name);
+        Err(Errno::NOTSUP)
+    }
+
+    /// Sets extended attribute `name` of `ino` to `value`, as setxattr(2):
+    /// `flags` may ask that it be new (`EEXIST`) or there already
+    /// (`ENODATA`); a value past [`xattr::VALUE_BYTES_MAX`] is `E2BIG`,
+    /// one the backend has no room for `ENOSPC`.
+    fn setxattr(&self, ino: Ino, name: &OsStr, value: &[u8], flags: XattrFlags) -> Result<()> {
+        let _ = (ino, name, value, flags);
+        Err(Errno::NOTSUP)
+    }
+
+    /// The names of `ino`'s extended attributes, as listxattr(2) returns
+    /// them: each whole and NUL-terminated ([`xattr::list_bytes`]).
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        let _ = ino;
+        Err(Errno::NOTSUP)
+    }
+
+    /// Removes extended attribute `name` of `ino` (`ENODATA` when it has
+    /// none by that name), as removexattr(2).
+    fn removexattr(&self, ino: Ino, name: &OsStr) -> Result<()> {
+        let _ = (ino, name);
+        Err(Errno::NOTSUP)
     }
 }
 

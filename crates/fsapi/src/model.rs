@@ -9,6 +9,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Mutex, MutexGuard};
 
+use crate::xattr::{self, XattrFlags, XattrName};
 use crate::{
     check_name, copy_len, fallocate_end, regular_only, seek, Attr, DirEntry, Errno, Fallocate, FileSystem,
     FileType, Ino, Owner, RenameMode, Result, SetAttr, StatFs, Time, Whence, ROOT,
@@ -112,6 +113,9 @@ struct Node {
     body: Body,
     lookups: u64,
     opens: u64,
+    /// Extended attributes, in the order listings give them. Together they
+    /// take at most [`xattr::ROOM_BYTES`], as iolab's file system keeps them.
+    xattrs: BTreeMap<XattrName, Vec<u8>>,
 }
 
 struct State {
@@ -138,7 +142,13 @@ impl ModelFs {
         let dir = Dir { parent: ROOT, next_cookie: 1, ..Dir::default() };
         nodes.insert(
             ROOT,
-            Node { attr: Attr { nlink: 2, ..root }, body: Body::Dir(dir), lookups: 0, opens: 0 },
+            Node {
+                attr: Attr { nlink: 2, ..root },
+                body: Body::Dir(dir),
+                lookups: 0,
+                opens: 0,
+                xattrs: BTreeMap::new(),
+            },
         );
         ModelFs { state: Mutex::new(State { nodes, next_ino: ROOT + 1 }) }
     }
@@ -248,7 +258,7 @@ impl State {
             self.node_mut(parent)?.attr.nlink += 1;
         }
         self.add_entry(parent, name, ino)?;
-        self.nodes.insert(ino, Node { attr, body, lookups: 1, opens: 0 });
+        self.nodes.insert(ino, Node { attr, body, lookups: 1, opens: 0, xattrs: BTreeMap::new() });
         Ok(attr)
     }
 
@@ -646,5 +656,44 @@ impl FileSystem for ModelFs {
         let n = self.read(from, offset_in, &mut bytes)?;
         self.write(to, offset_out, &bytes[..n])?;
         Ok(n as u64)
+    }
+
+    fn getxattr(&self, ino: Ino, name: &OsStr) -> Result<Vec<u8>> {
+        let name = XattrName::parse(name.as_bytes())?;
+        let state = self.lock();
+        let node = state.node(ino)?;
+        xattr::check_read(node.attr.kind, &name)?;
+        node.xattrs.get(&name).cloned().ok_or(Errno::NODATA)
+    }
+
+    fn setxattr(&self, ino: Ino, name: &OsStr, value: &[u8], flags: XattrFlags) -> Result<()> {
+        let name = XattrName::parse(name.as_bytes())?;
+        xattr::check_value(value)?;
+        let mut state = self.lock();
+        let node = state.node_mut(ino)?;
+        xattr::check_write(node.attr.kind, &name)?;
+        flags.allow(node.xattrs.contains_key(&name))?;
+        let others: usize =
+            node.xattrs.iter().filter(|(n, _)| **n != name).map(|(n, v)| n.stored_bytes(v.len())).sum();
+        if others + name.stored_bytes(value.len()) > xattr::ROOM_BYTES {
+            return Err(Errno::NOSPC);
+        }
+        node.xattrs.insert(name, value.to_vec());
+        node.attr.ctime = Time::now();
+        Ok(())
+    }
+
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        Ok(xattr::list_bytes(self.lock().node(ino)?.xattrs.keys()))
+    }
+
+    fn removexattr(&self, ino: Ino, name: &OsStr) -> Result<()> {
+        let name = XattrName::parse(name.as_bytes())?;
+        let mut state = self.lock();
+        let node = state.node_mut(ino)?;
+        xattr::check_write(node.attr.kind, &name)?;
+        node.xattrs.remove(&name).ok_or(Errno::NODATA)?;
+        node.attr.ctime = Time::now();
+        Ok(())
     }
 }

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 
 use crate::{
-    makedev, resolve, Attr, Errno, Fallocate, FileSystem, FileType, Owner, RenameMode, SetAttr, Whence, ROOT,
+    makedev, resolve, Attr, Errno, Fallocate, FileSystem, FileType, Owner, RenameMode, SetAttr, Whence,
+    XattrFlags, ROOT,
 };
 
 /// The names every operation picks from (few, so they collide).
@@ -17,6 +18,14 @@ pub const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 /// The kinds `Op::Mknod` makes.
 pub const SPECIAL_KINDS: [FileType; 4] =
     [FileType::Fifo, FileType::CharDevice, FileType::BlockDevice, FileType::Socket];
+
+/// The extended attribute names `Op::SetXattr` and `Op::RemoveXattr`
+/// pick from (few, so they collide; `user.` ones refused on special
+/// files).
+pub const XATTR_NAMES: [&str; 4] = ["user.a", "user.b", "trusted.t", "user.c"];
+
+/// The flags `Op::SetXattr` picks from.
+pub const XATTR_FLAGS: [XattrFlags; 3] = [XattrFlags::ANY, XattrFlags::CREATE, XattrFlags::REPLACE];
 
 /// One operation: indexes pick a directory or a file of the current
 /// tree (modulo its length) and a name of [`NAMES`].
@@ -42,6 +51,12 @@ pub enum Op {
     /// copy_file_range: from a file at an offset to a file (the same one,
     /// at times) at an offset, a length.
     Copy(usize, u16, usize, u16, u16),
+    /// On a file or directory (an index into the files, then the
+    /// directories), a name of [`XATTR_NAMES`], a value's length and
+    /// flags of [`XATTR_FLAGS`].
+    SetXattr(usize, usize, u16, usize),
+    /// On a file or directory, a name of [`XATTR_NAMES`].
+    RemoveXattr(usize, usize),
 }
 
 impl Op {
@@ -55,6 +70,10 @@ impl Op {
     /// and a quarter of the writes copies, told by a number those leave
     /// unused (a seed saved before decodes as it did while it is even,
     /// or for a write 0 modulo 4: a shrunk seed's zeros).
+    /// that number is odd. Extended attributes came the same way: half the
+    /// rmdirs set one and a quarter of the unlinks remove one (no saved
+    /// seed holds either: rmdirs mostly fail on this small tree, and the
+    /// mix keeps most of its unlinks).
     pub fn decode(n: [u16; 6]) -> Op {
         let (d, m) = (n[1] as usize % 8, n[2] as usize % NAMES.len());
         let (e, k) = (n[3] as usize % 8, n[4] as usize % NAMES.len());
@@ -67,7 +86,13 @@ impl Op {
             1 => Op::Mkdir(d, m),
             2 => Op::Symlink(d, m),
             3 => Op::Link(d, e, k),
+            4 if n[5] % 4 == 3 => Op::RemoveXattr(n[1] as usize % 16, m),
             4 => Op::Unlink(d, m),
+            5 if n[5] % 2 == 1 => {
+                // Mostly small values; one in four up to past a block.
+                let len = if n[4] % 4 == 0 { n[4] % 4500 } else { n[4] % 300 };
+                Op::SetXattr(n[1] as usize % 16, m, len, n[3] as usize % XATTR_FLAGS.len())
+            }
             5 => Op::Rmdir(d, m),
             6 if n[5] % 4 == 1 => Op::Rename2(d, m, e, k, RenameMode::Exchange),
             6 if n[5] % 4 == 3 => Op::Rename2(d, m, e, k, RenameMode::NoReplace),
@@ -210,6 +235,16 @@ pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) ->
             }),
             _ => Ok(()),
         },
+        Op::SetXattr(t, n, len, flags) => {
+            let name = XATTR_NAMES[n % XATTR_NAMES.len()];
+            let value: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(13) ^ n as u8).collect();
+            let flags = XATTR_FLAGS[flags % XATTR_FLAGS.len()];
+            with(fs, &target(files, dirs, t), |a| fs.setxattr(a.ino, OsStr::new(name), &value, flags))
+        }
+        Op::RemoveXattr(t, n) => {
+            let name = XATTR_NAMES[n % XATTR_NAMES.len()];
+            with(fs, &target(files, dirs, t), |a| fs.removexattr(a.ino, OsStr::new(name)))
+        }
     }
 }
 
@@ -237,6 +272,31 @@ pub fn layout(fs: &dyn FileSystem) -> BTreeMap<String, Vec<(u64, u64)>> {
             }
         });
         out.insert(path, stretches);
+    }
+    out
+}
+
+/// The file (then directory) `i` picks, counting the files first.
+fn target(files: &[String], dirs: &[String], i: usize) -> String {
+    let all: Vec<&String> = files.iter().chain(dirs).collect();
+    all.get(i % all.len().max(1)).map(|p| p.to_string()).unwrap_or_default()
+}
+
+/// The extended attributes of every inode of the tree that has some:
+/// path ("" the root) -> name -> value.
+pub fn xattrs(fs: &dyn FileSystem) -> BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    let paths = std::iter::once(String::new()).chain(tree(fs).into_keys());
+    for path in paths {
+        let named = with(fs, &path, |a| {
+            let list = fs.listxattr(a.ino).unwrap();
+            let names = list.split(|&b| b == 0).filter(|n| !n.is_empty());
+            let value = |n: &[u8]| fs.getxattr(a.ino, std::os::unix::ffi::OsStrExt::from_bytes(n)).unwrap();
+            names.map(|n| (n.to_vec(), value(n))).collect::<BTreeMap<_, _>>()
+        });
+        if !named.is_empty() {
+            out.insert(path, named);
+        }
     }
     out
 }

@@ -13,10 +13,12 @@
 //! times itself, sending them with the data; without it every `write(2)`
 //! is a request and sizes and times are the file system's at once.
 
+mod acl;
 mod direct;
 mod ring;
 mod setid;
 mod wire;
+mod xattr;
 
 use std::ffi::OsStr;
 use std::os::fd::AsFd;
@@ -28,7 +30,8 @@ use fsapi::{Attr, FileSystem, FileType, Owner, SetAttr, Time};
 use fuser::{
     Config, CopyFileRangeFlags, Errno as FuseErrno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo,
     LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 
 /// How long the kernel may keep names and attributes: only this process
@@ -47,6 +50,11 @@ pub struct FuseFront {
     counts: Arc<wire::OpCounts>,
     /// Which opens go around the page cache (direct.rs).
     direct: Arc<direct::Direct>,
+    /// The mount has `default_permissions` (see [`config`]): INIT asks
+    /// for POSIX ACLs, which the kernel then enforces.
+    default_permissions: bool,
+    /// What INIT agreed to.
+    agreed: wire::Agreed,
 }
 
 fn errno(e: fsapi::Errno) -> FuseErrno {
@@ -124,6 +132,22 @@ impl FuseFront {
             ring: None,
             counts: Arc::new(wire::OpCounts::new()),
             direct: Arc::new(direct::Direct::default()),
+            default_permissions: false,
+            agreed: wire::Agreed::default(),
+        }
+    }
+
+    /// A new inode in `parent`, asked for with `mode`, as its directory's
+    /// default ACL leaves it (`xattr::after_create`).
+    fn inherit(&self, parent: INodeNo, made: Attr, mode: u32) -> fsapi::Result<Attr> {
+        xattr::after_create(&*self.fs, self.agreed.acl, parent.0, made, mode)
+    }
+
+    fn xattr_reply(result: fsapi::Result<Vec<u8>>, size: u32, reply: ReplyXattr) {
+        match result.and_then(|bytes| xattr::sized(bytes, size)) {
+            Ok(xattr::Sized::Size(n)) => reply.size(n),
+            Ok(xattr::Sized::Data(bytes)) => reply.data(&bytes),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -161,8 +185,7 @@ pub fn config(threads: usize, allow_other: bool) -> Config {
     let mut config = Config::default();
     config.mount_options =
         vec![MountOption::FSName("iolab".into()), MountOption::Subtype("iolab".into()), MountOption::NoAtime];
-    // SAFETY: geteuid has no preconditions.
-    if allow_other || unsafe { libc::geteuid() } != 0 {
+    if default_permissions(allow_other) {
         config.mount_options.push(MountOption::DefaultPermissions);
     }
     if allow_other {
@@ -171,6 +194,13 @@ pub fn config(threads: usize, allow_other: bool) -> Config {
     config.n_threads = Some(threads.max(1));
     config.clone_fd = threads > 1;
     config
+}
+
+/// Whether a mount has `default_permissions` (the kernel checks every
+/// caller): with `allow_other`, or when the server is not root.
+pub fn default_permissions(allow_other: bool) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    allow_other || unsafe { libc::geteuid() } != 0
 }
 
 /// How the kernel's requests reach the server.
@@ -263,6 +293,7 @@ pub fn serve(
     // Before the mount: once mounted, a path through it waits for the
     // server, which serves nothing until `run`.
     let canonical = mountpoint.canonicalize()?;
+    front.default_permissions = default_permissions(serving.allow_other);
     let session = fuser::Session::new(front, mountpoint, &config(serving.threads, serving.allow_other))?;
     if serving.writeback_cache {
         direct.set_below(serving.direct_io_below_bytes.unwrap_or_else(|| direct::threshold_for(&canonical)));
@@ -323,7 +354,19 @@ impl fuser::Filesystem for FuseFront {
         // Each io_uring entry's payload buffer holds the largest write; the
         // same limit through /dev/fuse keeps both transports alike.
         let _ = config.set_max_write(ring::MAX_WRITE);
+        // POSIX ACLs only where the kernel checks permissions: it then
+        // enforces them and hands the server `system.posix_acl_*` to
+        // store. The server applies the umask itself (it did already), so
+        // that a new inode in a directory with a default ACL can ignore it
+        // as Linux does.
+        if self.default_permissions
+            && config.add_capabilities(fuser::InitFlags::FUSE_POSIX_ACL).is_ok()
+            && config.add_capabilities(fuser::InitFlags::FUSE_DONT_MASK).is_ok()
+        {
+            self.agreed.acl = true;
+        }
         if let Some(start) = &self.ring {
+            start.agree(self.agreed);
             // A kernel that does not offer it serves through /dev/fuse.
             start.decide(config.add_capabilities(fuser::InitFlags::FUSE_OVER_IO_URING).is_ok());
         }
@@ -381,7 +424,8 @@ impl fuser::Filesystem for FuseFront {
             &mut changes,
             Some(setid::Kill::ByRule { caller_uid: req.uid() }),
         )
-        .and_then(|()| self.fs.setattr(ino.0, &changes));
+        .and_then(|()| self.fs.setattr(ino.0, &changes))
+        .and_then(|attr| xattr::after_setattr(&*self.fs, attr, changes.perm));
         match changed {
             Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
             Err(e) => reply.error(errno(e)),
@@ -413,12 +457,14 @@ impl fuser::Filesystem for FuseFront {
         let Some(kind) = FileType::from_mode(mode) else {
             return reply.error(FuseErrno::EINVAL);
         };
-        self.entry(self.fs.mknod(parent.0, name, kind, rdev, owner(req, mode, umask)), reply);
+        let made = self.fs.mknod(parent.0, name, kind, rdev, owner(req, mode, umask));
+        self.entry(made.and_then(|a| self.inherit(parent, a, mode)), reply);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         self.counts.add(wire::op::MKDIR);
-        self.entry(self.fs.mkdir(parent.0, name, owner(req, mode, umask)), reply);
+        let made = self.fs.mkdir(parent.0, name, owner(req, mode, umask));
+        self.entry(made.and_then(|a| self.inherit(parent, a, mode)), reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -661,7 +707,8 @@ impl fuser::Filesystem for FuseFront {
         reply: ReplyCreate,
     ) {
         self.counts.add(wire::op::CREATE);
-        match wire::create(&*self.fs, &self.direct, parent.0, name, owner(req, mode, umask), flags) {
+        let made = wire::Made { owner: owner(req, mode, umask), mode, acl: self.agreed.acl };
+        match wire::create(&*self.fs, &self.direct, parent.0, name, made, flags) {
             Ok((attr, bits)) => reply.created(
                 &TTL,
                 &file_attr(&attr),
@@ -671,5 +718,35 @@ impl fuser::Filesystem for FuseFront {
             ),
             Err(e) => reply.error(errno(e)),
         }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        self.counts.add(wire::op::SETXATTR);
+        Self::empty(xattr::set(&*self.fs, ino.0, name, value, flags as u32), reply);
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.counts.add(wire::op::GETXATTR);
+        Self::xattr_reply(self.fs.getxattr(ino.0, name), size, reply);
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.counts.add(wire::op::LISTXATTR);
+        let names = self.fs.listxattr(ino.0).map(|list| xattr::listed(list, req.uid()));
+        Self::xattr_reply(names, size, reply);
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.counts.add(wire::op::REMOVEXATTR);
+        Self::empty(self.fs.removexattr(ino.0, name), reply);
     }
 }

@@ -85,11 +85,23 @@ enum Decision {
 pub(crate) struct Start {
     decision: Mutex<Decision>,
     decided: Condvar,
+    /// What INIT agreed to, set before the decision.
+    agreed: Mutex<wire::Agreed>,
 }
 
 impl Start {
     pub fn new() -> Arc<Start> {
-        Arc::new(Start { decision: Mutex::new(Decision::Waiting), decided: Condvar::new() })
+        let agreed = Mutex::new(wire::Agreed::default());
+        Arc::new(Start { decision: Mutex::new(Decision::Waiting), decided: Condvar::new(), agreed })
+    }
+
+    /// INIT agreed to `agreed` (before it decides).
+    pub fn agree(&self, agreed: wire::Agreed) {
+        *self.agreed.lock().unwrap_or_else(|e| e.into_inner()) = agreed;
+    }
+
+    fn agreed(&self) -> wire::Agreed {
+        *self.agreed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// INIT asked for io_uring (`go`) or the kernel did not offer it; an
@@ -157,6 +169,7 @@ impl Rings {
                 }
                 pin_to_cpu(qid);
                 let mut queue = Queue::new(qid as u16, fuse.as_raw_fd()).map_err(|e| e.to_string())?;
+                queue.agreed = start.agreed();
                 queue.serve(&*fs, &direct, &requests, &counts)?;
                 Ok(true)
             })?;
@@ -255,6 +268,8 @@ struct Queue {
     qid: u16,
     fuse: i32,
     reply: Vec<u8>,
+    /// What INIT agreed to, known once `Start` is decided.
+    agreed: wire::Agreed,
 }
 
 /// `IORING_OP_URING_CMD` on /dev/fuse with `struct fuse_uring_cmd_req`.
@@ -293,7 +308,7 @@ impl Queue {
             .setup_defer_taskrun()
             .build((2 * ENTRIES_PER_QUEUE) as u32)?;
         let entries = (0..ENTRIES_PER_QUEUE).map(|_| Entry::new(MAX_WRITE as usize)).collect();
-        Ok(Queue { ring, entries, qid, fuse, reply: Vec::new() })
+        Ok(Queue { ring, entries, qid, fuse, reply: Vec::new(), agreed: wire::Agreed::default() })
     }
 
     fn push(&mut self, sqe: squeue::Entry128, index: usize) {
@@ -401,7 +416,7 @@ impl Queue {
             Some(h) => {
                 counts.add(h.opcode);
                 let op_in = &headers[OP_IN_AT..OP_IN_AT + 128];
-                let answered = wire::answer(fs, direct, &h, op_in, given, &mut self.reply);
+                let answered = wire::answer_with(fs, direct, &h, op_in, given, &mut self.reply, self.agreed);
                 let sent = match answered {
                     Ok(()) if self.reply.len() <= payload.len() => {
                         payload[..self.reply.len()].copy_from_slice(&self.reply);

@@ -20,6 +20,7 @@ use fsapi::{
 
 use crate::direct::Direct;
 use crate::setid::{self, Kill};
+use crate::xattr::{self, Sized};
 
 /// How long the kernel may keep names and attributes (as the `fuser`
 /// front: only this process changes the file system).
@@ -45,6 +46,10 @@ pub(crate) mod op {
     pub const STATFS: u32 = 17;
     pub const RELEASE: u32 = 18;
     pub const FSYNC: u32 = 20;
+    pub const SETXATTR: u32 = 21;
+    pub const GETXATTR: u32 = 22;
+    pub const LISTXATTR: u32 = 23;
+    pub const REMOVEXATTR: u32 = 24;
     pub const FLUSH: u32 = 25;
     pub const OPENDIR: u32 = 27;
     pub const READDIR: u32 = 28;
@@ -76,6 +81,10 @@ pub(crate) mod op {
         (STATFS, "statfs"),
         (RELEASE, "release"),
         (FSYNC, "fsync"),
+        (SETXATTR, "setxattr"),
+        (GETXATTR, "getxattr"),
+        (LISTXATTR, "listxattr"),
+        (REMOVEXATTR, "removexattr"),
         (FLUSH, "flush"),
         (OPENDIR, "opendir"),
         (READDIR, "readdir"),
@@ -264,15 +273,25 @@ pub(crate) fn open(fs: &dyn FileSystem, direct: &Direct, ino: u64, flags: i32) -
 
 /// CREATE, as both transports answer it: the new file, open, and the
 /// `FOPEN_*` bits of the reply.
+/// Who a created file belongs to, the mode the caller asked for, and
+/// whether the mount keeps POSIX ACLs (a new file then takes its
+/// directory's default ACL).
+pub(crate) struct Made {
+    pub owner: Owner,
+    pub mode: u32,
+    pub acl: bool,
+}
+
 pub(crate) fn create(
     fs: &dyn FileSystem,
     direct: &Direct,
     parent: u64,
     name: &OsStr,
-    owner: Owner,
+    made: Made,
     flags: i32,
 ) -> Result<(Attr, u32), Errno> {
-    let attr = fs.create(parent, name, owner)?;
+    let attr = fs.create(parent, name, made.owner)?;
+    let attr = xattr::after_create(fs, made.acl, parent, attr, made.mode)?;
     fs.open(attr.ino)?;
     Ok((attr, direct.open_flags(fs, &attr, flags)))
 }
@@ -388,6 +407,16 @@ pub(crate) fn copy_file_range(
 /// to send instead. Operations this file system does not offer are
 /// `ENOSYS`, which tells the kernel not to ask again, as `fuser`'s
 /// defaults do.
+/// What INIT agreed to that changes answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Agreed {
+    /// `FUSE_POSIX_ACL` (with `FUSE_DONT_MASK`): the kernel enforces ACLs,
+    /// and a new inode takes its directory's default ACL from the server.
+    pub acl: bool,
+}
+
+/// [`answer_with`] for a mount that agreed to nothing of [`Agreed`].
+#[cfg(test)]
 pub(crate) fn answer(
     fs: &dyn FileSystem,
     direct: &Direct,
@@ -395,6 +424,36 @@ pub(crate) fn answer(
     arg: &[u8],
     payload: &[u8],
     out: &mut Vec<u8>,
+) -> Result<(), Errno> {
+    answer_with(fs, direct, h, arg, payload, out, Agreed::default())
+}
+
+/// `struct fuse_getxattr_out` (8 bytes: size, padding) for a probe, or
+/// the bytes themselves.
+fn put_sized(out: &mut Vec<u8>, sized: Sized) {
+    match sized {
+        Sized::Size(n) => {
+            out.extend_from_slice(&n.to_ne_bytes());
+            out.extend_from_slice(&[0u8; 4]);
+        }
+        Sized::Data(bytes) => out.extend_from_slice(&bytes),
+    }
+}
+
+/// Answers one request: `arg` is the operation's fixed argument (the ring
+/// entry's `op_in`), `payload` what follows it (names, written data).
+/// The reply's bytes go to `out` (emptied first); an error is the errno
+/// to send instead. Operations this file system does not offer are
+/// `ENOSYS`, which tells the kernel not to ask again, as `fuser`'s
+/// defaults do.
+pub(crate) fn answer_with(
+    fs: &dyn FileSystem,
+    direct: &Direct,
+    h: &InHeader,
+    arg: &[u8],
+    payload: &[u8],
+    out: &mut Vec<u8>,
+    agreed: Agreed,
 ) -> Result<(), Errno> {
     out.clear();
     let ino = h.nodeid;
@@ -405,7 +464,7 @@ pub(crate) fn answer(
             let mut changes = setattr_changes(arg)?;
             let kill = (field32(arg, 0)? & FATTR_KILL_SUIDGID != 0).then_some(Kill::Told);
             setid::on_setattr(fs, ino, &mut changes, kill)?;
-            put_attr_out(out, &fs.setattr(ino, &changes)?);
+            put_attr_out(out, &xattr::after_setattr(fs, fs.setattr(ino, &changes)?, changes.perm)?);
         }
         op::READLINK => out.extend_from_slice(&fs.readlink(ino)?),
         op::SYMLINK => {
@@ -418,11 +477,13 @@ pub(crate) fn answer(
             // mode (0), rdev (4), umask (8); as the fuser front.
             let (mode, rdev, umask) = (field32(arg, 0)?, field32(arg, 4)?, field32(arg, 8)?);
             let kind = FileType::from_mode(mode).ok_or(Errno::INVAL)?;
-            put_entry(out, &fs.mknod(ino, name(payload)?.0, kind, rdev, owner(h, mode, umask))?);
+            let made = fs.mknod(ino, name(payload)?.0, kind, rdev, owner(h, mode, umask))?;
+            put_entry(out, &xattr::after_create(fs, agreed.acl, ino, made, mode)?);
         }
         op::MKDIR => {
             let (mode, umask) = (field32(arg, 0)?, field32(arg, 4)?);
-            put_entry(out, &fs.mkdir(ino, name(payload)?.0, owner(h, mode, umask))?);
+            let made = fs.mkdir(ino, name(payload)?.0, owner(h, mode, umask))?;
+            put_entry(out, &xattr::after_create(fs, agreed.acl, ino, made, mode)?);
         }
         op::UNLINK => fs.unlink(ino, name(payload)?.0)?,
         op::RMDIR => fs.rmdir(ino, name(payload)?.0)?,
@@ -471,7 +532,8 @@ pub(crate) fn answer(
         op::CREATE => {
             // flags (0), mode (4), umask (8), open_flags (12).
             let (flags, mode, umask) = (field32(arg, 0)? as i32, field32(arg, 4)?, field32(arg, 8)?);
-            let (attr, bits) = create(fs, direct, ino, name(payload)?.0, owner(h, mode, umask), flags)?;
+            let made = Made { owner: owner(h, mode, umask), mode, acl: agreed.acl };
+            let (attr, bits) = create(fs, direct, ino, name(payload)?.0, made, flags)?;
             put_entry(out, &attr);
             put_open(out, bits);
         }
@@ -493,6 +555,24 @@ pub(crate) fn answer(
             out.extend_from_slice(&n.to_ne_bytes());
             out.extend_from_slice(&[0u8; 4]);
         }
+        op::GETXATTR => {
+            // size (0), padding; the name.
+            let value = fs.getxattr(ino, name(payload)?.0)?;
+            put_sized(out, xattr::sized(value, field32(arg, 0)?)?);
+        }
+        op::LISTXATTR => {
+            let names = xattr::listed(fs.listxattr(ino)?, h.uid);
+            put_sized(out, xattr::sized(names, field32(arg, 0)?)?);
+        }
+        op::SETXATTR => {
+            // size (0), flags (4): the 8 bytes sent without
+            // FUSE_SETXATTR_EXT (xattr.rs); the name, then the value.
+            let (size, flags) = (field32(arg, 0)? as usize, field32(arg, 4)?);
+            let (name, rest) = name(payload)?;
+            let value = rest.get(..size).ok_or(Errno::INVAL)?;
+            xattr::set(fs, ino, name, value, flags)?;
+        }
+        op::REMOVEXATTR => fs.removexattr(ino, name(payload)?.0)?,
         // FLUSH: nothing is buffered per open file (see the fuser front).
         op::FLUSH => return Err(Errno::NOSYS),
         _ => return Err(Errno::NOSYS),
@@ -882,6 +962,155 @@ mod tests {
             &mut Vec::new(),
         );
         assert_eq!(got, Err(Errno::INVAL));
+    }
+
+    /// A file `f` in the root with `user.a` = "hello", set through
+    /// SETXATTR (`struct fuse_setxattr_in` without FUSE_SETXATTR_EXT:
+    /// size, flags; then the name and the value): its inode.
+    fn with_attribute(fs: &ModelFs) -> u64 {
+        let mut out = Vec::new();
+        let create = [0u32, 0o100644, 0o022, 0].map(u32::to_ne_bytes).concat();
+        answer(fs, &Direct::default(), &header(op::CREATE, fsapi::ROOT), &create, b"f\0", &mut out).unwrap();
+        let ino = u64::from_ne_bytes(out[0..8].try_into().unwrap());
+        let arg = [5u32, 0].map(u32::to_ne_bytes).concat();
+        answer(fs, &Direct::default(), &header(op::SETXATTR, ino), &arg, b"user.a\0hello", &mut out).unwrap();
+        ino
+    }
+
+    #[test]
+    fn getxattr_answers_a_probe_with_the_size_and_a_buffer_with_the_value() {
+        let fs = ModelFs::new();
+        let ino = with_attribute(&fs);
+        let mut out = Vec::new();
+        answer(&fs, &Direct::default(), &header(op::GETXATTR, ino), &[0u8; 8], b"user.a\0", &mut out)
+            .unwrap();
+        assert_eq!(out, [5u32.to_ne_bytes(), [0; 4]].concat(), "fuse_getxattr_out: size, padding");
+        let size = [64u32, 0].map(u32::to_ne_bytes).concat();
+        answer(&fs, &Direct::default(), &header(op::GETXATTR, ino), &size, b"user.a\0", &mut out).unwrap();
+        assert_eq!(out, b"hello");
+    }
+
+    #[test]
+    fn getxattr_and_listxattr_into_a_buffer_too_small_are_erange() {
+        let fs = ModelFs::new();
+        let ino = with_attribute(&fs);
+        let mut out = Vec::new();
+        let small = [4u32, 0].map(u32::to_ne_bytes).concat();
+        assert_eq!(
+            answer(&fs, &Direct::default(), &header(op::GETXATTR, ino), &small, b"user.a\0", &mut out),
+            Err(Errno::RANGE)
+        );
+        assert_eq!(
+            answer(&fs, &Direct::default(), &header(op::LISTXATTR, ino), &small, &[], &mut out),
+            Err(Errno::RANGE)
+        );
+    }
+
+    #[test]
+    fn listxattr_gives_each_name_nul_terminated() {
+        let fs = ModelFs::new();
+        let ino = with_attribute(&fs);
+        let mut out = Vec::new();
+        let size = [64u32, 0].map(u32::to_ne_bytes).concat();
+        answer(&fs, &Direct::default(), &header(op::LISTXATTR, ino), &size, &[], &mut out).unwrap();
+        assert_eq!(out, b"user.a\0");
+    }
+
+    #[test]
+    fn setxattr_with_xattr_create_over_a_name_there_is_eexist() {
+        let fs = ModelFs::new();
+        let ino = with_attribute(&fs);
+        let mut out = Vec::new();
+        let arg = [1u32, libc::XATTR_CREATE as u32].map(u32::to_ne_bytes).concat();
+        let got = answer(&fs, &Direct::default(), &header(op::SETXATTR, ino), &arg, b"user.a\0x", &mut out);
+        assert_eq!(got, Err(Errno::EXIST));
+    }
+
+    #[test]
+    fn removexattr_removes_the_name_and_again_is_enodata() {
+        let fs = ModelFs::new();
+        let ino = with_attribute(&fs);
+        let mut out = Vec::new();
+        answer(&fs, &Direct::default(), &header(op::REMOVEXATTR, ino), &[], b"user.a\0", &mut out).unwrap();
+        let again =
+            answer(&fs, &Direct::default(), &header(op::REMOVEXATTR, ino), &[], b"user.a\0", &mut out);
+        assert_eq!(again, Err(Errno::NODATA));
+    }
+
+    #[test]
+    fn a_setxattr_value_shorter_than_its_size_is_einval() {
+        let fs = ModelFs::new();
+        let ino = with_attribute(&fs);
+        let mut out = Vec::new();
+        let arg = [9u32, 0].map(u32::to_ne_bytes).concat();
+        let got =
+            answer(&fs, &Direct::default(), &header(op::SETXATTR, ino), &arg, b"user.b\0short", &mut out);
+        assert_eq!(got, Err(Errno::INVAL));
+    }
+
+    /// `struct posix_acl_xattr`: version 2, then (tag, perm, id) entries.
+    fn acl_value(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+        let mut out = 2u32.to_le_bytes().to_vec();
+        for &(tag, perm, id) in entries {
+            out.extend([tag.to_le_bytes().as_slice(), &perm.to_le_bytes(), &id.to_le_bytes()].concat());
+        }
+        out
+    }
+
+    #[test]
+    fn with_acls_agreed_a_new_file_takes_its_directorys_default_acl() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let agreed = Agreed { acl: true };
+        answer_with(
+            &fs,
+            &Direct::default(),
+            &header(op::MKDIR, fsapi::ROOT),
+            &mkdir_arg(0o755, 0o022),
+            b"d\0",
+            &mut out,
+            agreed,
+        )
+        .unwrap();
+        let d = u64::from_ne_bytes(out[0..8].try_into().unwrap());
+        // user::rwx, user:1000:rwx, group::r-x, mask::rwx, other::---
+        let default = acl_value(&[(1, 7, 0), (2, 7, 1000), (4, 5, 0), (0x10, 7, 0), (0x20, 0, 0)]);
+        fs.setxattr(d, OsStr::new("system.posix_acl_default"), &default, fsapi::XattrFlags::ANY).unwrap();
+        let create = [0u32, 0o100666, 0o022, 0].map(u32::to_ne_bytes).concat();
+        answer_with(&fs, &Direct::default(), &header(op::CREATE, d), &create, b"f\0", &mut out, agreed)
+            .unwrap();
+        let f = u64::from_ne_bytes(out[0..8].try_into().unwrap());
+        assert_eq!(fs.getattr(f).unwrap().perm, 0o660, "the ACL's bits, not the umask's");
+        let access = fs.getxattr(f, OsStr::new("system.posix_acl_access")).unwrap();
+        assert_eq!(access, acl_value(&[(1, 6, 0), (2, 7, 1000), (4, 5, 0), (0x10, 6, 0), (0x20, 0, 0)]));
+    }
+
+    #[test]
+    fn without_acls_agreed_a_default_acl_is_not_given() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let default = acl_value(&[(1, 7, 0), (2, 7, 1000), (4, 5, 0), (0x10, 7, 0), (0x20, 0, 0)]);
+        fs.setxattr(fsapi::ROOT, OsStr::new("system.posix_acl_default"), &default, fsapi::XattrFlags::ANY)
+            .unwrap();
+        let create = [0u32, 0o100666, 0o022, 0].map(u32::to_ne_bytes).concat();
+        answer(&fs, &Direct::default(), &header(op::CREATE, fsapi::ROOT), &create, b"f\0", &mut out).unwrap();
+        let f = u64::from_ne_bytes(out[0..8].try_into().unwrap());
+        assert_eq!(fs.getattr(f).unwrap().perm, 0o644);
+    }
+
+    #[test]
+    fn a_chmod_of_a_file_with_an_acl_sets_its_mask() {
+        let fs = ModelFs::new();
+        let ino = with_attribute(&fs);
+        let access = acl_value(&[(1, 6, 0), (2, 6, 65534), (4, 4, 0), (0x10, 6, 0), (0x20, 4, 0)]);
+        fs.setxattr(ino, OsStr::new("system.posix_acl_access"), &access, fsapi::XattrFlags::ANY).unwrap();
+        let mut arg = vec![0u8; 88];
+        arg[0..4].copy_from_slice(&FATTR_MODE.to_ne_bytes());
+        arg[68..72].copy_from_slice(&0o100640u32.to_ne_bytes());
+        let mut out = Vec::new();
+        answer(&fs, &Direct::default(), &header(op::SETATTR, ino), &arg, &[], &mut out).unwrap();
+        let now = fs.getxattr(ino, OsStr::new("system.posix_acl_access")).unwrap();
+        assert_eq!(now, acl_value(&[(1, 6, 0), (2, 6, 65534), (4, 4, 0), (0x10, 4, 0), (0x20, 0, 0)]));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! zeroed ranges, punched holes), copies, mkdirs, renames, links,
 //! unlinks, rmdirs, fsyncs, files unlinked while open and directories
 //! removed while looked up runs on the file system over a recording
+//! mknods (FIFOs, devices, sockets), writes, mkdirs, renames, links,
+//! unlinks, rmdirs, extended attributes set and removed, fsyncs, files
+//! unlinked while open and directories removed while looked up runs on
+//! the file system over a recording
 //! device; every crash state a power cut
 //! could leave (after each flush, and sampled between with dropped,
 //! reordered and torn writes) is checked as an administrator would after
@@ -161,8 +165,14 @@ struct Version {
     fsynced: usize,
 }
 
-/// The whole tree: path -> (kind, content or target, links).
-type Tree = BTreeMap<String, (fsapi::FileType, Vec<u8>, u32)>;
+/// The whole tree: path ("" the root) -> (kind, content or target, links,
+/// extended attributes).
+type Tree = BTreeMap<String, (fsapi::FileType, Vec<u8>, u32, Xattrs)>;
+
+/// An inode's extended attributes, (name, value) in the order listed; a
+/// call that fails is kept as its errno under the call's name (a damaged
+/// block differs from any tree a step left).
+type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Under `log`: the tree after each step of the workload, with the events
 /// recorded by then and the log's commits completed by then. A commit
@@ -522,6 +532,25 @@ impl<F: FnMut() + Send> FileSystem for Observed<'_, F> {
     ) -> fsapi::Result<u64> {
         self.changed(self.inner.copy_file_range(from, at, to, to_at, len))
     }
+
+    fn getxattr(&self, ino: fsapi::Ino, name: &OsStr) -> fsapi::Result<Vec<u8>> {
+        self.inner.getxattr(ino, name)
+    }
+    fn setxattr(
+        &self,
+        ino: fsapi::Ino,
+        name: &OsStr,
+        value: &[u8],
+        flags: fsapi::XattrFlags,
+    ) -> fsapi::Result<()> {
+        self.changed(self.inner.setxattr(ino, name, value, flags))
+    }
+    fn listxattr(&self, ino: fsapi::Ino) -> fsapi::Result<Vec<u8>> {
+        self.inner.listxattr(ino)
+    }
+    fn removexattr(&self, ino: fsapi::Ino, name: &OsStr) -> fsapi::Result<()> {
+        self.changed(self.inner.removexattr(ino, name))
+    }
 }
 
 /// Writes `data` as the whole of the file `name` in the root, punches
@@ -564,8 +593,9 @@ fn rewrite(
 fn dirs_and_files(fs: &dyn FileSystem) -> (Vec<String>, Vec<String>) {
     let mut dirs = vec![String::new()];
     let mut files = Vec::new();
-    for (path, (kind, _, _)) in shape_of(fs) {
+    for (path, (kind, ..)) in shape_of(fs) {
         match kind {
+            fsapi::FileType::Dir if path.is_empty() => {}
             fsapi::FileType::Dir => dirs.push(path),
             fsapi::FileType::File
             | fsapi::FileType::Fifo
@@ -581,7 +611,7 @@ fn dirs_and_files(fs: &dyn FileSystem) -> (Vec<String>, Vec<String>) {
 /// The tree's regular files (what `grow` writes into).
 fn regular_files(fs: &dyn FileSystem) -> Vec<String> {
     let shape = shape_of(fs).into_iter();
-    shape.filter(|(_, (kind, _, _))| *kind == fsapi::FileType::File).map(|(path, _)| path).collect()
+    shape.filter(|(_, (kind, ..))| *kind == fsapi::FileType::File).map(|(path, _)| path).collect()
 }
 
 /// The tree without its files' bytes (their sizes kept, as 8 bytes): file
@@ -592,6 +622,9 @@ fn regular_files(fs: &dyn FileSystem) -> Vec<String> {
 /// into its double indirect block is megabytes of holes.
 fn shape_of(fs: &dyn FileSystem) -> Tree {
     let mut out = Tree::new();
+    if let Ok(root) = fs.getattr(ROOT) {
+        out.insert(String::new(), (root.kind, Vec::new(), root.nlink, xattrs_of(fs, ROOT)));
+    }
     let mut dirs = vec![(ROOT, String::new())];
     while let Some((dir, path)) = dirs.pop() {
         let mut entries = Vec::new();
@@ -614,7 +647,7 @@ fn shape_of(fs: &dyn FileSystem) -> Tree {
                 | fsapi::FileType::BlockDevice
                 | fsapi::FileType::Socket => attr.rdev.to_le_bytes().to_vec(),
             };
-            out.insert(child.clone(), (attr.kind, kept, attr.nlink));
+            out.insert(child.clone(), (attr.kind, kept, attr.nlink, xattrs_of(fs, attr.ino)));
             if attr.kind == fsapi::FileType::Dir {
                 dirs.push((attr.ino, child));
             } else {
@@ -623,6 +656,22 @@ fn shape_of(fs: &dyn FileSystem) -> Tree {
         }
     }
     out
+}
+
+/// The extended attributes of `ino`, as [`Xattrs`] keeps them.
+fn xattrs_of(fs: &dyn FileSystem, ino: fsapi::Ino) -> Xattrs {
+    let failed = |call: &str, e: fsapi::Errno| (call.as_bytes().to_vec(), e.name().as_bytes().to_vec());
+    let list = match fs.listxattr(ino) {
+        Ok(list) => list,
+        Err(e) => return vec![failed("listxattr", e)],
+    };
+    let names = list.split(|&b| b == 0).filter(|n| !n.is_empty());
+    names
+        .map(|name| match fs.getxattr(ino, OsStr::from_bytes(name)) {
+            Ok(value) => (name.to_vec(), value),
+            Err(e) => failed("getxattr", e),
+        })
+        .collect()
 }
 
 /// The steps whose tree a crash after `after_events` events may leave
@@ -847,11 +896,8 @@ impl FsCrashReport {
 mod tests {
     use super::*;
 
-    /// The mix makes special files (the operation language's mknods), so
-    /// every policy's crash states hold them: a seed's 400 operations
-    /// leave several, of more than one kind.
-    #[test]
-    fn the_mix_makes_fifos_devices_and_sockets() {
+    /// The mix's tree after a seed's 400 operations under `async`.
+    fn mixed_tree() -> Tree {
         let spec = FsCrashSpec {
             policy: Policy::Async,
             promise: Policy::Async,
@@ -870,12 +916,27 @@ mod tests {
         ffs::mkfs(&dev, &MkfsOptions::default()).unwrap();
         let fs = Ffs::mount(dev, &MountOptions { policy: spec.policy, ..Default::default() }).unwrap();
         run_workload(&spec, &fs, &recording).unwrap();
-        let kinds: std::collections::BTreeSet<String> = shape_of(&fs)
-            .values()
-            .filter(|(k, _, _)| k.is_special())
-            .map(|(k, _, _)| format!("{k:?}"))
-            .collect();
+        shape_of(&fs)
+    }
+
+    /// The mix makes special files (the operation language's mknods), so
+    /// every policy's crash states hold them: a seed's 400 operations
+    /// leave several, of more than one kind.
+    #[test]
+    fn the_mix_makes_fifos_devices_and_sockets() {
+        let kinds: std::collections::BTreeSet<String> =
+            mixed_tree().values().filter(|(k, ..)| k.is_special()).map(|(k, ..)| format!("{k:?}")).collect();
         assert!(kinds.len() >= 2, "special kinds left by the mix: {kinds:?}");
+    }
+
+    /// The mix sets extended attributes (the operation language's), so
+    /// the crash states hold attribute blocks, and the trees compared
+    /// under `log` hold their names and values.
+    #[test]
+    fn the_mix_leaves_extended_attributes() {
+        let with: Vec<String> =
+            mixed_tree().into_iter().filter(|(_, (.., x))| !x.is_empty()).map(|(p, _)| p).collect();
+        assert!(with.len() >= 2, "inodes with attributes left by the mix: {with:?}");
     }
 
     fn step(end: usize, sealed: u64, durable: u64) -> Step {

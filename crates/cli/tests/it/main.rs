@@ -11,6 +11,7 @@ mod fs_rename;
 mod fs_suites;
 mod fs_tree;
 mod fs_users;
+mod fs_xattr;
 mod jobfile;
 mod journal_damage;
 mod log;

@@ -4,18 +4,21 @@
 
 mod group;
 mod superblock;
+mod xattr;
 
 pub use group::{GroupHeader, GROUP_MAGIC};
 pub use superblock::{
     SlotSource, Superblock, BLOCKS_MAX, GENERATION_MAX, GROUP_HEAD_BLOCKS, HEADER_BYTES, INODES_MAX,
     LOG_START_BLOCK, SECTOR_BYTES_MAX, SECTOR_BYTES_MIN, SUPER_MAGIC,
 };
+pub use xattr::{XattrBlock, XATTR_ENTRIES_MAX, XATTR_HEADER_BYTES, XATTR_MAGIC, XATTR_VERSION};
 
 pub const BLOCK_BYTES: usize = 4096;
 /// The superblock's format version this iolab writes: 2 adds `damage`
-/// (docs/formats.md, "Superblock") and special files (FIFOs, devices,
+/// (docs/formats.md, "Superblock"), special files (FIFOs, devices,
 /// sockets) with their device numbers, which a reader of version 1 would
-/// take for garbage inodes. Version 1, whose byte 106 is reserved
+/// take for garbage inodes, and extended attribute blocks (an inode's
+/// last four bytes), which it would count as no inode's. Version 1, whose byte 106 is reserved
 /// and zero (no damage recorded), is read as well, and a mount or a
 /// repairing fsck rewrites it as version 2.
 pub const VERSION: u32 = 2;
@@ -35,9 +38,12 @@ pub const FILE_BLOCKS_MAX: u64 =
     DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK + POINTERS_PER_BLOCK * POINTERS_PER_BLOCK;
 /// The largest file: every block it maps.
 pub const FILE_BYTES_MAX: u64 = FILE_BLOCKS_MAX * BLOCK_BYTES as u64;
+/// 512-byte units in a block (an inode's `blocks_512` counts these).
+pub const BLOCK_UNITS: u64 = BLOCK_BYTES as u64 / 512;
 /// The most 512-byte units an inode holds: every block it maps, its
-/// single and double indirect blocks and the double's singles.
-pub const FILE_UNITS_MAX: u64 = (FILE_BLOCKS_MAX + 2 + POINTERS_PER_BLOCK) * (BLOCK_BYTES as u64 / 512);
+/// single and double indirect blocks and the double's singles, and its
+/// extended attribute block.
+pub const FILE_UNITS_MAX: u64 = (FILE_BLOCKS_MAX + 2 + POINTERS_PER_BLOCK + 1) * BLOCK_UNITS;
 /// A symlink target up to this long lives in the inode.
 pub const INLINE_SYMLINK_BYTES: usize = 100;
 pub const ROOT_INO: u32 = 1;
@@ -234,6 +240,9 @@ pub struct DiskInode {
     /// (`fsapi::makedev`); 0 for every other kind (and in version 1,
     /// whose bytes here were zero).
     pub rdev: u32,
+    /// The block holding its extended attributes (0: none; version 2,
+    /// zero in version 1).
+    pub xattr: u32,
 }
 
 /// What an inode slot holds.
@@ -273,14 +282,16 @@ impl DiskInode {
         out[144..144 + n].copy_from_slice(&self.inline_target[..n]);
         put32(out, 244, self.next_orphan);
         put32(out, 248, self.rdev);
+        put32(out, 252, self.xattr);
         let crc = checksum(&ino.to_le_bytes(), out, 84);
         put32(out, 84, crc);
     }
 
-    /// The block pointers (direct, single, double) of an encoded inode,
-    /// read in place.
+    /// The block pointers (direct, single, double, then the extended
+    /// attribute block) of an encoded inode, read in place.
     pub fn pointers_in(b: &[u8]) -> impl Iterator<Item = u32> + '_ {
-        (0..DIRECT_POINTERS).map(move |i| u32_at(b, 88 + 4 * i)).chain([u32_at(b, 136), u32_at(b, 140)])
+        let rest = [u32_at(b, 136), u32_at(b, 140), u32_at(b, 252)];
+        (0..DIRECT_POINTERS).map(move |i| u32_at(b, 88 + 4 * i)).chain(rest)
     }
 
     pub fn decode(ino: u32, b: &[u8]) -> InodeSlot {
@@ -315,6 +326,7 @@ impl DiskInode {
             double: u32_at(b, 140),
             next_orphan: u32_at(b, 244),
             rdev: u32_at(b, 248),
+            xattr: u32_at(b, 252),
             ..DiskInode::default()
         };
         for i in 0..4 {
@@ -350,11 +362,20 @@ impl DiskInode {
         size && self.blocks_512 <= FILE_UNITS_MAX
     }
 
-    /// Whether it holds a block pointer or claims a block or a byte: what
-    /// a special file never does.
+    /// The 512-byte units of its extended attribute block (0 without one).
+    pub fn xattr_units(&self) -> u64 {
+        if self.xattr == 0 {
+            0
+        } else {
+            BLOCK_UNITS
+        }
+    }
+
+    /// Whether it holds a block pointer or claims a block or a byte (its
+    /// extended attribute block aside): what a special file never does.
     pub fn holds_data(&self) -> bool {
         self.size != 0
-            || self.blocks_512 != 0
+            || self.blocks_512 != self.xattr_units()
             || self.single != 0
             || self.double != 0
             || self.direct.iter().any(|&p| p != 0)

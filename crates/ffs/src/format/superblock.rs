@@ -461,6 +461,16 @@ impl Superblock {
         (self.blocks - self.group_start(group)).min(u64::from(self.blocks_per_group)) as u32
     }
 
+    /// Whether `block` lies in some group's data area: where every block
+    /// pointer must point.
+    pub fn is_data(&self, block: u64) -> bool {
+        if block < self.first_group_block || block >= self.blocks {
+            return false;
+        }
+        let g = ((block - self.first_group_block) / u64::from(self.blocks_per_group)) as u32;
+        block - self.group_start(g) >= u64::from(self.group_overhead_blocks())
+    }
+
     /// Inodes in all: at most [`INODES_MAX`] (a bound of the decoder).
     pub fn total_inodes(&self) -> u64 {
         u64::from(self.groups) * u64::from(self.inodes_per_group)

@@ -31,7 +31,7 @@ const DEVICE_BYTES: u64 = 320 << 20;
 const DEVICE_BLOCKS: u64 = DEVICE_BYTES / 4096;
 
 /// Runs `work` on a thread of its own: a panic or a hang fails the case.
-fn bounded<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) fn bounded<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
     let worker = std::thread::spawn(move || {
         let _ = tx.send(work());
@@ -125,7 +125,7 @@ fn assert_sound(bytes: &[u8], slot: u8, decoded: &Result<Superblock, FieldFault>
 
 /// What a field's value should give, by the documented bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Expect {
+pub(crate) enum Expect {
     /// Within its bound, and the others hold: the slot decodes.
     Reads,
     /// Within its own bound, but another field's bound depends on it: a
@@ -137,7 +137,7 @@ enum Expect {
 
 use Expect::{Coupled, Past, Reads};
 
-fn within(ok: bool) -> Expect {
+pub(crate) fn within(ok: bool) -> Expect {
     if ok {
         Reads
     } else {
@@ -147,12 +147,12 @@ fn within(ok: bool) -> Expect {
 
 /// One field: its name in faults, its byte and width, what a value should
 /// give in [`base`], and values at and past its bounds.
-struct Field {
-    name: &'static str,
-    at: usize,
-    width: usize,
-    expect: fn(u64) -> Expect,
-    edges: &'static [u64],
+pub(crate) struct Field {
+    pub name: &'static str,
+    pub at: usize,
+    pub width: usize,
+    pub expect: fn(u64) -> Expect,
+    pub edges: &'static [u64],
 }
 
 /// Base: 81920 blocks, log blocks 2..258, groups of 32768 from 258 (the

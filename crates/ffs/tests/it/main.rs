@@ -1,7 +1,9 @@
 mod common;
 mod files;
 mod fsck;
+mod fsck_xattr;
 mod fuzz;
+mod fuzz_xattr;
 mod inode;
 mod limits;
 mod model;
@@ -10,3 +12,4 @@ mod rename;
 mod special;
 mod superblock;
 mod unclean;
+mod xattr;

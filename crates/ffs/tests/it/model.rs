@@ -1,10 +1,10 @@
 //! The file system against the reference model: random operations on both
-//! give the same results, and the tree and each file's holes (the model
-//! allocates as iolab's file system does) survive unmounting and mounting
-//! again, under each policy.
+//! give the same results, and the tree, its extended attributes and each
+//! file's holes (the model allocates as iolab's file system does) survive
+//! unmounting and mounting again, under each policy.
 
 use ffs::Policy;
-use fsapi::testing::{apply, dirs, files, layout, tree, Op};
+use fsapi::testing::{apply, dirs, files, layout, tree, xattrs, Op};
 use fsapi::{FileSystem, ModelFs};
 use proptest::prelude::*;
 
@@ -28,12 +28,14 @@ fn check(numbers: Vec<[u16; 6]>, policy: Policy) -> Result<(), TestCaseError> {
     }
     prop_assert_eq!(tree(&model), tree(&fs));
     prop_assert_eq!(layout(&model), layout(&fs));
+    prop_assert_eq!(xattrs(&model), xattrs(&fs));
     fs.unmount().unwrap();
     let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
     prop_assert!(report.clean(), "{:?}", report.findings);
     let fs = mount(&dev, policy);
     prop_assert_eq!(tree(&model), tree(&fs));
     prop_assert_eq!(layout(&model), layout(&fs));
+    prop_assert_eq!(xattrs(&model), xattrs(&fs));
     Ok(())
 }
 

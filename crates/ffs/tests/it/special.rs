@@ -12,7 +12,7 @@ use ffs::fsck::{fsck, Repair};
 use ffs::{FsError, Policy};
 use fsapi::{makedev, Errno, FileSystem, FileType, Owner, SetAttr, ROOT};
 
-use crate::common::{fresh, mount};
+use crate::common::{fresh, mount, stored};
 
 const POLICIES: [Policy; 4] = [Policy::Sync, Policy::Softdep, Policy::Log, Policy::Async];
 const SPECIAL: [FileType; 4] =
@@ -225,17 +225,6 @@ fn under_log_a_node_synced_is_replayed_and_one_not_committed_is_not_there() {
     assert_eq!(fs.lookup(ROOT, OsStr::new("late")).err(), Some(Errno::NOENT));
 }
 
-/// The inode of `ino` as stored on the unmounted `dev`.
-fn stored(dev: &Arc<dyn Device>, ino: u64) -> DiskInode {
-    let (block, at) = ffs::read_superblock(dev).unwrap().inode_place(ino as u32);
-    let mut buf = vec![0u8; 4096];
-    dev.read_at(&mut buf, block * 4096).unwrap();
-    let InodeSlot::Used(inode) = DiskInode::decode(ino as u32, &buf[at..at + INODE_BYTES]) else {
-        panic!("inode {ino} in use")
-    };
-    inode
-}
-
 #[test]
 fn a_node_is_stored_with_the_kernels_mode_bits_its_number_and_its_entry_type() {
     let dev = fresh(16 << 20);
@@ -330,10 +319,7 @@ fn a_device_inode_is_byte_for_byte_the_documented_one() {
     };
     let mut bytes = vec![0u8; INODE_BYTES];
     inode.encode(77, &mut bytes);
-    let mut zeroed = bytes.clone();
-    zeroed[84..88].fill(0);
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&77u32.to_le_bytes()), &zeroed);
-    let crc = codec::golden::hex(&crc.to_le_bytes());
+    let crc = crate::common::seeded_crc_hex(77, &bytes, 84);
     codec::golden::assert_layout(
         &bytes,
         &[

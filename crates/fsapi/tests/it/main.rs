@@ -2,3 +2,4 @@ mod model;
 mod range;
 mod special;
 mod versus_host;
+mod xattr;
