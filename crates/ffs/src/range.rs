@@ -37,8 +37,8 @@ pub struct Fill<'a> {
     what: What<'a>,
     /// Bytes of the range covered so far.
     pub done: u64,
-    /// The file blocks it allocated, in order (fallocate gives them back
-    /// when it fails).
+    /// The file blocks an allocation of holes allocated, in order
+    /// (fallocate gives them back when it fails; a write keeps none).
     pub new: Vec<u64>,
 }
 
@@ -86,7 +86,7 @@ impl Core {
             }
             let part = (B - within as u64).min(len - fill.done) as usize;
             let (block, new) = self.bmap(ino, inode, n, true)?.ok_or(Errno::IO)?;
-            if new {
+            if new && matches!(fill.what, What::Holes) {
                 fill.new.push(n);
             }
             if new || !matches!(fill.what, What::Holes) {

@@ -170,6 +170,29 @@ fn more_than_the_free_blocks_is_enospc_and_takes_nothing() {
     }
 }
 
+/// The free blocks are as many as the range's holes, but the range needs
+/// an indirect block too: the maps run out at its last block, and the
+/// blocks the call took are given back (the indirect block stays).
+#[test]
+fn enospc_at_the_last_block_gives_back_the_blocks_the_call_took() {
+    for policy in POLICIES {
+        let dev = fresh(16 << 20);
+        let fs = mount(&dev, policy);
+        let f = file(&fs, "f", b"abc");
+        // Fewer free blocks than the single indirect block maps.
+        let filler = file(&fs, "filler", b"");
+        fs.fallocate(filler, GROW, 0, (fs.statfs().unwrap().blocks_free - 500) * B).unwrap();
+        let free = fs.statfs().unwrap().blocks_free;
+        let got = fs.fallocate(f, GROW, 12 * B, free * B);
+        assert_eq!(got, Err(Errno::NOSPC), "{policy:?}");
+        let attr = fs.getattr(f).unwrap();
+        assert_eq!((attr.size, attr.blocks), (3, 8 + 8), "{policy:?}: the data block and the indirect one");
+        fs.sync().unwrap();
+        assert_eq!(fs.statfs().unwrap().blocks_free, free - 1, "{policy:?}");
+        remount(fs, &dev, policy);
+    }
+}
+
 #[test]
 fn a_copy_larger_than_a_chunk_reads_back_after_a_remount() {
     let dev = fresh(16 << 20);
