@@ -1,6 +1,7 @@
 mod common;
 mod files;
 mod fsck;
+mod fsync;
 mod fuzz;
 mod inode;
 mod limits;
