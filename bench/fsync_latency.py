@@ -75,6 +75,14 @@ def sample(mnt, archive, samples, interval):
     finally:
         os.killpg(tar.pid, 9)
         tar.wait()
+        # The shell is gone, but the tar it started may still hold the
+        # mount for a moment: the unmount waits until the group is empty.
+        for _ in range(200):
+            try:
+                os.killpg(tar.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.01)
 
 
 def percentile(xs, p):

@@ -325,3 +325,47 @@ impl Core {
         Ok(last(&inode.direct).unwrap_or(0))
     }
 }
+
+/// The blocks a file's block map reaches, as an fsync looks for what of
+/// the file is dirty.
+#[derive(Default)]
+pub struct Mapped {
+    /// The file's contents (a directory's entries, a symlink's target).
+    pub contents: Vec<u64>,
+    /// Its indirect blocks: the single, the double and the singles under
+    /// the double.
+    pub pointers: Vec<u64>,
+}
+
+impl Core {
+    /// Every block `inode` maps, without allocating. Every pointer is
+    /// followed, not only those below the size: a block past it is the
+    /// file's too, and costs no more to look at than the indirect block
+    /// holding its pointer, which is read anyway.
+    pub fn mapped_blocks(&mut self, inode: &DiskInode) -> Result<Mapped, Errno> {
+        let mut mapped = Mapped::default();
+        mapped.contents.extend(inode.direct.iter().filter(|&&p| p != 0).map(|&p| u64::from(p)));
+        if inode.single != 0 {
+            self.mapped_under(inode.single, &mut mapped)?;
+        }
+        if inode.double != 0 {
+            mapped.pointers.push(u64::from(inode.double));
+            for single in self.pointers(inode.double, 0)?.into_iter().filter(|&p| p != 0) {
+                self.mapped_under(single, &mut mapped)?;
+            }
+        }
+        debug_assert!(
+            mapped.pointers.len() as u64 <= 2 + POINTERS_PER_BLOCK,
+            "one single, one double, its singles"
+        );
+        Ok(mapped)
+    }
+
+    /// Single indirect block `single` and the blocks it points to.
+    fn mapped_under(&mut self, single: u32, mapped: &mut Mapped) -> Result<(), Errno> {
+        mapped.pointers.push(u64::from(single));
+        let pointers = self.pointers(single, 0)?;
+        mapped.contents.extend(pointers.into_iter().filter(|&p| p != 0).map(u64::from));
+        Ok(())
+    }
+}

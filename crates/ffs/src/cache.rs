@@ -518,6 +518,23 @@ impl Cache {
         Ok(())
     }
 
+    /// Writes those of `blocks` that are dirty, the file data first, each
+    /// kind in block order with neighbours together (one file's share of
+    /// a write-back: an fsync's); no flush. Returns the blocks written.
+    pub fn write_listed(&mut self, blocks: &[u64]) -> device::Result<usize> {
+        let of = |set: &BTreeSet<u64>| -> Vec<u64> {
+            let mut listed: Vec<u64> = blocks.iter().copied().filter(|b| set.contains(b)).collect();
+            listed.sort_unstable();
+            listed.dedup();
+            listed
+        };
+        let (data, meta) = (of(&self.dirty_data), of(&self.dirty));
+        self.write_blocks(&data, Waiting::RollBack)?;
+        self.write_blocks(&meta, Waiting::RollBack)?;
+        debug_assert!(data.iter().all(|b| !self.dirty_data.contains(b)), "file data is never held back");
+        Ok(data.len() + meta.len())
+    }
+
     /// Under `log`: the dirty metadata into the open transaction, the
     /// file data left dirty (the commit writes it, and flushes it, before
     /// the records that point at it).

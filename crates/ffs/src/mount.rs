@@ -271,8 +271,8 @@ impl Ffs {
     }
 
     /// Writes everything back, sorted, then the superblock: all of it
-    /// durable when this returns (`sync`, and `fsync` for now). Under
-    /// `log`, one commit.
+    /// durable when this returns (`sync`, and `fsync` under `log` and
+    /// `softdep`). Under `log`, one commit.
     pub fn sync_all(&self) -> Result<(), FsError> {
         let mut core = self.lock();
         core.check_alive().map_err(|_| self.failure_of(&core))?;

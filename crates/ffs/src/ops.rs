@@ -769,9 +769,29 @@ impl FileSystem for Ffs {
         })
     }
 
+    /// Under `sync` and `async`, the file's own dirty blocks and inode
+    /// (`Core::sync_file`). Under `log`, one commit, as before: it is
+    /// already jbd2's fsync (the ordered data, then the metadata). Under
+    /// `softdep`, the whole cache still: a file's fsync must also flush
+    /// the dependencies that chain to its name (FreeBSD's softdep_fsync
+    /// walks them per inode), and iolab's soft updates have no such walk
+    /// yet. `data_only` (fdatasync) writes the inode all the same: telling
+    /// a change of times alone from one of size or pointers would need a
+    /// record of what changed, and the inode block is one write.
     fn fsync(&self, ino: Ino, _data_only: bool) -> Result<()> {
-        self.getattr(ino)?;
-        self.sync()
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        match core.policy {
+            Policy::Sync | Policy::Async => {
+                core.check_alive()?;
+                core.sync_file(ino).map(|_| ())
+            }
+            Policy::Log | Policy::Softdep => {
+                core.inode(ino)?;
+                drop(core);
+                self.sync()
+            }
+        }
     }
 
     fn statfs(&self) -> Result<StatFs> {

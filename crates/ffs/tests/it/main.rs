@@ -2,6 +2,7 @@ mod common;
 mod files;
 mod fsck;
 mod fsck_xattr;
+mod fsync;
 mod fuzz;
 mod fuzz_xattr;
 mod inode;
