@@ -5,6 +5,7 @@ mod errors;
 mod examples;
 mod fs;
 mod fs_damage;
+mod fs_fsx;
 mod fs_limits;
 mod fs_range;
 mod fs_rename;
