@@ -42,8 +42,14 @@ pub enum Class {
     BadDirectoryBlock,
     /// An entry naming a free or uninitialised inode.
     EntryNamingFreeInode,
-    /// A directory whose `.` or `..` is wrong.
+    /// A directory whose `.` is wrong or missing, or whose `..` is
+    /// missing or names no directory.
     BadDotDot,
+    /// A directory whose `..` names another directory than the one that
+    /// names it: what a crash inside a directory's rename leaves under
+    /// `sync` (the new entry is written first). A repair points `..` at
+    /// the directory that names it, as fsck_ffs does.
+    DotDotMismatch,
     /// An allocated inode no entry names.
     UnattachedInode,
     /// More links recorded than entries name the inode.
@@ -90,6 +96,7 @@ impl Class {
             Class::BadDirectoryBlock => "bad_directory_block",
             Class::EntryNamingFreeInode => "entry_naming_free_inode",
             Class::BadDotDot => "bad_dot_dot",
+            Class::DotDotMismatch => "dot_dot_mismatch",
             Class::UnattachedInode => "unattached_inode",
             Class::LinkCountTooHigh => "link_count_too_high",
             Class::LinkCountTooLow => "link_count_too_low",
@@ -135,6 +142,7 @@ impl Class {
                 | Class::WrongSummaryCounts
                 | Class::WrongBlockCount
                 | Class::BadSuperblockSlot
+                | Class::DotDotMismatch
         )
     }
 }
@@ -687,25 +695,72 @@ impl Checker {
         Ok(())
     }
 
-    /// `.` must name the directory, `..` a directory (the root's itself).
-    /// A directory no entry names is not held to its `..`: pass 3 puts it
-    /// in lost+found and points its `..` there, as fsck_ffs's linkup does
-    /// (soft updates writes a new directory before its parent's count,
-    /// even before a new parent itself: until its entry is on the disk,
-    /// its `..` is not a link).
+    /// `.` must name the directory, and `..` the directory that names it
+    /// (the root's, itself); a repair rewrites the entry, so a second
+    /// check finds nothing. A directory no entry names is not held to its
+    /// `..`: pass 3 puts it in lost+found and points its `..` there, as
+    /// fsck_ffs's linkup does (soft updates writes a new directory before
+    /// its parent's count, even before a new parent itself: until its
+    /// entry is on the disk, its `..` is not a link). A directory named
+    /// from more than one directory may name any of them.
     fn check_dots(&mut self) -> Result<(), FsError> {
         let dirs: Vec<u32> =
             self.inodes.iter().filter(|(_, s)| s.inode.kind_bits() == S_IFDIR).map(|(i, _)| *i).collect();
+        let mut namers: HashMap<u32, Vec<u32>> = HashMap::new();
+        for e in self.entries.iter().filter(|e| e.name != b"." && e.name != b".." && e.dir != e.ino) {
+            namers.entry(e.ino).or_default().push(e.dir);
+        }
         for dir in dirs {
-            let dot = self.entries.iter().find(|e| e.dir == dir && e.name == b".").map(|e| e.ino);
-            let parent = self.dotdot.get(&dir).copied();
+            let find = |name: &[u8]| self.entries.iter().position(|e| e.dir == dir && e.name == name);
+            let (dot, dotdot) = (find(b"."), find(b".."));
             let named = dir == ROOT_INO || self.inodes[&dir].names > 0;
-            let parent_ok = !named
-                || parent
-                    .is_some_and(|p| self.inodes.get(&p).is_some_and(|s| s.inode.kind_bits() == S_IFDIR));
-            if dot != Some(dir) || !parent_ok {
-                let detail = format!("directory {dir}: '.' names {dot:?}, '..' names {parent:?}");
-                self.found(Class::BadDotDot, detail);
+            let expected =
+                if dir == ROOT_INO { vec![ROOT_INO] } else { namers.get(&dir).cloned().unwrap_or_default() };
+            let dot_ok = dot.is_some_and(|i| self.entries[i].ino == dir);
+            let parent = dotdot.map(|i| self.entries[i].ino);
+            let parent_ok = !named || parent.is_some_and(|p| expected.contains(&p));
+            if dot_ok && parent_ok {
+                continue;
+            }
+            let detail = format!(
+                "directory {dir}: '.' names {:?}, '..' names {parent:?} (named from {expected:?})",
+                dot.map(|i| self.entries[i].ino)
+            );
+            // Only `..` naming a directory, another than its namer's:
+            // a crash inside a rename, which preen mends.
+            let is_dir = |p: u32| self.inodes.get(&p).is_some_and(|s| s.inode.kind_bits() == S_IFDIR);
+            let class =
+                if dot_ok && parent.is_some_and(is_dir) { Class::DotDotMismatch } else { Class::BadDotDot };
+            if !self.found(class, detail) {
+                continue;
+            }
+            // Each wrong entry is rewritten where it is; one that is not
+            // there at all cannot be, here.
+            let mut inode = self.inodes[&dir].inode.clone();
+            let mut fixes = Vec::new();
+            if !dot_ok {
+                fixes.push((dot, dir));
+            }
+            if !parent_ok {
+                fixes.push((dotdot, expected[0]));
+            }
+            let mut whole = true;
+            for (at, target) in fixes {
+                let Some(i) = at else {
+                    whole = false;
+                    continue;
+                };
+                let offset = self.entries[i].offset;
+                self.core.dir_retarget(dir, &mut inode, offset, target, DT_DIR).map_err(Self::errno)?;
+                self.entries[i].ino = target;
+                if self.entries[i].name == b".." {
+                    self.dotdot.insert(dir, target);
+                }
+            }
+            if !whole {
+                if let Some(last) = self.report.findings.last_mut() {
+                    last.repaired = false;
+                }
             }
         }
         Ok(())
