@@ -34,6 +34,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let page = report::html_report(env!("IOLAB_LONG_VERSION"), &docs).map_err(UsageError)?;
     std::fs::write(&args.output, page)
         .with_context(|| format!("{}: cannot write the page", args.output.display()))?;
-    eprintln!("iolab: wrote {} ({} result file(s))", args.output.display(), docs.len());
+    let files = report::counted(docs.len() as u64, "result file", "result files");
+    eprintln!("iolab: wrote {} ({files})", args.output.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -92,10 +92,10 @@ pub fn html_report(iolab_version: &str, docs: &[(String, Value)]) -> Result<Stri
     }
     Ok(format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>iolab report</title><style>{STYLE}</style></head>\n\
-         <body><h1>iolab report</h1><p class=\"note\">Made by iolab {} from {} result file(s). Every figure is as the \
+         <body><h1>iolab report</h1><p class=\"note\">Made by iolab {} from {}. Every figure is as the \
          documents hold it; the page fetches nothing.</p>\n{body}</body></html>\n",
         escape(iolab_version),
-        docs.len()
+        crate::counted(docs.len() as u64, "result file", "result files")
     ))
 }
 

@@ -47,3 +47,9 @@ pub use target::{
 };
 pub use validate::{verdict_line, verdict_text, Outcome, VerdictExits};
 pub use volumes::{parity_lines, volume_list, volume_list_verbose};
+
+/// `n` and the noun in its number: "1 thread", "4 threads".
+pub fn counted(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}

@@ -57,8 +57,16 @@ pub fn job_heading(r: &JobResult) -> String {
             r.rw.to_string()
         };
     format!(
-        "{}: {} on {} ({} bytes at offset {}), bs {}, {} engine, {} thread(s) x depth {}",
-        r.name, mix, r.target, r.region_bytes, r.region_offset_bytes, r.bs, r.engine, r.threads, r.iodepth
+        "{}: {} on {} ({} bytes at offset {}), bs {}, {} engine, {} x depth {}",
+        r.name,
+        mix,
+        r.target,
+        r.region_bytes,
+        r.region_offset_bytes,
+        r.bs,
+        r.engine,
+        crate::counted(r.threads, "thread", "threads"),
+        r.iodepth
     )
 }
 

@@ -223,13 +223,20 @@ pub fn journal_sweep_table(sweep: &JournalSweep) -> String {
         Engine::Uring => format!("uring engine, 1 thread x depth {}", sweep.iodepth),
         Engine::Sync => format!("sync engine, {} threads", sweep.threads),
         Engine::Virtual => {
-            format!("modeled in virtual time, {} thread(s) x depth {}", sweep.threads, sweep.iodepth)
+            let threads = crate::counted(sweep.threads, "thread", "threads");
+            format!("modeled in virtual time, {threads} x depth {}", sweep.iodepth)
         }
     };
     let mut out = format!(
-        "# {} random writes on {}, {shape}, {} run(s) of {} s per arm, medians\n{modeled}\
+        "# {} random writes on {}, {shape}, {} of {} s per arm, medians\n{modeled}\
          {:<14} {:>10} {:>7}   runs (IOPS / vs off in the same repeat)\n",
-        sweep.bs, sweep.target, sweep.repeat, sweep.runtime_s, "arm", "IOPS", "vs off"
+        sweep.bs,
+        sweep.target,
+        crate::counted(sweep.repeat, "run", "runs"),
+        sweep.runtime_s,
+        "arm",
+        "IOPS",
+        "vs off"
     );
     for row in &sweep.arms {
         let vs = row.median_vs_off.map_or("-".to_string(), |r| format!("{r:.2}"));

@@ -211,14 +211,15 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
         return Ok(ExitCode::from(130));
     }
     if bad_blocks > 0 {
-        eprintln!("iolab: validation found {bad_blocks} bad block(s)");
+        eprintln!("iolab: validation found {}", report::counted(bad_blocks, "bad block", "bad blocks"));
         return Ok(ExitCode::from(1));
     }
     let unchecked = outcome.unchecked_runs();
     if unchecked > 0 && cut.is_none() {
         eprintln!(
-            "iolab: validation checked no block in {unchecked} run(s) that wrote data: nothing was verified \
-             (drop --no-verify, or add reads)"
+            "iolab: validation checked no block in {} that wrote data: nothing was verified \
+             (drop --no-verify, or add reads)",
+            report::counted(unchecked as u64, "run", "runs")
         );
         return Ok(ExitCode::from(1));
     }

@@ -75,7 +75,7 @@ fn the_block_log_over_a_simulated_disk_runs_in_its_virtual_time() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("sync engine, 4 thread(s)") && text.contains("modeled, not measured"), "{text}");
+    assert!(text.contains("sync engine, 4 threads") && text.contains("modeled, not measured"), "{text}");
     assert!(text.contains("block log: mode log"), "{text}");
 }
 

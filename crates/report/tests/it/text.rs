@@ -292,3 +292,10 @@ fn ls_and_stat_show_a_device_nodes_number_and_each_special_kinds_letter() {
         assert!(report::ls_line("x", &attr(kind, 0)).starts_with(letter), "{kind:?}");
     }
 }
+
+#[test]
+fn a_count_takes_its_nouns_number() {
+    assert_eq!(report::counted(1u32, "thread", "threads"), "1 thread");
+    assert_eq!(report::counted(0u32, "run", "runs"), "0 runs");
+    assert_eq!(report::counted(4u64, "bad block", "bad blocks"), "4 bad blocks");
+}
