@@ -706,13 +706,23 @@ impl Checker {
     fn check_dots(&mut self) -> Result<(), FsError> {
         let dirs: Vec<u32> =
             self.inodes.iter().filter(|(_, s)| s.inode.kind_bits() == S_IFDIR).map(|(i, _)| *i).collect();
+        // One pass over the entries: who names each directory, and where
+        // each directory's `.` and `..` are.
         let mut namers: HashMap<u32, Vec<u32>> = HashMap::new();
-        for e in self.entries.iter().filter(|e| e.name != b"." && e.name != b".." && e.dir != e.ino) {
-            namers.entry(e.ino).or_default().push(e.dir);
+        let mut dots: HashMap<u32, (Option<usize>, Option<usize>)> = HashMap::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            match e.name.as_slice() {
+                b"." => dots.entry(e.dir).or_default().0.get_or_insert(i),
+                b".." => dots.entry(e.dir).or_default().1.get_or_insert(i),
+                _ if e.dir != e.ino => {
+                    namers.entry(e.ino).or_default().push(e.dir);
+                    continue;
+                }
+                _ => continue,
+            };
         }
         for dir in dirs {
-            let find = |name: &[u8]| self.entries.iter().position(|e| e.dir == dir && e.name == name);
-            let (dot, dotdot) = (find(b"."), find(b".."));
+            let (dot, dotdot) = dots.get(&dir).copied().unwrap_or_default();
             let named = dir == ROOT_INO || self.inodes[&dir].names > 0;
             let expected =
                 if dir == ROOT_INO { vec![ROOT_INO] } else { namers.get(&dir).cloned().unwrap_or_default() };

@@ -401,12 +401,6 @@ pub(crate) fn copy_file_range(
     Ok(copied.min(COPY_BYTES_MAX) as u32)
 }
 
-/// Answers one request: `arg` is the operation's fixed argument (the ring
-/// entry's `op_in`), `payload` what follows it (names, written data).
-/// The reply's bytes go to `out` (emptied first); an error is the errno
-/// to send instead. Operations this file system does not offer are
-/// `ENOSYS`, which tells the kernel not to ask again, as `fuser`'s
-/// defaults do.
 /// What INIT agreed to that changes answers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Agreed {

@@ -1,7 +1,7 @@
 //! `iolab fs untar`, `iolab fs rm` and `iolab fs tree` (the tree workloads), and
 //! the file system behind iolab's block log (`--block-log`), from the CLI.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::cli::{iolab, stderr, stdout};
 use crate::fs::{fuse_usable, run, source_tree, Mounted};
@@ -279,15 +279,11 @@ fn an_interrupted_untar_unmounts_cleanly_and_exits_130() {
     assert_eq!(fsck.status.code(), Some(0), "{}", stdout(&fsck));
 }
 
-/// Issue 41's sequence: `untar` killed with SIGKILL part way (nothing
-/// unmounts: the image is left not clean), then `untar --into /new` on
-/// the same image without fsck is refused before it writes a byte,
-/// naming `iolab fs fsck -p`; the read-only commands still work; preen
-/// repairs it and marks it clean, and the second untar then runs.
-#[test]
-fn a_killed_untar_leaves_an_image_every_writing_command_refuses_until_fsck_p() {
-    let dir = tempfile::tempdir().unwrap();
-    let (image, archive) = image_and_archive(dir.path(), "2g", &[]);
+/// An image and its archive after `iolab fs untar --policy sync` was
+/// killed with SIGKILL part way (a MiB in): nothing unmounted, so the
+/// image is left not clean.
+fn killed_untar(dir: &Path) -> (PathBuf, PathBuf) {
+    let (image, archive) = image_and_archive(dir, "2g", &[]);
     let before = allocated(&image);
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
         .args(["fs", "untar", path(&image), path(&archive), "--policy", "sync", "--copies", "80"])
@@ -301,6 +297,18 @@ fn a_killed_untar_leaves_an_image_every_writing_command_refuses_until_fsck_p() {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
+    (image, archive)
+}
+
+/// Issue 41's sequence: `untar` killed with SIGKILL part way (nothing
+/// unmounts: the image is left not clean), then `untar --into /new` on
+/// the same image without fsck is refused before it writes a byte,
+/// naming `iolab fs fsck -p`; the read-only commands still work; preen
+/// repairs it and marks it clean, and the second untar then runs.
+#[test]
+fn a_killed_untar_leaves_an_image_every_writing_command_refuses_until_fsck_p() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, archive) = killed_untar(dir.path());
     let killed = std::fs::read(&image).unwrap();
     let untar_again = ["fs", "untar", path(&image), path(&archive), "--policy", "sync", "--into", "/new"];
     let out = iolab(&untar_again);
@@ -335,20 +343,7 @@ fn a_killed_untar_leaves_an_image_every_writing_command_refuses_until_fsck_p() {
 #[test]
 fn a_forced_untar_warns_and_leaves_the_image_refused_until_fsck() {
     let dir = tempfile::tempdir().unwrap();
-    let (image, archive) = image_and_archive(dir.path(), "2g", &[]);
-    let before = allocated(&image);
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
-        .args(["fs", "untar", path(&image), path(&archive), "--policy", "sync", "--copies", "80"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    while allocated(&image) < before + (1 << 20) {
-        assert!(child.try_wait().unwrap().is_none(), "the extraction ended before it was killed");
-        std::thread::yield_now();
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let (image, archive) = killed_untar(dir.path());
     let out = iolab(&[
         "fs",
         "untar",

@@ -118,17 +118,20 @@ fn a_garbage_inode_is_found() {
 /// Blanks the entry `name` of directory `dir` in place (its inode stays).
 fn blank_entry(dev: &Arc<dyn Device>, dir: u64, name: &str) {
     let fs = mount(dev, Policy::Async);
-    let d = fs.getattr(dir).unwrap();
+    fs.getattr(dir).unwrap();
     fs.unmount().unwrap();
-    let _ = d;
-    let s = sb(dev);
-    let (block, at) = s.inode_place(dir as u32);
+    edit_entry(dev, dir as u32, name, |rec| rec[..4].fill(0));
+}
+
+/// Applies `edit` to the bytes of directory `dir`'s entry `name` (in its
+/// first block, from the record's start), written back as damage would.
+fn edit_entry(dev: &Arc<dyn Device>, dir: u32, name: &str, edit: impl FnOnce(&mut [u8])) {
+    let (block, at) = sb(dev).inode_place(dir);
     let mut buf = vec![0u8; 4096];
     dev.read_at(&mut buf, block * 4096).unwrap();
-    let ffs::format::InodeSlot::Used(inode) =
-        ffs::format::DiskInode::decode(dir as u32, &buf[at..at + INODE_BYTES])
+    let ffs::format::InodeSlot::Used(inode) = ffs::format::DiskInode::decode(dir, &buf[at..at + INODE_BYTES])
     else {
-        panic!("a directory")
+        panic!("directory {dir}")
     };
     let data = u64::from(inode.direct[0]) * 4096;
     let mut bytes = vec![0u8; 4096];
@@ -137,7 +140,7 @@ fn blank_entry(dev: &Arc<dyn Device>, dir: u64, name: &str) {
     while pos < 4096 {
         let rec = ffs::format::DirRecord::read(&bytes, pos).unwrap();
         if rec.name == name.as_bytes() {
-            bytes[pos..pos + 4].fill(0);
+            edit(&mut bytes[pos..]);
             dev.write_at(&bytes, data).unwrap();
             return;
         }
@@ -375,27 +378,7 @@ fn a_special_file_with_only_a_size_is_found() {
 
 /// The type byte of the entry `name` in the root, set to `kind`.
 fn set_entry_type(dev: &Arc<dyn Device>, name: &str, kind: u8) {
-    let (block, at) = sb(dev).inode_place(ROOT as u32);
-    let mut buf = vec![0u8; 4096];
-    dev.read_at(&mut buf, block * 4096).unwrap();
-    let ffs::format::InodeSlot::Used(root) = ffs::format::DiskInode::decode(1, &buf[at..at + INODE_BYTES])
-    else {
-        panic!("the root")
-    };
-    let data = u64::from(root.direct[0]) * 4096;
-    let mut bytes = vec![0u8; 4096];
-    dev.read_at(&mut bytes, data).unwrap();
-    let mut pos = 0;
-    while pos < 4096 {
-        let rec = ffs::format::DirRecord::read(&bytes, pos).unwrap();
-        if rec.name == name.as_bytes() {
-            bytes[pos + 7] = kind;
-            dev.write_at(&bytes, data).unwrap();
-            return;
-        }
-        pos += rec.reclen as usize;
-    }
-    panic!("no entry {name}");
+    edit_entry(dev, ROOT as u32, name, |rec| rec[7] = kind);
 }
 
 /// Every entry type but the right one, on an entry naming each kind:
@@ -449,27 +432,7 @@ fn an_unattached_special_file_is_preened_away() {
 /// Sets the inode number of directory `dir`'s entry `name` (in its first
 /// block) to `ino`, as damage would.
 fn set_entry_ino(dev: &Arc<dyn Device>, dir: u32, name: &str, ino: u32) {
-    let (block, at) = sb(dev).inode_place(dir);
-    let mut buf = vec![0u8; 4096];
-    dev.read_at(&mut buf, block * 4096).unwrap();
-    let ffs::format::InodeSlot::Used(inode) = ffs::format::DiskInode::decode(dir, &buf[at..at + INODE_BYTES])
-    else {
-        panic!("directory {dir}")
-    };
-    let data = u64::from(inode.direct[0]) * 4096;
-    let mut bytes = vec![0u8; 4096];
-    dev.read_at(&mut bytes, data).unwrap();
-    let mut pos = 0;
-    while pos < 4096 {
-        let rec = ffs::format::DirRecord::read(&bytes, pos).unwrap();
-        if rec.name == name.as_bytes() {
-            bytes[pos..pos + 4].copy_from_slice(&ino.to_le_bytes());
-            dev.write_at(&bytes, data).unwrap();
-            return;
-        }
-        pos += rec.reclen as usize;
-    }
-    panic!("no entry {name}");
+    edit_entry(dev, dir, name, |rec| rec[..4].copy_from_slice(&ino.to_le_bytes()));
 }
 
 /// /a/b, with b's `..` naming /c (a directory, but not the one that
