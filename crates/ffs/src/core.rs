@@ -272,36 +272,6 @@ impl Core {
         Ok(())
     }
 
-    /// Under `sync` and `async`, an fsync's write-back: the dirty blocks
-    /// of file `ino` (its contents, then its indirect blocks), then the
-    /// inode table block holding its inode, then one flush. A special
-    /// file has no blocks: its inode alone.
-    ///
-    /// That is all `sync` needs for the file to be found whole after a
-    /// crash: its name, its new indirect blocks' zeros and every ordering
-    /// point went out at the call that made them. Under `async` the name
-    /// of a file made since the last sync may still be unwritten (FFS
-    /// `-o async` promises nothing after a crash). The bitmaps and
-    /// summary counts stay behind, as a full sync's would be repaired by
-    /// preen anyway. Returns the blocks written.
-    pub fn sync_file(&mut self, ino: u32) -> Result<usize, Errno> {
-        debug_assert!(matches!(self.policy, Policy::Sync | Policy::Async), "the others sync whole");
-        let inode = self.inode(ino)?;
-        let mapped = self.mapped_blocks(&inode)?;
-        let (inode_block, _) = self.sb.inode_place(ino);
-        let mut written = 0;
-        for blocks in [&mapped.contents, &mapped.pointers, &vec![inode_block]] {
-            match self.cache.write_listed(blocks) {
-                Ok(n) => written += n,
-                Err(e) => return Err(io_failed(self, e)),
-            }
-        }
-        if let Err(e) = self.cache.flush() {
-            return Err(io_failed(self, e));
-        }
-        Ok(written)
-    }
-
     /// Puts the changed groups' counts into their headers (delayed writes).
     pub fn stage_group_headers(&mut self) -> device::Result<()> {
         for g in std::mem::take(&mut self.groups_dirty) {

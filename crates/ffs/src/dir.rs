@@ -169,6 +169,7 @@ impl Core {
     ) -> Result<u64, Errno> {
         if let Some(Room { n, block, at, rec, used }) = self.find_room(dir, inode, name.len())? {
             self.place(block, at, &rec, used, name, ino, kind)?;
+            self.named(ino, dir, block);
             self.index_insert(dir, name, n * BLOCK + (at + used) as u64);
             return Ok(block);
         }
@@ -183,6 +184,7 @@ impl Core {
             Err(e) => return Err(io_failed(self, e)),
         }
         self.added(u64::from(block), 0, ino);
+        self.named(ino, dir, u64::from(block));
         self.index_insert(dir, name, blocks * BLOCK);
         Ok(u64::from(block))
     }
@@ -220,6 +222,14 @@ impl Core {
     fn added(&mut self, block: u64, at: usize, ino: u32) {
         if let Some(sd) = &mut self.cache.sd {
             sd.added(block, at, ino);
+        }
+    }
+
+    /// Under `softdep`: a new name of `ino` is in `dir`'s `block` (what
+    /// a per-file fsync makes durable with the file).
+    fn named(&mut self, ino: u32, dir: u32, block: u64) {
+        if let Some(sd) = &mut self.cache.sd {
+            sd.named(ino, dir, block);
         }
     }
 
@@ -295,6 +305,9 @@ impl Core {
         let rec = self.dir_record(block, at)?;
         if rec.ino != ino {
             self.entry_gone(block, at, &rec);
+        }
+        if rec.name != b".." {
+            self.named(ino, dir, block);
         }
         self.cache.set_kind(block, Kind::Dir);
         match self.cache.modify(block) {

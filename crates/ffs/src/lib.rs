@@ -22,6 +22,7 @@ mod dir;
 mod fault;
 pub mod format;
 pub mod fsck;
+mod fsync;
 mod mkfs;
 mod mount;
 mod ops;

@@ -416,6 +416,11 @@ impl Ffs {
         self.lock().cache.stats
     }
 
+    /// Soft updates' counters so far (under `softdep`; None otherwise).
+    pub fn softdep_stats(&self) -> Option<crate::SoftdepStats> {
+        self.lock().cache.sd.as_ref().map(|sd| sd.stats)
+    }
+
     /// The superblock as mounted (counts current).
     pub fn superblock(&self) -> Superblock {
         self.lock().sb.clone()

@@ -770,13 +770,12 @@ impl FileSystem for Ffs {
     }
 
     /// Under `sync` and `async`, the file's own dirty blocks and inode
-    /// (`Core::sync_file`). Under `log`, one commit, as before: it is
-    /// already jbd2's fsync (the ordered data, then the metadata). Under
-    /// `softdep`, the whole cache still: a file's fsync must also flush
-    /// the dependencies that chain to its name (FreeBSD's softdep_fsync
-    /// walks them per inode), and iolab's soft updates have no such walk
-    /// yet. `data_only` (fdatasync) writes the inode all the same: telling
-    /// a change of times alone from one of size or pointers would need a
+    /// (`Core::sync_file`); under `softdep`, those and what soft updates'
+    /// rules make them wait on, its new names among them
+    /// (`Core::softdep_sync_file`). Under `log`, one commit: it is
+    /// already jbd2's fsync (the ordered data, then the metadata).
+    /// `data_only` (fdatasync) writes the inode all the same: telling a
+    /// change of times alone from one of size or pointers would need a
     /// record of what changed, and the inode block is one write.
     fn fsync(&self, ino: Ino, _data_only: bool) -> Result<()> {
         let mut core = self.lock();
@@ -786,7 +785,11 @@ impl FileSystem for Ffs {
                 core.check_alive()?;
                 core.sync_file(ino).map(|_| ())
             }
-            Policy::Log | Policy::Softdep => {
+            Policy::Softdep => {
+                core.check_alive()?;
+                core.softdep_sync_file(ino)
+            }
+            Policy::Log => {
                 core.inode(ino)?;
                 drop(core);
                 self.sync()

@@ -133,6 +133,11 @@ pub struct SoftdepStats {
     /// Freed blocks and inodes released after their pointers were gone.
     pub released_blocks: u64,
     pub released_inodes: u64,
+    /// fsyncs that wrote what their file needs alone (`Core::softdep_sync_file`),
+    /// and those that wrote the whole cache instead (its dependencies did
+    /// not settle within the passes it takes).
+    pub file_fsyncs: u64,
+    pub whole_fsyncs: u64,
 }
 
 /// The soft-updates state of a mount.
@@ -175,6 +180,14 @@ pub struct Softdep {
     pub stats: SoftdepStats,
     /// What the metadata writes since the last signature carried.
     written_digest: u64,
+    /// Entries made in memory that may not be on the disk yet: inode ->
+    /// (the directory, the block holding the entry). What a file's fsync
+    /// makes durable besides the file (its new names, FreeBSD's
+    /// `diradd`s); pruned once the blocks are on the disk as memory holds
+    /// them (`prune_names`).
+    names: HashMap<u32, SmallVec<[(u32, u64); 1]>>,
+    /// `names` is pruned when it grows past this.
+    names_mark: usize,
 }
 
 /// Writes between two flushes: what the flush after them makes durable.
@@ -248,6 +261,9 @@ pub fn block_copy(bytes: &[u8]) -> AlignedBuf {
 }
 
 static ZEROS: [u8; BLOCK_BYTES] = [0; BLOCK_BYTES];
+
+/// `Softdep::names` is not pruned below this many inodes.
+const NAMES_MARK_MIN: usize = 1024;
 
 impl Shadow {
     fn bytes(&self) -> &[u8] {
@@ -370,6 +386,8 @@ impl Softdep {
             released_inodes: Vec::new(),
             stats: SoftdepStats::default(),
             written_digest: 0,
+            names: HashMap::default(),
+            names_mark: NAMES_MARK_MIN,
         }
     }
 
@@ -1057,6 +1075,9 @@ impl Softdep {
         fresh_inodes.remove_where(|ino, &at| self.durable_after(self.inode_bitmap(ino as u32), at));
         self.fresh_inodes = fresh_inodes;
         self.run_worklist(blocks, Some(&sealed.written));
+        if self.names.len() > self.names_mark {
+            self.prune_names();
+        }
     }
 
     /// Looks at all the work that waits, not only at what waits on the
@@ -1206,6 +1227,73 @@ impl Softdep {
             self.removal_count -= 1;
             self.unpend(&removal);
         }
+    }
+
+    /// An entry naming `ino` made in directory `dir`'s block `block` (a
+    /// create, a link, a mkdir, a rename's new name): a file's fsync makes
+    /// it durable too.
+    pub fn named(&mut self, ino: u32, dir: u32, block: u64) {
+        let names = self.names.entry(ino).or_default();
+        if !names.contains(&(dir, block)) {
+            names.push((dir, block));
+        }
+    }
+
+    /// The entries made for `ino` that may not be on the disk yet, as
+    /// (directory, block); some may no longer name it in memory.
+    pub fn names_of(&self, ino: u32) -> &[(u32, u64)] {
+        self.names.get(&ino).map_or(&[], |n| &n[..])
+    }
+
+    /// Drops the entries whose blocks the disk holds as memory does: on
+    /// the disk if memory still names the inode there, gone from memory
+    /// otherwise. (A block with no shadow and no write in flight is on
+    /// the disk as memory holds it.)
+    fn prune_names(&mut self) {
+        let (durable, open, sealed) = (&self.durable, &self.open, &self.sealed);
+        let unsettled = |b: &u64| {
+            durable.contains_key(b)
+                || open.inflight.contains_key(b)
+                || sealed.as_ref().is_some_and(|e| e.inflight.contains_key(b))
+        };
+        self.names.retain(|_, names| {
+            names.retain(|(_, b)| unsettled(b));
+            !names.is_empty()
+        });
+        self.names_mark = (2 * self.names.len()).max(NAMES_MARK_MIN);
+    }
+
+    /// Whether directory block `block` names `ino`, in memory (`disk`
+    /// false) or on the disk. Asked of the disk right after a flush, when
+    /// no write is in flight.
+    pub fn block_names(&self, blocks: &dyn Blocks, block: u64, ino: u32, disk: bool) -> bool {
+        let bytes = if disk { self.on_disk(blocks, block) } else { blocks.memory(block) };
+        bytes.is_some_and(|b| records(&b).iter().any(|(_, r)| r.ino == ino))
+    }
+
+    /// Whether the disk holds inode `ino` as memory does (or both hold
+    /// none), a count higher by removals not yet on the disk allowed.
+    /// Asked right after a flush, when no write is in flight.
+    pub fn inode_on_disk(&self, blocks: &dyn Blocks, ino: u32) -> bool {
+        match self.inode_both(blocks, ino) {
+            Some((None, None)) => true,
+            Some((Some(m), Some(d))) => d.nlink >= m.nlink && DiskInode { nlink: m.nlink, ..d } == m,
+            _ => false,
+        }
+    }
+
+    /// The inodes directory block `block` names in memory where the disk
+    /// does not (new entries, rolled back or not yet written), `.` and
+    /// `..` aside.
+    pub fn entries_new(&self, blocks: &dyn Blocks, block: u64) -> Vec<u32> {
+        let (Some(memory), Some(disk)) = (blocks.memory(block), self.on_disk(blocks, block)) else {
+            return Vec::new();
+        };
+        let on_disk = records(&disk);
+        let new = records(&memory).into_iter().filter(|(at, r)| {
+            r.name != b"." && r.name != b".." && !on_disk.iter().any(|(a, d)| a == at && d.ino == r.ino)
+        });
+        new.map(|(_, r)| r.ino).collect()
     }
 
     /// A removal no longer waits: its inode's count may drop on the disk.

@@ -172,6 +172,14 @@ impl TreeRun<'_> {
                  the disk no longer named them",
                 sd.rollbacks, sd.released_blocks, sd.released_inodes
             );
+            if sd.file_fsyncs + sd.whole_fsyncs > 0 {
+                let _ = writeln!(
+                    out,
+                    "softdep fsyncs: {} wrote their file's share, {} the whole cache (its dependencies \
+                     did not settle in the passes a file's takes)",
+                    sd.file_fsyncs, sd.whole_fsyncs
+                );
+            }
         }
         let sb = &self.unmounted.superblock;
         let state = match sb.damage {

@@ -1,0 +1,189 @@
+//! Per-file fsync: what one file's durability needs written and
+//! flushed, not the whole cache (a sync's). Under `log` an fsync is one
+//! commit (jbd2's), and is not here.
+
+use fsapi::Errno;
+use rustc_hash::FxHashSet as HashSet;
+
+use crate::bmap::Mapped;
+use crate::core::{io_failed, Core};
+use crate::format::{DiskInode, Policy, INLINE_SYMLINK_BYTES, ROOT_INO, S_IFDIR, S_IFLNK};
+use crate::softdep::Blocks;
+
+/// Under `softdep`, write-and-flush passes a file's fsync takes at most
+/// before it writes the whole cache instead. Three suffice for a new
+/// file (its maps and bitmaps, then its inode, then its name).
+const PASSES_MAX: usize = 8;
+
+/// A new name of a file (or of a directory on the way to it): the inode
+/// named, its directory, and the directory block holding the entry.
+type NewName = (u32, u32, u64);
+
+impl Core {
+    /// Under `sync` and `async`, an fsync's write-back: the dirty blocks
+    /// of file `ino` (its contents, then its indirect blocks), then the
+    /// inode table block holding its inode, then one flush. A special
+    /// file has no blocks: its inode alone.
+    ///
+    /// That is all `sync` needs for the file to be found whole after a
+    /// crash: its name, its new indirect blocks' zeros and every ordering
+    /// point went out at the call that made them. Under `async` the name
+    /// of a file made since the last sync may still be unwritten (FFS
+    /// `-o async` promises nothing after a crash). The bitmaps and
+    /// summary counts stay behind, as a full sync's would be repaired by
+    /// preen anyway. Returns the blocks written.
+    pub fn sync_file(&mut self, ino: u32) -> Result<usize, Errno> {
+        debug_assert!(matches!(self.policy, Policy::Sync | Policy::Async), "the others sync whole");
+        let inode = self.inode(ino)?;
+        let mapped = self.mapped_blocks(&inode)?;
+        let (inode_block, _) = self.sb.inode_place(ino);
+        let mut written = 0;
+        for blocks in [&mapped.contents, &mapped.pointers, &vec![inode_block]] {
+            match self.cache.write_listed(blocks) {
+                Ok(n) => written += n,
+                Err(e) => return Err(io_failed(self, e)),
+            }
+        }
+        if let Err(e) = self.cache.flush() {
+            return Err(io_failed(self, e));
+        }
+        Ok(written)
+    }
+
+    /// Under `softdep`, an fsync: what the file's durability needs,
+    /// written and flushed in passes until it is on the disk, as soft
+    /// updates' rules let each write go (FreeBSD's `softdep_fsync` and
+    /// `ffs_syncvnode`, by comparison of memory and the disk's copies
+    /// rather than a walk of dependency records):
+    ///
+    /// - its contents and indirect blocks, and its inode as memory holds
+    ///   it (no pointer rolled back: each block's bitmap and contents are
+    ///   on the disk, rule 1), with its attribute block;
+    /// - every group's bitmaps (what rules 1 and 2 wait on);
+    /// - each of its names made since they were last on the disk, and,
+    ///   up the tree, the names of new directories on the way (rule 3:
+    ///   each waits for its inode, and a directory's for its parent's
+    ///   count);
+    /// - for a directory, the inodes its new entries name, so that every
+    ///   entry goes.
+    ///
+    /// Every write goes as the rules allow (rolled back where they must),
+    /// so nothing is ever written out of order; what a pass could not
+    /// write complete goes in the next, after the flush its dependencies
+    /// needed. If the file is not on the disk after `PASSES_MAX` passes
+    /// (a wait on a block outside these, such as a removal elsewhere),
+    /// the whole cache is synced, as before: always right, only slower.
+    pub fn softdep_sync_file(&mut self, ino: u32) -> Result<(), Errno> {
+        debug_assert_eq!(self.policy, Policy::Softdep);
+        let inode = self.inode(ino)?;
+        let mapped = self.mapped_blocks(&inode)?;
+        let names = self.new_names(ino);
+        let listed = self.fsync_listed(ino, &inode, &mapped, &names)?;
+        for _ in 0..PASSES_MAX {
+            if let Err(e) = self.cache.write_listed(&listed).and_then(|_| self.cache.flush()) {
+                return Err(io_failed(self, e));
+            }
+            self.apply_released()?;
+            if self.file_on_disk(ino, &mapped, &names) {
+                if let Some(sd) = &mut self.cache.sd {
+                    sd.stats.file_fsyncs += 1;
+                }
+                return Ok(());
+            }
+        }
+        if let Some(sd) = &mut self.cache.sd {
+            sd.stats.whole_fsyncs += 1;
+        }
+        self.softdep_sync()
+    }
+
+    /// The names made for `ino` that the disk does not hold yet, and up
+    /// the tree those of each new directory on the way.
+    fn new_names(&mut self, ino: u32) -> Vec<NewName> {
+        let Some(sd) = self.cache.sd.as_deref() else { return Vec::new() };
+        let blocks: &dyn Blocks = &self.cache;
+        let mut out = Vec::new();
+        let mut todo = vec![ino];
+        let mut seen = HashSet::default();
+        while let Some(child) = todo.pop() {
+            if child == ROOT_INO || !seen.insert(child) {
+                continue;
+            }
+            for &(dir, block) in sd.names_of(child) {
+                if sd.block_names(blocks, block, child, false) && !sd.block_names(blocks, block, child, true)
+                {
+                    out.push((child, dir, block));
+                    todo.push(dir);
+                }
+            }
+        }
+        out
+    }
+
+    /// The blocks a softdep fsync of `ino` writes (`softdep_sync_file`):
+    /// those of them that are dirty go in each pass.
+    fn fsync_listed(
+        &mut self,
+        ino: u32,
+        inode: &DiskInode,
+        mapped: &Mapped,
+        names: &[NewName],
+    ) -> Result<Vec<u64>, Errno> {
+        let mut listed: Vec<u64> = mapped.contents.iter().chain(&mapped.pointers).copied().collect();
+        listed.extend(self.inode_needs(ino, inode));
+        for g in 0..self.sb.groups {
+            let start = self.sb.group_start(g);
+            listed.extend([start + 1, start + 2]);
+        }
+        for &(child, dir, block) in names {
+            listed.push(block);
+            let child_inode = self.inode(child)?;
+            listed.extend(self.inode_needs(child, &child_inode));
+            listed.push(self.sb.inode_place(dir).0);
+        }
+        if inode.kind_bits() == S_IFDIR {
+            let mut named = Vec::new();
+            if let Some(sd) = self.cache.sd.as_deref() {
+                for &block in mapped.contents.iter().filter(|&&b| self.cache.dirty(b)) {
+                    named.extend(sd.entries_new(&self.cache, block));
+                }
+            }
+            named.sort_unstable();
+            named.dedup();
+            for x in named {
+                // A name removed since, or an inode freed: nothing to add.
+                if let Ok(x_inode) = self.inode(x) {
+                    listed.extend(self.inode_needs(x, &x_inode));
+                }
+            }
+        }
+        listed.sort_unstable();
+        listed.dedup();
+        Ok(listed)
+    }
+
+    /// What inode `ino` needs on the disk to go complete (rule 2): its
+    /// inode table block, a directory's or long symbolic link's first
+    /// block, its attribute block.
+    fn inode_needs(&self, ino: u32, inode: &DiskInode) -> Vec<u64> {
+        let mut needs = vec![self.sb.inode_place(ino).0];
+        let long_link = inode.kind_bits() == S_IFLNK && inode.size as usize > INLINE_SYMLINK_BYTES;
+        if (inode.kind_bits() == S_IFDIR || long_link) && inode.direct[0] != 0 {
+            needs.push(u64::from(inode.direct[0]));
+        }
+        if inode.xattr != 0 {
+            needs.push(u64::from(inode.xattr));
+        }
+        needs
+    }
+
+    /// Right after a flush: whether the disk holds file `ino` as memory
+    /// does (its blocks written, its inode whole, its new names there).
+    fn file_on_disk(&self, ino: u32, mapped: &Mapped, names: &[NewName]) -> bool {
+        let Some(sd) = self.cache.sd.as_deref() else { return true };
+        let blocks: &dyn Blocks = &self.cache;
+        mapped.contents.iter().chain(&mapped.pointers).all(|&b| !blocks.dirty(b))
+            && sd.inode_on_disk(blocks, ino)
+            && names.iter().all(|&(child, _, block)| sd.block_names(blocks, block, child, true))
+    }
+}
