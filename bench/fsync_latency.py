@@ -23,6 +23,7 @@ Needs root (loop mounts), /dev/fuse, GNU tar and a release build.
 """
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -108,6 +109,7 @@ def main():
         image, mnt = os.path.join(work, "fs.img"), os.path.join(work, "mnt")
         os.makedirs(mnt)
         rows = {}
+        notes = []
         for arm in args.arms.split(","):
             if arm == "ext4":
                 mount_ext4(image, mnt)
@@ -121,7 +123,12 @@ def main():
                     rows[arm] = sample(mnt, archive, args.samples, args.interval)
                 finally:
                     subprocess.run(["umount", mnt])
-                    server.wait()
+                    said = server.communicate()[0]
+                # softdep's unmount line says how many fsyncs wrote the
+                # file's share and how many the whole cache.
+                shares = re.search(r"\d+ fsyncs of the file's share and \d+ of the whole cache", said)
+                if shares:
+                    notes.append(f"{arm}: {shares.group(0)}")
             os.remove(image)
         print(f"# bench/fsync_latency.py --samples {args.samples}: fsync of a 4 KiB rewrite while GNU tar "
               f"extracts {os.path.basename(archive)} in the same mount; 2 GiB images on the same disk")
@@ -132,6 +139,8 @@ def main():
             med = statistics.median(xs)
             ratio = f"x{med / base:.1f}" if base else "-"
             print(f"| {arm} | {med:.2f} | {percentile(xs, 90):.2f} | {max(xs):.2f} | {ratio} |")
+        for note in notes:
+            print(f"# {note}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -440,7 +440,13 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     target.close()?;
     let served = served.with_context(|| format!("{}: the FUSE session failed", args.mountpoint.display()))?;
     let (sb, stats) = (&unmounted.superblock, &unmounted.cache);
-    let log = unmounted.log.map(|l| format!(", {} log commits", l.commits)).unwrap_or_default();
+    let mut log = unmounted.log.map(|l| format!(", {} log commits", l.commits)).unwrap_or_default();
+    if let Some(sd) = unmounted.softdep.filter(|sd| sd.file_fsyncs + sd.whole_fsyncs > 0) {
+        log += &format!(
+            ", {} fsyncs of the file's share and {} of the whole cache",
+            sd.file_fsyncs, sd.whole_fsyncs
+        );
+    }
     let state = match sb.damage {
         ffs::format::Damage::None => "clean".to_string(),
         _ => format!("still marked unclean until `iolab fs fsck -p {}` repairs it", args.target),
