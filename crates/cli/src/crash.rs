@@ -131,6 +131,15 @@ pub struct CrashArgs {
     /// every call) as GNU tar does, then sync.
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,
+    /// fs-* stacks: threads running the workload at once on the one file
+    /// system, as FUSE's workers call it (default 1). --transactions is
+    /// the total, shared among them; each has durable files of its own
+    /// and all work in the one tree (with --archive: each extracts into
+    /// /wN of its own). The interleaving differs run to run: --state is
+    /// refused, and under fs-log the tree is not checked against the
+    /// commits (fsck and the fsync'd files are).
+    #[arg(long, value_name = "N")]
+    pub writers: Option<u32>,
 }
 
 pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
@@ -155,6 +164,14 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
     }
     if fs {
         return run_fs(&args);
+    }
+    if let Some(n) = args.writers {
+        return Err(UsageError(format!(
+            "--writers {n}: only the fs-sync, fs-softdep, fs-log and fs-async stacks run several writers; \
+             the {} stack's transactions run one after another",
+            args.stack.name()
+        ))
+        .into());
     }
     if args.archive.is_some() {
         return Err(UsageError(
@@ -261,6 +278,7 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
         only_state: args.state,
         device_bytes,
         cache_bytes: 256 << 10,
+        writers: args.writers.unwrap_or(1),
         archive: match &args.archive {
             Some(path) => {
                 let loaded = workloads::tree::load_archive(path).map_err(|e| UsageError(e.to_string()))?;
@@ -274,7 +292,9 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
         other => anyhow::Error::from(other),
     })?;
     let archive = args.archive.as_ref().map(|p| p.display().to_string());
-    let recheck = report.first_violation.as_ref().map(|v| {
+    // With several writers a state's number names no fixed state: the
+    // report says so instead of a command.
+    let recheck = report.first_violation.as_ref().filter(|_| spec.writers == 1).map(|v| {
         let workload = match &archive {
             Some(path) => format!("--archive {path}"),
             None => format!("--transactions {} --sync-every {}", args.transactions, args.sync_every),
@@ -293,6 +313,7 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
         sync_every: args.sync_every,
         seed: args.seed,
         archive: archive.as_deref(),
+        writers: spec.writers,
         recheck,
     };
     if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {

@@ -173,40 +173,52 @@ fn with<T>(fs: &dyn FileSystem, path: &str, f: impl FnOnce(&Attr) -> T) -> T {
     out
 }
 
+/// [`with`] for [`apply`]: a path gone since the tree was listed (another
+/// thread's call removed or renamed it) fails with the lookup's errno, as
+/// a call by path would, rather than panicking.
+fn within<T>(fs: &dyn FileSystem, path: &str, f: impl FnOnce(&Attr) -> crate::Result<T>) -> crate::Result<T> {
+    let attr = resolve(fs, path)?;
+    let out = f(&attr);
+    fs.forget(attr.ino, 1);
+    out
+}
+
 /// Runs `op` on `fs`, whose tree lists `dirs` and `files` (the same on
-/// both file systems, as the test checks): the errno or nothing.
+/// both file systems, as the test checks): the errno or nothing. Where
+/// several threads change the tree, a path listed may be gone: its
+/// lookup's errno.
 pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) -> Result<(), crate::Errno> {
     let pick = |list: &[String], i: usize| list.get(i % list.len().max(1)).cloned();
     let dir = |i: usize| pick(dirs, i).unwrap_or_default();
     let owner = Owner::root(0o644);
     let keep = |r: crate::Result<Attr>| r.map(|a| fs.forget(a.ino, 1));
     match *op {
-        Op::Create(d, n) => with(fs, &dir(d), |p| keep(fs.create(p.ino, OsStr::new(NAMES[n]), owner))),
-        Op::Mkdir(d, n) => with(fs, &dir(d), |p| keep(fs.mkdir(p.ino, OsStr::new(NAMES[n]), owner))),
-        Op::Mknod(d, n, k, rdev) => with(fs, &dir(d), |p| {
+        Op::Create(d, n) => within(fs, &dir(d), |p| keep(fs.create(p.ino, OsStr::new(NAMES[n]), owner))),
+        Op::Mkdir(d, n) => within(fs, &dir(d), |p| keep(fs.mkdir(p.ino, OsStr::new(NAMES[n]), owner))),
+        Op::Mknod(d, n, k, rdev) => within(fs, &dir(d), |p| {
             keep(fs.mknod(p.ino, OsStr::new(NAMES[n]), SPECIAL_KINDS[k % SPECIAL_KINDS.len()], rdev, owner))
         }),
         Op::Symlink(d, n) => {
-            with(fs, &dir(d), |p| keep(fs.symlink(p.ino, OsStr::new(NAMES[n]), OsStr::new("../t"), owner)))
+            within(fs, &dir(d), |p| keep(fs.symlink(p.ino, OsStr::new(NAMES[n]), OsStr::new("../t"), owner)))
         }
         Op::Link(f, d, n) => match pick(files, f) {
-            Some(file) => {
-                with(fs, &file, |a| with(fs, &dir(d), |p| keep(fs.link(a.ino, p.ino, OsStr::new(NAMES[n])))))
-            }
+            Some(file) => within(fs, &file, |a| {
+                within(fs, &dir(d), |p| keep(fs.link(a.ino, p.ino, OsStr::new(NAMES[n]))))
+            }),
             None => Ok(()),
         },
-        Op::Unlink(d, n) => with(fs, &dir(d), |p| fs.unlink(p.ino, OsStr::new(NAMES[n]))),
-        Op::Rmdir(d, n) => with(fs, &dir(d), |p| fs.rmdir(p.ino, OsStr::new(NAMES[n]))),
-        Op::Rename(a, m, b, n) => with(fs, &dir(a), |pa| {
-            with(fs, &dir(b), |pb| fs.rename(pa.ino, OsStr::new(NAMES[m]), pb.ino, OsStr::new(NAMES[n])))
+        Op::Unlink(d, n) => within(fs, &dir(d), |p| fs.unlink(p.ino, OsStr::new(NAMES[n]))),
+        Op::Rmdir(d, n) => within(fs, &dir(d), |p| fs.rmdir(p.ino, OsStr::new(NAMES[n]))),
+        Op::Rename(a, m, b, n) => within(fs, &dir(a), |pa| {
+            within(fs, &dir(b), |pb| fs.rename(pa.ino, OsStr::new(NAMES[m]), pb.ino, OsStr::new(NAMES[n])))
         }),
-        Op::Rename2(a, m, b, n, mode) => with(fs, &dir(a), |pa| {
-            with(fs, &dir(b), |pb| {
+        Op::Rename2(a, m, b, n, mode) => within(fs, &dir(a), |pa| {
+            within(fs, &dir(b), |pb| {
                 fs.rename2(pa.ino, OsStr::new(NAMES[m]), pb.ino, OsStr::new(NAMES[n]), mode)
             })
         }),
         Op::Write(f, offset, len) => match pick(files, f) {
-            Some(file) => with(fs, &file, |a| {
+            Some(file) => within(fs, &file, |a| {
                 let data: Vec<u8> =
                     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(offset as u8)).collect();
                 fs.write(a.ino, u64::from(offset), &data).map(|_| ())
@@ -214,21 +226,21 @@ pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) ->
             None => Ok(()),
         },
         Op::Truncate(f, size) => match pick(files, f) {
-            Some(file) => with(fs, &file, |a| {
+            Some(file) => within(fs, &file, |a| {
                 fs.setattr(a.ino, &SetAttr { size: Some(u64::from(size)), ..SetAttr::default() }).map(|_| ())
             }),
             None => Ok(()),
         },
         Op::Fallocate(f, mode, offset, len) => match pick(files, f) {
-            Some(file) => with(fs, &file, |a| {
+            Some(file) => within(fs, &file, |a| {
                 let mode = Fallocate::ALL[mode % Fallocate::ALL.len()];
                 fs.fallocate(a.ino, mode, u64::from(offset), u64::from(len))
             }),
             None => Ok(()),
         },
         Op::Copy(f, offset_in, g, offset_out, len) => match (pick(files, f), pick(files, g)) {
-            (Some(from), Some(to)) => with(fs, &from, |a| {
-                with(fs, &to, |b| {
+            (Some(from), Some(to)) => within(fs, &from, |a| {
+                within(fs, &to, |b| {
                     let (offset_in, offset_out) = (u64::from(offset_in), u64::from(offset_out));
                     fs.copy_file_range(a.ino, offset_in, b.ino, offset_out, u64::from(len)).map(|_| ())
                 })
@@ -239,11 +251,11 @@ pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) ->
             let name = XATTR_NAMES[n % XATTR_NAMES.len()];
             let value: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(13) ^ n as u8).collect();
             let flags = XATTR_FLAGS[flags % XATTR_FLAGS.len()];
-            with(fs, &target(files, dirs, t), |a| fs.setxattr(a.ino, OsStr::new(name), &value, flags))
+            within(fs, &target(files, dirs, t), |a| fs.setxattr(a.ino, OsStr::new(name), &value, flags))
         }
         Op::RemoveXattr(t, n) => {
             let name = XATTR_NAMES[n % XATTR_NAMES.len()];
-            with(fs, &target(files, dirs, t), |a| fs.removexattr(a.ino, OsStr::new(name)))
+            within(fs, &target(files, dirs, t), |a| fs.removexattr(a.ino, OsStr::new(name)))
         }
     }
 }

@@ -73,23 +73,42 @@ pub struct FsCrashRun<'a> {
     pub seed: u64,
     /// The archive extracted instead of the mix of operations.
     pub archive: Option<&'a str>,
+    /// Threads that ran the workload at once (1: the one writer).
+    pub writers: u32,
+    /// The command that checks the first violation again (one writer
+    /// only: several interleave differently each run).
     pub recheck: Option<String>,
 }
 
 /// `iolab crash --stack fs-*`'s report: the history, the states checked,
 /// the fsck classes found before repair, the violations.
 pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport) -> String {
-    let mut out = match run.archive {
-        Some(archive) => {
+    let several = run.writers > 1;
+    let mut out = match (run.archive, several) {
+        (Some(archive), false) => {
             format!("iolab crash: stack {}, {archive} extracted as GNU tar does, then sync\n", run.stack)
         }
-        None => format!(
+        (Some(archive), true) => format!(
+            "iolab crash: stack {}, {} writers at once each extracting {archive} into a directory of its \
+             own as GNU tar does, then sync\n",
+            run.stack, run.writers
+        ),
+        (None, false) => format!(
             "iolab crash: stack {}, {} file operations with an fsync every {} ({} fsyncs), seed {}\n",
             run.stack, r.operations, run.sync_every, r.fsyncs, run.seed
+        ),
+        (None, true) => format!(
+            "iolab crash: stack {}, {} writers at once in one tree, {} file operations between them with \
+             an fsync every {} ({} fsyncs), seed {}\n",
+            run.stack, run.writers, r.operations, run.sync_every, r.fsyncs, run.seed
         ),
     };
     out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
     let each = match run.stack {
+        "fs-log" if several => {
+            "the log replayed, fsck -n, the fsync'd files read (not the tree against the commits: no \
+             tree can be taken while several writers run)"
+        }
         "fs-log" => "the log replayed, fsck -n, the fsync'd files read, the tree against the commits",
         "fs-softdep" => "fsck -n (leaks only), fsck -B, fsck -n, the fsync'd files read",
         _ => "fsck -p, fsck -n, the fsync'd files read",
@@ -122,6 +141,9 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
         );
         if let Some(command) = &run.recheck {
             out += &format!("check it again: {command}\n");
+        } else if several {
+            out += "check it again: not state by state (several writers interleave differently each run); \
+                    run again with the same flags\n";
         }
     }
     out

@@ -1,26 +1,24 @@
-//! The crash check of iolab's file system: a seeded mix of creates,
+//! The crash check of iolab's file system. A seeded mix of creates,
 //! mknods (FIFOs, devices, sockets), writes, fallocates (allocations,
 //! zeroed ranges, punched holes), copies, mkdirs, renames, links,
-//! unlinks, rmdirs, fsyncs, files unlinked while open and directories
-//! removed while looked up runs on the file system over a recording
-//! mknods (FIFOs, devices, sockets), writes, mkdirs, renames, links,
 //! unlinks, rmdirs, extended attributes set and removed, fsyncs, files
 //! unlinked while open and directories removed while looked up runs on
-//! the file system over a recording
-//! device; every crash state a power cut
-//! could leave (after each flush, and sampled between with dropped,
-//! reordered and torn writes) is checked as an administrator would after
-//! the crash: `fsck -p`, then `fsck -n`, then the files fsync'd before
-//! the crash read back.
+//! the file system over a recording device, by one writer or by several
+//! threads at once on the one tree (as FUSE's worker threads call it).
+//! Every crash state a power cut could leave (after each flush, and
+//! sampled between with dropped, reordered and torn writes) is checked
+//! as an administrator would after the crash: `fsck -p`, then `fsck -n`,
+//! then the files fsync'd before the crash read back.
 //!
 //! The promises: under `sync`, preen repairs everything a crash leaves
 //! (only its safe classes occur) and every fsync'd file holds what was
 //! fsync'd (unless a later write to it had begun); under `softdep`, fsck
 //! finds nothing but leaks, which the background fsck (`-B`) repairs, and
 //! every fsync'd file holds what was fsync'd; under `log`, the log's
-//! replay alone leaves nothing for fsck to find, and every fsync'd file
-//! is whole; under `async`, nothing is promised, and the check shows the
-//! damage found.
+//! replay alone leaves nothing for fsck to find, every fsync'd file is
+//! whole and (with one writer, whose every step's tree is taken) the tree
+//! is one a commit made; under `async`, nothing is promised, and the
+//! check shows the damage found.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -77,7 +75,8 @@ pub struct FsCrashSpec {
     /// The promise each state is checked against: the policy's own, or
     /// another's (a policy that does not keep it must be caught).
     pub promise: Policy,
-    /// Operations on the tree, fsyncs included.
+    /// Operations on the tree, fsyncs included: in all, shared among
+    /// the writers.
     pub operations: u64,
     /// Every this many operations, one rewrites a durable file and fsyncs it.
     pub fsync_every: u64,
@@ -91,6 +90,15 @@ pub struct FsCrashSpec {
     /// memory) as GNU tar does, then sync; the tree is taken after every
     /// member.
     pub archive: Option<Arc<Vec<u8>>>,
+    /// OS threads running the workload at once on the one file system
+    /// (at least 1). With several, each runs its share of the operations
+    /// with a random stream and durable files (`keep{w}_{k}`) of its own,
+    /// on the tree they all share, or extracts the archive into `/w{i}`;
+    /// the interleaving differs run to run, so no state can be checked
+    /// again alone (`only_state` is refused), and under `log` the tree is
+    /// not checked against the commits (no step's tree can be taken while
+    /// the others run).
+    pub writers: u32,
 }
 
 /// How a crash state broke the promise.
@@ -137,6 +145,8 @@ pub struct FsViolation {
 /// What the enumeration checked and found.
 #[derive(Clone, Debug, Default)]
 pub struct FsCrashReport {
+    /// Writers that ran the workload at once (see [`FsCrashSpec::writers`]).
+    pub writers: u32,
     pub operations: u64,
     pub fsyncs: u64,
     pub events: usize,
@@ -186,9 +196,17 @@ struct Step {
     tree: Tree,
 }
 
+/// A durable file (in the root) and the versions its fsyncs made.
+struct Durable {
+    name: String,
+    versions: Vec<Version>,
+}
+
 /// What the workload leaves to check against.
 struct Ran {
-    durable: Vec<Vec<Version>>,
+    durable: Vec<Durable>,
+    /// Under `log` with one writer: the tree after each step (none taken
+    /// with several, see [`run_writers`]).
     steps: Vec<Step>,
 }
 
@@ -200,6 +218,23 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
     }
     if spec.promise == Policy::Log && spec.policy != Policy::Log {
         return Err(CrashError::Spec("the log's promise is checked under the log policy only".into()));
+    }
+    if spec.writers == 0 {
+        return Err(CrashError::Spec("--writers 0: give at least 1 writer".into()));
+    }
+    if spec.writers > 1 && spec.only_state.is_some() {
+        return Err(CrashError::Spec(format!(
+            "--state with --writers {}: several writers interleave differently each run, so a state's \
+             number names no fixed state; check states one by one with --writers 1, or run the same \
+             flags again without --state",
+            spec.writers
+        )));
+    }
+    if spec.writers > 1 && spec.archive.is_none() && spec.operations < u64::from(spec.writers) {
+        return Err(CrashError::Spec(format!(
+            "--transactions {} is fewer than --writers {}: the operations are shared among the writers",
+            spec.operations, spec.writers
+        )));
     }
     let recording = Recording::new();
     let mem: Arc<dyn Device> = Arc::new(MemDevice::new(spec.device_bytes)?);
@@ -228,7 +263,8 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
     }
     let mut report = FsCrashReport {
         operations: spec.operations,
-        fsyncs: ran.durable.iter().map(|v| v.len() as u64).sum(),
+        writers: spec.writers,
+        fsyncs: ran.durable.iter().map(|d| d.versions.len() as u64).sum(),
         events: events.len(),
         writes: events.iter().filter(|e| matches!(e, Event::Write { .. })).count(),
         flushes: events.iter().filter(|e| matches!(e, Event::Flush { .. })).count(),
@@ -243,7 +279,10 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
         let image: Arc<dyn Device> = Arc::new(replayer.images_at(point)?.remove(0));
         let verdict = match spec.promise {
             Policy::Log => {
-                let window = committed_window(&ran.steps, replayer.events(), point.after_events);
+                // With several writers no step's tree was taken: the
+                // tree is not checked against the commits.
+                let window = (!ran.steps.is_empty())
+                    .then(|| committed_window(&ran.steps, replayer.events(), point.after_events));
                 check_logged_state(&image, &ran, window, point.after_events, &mut report.damage_found)
             }
             Policy::Softdep => {
@@ -258,17 +297,20 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
     Ok(report)
 }
 
-/// The seeded operations; returns each durable file's versions and,
-/// under `log`, the tree after every step.
+/// Runs the workload, by one writer or several at once (see
+/// [`FsCrashSpec::writers`]); returns each durable file's versions and,
+/// under `log` with one writer, the tree after every step.
 fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<Ran, CrashError> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
-    let mut ran = Ran { durable: (0..DURABLE_FILES).map(|_| Vec::new()).collect(), steps: Vec::new() };
+    if spec.writers > 1 {
+        return run_writers(spec, fs, recording);
+    }
+    let mut steps = Vec::new();
     let logged = spec.policy == Policy::Log;
     let mut step = |fs: &Ffs| {
         if logged {
             let tree = shape_of(fs);
             let (sealed, durable) = fs.log_ids().unwrap_or_default();
-            ran.steps.push(Step { end: recording.len(), sealed, durable, tree });
+            steps.push(Step { end: recording.len(), sealed, durable, tree });
         }
     };
     step(fs);
@@ -279,12 +321,82 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
         crate::tree::extract(&observed, ROOT, archive)
             .map_err(|e| CrashError::Build(format!("extracting the archive: {e}")))?;
         fs.sync().map_err(|e| CrashError::Build(format!("sync after the extraction: {e}")))?;
-        return Ok(ran);
+        return Ok(Ran { durable: Vec::new(), steps });
     }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
+    let durable = run_mix(spec, fs, recording, durable_names(1, 0), 0..spec.operations, &mut rng, &mut step)?;
+    Ok(Ran { durable, steps })
+}
+
+/// The names of writer `w`'s durable files: `keep{k}` with one writer (as
+/// ever), `keep{w}_{k}` with several, so that each writer owns its own.
+fn durable_names(writers: u32, w: u32) -> Vec<String> {
+    match writers {
+        1 => (0..DURABLE_FILES).map(|k| format!("keep{k}")).collect(),
+        _ => (0..DURABLE_FILES).map(|k| format!("keep{w}_{k}")).collect(),
+    }
+}
+
+/// [`FsCrashSpec::writers`] OS threads on the one file system, started
+/// together (a barrier: none begins before all are running). Each runs
+/// its share of the mix (operations numbered as one writer numbers them,
+/// in a range of its own) with its own random stream (the seed's, jumped
+/// once per writer before it) and its own durable files; or, with an
+/// archive, extracts it into a directory of its own (`/w{i}`), and one
+/// sync follows. No step's tree is taken: while the others run, a tree
+/// read is no state the file system was ever in.
+fn run_writers(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<Ran, CrashError> {
+    let n = spec.writers;
+    let start = std::sync::Barrier::new(n as usize);
+    let writer = |w: u32| -> Result<Vec<Durable>, CrashError> {
+        start.wait();
+        if let Some(archive) = &spec.archive {
+            let failed = |e: &dyn std::fmt::Display| CrashError::Build(format!("writer {w} extracting: {e}"));
+            let dir =
+                fs.mkdir(ROOT, OsStr::new(&format!("w{w}")), Owner::root(0o755)).map_err(|e| failed(&e))?;
+            crate::tree::extract(fs, dir.ino, archive).map_err(|e| failed(&e))?;
+            fs.forget(dir.ino, 1);
+            return Ok(Vec::new());
+        }
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
+        (0..w).for_each(|_| rng.jump());
+        let (ops, n) = (spec.operations, u64::from(n));
+        let share = ops * u64::from(w) / n..ops * (u64::from(w) + 1) / n;
+        run_mix(spec, fs, recording, durable_names(spec.writers, w), share, &mut rng, &mut |_: &Ffs| {})
+    };
+    let writer = &writer;
+    let results: Vec<Result<Vec<Durable>, CrashError>> = std::thread::scope(|s| {
+        let running: Vec<_> = (0..n).map(|w| s.spawn(move || writer(w))).collect();
+        running.into_iter().map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    let mut durable = Vec::new();
+    for result in results {
+        durable.extend(result?);
+    }
+    if spec.archive.is_some() {
+        fs.sync().map_err(|e| CrashError::Build(format!("sync after the extractions: {e}")))?;
+    }
+    Ok(Ran { durable, steps: Vec::new() })
+}
+
+/// One writer's seeded operations, numbered `ops` (the numbers pick the
+/// special operations and name their files, so writers' never collide);
+/// returns the versions of its durable files, named `names`.
+fn run_mix(
+    spec: &FsCrashSpec,
+    fs: &Ffs,
+    recording: &Recording,
+    names: Vec<String>,
+    ops: std::ops::Range<u64>,
+    rng: &mut Xoshiro256PlusPlus,
+    step: &mut impl FnMut(&Ffs),
+) -> Result<Vec<Durable>, CrashError> {
+    let mut durable: Vec<Durable> =
+        names.into_iter().map(|name| Durable { name, versions: Vec::new() }).collect();
     let failed = |what: &str, e: fsapi::Errno| CrashError::Build(format!("{what}: {e}"));
     // Files held open after their unlink; the crash finds the last ones open.
     let mut held: Vec<u64> = Vec::new();
-    for i in 0..spec.operations {
+    for i in ops {
         if i % spec.fsync_every == spec.fsync_every - 1 {
             let k = rng.random_range(0..DURABLE_FILES);
             let len = rng.random_range(1..20_000usize);
@@ -294,26 +406,29 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
                 let start = rng.random_range(0..len);
                 start..rng.random_range(start + 1..=len)
             });
+            // Conservative under several writers too: the count read
+            // before the write began and after the fsync returned.
+            let file = &mut durable[k as usize];
             let write_began = recording.len();
-            rewrite(fs, &format!("keep{k}"), &mut data, hole, &mut step)
+            rewrite(fs, &file.name, &mut data, hole, step)
                 .map_err(|e| failed("rewriting a durable file", e))?;
-            ran.durable[k as usize].push(Version { data, write_began, fsynced: recording.len() });
+            file.versions.push(Version { data, write_began, fsynced: recording.len() });
             continue;
         }
         if i % GROW_EVERY == GROW_EVERY / 2 {
-            grow(fs, &mut rng);
+            grow(fs, rng);
             step(fs);
             continue;
         }
         if i % PUNCH_EVERY == 0 {
-            punch(fs, &mut rng);
+            punch(fs, rng);
             step(fs);
             continue;
         }
         let special = if i % HELD_DIR_EVERY == 14 {
-            Some(removed_while_looked_up(fs, i, &mut rng, &mut step))
+            Some(removed_while_looked_up(fs, i, rng, step))
         } else if i % ORPHAN_EVERY == ORPHAN_EVERY / 2 {
-            Some(unlinked_while_open(fs, i, &mut rng, &mut step))
+            Some(unlinked_while_open(fs, i, rng, step))
         } else {
             None
         };
@@ -333,7 +448,7 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
         let _ = apply(fs, &op, &d, &f);
         step(fs);
     }
-    Ok(ran)
+    Ok(durable)
 }
 
 /// A regular file of the mix (never a durable one), picked at random,
@@ -710,7 +825,7 @@ fn committed_window(
 fn check_state(
     image: &Arc<dyn Device>,
     repair: Repair,
-    durable: &[Vec<Version>],
+    durable: &[Durable],
     after_events: usize,
     found: &mut BTreeMap<&'static str, u64>,
 ) -> Option<(FsViolationClass, String)> {
@@ -740,7 +855,7 @@ fn check_state(
 /// there.
 fn check_softdep_state(
     image: &Arc<dyn Device>,
-    durable: &[Vec<Version>],
+    durable: &[Durable],
     after_events: usize,
     found: &mut BTreeMap<&'static str, u64>,
 ) -> Option<(FsViolationClass, String)> {
@@ -755,11 +870,13 @@ fn check_softdep_state(
 }
 
 /// Under `log` the promise is whole: fsck, which replays the log as a
-/// mount does, finds nothing at all, and every fsync'd file is there.
+/// mount does, finds nothing at all, every fsync'd file is there, and
+/// the tree is one a step in `window` left (not checked without one: the
+/// steps' trees were not taken).
 fn check_logged_state(
     image: &Arc<dyn Device>,
     ran: &Ran,
-    window: std::ops::RangeInclusive<usize>,
+    window: Option<std::ops::RangeInclusive<usize>>,
     after_events: usize,
     found: &mut BTreeMap<&'static str, u64>,
 ) -> Option<(FsViolationClass, String)> {
@@ -773,6 +890,7 @@ fn check_logged_state(
     if let Some(lost) = check_durable(image, &ran.durable, after_events) {
         return Some((FsViolationClass::FsyncLost, lost));
     }
+    let window = window?;
     let fs = match Ffs::mount(Arc::clone(image), &MountOptions::default()) {
         Ok(fs) => fs,
         Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
@@ -814,7 +932,7 @@ fn count_classes(report: &ffs::fsck::Report, found: &mut BTreeMap<&'static str, 
 
 /// Every durable file whose fsync returned before the crash holds that
 /// version, or a later one, or anything at all once a later write began.
-fn check_durable(image: &Arc<dyn Device>, durable: &[Vec<Version>], after_events: usize) -> Option<String> {
+fn check_durable(image: &Arc<dyn Device>, durable: &[Durable], after_events: usize) -> Option<String> {
     // The checked image mounts as it is: repaired by preen, or (under
     // `log`) replayed, which is its check.
     let fs = match Ffs::mount(Arc::clone(image), &MountOptions::default()) {
@@ -831,11 +949,10 @@ fn check_durable(image: &Arc<dyn Device>, durable: &[Vec<Version>], after_events
 }
 
 /// [`check_durable`] on the mounted image.
-fn durable_lost(fs: &Ffs, durable: &[Vec<Version>], after_events: usize) -> Option<String> {
-    for (k, versions) in durable.iter().enumerate() {
+fn durable_lost(fs: &Ffs, durable: &[Durable], after_events: usize) -> Option<String> {
+    for Durable { name, versions } in durable {
         let Some(last) = versions.iter().rposition(|v| v.fsynced <= after_events) else { continue };
-        let name = format!("keep{k}");
-        let attr = match fs.lookup(ROOT, OsStr::new(&name)) {
+        let attr = match fs.lookup(ROOT, OsStr::new(name)) {
             Ok(a) => a,
             Err(e) => return Some(format!("/{name}, fsync'd, is gone: {e}")),
         };
@@ -909,6 +1026,7 @@ mod tests {
             device_bytes: 32 << 20,
             cache_bytes: 1 << 20,
             archive: None,
+            writers: 1,
         };
         let recording = Recording::new();
         let mem: Arc<dyn Device> = Arc::new(MemDevice::new(spec.device_bytes).unwrap());
@@ -937,6 +1055,45 @@ mod tests {
         let with: Vec<String> =
             mixed_tree().into_iter().filter(|(_, (.., x))| !x.is_empty()).map(|(p, _)| p).collect();
         assert!(with.len() >= 2, "inodes with attributes left by the mix: {with:?}");
+    }
+
+    /// Four writers at once under `sync`: each runs its share of the mix
+    /// and fsyncs durable files of its own, several times. They all wait
+    /// at one barrier before their first operation, which opens only once
+    /// all four threads are running: one after another, the run would
+    /// never return.
+    #[test]
+    fn four_writers_run_the_mix_at_once_and_each_fsyncs_its_own_files() {
+        let spec = FsCrashSpec {
+            policy: Policy::Sync,
+            promise: Policy::Sync,
+            operations: 240,
+            fsync_every: 8,
+            sampled_states: 0,
+            seed: 1,
+            only_state: None,
+            device_bytes: 8 << 20,
+            cache_bytes: 256 << 10,
+            archive: None,
+            writers: 4,
+        };
+        let recording = Recording::new();
+        let mem: Arc<dyn Device> = Arc::new(MemDevice::new(spec.device_bytes).unwrap());
+        let dev: Arc<dyn Device> = Arc::new(RecordingDevice::new(mem, 0, Arc::clone(&recording)));
+        ffs::mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let fs = Ffs::mount(dev, &MountOptions { policy: spec.policy, ..Default::default() }).unwrap();
+        let ran = run_workload(&spec, &fs, &recording).unwrap();
+        for w in 0..4 {
+            let fsyncs: usize = ran
+                .durable
+                .iter()
+                .filter(|d| d.name.starts_with(&format!("keep{w}_")))
+                .map(|d| d.versions.len())
+                .sum();
+            assert!(fsyncs >= 2, "writer {w}: {fsyncs} fsyncs");
+        }
+        assert_eq!(ran.durable.len(), 4 * DURABLE_FILES as usize);
+        assert!(ran.steps.is_empty(), "no step's tree is taken with several writers");
     }
 
     fn step(end: usize, sealed: u64, durable: u64) -> Step {

@@ -134,3 +134,62 @@ fn the_file_system_under_async_is_caught_damaged() {
     assert_eq!(doc["schema"], "iolab-crash-fs");
     assert!(doc["damage_left"].as_u64().unwrap() > 0, "{doc}");
 }
+
+#[test]
+fn four_writers_at_once_under_sync_leave_no_violation() {
+    let args = [
+        "crash",
+        "--stack",
+        "fs-sync",
+        "--writers",
+        "4",
+        "--transactions",
+        "80",
+        "--sync-every",
+        "8",
+        "--states",
+        "60",
+        "--json",
+        "-",
+    ];
+    let out = iolab(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["writers"], 4, "{doc}");
+    assert_eq!(doc["violations"], 0, "{doc}");
+}
+
+#[test]
+fn a_state_with_several_writers_is_a_usage_error() {
+    let out = iolab(&["crash", "--stack", "fs-sync", "--writers", "4", "--state", "3"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--state with --writers 4"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--writers 1"), "{}", stderr(&out));
+}
+
+#[test]
+fn writers_on_a_block_stack_are_a_usage_error() {
+    let out = iolab(&["crash", "--stack", "log", "--writers", "4"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--writers 4: only the fs-sync"), "{}", stderr(&out));
+}
+
+#[test]
+fn no_writer_at_all_is_a_usage_error() {
+    let out = iolab(&["crash", "--stack", "fs-sync", "--writers", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--writers 0"), "{}", stderr(&out));
+}
+
+/// Several writers' violations name no state to check again: the report
+/// says to run the same flags again instead.
+#[test]
+fn a_violation_with_several_writers_names_no_state_to_recheck() {
+    let args = ["crash", "--stack", "fs-async", "--writers", "4", "--transactions", "160", "--states", "100"];
+    let out = iolab(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("4 writers at once"), "{text}");
+    assert!(!text.contains("--state "), "{text}");
+    assert!(text.contains("check it again: not state by state"), "{text}");
+}

@@ -136,6 +136,8 @@ pub struct FsCrashDocument {
     pub version: u32,
     pub stack: String,
     pub seed: u64,
+    /// Threads that ran the workload at once (added within version 3).
+    pub writers: u32,
     pub operations: u64,
     pub fsyncs: u64,
     pub events: usize,
@@ -178,6 +180,7 @@ impl FsCrashDocument {
             version: 3,
             stack: stack.into(),
             seed,
+            writers: r.writers,
             operations: r.operations,
             fsyncs: r.fsyncs,
             events: r.events,
