@@ -240,6 +240,14 @@ struct Checker {
     /// Inodes on the orphan list: unlinked while open, freed by the next
     /// mount; named by nothing, and rightly so.
     orphans: HashSet<u32>,
+    /// Blocks and inodes fsck itself took (lost+found made or grown):
+    /// taken from what pass 1 found unclaimed and the maps mark free;
+    /// pass 5 marks and counts them as the repair's own, not as damage.
+    made_blocks: HashSet<u64>,
+    made_inodes: HashSet<u32>,
+    /// Unattached inodes pass 3 could not reconnect (no lost+found could
+    /// be had): kept as they are, never cleared by pass 4's counts.
+    left_unattached: HashSet<u32>,
 }
 
 /// Checks the file system on `dev` (not mounted) and repairs as `repair`
@@ -274,6 +282,9 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
         entries: Vec::new(),
         dotdot: HashMap::new(),
         orphans: HashSet::new(),
+        made_blocks: HashSet::new(),
+        made_inodes: HashSet::new(),
+        left_unattached: HashSet::new(),
     };
     if let Some(detail) = read.passed_over_text() {
         if c.found(Class::BadSuperblockSlot, detail) {
@@ -815,6 +826,9 @@ impl Checker {
             }
         };
         reach(ROOT_INO, &mut reachable);
+        if self.rename_lost_found(&reachable)? {
+            reach(LOST_FOUND_INO, &mut reachable);
+        }
         let named_by: HashMap<u32, u32> = (self.entries.iter())
             .filter(|e| e.name != b"." && e.name != b".." && e.dir != e.ino)
             .map(|e| (e.ino, e.dir))
@@ -855,12 +869,51 @@ impl Checker {
         Ok(())
     }
 
+    /// lost+found (inode 2, its `..` the root) cut off from the root, its
+    /// entry lost while no other lost+found is named: named lost+found in
+    /// the root again, rather than put in a new lost+found as `#2`.
+    /// Whether it was.
+    fn rename_lost_found(&mut self, reachable: &HashSet<u32>) -> Result<bool, FsError> {
+        let named = self.entries.iter().any(|e| e.dir == ROOT_INO && e.name == b"lost+found");
+        let cut_off = self.inodes.get(&LOST_FOUND_INO).is_some_and(|s| s.inode.kind_bits() == S_IFDIR)
+            && !reachable.contains(&LOST_FOUND_INO)
+            && self.dotdot.get(&LOST_FOUND_INO) == Some(&ROOT_INO);
+        if named || !cut_off {
+            return Ok(false);
+        }
+        let detail = format!("lost+found (inode {LOST_FOUND_INO}) is named by no entry in the root");
+        if !self.found(Class::UnattachedInode, detail) {
+            return Ok(false);
+        }
+        if !self.room_in(ROOT_INO, b"lost+found".len())? {
+            if let Some(last) = self.report.findings.last_mut() {
+                last.repaired = false;
+            }
+            return Ok(false);
+        }
+        let mut root = self.core.inode(ROOT_INO).map_err(Self::errno)?;
+        self.core.dir_add(ROOT_INO, &mut root, b"lost+found", LOST_FOUND_INO, DT_DIR).map_err(Self::errno)?;
+        self.core.put_inode(ROOT_INO, &root).map_err(Self::errno)?;
+        let found = self.core.dir_lookup(ROOT_INO, &mut root, b"lost+found").map_err(Self::errno)?;
+        let offset = found.map(|f| f.offset).ok_or_else(|| Self::errno(fsapi::Errno::IO))?;
+        if let Some(seen) = self.inodes.get_mut(&ROOT_INO) {
+            seen.inode = root;
+        }
+        if let Some(seen) = self.inodes.get_mut(&LOST_FOUND_INO) {
+            seen.names += 1;
+        }
+        let name = b"lost+found".to_vec();
+        self.entries.push(Entry { dir: ROOT_INO, name, ino: LOST_FOUND_INO, kind: DT_DIR, offset });
+        Ok(true)
+    }
+
     /// Puts an unattached inode in lost+found as `#INO`, or frees it when
-    /// it holds nothing (an empty file, as fsck_ffs clears), with any
-    /// blocks it kept past its end (fallocate's keep-size), which pass 5
-    /// then finds free.
     /// it holds nothing (an empty file without extended attributes, as
-    /// fsck_ffs clears).
+    /// fsck_ffs clears), with any blocks it kept past its end (fallocate's
+    /// keep-size), which pass 5 then finds free. lost+found is made when
+    /// missing and grown when full (fsck_ffs's "NO lost+found DIRECTORY.
+    /// CREATE?" and expanddir): what holds data is never dropped for want
+    /// of room while the file system has a free inode and blocks.
     fn reattach(&mut self, ino: u32) -> Result<(), FsError> {
         let inode = self.inodes[&ino].inode.clone();
         let dir = inode.kind_bits() == S_IFDIR;
@@ -873,31 +926,22 @@ impl Checker {
             }
             return Ok(());
         }
-        let lost_found =
-            self.entries.iter().find(|e| e.dir == ROOT_INO && e.name == b"lost+found").map(|e| e.ino);
-        let Some(lf_ino) =
-            lost_found.filter(|i| self.inodes.get(i).is_some_and(|s| s.inode.kind_bits() == S_IFDIR))
-        else {
-            self.found(Class::UnattachedInode, format!("no lost+found: inode {ino} stays unattached"));
-            if let Some(last) = self.report.findings.last_mut() {
-                last.repaired = false;
+        let lf_ino = match self.lost_found()? {
+            Ok(lf_ino) => lf_ino,
+            Err(why) => {
+                self.stays_unattached(ino, &why);
+                return Ok(());
             }
-            return Ok(());
         };
-        let mut lf = self.core.inode(lf_ino).map_err(Self::errno)?;
         let name = format!("#{ino}");
         // Pass 1 let only the kinds iolab stores through.
         let dt = dt_of_mode(inode.mode).unwrap_or(DT_FILE);
-        // lost+found is made with room (mkfs gives it four blocks): fsck
-        // never grows it, since the maps it would allocate from are not
-        // rebuilt until pass 5.
-        if !self.core.dir_has_room(lf_ino, &mut lf, name.len()).map_err(Self::errno)? {
-            self.found(Class::UnattachedInode, format!("lost+found is full: inode {ino} stays unattached"));
-            if let Some(last) = self.report.findings.last_mut() {
-                last.repaired = false;
-            }
+        if !self.room_in(lf_ino, name.len())? {
+            let why = "lost+found is full and cannot grow (no free block, or at its largest)";
+            self.stays_unattached(ino, why);
             return Ok(());
         }
+        let mut lf = self.core.inode(lf_ino).map_err(Self::errno)?;
         self.core.dir_add(lf_ino, &mut lf, name.as_bytes(), ino, dt).map_err(Self::errno)?;
         if dir {
             lf.nlink += 1;
@@ -930,6 +974,196 @@ impl Checker {
         Ok(())
     }
 
+    /// Reports that unattached inode `ino` could not be reconnected (not
+    /// repaired), and keeps it from pass 4's clearing.
+    fn stays_unattached(&mut self, ino: u32, why: &str) {
+        self.found(Class::UnattachedInode, format!("{why}: inode {ino} stays unattached"));
+        if let Some(last) = self.report.findings.last_mut() {
+            last.repaired = false;
+        }
+        self.left_unattached.insert(ino);
+    }
+
+    /// The lost+found directory in the root, made if there is none:
+    /// Ok(inode), or Err(why) when it is not there and cannot be made.
+    fn lost_found(&mut self) -> Result<Result<u32, String>, FsError> {
+        let entry = self.entries.iter().find(|e| e.dir == ROOT_INO && e.name == b"lost+found").map(|e| e.ino);
+        match entry {
+            Some(i) if self.inodes.get(&i).is_some_and(|s| s.inode.kind_bits() == S_IFDIR) => {
+                return Ok(Ok(i))
+            }
+            Some(i) => {
+                return Ok(Err(format!(
+                    "lost+found in the root is inode {i}, not a directory (rename it, and fsck makes one)"
+                )))
+            }
+            None => {}
+        }
+        match self.make_lost_found()? {
+            Some(lf_ino) => {
+                self.report.findings.push(Finding {
+                    class: Class::UnattachedInode,
+                    detail: format!("no lost+found in the root: made (inode {lf_ino})"),
+                    repaired: true,
+                });
+                Ok(Ok(lf_ino))
+            }
+            None => Ok(Err("no lost+found, and no free inode or block to make one".into())),
+        }
+    }
+
+    /// Makes lost+found in the root: inode 2 if it is free (else the
+    /// first free one), one empty block. None when there is no free inode
+    /// or block for it, or no room in the root.
+    fn make_lost_found(&mut self) -> Result<Option<u32>, FsError> {
+        let Some(ino) = self.take_inode()? else { return Ok(None) };
+        if !self.room_in(ROOT_INO, b"lost+found".len())? {
+            self.made_inodes.remove(&ino);
+            return Ok(None);
+        }
+        let Some(block) = self.take_block(ino)? else {
+            self.made_inodes.remove(&ino);
+            return Ok(None);
+        };
+        let t = fsapi::Time::now();
+        let block32 = u32::try_from(block).map_err(|_| FsError::Invalid(format!("block {block}")))?;
+        let mut direct = [0u32; DIRECT_POINTERS];
+        direct[0] = block32;
+        let inode = DiskInode {
+            mode: S_IFDIR | 0o700,
+            nlink: 2,
+            size: BLOCK_BYTES as u64,
+            blocks_512: 8,
+            times: [(t.secs, t.nanos); 4],
+            direct,
+            ..DiskInode::default()
+        };
+        self.core.dir_init(block32, ino, ROOT_INO).map_err(Self::errno)?;
+        self.core.put_inode(ino, &inode).map_err(Self::errno)?;
+        let mut root = self.core.inode(ROOT_INO).map_err(Self::errno)?;
+        self.core.dir_add(ROOT_INO, &mut root, b"lost+found", ino, DT_DIR).map_err(Self::errno)?;
+        root.nlink += 1;
+        self.core.put_inode(ROOT_INO, &root).map_err(Self::errno)?;
+        let found = self.core.dir_lookup(ROOT_INO, &mut root, b"lost+found").map_err(Self::errno)?;
+        let offset = found.map(|f| f.offset).ok_or_else(|| Self::errno(fsapi::Errno::IO))?;
+        if let Some(seen) = self.inodes.get_mut(&ROOT_INO) {
+            seen.inode = root;
+        }
+        self.inodes.insert(ino, Seen { inode, names: 1 });
+        let name = b"lost+found".to_vec();
+        self.entries.push(Entry { dir: ROOT_INO, name, ino, kind: DT_DIR, offset });
+        self.dotdot.insert(ino, ROOT_INO);
+        Ok(Some(ino))
+    }
+
+    /// Whether directory `dir` has room for an entry of `name_len` bytes,
+    /// grown by an empty block first if it has none.
+    fn room_in(&mut self, dir: u32, name_len: usize) -> Result<bool, FsError> {
+        let mut inode = self.core.inode(dir).map_err(Self::errno)?;
+        if self.core.dir_has_room(dir, &mut inode, name_len).map_err(Self::errno)? {
+            return Ok(true);
+        }
+        self.grow_dir(dir, inode)
+    }
+
+    /// Grows directory `dir` by an empty block (fsck_ffs's expanddir),
+    /// through its direct pointers and then its single indirect block,
+    /// both taken as `take_block` takes them. Whether it grew.
+    fn grow_dir(&mut self, dir: u32, mut inode: DiskInode) -> Result<bool, FsError> {
+        let n = inode.size / BLOCK_BYTES as u64;
+        if n >= DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK {
+            return Ok(false);
+        }
+        let indirect = n >= DIRECT_POINTERS as u64 && inode.single == 0;
+        let needed = if indirect { 2 } else { 1 };
+        let mut taken = Vec::new();
+        for _ in 0..needed {
+            match self.take_block(dir)? {
+                Some(b) => taken.push(b),
+                None => {
+                    for b in taken {
+                        self.claims.remove(&b);
+                        self.made_blocks.remove(&b);
+                    }
+                    return Ok(false);
+                }
+            }
+        }
+        let as32 = |b: u64| u32::try_from(b).map_err(|_| FsError::Invalid(format!("block {b}")));
+        let block = as32(taken[0])?;
+        if indirect {
+            inode.single = as32(taken[1])?;
+            inode.blocks_512 += 8;
+        }
+        if n < DIRECT_POINTERS as u64 {
+            inode.direct[n as usize] = block;
+        } else {
+            let single = u64::from(inode.single);
+            set_pointer(self.core.cache.modify(single)?, (n - DIRECT_POINTERS as u64) as usize, block);
+        }
+        self.core.dir_empty_block(block).map_err(Self::errno)?;
+        inode.size += BLOCK_BYTES as u64;
+        inode.blocks_512 += 8;
+        self.core.put_inode(dir, &inode).map_err(Self::errno)?;
+        if let Some(seen) = self.inodes.get_mut(&dir) {
+            seen.inode = inode;
+        }
+        Ok(true)
+    }
+
+    /// A block no inode claims and its group's map marks free, claimed for
+    /// `owner` and zeroed in the cache: fsck allocates from what pass 1
+    /// found, not from the maps alone, which pass 5 has yet to check.
+    fn take_block(&mut self, owner: u32) -> Result<Option<u64>, FsError> {
+        let sb = self.core.sb.clone();
+        for g in 0..sb.groups {
+            let start = sb.group_start(g);
+            let map = self.read(start + 1)?;
+            for i in sb.group_overhead_blocks()..sb.group_blocks(g) {
+                let block = start + u64::from(i);
+                let marked = map[(i / 8) as usize] & (1 << (i % 8)) != 0;
+                if marked || self.claims.contains_key(&block) || self.made_blocks.contains(&block) {
+                    continue;
+                }
+                self.claims.insert(block, owner);
+                self.made_blocks.insert(block);
+                self.core.cache.fresh(block)?;
+                return Ok(Some(block));
+            }
+        }
+        Ok(None)
+    }
+
+    /// An inode number for lost+found: 2, where mkfs puts it, if it is
+    /// free; else the first one that no inode holds, its map marks free
+    /// and its slot is free.
+    fn take_inode(&mut self) -> Result<Option<u32>, FsError> {
+        let sb = self.core.sb.clone();
+        let first = std::iter::once((0, LOST_FOUND_INO - 1..LOST_FOUND_INO));
+        let every = (0..sb.groups).map(|g| (g, 0..sb.inodes_per_group));
+        for (g, within) in first.chain(every) {
+            let map = self.read(sb.group_start(g) + 2)?;
+            for i in within {
+                let ino = g * sb.inodes_per_group + i + 1;
+                let taken = self.inodes.contains_key(&ino)
+                    || self.orphans.contains(&ino)
+                    || self.made_inodes.contains(&ino)
+                    || ino == ROOT_INO;
+                if taken || map[(i / 8) as usize] & (1 << (i % 8)) != 0 {
+                    continue;
+                }
+                let (block, at) = sb.inode_place(ino);
+                let slot = &self.core.cache.read(block)?[at..at + INODE_BYTES];
+                if DiskInode::decode(ino, slot) != InodeSlot::Free {
+                    continue;
+                }
+                self.made_inodes.insert(ino);
+                return Ok(Some(ino));
+            }
+        }
+        Ok(None)
+    }
+
     // Pass 4: each inode's link count against the entries naming it.
     //
     // A directory whose count is 0 was removed while still open (its
@@ -960,7 +1194,8 @@ impl Checker {
             };
             let names = if ino == ROOT_INO { names + 1 } else { names };
             let links = u32::from(inode.nlink);
-            if links == names {
+            // One left unattached keeps its count: zero would clear it.
+            if links == names || (names == 0 && self.left_unattached.contains(&ino)) {
                 continue;
             }
             let class = if links > names { Class::LinkCountTooHigh } else { Class::LinkCountTooLow };
@@ -989,33 +1224,56 @@ impl Checker {
             totals.dirs += counts.dirs;
             headers.push(counts);
         }
-        let mut wrong = Vec::new();
+        // What fsck took itself (lost+found) is counted in the true
+        // counts; a header right before it took them is no damage, and
+        // is rewritten all the same.
+        let made = self.made_counts();
+        let before = |c: &GroupCounts, m: &GroupCounts| GroupCounts {
+            free_blocks: c.free_blocks + m.free_blocks,
+            free_inodes: c.free_inodes + m.free_inodes,
+            dirs: c.dirs.saturating_sub(m.dirs),
+        };
+        let (mut wrong, mut stale) = (Vec::new(), Vec::new());
+        let mut made_total = GroupCounts::default();
         for (g, counts) in headers.iter().enumerate() {
             let start = sb.group_start(g as u32);
             let bytes = self.read(start)?;
             let stored = GroupHeader::decode(&bytes, g as u32, &sb, &self.device).ok();
+            let m = made.get(&(g as u32)).copied().unwrap_or_default();
+            made_total.free_blocks += m.free_blocks;
+            made_total.free_inodes += m.free_inodes;
+            made_total.dirs += m.dirs;
+            let expected = before(counts, &m);
             let same = stored.as_ref().is_some_and(|h| {
                 (h.free_blocks, h.free_inodes, h.dirs)
-                    == (counts.free_blocks, counts.free_inodes, counts.dirs)
+                    == (expected.free_blocks, expected.free_inodes, expected.dirs)
             });
             if !same {
                 wrong.push((g as u32, *counts));
+            } else if m != GroupCounts::default() {
+                stale.push((g as u32, *counts));
             }
         }
+        let expected = before(&totals, &made_total);
         let sb_same = (sb.free_blocks, sb.free_inodes, sb.dirs)
-            == (u64::from(totals.free_blocks), u64::from(totals.free_inodes), u64::from(totals.dirs));
-        if wrong.is_empty() && sb_same {
+            == (u64::from(expected.free_blocks), u64::from(expected.free_inodes), u64::from(expected.dirs));
+        if wrong.is_empty() && sb_same && stale.is_empty() {
             return Ok(());
         }
-        let detail = format!(
-            "{} group headers and {} superblock counts are wrong",
-            wrong.len(),
-            if sb_same { "no" } else { "the" }
-        );
-        if !self.found(Class::WrongSummaryCounts, detail) {
-            return Ok(());
+        if !wrong.is_empty() || !sb_same {
+            let detail = format!(
+                "{} group headers and {} superblock counts are wrong",
+                wrong.len(),
+                if sb_same { "no" } else { "the" }
+            );
+            if !self.found(Class::WrongSummaryCounts, detail) {
+                wrong.clear();
+                if stale.is_empty() {
+                    return Ok(());
+                }
+            }
         }
-        for (g, counts) in wrong {
+        for (g, counts) in wrong.into_iter().chain(stale) {
             let header = GroupHeader {
                 group: g,
                 blocks: sb.group_blocks(g),
@@ -1036,6 +1294,23 @@ impl Checker {
         Ok(())
     }
 
+    /// What fsck took itself, by group: blocks and inodes (as counts of
+    /// free ones lost), and directories made.
+    fn made_counts(&self) -> HashMap<u32, GroupCounts> {
+        let sb = &self.core.sb;
+        let mut made: HashMap<u32, GroupCounts> = HashMap::new();
+        for &block in &self.made_blocks {
+            let g = ((block - sb.first_group_block) / u64::from(sb.blocks_per_group)) as u32;
+            made.entry(g).or_default().free_blocks += 1;
+        }
+        for &ino in &self.made_inodes {
+            let m = made.entry((ino - 1) / sb.inodes_per_group).or_default();
+            m.free_inodes += 1;
+            m.dirs += u32::from(self.inodes.get(&ino).is_some_and(|s| s.inode.kind_bits() == S_IFDIR));
+        }
+        made
+    }
+
     /// Group `g`'s maps against the claims; returns its true counts.
     fn check_group_maps(&mut self, g: u32) -> Result<GroupCounts, FsError> {
         let free_blocks = self.check_block_map(g)?;
@@ -1050,11 +1325,14 @@ impl Checker {
         let overhead = sb.group_overhead_blocks();
         let mut map = self.read(start + 1)?;
         let (mut in_use_free, mut leaked, mut free) = (0u32, 0u32, 0u32);
+        // A block fsck took is marked with no finding.
+        let mut made = false;
         let mut named = Vec::new();
         for i in 0..sb.group_blocks(g) {
             let used = i < overhead || self.claims.contains_key(&(start + u64::from(i)));
             let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
             match (used, map[byte] & mask != 0) {
+                (true, false) if self.made_blocks.contains(&(start + u64::from(i))) => made = true,
                 (true, false) => {
                     in_use_free += 1;
                     if named.len() < 4 {
@@ -1088,7 +1366,7 @@ impl Checker {
                 format!("group {g}: {leaked} blocks marked in use belong to nothing"),
             );
         }
-        if fix {
+        if fix || made {
             self.core.cache.modify(start + 1)?.copy_from_slice(&map);
         }
         Ok(free)
@@ -1101,11 +1379,14 @@ impl Checker {
         let start = sb.group_start(g);
         let mut map = self.read(start + 2)?;
         let (mut in_use_free, mut leaked, mut free, mut dirs) = (0u32, 0u32, 0u32, 0u32);
+        // An inode fsck took (lost+found) is marked with no finding.
+        let mut made = false;
         let mut named = Vec::new();
         for i in 0..sb.inodes_per_group {
             let seen = self.inodes.get(&(g * sb.inodes_per_group + i + 1));
             let (byte, mask) = ((i / 8) as usize, 1u8 << (i % 8));
             match (seen.is_some(), map[byte] & mask != 0) {
+                (true, false) if self.made_inodes.contains(&(g * sb.inodes_per_group + i + 1)) => made = true,
                 (true, false) => {
                     in_use_free += 1;
                     if named.len() < 4 {
@@ -1137,7 +1418,7 @@ impl Checker {
             fix |=
                 self.found(Class::LeakedInode, format!("group {g}: {leaked} inodes marked in use are free"));
         }
-        if fix {
+        if fix || made {
             self.core.cache.modify(start + 2)?.copy_from_slice(&map);
         }
         Ok((free, dirs))

@@ -124,8 +124,11 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
         out += &format!("fsck found (states): {}\n", found.join(", "));
     }
     // A check that did not run is said so, not counted as 0.
-    let not_committed =
-        if several && run.stack == "fs-log" { "not checked".to_string() } else { r.not_committed.to_string() };
+    let not_committed = if several && run.stack == "fs-log" {
+        "not checked".to_string()
+    } else {
+        r.not_committed.to_string()
+    };
     out += &format!(
         "violations: {} (damage preen leaves {}, fsync'd files lost {}, unreadable {}, \
          found after the log's replay {}, a tree no commit made {not_committed}, more than leaks {})\n",

@@ -10,7 +10,7 @@ use ffs::fsck::{fsck, Class, Repair};
 use ffs::Policy;
 use fsapi::{FileSystem, Owner, ROOT};
 
-use crate::common::{fresh, mount};
+use crate::common::{assert_checks_clean, fresh, mount};
 
 /// A small populated image: /d/f (with data) and /g, unmounted.
 fn populated() -> (Arc<dyn Device>, u64, u64) {
@@ -481,4 +481,100 @@ fn a_dot_naming_another_inode_is_rewritten_with_yes() {
     assert!(fsck(&dev, Repair::Preen).unwrap().damage_left(), "preen leaves a bad '.'");
     assert!(!fsck(&dev, Repair::Yes).unwrap().damage_left());
     assert!(fsck(&dev, Repair::No).unwrap().clean(), "{:?}", fsck(&dev, Repair::No).unwrap().findings);
+}
+
+/// lost+found removed (a user may rmdir it through a mount), then a file
+/// holding data left unattached: preen makes lost+found again and keeps
+/// the file there, bytes and all; the check after is clean.
+#[test]
+fn with_lost_and_found_removed_an_unattached_file_with_data_is_kept_in_a_new_one() {
+    let (dev, d, f) = populated();
+    let fs = mount(&dev, Policy::Async);
+    fs.rmdir(ROOT, OsStr::new("lost+found")).unwrap();
+    fs.unmount().unwrap();
+    blank_entry(&dev, d, "f");
+    let report = fsck(&dev, Repair::Preen).unwrap();
+    assert!(!report.damage_left(), "{:?}", report.findings);
+    assert!(report.findings.iter().any(|x| x.detail.contains("no lost+found in the root: made")));
+    assert_checks_clean(&dev, "after preen");
+    let fs = mount(&dev, Policy::Async);
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap();
+    let found = fs.lookup(lf.ino, OsStr::new(&format!("#{f}"))).unwrap();
+    let mut data = vec![0u8; 10_000];
+    assert_eq!(fs.read(found.ino, 0, &mut data).unwrap(), 10_000);
+    assert!(data.iter().all(|&b| b == 7), "the file's bytes kept");
+}
+
+/// 1,500 files holding data left unattached at once (their directory's
+/// inode lost) overflow lost+found's four blocks: it grows, through its
+/// direct blocks, and every file is kept; the check after is clean.
+#[test]
+fn a_full_lost_and_found_grows_and_keeps_every_unattached_file() {
+    let dev = fresh(32 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let d = fs.mkdir(ROOT, OsStr::new("d"), Owner::root(0o755)).unwrap();
+    for i in 0..1500 {
+        let f = fs.create(d.ino, OsStr::new(&format!("file-{i:04}")), Owner::root(0o644)).unwrap();
+        fs.write(f.ino, 0, &[i as u8 | 1; 100]).unwrap();
+        fs.forget(f.ino, 1);
+    }
+    fs.unmount().unwrap();
+    // The directory's inode slot zeroed: its files are named by nothing.
+    let (block, at) = sb(&dev).inode_place(d.ino as u32);
+    let mut buf = vec![0u8; 4096];
+    dev.read_at(&mut buf, block * 4096).unwrap();
+    buf[at..at + INODE_BYTES].fill(0);
+    dev.write_at(&buf, block * 4096).unwrap();
+    let report = fsck(&dev, Repair::Yes).unwrap();
+    assert!(
+        !report.damage_left(),
+        "{:?}",
+        report.findings.iter().filter(|f| !f.repaired).take(3).collect::<Vec<_>>()
+    );
+    assert_checks_clean(&dev, "after -y");
+    let fs = mount(&dev, Policy::Async);
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap();
+    let mut kept = 0;
+    fs.readdir(lf.ino, 0, &mut |e| {
+        kept += u32::from(e.name.first() == Some(&b'#'));
+        true
+    })
+    .unwrap();
+    assert_eq!(kept, 1500, "every unattached file kept");
+    assert!(fs.getattr(lf.ino).unwrap().size > 4 * 4096, "lost+found grew past its four blocks");
+}
+
+/// lost+found's own entry lost (its inode whole, its `..` the root):
+/// preen names it lost+found in the root again, rather than making a
+/// new one and putting the old in it as `#2`.
+#[test]
+fn lost_and_found_cut_off_from_the_root_is_named_again() {
+    let (dev, _, _) = populated();
+    let fs = mount(&dev, Policy::Async);
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap().ino;
+    fs.unmount().unwrap();
+    blank_entry(&dev, ROOT, "lost+found");
+    assert!(classes(&dev, Repair::No).contains(&Class::UnattachedInode));
+    let report = fsck(&dev, Repair::Preen).unwrap();
+    assert!(!report.damage_left(), "{:?}", report.findings);
+    assert_checks_clean(&dev, "after preen");
+    let fs = mount(&dev, Policy::Async);
+    assert_eq!(fs.lookup(ROOT, OsStr::new("lost+found")).unwrap().ino, lf);
+}
+
+/// A regular file named lost+found in the root: fsck cannot make the
+/// directory under that name, and says so, leaving the unattached file
+/// unattached (not repaired) rather than clearing it.
+#[test]
+fn a_file_named_lost_and_found_is_reported_and_the_unattached_file_kept() {
+    let (dev, d, f) = populated();
+    let fs = mount(&dev, Policy::Async);
+    fs.rmdir(ROOT, OsStr::new("lost+found")).unwrap();
+    fs.create(ROOT, OsStr::new("lost+found"), Owner::root(0o644)).unwrap();
+    fs.unmount().unwrap();
+    blank_entry(&dev, d, "f");
+    let report = fsck(&dev, Repair::Yes).unwrap();
+    let left: Vec<_> = report.findings.iter().filter(|x| !x.repaired).collect();
+    assert!(left.iter().any(|x| x.detail.contains("not a directory")), "{left:?}");
+    assert_eq!(crate::common::stored(&dev, f).size, 10_000, "the file is kept, unattached");
 }
