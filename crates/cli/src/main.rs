@@ -148,7 +148,7 @@ impl From<workloads::SpecError> for UsageError {
     }
 }
 
-fn is_usage_error(e: &anyhow::Error) -> bool {
+pub(crate) fn is_usage_error(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
         cause.is::<UsageError>()
             || cause.is::<workloads::SpecError>()

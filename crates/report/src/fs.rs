@@ -56,10 +56,12 @@ pub fn fsck_text(target: &str, report: &Report, reported_only: bool) -> String {
     let left = report.findings.iter().filter(|f| !f.repaired).count();
     let verdict = match FsckOutcome::of(report) {
         FsckOutcome::Clean => "clean".to_string(),
-        FsckOutcome::Repaired => format!("{} problems, all repaired", report.findings.len()),
+        FsckOutcome::Repaired => {
+            format!("{}, all repaired", crate::counted(report.findings.len() as u64, "problem", "problems"))
+        }
         FsckOutcome::DamageLeft => format!(
-            "{} problems, {left} left{}",
-            report.findings.len(),
+            "{}, {left} left{}",
+            crate::counted(report.findings.len() as u64, "problem", "problems"),
             if reported_only { " (run with -p or -y to repair)" } else { "" }
         ),
     };

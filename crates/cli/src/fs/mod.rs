@@ -238,6 +238,15 @@ struct Access {
 /// target holding a block log that the command was not told of is named
 /// (its file system sits behind the log's header) rather than misread.
 fn open(target: &str, access: Access, log: &BlockLogArgs) -> anyhow::Result<Stack> {
+    // A file system is opened where it is: nothing is made for it here
+    // (`fs mkfs` makes one), so the stack's advice to give a size is not.
+    if access.create_bytes.is_none() && !target.contains(':') && !std::path::Path::new(target).exists() {
+        return Err(UsageError(format!(
+            "{target} does not exist: give the image or device holding the file system (`iolab fs mkfs \
+             {target} --size SIZE` makes one)"
+        ))
+        .into());
+    }
     let lock = if access.read_only { LockKind::Shared } else { LockKind::Exclusive };
     let options = stack::OpenOptions {
         direct: access.direct,
@@ -634,7 +643,24 @@ fn pin_to(cpus: &[usize]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// fsck's exit status when it could not check at all (fsck(8)'s
+/// "operational error"; e2fsck's when no superblock can be read): the
+/// image cannot be opened or read, or holds no superblock fsck can use.
+const FSCK_OPERATIONAL_ERROR: u8 = 8;
+
+/// `iolab fs fsck`: exit status 0 clean, 1 everything found repaired, 4
+/// damage left, 8 fsck could not check, 2 a usage error (docs/fs.md).
 fn fsck(args: FsckArgs) -> anyhow::Result<ExitCode> {
+    match check(&args) {
+        Err(e) if !crate::is_usage_error(&e) => {
+            eprintln!("iolab: error: {}", crate::message(&e));
+            Ok(ExitCode::from(FSCK_OPERATIONAL_ERROR))
+        }
+        done => done,
+    }
+}
+
+fn check(args: &FsckArgs) -> anyhow::Result<ExitCode> {
     let repair = if args.yes {
         Repair::Yes
     } else if args.preen {
@@ -646,17 +672,9 @@ fn fsck(args: FsckArgs) -> anyhow::Result<ExitCode> {
     };
     let target =
         open(&args.target, Access { read_only: repair == Repair::No, ..Access::default() }, &args.log)?;
-    let report = match ffs::fsck::fsck(target.device(), repair) {
-        Ok(report) => report,
-        // Damage fsck cannot repair (docs/fs.md, "fsck"): exit status 4,
-        // as for any damage left, with what is wrong in each slot.
-        Err(e @ ffs::FsError::Superblock { .. }) => {
-            eprintln!("iolab: error: {e}");
-            target.close()?;
-            return Ok(ExitCode::from(report::FsckOutcome::DamageLeft.exit_status()));
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let report = ffs::fsck::fsck(target.device(), repair);
+    target.close()?;
+    let report = report?;
     if args.json {
         println!(
             "{}",
@@ -665,7 +683,6 @@ fn fsck(args: FsckArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", report::fsck_text(&args.target, &report, repair == Repair::No));
     }
-    target.close()?;
     Ok(ExitCode::from(report::FsckOutcome::of(&report).exit_status()))
 }
 

@@ -1,8 +1,9 @@
 //! A file-system image whose superblock was crafted behind a right
 //! checksum, as `iolab fs fsck` and `iolab fs ls` meet it: a field past
 //! its bound in both slots is named (device, slot, byte, field, value)
-//! and fsck exits 4, damage it cannot repair; in one slot, fsck -n names
-//! it, preen rewrites it. Never a panic, an abort or a silent pass.
+//! and fsck exits 8, unable to check anything (fsck(8)'s operational
+//! error, as e2fsck's with no superblock); in one slot, fsck -n names it,
+//! preen rewrites it. Never a panic, an abort or a silent pass.
 
 use std::path::{Path, PathBuf};
 
@@ -43,7 +44,7 @@ fn fsck(image: &Path, flags: &[&str]) -> std::process::Output {
 }
 
 #[test]
-fn fsck_of_a_superblock_with_a_field_past_its_bound_names_it_and_exits_4() {
+fn fsck_of_a_superblock_with_a_field_past_its_bound_names_it_and_exits_8() {
     let cases: [(&str, usize, Vec<u8>); 4] = [
         ("block_bytes", 24, 0u32.to_le_bytes().to_vec()),
         ("groups", 56, u32::MAX.to_le_bytes().to_vec()),
@@ -56,7 +57,7 @@ fn fsck_of_a_superblock_with_a_field_past_its_bound_names_it_and_exits_4() {
         craft(&image, &[0, 1], at, &value);
         let out = fsck(&image, &[]);
         let text = stderr(&out);
-        assert_eq!(out.status.code(), Some(4), "{field}: {}{text}", stdout(&out));
+        assert_eq!(out.status.code(), Some(8), "{field}: {}{text}", stdout(&out));
         assert!(text.contains(&format!("superblock slot 0, byte {at} ({field})")), "{field}: {text}");
         assert!(
             text.contains(&format!("superblock slot 1, byte {} ({field})", 4096 + at)),
@@ -96,4 +97,30 @@ fn fsck_names_a_superblock_slot_passed_over_and_preen_rewrites_it() {
     assert!(stdout(&out).contains("[repaired]"), "{}", stdout(&out));
     let out = fsck(&image, &[]);
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+}
+
+/// fsck's exit statuses as fsck(8)'s: an image cut short (its superblock
+/// counts more blocks than the device holds) and a file holding no file
+/// system cannot be checked: 8, with the reason; a missing image is a
+/// usage error (2) that does not advise a size, since fsck makes nothing.
+#[test]
+fn fsck_that_cannot_check_exits_8_and_a_missing_image_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = image(&dir);
+    let file = std::fs::OpenOptions::new().write(true).open(&image).unwrap();
+    file.set_len(4 << 20).unwrap();
+    let out = fsck(&image, &["-y"]);
+    assert_eq!(out.status.code(), Some(8), "cut short: {}{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("cut short"), "{}", stderr(&out));
+    let other = dir.path().join("zeros.img");
+    std::fs::write(&other, vec![0u8; 1 << 20]).unwrap();
+    let out = fsck(&other, &[]);
+    assert_eq!(out.status.code(), Some(8), "no file system: {}{}", stdout(&out), stderr(&out));
+    let out = fsck(&dir.path().join("missing.img"), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("does not exist") && !stderr(&out).contains("--size to create"),
+        "{}",
+        stderr(&out)
+    );
 }
