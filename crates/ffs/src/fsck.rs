@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::cache::Cache;
 use crate::core::{Core, GroupCounts, LogState};
 use crate::format::*;
-use crate::mount::replayed_superblock;
+use crate::mount::replayed_or_log_damage;
 use crate::{Dev, FsError, Policy};
 
 /// What fsck may change.
@@ -85,6 +85,13 @@ pub enum Class {
     /// docs/formats.md, "Extended attributes"). A repair clears the
     /// pointer: the attributes are lost, the block is free again.
     BadXattrBlock,
+    /// The file system's log cannot be replayed whole: a damaged commit
+    /// stopped its replay (the commits before it are home, those from it
+    /// on are lost), or neither header slot can be read though they are
+    /// not blank. A repair drops what cannot be replayed (the log starts
+    /// again past it, or its header slots are made blank); the rest of
+    /// the check finds what the lost commits leave.
+    DamagedLog,
 }
 
 impl Class {
@@ -111,6 +118,7 @@ impl Class {
             Class::SpecialFileWithData => "special_file_with_data",
             Class::WrongEntryType => "wrong_entry_type",
             Class::BadXattrBlock => "bad_xattr_block",
+            Class::DamagedLog => "damaged_log",
         }
     }
 
@@ -257,7 +265,11 @@ struct Checker {
 pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     // As fsck_ffs with WAPBL: what the log committed is replayed home
     // first (a check that only reads is given a scratch view to replay on).
-    let (read, replayed) = replayed_superblock(dev)?;
+    let (read, replayed) = replayed_or_log_damage(dev)?;
+    let (replayed, log_damage) = match replayed {
+        Ok(replayed) => (replayed, None),
+        Err(damage) => (None, Some(damage)),
+    };
     let sb = read.superblock.clone();
     let groups = vec![GroupCounts::default(); sb.groups as usize];
     let core = Core {
@@ -289,6 +301,11 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     if let Some(detail) = read.passed_over_text() {
         if c.found(Class::BadSuperblockSlot, detail) {
             c.write_superblock_next()?;
+        }
+    }
+    if let Some(damage) = log_damage {
+        if c.found(Class::DamagedLog, damage.to_string()) {
+            crate::wapbl::repair(dev, &c.core.sb, &damage)?;
         }
     }
     c.orphans = c.core.listed_orphans().into_iter().collect();

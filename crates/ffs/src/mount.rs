@@ -116,9 +116,23 @@ const CALL_BLOCKS_MAX: usize = 32;
 /// replayed home (any policy), every field checked (its size against the
 /// device's), and the slot passed over if one was.
 pub(crate) fn replayed_superblock(raw: &Dev) -> Result<(SuperblockRead, Option<ReplayReport>), FsError> {
+    let (read, replayed) = replayed_or_log_damage(raw)?;
+    match replayed {
+        Ok(replayed) => Ok((read, replayed)),
+        Err(damage) => Err(FsError::Damaged(format!("its log: {damage}"))),
+    }
+}
+
+/// As [`replayed_superblock`], with damage in the log returned rather
+/// than made an error: fsck reports it and checks the image as the
+/// replay left it (every commit before the damage home).
+pub(crate) fn replayed_or_log_damage(
+    raw: &Dev,
+) -> Result<(SuperblockRead, Result<Option<ReplayReport>, wapbl::LogDamage>), FsError> {
     let first = read_superblock_slots(raw)?;
-    let replayed = wapbl::replay(raw, &first.superblock)?;
-    let read = if replayed.is_some() { read_superblock_slots(raw)? } else { first };
+    let replayed = wapbl::replay_or_damage(raw, &first.superblock)?;
+    let wrote_home = matches!(replayed, Ok(Some(_)) | Err(wapbl::LogDamage::Stopped(_)));
+    let read = if wrote_home { read_superblock_slots(raw)? } else { first };
     Ok((read, replayed))
 }
 

@@ -24,18 +24,91 @@ pub(crate) fn region(raw: &Dev, sb: &Superblock) -> Result<Dev, FsError> {
     Ok(Arc::new(Slice::new(Arc::clone(raw), start, bytes)?))
 }
 
+/// Damage in the log region that keeps its commits from being replayed
+/// whole (fsck's `damaged_log`).
+#[derive(Clone, Debug)]
+pub enum LogDamage {
+    /// Replay stopped at a damaged commit: the commits before it are
+    /// home, those from it on are lost.
+    Stopped(blocklog::ReplayStop),
+    /// Neither header slot can be read, yet they are not blank: where
+    /// the log's records begin is lost, and whatever it held committed.
+    Headers(String),
+}
+
+impl std::fmt::Display for LogDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogDamage::Stopped(stop) => write!(f, "{stop}"),
+            LogDamage::Headers(why) => write!(
+                f,
+                "neither of the log's header slots can be read ({why}), and they are not blank: what the log \
+                 held committed is lost"
+            ),
+        }
+    }
+}
+
 /// Replays what the log region of `raw` holds committed, writing it home.
 /// `None` when the region holds no log (a file system never mounted with
-/// `log`). A replay that stops at damage (now, or at an earlier mount or
-/// fsck) is an error until `iolab log repair` drops the commits from the
-/// damage on; the image then needs fsck.
+/// `log`). Damage that stops the replay (a damaged commit, now or at an
+/// earlier mount; both header slots unreadable) is an error naming fsck,
+/// which reports it and repairs it with `-y` (`replay_or_damage`).
 pub fn replay(raw: &Dev, sb: &Superblock) -> Result<Option<ReplayReport>, FsError> {
-    let log = region(raw, sb)?;
-    if LoggedDevice::probe(log.as_ref()).map_err(log_error)?.is_none() {
-        return Ok(None);
+    match replay_or_damage(raw, sb)? {
+        Ok(replayed) => Ok(replayed),
+        Err(damage) => Err(FsError::Damaged(format!("its log: {damage}"))),
     }
-    let logged = LoggedDevice::open(Arc::clone(raw), Some(log), Mode::Log).map_err(log_error)?;
-    Ok(Some(logged.replay_report().clone()))
+}
+
+/// As [`replay`], but damage in the log is returned for fsck to report
+/// (the commits before a damaged one are home all the same) rather than
+/// made an error.
+pub(crate) fn replay_or_damage(
+    raw: &Dev,
+    sb: &Superblock,
+) -> Result<Result<Option<ReplayReport>, LogDamage>, FsError> {
+    let log = region(raw, sb)?;
+    let header = match LoggedDevice::probe(log.as_ref()) {
+        Ok(header) => header,
+        Err(e @ (blocklog::LogError::Field { .. } | blocklog::LogError::Version { .. })) => {
+            return Ok(Err(LogDamage::Headers(e.to_string())))
+        }
+        Err(e) => return Err(log_error(e)),
+    };
+    if header.is_none() {
+        let mut slots = vec![0u8; 2 * blocklog::SLOT_BYTES as usize];
+        log.read_at(&mut slots, 0)?;
+        if slots.iter().all(|&b| b == 0) {
+            return Ok(Ok(None));
+        }
+        return Ok(Err(LogDamage::Headers("a wrong magic or checksum in both".into())));
+    }
+    match LoggedDevice::open(Arc::clone(raw), Some(log), Mode::Log) {
+        Ok(logged) => Ok(Ok(Some(logged.replay_report().clone()))),
+        Err(blocklog::LogError::Stopped { stop, .. }) => Ok(Err(LogDamage::Stopped(stop))),
+        Err(e) => Err(log_error(e)),
+    }
+}
+
+/// fsck's repair of damage in the log (`-y`): a stopped log drops the
+/// commits from the damage on and starts again past them
+/// (`blocklog::repair`); unreadable header slots are made blank, a
+/// region with no log (the next `log` mount formats one).
+pub(crate) fn repair(raw: &Dev, sb: &Superblock, damage: &LogDamage) -> Result<(), FsError> {
+    let log = region(raw, sb)?;
+    match damage {
+        LogDamage::Stopped(_) => {
+            blocklog::repair(log.as_ref()).map_err(log_error)?;
+        }
+        LogDamage::Headers(_) => {
+            let zeros =
+                device::AlignedBuf::zeroed(2 * blocklog::SLOT_BYTES as usize, log.buffer_align().max(4096));
+            log.write_at(&zeros, 0)?;
+            log.flush()?;
+        }
+    }
+    Ok(())
 }
 
 /// The device a `log` mount writes through: the region's log, replayed,

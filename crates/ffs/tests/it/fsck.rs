@@ -578,3 +578,63 @@ fn a_file_named_lost_and_found_is_reported_and_the_unattached_file_kept() {
     assert!(left.iter().any(|x| x.detail.contains("not a directory")), "{left:?}");
     assert_eq!(crate::common::stored(&dev, f).size, 10_000, "the file is kept, unattached");
 }
+
+/// A `log` image a crash left with three commits in its log, none home,
+/// the first commit's data damaged: its replay stops there.
+fn log_image_damaged_in_its_first_commit() -> Arc<dyn Device> {
+    let dev = fresh(16 << 20);
+    let options =
+        ffs::MountOptions { policy: Policy::Log, commits: ffs::Commits::Caller, ..Default::default() };
+    let fs = ffs::Ffs::mount(Arc::clone(&dev), &options).unwrap();
+    for name in ["a", "b", "c"] {
+        let f = fs.create(ROOT, OsStr::new(name), Owner::root(0o644)).unwrap();
+        fs.write(f.ino, 0, &[1u8; 5000]).unwrap();
+        fs.sync().unwrap();
+    }
+    drop(fs); // the crash: no unmount, no checkpoint
+              // The log's unit is the block: the first commit's first record
+              // header, then its first block of data.
+    let region = ffs::log_region(&dev).unwrap();
+    region.write_at(&[0xee; 4096], blocklog::AREA_START + 4096).unwrap();
+    dev
+}
+
+/// A damaged commit in the file system's log: a mount refuses the image,
+/// naming fsck; `fsck -n` reports `damaged_log` (not repaired) and checks
+/// the rest; `-y` drops the commits from the damage on, and the image
+/// then checks clean and mounts.
+#[test]
+fn a_damaged_commit_in_the_log_is_reported_and_dropped_with_yes() {
+    let dev = log_image_damaged_in_its_first_commit();
+    let refused = ffs::Ffs::mount(Arc::clone(&dev), &ffs::MountOptions::default()).err().unwrap();
+    assert!(refused.to_string().contains("stopped at damage"), "{refused}");
+    assert!(refused.to_string().contains("run `iolab fs fsck`"), "{refused}");
+    let report = fsck(&dev, Repair::No).unwrap();
+    let found = report.findings.iter().find(|f| f.class == Class::DamagedLog).expect("damaged_log");
+    assert!(!found.repaired && found.detail.contains("commit 1"), "{found:?}");
+    assert!(fsck(&dev, Repair::Preen).unwrap().damage_left(), "preen leaves lost commits to a person");
+    let report = fsck(&dev, Repair::Yes).unwrap();
+    assert!(!report.damage_left(), "{:?}", report.findings);
+    assert_checks_clean(&dev, "after -y");
+    let fs = mount(&dev, Policy::Log);
+    fs.create(ROOT, OsStr::new("after"), Owner::root(0o644)).unwrap();
+    fs.unmount().unwrap();
+    assert_checks_clean(&dev, "after a log mount on the repaired log");
+}
+
+/// Both header slots of the log overwritten: not read as "no log" in
+/// silence, but reported as `damaged_log`; `-y` blanks them, and the
+/// image checks clean and mounts under `log` (a new log is made).
+#[test]
+fn log_header_slots_both_damaged_are_reported_not_ignored() {
+    let dev = log_image_damaged_in_its_first_commit();
+    let region = ffs::log_region(&dev).unwrap();
+    region.write_at(&[0x5a; 2 * 4096], 0).unwrap();
+    let report = fsck(&dev, Repair::No).unwrap();
+    let found = report.findings.iter().find(|f| f.class == Class::DamagedLog).expect("damaged_log");
+    assert!(found.detail.contains("header slots"), "{found:?}");
+    assert!(!fsck(&dev, Repair::Yes).unwrap().damage_left());
+    assert_checks_clean(&dev, "after -y");
+    mount(&dev, Policy::Log).unmount().unwrap();
+    assert_checks_clean(&dev, "after a log mount");
+}
