@@ -205,6 +205,15 @@ fn kind_name(mode: u16) -> &'static str {
     }
 }
 
+/// "1 block", "3 blocks".
+fn report_blocks(n: usize) -> String {
+    if n == 1 {
+        "1 block".into()
+    } else {
+        format!("{n} blocks")
+    }
+}
+
 /// What a special inode of `mode` is, for findings.
 fn special_name(mode: u16) -> &'static str {
     match mode & S_IFMT {
@@ -310,10 +319,9 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     }
     c.orphans = c.core.listed_orphans().into_iter().collect();
     c.pass1_inodes()?;
-    if !c.roots_present() {
+    if !c.roots_present()? {
         // Nothing else can be judged from a tree with no root: report it
-        // as the damage it is (a person rebuilds from the lost+found of a
-        // copy, or makes the file system again).
+        // as the damage it is (`-y` makes the root again).
         return Ok(c.report);
     }
     c.pass2_entries()?;
@@ -601,17 +609,115 @@ impl Checker {
         Ok(true)
     }
 
-    /// The root must be a directory. (lost+found may be removed: fsck then
-    /// reconnects nothing.)
-    fn roots_present(&mut self) -> bool {
+    /// The root must be a directory. With `-y` a root that is not (its
+    /// inode cleared as garbage, or its mode damaged) is made again
+    /// (`recreate_root`); else nothing more can be judged, and the check
+    /// stops there. (lost+found may be removed: fsck makes it again when
+    /// it needs it.)
+    fn roots_present(&mut self) -> Result<bool, FsError> {
         if self.inodes.get(&ROOT_INO).is_some_and(|s| s.inode.kind_bits() == S_IFDIR) {
-            return true;
+            return Ok(true);
         }
-        self.found(Class::RootMissing, format!("the root directory (inode {ROOT_INO}) is not a directory"));
-        if let Some(last) = self.report.findings.last_mut() {
-            last.repaired = false;
+        let detail = format!("the root directory (inode {ROOT_INO}) is not a directory");
+        if !self.found(Class::RootMissing, detail) {
+            return Ok(false);
         }
-        false
+        let made = self.recreate_root()?;
+        let Some(last) = self.report.findings.last_mut() else { return Ok(false) };
+        match made {
+            Some(how) => {
+                last.detail.push_str(&format!(": made again, {how}"));
+                Ok(true)
+            }
+            None => {
+                last.detail.push_str(": no block to make it again with");
+                last.repaired = false;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Makes the root directory again (fsck_ffs's "ROOT INODE
+    /// UNALLOCATED. ALLOCATE?"): inode 1 a directory whose first block is
+    /// the old root's when one is found (a block no other inode claims
+    /// whose first records are `.` and `..` naming inode 1: its entries
+    /// are kept), else a new empty one. What the old root's other blocks
+    /// named comes back through lost+found (pass 3). Says how, or None
+    /// when no block can be had.
+    fn recreate_root(&mut self) -> Result<Option<String>, FsError> {
+        // The damaged inode's blocks are no longer a file's: its direct
+        // blocks from the first, if that is the old root's, are the new
+        // root's (a mode damaged alone loses no entry).
+        let damaged = self.inodes.remove(&ROOT_INO).map(|s| s.inode);
+        let mut old: Vec<u64> =
+            self.claims.iter().filter(|(_, &owner)| owner == ROOT_INO).map(|(&b, _)| b).collect();
+        old.sort_unstable();
+        self.claims.retain(|_, owner| *owner != ROOT_INO);
+        let mut direct = [0u32; DIRECT_POINTERS];
+        let how = match self.old_root_block(&old)? {
+            Some(first) => {
+                let pointers = damaged.filter(|d| u64::from(d.direct[0]) == first).map(|d| d.direct);
+                let kept =
+                    pointers.into_iter().flatten().take_while(|&p| old.binary_search(&u64::from(p)).is_ok());
+                for (n, p) in std::iter::once(first as u32).chain(kept.skip(1)).enumerate() {
+                    direct[n] = p;
+                    self.claims.insert(u64::from(p), ROOT_INO);
+                }
+                let n = direct.iter().filter(|&&p| p != 0).count();
+                format!("its {} found from block {first}, their entries kept", report_blocks(n))
+            }
+            None => {
+                let Some(block) = self.take_block(ROOT_INO)? else { return Ok(None) };
+                direct[0] = u32::try_from(block).map_err(|_| FsError::Invalid(format!("block {block}")))?;
+                self.core.dir_init(direct[0], ROOT_INO, ROOT_INO).map_err(Self::errno)?;
+                "empty: the old root's first block was not found".to_string()
+            }
+        };
+        let blocks = direct.iter().filter(|&&p| p != 0).count() as u64;
+        let t = fsapi::Time::now();
+        let inode = DiskInode {
+            mode: S_IFDIR | 0o755,
+            nlink: 2,
+            size: blocks * BLOCK_BYTES as u64,
+            blocks_512: blocks * 8,
+            times: [(t.secs, t.nanos); 4],
+            direct,
+            ..DiskInode::default()
+        };
+        self.core.put_inode(ROOT_INO, &inode).map_err(Self::errno)?;
+        self.inodes.insert(ROOT_INO, Seen { inode, names: 0 });
+        Ok(Some(how))
+    }
+
+    /// The old root's first block: among `old` (what the damaged inode 1
+    /// pointed at), then among the blocks the maps mark in use that no
+    /// inode claims (where an inode cleared as garbage left it), the
+    /// first whose records begin with `.` and `..` naming the root.
+    fn old_root_block(&mut self, old: &[u64]) -> Result<Option<u64>, FsError> {
+        let is_root_block = |bytes: &[u8]| {
+            let Some(dot) = DirRecord::read(bytes, 0) else { return false };
+            let Some(dotdot) = DirRecord::read(bytes, dot.reclen as usize) else { return false };
+            (dot.name.as_slice(), dot.ino, dotdot.name.as_slice(), dotdot.ino)
+                == (b".", ROOT_INO, b"..", ROOT_INO)
+        };
+        for &block in old {
+            if self.is_data(block) && is_root_block(&self.read(block)?) {
+                return Ok(Some(block));
+            }
+        }
+        let sb = self.core.sb.clone();
+        for g in 0..sb.groups {
+            let start = sb.group_start(g);
+            let map = self.read(start + 1)?;
+            for i in sb.group_overhead_blocks()..sb.group_blocks(g) {
+                let block = start + u64::from(i);
+                let marked = map[(i / 8) as usize] & (1 << (i % 8)) != 0;
+                if marked && !self.claims.contains_key(&block) && is_root_block(&self.read(block)?) {
+                    return Ok(Some(block));
+                }
+            }
+        }
+        Ok(None)
     }
 
     // Pass 2: every directory's records; `.` and `..`.

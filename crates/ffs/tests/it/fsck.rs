@@ -185,6 +185,8 @@ fn an_unattached_file_with_data_is_reconnected_to_lost_and_found() {
     assert_eq!(found.size, 10_000);
 }
 
+/// An image without a root is damaged, not clean: `-n` and `-p` report
+/// `root_missing` and stop there, leaving it (only `-y` makes it again).
 #[test]
 fn an_image_without_a_root_is_damaged_not_clean() {
     let dev = fresh(16 << 20);
@@ -193,9 +195,11 @@ fn an_image_without_a_root_is_damaged_not_clean() {
     dev.read_at(&mut buf, block * 4096).unwrap();
     buf[at..at + INODE_BYTES].fill(0);
     dev.write_at(&buf, block * 4096).unwrap();
-    let report = fsck(&dev, Repair::Yes).unwrap();
-    assert!(report.damage_left());
-    assert_eq!(report.findings[0].class, Class::RootMissing);
+    for repair in [Repair::No, Repair::Preen] {
+        let report = fsck(&dev, repair).unwrap();
+        assert!(report.damage_left(), "{repair:?}");
+        assert_eq!(report.findings[0].class, Class::RootMissing);
+    }
 }
 
 #[test]
@@ -637,4 +641,44 @@ fn log_header_slots_both_damaged_are_reported_not_ignored() {
     assert_checks_clean(&dev, "after -y");
     mount(&dev, Policy::Log).unmount().unwrap();
     assert_checks_clean(&dev, "after a log mount");
+}
+
+/// The root's mode damaged (a regular file now, its checksum right):
+/// `-n` reports `root_missing` and stops; `-y` makes the root again over
+/// its old blocks, so every entry is kept, and the check after is clean.
+#[test]
+fn a_root_whose_mode_is_damaged_is_made_again_with_its_entries() {
+    let (dev, d, f) = populated();
+    edit_inode(&dev, ROOT as u32, |i| i.mode = 0o100644);
+    assert_eq!(classes(&dev, Repair::No), vec![Class::RootMissing]);
+    let report = fsck(&dev, Repair::Yes).unwrap();
+    assert!(!report.damage_left(), "{:?}", report.findings);
+    assert!(report.findings[0].detail.contains("entries kept"), "{:?}", report.findings[0]);
+    assert_checks_clean(&dev, "after -y");
+    let fs = mount(&dev, Policy::Async);
+    assert_eq!(fs.lookup(ROOT, OsStr::new("d")).unwrap().ino, d);
+    assert_eq!(fs.lookup(d, OsStr::new("f")).unwrap().ino, f);
+    fs.lookup(ROOT, OsStr::new("lost+found")).unwrap();
+}
+
+/// The root's inode and its first block both lost (zeroed): `-y` makes
+/// an empty root, names lost+found in it again, and puts the directory
+/// the root held in lost+found with its file; the check after is clean.
+#[test]
+fn a_root_lost_with_its_block_is_made_again_and_its_tree_reconnected() {
+    let (dev, d, f) = populated();
+    let root = crate::common::stored(&dev, ROOT);
+    let (block, at) = sb(&dev).inode_place(ROOT as u32);
+    let mut buf = vec![0u8; 4096];
+    dev.read_at(&mut buf, block * 4096).unwrap();
+    buf[at..at + INODE_BYTES].fill(0);
+    dev.write_at(&buf, block * 4096).unwrap();
+    dev.write_at(&[0u8; 4096], u64::from(root.direct[0]) * 4096).unwrap();
+    let report = fsck(&dev, Repair::Yes).unwrap();
+    assert!(!report.damage_left(), "{:?}", report.findings);
+    assert_checks_clean(&dev, "after -y");
+    let fs = mount(&dev, Policy::Async);
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap();
+    let moved = fs.lookup(lf.ino, OsStr::new(&format!("#{d}"))).unwrap();
+    assert_eq!(fs.lookup(moved.ino, OsStr::new("f")).unwrap().ino, f);
 }
