@@ -415,10 +415,16 @@ impl Checker {
     fn pass1_inodes(&mut self) -> Result<(), FsError> {
         // At most u32::MAX: a bound the superblock's decoder checked.
         let total = u32::try_from(self.core.sb.total_inodes()).unwrap_or(u32::MAX);
+        // Each inode table block read once for its inodes (a repair
+        // writes through the cache, slot by slot, so the copy stays good
+        // for the slots after).
+        let mut table: (u64, Vec<u8>) = (u64::MAX, Vec::new());
         for ino in 1..=total {
             let (block, at) = self.core.sb.inode_place(ino);
-            let bytes = self.read(block)?;
-            match DiskInode::decode(ino, &bytes[at..at + INODE_BYTES]) {
+            if table.0 != block {
+                table = (block, self.read(block)?);
+            }
+            match DiskInode::decode(ino, &table.1[at..at + INODE_BYTES]) {
                 InodeSlot::Free => {}
                 InodeSlot::Garbage => {
                     if self.found(Class::GarbageInode, format!("inode {ino} is neither free nor valid")) {
