@@ -35,6 +35,8 @@
 //! This crate never prints, never panics on caller input, and never writes
 //! outside the log region and the data area it was given.
 
+#![forbid(unsafe_code)]
+
 mod choice;
 mod core;
 mod format;

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use device::{Backend, Checked, Device, DeviceError, Front, Geometry, Op, Result};
-use serde::Serialize;
 
 use crate::core::{
     encode_commit_into, extents_of, join, new_log_id, txn_bytes_bound, txn_bytes_bound_of, write_aligned,
@@ -21,8 +20,7 @@ use crate::replay::{self, ReplayReport};
 use crate::LogError;
 
 /// How writes reach stable storage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// Each write is made durable in place before it returns.
     Sync,
@@ -43,8 +41,7 @@ impl std::fmt::Display for Mode {
 }
 
 /// When a commit's blocks are written in place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HomeWrites {
     /// Kept in memory and written home at the next checkpoint, when the log
     /// fills or the device is closed (WAPBL's delayed metadata writes):
@@ -78,7 +75,7 @@ struct Counters {
 }
 
 /// A copy of the log's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogStats {
     /// Operations that joined a transaction (each write or atomic group).
     pub transactions: u64,

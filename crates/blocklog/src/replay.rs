@@ -15,7 +15,6 @@
 use std::collections::BTreeMap;
 
 use device::{AlignedBuf, Device};
-use serde::Serialize;
 
 use crate::core::write_slot;
 use crate::format::{Header, Stop, AREA_START};
@@ -25,7 +24,7 @@ use crate::LogError;
 
 /// Where replay stopped at damage: the record that failed, the commits
 /// not replayed, and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplayStop {
     /// The LSN of the record that failed, and its byte offset on the log device.
     pub lsn: u64,
@@ -88,7 +87,7 @@ impl std::fmt::Display for ReplayStop {
 }
 
 /// What a replay found and did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplayReport {
     pub records: u64,
     pub commits: u64,

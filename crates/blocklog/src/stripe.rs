@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use device::{Device, DeviceError, Result, WriteAheadLog};
-use serde::Serialize;
 
 use crate::core::{
     encode_commit_into, join, new_log_id, txn_bytes_bound, write_circular, write_new_log, write_slot,
@@ -27,7 +26,7 @@ use crate::replay::{self, Home, ReplayReport};
 use crate::LogError;
 
 /// The stripe log's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StripeLogStats {
     pub commits: u64,
     pub sectors_logged: u64,

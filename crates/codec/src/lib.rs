@@ -8,6 +8,8 @@
 //! what is read comes from a disk. This crate depends on no other iolab
 //! crate, does no I/O and never prints.
 
+#![forbid(unsafe_code)]
+
 mod frame;
 #[cfg(any(test, feature = "golden"))]
 pub mod golden;

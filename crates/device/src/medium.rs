@@ -7,11 +7,8 @@
 use std::ops::Range;
 use std::os::fd::RawFd;
 
-use serde::Serialize;
-
 /// What kind of thing holds the bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MediumKind {
     File,
     BlockDevice,
@@ -24,7 +21,7 @@ pub enum MediumKind {
 }
 
 /// One medium under a device.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Medium {
     /// The path, or `mem:1g`, `null:1g`.
     pub name: String,

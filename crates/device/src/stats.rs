@@ -12,7 +12,7 @@ pub struct Stats {
 }
 
 /// A copy of a device's counters at one instant.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StatsSnapshot {
     pub reads: u64,
     pub writes: u64,

@@ -376,7 +376,15 @@ impl Core {
             rescanned = false;
             last = Some(now);
         }
-        Ok(())
+        // A sync promises everything durable: passes that end (stuck, or
+        // all spent) with dependencies still waiting are an I/O error to
+        // the caller, never a success (soft updates always finishes; this
+        // is the guard for when it does not).
+        let (dirty_meta, dirty_data) = (self.cache.dirty_meta(), self.cache.dirty_data());
+        match &self.cache.sd {
+            Some(sd) if dirty_meta > 0 || dirty_data > 0 || !sd.idle() => Err(Errno::IO),
+            _ => Ok(()),
+        }
     }
 
     /// The superblock, one generation on, in its next slot: the bytes

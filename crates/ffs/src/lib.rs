@@ -13,6 +13,8 @@
 //! never uses a field of its superblock or a group header before checking
 //! it against its bound (`format/superblock.rs`).
 
+#![forbid(unsafe_code)]
+
 mod alloc;
 mod bmap;
 mod cache;

@@ -295,6 +295,14 @@ impl Ffs {
         }
         if core.policy == Policy::Softdep {
             if core.softdep_sync().is_err() {
+                if core.failed.is_none() {
+                    // Not a device's error: the passes ended with work
+                    // waiting (`Core::softdep_sync`). The image stays
+                    // marked not clean on the disk.
+                    return Err(FsError::Damaged(
+                        "soft updates' write-back passes ended with dependencies still waiting".into(),
+                    ));
+                }
                 return Err(self.failure_of(&core));
             }
             drop(core);

@@ -5,6 +5,8 @@
 //! Pure formatting: never measures, never prints; the cli crate writes
 //! what this returns.
 
+#![forbid(unsafe_code)]
+
 mod bonnie;
 mod charts;
 mod crash;

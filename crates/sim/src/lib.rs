@@ -9,6 +9,8 @@
 //!
 //! This crate never prints and depends on `device` only.
 
+#![forbid(unsafe_code)]
+
 mod device;
 mod hdd;
 mod model;

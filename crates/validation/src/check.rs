@@ -8,8 +8,6 @@
 //! older than what a durable record promises, this run's older key or an
 //! older run's block.
 
-use serde::Serialize;
-
 use crate::stamp::{read_stamp, Stamp, StampError};
 
 /// What a block's stamps are judged against besides the key it should
@@ -57,19 +55,13 @@ pub enum Expect {
 }
 
 /// What one sector holds that it should not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FindingKind {
     /// A valid stamp of this address older than the write the key map
     /// promises: a write was lost. `found_run_id` is set when the stamp is
     /// an older run's (the block holds what it held before this run wrote
     /// it); `found_key` is then that run's key.
-    LostWrite {
-        expected_key: u8,
-        found_key: u8,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        found_run_id: Option<u64>,
-    },
+    LostWrite { expected_key: u8, found_key: u8, found_run_id: Option<u64> },
     /// A valid stamp of this run newer than anything the journal recorded
     /// for the block (`expected_key`): written after the journal's last
     /// durable record. The journal is incomplete; nothing was lost.
@@ -91,17 +83,15 @@ pub enum FindingKind {
 }
 
 /// One sector's problem.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Finding {
     /// Byte address of the sector.
     pub address: u64,
-    #[serde(flatten)]
     pub kind: FindingKind,
 }
 
 /// The verdict on one key block.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "verdict", rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BlockVerdict {
     /// Holds the expected key everywhere.
     Ok,

@@ -35,8 +35,7 @@ pub fn next_key(key: u8) -> u8 {
 }
 
 /// Where the user asked key maps to live.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KeyMapChoice {
     /// Memory up to [`KEY_MAP_MEMORY_BYTES_MAX`], a file above.
     #[default]

@@ -24,7 +24,7 @@ pub const STAMP_HEADER_BYTES: usize = 64;
 const STAMP_FRAME: Frame = Frame::zeroed(12);
 
 /// The header fields of one stamped sector.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stamp {
     pub address: u64,
     pub sequence: u64,
@@ -34,7 +34,7 @@ pub struct Stamp {
 }
 
 /// Why a sector does not hold a valid stamp.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StampError {
     /// Every byte is zero.
     Zeros,

@@ -55,7 +55,7 @@ pub struct DriveSpec {
 }
 
 /// How a mirrored volume picks the plex to read from.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReadPolicySpec {
     RoundRobin,
     Prefer(String),

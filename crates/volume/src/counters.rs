@@ -41,7 +41,7 @@ pub const STATS_SEQUENCE_MAX: u64 = GENERATION_MAX;
 const FRAME: Frame = Frame::zeroed(12);
 
 /// Every counter any object has; an object leaves the ones it lacks at 0.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     pub reads: u64,
     pub writes: u64,

@@ -8,7 +8,7 @@
 use std::ops::Range;
 
 /// Where RAID-5 puts parity and data within a stripe row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParityLayout {
     /// Vinum's layout: parity on subdisk `n-1 - (row mod n)`, data chunks
     /// in subdisk order skipping the parity subdisk.
@@ -19,7 +19,7 @@ pub enum ParityLayout {
 }
 
 /// A plex organisation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Org {
     Concat,
     Striped { stripe_bytes: u64 },

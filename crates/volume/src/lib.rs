@@ -20,6 +20,8 @@
 //! for, never panics on input, and knows nothing about the layers above it
 //! (logs, file systems, validation, workloads).
 
+#![forbid(unsafe_code)]
+
 mod assemble;
 mod config;
 mod counters;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use device::{AlignedBuf, Backend, Checked, Device, Front, Geometry, Result, Stats, StatsSnapshot};
 
 /// State of a drive, subdisk or plex.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     /// In service.
     Up,
@@ -36,7 +36,7 @@ impl std::fmt::Display for State {
 }
 
 /// What kind of object an entry is about (names are unique per kind).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ObjectKind {
     Drive = 1,
     Subdisk = 2,
@@ -204,7 +204,7 @@ pub(crate) struct PlexCounters {
 }
 
 /// A copy of a plex's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlexCountersSnapshot {
     pub reads: u64,
     pub writes: u64,
@@ -265,7 +265,7 @@ impl PlexCounters {
 }
 
 /// Counters of a subdisk or drive as reported.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectReport {
     pub name: String,
     /// The device the drive is bound to (for a missing drive, the path
@@ -273,7 +273,6 @@ pub struct ObjectReport {
     pub device: String,
     pub state: State,
     /// The drive's device was not there at assembly (drives only).
-    #[serde(default)]
     pub missing: bool,
     pub stats: StatsSnapshot,
 }

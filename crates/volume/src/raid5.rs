@@ -20,7 +20,7 @@ use crate::plex::{io_error, Plex};
 pub const PARITY_MISMATCHES_LISTED_MAX: usize = 64;
 
 /// Result of checking the parity of one RAID-5 plex.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParityReport {
     pub plex: String,
     pub rows_checked: u64,

@@ -22,7 +22,7 @@ pub const DATA_START_BYTES: u64 = 135_168;
 pub const SUBDISK_END_BYTES_MAX: u64 = 1 << 50;
 
 /// A configuration with every size and offset decided.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub drives: Vec<DriveLayout>,
     pub volumes: Vec<VolumeLayout>,
@@ -32,21 +32,21 @@ pub struct Layout {
     pub progress: Vec<(String, u64)>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DriveLayout {
     pub name: String,
     /// The device path as written in the configuration.
     pub device: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VolumeLayout {
     pub name: String,
     pub read_policy: ReadPolicySpec,
     pub plexes: Vec<PlexLayout>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlexLayout {
     pub name: String,
     pub org: Org,
@@ -54,11 +54,10 @@ pub struct PlexLayout {
     pub subdisks: Vec<SdLayout>,
     /// RAID-5: index into [`Layout::drives`] of the drive holding the
     /// plex's stripe log (all of it after the metadata area).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_drive: Option<usize>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SdLayout {
     pub name: String,
     /// Index into [`Layout::drives`].

@@ -31,7 +31,7 @@ use crate::raid5::ParityReport;
 use crate::resolve::{Layout, PlexLayout, VolumeLayout};
 
 /// How a mirrored volume picks the plex a read goes to first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadPolicy {
     RoundRobin,
     /// Index of the preferred plex.
@@ -61,7 +61,7 @@ pub struct Volume {
 pub const EVENTS_MAX: usize = 32;
 
 /// Counters and states of a volume and everything below it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VolumeReport {
     pub name: String,
     pub size_bytes: u64,
@@ -72,7 +72,7 @@ pub struct VolumeReport {
     pub drives: Vec<ObjectReport>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlexReport {
     pub name: String,
     pub org: Org,
@@ -84,7 +84,7 @@ pub struct PlexReport {
     pub subdisks: Vec<SubdiskReport>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubdiskReport {
     pub name: String,
     pub drive: String,

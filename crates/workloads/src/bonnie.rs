@@ -11,7 +11,6 @@ use std::time::Instant;
 use device::{AlignedBuf, Device};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use serde::Serialize;
 
 use crate::spec::{spec_error, SpecError};
 use crate::stats::PhaseMeter;
@@ -23,7 +22,7 @@ pub const PHASE_SECONDS_MIN: f64 = 0.5;
 /// The six phases, in bonnie's order.
 pub const PHASES: [&str; 6] = ["putc", "put_block", "rewrite", "getc", "get_block", "seeks"];
 
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug)]
 pub struct BonnieSpec {
     /// Bytes of the target used (bonnie's file size).
     pub size_bytes: u64,
@@ -43,7 +42,7 @@ impl Default for BonnieSpec {
 }
 
 /// One phase's measurement.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct PhaseResult {
     pub name: &'static str,
     /// Bytes moved (for seeks: seeks done).
@@ -62,7 +61,7 @@ pub struct PhaseResult {
     pub device_writes: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct BonnieResult {
     pub target: String,
     pub spec: BonnieSpec,

@@ -5,8 +5,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
-
 use crate::layout::LayoutPolicy;
 use crate::spec::{spec_error, BlockSizes, Engine, Pattern, Rw, Skew, SpecError};
 
@@ -39,8 +37,7 @@ impl FromStr for Pattern {
 }
 
 /// `--engine`: an engine, or `auto` to let the target decide.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum EngineChoice {
     #[default]
     Auto,
@@ -92,8 +89,7 @@ impl FromStr for EngineChoice {
 }
 
 /// `--journal-commit`: who makes a group journal's commits durable.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Committer {
     /// A committer thread beside the workers.
     #[default]

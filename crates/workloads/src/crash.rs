@@ -18,7 +18,6 @@ use std::sync::Arc;
 use device::{CrashPoint, CrashPolicy, Device, Event, MemDevice, Recording, RecordingDevice, Replayer};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use serde::Serialize;
 use validation::{fill_block, read_stamp, StampError};
 
 /// Mark bit: the transaction number in the mark was acknowledged by a flush.
@@ -43,8 +42,7 @@ pub struct CrashSpec {
 }
 
 /// How a crash state broke the promise.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ViolationClass {
     /// The stack could not be reopened (replay failed).
     OpenFailed,
@@ -61,7 +59,7 @@ pub enum ViolationClass {
 }
 
 /// The first violation found, with what it takes to check it again.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct Violation {
     pub state: u64,
     pub after_events: usize,
@@ -72,7 +70,7 @@ pub struct Violation {
 }
 
 /// What an enumeration checked and found.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default)]
 pub struct CrashReport {
     pub transactions: u64,
     pub events: usize,

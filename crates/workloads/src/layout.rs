@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
 
 use device::{Device, DeviceError};
-use serde::Serialize;
 
 use crate::spec::Pattern;
 
@@ -23,8 +22,7 @@ const PIECE_BYTES: u64 = 1 << 20;
 const LAYOUT_THREADS: usize = 4;
 
 /// `--layout`: when a job lays out its region.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LayoutPolicy {
     /// When the job reads (as fio lays out files it reads).
     #[default]
@@ -47,7 +45,7 @@ impl LayoutPolicy {
 }
 
 /// What a job's region held before it ran, and what was laid out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LayoutReport {
     /// The device could tell its holes; when false nothing was laid out and
     /// nothing is known about unwritten blocks.

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use device::{AlignedBuf, Device, DeviceError};
-use serde::Serialize;
 use validation::journal::{replay_from, JournalError, JournalHeader, JournalMode, JournalSource, Replay};
 pub use validation::journal::{Damage, DamageKind};
 use validation::{
@@ -119,7 +118,7 @@ pub struct Verdict {
 /// sectors old, the others new), or holding sectors it should not, classed
 /// by the first of them that is not ahead of the journal; or a block
 /// ahead of the journal (all its odd sectors are).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BadBlock {
     /// Byte address of the key block on the target.
     pub offset: u64,
@@ -127,18 +126,13 @@ pub struct BadBlock {
     /// `foreign_run`, `corrupt`, `unexpected_zeros`, or `ahead`.
     pub class: &'static str,
     /// Torn: the sectors holding the new write and the old contents.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub new_sectors: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub old_sectors: Option<u32>,
     /// Otherwise: the sector that names the class, its number on the
     /// target (its byte address over the sector size), and how many
     /// sectors are bad.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub first: Option<Finding>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub first_sector: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub bad_sectors: Option<u32>,
 }
 

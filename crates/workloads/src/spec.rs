@@ -7,7 +7,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
 use validation::{KeyMapChoice, KeyPlace};
 
 use crate::journal::JournalSpec;
@@ -70,8 +69,7 @@ pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, SpecEr
 }
 
 /// The access pattern, named as fio's `rw`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rw {
     Read,
     Write,
@@ -155,8 +153,7 @@ pub const FS_MIX: &[(u64, u32)] = &[
 ];
 
 /// Transfer sizes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BlockSizes {
     /// One size.
     Fixed(u64),
@@ -324,8 +321,7 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 /// How random offsets are spread over the region.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Skew {
     Uniform,
     /// Zipf over the block slots with exponent `theta` (> 0), hot slots
@@ -439,8 +435,7 @@ impl fmt::Display for Skew {
 }
 
 /// What the data written looks like.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Pattern {
     Random,
     Zeros,
@@ -472,8 +467,7 @@ impl Pattern {
 }
 
 /// How requests are submitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {
     /// One positional call at a time per thread.
     Sync,
@@ -496,7 +490,7 @@ impl fmt::Display for Engine {
 }
 
 /// One job: everything the engine needs except the target itself.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct JobSpec {
     pub name: String,
     /// Start of the region used, in bytes.
@@ -540,12 +534,11 @@ pub struct JobSpec {
     /// The time the job runs in: the wall's, or the virtual time of the
     /// simulated disks under its target (several threads through layers;
     /// `device::VirtualClock`'s world). Not part of a job's description.
-    #[serde(skip)]
     pub clock: device::Clock,
 }
 
 /// How a job validates.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct ValidateSpec {
     /// Check a block's old contents before rewriting it (Vdbench's default).
     pub preread: bool,
@@ -566,7 +559,7 @@ pub struct ValidateSpec {
 
 /// Where key maps live: memory or a mapped scratch file (the cli's
 /// `--key-map` and `--key-map-dir`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyMapSpec {
     pub choice: KeyMapChoice,
     /// The directory of scratch files. Default: the journal directory when

@@ -4,7 +4,6 @@
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
 
 use crate::gen::IoKind;
 
@@ -29,7 +28,7 @@ impl OpStats {
 }
 
 /// Requests and bytes in one second of the measured phase.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SecondSample {
     pub read_ios: u64,
     pub write_ios: u64,
@@ -223,7 +222,7 @@ impl ThreadStats {
 }
 
 /// Latency figures in microseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Latency {
     pub min_us: f64,
     pub mean_us: f64,
@@ -235,7 +234,7 @@ pub struct Latency {
 }
 
 /// One direction's results.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct OpSummary {
     pub ios: u64,
     pub bytes: u64,
@@ -247,7 +246,7 @@ pub struct OpSummary {
 /// CPU time of the whole iolab process over the job, and its share of the
 /// elapsed time: (user + system) / elapsed, as bonnie reports it. Can
 /// exceed 100 with several threads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CpuUsage {
     pub user_s: f64,
     pub system_s: f64,

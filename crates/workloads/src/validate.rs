@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
 use validation::{
     check_block, fill_block, next_key, BlockVerdict, Expect, Finding, KeyBytes, KeyMap, KeyPlace,
     KEY_NEVER_WRITTEN,
@@ -39,8 +38,7 @@ const VERIFY_RUN_BYTES: u64 = 1 << 20;
 pub const ERRORS_KEPT_MAX: usize = 1000;
 
 /// Which read found an error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CheckedBy {
     Read,
     Preread,
@@ -50,7 +48,7 @@ pub enum CheckedBy {
 }
 
 /// One block that did not hold what it should.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct ValidationError {
     /// Byte offset of the key block on the target.
     pub block_offset: u64,
@@ -65,7 +63,7 @@ pub struct ValidationError {
 }
 
 /// What validation saw in a run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default)]
 pub struct ValidationSummary {
     pub key_block_bytes: u64,
     pub blocks_written: u64,

@@ -3,7 +3,6 @@
 //! (docs/formats.md, "Validation journal") before any arithmetic on it.
 
 use codec::{Frame, LeReader, LeWriter, OutOfBounds};
-use serde::Serialize;
 
 use crate::keys::KeyMap;
 
@@ -61,8 +60,7 @@ pub(super) const KIND_MARK: u8 = 3;
 
 /// How the journal's records were made durable, which says what a crash
 /// can have cost it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JournalMode {
     /// Every record durable before the run goes on (Vdbench's `-j`).
     Sync,

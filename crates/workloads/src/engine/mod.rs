@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use device::{Device, StatsSnapshot};
-use serde::Serialize;
 
 use crate::error::WorkloadError;
 use crate::spec::{Engine, JobSpec, Region, SpecError};
@@ -30,7 +29,7 @@ pub use ring::uring_available;
 pub use worker::data_buffer;
 
 /// The measured outcome of one run of a job.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct JobResult {
     pub name: String,
     pub target: String,
@@ -53,11 +52,9 @@ pub struct JobResult {
     /// (the last second partial: see `elapsed_s`).
     pub per_second: Vec<SecondSample>,
     /// Each second's latencies, reads then writes (log-linear buckets).
-    #[serde(skip)]
     pub per_second_latency: Vec<[LatBuckets; 2]>,
     /// Every request's latency, reads and writes (nanoseconds, full
     /// precision).
-    #[serde(skip)]
     pub latency: [Histogram<u64>; 2],
     /// The target's own counters over the whole run, warm-up included.
     pub device: StatsSnapshot,

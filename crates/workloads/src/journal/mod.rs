@@ -100,7 +100,7 @@ pub const AFTERS_PER_TARGET_FLUSH: usize = 1024;
 pub const CHAIN_MAX: u32 = 16;
 
 /// Where a validated run keeps its journal, and how it writes it.
-#[derive(Clone, serde::Serialize)]
+#[derive(Clone)]
 pub struct JournalSpec {
     pub mode: JournalMode,
     pub place: JournalPlace,
@@ -132,12 +132,6 @@ impl std::fmt::Debug for JournalSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (mode, place, ring) = (self.mode, self.place.describe(), self.ring);
         write!(f, "JournalSpec {{ mode: {mode:?}, place: {place}, ring: {ring} }}")
-    }
-}
-
-impl serde::Serialize for JournalPlace {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.describe())
     }
 }
 
@@ -215,7 +209,7 @@ struct State {
 
 /// What a journal writer did in a run: how many commits its records
 /// took, and how often and how long writers waited for one.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct JournalStats {
     /// Records written (`before` and `after`).
     pub records: u64,

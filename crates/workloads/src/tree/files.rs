@@ -20,13 +20,12 @@ use fsapi::{Errno, FileSystem, Ino, Owner};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use serde::Serialize;
 
 use super::TreeError;
 use crate::stats::PhaseMeter;
 
 /// What `-n NUM[:MAX[:MIN[:DIRS]]]` asks for (NUM in units of 1024 files).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileTestSpec {
     /// Files in each pass (bonnie++'s NUM times 1024).
     pub files: u64,
@@ -92,7 +91,7 @@ impl FileTestSpec {
 }
 
 /// One phase's measurement.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct FilePhase {
     pub name: &'static str,
     pub files: u64,
@@ -108,7 +107,7 @@ pub struct FilePhase {
 }
 
 /// Every file test of a run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct FileTests {
     pub spec: FileTestSpec,
     pub phases: Vec<FilePhase>,
