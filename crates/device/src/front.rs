@@ -45,9 +45,11 @@ impl<B: Backend> sealed::Sealed for B {}
 ///   succeeded by its bytes, one that failed (refused or not) as an error.
 ///
 /// No crate can implement `Device` around the front, even with every
-/// method written out:
+/// method written out (the error is the seal's bound, E0277: with the
+/// seal gone this compiles, and with a method missing it fails with
+/// another code, so the test fails either way):
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// use device::{Device, Medium, Result, Stats};
 /// struct Unchecked(Stats);
 /// impl Device for Unchecked {
@@ -67,6 +69,8 @@ impl<B: Backend> sealed::Sealed for B {}
 ///     fn unwritten(&self, _: u64, _: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> { Ok(None) }
 ///     fn media(&self) -> Vec<Medium> { Vec::new() }
 ///     fn drop_cache(&self) -> Result<()> { Ok(()) }
+///     fn max_request_bytes(&self) -> u64 { u64::MAX }
+///     fn virtual_disk(&self) -> Option<&dyn device::VirtualDisk> { None }
 /// }
 /// ```
 pub trait Device: sealed::Sealed + Send + Sync {
