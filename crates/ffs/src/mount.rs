@@ -459,6 +459,31 @@ mod tests {
 
     use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
 
+    /// A call that panics while it holds the file system's state (as a
+    /// bug between soft updates' take and put-back would): every change
+    /// after it fails with EIO, and the unmount fails, leaving the image
+    /// marked not clean on the disk for fsck, instead of going on in a
+    /// state nobody checked.
+    #[test]
+    fn a_panic_holding_the_state_stops_changes_and_leaves_the_image_unclean() {
+        let mem: Arc<dyn Device> = Arc::new(MemDevice::new(16 << 20).unwrap());
+        mkfs(&mem, &MkfsOptions::default()).unwrap();
+        let options = MountOptions { policy: Policy::Softdep, ..Default::default() };
+        let fs = Arc::new(Ffs::mount(Arc::clone(&mem), &options).unwrap());
+        let held = Arc::clone(&fs);
+        let panicked = std::thread::spawn(move || {
+            let _core = held.lock();
+            panic!("a bug while the state is held");
+        })
+        .join();
+        assert!(panicked.is_err());
+        let made = fs.create(fsapi::ROOT, OsStr::new("after"), fsapi::Owner::root(0o644));
+        assert_eq!(made.err(), Some(fsapi::Errno::IO));
+        let fs = Arc::try_unwrap(fs).ok().unwrap();
+        assert!(fs.unmount().is_err());
+        assert!(!crate::read_superblock(&mem).unwrap().clean, "left for fsck");
+    }
+
     /// The log a `log` mount makes maps and records whole blocks, the
     /// file system's unit, not the device's 512 B sectors.
     #[test]

@@ -166,9 +166,19 @@ impl Ffs {
     /// near its limit is committed first, between calls, so no call's
     /// metadata is split across commits.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
-        // Every call checks before it changes, so a panic elsewhere cannot
-        // have left the state half-changed in a way later calls trust.
-        let mut core = self.core.lock().unwrap_or_else(|e| e.into_inner());
+        // A call that panicked while it held the state may have left it
+        // half-changed (soft updates' state taken out of the cache, a
+        // block map half-written): the file system takes no more changes,
+        // as after a failed write, and its unmount leaves it marked not
+        // clean for fsck, rather than going on in a state nobody checked.
+        let mut core = self.core.lock().unwrap_or_else(|poisoned| {
+            let mut core = poisoned.into_inner();
+            core.failed.get_or_insert_with(|| crate::Failure {
+                cause: "a call panicked while it held the file system's state".into(),
+                out_of_space: false,
+            });
+            core
+        });
         if core.commit_due() {
             if let Err(e) = core.commit_behind() {
                 io_failed(&mut core, e);
