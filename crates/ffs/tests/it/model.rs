@@ -62,3 +62,103 @@ proptest! {
         check(numbers, Policy::Sync)?;
     }
 }
+
+/// Threads at once, as FUSE's workers call: each thread runs its own
+/// operations on a subtree of its own (`/t0`, `/t1`, ...), so that each
+/// call's result is the model's whatever the interleaving; the mount has
+/// its production threads (the log's committer, soft updates' flusher).
+/// Every call agrees with the model; the whole tree, its holes and its
+/// attributes agree after the threads end and after a remount, and fsck
+/// finds nothing.
+fn check_threads(streams: Vec<Vec<[u16; 6]>>, policy: Policy) -> Result<(), TestCaseError> {
+    let dev = fresh(32 << 20);
+    let model = ModelFs::new();
+    let lf = model.mkdir(fsapi::ROOT, std::ffi::OsStr::new("lost+found"), fsapi::Owner::root(0o700)).unwrap();
+    model.forget(lf.ino, 1);
+    let fs = mount(&dev, policy);
+    for t in 0..streams.len() {
+        let name = format!("t{t}");
+        for side in [&model as &dyn FileSystem, &fs] {
+            let made =
+                side.mkdir(fsapi::ROOT, std::ffi::OsStr::new(&name), fsapi::Owner::root(0o755)).unwrap();
+            side.forget(made.ino, 1);
+        }
+    }
+    let disagreed: Vec<String> = std::thread::scope(|s| {
+        let workers: Vec<_> = streams
+            .into_iter()
+            .enumerate()
+            .map(|(t, stream)| {
+                let (model, fs) = (&model, &fs);
+                s.spawn(move || {
+                    let top = format!("/t{t}");
+                    let top_ino = model.lookup(fsapi::ROOT, std::ffi::OsStr::new(&top[1..])).unwrap().ino;
+                    for n in stream {
+                        let op = Op::decode(n);
+                        // The thread's own subtree, walked in the model
+                        // (a walk of the whole tree would race the others).
+                        let mut mine = std::collections::BTreeMap::new();
+                        fsapi::testing::walk(model, top_ino, &top, &mut mine);
+                        let d: Vec<String> = std::iter::once(top.clone())
+                            .chain(
+                                mine.iter()
+                                    .filter(|(_, (k, ..))| *k == fsapi::FileType::Dir)
+                                    .map(|(p, _)| p.clone()),
+                            )
+                            .collect();
+                        let picked = |k: &fsapi::FileType| *k == fsapi::FileType::File || k.is_special();
+                        let f: Vec<String> =
+                            mine.iter().filter(|(_, (k, ..))| picked(k)).map(|(p, _)| p.clone()).collect();
+                        let (want, got) = (apply(model, &op, &d, &f), apply(fs, &op, &d, &f));
+                        if want != got {
+                            return Some(format!(
+                                "thread {t}: {op:?}: the model {want:?}, the file system {got:?}"
+                            ));
+                        }
+                    }
+                    None
+                })
+            })
+            .collect();
+        workers.into_iter().filter_map(|w| w.join().unwrap()).collect()
+    });
+    prop_assert!(disagreed.is_empty(), "{:?}", disagreed);
+    prop_assert_eq!(tree(&model), tree(&fs));
+    prop_assert_eq!(layout(&model), layout(&fs));
+    prop_assert_eq!(xattrs(&model), xattrs(&fs));
+    fs.unmount().unwrap();
+    let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
+    prop_assert!(report.clean(), "{:?}", report.findings);
+    let fs = mount(&dev, policy);
+    prop_assert_eq!(tree(&model), tree(&fs));
+    prop_assert_eq!(layout(&model), layout(&fs));
+    Ok(())
+}
+
+fn streams() -> impl Strategy<Value = Vec<Vec<[u16; 6]>>> {
+    prop::collection::vec(prop::collection::vec(any::<[u16; 6]>(), 1..60), 4)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    #[test]
+    fn four_threads_agree_with_the_model_under_softdep(s in streams()) {
+        check_threads(s, Policy::Softdep)?;
+    }
+
+    #[test]
+    fn four_threads_agree_with_the_model_under_log(s in streams()) {
+        check_threads(s, Policy::Log)?;
+    }
+
+    #[test]
+    fn four_threads_agree_with_the_model_under_sync(s in streams()) {
+        check_threads(s, Policy::Sync)?;
+    }
+
+    #[test]
+    fn four_threads_agree_with_the_model_under_async(s in streams()) {
+        check_threads(s, Policy::Async)?;
+    }
+}
