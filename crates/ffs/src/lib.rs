@@ -3,8 +3,10 @@
 //! indirect; FFS directories whose entries never move) over any
 //! [`device::Device`], served through [`fsapi::FileSystem`]. The format is
 //! in docs/formats.md ("File system"); the policies decide which metadata
-//! writes go out at once and in what order (`policy.rs`); `fsck.rs`
-//! checks an unmounted image and repairs it.
+//! writes go out at once and in what order (`sync`: `Core::ordered` at
+//! each ordering point in `ops.rs`; `softdep`: `softdep.rs`, reached from
+//! the buffer cache; `log`: `wapbl.rs`; an fsync's share: `fsync.rs`);
+//! `fsck.rs` checks an unmounted image and repairs it.
 //!
 //! This crate depends on `device`, `fsapi`, `codec` (the fields and
 //! checksums of its superblock and group headers) and `blocklog` (the
