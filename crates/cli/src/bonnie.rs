@@ -248,7 +248,12 @@ fn report(args: &BonnieArgs, results: &[BonnieResult]) -> anyhow::Result<ExitCod
             }
         }
     }
-    let doc = report::json::BonnieDocument::new(env!("CARGO_PKG_VERSION"), results, spread.as_ref());
+    let doc = report::json::BonnieDocument::new(
+        env!("CARGO_PKG_VERSION"),
+        crate::host::wire(),
+        results,
+        spread.as_ref(),
+    );
     if let Some(path) = &args.json {
         crate::write_json(path, &doc.to_json())?;
     }

@@ -219,8 +219,13 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
         print!("{}", report::crash_text(&crash_run(&args, &report), &report));
     }
     if let Some(path) = &args.json {
-        let doc =
-            report::json::CrashDocument::new(args.stack.name(), args.seed, args.disk.as_deref(), &report);
+        let doc = report::json::CrashDocument::new(
+            crate::host::wire(),
+            args.stack.name(),
+            args.seed,
+            args.disk.as_deref(),
+            &report,
+        );
         crate::write_json(path, &doc.to_json())?;
     }
     Ok(if report.violations == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -322,7 +327,8 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.json {
         crate::write_json(
             path,
-            &report::json::FsCrashDocument::new(args.stack.name(), args.seed, &report).to_json(),
+            &report::json::FsCrashDocument::new(crate::host::wire(), args.stack.name(), args.seed, &report)
+                .to_json(),
         )?;
     }
     Ok(if report.violations == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })

@@ -10,6 +10,7 @@ mod cli;
 mod crash;
 mod fio;
 mod fs;
+mod host;
 mod interrupt;
 mod jobfile;
 mod logs;
@@ -176,6 +177,9 @@ pub(crate) fn message(e: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    // The documents say when the work began and how it was asked for:
+    // the time and the arguments, noted before anything else.
+    host::note_start(&std::env::args_os().collect::<Vec<_>>());
     // `iolab run | head` ends quietly when head stops reading, as other
     // command-line tools do, instead of panicking on the broken pipe.
     // SAFETY: restoring a signal's default disposition before any thread

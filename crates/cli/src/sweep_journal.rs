@@ -331,7 +331,10 @@ fn print_sweeps(args: &JournalArgs, sweeps: &[report::JournalSweep]) -> anyhow::
     }
     let docs: Vec<String> = sweeps
         .iter()
-        .map(|s| report::json::SweepJournalDocument::new(env!("CARGO_PKG_VERSION"), s).to_json())
+        .map(|s| {
+            report::json::SweepJournalDocument::new(env!("CARGO_PKG_VERSION"), crate::host::wire(), s)
+                .to_json()
+        })
         .collect();
     if let Some(path) = &args.json {
         let text = match docs.as_slice() {

@@ -158,6 +158,7 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
     if let Some(path) = &args.json {
         let doc = report::json::ValidateDocument::new(
             env!("CARGO_PKG_VERSION"),
+            crate::host::wire(),
             &args.target,
             &args.journal,
             &verdict,
@@ -279,8 +280,13 @@ fn show_progress(progress: &RecoverProgress, done: &AtomicBool) {
 /// else in words.
 fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
-        let doc =
-            report::json::ValidateDocument::new(env!("CARGO_PKG_VERSION"), &args.target, &args.journal, v);
+        let doc = report::json::ValidateDocument::new(
+            env!("CARGO_PKG_VERSION"),
+            crate::host::wire(),
+            &args.target,
+            &args.journal,
+            v,
+        );
         crate::write_json(path, &doc.to_json())?;
         if path.as_os_str() == "-" {
             return Ok(());

@@ -2,19 +2,24 @@
 //! nothing fetched from anywhere) from saved result documents: each run's
 //! target and how it was measured, its parameters, every run's figures,
 //! the spread over repeats, and its charts; each sweep's table and chart;
-//! with several documents, a comparison of their runs first.
+//! with several documents, a comparison of their runs first. Each
+//! document's section opens with the machine and command behind it (its
+//! `host` object), when the document has one.
 
 use std::fmt::Write as _;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::charts::{array, charts, f64_of, run_charts, str_of, Chart};
+use crate::json::Host;
 use crate::plot::{bar_chart, escape, Series};
 
 const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}\
 th{background:#f0f0f0}td.l,th.l{text-align:left}.warn{color:#a40}.note{color:#666;font-size:90%}\
-figure{margin:1em 0}figure svg{max-width:100%;height:auto}h2{border-bottom:2px solid #ccc;margin-top:2em}";
+figure{margin:1em 0}figure svg{max-width:100%;height:auto}h2{border-bottom:2px solid #ccc;margin-top:2em}\
+table.run caption{text-align:left;font-weight:bold}";
 
 /// A table: a header row, then rows; cells are text, escaped here; the
 /// first column left-aligned.
@@ -70,6 +75,7 @@ pub fn html_report(iolab_version: &str, docs: &[(String, Value)]) -> Result<Stri
             escape(file),
             escape(schema)
         );
+        run_block(&mut body, doc);
         match schema {
             "iolab-run" => run_section(&mut body, doc),
             "iolab-sweep-journal" => journal_section(&mut body, doc),
@@ -97,6 +103,53 @@ pub fn html_report(iolab_version: &str, docs: &[(String, Value)]) -> Result<Stri
         escape(iolab_version),
         crate::counted(docs.len() as u64, "result file", "result files")
     ))
+}
+
+/// The document's `host` object as a small "Run" table: when it started,
+/// the host, its kernel, CPU and memory, and the command line. Documents
+/// written before `host` existed (or with a `host` this page cannot read)
+/// get no table, and facts the writer could not read get no row: the page
+/// shows only what the document holds.
+fn run_block(out: &mut String, doc: &Value) {
+    let Some(host) = doc.get("host").and_then(|h| Host::deserialize(h).ok()) else { return };
+    let cpu = match (&host.cpu_model, host.cpus) {
+        (Some(model), Some(n)) => Some(format!("{model} \u{d7} {n}")),
+        (Some(model), None) => Some(model.clone()),
+        (None, Some(n)) => Some(crate::counted(n, "CPU", "CPUs")),
+        (None, None) => None,
+    };
+    let command = (!host.command_line.is_empty())
+        .then(|| host.command_line.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" "));
+    let rows: Vec<(&str, String)> = [
+        ("started at", host.started_at),
+        ("host", host.hostname),
+        ("kernel", host.kernel),
+        ("CPU", cpu),
+        ("memory", host.memory_bytes.map(crate::target::human)),
+        ("command line", command),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| Some((name, value?)))
+    .collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<table class=\"run\"><caption class=\"l\">Run</caption>");
+    for (name, value) in rows {
+        let _ = write!(out, "<tr><th class=\"l\">{name}</th><td class=\"l\">{}</td></tr>", escape(&value));
+    }
+    out.push_str("</table>\n");
+}
+
+/// An argument as a shell would need it to get it back: as it is when it
+/// holds only characters no shell treats specially, single-quoted if not.
+fn shell_word(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:=,@%+".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
 }
 
 /// Each job of every run document side by side: its first run's figures.

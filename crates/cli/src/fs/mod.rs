@@ -678,7 +678,13 @@ fn check(args: &FsckArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!(
             "{}",
-            report::json::FsckDocument::new(env!("CARGO_PKG_VERSION"), &args.target, &report).to_json()
+            report::json::FsckDocument::new(
+                env!("CARGO_PKG_VERSION"),
+                crate::host::wire(),
+                &args.target,
+                &report
+            )
+            .to_json()
         );
     } else {
         print!("{}", report::fsck_text(&args.target, &report, repair == Repair::No));

@@ -264,7 +264,12 @@ fn write_results(args: &RunArgs, outcome: &execute::Outcome, percentiles: &[f64]
         std::fs::write(path, text + "\n")
             .with_context(|| format!("{}: cannot write the error log", path.display()))?;
     }
-    let doc = report::json::RunDocument::new(env!("CARGO_PKG_VERSION"), &outcome.reports, percentiles);
+    let doc = report::json::RunDocument::new(
+        env!("CARGO_PKG_VERSION"),
+        crate::host::wire(),
+        &outcome.reports,
+        percentiles,
+    );
     if let Some(path) = &args.json {
         crate::write_json(path, &doc.to_json())?;
     }

@@ -57,7 +57,12 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     let jobs = ranks.agreed(jobs)?;
     let barrier = || ranks.barrier();
     let outcome = execute::all(&jobs, &plan.groups, &args, Some(&barrier))?;
-    let doc = report::json::RunDocument::new(env!("CARGO_PKG_VERSION"), &outcome.reports, &percentiles);
+    let doc = report::json::RunDocument::new(
+        env!("CARGO_PKG_VERSION"),
+        crate::host::wire(),
+        &outcome.reports,
+        &percentiles,
+    );
     let mine = report::RankRun {
         rank: ranks.rank,
         host: ranks.host.clone(),
@@ -82,6 +87,7 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
         let stonewall = args.stonewall.as_deref();
         let doc = report::json::MpiRunDocument::new(
             env!("CARGO_PKG_VERSION"),
+            crate::host::wire(),
             &all,
             layout.name(),
             stonewall,

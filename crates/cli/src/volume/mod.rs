@@ -146,7 +146,11 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
             let set = assemble::assemble_with(&args.set.drives, false, Access::Inspect)?;
             let reports = set.accumulated_reports();
             if args.json {
-                let doc = report::json::VolumeListDocument::new(env!("CARGO_PKG_VERSION"), &reports);
+                let doc = report::json::VolumeListDocument::new(
+                    env!("CARGO_PKG_VERSION"),
+                    crate::host::wire(),
+                    &reports,
+                );
                 println!("{}", doc.to_json());
             } else if args.verbose {
                 print!("{}", report::volume_list_verbose(&reports, args.stats));

@@ -13,6 +13,7 @@ mod fs_suites;
 mod fs_tree;
 mod fs_users;
 mod fs_xattr;
+mod host;
 mod jobfile;
 mod journal_damage;
 mod log;

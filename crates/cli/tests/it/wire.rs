@@ -94,10 +94,27 @@ const ENUM_KEYS: [&str; 15] = [
     "layout",
 ];
 
+/// The `host` object's facts a machine may be unable to tell, with the
+/// types they have when it can: `null` on one machine and a value on
+/// another, so the shape names both and holds on every machine.
+const HOST_FACTS: [(&str, &str); 6] = [
+    ("started_at", "string | null"),
+    ("hostname", "string | null"),
+    ("kernel", "string | null"),
+    ("cpu_model", "string | null"),
+    ("cpus", "int | null"),
+    ("memory_bytes", "int | null"),
+];
+
 /// One line per value: `path: type`; an array's elements merged, each
 /// distinct line once, in the order first seen.
 fn shape_lines(node: &Node, path: &str, key: &str, out: &mut Vec<String>) {
+    let host_fact = (path.strip_suffix(key).is_some_and(|p| p.ends_with(".host.")))
+        .then(|| HOST_FACTS.iter().find(|(k, _)| *k == key))
+        .flatten()
+        .filter(|_| matches!(node, Node::Null | Node::Str(_) | Node::Int));
     let line = match node {
+        _ if host_fact.is_some() => host_fact.map(|(_, t)| t.to_string()).unwrap_or_default(),
         Node::Null => "null".to_string(),
         Node::Bool => "bool".to_string(),
         Node::Int => "int".to_string(),

@@ -14,6 +14,8 @@ pub struct BonnieDocument {
     pub schema: &'static str,
     pub version: u32,
     pub iolab_version: String,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     pub runs: Vec<BonnieRun>,
     /// With repeats: three results, min, median and max, whose phases
     /// hold the spread of each figure; `null` for one run.
@@ -23,6 +25,7 @@ pub struct BonnieDocument {
 impl BonnieDocument {
     pub fn new(
         iolab_version: &str,
+        host: super::Host,
         runs: &[BonnieResult],
         spread: Option<&[BonnieResult; 3]>,
     ) -> BonnieDocument {
@@ -30,6 +33,7 @@ impl BonnieDocument {
             schema: SCHEMA,
             version: VERSION,
             iolab_version: iolab_version.into(),
+            host,
             runs: runs.iter().map(BonnieRun::from).collect(),
             spread: spread.map(|s| s.iter().map(BonnieRun::from).collect()),
         }

@@ -15,6 +15,8 @@ pub struct CrashDocument {
     /// The simulated disks' model when the states were power cuts in it
     /// (`--disk`); `null` for a recorded history's states.
     pub disk: Option<String>,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     pub report: Report,
     pub schema: &'static str,
     /// The seed of the transactions and the sampled states.
@@ -25,9 +27,16 @@ pub struct CrashDocument {
 }
 
 impl CrashDocument {
-    pub fn new(stack: &str, seed: u64, disk: Option<&str>, r: &CrashReport) -> CrashDocument {
+    pub fn new(
+        host: super::Host,
+        stack: &str,
+        seed: u64,
+        disk: Option<&str>,
+        r: &CrashReport,
+    ) -> CrashDocument {
         CrashDocument {
             disk: disk.map(str::to_string),
+            host,
             report: Report::from(r),
             schema: SCHEMA,
             seed,
@@ -134,6 +143,8 @@ impl From<InternalClass> for ViolationClass {
 pub struct FsCrashDocument {
     pub schema: &'static str,
     pub version: u32,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     pub stack: String,
     pub seed: u64,
     /// Threads that ran the workload at once (added within version 3).
@@ -174,10 +185,16 @@ pub struct FsViolation {
 }
 
 impl FsCrashDocument {
-    pub fn new(stack: &str, seed: u64, r: &workloads::fscrash::FsCrashReport) -> FsCrashDocument {
+    pub fn new(
+        host: super::Host,
+        stack: &str,
+        seed: u64,
+        r: &workloads::fscrash::FsCrashReport,
+    ) -> FsCrashDocument {
         FsCrashDocument {
             schema: "iolab-crash-fs",
             version: 3,
+            host,
             stack: stack.into(),
             seed,
             writers: r.writers,

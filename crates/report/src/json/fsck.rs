@@ -11,6 +11,8 @@ pub struct FsckDocument {
     pub schema: &'static str,
     pub version: u32,
     pub iolab_version: String,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     pub target: String,
     pub inodes_checked: u64,
     pub directories: u64,
@@ -31,11 +33,12 @@ pub struct Finding {
 }
 
 impl FsckDocument {
-    pub fn new(iolab_version: &str, target: &str, r: &Report) -> FsckDocument {
+    pub fn new(iolab_version: &str, host: super::Host, target: &str, r: &Report) -> FsckDocument {
         FsckDocument {
             schema: SCHEMA,
             version: VERSION,
             iolab_version: iolab_version.into(),
+            host,
             target: target.into(),
             inodes_checked: r.inodes_checked,
             directories: r.directories,

@@ -9,11 +9,14 @@
 //! internal variant or field is a decision here, never a silent change.
 //! A type two documents share (a run, a finding, a journal's counters, a
 //! volume) is part of both: changing it changes both, and both versions.
+//! Every document carries one `host` object (`host.rs`): the machine
+//! and command line behind it, as the cli gathered them.
 //! The goldens in `tests/it/golden/json/` pin every document's bytes.
 
 pub mod bonnie;
 pub mod crash;
 pub mod fsck;
+pub mod host;
 pub mod mpi;
 pub mod run;
 pub mod sweep_journal;
@@ -26,6 +29,7 @@ pub mod volume;
 pub use bonnie::BonnieDocument;
 pub use crash::{CrashDocument, FsCrashDocument};
 pub use fsck::FsckDocument;
+pub use host::Host;
 pub use mpi::MpiRunDocument;
 pub use run::error_log;
 pub use run::RunDocument;

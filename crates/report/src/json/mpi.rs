@@ -11,6 +11,8 @@ pub struct MpiRunDocument<'a> {
     pub schema: &'static str,
     pub version: u32,
     pub iolab_version: String,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     pub size: usize,
     /// Each host once, sorted.
     pub hosts: Vec<&'a str>,
@@ -25,6 +27,7 @@ pub struct MpiRunDocument<'a> {
 impl<'a> MpiRunDocument<'a> {
     pub fn new(
         iolab_version: &str,
+        host: super::Host,
         ranks: &'a [RankRun],
         layout: &'a str,
         stonewall: Option<&'a str>,
@@ -35,6 +38,7 @@ impl<'a> MpiRunDocument<'a> {
             schema: "iolab-mpi-run",
             version: 1,
             iolab_version: iolab_version.to_string(),
+            host,
             size: ranks.len(),
             hosts: hosts.into_iter().collect(),
             layout,

@@ -21,16 +21,24 @@ pub struct RunDocument {
     pub schema: &'static str,
     pub version: u32,
     pub iolab_version: String,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     pub jobs: Vec<Job>,
 }
 
 impl RunDocument {
     /// Every job, each direction with `percentiles` (in percent).
-    pub fn new(iolab_version: &str, jobs: &[JobReport], percentiles: &[f64]) -> RunDocument {
+    pub fn new(
+        iolab_version: &str,
+        host: super::Host,
+        jobs: &[JobReport],
+        percentiles: &[f64],
+    ) -> RunDocument {
         RunDocument {
             schema: SCHEMA,
             version: VERSION,
             iolab_version: iolab_version.into(),
+            host,
             jobs: jobs.iter().map(|j| Job::new(j, percentiles)).collect(),
         }
     }

@@ -14,6 +14,8 @@ pub struct SweepJournalDocument {
     pub schema: &'static str,
     pub version: u32,
     pub iolab_version: String,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     pub target: String,
     pub journal_dir: String,
     pub engine: Engine,
@@ -47,11 +49,12 @@ impl From<&SweepPowerCut> for PowerCut {
 }
 
 impl SweepJournalDocument {
-    pub fn new(iolab_version: &str, s: &JournalSweep) -> SweepJournalDocument {
+    pub fn new(iolab_version: &str, host: super::Host, s: &JournalSweep) -> SweepJournalDocument {
         SweepJournalDocument {
             schema: SCHEMA,
             version: VERSION,
             iolab_version: iolab_version.into(),
+            host,
             target: s.target.clone(),
             journal_dir: s.journal_dir.display().to_string(),
             engine: s.engine.into(),

@@ -13,6 +13,8 @@ pub struct SweepPoliciesDocument {
     pub schema: &'static str,
     pub version: u32,
     pub iolab_version: String,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     pub archive: String,
     pub entries: u64,
     pub data_bytes: u64,
@@ -83,11 +85,12 @@ fn summary(s: &PoliciesSweep, p: &ColumnRuns, phase: Phase) -> PhaseSummary {
 }
 
 impl SweepPoliciesDocument {
-    pub fn new(iolab_version: &str, s: &PoliciesSweep) -> SweepPoliciesDocument {
+    pub fn new(iolab_version: &str, host: super::Host, s: &PoliciesSweep) -> SweepPoliciesDocument {
         SweepPoliciesDocument {
             schema: SCHEMA,
             version: VERSION,
             iolab_version: iolab_version.into(),
+            host,
             archive: s.archive.clone(),
             entries: s.entries,
             data_bytes: s.data_bytes,

@@ -18,15 +18,18 @@ pub struct SweepStripesDocument {
     pub schema: &'static str,
     pub version: u32,
     pub iolab_version: String,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     pub rows: Vec<Row>,
 }
 
 impl SweepStripesDocument {
-    pub fn new(iolab_version: &str, rows: &[StripesRow]) -> SweepStripesDocument {
+    pub fn new(iolab_version: &str, host: super::Host, rows: &[StripesRow]) -> SweepStripesDocument {
         SweepStripesDocument {
             schema: SCHEMA,
             version: VERSION,
             iolab_version: iolab_version.into(),
+            host,
             rows: rows.iter().map(Row::from).collect(),
         }
     }

@@ -20,6 +20,8 @@ pub struct ValidateDocument {
     pub schema: &'static str,
     pub version: u32,
     pub iolab_version: String,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     /// As given on the command line.
     pub target: String,
     pub journal: String,
@@ -88,11 +90,18 @@ pub struct LostIds {
 impl ValidateDocument {
     /// The verdict on `target` against the journal in `journal`, both as
     /// given on the command line.
-    pub fn new(iolab_version: &str, target: &str, journal: &Path, v: &Verdict) -> ValidateDocument {
+    pub fn new(
+        iolab_version: &str,
+        host: super::Host,
+        target: &str,
+        journal: &Path,
+        v: &Verdict,
+    ) -> ValidateDocument {
         ValidateDocument {
             schema: SCHEMA,
             version: VERSION,
             iolab_version: iolab_version.into(),
+            host,
             target: target.into(),
             journal: journal.display().to_string(),
             errors: v.errors(),

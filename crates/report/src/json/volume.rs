@@ -14,15 +14,22 @@ pub struct VolumeListDocument {
     pub schema: &'static str,
     pub version: u32,
     pub iolab_version: String,
+    /// The machine and command line behind the document.
+    pub host: super::Host,
     pub volumes: Vec<Volume>,
 }
 
 impl VolumeListDocument {
-    pub fn new(iolab_version: &str, volumes: &[volume::VolumeReport]) -> VolumeListDocument {
+    pub fn new(
+        iolab_version: &str,
+        host: super::Host,
+        volumes: &[volume::VolumeReport],
+    ) -> VolumeListDocument {
         VolumeListDocument {
             schema: SCHEMA,
             version: VERSION,
             iolab_version: iolab_version.into(),
+            host,
             volumes: volumes.iter().map(Volume::from).collect(),
         }
     }

@@ -17,6 +17,20 @@ use workloads::recover::{BadBlock, Verdict};
 use workloads::validate::CheckedBy;
 use workloads::{CpuUsage, Engine, JobResult, Latency, OpSummary, Rw, SecondSample, ValidationError};
 
+/// A fixed machine and command line for the `host` object, so documents
+/// built in tests are the same bytes on every machine.
+pub fn host() -> report::json::Host {
+    report::json::Host {
+        started_at: Some("2026-11-27T16:20:05Z".into()),
+        hostname: Some("lab1".into()),
+        kernel: Some("6.8.0-49-generic".into()),
+        cpu_model: Some("Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz".into()),
+        cpus: Some(8),
+        memory_bytes: Some(16_710_053_888),
+        command_line: ["iolab", "run", "--target", "mem:16m", "--json", "r.json"].map(String::from).to_vec(),
+    }
+}
+
 pub fn stats(seed: u64) -> StatsSnapshot {
     StatsSnapshot {
         reads: seed,

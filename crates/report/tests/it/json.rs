@@ -28,7 +28,8 @@ fn check_golden(name: &str, actual: &str) {
 
 #[test]
 fn run_document_matches_its_golden_file() {
-    let doc = report::json::RunDocument::new("0.1.0", &fixtures::job_reports(), &[50.0, 99.9]);
+    let doc =
+        report::json::RunDocument::new("0.1.0", fixtures::host(), &fixtures::job_reports(), &[50.0, 99.9]);
     check_golden("run.json", &doc.to_json());
 }
 
@@ -38,7 +39,8 @@ fn error_log_matches_its_golden_file() {
 }
 
 fn validate_document(v: &Verdict) -> String {
-    report::json::ValidateDocument::new("0.1.0", "/data/t.img", Path::new("/data/j"), v).to_json()
+    report::json::ValidateDocument::new("0.1.0", fixtures::host(), "/data/t.img", Path::new("/data/j"), v)
+        .to_json()
 }
 
 /// Bad (each class, torn, ahead, an async journal torn at its end), then
@@ -61,7 +63,7 @@ fn validate_documents_match_their_golden_file() {
 }
 
 fn crash_document(stack: &str, report: &workloads::crash::CrashReport) -> String {
-    report::json::CrashDocument::new(stack, 7, None, report).to_json()
+    report::json::CrashDocument::new(fixtures::host(), stack, 7, None, report).to_json()
 }
 
 #[test]
@@ -97,7 +99,7 @@ fn sweep_journal_document(
         modeled: None,
         power_cut,
     };
-    report::json::SweepJournalDocument::new("0.1.0", &sweep).to_json()
+    report::json::SweepJournalDocument::new("0.1.0", fixtures::host(), &sweep).to_json()
 }
 
 /// The arms `off` and `group` over two repeats; without `off`, `group`
@@ -136,7 +138,7 @@ fn sweep_journal_documents_match_their_golden_file() {
 
 #[test]
 fn volume_list_document_matches_its_golden_file() {
-    let doc = report::json::VolumeListDocument::new("0.1.0", &[fixtures::volume_report()]);
+    let doc = report::json::VolumeListDocument::new("0.1.0", fixtures::host(), &[fixtures::volume_report()]);
     check_golden("volume_list.json", &doc.to_json());
 }
 
@@ -145,10 +147,17 @@ fn bonnie_documents_match_their_golden_file() {
     let runs = vec![fixtures::bonnie_result(1), fixtures::bonnie_result(3)];
     let spread = report::bonnie_spread(&runs);
     let docs = [
-        report::json::BonnieDocument::new("0.1.0", &runs, spread.as_ref()).to_json(),
-        report::json::BonnieDocument::new("0.1.0", &[fixtures::bonnie_result(2)], None).to_json(),
+        report::json::BonnieDocument::new("0.1.0", fixtures::host(), &runs, spread.as_ref()).to_json(),
         report::json::BonnieDocument::new(
             "0.1.0",
+            report::json::Host::default(),
+            &[fixtures::bonnie_result(2)],
+            None,
+        )
+        .to_json(),
+        report::json::BonnieDocument::new(
+            "0.1.0",
+            fixtures::host(),
             &[BonnieResult { files: Some(fixtures::file_tests(2)), ..fixtures::bonnie_result(2) }],
             None,
         )
@@ -168,8 +177,8 @@ fn sweep_stripes_documents_match_their_golden_file() {
     let fs =
         [row("s8k", Vec::new(), vec![fixtures::job_result(Rw::RandRw, Engine::Sync, 70, None)], Some(plex))];
     let docs = [
-        report::json::SweepStripesDocument::new("0.1.0", &bonnie).to_json(),
-        report::json::SweepStripesDocument::new("0.1.0", &fs).to_json(),
+        report::json::SweepStripesDocument::new("0.1.0", fixtures::host(), &bonnie).to_json(),
+        report::json::SweepStripesDocument::new("0.1.0", fixtures::host(), &fs).to_json(),
     ];
     check_golden("sweep_stripes.json", &docs.join("\n"));
 }
@@ -177,7 +186,7 @@ fn sweep_stripes_documents_match_their_golden_file() {
 #[test]
 fn sweep_policies_document_matches_its_golden_file() {
     let sweep = fixtures::policies_sweep();
-    let doc = report::json::SweepPoliciesDocument::new("0.1.0", &sweep);
+    let doc = report::json::SweepPoliciesDocument::new("0.1.0", fixtures::host(), &sweep);
     check_golden("sweep_policies.json", &doc.to_json());
 }
 
@@ -185,7 +194,7 @@ fn sweep_policies_document_matches_its_golden_file() {
 /// holds every request, and the seconds hold every request between them.
 #[test]
 fn histograms_and_seconds_sum_to_the_request_counts() {
-    let doc = report::json::RunDocument::new("0.1.0", &fixtures::job_reports(), &[50.0]);
+    let doc = report::json::RunDocument::new("0.1.0", fixtures::host(), &fixtures::job_reports(), &[50.0]);
     let value: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
     let mut checked = 0;
     for job in value["jobs"].as_array().unwrap() {
@@ -218,7 +227,7 @@ fn histograms_and_seconds_sum_to_the_request_counts() {
 
 #[test]
 fn mpi_run_document_matches_its_golden_file() {
-    let run = report::json::RunDocument::new("0.1.0", &fixtures::job_reports(), &[50.0]);
+    let run = report::json::RunDocument::new("0.1.0", fixtures::host(), &fixtures::job_reports(), &[50.0]);
     let document: serde_json::Value = serde_json::from_str(&run.to_json()).unwrap();
     let ranks: Vec<report::RankRun> = (0..2)
         .map(|r| report::RankRun {
@@ -228,7 +237,8 @@ fn mpi_run_document_matches_its_golden_file() {
             windows: vec![vec![(0.25, 10.5)]; document["jobs"].as_array().unwrap().len()],
         })
         .collect();
-    let doc = report::json::MpiRunDocument::new("0.1.0", &ranks, "per-rank", Some("10s"), true);
+    let doc =
+        report::json::MpiRunDocument::new("0.1.0", fixtures::host(), &ranks, "per-rank", Some("10s"), true);
     check_golden("mpi_run.json", &doc.to_json());
 }
 
@@ -241,6 +251,6 @@ fn the_mpi_document_names_every_host_once() {
         windows: vec![],
     };
     let ranks = [rank(0), rank(1)];
-    let doc = report::json::MpiRunDocument::new("0", &ranks, "per-rank", None, false);
+    let doc = report::json::MpiRunDocument::new("0", fixtures::host(), &ranks, "per-rank", None, false);
     assert_eq!((doc.hosts.clone(), doc.size), (vec!["a"], 2));
 }

@@ -1,4 +1,5 @@
 mod fixtures;
+mod html;
 mod json;
 mod spread;
 mod text;

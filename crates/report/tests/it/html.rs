@@ -1,0 +1,33 @@
+//! The report page's "Run" block: the `host` object of each document, and
+//! nothing for documents written before it existed.
+
+use crate::fixtures;
+
+/// A run document built from the fixtures, as a saved file would read.
+fn run_document() -> serde_json::Value {
+    let doc = report::json::RunDocument::new("0.1.0", fixtures::host(), &fixtures::job_reports(), &[50.0]);
+    serde_json::from_str(&doc.to_json()).unwrap()
+}
+
+fn page(doc: serde_json::Value) -> String {
+    report::html_report("0.1.0", &[("r.json".to_string(), doc)]).unwrap()
+}
+
+#[test]
+fn a_document_with_host_shows_its_run_block() {
+    let html = page(run_document());
+    let block = ["<caption class=\"l\">Run</caption>", "2026-11-27T16:20:05Z", "lab1", "6.8.0-49-generic"];
+    for text in block {
+        assert!(html.contains(text), "the page lacks {text:?}");
+    }
+    assert!(html.contains("Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz \u{d7} 8"), "CPU model times count");
+    assert!(html.contains("15.6 GiB"), "memory in GiB");
+    assert!(html.contains("iolab run --target mem:16m --json r.json"), "the command line");
+}
+
+#[test]
+fn a_document_without_host_shows_no_run_block() {
+    let mut doc = run_document();
+    doc.as_object_mut().unwrap().remove("host");
+    assert!(!page(doc).contains(">Run</caption>"));
+}
