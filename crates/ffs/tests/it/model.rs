@@ -26,16 +26,27 @@ fn check(numbers: Vec<[u16; 6]>, policy: Policy) -> Result<(), TestCaseError> {
             fs = mount(&dev, policy);
         }
     }
-    prop_assert_eq!(tree(&model), tree(&fs));
-    prop_assert_eq!(layout(&model), layout(&fs));
-    prop_assert_eq!(xattrs(&model), xattrs(&fs));
+    agrees_across_a_remount(&model, fs, &dev, policy)
+}
+
+/// The tree, its holes and its attributes agree with the model's, then
+/// again after an unmount that fsck finds clean and a mount.
+fn agrees_across_a_remount(
+    model: &ModelFs,
+    fs: ffs::Ffs,
+    dev: &std::sync::Arc<dyn device::Device>,
+    policy: Policy,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(tree(model), tree(&fs));
+    prop_assert_eq!(layout(model), layout(&fs));
+    prop_assert_eq!(xattrs(model), xattrs(&fs));
     fs.unmount().unwrap();
-    let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
+    let report = ffs::fsck::fsck(dev, ffs::fsck::Repair::No).unwrap();
     prop_assert!(report.clean(), "{:?}", report.findings);
-    let fs = mount(&dev, policy);
-    prop_assert_eq!(tree(&model), tree(&fs));
-    prop_assert_eq!(layout(&model), layout(&fs));
-    prop_assert_eq!(xattrs(&model), xattrs(&fs));
+    let fs = mount(dev, policy);
+    prop_assert_eq!(tree(model), tree(&fs));
+    prop_assert_eq!(layout(model), layout(&fs));
+    prop_assert_eq!(xattrs(model), xattrs(&fs));
     Ok(())
 }
 
@@ -123,16 +134,7 @@ fn check_threads(streams: Vec<Vec<[u16; 6]>>, policy: Policy) -> Result<(), Test
         workers.into_iter().filter_map(|w| w.join().unwrap()).collect()
     });
     prop_assert!(disagreed.is_empty(), "{:?}", disagreed);
-    prop_assert_eq!(tree(&model), tree(&fs));
-    prop_assert_eq!(layout(&model), layout(&fs));
-    prop_assert_eq!(xattrs(&model), xattrs(&fs));
-    fs.unmount().unwrap();
-    let report = ffs::fsck::fsck(&dev, ffs::fsck::Repair::No).unwrap();
-    prop_assert!(report.clean(), "{:?}", report.findings);
-    let fs = mount(&dev, policy);
-    prop_assert_eq!(tree(&model), tree(&fs));
-    prop_assert_eq!(layout(&model), layout(&fs));
-    Ok(())
+    agrees_across_a_remount(&model, fs, &dev, policy)
 }
 
 fn streams() -> impl Strategy<Value = Vec<Vec<[u16; 6]>>> {
