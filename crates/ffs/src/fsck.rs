@@ -637,6 +637,7 @@ impl Checker {
             self.report.directories += 1;
             self.read_directory(dir)?;
         }
+        self.check_duplicate_names()?;
         let entries = std::mem::take(&mut self.entries);
         let mut kept = Vec::with_capacity(entries.len());
         for e in entries {
@@ -677,6 +678,42 @@ impl Checker {
             }
         }
         self.check_dots()?;
+        Ok(())
+    }
+
+    /// One entry of each name in a directory, as e2fsck's "duplicate
+    /// entry" holds it: a lookup finds one of them, a listing both, and a
+    /// second `..` is the one a lookup takes in a large directory. Each
+    /// later one is removed (what it named may then be unattached, and
+    /// pass 3 reconnects it).
+    fn check_duplicate_names(&mut self) -> Result<(), FsError> {
+        let mut seen: HashSet<(u32, &[u8])> = HashSet::new();
+        let mut duplicates = Vec::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            if !seen.insert((e.dir, e.name.as_slice())) {
+                duplicates.push(i);
+            }
+        }
+        let mut removed = HashSet::new();
+        for i in duplicates {
+            let e = &self.entries[i];
+            let detail = format!(
+                "directory {} has a second entry '{}' (inode {})",
+                e.dir,
+                String::from_utf8_lossy(&e.name),
+                e.ino
+            );
+            let (dir, name, offset) = (e.dir, e.name.clone(), e.offset);
+            if self.found(Class::BadDirectoryBlock, detail) {
+                let mut inode = self.inodes[&dir].inode.clone();
+                self.core.dir_remove(dir, &mut inode, &name, offset).map_err(Self::errno)?;
+                self.core.drop_index(dir);
+                removed.insert(i);
+            }
+        }
+        let entries = std::mem::take(&mut self.entries);
+        self.entries =
+            entries.into_iter().enumerate().filter(|(i, _)| !removed.contains(i)).map(|(_, e)| e).collect();
         Ok(())
     }
 
