@@ -885,11 +885,10 @@ impl Checker {
         }
         for n in 0..mapped {
             let Some((block, _)) = self.core.bmap(dir, &mut inode, n, false).map_err(Self::errno)? else {
-                if self.found(Class::BadDirectoryBlock, format!("directory {dir} has a hole at block {n}")) {
-                    if !self.fill_dir_block(dir, &mut inode, n)? {
-                        if let Some(last) = self.report.findings.last_mut() {
-                            last.repaired = false;
-                        }
+                let detail = format!("directory {dir} has a hole at block {n}");
+                if self.found(Class::BadDirectoryBlock, detail) && !self.fill_dir_block(dir, &mut inode, n)? {
+                    if let Some(last) = self.report.findings.last_mut() {
+                        last.repaired = false;
                     }
                 }
                 continue;
