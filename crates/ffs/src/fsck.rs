@@ -90,7 +90,11 @@ pub enum Class {
     /// or the directory holding it: every directory is reached once from
     /// the root. A repair removes the entry, keeping the one its `..`
     /// names, else the one nearest the root; a loop cut off from the
-    /// root is cut where it began and reconnected in lost+found.
+    /// root is cut where it began and reconnected in lost+found. Preen
+    /// repairs it: a crash inside a directory's rename leaves it under
+    /// `sync` (the new entry is written before the old one goes), and
+    /// fsck_ffs removes an extraneous hard link to a directory when
+    /// preening too.
     DirectoryLinkedTwice,
     /// A symlink whose target cannot be read: a target too long for the
     /// inode with no block to hold it (its pointer lost or cut). A repair
@@ -157,6 +161,7 @@ impl Class {
                 | Class::WrongBlockCount
                 | Class::BadSuperblockSlot
                 | Class::DotDotMismatch
+                | Class::DirectoryLinkedTwice
         )
     }
 }
@@ -531,6 +536,11 @@ impl Checker {
     fn claim_blocks(&mut self, ino: u32, mut inode: DiskInode) -> Result<DiskInode, FsError> {
         let mut claimed = 0u64;
         let mut changed = false;
+        if inode.kind_bits() == S_IFDIR && self.repair != Repair::No {
+            for i in 0..DIRECT_POINTERS {
+                self.reclaim_dir_block(ino, u64::from(inode.direct[i]))?;
+            }
+        }
         for i in 0..DIRECT_POINTERS {
             if inode.direct[i] != 0 && !self.claim(ino, u64::from(inode.direct[i]), &mut claimed) {
                 inode.direct[i] = 0;
@@ -566,6 +576,66 @@ impl Checker {
         }
         self.report.blocks_claimed += claimed;
         Ok(inode)
+    }
+
+    /// A block directory `ino` points at that a lower-numbered inode
+    /// claimed first, while the block's own `.` names `ino`: it is this
+    /// directory's, and the other's pointer is the damaged one. The other
+    /// inode's pointer is cut (its count with it) and the block is left
+    /// for `ino` to claim: the intact owner keeps its data, not the lower
+    /// inode number.
+    fn reclaim_dir_block(&mut self, ino: u32, block: u64) -> Result<(), FsError> {
+        let Some(&other) = self.claims.get(&block) else { return Ok(()) };
+        if other == ino || !self.is_data(block) {
+            return Ok(());
+        }
+        let bytes = self.read(block)?;
+        let names_it = DirRecord::read(&bytes, 0).is_some_and(|r| r.name == b"." && r.ino == ino);
+        let Some(mut loser) = self.inodes.get(&other).map(|s| s.inode.clone()) else { return Ok(()) };
+        if !names_it || !self.cut_data_pointer(&mut loser, block)? {
+            return Ok(());
+        }
+        let detail = format!(
+            "block {block} is claimed by inode {other} and by inode {ino}, whose directory block it is \
+             (its '.' names it): kept for inode {ino}"
+        );
+        self.found(Class::BlockClaimedTwice, detail);
+        loser.blocks_512 = loser.blocks_512.saturating_sub(BLOCK_UNITS);
+        self.core.put_inode(other, &loser).map_err(Self::errno)?;
+        if let Some(seen) = self.inodes.get_mut(&other) {
+            seen.inode = loser;
+        }
+        self.claims.remove(&block);
+        self.report.blocks_claimed -= 1;
+        Ok(())
+    }
+
+    /// Cuts `inode`'s data pointer to `block` (a direct one, or one in its
+    /// single indirect block or its double's singles). Whether it had one.
+    fn cut_data_pointer(&mut self, inode: &mut DiskInode, block: u64) -> Result<bool, FsError> {
+        if let Some(p) = inode.direct.iter_mut().find(|p| u64::from(**p) == block) {
+            *p = 0;
+            return Ok(true);
+        }
+        let mut holders = Vec::new();
+        if inode.single != 0 && self.is_data(u64::from(inode.single)) {
+            holders.push(u64::from(inode.single));
+        }
+        if inode.double != 0 && self.is_data(u64::from(inode.double)) {
+            let bytes = self.read(u64::from(inode.double))?;
+            let singles = (0..POINTERS_PER_BLOCK as usize).map(|i| u64::from(pointer_at(&bytes, i)));
+            holders.extend(singles.filter(|&b| b != 0 && self.is_data(b)));
+        }
+        for holder in holders {
+            let bytes = self.read(holder)?;
+            if let Some(i) =
+                (0..POINTERS_PER_BLOCK as usize).find(|&i| u64::from(pointer_at(&bytes, i)) == block)
+            {
+                set_pointer(self.core.cache.modify(holder)?, i, 0);
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Claims `block` for `ino`; false when the pointer is bad (and was

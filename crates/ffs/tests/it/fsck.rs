@@ -766,3 +766,27 @@ fn a_long_symlink_without_its_block_is_cleared() {
     let fs = mount(&dev, Policy::Async);
     assert!(fs.lookup(ROOT, OsStr::new("s")).is_err());
 }
+
+/// /a's second pointer aimed at /c's block (a lower inode number than
+/// c's): the block's own `.` names /c, so /c keeps it and what it holds,
+/// and /a's pointer is cut (the block once went to the lower number, and
+/// /c lost its entries).
+#[test]
+fn a_directory_block_claimed_twice_stays_with_the_directory_its_dot_names() {
+    let (dev, a, b, c) = three_directories();
+    let fs = mount(&dev, Policy::Async);
+    let x = fs.create(c, OsStr::new("x"), Owner::root(0o644)).unwrap().ino;
+    fs.unmount().unwrap();
+    let theirs = crate::common::stored(&dev, c).direct[0];
+    edit_inode(&dev, a as u32, |i| {
+        i.direct[1] = theirs;
+        i.size = 8192;
+        i.blocks_512 += 8;
+    });
+    assert!(classes(&dev, Repair::No).contains(&Class::BlockClaimedTwice));
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    assert_eq!(fs.lookup(c, OsStr::new("x")).unwrap().ino, x);
+    assert_eq!(listed(&fs, a), vec![("b".to_string(), b)]);
+    assert_eq!(crate::common::stored(&dev, a).direct[1], 0);
+}
