@@ -1148,6 +1148,7 @@ impl Checker {
     // the cut-off tree only (as fsck_ffs walks up to it): what it names
     // comes back with it.
     fn pass3_connectivity(&mut self) -> Result<(), FsError> {
+        self.reallocate_lost_found()?;
         let mut reachable: HashSet<u32> = HashSet::new();
         let children: HashMap<u32, Vec<u32>> = self
             .entries
@@ -1367,9 +1368,34 @@ impl Checker {
             self.made_inodes.remove(&ino);
             return Ok(None);
         }
+        if !self.new_lost_found_dir(ino)? {
+            return Ok(None);
+        }
+        let mut root = self.core.inode(ROOT_INO).map_err(Self::errno)?;
+        self.core.dir_add(ROOT_INO, &mut root, b"lost+found", ino, DT_DIR).map_err(Self::errno)?;
+        root.nlink += 1;
+        self.core.put_inode(ROOT_INO, &root).map_err(Self::errno)?;
+        let found = self.core.dir_lookup(ROOT_INO, &mut root, b"lost+found").map_err(Self::errno)?;
+        let offset = found.map(|f| f.offset).ok_or_else(|| Self::errno(fsapi::Errno::IO))?;
+        if let Some(seen) = self.inodes.get_mut(&ROOT_INO) {
+            seen.inode = root;
+        }
+        if let Some(seen) = self.inodes.get_mut(&ino) {
+            seen.names = 1;
+        }
+        let name = b"lost+found".to_vec();
+        self.entries.push(Entry { dir: ROOT_INO, name, ino, kind: DT_DIR, offset });
+        Ok(Some(ino))
+    }
+
+    /// Makes inode `ino` (taken by `take_inode`) an empty lost+found
+    /// directory whose `..` is the root, with one block taken as
+    /// `take_block` takes them; no entry names it yet. Whether it could
+    /// (with no free block, the inode is given back).
+    fn new_lost_found_dir(&mut self, ino: u32) -> Result<bool, FsError> {
         let Some(block) = self.take_block(ino)? else {
             self.made_inodes.remove(&ino);
-            return Ok(None);
+            return Ok(false);
         };
         let t = fsapi::Time::now();
         let block32 = u32::try_from(block).map_err(|_| FsError::Invalid(format!("block {block}")))?;
@@ -1386,20 +1412,86 @@ impl Checker {
         };
         self.core.dir_init(block32, ino, ROOT_INO).map_err(Self::errno)?;
         self.core.put_inode(ino, &inode).map_err(Self::errno)?;
+        self.inodes.insert(ino, Seen { inode, names: 0 });
+        self.dotdot.insert(ino, ROOT_INO);
+        Ok(true)
+    }
+
+    /// fsck_ffs's "lost+found IS NOT A DIRECTORY. REALLOCATE" (with `-y`
+    /// only, as fsck_ffs will not preen it): when something is cut off
+    /// from the root and the root's lost+found names a file (or another
+    /// kind), the name is given to a directory, the old lost+found
+    /// directory if it is cut off with its `..` at the root, else a new
+    /// one; the file it named, named no more, is then reconnected in it
+    /// as `#INO` (or cleared, when empty). A file named lost+found with
+    /// nothing to reconnect stays as it is.
+    fn reallocate_lost_found(&mut self) -> Result<(), FsError> {
+        let Some(at) = self.entries.iter().position(|e| e.dir == ROOT_INO && e.name == b"lost+found") else {
+            return Ok(());
+        };
+        let file = self.entries[at].ino;
+        let kind = match self.inodes.get(&file) {
+            Some(s) if s.inode.kind_bits() != S_IFDIR => kind_name(s.inode.mode),
+            _ => return Ok(()),
+        };
+        if self.repair != Repair::Yes || !self.anything_unattached() {
+            return Ok(());
+        }
+        let old =
+            self.inodes.get(&LOST_FOUND_INO).is_some_and(|s| s.inode.kind_bits() == S_IFDIR && s.names == 0)
+                && self.dotdot.get(&LOST_FOUND_INO) == Some(&ROOT_INO);
+        let lf = if old {
+            LOST_FOUND_INO
+        } else {
+            let Some(ino) = self.take_inode()? else { return Ok(()) };
+            if !self.new_lost_found_dir(ino)? {
+                return Ok(());
+            }
+            ino
+        };
         let mut root = self.core.inode(ROOT_INO).map_err(Self::errno)?;
-        self.core.dir_add(ROOT_INO, &mut root, b"lost+found", ino, DT_DIR).map_err(Self::errno)?;
-        root.nlink += 1;
-        self.core.put_inode(ROOT_INO, &root).map_err(Self::errno)?;
-        let found = self.core.dir_lookup(ROOT_INO, &mut root, b"lost+found").map_err(Self::errno)?;
-        let offset = found.map(|f| f.offset).ok_or_else(|| Self::errno(fsapi::Errno::IO))?;
+        let offset = self.entries[at].offset;
+        self.core.dir_retarget(ROOT_INO, &mut root, offset, lf, DT_DIR).map_err(Self::errno)?;
+        if !old {
+            root.nlink += 1;
+            self.core.put_inode(ROOT_INO, &root).map_err(Self::errno)?;
+        }
         if let Some(seen) = self.inodes.get_mut(&ROOT_INO) {
             seen.inode = root;
         }
-        self.inodes.insert(ino, Seen { inode, names: 1 });
-        let name = b"lost+found".to_vec();
-        self.entries.push(Entry { dir: ROOT_INO, name, ino, kind: DT_DIR, offset });
-        self.dotdot.insert(ino, ROOT_INO);
-        Ok(Some(ino))
+        (self.entries[at].ino, self.entries[at].kind) = (lf, DT_DIR);
+        if let Some(seen) = self.inodes.get_mut(&lf) {
+            seen.names += 1;
+        }
+        if let Some(seen) = self.inodes.get_mut(&file) {
+            seen.names = seen.names.saturating_sub(1);
+        }
+        self.report.findings.push(Finding {
+            class: Class::UnattachedInode,
+            detail: format!(
+                "lost+found in the root is inode {file}, a {kind}: the name is given to a directory \
+                 (inode {lf}), and inode {file} is reconnected in it"
+            ),
+            repaired: true,
+        });
+        Ok(())
+    }
+
+    /// Whether some inode is cut off from the root (and not on the orphan
+    /// list): what lost+found is needed for.
+    fn anything_unattached(&self) -> bool {
+        let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+        for e in self.entries.iter().filter(|e| e.name != b"." && e.name != b"..") {
+            children.entry(e.dir).or_default().push(e.ino);
+        }
+        let mut reachable = HashSet::new();
+        let mut stack = vec![ROOT_INO];
+        while let Some(d) = stack.pop() {
+            if reachable.insert(d) {
+                stack.extend(children.get(&d).into_iter().flatten().copied());
+            }
+        }
+        self.inodes.keys().any(|i| !reachable.contains(i) && !self.orphans.contains(i))
     }
 
     /// Whether directory `dir` has room for an entry of `name_len` bytes,

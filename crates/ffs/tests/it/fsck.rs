@@ -562,21 +562,29 @@ fn lost_and_found_cut_off_from_the_root_is_named_again() {
     assert_eq!(fs.lookup(ROOT, OsStr::new("lost+found")).unwrap().ino, lf);
 }
 
-/// A regular file named lost+found in the root: fsck cannot make the
-/// directory under that name, and says so, leaving the unattached file
-/// unattached (not repaired) rather than clearing it.
+/// A regular file named lost+found in the root: checked clean while
+/// nothing needs lost+found; once a file is cut off, `-y` gives the name
+/// to a new lost+found directory (fsck_ffs's REALLOCATE) and reconnects
+/// both files in it, the one named lost+found (with data) included. It
+/// was once reported "not repaired" at every check.
 #[test]
-fn a_file_named_lost_and_found_is_reported_and_the_unattached_file_kept() {
+fn a_file_named_lost_and_found_gives_the_name_to_a_directory_when_one_is_needed() {
     let (dev, d, f) = populated();
     let fs = mount(&dev, Policy::Async);
     fs.rmdir(ROOT, OsStr::new("lost+found")).unwrap();
-    fs.create(ROOT, OsStr::new("lost+found"), Owner::root(0o644)).unwrap();
+    let named = fs.create(ROOT, OsStr::new("lost+found"), Owner::root(0o644)).unwrap().ino;
+    fs.write(named, 0, b"mine").unwrap();
     fs.unmount().unwrap();
+    assert_checks_clean(&dev, "nothing to reconnect");
     blank_entry(&dev, d, "f");
-    let report = fsck(&dev, Repair::Yes).unwrap();
-    let left: Vec<_> = report.findings.iter().filter(|x| !x.repaired).collect();
-    assert!(left.iter().any(|x| x.detail.contains("not a directory")), "{left:?}");
-    assert_eq!(crate::common::stored(&dev, f).size, 10_000, "the file is kept, unattached");
+    let preen = fsck(&dev, Repair::Preen).unwrap();
+    assert!(preen.damage_left(), "preen does not reallocate: {:?}", preen.findings);
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap();
+    assert_eq!(lf.kind, fsapi::FileType::Dir);
+    assert_eq!(fs.lookup(lf.ino, OsStr::new(&format!("#{f}"))).unwrap().size, 10_000);
+    assert_eq!(fs.lookup(lf.ino, OsStr::new(&format!("#{named}"))).unwrap().size, 4);
 }
 
 // ---- what the image fuzzer found (tests/it/fsck_fuzz.rs, issue 43) ----

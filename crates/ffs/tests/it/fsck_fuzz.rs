@@ -329,13 +329,6 @@ impl Image<'_> {
                 let kinds =
                     [S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFCHR, S_IFSOCK, 0, (rng.next() as u16) & S_IFMT];
                 let kind = kinds[rng.below(kinds.len() as u64) as usize];
-                if ino == LOST_FOUND_INO && kind != S_IFDIR {
-                    // Not yet: lost+found made a file leaves what fsck
-                    // reconnects unattached, reported "not repaired" (it
-                    // will not unlink a file named lost+found to make the
-                    // directory: fsck_ffs's REALLOCATE is not done).
-                    return;
-                }
                 inode.mode = (inode.mode & !S_IFMT) | kind;
                 format!("mode {:o}", inode.mode)
             }
@@ -435,14 +428,6 @@ impl Image<'_> {
             .collect();
         let Some((block, at, rec)) = rng.pick(&records) else { return };
         let (to, what) = self.entry_target(dir, rng);
-        let not_dir = self.inode(to).is_none_or(|i| i.kind_bits() != S_IFDIR);
-        if dir == ROOT_INO && rec.name == b"lost+found" && not_dir {
-            // Not yet: the root's lost+found naming a file or a free
-            // inode leaves the true lost+found unattached, and fsck
-            // reports it "not repaired" (it will not unlink the user's
-            // file to make one: fsck_ffs's REALLOCATE is not done).
-            return;
-        }
         self.block_mut(u64::from(block))[at..at + 4].copy_from_slice(&to.to_le_bytes());
         let name = String::from_utf8_lossy(&rec.name).into_owned();
         self.done.push(format!("entry '{name}' of directory {dir} ({}) now names {to}, {what}", rec.ino));
