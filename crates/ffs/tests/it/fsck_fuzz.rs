@@ -558,11 +558,11 @@ fn walk(fs: &Ffs) -> Result<Vec<(u64, u64, Vec<u8>)>, String> {
                 _ => {}
             }
             let list = fs.listxattr(attr.ino).map_err(|x| format!("listxattr {what}: {x:?}"))?;
-            // Not yet: a `user.` attribute of an inode whose kind fsck
-            // changed to one that cannot hold them (a FIFO, device,
+            // Not yet: a `user.` attribute of a file whose mode the
+            // damage made a kind that cannot hold them (a FIFO, device,
             // socket or symlink) is listed, and getxattr refuses it
             // (ENODATA, as Linux answers for that kind): fsck does not
-            // drop attributes the inode's kind cannot hold.
+            // yet drop attributes the inode's kind cannot hold.
             let holds_user = matches!(attr.kind, FileType::File | FileType::Dir);
             let readable = |n: &[u8]| holds_user || !n.starts_with(b"user.");
             for n in list.split(|&b| b == 0).filter(|n| !n.is_empty() && readable(n)) {
