@@ -98,6 +98,22 @@ pub enum Class {
     /// again past it, or its header slots are made blank); the rest of
     /// the check finds what the lost commits leave.
     DamagedLog,
+    /// An entry naming a directory that another entry names already (a
+    /// hard link to a directory, or a loop back to an ancestor), the root
+    /// or the directory holding it: every directory is reached once from
+    /// the root. A repair removes the entry, keeping the one its `..`
+    /// names, else the one nearest the root; a loop cut off from the
+    /// root is cut where it began and reconnected in lost+found. Preen
+    /// repairs it: a crash inside a directory's rename leaves it under
+    /// `sync` (the new entry is written before the old one goes), and
+    /// fsck_ffs removes an extraneous hard link to a directory when
+    /// preening too.
+    DirectoryLinkedTwice,
+    /// A symlink whose target cannot be read: a target too long for the
+    /// inode with no block to hold it (its pointer lost or cut). A repair
+    /// clears the inode, as e2fsck clears an invalid symlink; the entries
+    /// naming it are then removed (`entry_naming_free_inode`).
+    BadSymlink,
 }
 
 impl Class {
@@ -125,6 +141,8 @@ impl Class {
             Class::WrongEntryType => "wrong_entry_type",
             Class::BadXattrBlock => "bad_xattr_block",
             Class::DamagedLog => "damaged_log",
+            Class::DirectoryLinkedTwice => "directory_linked_twice",
+            Class::BadSymlink => "bad_symlink",
         }
     }
 
@@ -157,6 +175,7 @@ impl Class {
                 | Class::WrongBlockCount
                 | Class::BadSuperblockSlot
                 | Class::DotDotMismatch
+                | Class::DirectoryLinkedTwice
         )
     }
 }
@@ -229,6 +248,12 @@ fn special_name(mode: u16) -> &'static str {
         S_IFSOCK => "socket",
         _ => "inode of no known kind",
     }
+}
+
+/// Whether an entry's name is one no lookup takes: empty, or holding a
+/// `/` or a NUL.
+fn bad_name(name: &[u8]) -> bool {
+    name.is_empty() || name.iter().any(|&b| b == b'/' || b == 0)
 }
 
 /// An inode pass 1 found allocated.
@@ -446,6 +471,18 @@ impl Checker {
                 InodeSlot::Used(inode) => {
                     self.report.inodes_checked += 1;
                     let inode = self.claim_blocks(ino, inode)?;
+                    let long = inode.size as usize > INLINE_SYMLINK_BYTES;
+                    if inode.kind_bits() == S_IFLNK && long && inode.direct[0] == 0 {
+                        let detail = format!(
+                            "inode {ino}, a symlink of {} bytes, has no block to hold its target",
+                            inode.size
+                        );
+                        if self.found(Class::BadSymlink, detail) {
+                            self.core.clear_inode(ino).map_err(Self::errno)?;
+                            self.claims.retain(|_, owner| *owner != ino);
+                            continue;
+                        }
+                    }
                     self.inodes.insert(ino, Seen { inode, names: 0 });
                 }
             }
@@ -536,6 +573,11 @@ impl Checker {
     fn claim_blocks(&mut self, ino: u32, mut inode: DiskInode) -> Result<DiskInode, FsError> {
         let mut claimed = 0u64;
         let mut changed = false;
+        if inode.kind_bits() == S_IFDIR && self.repair != Repair::No {
+            for i in 0..DIRECT_POINTERS {
+                self.reclaim_dir_block(ino, u64::from(inode.direct[i]))?;
+            }
+        }
         for i in 0..DIRECT_POINTERS {
             if inode.direct[i] != 0 && !self.claim(ino, u64::from(inode.direct[i]), &mut claimed) {
                 inode.direct[i] = 0;
@@ -571,6 +613,66 @@ impl Checker {
         }
         self.report.blocks_claimed += claimed;
         Ok(inode)
+    }
+
+    /// A block directory `ino` points at that a lower-numbered inode
+    /// claimed first, while the block's own `.` names `ino`: it is this
+    /// directory's, and the other's pointer is the damaged one. The other
+    /// inode's pointer is cut (its count with it) and the block is left
+    /// for `ino` to claim: the intact owner keeps its data, not the lower
+    /// inode number.
+    fn reclaim_dir_block(&mut self, ino: u32, block: u64) -> Result<(), FsError> {
+        let Some(&other) = self.claims.get(&block) else { return Ok(()) };
+        if other == ino || !self.is_data(block) {
+            return Ok(());
+        }
+        let bytes = self.read(block)?;
+        let names_it = DirRecord::read(&bytes, 0).is_some_and(|r| r.name == b"." && r.ino == ino);
+        let Some(mut loser) = self.inodes.get(&other).map(|s| s.inode.clone()) else { return Ok(()) };
+        if !names_it || !self.cut_data_pointer(&mut loser, block)? {
+            return Ok(());
+        }
+        let detail = format!(
+            "block {block} is claimed by inode {other} and by inode {ino}, whose directory block it is \
+             (its '.' names it): kept for inode {ino}"
+        );
+        self.found(Class::BlockClaimedTwice, detail);
+        loser.blocks_512 = loser.blocks_512.saturating_sub(BLOCK_UNITS);
+        self.core.put_inode(other, &loser).map_err(Self::errno)?;
+        if let Some(seen) = self.inodes.get_mut(&other) {
+            seen.inode = loser;
+        }
+        self.claims.remove(&block);
+        self.report.blocks_claimed -= 1;
+        Ok(())
+    }
+
+    /// Cuts `inode`'s data pointer to `block` (a direct one, or one in its
+    /// single indirect block or its double's singles). Whether it had one.
+    fn cut_data_pointer(&mut self, inode: &mut DiskInode, block: u64) -> Result<bool, FsError> {
+        if let Some(p) = inode.direct.iter_mut().find(|p| u64::from(**p) == block) {
+            *p = 0;
+            return Ok(true);
+        }
+        let mut holders = Vec::new();
+        if inode.single != 0 && self.is_data(u64::from(inode.single)) {
+            holders.push(u64::from(inode.single));
+        }
+        if inode.double != 0 && self.is_data(u64::from(inode.double)) {
+            let bytes = self.read(u64::from(inode.double))?;
+            let singles = (0..POINTERS_PER_BLOCK as usize).map(|i| u64::from(pointer_at(&bytes, i)));
+            holders.extend(singles.filter(|&b| b != 0 && self.is_data(b)));
+        }
+        for holder in holders {
+            let bytes = self.read(holder)?;
+            if let Some(i) =
+                (0..POINTERS_PER_BLOCK as usize).find(|&i| u64::from(pointer_at(&bytes, i)) == block)
+            {
+                set_pointer(self.core.cache.modify(holder)?, i, 0);
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Claims `block` for `ino`; false when the pointer is bad (and was
@@ -740,6 +842,7 @@ impl Checker {
             self.report.directories += 1;
             self.read_directory(dir)?;
         }
+        self.check_duplicate_names()?;
         let entries = std::mem::take(&mut self.entries);
         let mut kept = Vec::with_capacity(entries.len());
         for e in entries {
@@ -763,6 +866,7 @@ impl Checker {
         }
         self.entries = kept;
         self.check_entry_types()?;
+        self.check_directory_links()?;
         for e in &self.entries {
             if e.name == b"." {
                 continue;
@@ -780,6 +884,152 @@ impl Checker {
         }
         self.check_dots()?;
         Ok(())
+    }
+
+    /// One entry of each name in a directory, as e2fsck's "duplicate
+    /// entry" holds it: a lookup finds one of them, a listing both, and a
+    /// second `..` is the one a lookup takes in a large directory. Each
+    /// later one is removed (what it named may then be unattached, and
+    /// pass 3 reconnects it).
+    fn check_duplicate_names(&mut self) -> Result<(), FsError> {
+        let mut seen: HashSet<(u32, &[u8])> = HashSet::new();
+        let mut duplicates = Vec::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            if !seen.insert((e.dir, e.name.as_slice())) {
+                duplicates.push(i);
+            }
+        }
+        let mut removed = HashSet::new();
+        for i in duplicates {
+            let e = &self.entries[i];
+            let detail = format!(
+                "directory {} has a second entry '{}' (inode {})",
+                e.dir,
+                String::from_utf8_lossy(&e.name),
+                e.ino
+            );
+            let (dir, name, offset) = (e.dir, e.name.clone(), e.offset);
+            if self.found(Class::BadDirectoryBlock, detail) {
+                let mut inode = self.inodes[&dir].inode.clone();
+                self.core.dir_remove(dir, &mut inode, &name, offset).map_err(Self::errno)?;
+                self.core.drop_index(dir);
+                removed.insert(i);
+            }
+        }
+        let entries = std::mem::take(&mut self.entries);
+        self.entries =
+            entries.into_iter().enumerate().filter(|(i, _)| !removed.contains(i)).map(|(_, e)| e).collect();
+        Ok(())
+    }
+
+    /// Every directory named by one entry, as fsck_ffs and e2fsck hold
+    /// it: an entry naming the root or its own directory is removed, of
+    /// several naming one directory the one its `..` names is kept, and
+    /// then a walk from the root (and from each directory it does not
+    /// reach: those no entry names first, then loops, cut where the
+    /// lowest-numbered directory is) keeps the first entry that reaches
+    /// each directory and removes the rest.
+    fn check_directory_links(&mut self) -> Result<(), FsError> {
+        let is_dir = |c: &Self, i: u32| c.inodes.get(&i).is_some_and(|s| s.inode.kind_bits() == S_IFDIR);
+        let mut dotdot: HashMap<u32, u32> = HashMap::new();
+        for e in self.entries.iter().filter(|e| e.name == b"..") {
+            dotdot.entry(e.dir).or_insert(e.ino);
+        }
+        let mut drop: BTreeMap<usize, &'static str> = BTreeMap::new();
+        let mut namers: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.name == b"." || e.name == b".." || !is_dir(self, e.ino) {
+                continue;
+            }
+            if e.ino == ROOT_INO {
+                drop.insert(i, "the root");
+            } else if e.ino == e.dir {
+                drop.insert(i, "the directory holding it");
+            } else {
+                namers.entry(e.ino).or_default().push(i);
+            }
+        }
+        for (d, list) in &namers {
+            let parent = dotdot.get(d);
+            if let Some(&keep) = list.iter().find(|&&i| Some(&self.entries[i].dir) == parent) {
+                for &i in list.iter().filter(|&&i| i != keep) {
+                    drop.insert(i, "a directory another entry names");
+                }
+            }
+        }
+        let mut children: HashMap<u32, Vec<usize>> = HashMap::new();
+        for list in namers.values() {
+            for &i in list.iter().filter(|i| !drop.contains_key(i)) {
+                children.entry(self.entries[i].dir).or_default().push(i);
+            }
+        }
+        for list in children.values_mut() {
+            list.sort_unstable();
+        }
+        let named: HashSet<u32> =
+            namers.iter().filter(|(_, l)| l.iter().any(|i| !drop.contains_key(i))).map(|(d, _)| *d).collect();
+        let dirs: Vec<u32> = self.inodes.keys().copied().filter(|&i| is_dir(self, i)).collect();
+        let starts = std::iter::once(ROOT_INO)
+            .chain(dirs.iter().copied().filter(|d| !named.contains(d)))
+            .chain(dirs.iter().copied().filter(|d| named.contains(d)));
+        let mut reached: HashSet<u32> = HashSet::new();
+        for start in starts.collect::<Vec<_>>() {
+            if !reached.insert(start) {
+                continue;
+            }
+            let mut queue = std::collections::VecDeque::from([start]);
+            while let Some(d) = queue.pop_front() {
+                for &i in children.get(&d).into_iter().flatten() {
+                    let t = self.entries[i].ino;
+                    if reached.insert(t) {
+                        queue.push_back(t);
+                    } else {
+                        drop.insert(i, "a directory another entry names");
+                    }
+                }
+            }
+        }
+        if drop.is_empty() {
+            return Ok(());
+        }
+        let mut removed = HashSet::new();
+        for (&i, why) in &drop {
+            let e = &self.entries[i];
+            let detail = format!(
+                "entry '{}' in directory {} names directory {}, {why}",
+                String::from_utf8_lossy(&e.name),
+                e.dir,
+                e.ino
+            );
+            let (dir, name, offset) = (e.dir, e.name.clone(), e.offset);
+            if self.found(Class::DirectoryLinkedTwice, detail) {
+                let mut inode = self.inodes[&dir].inode.clone();
+                self.core.dir_remove(dir, &mut inode, &name, offset).map_err(Self::errno)?;
+                removed.insert(i);
+            }
+        }
+        let entries = std::mem::take(&mut self.entries);
+        self.entries =
+            entries.into_iter().enumerate().filter(|(i, _)| !removed.contains(i)).map(|(_, e)| e).collect();
+        Ok(())
+    }
+
+    /// Adds the entry `name -> target` to directory `dir` (grown first
+    /// when it has no room), recorded in `entries`. Whether it could.
+    fn add_entry(&mut self, dir: u32, name: &[u8], target: u32, dt: u8) -> Result<bool, FsError> {
+        if !self.room_in(dir, name.len())? {
+            return Ok(false);
+        }
+        let mut inode = self.core.inode(dir).map_err(Self::errno)?;
+        self.core.dir_add(dir, &mut inode, name, target, dt).map_err(Self::errno)?;
+        self.core.put_inode(dir, &inode).map_err(Self::errno)?;
+        let found = self.core.dir_lookup(dir, &mut inode, name).map_err(Self::errno)?;
+        let offset = found.map(|f| f.offset).ok_or_else(|| Self::errno(fsapi::Errno::IO))?;
+        if let Some(seen) = self.inodes.get_mut(&dir) {
+            seen.inode = inode;
+        }
+        self.entries.push(Entry { dir, name: name.to_vec(), ino: target, kind: dt, offset });
+        Ok(true)
     }
 
     /// Each entry's type byte against the kind of the inode it names (a
@@ -813,48 +1063,134 @@ impl Checker {
     }
 
     /// Reads directory `dir`'s records into `entries`; a block whose
-    /// records do not tile it is reported (and, repaired, emptied).
+    /// records do not tile it is reported (and, repaired, its bad chunks
+    /// emptied). A size that is not the blocks the directory maps (past
+    /// its last block, short of it, or not a whole block) is set to them,
+    /// as fsck_ffs adjusts a directory's length: a hole inside is filled
+    /// with an empty directory block, never grown into a size that maps
+    /// nothing. An entry whose name no lookup can take (empty, `/` or NUL
+    /// in it) is removed: what it named is then unattached, and pass 3
+    /// reconnects it.
     fn read_directory(&mut self, dir: u32) -> Result<(), FsError> {
         let mut inode = self.inodes[&dir].inode.clone();
-        let blocks = inode.size / BLOCK_BYTES as u64;
-        for n in 0..blocks {
+        let mapped = self.mapped_blocks(&inode)?;
+        if inode.size != mapped * BLOCK_BYTES as u64 {
+            let detail = format!(
+                "directory {dir} is {} bytes long and maps {mapped} blocks: its length is set to them",
+                inode.size
+            );
+            if self.found(Class::BadDirectoryBlock, detail) {
+                inode.size = mapped * BLOCK_BYTES as u64;
+                self.core.put_inode(dir, &inode).map_err(Self::errno)?;
+                self.core.drop_index(dir);
+                if let Some(seen) = self.inodes.get_mut(&dir) {
+                    seen.inode = inode.clone();
+                }
+            }
+        }
+        for n in 0..mapped {
             let Some((block, _)) = self.core.bmap(dir, &mut inode, n, false).map_err(Self::errno)? else {
-                if self.found(Class::BadDirectoryBlock, format!("directory {dir} has a hole at block {n}")) {
-                    let block = self
-                        .core
-                        .bmap(dir, &mut inode, n, true)
-                        .map_err(Self::errno)?
-                        .map(|b| b.0)
-                        .unwrap_or(0);
-                    self.core.dir_empty_block(block).map_err(Self::errno)?;
-                    self.core.put_inode(dir, &inode).map_err(Self::errno)?;
+                let detail = format!("directory {dir} has a hole at block {n}");
+                if self.found(Class::BadDirectoryBlock, detail) && !self.fill_dir_block(dir, &mut inode, n)? {
+                    if let Some(last) = self.report.findings.last_mut() {
+                        last.repaired = false;
+                    }
                 }
                 continue;
             };
             let bytes = self.read(u64::from(block))?;
             let mut at = 0usize;
+            // The last good record of the chunk `at` is in.
+            let mut previous: Option<usize> = None;
             while at < BLOCK_BYTES {
+                if at % DIR_CHUNK_BYTES == 0 {
+                    previous = None;
+                }
                 let Some(rec) = DirRecord::read(&bytes, at) else {
                     let detail = format!("directory {dir}, block {n}: a malformed record at byte {at}");
                     let chunk_end = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
                     if self.found(Class::BadDirectoryBlock, detail) {
-                        // The rest of the chunk becomes one empty record.
-                        let rest =
-                            DirRecord { ino: 0, reclen: (chunk_end - at) as u16, kind: 0, name: Vec::new() };
-                        rest.write(self.core.cache.modify(u64::from(block))?, at);
+                        // The rest of the chunk joins the record before it
+                        // (as fsck_ffs's dircheck mends), or, first in its
+                        // chunk, becomes one empty record: never a record
+                        // too short for its own header.
+                        let out = self.core.cache.modify(u64::from(block))?;
+                        match previous {
+                            Some(p) => {
+                                out[p + 4..p + 6].copy_from_slice(&((chunk_end - p) as u16).to_le_bytes())
+                            }
+                            None => {
+                                let reclen = (chunk_end - at) as u16;
+                                DirRecord { ino: 0, reclen, kind: 0, name: Vec::new() }.write(out, at)
+                            }
+                        }
                     }
                     at = chunk_end;
                     continue;
                 };
-                if rec.ino != 0 {
-                    let offset = n * BLOCK_BYTES as u64 + at as u64;
-                    let (name, ino, kind) = (rec.name.clone(), rec.ino, rec.kind);
-                    self.entries.push(Entry { dir, name, ino, kind, offset });
+                let offset = n * BLOCK_BYTES as u64 + at as u64;
+                if rec.ino == 0 || at % DIR_CHUNK_BYTES == 0 || !bad_name(&rec.name) {
+                    // A removed entry joins the record before it.
+                    previous = Some(at);
                 }
                 at += rec.reclen as usize;
+                if rec.ino == 0 {
+                    continue;
+                }
+                if bad_name(&rec.name) {
+                    let detail = format!(
+                        "directory {dir}, block {n}: the entry '{}' (inode {}) has a name no lookup takes",
+                        String::from_utf8_lossy(&rec.name),
+                        rec.ino
+                    );
+                    if self.found(Class::BadDirectoryBlock, detail) {
+                        self.core.dir_remove(dir, &mut inode, &rec.name, offset).map_err(Self::errno)?;
+                        continue;
+                    }
+                }
+                let (name, ino, kind) = (rec.name, rec.ino, rec.kind);
+                self.entries.push(Entry { dir, name, ino, kind, offset });
             }
         }
         Ok(())
+    }
+
+    /// The blocks directory `inode` maps: up to its last pointer (its
+    /// pointers as pass 1 left them).
+    fn mapped_blocks(&mut self, inode: &DiskInode) -> Result<u64, FsError> {
+        let mut end = 0u64;
+        for (i, &p) in inode.direct.iter().enumerate() {
+            if p != 0 {
+                end = i as u64 + 1;
+            }
+        }
+        let last_in =
+            |bytes: &[u8]| (0..POINTERS_PER_BLOCK as usize).rev().find(|&i| pointer_at(bytes, i) != 0);
+        if inode.single != 0 && self.is_data(u64::from(inode.single)) {
+            let bytes = self.read(u64::from(inode.single))?;
+            if let Some(i) = last_in(&bytes) {
+                end = DIRECT_POINTERS as u64 + i as u64 + 1;
+            }
+        }
+        if inode.double != 0 && self.is_data(u64::from(inode.double)) {
+            let bytes = self.read(u64::from(inode.double))?;
+            let mut last = None;
+            for i in (0..POINTERS_PER_BLOCK as usize).rev() {
+                let p = pointer_at(&bytes, i);
+                if p == 0 || !self.is_data(u64::from(p)) {
+                    continue;
+                }
+                let single = self.read(u64::from(p))?;
+                if let Some(j) = last_in(&single) {
+                    last = Some(i as u64 * POINTERS_PER_BLOCK + j as u64);
+                    break;
+                }
+            }
+            if let Some(k) = last {
+                end = DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK + k + 1;
+            }
+        }
+        Ok(end)
     }
 
     /// `.` must name the directory, and `..` the directory that names it
@@ -911,15 +1247,19 @@ impl Checker {
             let mut inode = self.inodes[&dir].inode.clone();
             let mut fixes = Vec::new();
             if !dot_ok {
-                fixes.push((dot, dir));
+                fixes.push((dot, dir, &b"."[..]));
             }
             if !parent_ok {
-                fixes.push((dotdot, expected[0]));
+                fixes.push((dotdot, expected[0], &b".."[..]));
             }
             let mut whole = true;
-            for (at, target) in fixes {
+            for (at, target, name) in fixes {
                 let Some(i) = at else {
-                    whole = false;
+                    // Missing: added (with room made for it).
+                    whole &= self.add_entry(dir, name, target, DT_DIR)?;
+                    if name == b".." {
+                        self.dotdot.insert(dir, target);
+                    }
                     continue;
                 };
                 let offset = self.entries[i].offset;
@@ -943,6 +1283,7 @@ impl Checker {
     // the cut-off tree only (as fsck_ffs walks up to it): what it names
     // comes back with it.
     fn pass3_connectivity(&mut self) -> Result<(), FsError> {
+        self.reallocate_lost_found()?;
         let mut reachable: HashSet<u32> = HashSet::new();
         let children: HashMap<u32, Vec<u32>> = self
             .entries
@@ -1085,6 +1426,12 @@ impl Checker {
                 self.core
                     .dir_retarget(ino, &mut moved, dotdot.offset, lf_ino, DT_DIR)
                     .map_err(Self::errno)?;
+            } else if !self.add_entry(ino, b"..", lf_ino, DT_DIR)? {
+                let why = "its '..' is missing and it has no room for one";
+                self.found(Class::BadDotDot, format!("directory {ino}: {why}"));
+                if let Some(last) = self.report.findings.last_mut() {
+                    last.repaired = false;
+                }
             }
             self.dotdot.insert(ino, lf_ino);
         }
@@ -1156,9 +1503,34 @@ impl Checker {
             self.made_inodes.remove(&ino);
             return Ok(None);
         }
+        if !self.new_lost_found_dir(ino)? {
+            return Ok(None);
+        }
+        let mut root = self.core.inode(ROOT_INO).map_err(Self::errno)?;
+        self.core.dir_add(ROOT_INO, &mut root, b"lost+found", ino, DT_DIR).map_err(Self::errno)?;
+        root.nlink += 1;
+        self.core.put_inode(ROOT_INO, &root).map_err(Self::errno)?;
+        let found = self.core.dir_lookup(ROOT_INO, &mut root, b"lost+found").map_err(Self::errno)?;
+        let offset = found.map(|f| f.offset).ok_or_else(|| Self::errno(fsapi::Errno::IO))?;
+        if let Some(seen) = self.inodes.get_mut(&ROOT_INO) {
+            seen.inode = root;
+        }
+        if let Some(seen) = self.inodes.get_mut(&ino) {
+            seen.names = 1;
+        }
+        let name = b"lost+found".to_vec();
+        self.entries.push(Entry { dir: ROOT_INO, name, ino, kind: DT_DIR, offset });
+        Ok(Some(ino))
+    }
+
+    /// Makes inode `ino` (taken by `take_inode`) an empty lost+found
+    /// directory whose `..` is the root, with one block taken as
+    /// `take_block` takes them; no entry names it yet. Whether it could
+    /// (with no free block, the inode is given back).
+    fn new_lost_found_dir(&mut self, ino: u32) -> Result<bool, FsError> {
         let Some(block) = self.take_block(ino)? else {
             self.made_inodes.remove(&ino);
-            return Ok(None);
+            return Ok(false);
         };
         let t = fsapi::Time::now();
         let block32 = u32::try_from(block).map_err(|_| FsError::Invalid(format!("block {block}")))?;
@@ -1175,20 +1547,86 @@ impl Checker {
         };
         self.core.dir_init(block32, ino, ROOT_INO).map_err(Self::errno)?;
         self.core.put_inode(ino, &inode).map_err(Self::errno)?;
+        self.inodes.insert(ino, Seen { inode, names: 0 });
+        self.dotdot.insert(ino, ROOT_INO);
+        Ok(true)
+    }
+
+    /// fsck_ffs's "lost+found IS NOT A DIRECTORY. REALLOCATE" (with `-y`
+    /// only, as fsck_ffs will not preen it): when something is cut off
+    /// from the root and the root's lost+found names a file (or another
+    /// kind), the name is given to a directory, the old lost+found
+    /// directory if it is cut off with its `..` at the root, else a new
+    /// one; the file it named, named no more, is then reconnected in it
+    /// as `#INO` (or cleared, when empty). A file named lost+found with
+    /// nothing to reconnect stays as it is.
+    fn reallocate_lost_found(&mut self) -> Result<(), FsError> {
+        let Some(at) = self.entries.iter().position(|e| e.dir == ROOT_INO && e.name == b"lost+found") else {
+            return Ok(());
+        };
+        let file = self.entries[at].ino;
+        let kind = match self.inodes.get(&file) {
+            Some(s) if s.inode.kind_bits() != S_IFDIR => kind_name(s.inode.mode),
+            _ => return Ok(()),
+        };
+        if self.repair != Repair::Yes || !self.anything_unattached() {
+            return Ok(());
+        }
+        let old =
+            self.inodes.get(&LOST_FOUND_INO).is_some_and(|s| s.inode.kind_bits() == S_IFDIR && s.names == 0)
+                && self.dotdot.get(&LOST_FOUND_INO) == Some(&ROOT_INO);
+        let lf = if old {
+            LOST_FOUND_INO
+        } else {
+            let Some(ino) = self.take_inode()? else { return Ok(()) };
+            if !self.new_lost_found_dir(ino)? {
+                return Ok(());
+            }
+            ino
+        };
         let mut root = self.core.inode(ROOT_INO).map_err(Self::errno)?;
-        self.core.dir_add(ROOT_INO, &mut root, b"lost+found", ino, DT_DIR).map_err(Self::errno)?;
-        root.nlink += 1;
-        self.core.put_inode(ROOT_INO, &root).map_err(Self::errno)?;
-        let found = self.core.dir_lookup(ROOT_INO, &mut root, b"lost+found").map_err(Self::errno)?;
-        let offset = found.map(|f| f.offset).ok_or_else(|| Self::errno(fsapi::Errno::IO))?;
+        let offset = self.entries[at].offset;
+        self.core.dir_retarget(ROOT_INO, &mut root, offset, lf, DT_DIR).map_err(Self::errno)?;
+        if !old {
+            root.nlink += 1;
+            self.core.put_inode(ROOT_INO, &root).map_err(Self::errno)?;
+        }
         if let Some(seen) = self.inodes.get_mut(&ROOT_INO) {
             seen.inode = root;
         }
-        self.inodes.insert(ino, Seen { inode, names: 1 });
-        let name = b"lost+found".to_vec();
-        self.entries.push(Entry { dir: ROOT_INO, name, ino, kind: DT_DIR, offset });
-        self.dotdot.insert(ino, ROOT_INO);
-        Ok(Some(ino))
+        (self.entries[at].ino, self.entries[at].kind) = (lf, DT_DIR);
+        if let Some(seen) = self.inodes.get_mut(&lf) {
+            seen.names += 1;
+        }
+        if let Some(seen) = self.inodes.get_mut(&file) {
+            seen.names = seen.names.saturating_sub(1);
+        }
+        self.report.findings.push(Finding {
+            class: Class::UnattachedInode,
+            detail: format!(
+                "lost+found in the root is inode {file}, a {kind}: the name is given to a directory \
+                 (inode {lf}), and inode {file} is reconnected in it"
+            ),
+            repaired: true,
+        });
+        Ok(())
+    }
+
+    /// Whether some inode is cut off from the root (and not on the orphan
+    /// list): what lost+found is needed for.
+    fn anything_unattached(&self) -> bool {
+        let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+        for e in self.entries.iter().filter(|e| e.name != b"." && e.name != b"..") {
+            children.entry(e.dir).or_default().push(e.ino);
+        }
+        let mut reachable = HashSet::new();
+        let mut stack = vec![ROOT_INO];
+        while let Some(d) = stack.pop() {
+            if reachable.insert(d) {
+                stack.extend(children.get(&d).into_iter().flatten().copied());
+            }
+        }
+        self.inodes.keys().any(|i| !reachable.contains(i) && !self.orphans.contains(i))
     }
 
     /// Whether directory `dir` has room for an entry of `name_len` bytes,
@@ -1202,48 +1640,72 @@ impl Checker {
     }
 
     /// Grows directory `dir` by an empty block (fsck_ffs's expanddir),
-    /// through its direct pointers and then its single indirect block,
-    /// both taken as `take_block` takes them. Whether it grew.
+    /// taken as `take_block` takes them (with the indirect blocks it
+    /// needs). Whether it grew.
     fn grow_dir(&mut self, dir: u32, mut inode: DiskInode) -> Result<bool, FsError> {
         let n = inode.size / BLOCK_BYTES as u64;
-        if n >= DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK {
+        if !self.fill_dir_block(dir, &mut inode, n)? {
             return Ok(false);
         }
-        let indirect = n >= DIRECT_POINTERS as u64 && inode.single == 0;
-        let needed = if indirect { 2 } else { 1 };
-        let mut taken = Vec::new();
-        for _ in 0..needed {
-            match self.take_block(dir)? {
-                Some(b) => taken.push(b),
-                None => {
-                    for b in taken {
-                        self.claims.remove(&b);
-                        self.made_blocks.remove(&b);
-                    }
-                    return Ok(false);
-                }
-            }
-        }
-        let as32 = |b: u64| u32::try_from(b).map_err(|_| FsError::Invalid(format!("block {b}")));
-        let block = as32(taken[0])?;
-        if indirect {
-            inode.single = as32(taken[1])?;
-            inode.blocks_512 += 8;
-        }
-        if n < DIRECT_POINTERS as u64 {
-            inode.direct[n as usize] = block;
-        } else {
-            let single = u64::from(inode.single);
-            set_pointer(self.core.cache.modify(single)?, (n - DIRECT_POINTERS as u64) as usize, block);
-        }
-        self.core.dir_empty_block(block).map_err(Self::errno)?;
         inode.size += BLOCK_BYTES as u64;
-        inode.blocks_512 += 8;
         self.core.put_inode(dir, &inode).map_err(Self::errno)?;
+        self.core.drop_index(dir);
         if let Some(seen) = self.inodes.get_mut(&dir) {
             seen.inode = inode;
         }
         Ok(true)
+    }
+
+    /// Maps block `n` of directory `dir` (a hole, or its end) to a new
+    /// empty directory block, with the single and double indirect blocks
+    /// that must hold its pointer, each taken as `take_block` takes them;
+    /// the inode is written (its size left as it is). Whether it could.
+    fn fill_dir_block(&mut self, dir: u32, inode: &mut DiskInode, n: u64) -> Result<bool, FsError> {
+        if n >= FILE_BLOCKS_MAX {
+            return Ok(false);
+        }
+        let as32 = |b: u64| u32::try_from(b).map_err(|_| FsError::Invalid(format!("block {b}")));
+        let take = |c: &mut Self, inode: &mut DiskInode| -> Result<Option<u32>, FsError> {
+            let Some(b) = c.take_block(dir)? else { return Ok(None) };
+            inode.blocks_512 += BLOCK_UNITS;
+            Ok(Some(as32(b)?))
+        };
+        let done = 'map: {
+            let Some(block) = take(self, inode)? else { break 'map false };
+            self.core.dir_empty_block(block).map_err(Self::errno)?;
+            if n < DIRECT_POINTERS as u64 {
+                inode.direct[n as usize] = block;
+                break 'map true;
+            }
+            let (holder, index) = if n < DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK {
+                if inode.single == 0 {
+                    let Some(single) = take(self, inode)? else { break 'map false };
+                    inode.single = single;
+                }
+                (inode.single, n - DIRECT_POINTERS as u64)
+            } else {
+                let k = n - DIRECT_POINTERS as u64 - POINTERS_PER_BLOCK;
+                if inode.double == 0 {
+                    let Some(double) = take(self, inode)? else { break 'map false };
+                    inode.double = double;
+                }
+                let outer = (k / POINTERS_PER_BLOCK) as usize;
+                let mut single = pointer_at(self.core.cache.read(u64::from(inode.double))?, outer);
+                if single == 0 {
+                    let Some(s) = take(self, inode)? else { break 'map false };
+                    set_pointer(self.core.cache.modify(u64::from(inode.double))?, outer, s);
+                    single = s;
+                }
+                (single, k % POINTERS_PER_BLOCK)
+            };
+            set_pointer(self.core.cache.modify(u64::from(holder))?, index as usize, block);
+            true
+        };
+        self.core.put_inode(dir, inode).map_err(Self::errno)?;
+        if let Some(seen) = self.inodes.get_mut(&dir) {
+            seen.inode = inode.clone();
+        }
+        Ok(done)
     }
 
     /// A block no inode claims and its group's map marks free, claimed for
@@ -1308,7 +1770,13 @@ impl Checker {
     // A directory no entry names (one pass 3 did not reconnect) is not
     // counted by the parent its `..` names: reconnected, it would not be.
     fn pass4_link_counts(&mut self) -> Result<(), FsError> {
-        let removed = |d: &u32| self.inodes.get(d).is_some_and(|s| s.inode.nlink == 0);
+        // Removed while open: no count and no entry naming it (a named
+        // directory whose count is 0 is a count gone wrong, not removed).
+        let removed_dirs: HashSet<u32> = (self.inodes.iter())
+            .filter(|(&d, s)| d != ROOT_INO && s.inode.nlink == 0 && s.names == 0)
+            .map(|(&d, _)| d)
+            .collect();
+        let removed = |d: &u32| removed_dirs.contains(d);
         let unnamed = |d: &u32| self.inodes.get(d).is_none_or(|s| s.names == 0);
         let counted = |(d, p): &(&u32, &u32)| d != p && !removed(d) && !unnamed(d);
         let subdirs: HashMap<u32, u32> =
@@ -1322,7 +1790,7 @@ impl Checker {
             let (mut inode, seen_names) = (seen.inode.clone(), seen.names);
             let dir = inode.kind_bits() == S_IFDIR;
             // A directory: its entry, its `.`, and each subdirectory's `..`.
-            let names = if dir && inode.nlink > 0 {
+            let names = if dir && !removed(&ino) {
                 seen_names + 1 + subdirs.get(&ino).copied().unwrap_or(0)
             } else {
                 seen_names

@@ -566,21 +566,241 @@ fn lost_and_found_cut_off_from_the_root_is_named_again() {
     assert_eq!(fs.lookup(ROOT, OsStr::new("lost+found")).unwrap().ino, lf);
 }
 
-/// A regular file named lost+found in the root: fsck cannot make the
-/// directory under that name, and says so, leaving the unattached file
-/// unattached (not repaired) rather than clearing it.
+/// A regular file named lost+found in the root: checked clean while
+/// nothing needs lost+found; once a file is cut off, `-y` gives the name
+/// to a new lost+found directory (fsck_ffs's REALLOCATE) and reconnects
+/// both files in it, the one named lost+found (with data) included. It
+/// was once reported "not repaired" at every check.
 #[test]
-fn a_file_named_lost_and_found_is_reported_and_the_unattached_file_kept() {
+fn a_file_named_lost_and_found_gives_the_name_to_a_directory_when_one_is_needed() {
     let (dev, d, f) = populated();
     let fs = mount(&dev, Policy::Async);
     fs.rmdir(ROOT, OsStr::new("lost+found")).unwrap();
-    fs.create(ROOT, OsStr::new("lost+found"), Owner::root(0o644)).unwrap();
+    let named = fs.create(ROOT, OsStr::new("lost+found"), Owner::root(0o644)).unwrap().ino;
+    fs.write(named, 0, b"mine").unwrap();
     fs.unmount().unwrap();
+    assert_checks_clean(&dev, "nothing to reconnect");
     blank_entry(&dev, d, "f");
-    let report = fsck(&dev, Repair::Yes).unwrap();
-    let left: Vec<_> = report.findings.iter().filter(|x| !x.repaired).collect();
-    assert!(left.iter().any(|x| x.detail.contains("not a directory")), "{left:?}");
-    assert_eq!(crate::common::stored(&dev, f).size, 10_000, "the file is kept, unattached");
+    let preen = fsck(&dev, Repair::Preen).unwrap();
+    assert!(preen.damage_left(), "preen does not reallocate: {:?}", preen.findings);
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap();
+    assert_eq!(lf.kind, fsapi::FileType::Dir);
+    assert_eq!(fs.lookup(lf.ino, OsStr::new(&format!("#{f}"))).unwrap().size, 10_000);
+    assert_eq!(fs.lookup(lf.ino, OsStr::new(&format!("#{named}"))).unwrap().size, 4);
+}
+
+// ---- what the image fuzzer found (tests/it/fsck_fuzz.rs, issue 43) ----
+
+/// `fsck -y` leaves nothing, and a second `fsck -n` finds nothing: the
+/// repair converged.
+fn repairs_and_converges(dev: &Arc<dyn Device>) -> Vec<Class> {
+    let yes = fsck(dev, Repair::Yes).unwrap();
+    assert!(!yes.damage_left(), "{:?}", yes.findings);
+    assert_checks_clean(dev, "after -y");
+    yes.findings.iter().map(|f| f.class).collect()
+}
+
+/// The names directory `dir` lists, `.` and `..` aside.
+fn listed(fs: &ffs::Ffs, dir: u64) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    fs.readdir(dir, 0, &mut |e| {
+        out.push((String::from_utf8_lossy(&e.name).into_owned(), e.ino));
+        true
+    })
+    .unwrap();
+    out
+}
+
+/// /a/b and /c, unmounted: (a, b, c).
+fn three_directories() -> (Arc<dyn Device>, u64, u64, u64) {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let a = fs.mkdir(ROOT, OsStr::new("a"), Owner::root(0o755)).unwrap().ino;
+    let b = fs.mkdir(a, OsStr::new("b"), Owner::root(0o755)).unwrap().ino;
+    let c = fs.mkdir(ROOT, OsStr::new("c"), Owner::root(0o755)).unwrap().ino;
+    fs.unmount().unwrap();
+    (dev, a, b, c)
+}
+
+/// The root's entry `c` pointed at /a/b: a hard-linked directory. The
+/// entry b's `..` names (in /a) is kept, the root's removed, and /c, cut
+/// off, is reconnected in lost+found; b is reached once.
+#[test]
+fn a_hard_linked_directory_keeps_the_entry_its_dot_dot_names() {
+    let (dev, a, b, c) = three_directories();
+    set_entry_ino(&dev, ROOT as u32, "c", b as u32);
+    assert!(classes(&dev, Repair::No).contains(&Class::DirectoryLinkedTwice));
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    assert_eq!(fs.lookup(a, OsStr::new("b")).unwrap().ino, b);
+    assert!(fs.lookup(ROOT, OsStr::new("c")).is_err(), "the second link is gone");
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap().ino;
+    assert_eq!(fs.lookup(lf, OsStr::new(&format!("#{c}"))).unwrap().ino, c);
+}
+
+/// /a/b's entry `x` pointed back at /a: a loop. The entry is removed, the
+/// file it named reconnected, and a walk from the root ends.
+#[test]
+fn a_loop_back_to_an_ancestor_is_cut() {
+    let (dev, a, b, _) = three_directories();
+    let fs = mount(&dev, Policy::Async);
+    let x = fs.create(b, OsStr::new("x"), Owner::root(0o644)).unwrap().ino;
+    fs.write(x, 0, b"kept").unwrap();
+    fs.unmount().unwrap();
+    set_entry_ino(&dev, b as u32, "x", a as u32);
+    assert!(classes(&dev, Repair::No).contains(&Class::DirectoryLinkedTwice));
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    assert!(listed(&fs, b).is_empty(), "{:?}", listed(&fs, b));
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap().ino;
+    assert_eq!(fs.lookup(lf, OsStr::new(&format!("#{x}"))).unwrap().size, 4);
+}
+
+/// An entry naming the root (/d/f pointed at inode 1) is removed.
+#[test]
+fn an_entry_naming_the_root_is_removed() {
+    let (dev, d, _) = populated();
+    set_entry_ino(&dev, d as u32, "f", 1);
+    assert!(classes(&dev, Repair::No).contains(&Class::DirectoryLinkedTwice));
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    assert!(fs.lookup(d, OsStr::new("f")).is_err());
+}
+
+/// A directory whose `.` and `..` records were blanked gets both back
+/// (once it said "not repaired" at every check); its files stay.
+#[test]
+fn a_directory_missing_dot_and_dot_dot_gets_them_back() {
+    let (dev, d, f) = populated();
+    edit_entry(&dev, d as u32, ".", |rec| rec[..4].fill(0));
+    edit_entry(&dev, d as u32, "..", |rec| rec[..4].fill(0));
+    assert!(classes(&dev, Repair::No).contains(&Class::BadDotDot));
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    assert_eq!(fs.lookup(d, OsStr::new("f")).unwrap().ino, f);
+    fs.rename(d, OsStr::new("f"), ROOT, OsStr::new("h")).unwrap();
+    fs.rmdir(ROOT, OsStr::new("d")).unwrap();
+    fs.unmount().unwrap();
+    assert_checks_clean(&dev, "after rmdir");
+}
+
+/// A directory whose length says a gigabyte while it maps one block is
+/// cut to that block (its holes were once filled from the free blocks,
+/// until there were none: ENOSPC).
+#[test]
+fn an_oversized_directory_is_cut_to_the_blocks_it_maps() {
+    let (dev, d, f) = populated();
+    edit_inode(&dev, d as u32, |i| i.size = 1 << 30);
+    assert!(classes(&dev, Repair::No).contains(&Class::BadDirectoryBlock));
+    repairs_and_converges(&dev);
+    assert_eq!(crate::common::stored(&dev, d).size, 4096);
+    let fs = mount(&dev, Policy::Async);
+    assert_eq!(fs.lookup(d, OsStr::new("f")).unwrap().ino, f);
+}
+
+/// A record whose length stops four bytes short of its chunk's end: the
+/// tail joins the record before it (it was once made a record of its
+/// own, whose header overwrote the next chunk's first record).
+#[test]
+fn a_record_short_of_its_chunks_end_is_mended_within_its_chunk() {
+    let (dev, d, f) = populated();
+    let mut reclen = 0;
+    edit_entry(&dev, d as u32, "f", |rec| {
+        reclen = u16::from_le_bytes([rec[4], rec[5]]);
+        rec[4..6].copy_from_slice(&(reclen - 4).to_le_bytes());
+    });
+    assert!(reclen > 16, "f is the chunk's last record");
+    let fs = mount(&dev, Policy::Async);
+    for i in 0..40 {
+        fs.create(d, OsStr::new(&format!("n{i:02}-a-longer-name")), Owner::root(0o644)).unwrap();
+    }
+    fs.unmount().unwrap();
+    assert!(classes(&dev, Repair::No).contains(&Class::BadDirectoryBlock));
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    assert_eq!(fs.lookup(d, OsStr::new("f")).unwrap().ino, f);
+    assert_eq!(listed(&fs, d).len(), 41);
+}
+
+/// An entry whose name holds a `/` (no lookup takes it) is removed, and
+/// the file it named reconnected in lost+found.
+#[test]
+fn an_entry_whose_name_no_lookup_takes_is_removed_and_its_file_kept() {
+    let (dev, d, f) = populated();
+    edit_entry(&dev, d as u32, "f", |rec| rec[8] = b'/');
+    assert!(classes(&dev, Repair::No).contains(&Class::BadDirectoryBlock));
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    assert!(listed(&fs, d).is_empty());
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap().ino;
+    assert_eq!(fs.lookup(lf, OsStr::new(&format!("#{f}"))).unwrap().size, 10_000);
+}
+
+/// Two entries of one name in a directory (the root's `g` renamed `d` by
+/// damage): the second is removed, and a lookup and a listing agree.
+#[test]
+fn a_second_entry_of_one_name_is_removed() {
+    let (dev, d, _) = populated();
+    edit_entry(&dev, ROOT as u32, "g", |rec| rec[8] = b'd');
+    assert!(classes(&dev, Repair::No).contains(&Class::BadDirectoryBlock));
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    let ds: Vec<_> = listed(&fs, ROOT).into_iter().filter(|(n, _)| n == "d").collect();
+    assert_eq!(ds, vec![("d".to_string(), d)]);
+}
+
+/// A directory named from its parent whose count says 0 links is no
+/// directory removed while open: its count is set to its entry, `.` and
+/// its subdirectories' `..` (it was once set to 1, and found again).
+#[test]
+fn a_named_directory_counting_no_links_is_counted_whole() {
+    let (dev, d, _) = populated();
+    edit_inode(&dev, d as u32, |i| i.nlink = 0);
+    assert!(classes(&dev, Repair::No).contains(&Class::LinkCountTooLow));
+    repairs_and_converges(&dev);
+    assert_eq!(crate::common::stored(&dev, d).nlink, 2);
+}
+
+/// A symlink too long for its inode whose block pointer is lost cannot
+/// be read (EIO): cleared, and its entry with it.
+#[test]
+fn a_long_symlink_without_its_block_is_cleared() {
+    let (dev, _, _) = populated();
+    let fs = mount(&dev, Policy::Async);
+    let target = "t/".repeat(100);
+    let s = fs.symlink(ROOT, OsStr::new("s"), OsStr::new(&target), Owner::root(0o777)).unwrap().ino;
+    fs.unmount().unwrap();
+    edit_inode(&dev, s as u32, |i| i.direct[0] = 0);
+    assert!(classes(&dev, Repair::No).contains(&Class::BadSymlink));
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    assert!(fs.lookup(ROOT, OsStr::new("s")).is_err());
+}
+
+/// /a's second pointer aimed at /c's block (a lower inode number than
+/// c's): the block's own `.` names /c, so /c keeps it and what it holds,
+/// and /a's pointer is cut (the block once went to the lower number, and
+/// /c lost its entries).
+#[test]
+fn a_directory_block_claimed_twice_stays_with_the_directory_its_dot_names() {
+    let (dev, a, b, c) = three_directories();
+    let fs = mount(&dev, Policy::Async);
+    let x = fs.create(c, OsStr::new("x"), Owner::root(0o644)).unwrap().ino;
+    fs.unmount().unwrap();
+    let theirs = crate::common::stored(&dev, c).direct[0];
+    edit_inode(&dev, a as u32, |i| {
+        i.direct[1] = theirs;
+        i.size = 8192;
+        i.blocks_512 += 8;
+    });
+    assert!(classes(&dev, Repair::No).contains(&Class::BlockClaimedTwice));
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    assert_eq!(fs.lookup(c, OsStr::new("x")).unwrap().ino, x);
+    assert_eq!(listed(&fs, a), vec![("b".to_string(), b)]);
+    assert_eq!(crate::common::stored(&dev, a).direct[1], 0);
 }
 
 /// A `log` image a crash left with three commits in its log, none home,

@@ -1,6 +1,7 @@
 mod common;
 mod files;
 mod fsck;
+mod fsck_fuzz;
 mod fsck_xattr;
 mod fsync;
 mod fuzz;

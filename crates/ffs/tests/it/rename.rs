@@ -175,25 +175,51 @@ fn each_crash_state_of_an_exchange(policy: Policy, mut check: impl FnMut(Arc<dyn
     }
 }
 
-/// Whether /p/x and /q/y are both there in `image` (repaired as needed).
-fn both_names_there(image: &Arc<dyn Device>) -> bool {
+/// Whether nothing the exchange moved is lost in `image` (repaired as
+/// needed): the directory (with its file) named once, at /p/x or /q/y,
+/// and the file of four bytes at /p/x, /q/y or in lost+found. A crash
+/// that left the directory named by both entries (the new one written
+/// first) loses one of the two names: a directory has one name, and fsck
+/// removes the extra link, as fsck_ffs does even when preening
+/// ("EXTRANEOUS HARD LINK TO DIRECTORY ... REMOVED").
+fn nothing_lost(image: &Arc<dyn Device>) -> bool {
     let fs = Ffs::mount(Arc::clone(image), &MountOptions::default()).unwrap();
-    let there = |dir: &str, called: &str| {
+    let at = |dir: &str, called: &str| {
         let parent = fs.lookup(ROOT, name(dir)).unwrap();
-        fs.lookup(parent.ino, name(called)).is_ok()
+        fs.lookup(parent.ino, name(called)).ok()
     };
-    there("p", "x") && there("q", "y")
+    let named: Vec<Attr> = [at("p", "x"), at("q", "y")].into_iter().flatten().collect();
+    let dirs: Vec<&Attr> = named.iter().filter(|a| a.kind == FileType::Dir).collect();
+    let dir_kept = dirs.len() == 1 && contents(&fs, dirs[0].ino, "inside") == b"in x";
+    let lf = fs.lookup(ROOT, name("lost+found")).unwrap().ino;
+    let mut found = Vec::new();
+    fs.readdir(lf, 0, &mut |e| {
+        found.push(e.name);
+        true
+    })
+    .unwrap();
+    let in_lf = found.iter().any(|n| contents(&fs, lf, &String::from_utf8_lossy(n)) == b"in y");
+    let file_named = named.iter().any(|a| {
+        a.kind == FileType::File && {
+            let mut buf = vec![0u8; a.size as usize];
+            fs.read(a.ino, 0, &mut buf).unwrap();
+            buf == b"in y"
+        }
+    });
+    dir_kept && (file_named || in_lf)
 }
 
 /// Under `sync`, wherever a crash comes, preen repairs the image (a count
-/// too high, or the inode whose entry was rewritten first named by
-/// neither entry, put in lost+found), and neither name is lost.
+/// too high, a directory named by both entries, or the inode whose entry
+/// was rewritten first named by neither entry, put in lost+found), and
+/// nothing is lost.
 #[test]
-fn under_sync_a_crash_anywhere_in_an_exchange_loses_neither_name_and_preen_repairs_it() {
+fn under_sync_a_crash_anywhere_in_an_exchange_loses_nothing_and_preen_repairs_it() {
     each_crash_state_of_an_exchange(Policy::Sync, |image| {
         let report = fsck(&image, Repair::Preen).unwrap();
         assert!(!report.damage_left(), "{:?}", report.findings);
-        assert!(both_names_there(&image));
+        assert!(fsck(&image, Repair::No).unwrap().clean(), "preen converged");
+        assert!(nothing_lost(&image));
     });
 }
 
