@@ -292,19 +292,13 @@ impl Image<'_> {
         (value, format!("{value} (choice {choice}, inode {other}'s)"))
     }
 
-    /// Random bytes over part of a metadata block (never the root's inode).
+    /// Random bytes over part of a metadata block (the root's inode among
+    /// them: `-y` makes a lost root again).
     fn corrupt_bytes(&mut self, rng: &mut Mix) {
         let blocks = self.metadata_blocks();
         let Some(block) = rng.pick(&blocks) else { return };
         let len = [1usize, 4, 16, 64, 512, 4096][rng.below(6) as usize];
-        let mut at = rng.below((BLOCK_BYTES - len + 1) as u64) as usize;
-        let (root_block, root_at) = self.sb.inode_place(ROOT_INO);
-        let mut len = len;
-        if block == root_block && at < root_at + INODE_BYTES && at + len > root_at {
-            // Root recreation is other work: its slot is left alone.
-            at = root_at + INODE_BYTES;
-            len = len.min(BLOCK_BYTES - at);
-        }
+        let at = rng.below((BLOCK_BYTES - len + 1) as u64) as usize;
         let zero = rng.below(4) == 0;
         for i in at..at + len {
             let v = if zero { 0 } else { rng.next() as u8 };
@@ -325,14 +319,14 @@ impl Image<'_> {
         let Some(mut inode) = self.inode(ino) else { return };
         let field = rng.below(8);
         let what = match field {
-            0 if ino != ROOT_INO => {
+            0 => {
                 let kinds =
                     [S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFCHR, S_IFSOCK, 0, (rng.next() as u16) & S_IFMT];
                 let kind = kinds[rng.below(kinds.len() as u64) as usize];
                 inode.mode = (inode.mode & !S_IFMT) | kind;
                 format!("mode {:o}", inode.mode)
             }
-            0 | 1 => {
+            1 => {
                 inode.nlink = [0u16, 1, 2, 3, u16::MAX, rng.next() as u16][rng.below(6) as usize];
                 format!("nlink {}", inode.nlink)
             }
@@ -381,16 +375,6 @@ impl Image<'_> {
                 format!("xattr {why}")
             }
         };
-        if ino == ROOT_INO {
-            // Not yet: a root inode with a field past its bound (a size
-            // or count no file has) decodes as garbage, and fsck does not
-            // recreate the root (separate work): it stays root_missing.
-            let mut slot = vec![0u8; INODE_BYTES];
-            inode.encode(ino, &mut slot);
-            if !matches!(DiskInode::decode(ino, &slot), InodeSlot::Used(_)) {
-                return;
-            }
-        }
         self.put_inode(ino, &inode);
         self.done.push(format!("inode {ino}: {what}"));
     }
