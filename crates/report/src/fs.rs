@@ -10,7 +10,8 @@ use ffs::{Policy, Unmounted};
 use fsapi::Attr;
 use workloads::tree::{Extracted, LoadedArchive, MdtestPhase, MdtestSpec, Removed};
 
-use crate::target::{human, medium_kind, memory_warnings};
+use crate::target::{medium_kind, memory_warnings};
+use crate::units::human;
 
 /// What a check comes to, and the exit status that says it (as e2fsck's:
 /// 0 clean, 1 repaired, 4 damage left).

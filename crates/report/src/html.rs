@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::charts::{array, charts, f64_of, run_charts, str_of, Chart};
 use crate::json::Host;
 use crate::plot::{bar_chart, escape, Series};
+use crate::units;
 
 const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}\
@@ -125,7 +126,7 @@ fn run_block(out: &mut String, doc: &Value) {
         ("host", host.hostname),
         ("kernel", host.kernel),
         ("CPU", cpu),
-        ("memory", host.memory_bytes.map(crate::target::human)),
+        ("memory", host.memory_bytes.map(crate::units::human)),
         ("command line", command),
     ]
     .into_iter()
@@ -159,18 +160,18 @@ fn comparison(out: &mut String, runs: &[(&str, &Value)]) {
         .iter()
         .map(|(file, job)| {
             let run = array(job, "runs").first().cloned().unwrap_or_default();
-            let op = |d: &str, key: &str| num(f64_of(&run[d], key), 0);
-            let p99 = |d: &str| num(f64_of(&run[d]["latency"], "p99_us"), 1);
+            let iops = |d: &str| units::iops(f64_of(&run[d], "iops"));
+            let p99 = |d: &str| units::latency_us(f64_of(&run[d]["latency"], "p99_us"));
             vec![
                 format!("{file}: {}", str_of(job, "name")),
-                op("read", "iops"),
+                iops("read"),
                 p99("read"),
-                op("write", "iops"),
+                iops("write"),
                 p99("write"),
             ]
         })
         .collect();
-    table(out, &["job", "read IOPS", "read p99 us", "write IOPS", "write p99 us"], &rows);
+    table(out, &["job", "read IOPS", "read p99", "write IOPS", "write p99"], &rows);
     let categories: Vec<String> = rows.iter().map(|r| r[0].clone()).collect();
     let series = ["read", "write"].map(|d| Series {
         name: format!("{d} IOPS"),
@@ -362,10 +363,10 @@ fn journal_section(out: &mut String, doc: &Value) {
     let rows: Vec<Vec<String>> = array(doc, "arms")
         .iter()
         .map(|a| {
-            let runs: Vec<String> = array(a, "runs").iter().map(|r| num(f64_of(r, "iops"), 0)).collect();
+            let runs: Vec<String> = array(a, "runs").iter().map(|r| units::iops(f64_of(r, "iops"))).collect();
             vec![
                 str_of(a, "arm").to_string(),
-                num(f64_of(a, "median_iops"), 0),
+                units::iops(f64_of(a, "median_iops")),
                 num(f64_of(a, "median_vs_off"), 3),
                 runs.join(" "),
             ]
@@ -389,8 +390,8 @@ fn stripes_section(out: &mut String, doc: &Value) {
             if let Some(f) = array(r, "fs").first() {
                 row.push(format!(
                     "read {} IOPS, write {} IOPS",
-                    num(f64_of(&f["read"], "iops"), 0),
-                    num(f64_of(&f["write"], "iops"), 0)
+                    units::iops(f64_of(&f["read"], "iops")),
+                    units::iops(f64_of(&f["write"], "iops"))
                 ));
             }
             row

@@ -21,6 +21,7 @@ mod series;
 mod spread;
 mod sweep;
 mod target;
+pub mod units;
 mod validate;
 mod volumes;
 
@@ -44,9 +45,9 @@ pub use sweep::{
     ArmRuns, JournalSweep, StripesRow, SweepArm, SweepArmRun, SweepPowerCut,
 };
 pub use target::{
-    human as human_bytes, medium_kind, memory_warnings, target_lines, CacheState, LayoutPolicy, LayoutState,
-    TargetReport,
+    medium_kind, memory_warnings, target_lines, CacheState, LayoutPolicy, LayoutState, TargetReport,
 };
+pub use units::human as human_bytes;
 pub use validate::{verdict_line, verdict_text, Outcome, VerdictExits};
 pub use volumes::{parity_lines, volume_list, volume_list_verbose};
 

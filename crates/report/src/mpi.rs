@@ -14,6 +14,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::units;
+
 /// One rank's part, as rank 0 receives it.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct RankRun {
@@ -167,9 +169,9 @@ pub fn mpi_table(ranks: &[RankRun], layout: &str) -> String {
     let hosts: std::collections::BTreeSet<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
     let _ = writeln!(
         out,
-        "MPI: {} ranks on {} host(s) ({}), targets {layout}; each rank's times from the barrier that started the run",
-        ranks.len(),
-        hosts.len(),
+        "MPI: {} on {} ({}), targets {layout}; each rank's times from the barrier that started the run",
+        crate::counted(ranks.len() as u64, "rank", "ranks"),
+        crate::counted(hosts.len() as u64, "host", "hosts"),
         hosts.iter().copied().collect::<Vec<_>>().join(", ")
     );
     for (j, agg) in indexed(ranks) {
@@ -178,7 +180,7 @@ pub fn mpi_table(ranks: &[RankRun], layout: &str) -> String {
         let _ = writeln!(
             out,
             "  {:>5}  {:<16} {:>12} {:>12} {:>10} {:>9} {:>9}",
-            "rank", "host", "read IOPS", "write IOPS", "MiB/s", "start s", "end s"
+            "rank", "host", "read IOPS", "write IOPS", "BW", "start s", "end s"
         );
         for rank in ranks {
             let (Some(run), Some(&(from, to))) =
@@ -190,38 +192,38 @@ pub fn mpi_table(ranks: &[RankRun], layout: &str) -> String {
             let mib = f("read", "mib_per_s").unwrap_or(0.0) + f("write", "mib_per_s").unwrap_or(0.0);
             let _ = writeln!(
                 out,
-                "  {:>5}  {:<16} {:>12.0} {:>12.0} {:>10.1} {:>9.3} {:>9.3}",
+                "  {:>5}  {:<16} {:>12} {:>12} {:>10} {:>9.3} {:>9.3}",
                 rank.rank,
                 rank.host,
-                f("read", "iops").unwrap_or(0.0),
-                f("write", "iops").unwrap_or(0.0),
-                mib,
+                units::iops(f("read", "iops").unwrap_or(0.0)),
+                units::iops(f("write", "iops").unwrap_or(0.0)),
+                units::bandwidth_mib(mib),
                 from,
                 to
             );
         }
         let _ = writeln!(
             out,
-            "  {:>5}  {:<16} {:>12.0} {:>12.0} {:>10.1} {:>9.3} {:>9.3}",
+            "  {:>5}  {:<16} {:>12} {:>12} {:>10} {:>9.3} {:>9.3}",
             "all",
-            format!("{} ranks", agg.ranks),
-            agg.read_iops,
-            agg.write_iops,
-            agg.mib_per_s,
+            crate::counted(agg.ranks as u64, "rank", "ranks"),
+            units::iops(agg.read_iops),
+            units::iops(agg.write_iops),
+            units::bandwidth_mib(agg.mib_per_s),
             agg.start_s,
             agg.last_done_s
         );
         let _ = writeln!(
             out,
             "  all: {} requests ({} read, {} write) in {:.3} s from the first start to the last end; \
-             first rank done at {:.3} s ({:.0} IOPS, {:.1} MiB/s until then), last at {:.3} s",
+             first rank done at {:.3} s ({} IOPS, {} until then), last at {:.3} s",
             agg.read_ios + agg.write_ios,
             agg.read_ios,
             agg.write_ios,
             agg.window_s,
             agg.first_done_s,
-            agg.first_done_iops,
-            agg.first_done_mib_per_s,
+            units::iops(agg.first_done_iops),
+            units::bandwidth_mib(agg.first_done_mib_per_s),
             agg.last_done_s
         );
     }
@@ -246,9 +248,9 @@ pub fn mpi_phases_table(ranks: &[RankPhases], on: &str) -> String {
     let hosts: std::collections::BTreeSet<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
     let _ = writeln!(
         out,
-        "MPI: {} ranks on {} host(s), {on}; every phase begun together (a barrier before it)",
-        ranks.len(),
-        hosts.len()
+        "MPI: {} on {}, {on}; every phase begun together (a barrier before it)",
+        crate::counted(ranks.len() as u64, "rank", "ranks"),
+        crate::counted(hosts.len() as u64, "host", "hosts")
     );
     let _ = writeln!(
         out,

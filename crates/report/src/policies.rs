@@ -126,7 +126,7 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
         s.copies,
         s.archive,
         s.entries,
-        crate::target::human(s.data_bytes),
+        crate::units::human(s.data_bytes),
         s.repeats,
         s.target
     );
@@ -184,7 +184,7 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
                 med(|r| r.blocks_written),
                 med(|r| r.write_requests),
                 med(|r| r.flushes),
-                if log == 0 { "-".to_string() } else { crate::target::human(log) }
+                if log == 0 { "-".to_string() } else { crate::units::human(log) }
             ));
         }
         rows.push(cells);

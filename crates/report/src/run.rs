@@ -7,6 +7,7 @@ use workloads::JobResult;
 
 use crate::spread::{RepeatSummary, Spread};
 use crate::target::TargetReport;
+use crate::units;
 
 /// One job of a run: what it ran on, its runs and their summary.
 #[derive(Clone, Debug)]
@@ -57,12 +58,12 @@ pub fn job_heading(r: &JobResult) -> String {
             r.rw.to_string()
         };
     format!(
-        "{}: {} on {} ({} bytes at offset {}), bs {}, {} engine, {} x depth {}",
+        "{}: {} on {} ({} at offset {}), bs {}, {} engine, {} x depth {}",
         r.name,
         mix,
         r.target,
-        r.region_bytes,
-        r.region_offset_bytes,
+        units::size(r.region_bytes),
+        units::size(r.region_offset_bytes),
         r.bs,
         r.engine,
         crate::counted(r.threads, "thread", "threads"),
@@ -70,25 +71,41 @@ pub fn job_heading(r: &JobResult) -> String {
     )
 }
 
-const HEADER: &str =
-    "          ios       IOPS     MiB/s  lat(us) mean      p50      p90      p99    p99.9      max\n";
+/// The run table's columns: label, then ios, IOPS, bandwidth and the
+/// latencies. IOPS, bandwidth and latencies print as fio prints them
+/// ([`crate::units`]), each figure with its unit, so the header names
+/// none; `ios` stays an exact count. The header is built from the same
+/// widths as the rows, so they line up.
+macro_rules! run_row {
+    ($out:expr, $($cell:expr),+ $(,)?) => {
+        writeln!($out, "{:<5} {:>9} {:>8} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}", $($cell),+)
+    };
+}
 
 /// fio-like table of one run.
 pub fn run_table(r: &JobResult) -> String {
     let mut out = String::new();
     out.push_str(&job_heading(r));
     out.push('\n');
-    out.push_str(HEADER);
+    let _ = run_row!(out, "", "ios", "IOPS", "BW", "lat mean", "p50", "p90", "p99", "p99.9", "max");
     let read_label = if r.reads_from_unwritten { "read*" } else { "read" };
     for (label, op) in [(read_label, &r.read), ("write", &r.write)] {
         if op.ios == 0 {
             continue;
         }
         let l = &op.latency;
-        let _ = writeln!(
+        let _ = run_row!(
             out,
-            "{label:<5} {:>9} {:>10.1} {:>9.2} {:>12.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
-            op.ios, op.iops, op.mib_per_s, l.mean_us, l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us
+            label,
+            op.ios,
+            units::iops(op.iops),
+            units::bandwidth_mib(op.mib_per_s),
+            units::latency_us(l.mean_us),
+            units::latency_us(l.p50_us),
+            units::latency_us(l.p90_us),
+            units::latency_us(l.p99_us),
+            units::latency_us(l.p999_us),
+            units::latency_us(l.max_us)
         );
     }
     match &r.modeled {
@@ -141,16 +158,15 @@ pub fn validation_summary(v: &workloads::ValidationSummary) -> String {
     if let Some(j) = &v.journal {
         let _ = writeln!(
             out,
-            "journal: {} records in {} commits ({} writes, {} through a worker's ring), {} target flushes, \
-             {} compactions; {} waits for a commit, {:.1} us mean",
-            j.records,
-            j.commits,
-            j.writes,
+            "journal: {} in {} ({}, {} through a worker's ring), {}, {}; {} for a commit, {} mean",
+            crate::counted(j.records, "record", "records"),
+            crate::counted(j.commits, "commit", "commits"),
+            crate::counted(j.writes, "write", "writes"),
             j.ring_commits,
-            j.target_flushes,
-            j.compactions,
-            j.waits,
-            j.wait_us as f64 / j.waits.max(1) as f64
+            crate::counted(j.target_flushes, "target flush", "target flushes"),
+            crate::counted(j.compactions, "compaction", "compactions"),
+            crate::counted(j.waits, "wait", "waits"),
+            units::latency_us(j.wait_us as f64 / j.waits.max(1) as f64)
         );
     }
     for e in v.error_list.iter().take(VALIDATION_ERRORS_SHOWN) {
@@ -174,18 +190,22 @@ pub const VALIDATION_ERRORS_SHOWN: usize = 10;
 /// Table of min / median / max over repeated runs.
 pub fn repeat_table(s: &RepeatSummary) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "over {} runs:                  min     median        max", s.runs);
-    let row = |out: &mut String, label: &str, sp: &Spread| {
-        let _ = writeln!(out, "  {label:<22} {:>10.1} {:>10.1} {:>10.1}", sp.min, sp.median, sp.max);
+    let _ = writeln!(
+        out,
+        "over {}:                  min     median        max",
+        crate::counted(s.runs as u64, "run", "runs")
+    );
+    let row = |out: &mut String, label: &str, sp: &Spread, f: &dyn Fn(f64) -> String| {
+        let _ = writeln!(out, "  {label:<22} {:>10} {:>10} {:>10}", f(sp.min), f(sp.median), f(sp.max));
     };
     for (dir, op) in [("read", &s.read), ("write", &s.write)] {
         let Some(op) = op else { continue };
-        row(&mut out, &format!("{dir} IOPS"), &op.iops);
-        row(&mut out, &format!("{dir} MiB/s"), &op.mib_per_s);
-        row(&mut out, &format!("{dir} lat mean (us)"), &op.lat_mean_us);
-        row(&mut out, &format!("{dir} lat p99 (us)"), &op.lat_p99_us);
+        row(&mut out, &format!("{dir} IOPS"), &op.iops, &units::iops);
+        row(&mut out, &format!("{dir} BW"), &op.mib_per_s, &units::bandwidth_mib);
+        row(&mut out, &format!("{dir} lat mean"), &op.lat_mean_us, &units::latency_us);
+        row(&mut out, &format!("{dir} lat p99"), &op.lat_p99_us, &units::latency_us);
     }
-    row(&mut out, "cpu %", &s.cpu_pct);
+    row(&mut out, "cpu %", &s.cpu_pct, &|v| format!("{v:.1}"));
     out
 }
 

@@ -11,6 +11,7 @@ use workloads::journal::JournalStats;
 use workloads::{Engine, JobResult};
 
 use crate::spread::median_or_zero;
+use crate::units;
 
 /// One layout of the stripes sweep: what it measured.
 #[derive(Clone, Debug)]
@@ -55,7 +56,7 @@ pub fn stripes_bonnie_table(rows: &[StripesRow]) -> String {
 pub fn stripes_fs_table(rows: &[StripesRow]) -> String {
     let mut out = format!(
         "{:<8} {:>10} {:>9} {:>12} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
-        "layout", "IOPS", "MiB/s", "lat mean us", "p99 us", "Writes", "Reads", "Mblock", "Mstripe"
+        "layout", "IOPS", "BW", "lat mean", "p99", "Writes", "Reads", "Mblock", "Mstripe"
     );
     for r in rows {
         if r.fs.is_empty() {
@@ -69,7 +70,15 @@ pub fn stripes_fs_table(rows: &[StripesRow]) -> String {
             (j.read.latency.mean_us * j.read.ios as f64 + j.write.latency.mean_us * j.write.ios as f64) / ios
         });
         let p99 = median(&|j| j.read.latency.p99_us.max(j.write.latency.p99_us));
-        let _ = write!(out, "{:<8} {iops:>10.0} {mibs:>9.1} {mean:>12.1} {p99:>10.1}", r.layout);
+        let _ = write!(
+            out,
+            "{:<8} {:>10} {:>9} {:>12} {:>10}",
+            r.layout,
+            units::iops(iops),
+            units::bandwidth_mib(mibs),
+            units::latency_us(mean),
+            units::latency_us(p99)
+        );
         for v in plex_values(r) {
             let _ = write!(out, " {v:>9}");
         }
@@ -244,11 +253,17 @@ pub fn journal_sweep_table(sweep: &JournalSweep) -> String {
             .runs
             .iter()
             .map(|r| match r.vs_off {
-                Some(v) => format!("{:.0}/{v:.2}", r.iops),
-                None => format!("{:.0}", r.iops),
+                Some(v) => format!("{}/{v:.2}", units::iops(r.iops)),
+                None => units::iops(r.iops),
             })
             .collect();
-        let _ = writeln!(out, "{:<14} {:>10.0} {vs:>7}   {}", row.arm, row.median_iops, runs.join(" "));
+        let _ = writeln!(
+            out,
+            "{:<14} {:>10} {vs:>7}   {}",
+            row.arm,
+            units::iops(row.median_iops),
+            runs.join(" ")
+        );
     }
     if let Some(cut) = &sweep.power_cut {
         let _ = writeln!(out, "{}", cut.line());
@@ -266,8 +281,8 @@ pub fn journal_sweeps_side_by_side(sweeps: &[JournalSweep]) -> String {
         for (i, row) in first.arms.iter().enumerate() {
             let cells = sweeps.iter().map(|sweep| {
                 sweep.arms.get(i).map_or("-".to_string(), |a| match a.median_vs_off {
-                    Some(v) => format!("{:.0} ({v:.2})", a.median_iops),
-                    None => format!("{:.0}", a.median_iops),
+                    Some(v) => format!("{} ({v:.2})", units::iops(a.median_iops)),
+                    None => units::iops(a.median_iops),
                 })
             });
             rows.push((row.arm, cells.collect()));

@@ -9,6 +9,8 @@ use device::{Medium, MediumKind};
 pub use workloads::layout::LayoutPolicy;
 use workloads::layout::LayoutReport;
 
+use crate::units::human;
+
 /// What was done about the page cache before each run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheState {
@@ -175,21 +177,5 @@ fn layout_line(l: &LayoutState) -> String {
             "{} of holes left as they are (the job does not read; --layout always fills them)",
             human(r.unwritten_bytes)
         ),
-    }
-}
-
-/// Bytes in KiB, MiB or GiB, one decimal.
-pub fn human(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["bytes", "KiB", "MiB", "GiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} bytes")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
     }
 }

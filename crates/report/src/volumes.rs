@@ -4,11 +4,8 @@
 
 use std::fmt::Write as _;
 
+use crate::units;
 use volume::{Org, ParityReport, PlexReport, State, VolumeReport};
-
-fn mib(bytes: u64) -> String {
-    format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64)
-}
 
 fn org_name(org: &Org) -> String {
     match org {
@@ -47,14 +44,20 @@ fn pct(part: u64, whole: u64) -> f64 {
 pub fn volume_list(reports: &[VolumeReport], stats: bool) -> String {
     let mut out = String::new();
     for v in reports {
-        let _ = writeln!(out, "V {:<24} size {:>10}  plexes {}", v.name, mib(v.size_bytes), v.plexes.len());
+        let _ = writeln!(
+            out,
+            "V {:<24} size {:>10}  plexes {}",
+            v.name,
+            units::size(v.size_bytes),
+            v.plexes.len()
+        );
         for p in &v.plexes {
             let _ = writeln!(
                 out,
                 "P {:<24} {:<8} size {:>10}  subdisks {}  {}",
                 p.name,
                 plex_state(p),
-                mib(p.size_bytes),
+                units::size(p.size_bytes),
                 p.subdisks.len(),
                 org_name(&p.org)
             );
@@ -64,7 +67,7 @@ pub fn volume_list(reports: &[VolumeReport], stats: bool) -> String {
                     "S {:<24} {:<8} size {:>10}  drive {} at offset {}",
                     s.name,
                     s.state.to_string(),
-                    mib(s.length_bytes),
+                    units::size(s.length_bytes),
                     s.drive,
                     s.drive_offset_bytes
                 );
@@ -114,9 +117,9 @@ fn stats_table(v: &VolumeReport) -> String {
         "  {:<24} {:>10} {:>12} {:>10} {:>12} {:>14} {:>14} {:>14}",
         v.name,
         s.reads,
-        s.bytes_read,
+        units::size(s.bytes_read),
         s.writes,
-        s.bytes_written,
+        units::size(s.bytes_written),
         "",
         "",
         count_pct(v.recovered_reads, s.reads)
@@ -129,9 +132,9 @@ fn stats_table(v: &VolumeReport) -> String {
             "  {:<24} {:>10} {:>12} {:>10} {:>12} {:>14} {:>14} {:>14} {:>14} {:>14}",
             p.name,
             c.reads,
-            c.bytes_read,
+            units::size(c.bytes_read),
             c.writes,
-            c.bytes_written,
+            units::size(c.bytes_written),
             count_pct(c.multiblock, requests),
             count_pct(c.multistripe, requests),
             count_pct(c.recovered_reads, c.reads),
@@ -143,21 +146,21 @@ fn stats_table(v: &VolumeReport) -> String {
             let _ = writeln!(
                 out,
                 "  {:<24} {:>10} {:>12} {:>10} {:>12}",
-                sd.name, t.reads, t.bytes_read, t.writes, t.bytes_written
+                sd.name,
+                t.reads,
+                units::size(t.bytes_read),
+                t.writes,
+                units::size(t.bytes_written)
             );
         }
     }
     out
 }
 
-/// `135168 bytes (132.0 KiB)`.
+/// `135168 bytes (132KiB)`: the exact count, as Vinum prints it, and the
+/// size that reads at a glance.
 fn bytes_and_mib(bytes: u64) -> String {
-    let (unit, name) = match bytes {
-        b if b >= 1 << 30 => (1u64 << 30, "GiB"),
-        b if b >= 1 << 20 => (1 << 20, "MiB"),
-        _ => (1 << 10, "KiB"),
-    };
-    format!("{bytes} bytes ({:.1} {name})", bytes as f64 / unit as f64)
+    format!("{bytes} bytes ({})", units::size(bytes))
 }
 
 /// Revive progress of an object that is not up, when a revive has begun.

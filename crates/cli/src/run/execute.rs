@@ -312,9 +312,13 @@ fn show_progress(job: &JobSpec, progress: &[Progress], done: &AtomicBool, index:
         let secs = (now - last.0).as_secs_f64();
         if secs >= 0.5 {
             let iops = (snap.ios - last.1.ios) as f64 / secs;
-            let mibs = (snap.bytes - last.1.bytes) as f64 / secs / 1048576.0;
+            let bw = (snap.bytes - last.1.bytes) as f64 / secs;
             let phase = if snap.measuring { "" } else { " (warm-up)" };
-            bar.set_message(format!("{iops:.0} IOPS {mibs:.1} MiB/s{phase}"));
+            bar.set_message(format!(
+                "{} IOPS {}{phase}",
+                report::units::iops(iops),
+                report::units::bandwidth(bw)
+            ));
             last = (now, snap);
         }
         if total.is_some() {

@@ -299,3 +299,22 @@ fn a_count_takes_its_nouns_number() {
     assert_eq!(report::counted(0u32, "run", "runs"), "0 runs");
     assert_eq!(report::counted(4u64, "bad block", "bad blocks"), "4 bad blocks");
 }
+
+/// The run table, the validation lines and the table of repeats of every
+/// fixture job: the figures fio's way (`1.00k`, `717KiB/s`, `85.2us`).
+#[test]
+fn run_and_repeat_tables_match_their_golden_file() {
+    let mut text = String::new();
+    for job in fixtures::job_reports() {
+        for run in &job.runs {
+            text.push_str(&report::run_table(run));
+            if let Some(v) = &run.validation {
+                text.push_str(&report::validation_summary(v));
+            }
+        }
+        if let Some(summary) = &job.summary {
+            text.push_str(&report::repeat_table(summary));
+        }
+    }
+    check_golden("run_tables.txt", &text);
+}

@@ -79,7 +79,7 @@ fn counters_listing_matches_its_golden_file() {
 #[test]
 fn verbose_listing_shows_the_revive_pointer_of_a_subdisk_under_revive() {
     let text = report::volume_list_verbose(&[report()], false);
-    assert!(text.contains("Revive pointer:\t262144 bytes (256.0 KiB) (25.0%)"), "{text}");
+    assert!(text.contains("Revive pointer:\t262144 bytes (256KiB) (25.0%)"), "{text}");
 }
 
 #[test]
