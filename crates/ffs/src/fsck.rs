@@ -5,7 +5,9 @@
 //! repairs only the classes safe to repair unattended (what the `sync`
 //! policy can leave), `-y` repairs everything, `-n` nothing.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 
 use crate::cache::Cache;
@@ -279,7 +281,9 @@ struct Checker {
     device: String,
     repair: Repair,
     report: Report,
-    inodes: BTreeMap<u32, Seen>,
+    /// Every allocated inode pass 1 found (in no order: a pass that
+    /// walks them in order sorts their numbers).
+    inodes: HashMap<u32, Seen>,
     /// block -> the inode claiming it.
     claims: HashMap<u64, u32>,
     entries: Vec<Entry>,
@@ -329,14 +333,14 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
         device: dev.name().to_string(),
         repair,
         report: Report { replayed_commits: replayed.map_or(0, |r| r.commits), ..Report::default() },
-        inodes: BTreeMap::new(),
-        claims: HashMap::new(),
+        inodes: HashMap::default(),
+        claims: HashMap::default(),
         entries: Vec::new(),
-        dotdot: HashMap::new(),
-        orphans: HashSet::new(),
-        made_blocks: HashSet::new(),
-        made_inodes: HashSet::new(),
-        left_unattached: HashSet::new(),
+        dotdot: HashMap::default(),
+        orphans: HashSet::default(),
+        made_blocks: HashSet::default(),
+        made_inodes: HashSet::default(),
+        left_unattached: HashSet::default(),
     };
     if let Some(detail) = read.passed_over_text() {
         if c.found(Class::BadSuperblockSlot, detail) {
@@ -836,8 +840,9 @@ impl Checker {
 
     // Pass 2: every directory's records; `.` and `..`.
     fn pass2_entries(&mut self) -> Result<(), FsError> {
-        let dirs: Vec<u32> =
+        let mut dirs: Vec<u32> =
             self.inodes.iter().filter(|(_, s)| s.inode.kind_bits() == S_IFDIR).map(|(i, _)| *i).collect();
+        dirs.sort_unstable();
         for dir in dirs {
             self.report.directories += 1;
             self.read_directory(dir)?;
@@ -892,14 +897,14 @@ impl Checker {
     /// later one is removed (what it named may then be unattached, and
     /// pass 3 reconnects it).
     fn check_duplicate_names(&mut self) -> Result<(), FsError> {
-        let mut seen: HashSet<(u32, &[u8])> = HashSet::new();
+        let mut seen: HashSet<(u32, &[u8])> = HashSet::default();
         let mut duplicates = Vec::new();
         for (i, e) in self.entries.iter().enumerate() {
             if !seen.insert((e.dir, e.name.as_slice())) {
                 duplicates.push(i);
             }
         }
-        let mut removed = HashSet::new();
+        let mut removed = HashSet::default();
         for i in duplicates {
             let e = &self.entries[i];
             let detail = format!(
@@ -931,7 +936,7 @@ impl Checker {
     /// each directory and removes the rest.
     fn check_directory_links(&mut self) -> Result<(), FsError> {
         let is_dir = |c: &Self, i: u32| c.inodes.get(&i).is_some_and(|s| s.inode.kind_bits() == S_IFDIR);
-        let mut dotdot: HashMap<u32, u32> = HashMap::new();
+        let mut dotdot: HashMap<u32, u32> = HashMap::default();
         for e in self.entries.iter().filter(|e| e.name == b"..") {
             dotdot.entry(e.dir).or_insert(e.ino);
         }
@@ -957,7 +962,7 @@ impl Checker {
                 }
             }
         }
-        let mut children: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut children: HashMap<u32, Vec<usize>> = HashMap::default();
         for list in namers.values() {
             for &i in list.iter().filter(|i| !drop.contains_key(i)) {
                 children.entry(self.entries[i].dir).or_default().push(i);
@@ -968,11 +973,12 @@ impl Checker {
         }
         let named: HashSet<u32> =
             namers.iter().filter(|(_, l)| l.iter().any(|i| !drop.contains_key(i))).map(|(d, _)| *d).collect();
-        let dirs: Vec<u32> = self.inodes.keys().copied().filter(|&i| is_dir(self, i)).collect();
+        let mut dirs: Vec<u32> = self.inodes.keys().copied().filter(|&i| is_dir(self, i)).collect();
+        dirs.sort_unstable();
         let starts = std::iter::once(ROOT_INO)
             .chain(dirs.iter().copied().filter(|d| !named.contains(d)))
             .chain(dirs.iter().copied().filter(|d| named.contains(d)));
-        let mut reached: HashSet<u32> = HashSet::new();
+        let mut reached: HashSet<u32> = HashSet::default();
         for start in starts.collect::<Vec<_>>() {
             if !reached.insert(start) {
                 continue;
@@ -992,7 +998,7 @@ impl Checker {
         if drop.is_empty() {
             return Ok(());
         }
-        let mut removed = HashSet::new();
+        let mut removed = HashSet::default();
         for (&i, why) in &drop {
             let e = &self.entries[i];
             let detail = format!(
@@ -1202,12 +1208,13 @@ impl Checker {
     /// entry is on the disk, its `..` is not a link). A directory named
     /// from more than one directory may name any of them.
     fn check_dots(&mut self) -> Result<(), FsError> {
-        let dirs: Vec<u32> =
+        let mut dirs: Vec<u32> =
             self.inodes.iter().filter(|(_, s)| s.inode.kind_bits() == S_IFDIR).map(|(i, _)| *i).collect();
+        dirs.sort_unstable();
         // One pass over the entries: who names each directory, and where
         // each directory's `.` and `..` are.
-        let mut namers: HashMap<u32, Vec<u32>> = HashMap::new();
-        let mut dots: HashMap<u32, (Option<usize>, Option<usize>)> = HashMap::new();
+        let mut namers: HashMap<u32, Vec<u32>> = HashMap::default();
+        let mut dots: HashMap<u32, (Option<usize>, Option<usize>)> = HashMap::default();
         for (i, e) in self.entries.iter().enumerate() {
             match e.name.as_slice() {
                 b"." => dots.entry(e.dir).or_default().0.get_or_insert(i),
@@ -1284,12 +1291,12 @@ impl Checker {
     // comes back with it.
     fn pass3_connectivity(&mut self) -> Result<(), FsError> {
         self.reallocate_lost_found()?;
-        let mut reachable: HashSet<u32> = HashSet::new();
+        let mut reachable: HashSet<u32> = HashSet::default();
         let children: HashMap<u32, Vec<u32>> = self
             .entries
             .iter()
             .filter(|e| e.name != b"." && e.name != b"..")
-            .fold(HashMap::new(), |mut m, e| {
+            .fold(HashMap::default(), |mut m, e| {
                 m.entry(e.dir).or_default().push(e.ino);
                 m
             });
@@ -1615,11 +1622,11 @@ impl Checker {
     /// Whether some inode is cut off from the root (and not on the orphan
     /// list): what lost+found is needed for.
     fn anything_unattached(&self) -> bool {
-        let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+        let mut children: HashMap<u32, Vec<u32>> = HashMap::default();
         for e in self.entries.iter().filter(|e| e.name != b"." && e.name != b"..") {
             children.entry(e.dir).or_default().push(e.ino);
         }
-        let mut reachable = HashSet::new();
+        let mut reachable = HashSet::default();
         let mut stack = vec![ROOT_INO];
         while let Some(d) = stack.pop() {
             if reachable.insert(d) {
@@ -1780,11 +1787,12 @@ impl Checker {
         let unnamed = |d: &u32| self.inodes.get(d).is_none_or(|s| s.names == 0);
         let counted = |(d, p): &(&u32, &u32)| d != p && !removed(d) && !unnamed(d);
         let subdirs: HashMap<u32, u32> =
-            (self.dotdot.iter()).filter(counted).fold(HashMap::new(), |mut m, (_, p)| {
+            (self.dotdot.iter()).filter(counted).fold(HashMap::default(), |mut m, (_, p)| {
                 *m.entry(*p).or_default() += 1;
                 m
             });
-        let inos: Vec<u32> = self.inodes.keys().copied().collect();
+        let mut inos: Vec<u32> = self.inodes.keys().copied().collect();
+        inos.sort_unstable();
         for ino in inos {
             let seen = &self.inodes[&ino];
             let (mut inode, seen_names) = (seen.inode.clone(), seen.names);
@@ -1905,7 +1913,7 @@ impl Checker {
     /// free ones lost), and directories made.
     fn made_counts(&self) -> HashMap<u32, GroupCounts> {
         let sb = &self.core.sb;
-        let mut made: HashMap<u32, GroupCounts> = HashMap::new();
+        let mut made: HashMap<u32, GroupCounts> = HashMap::default();
         for &block in &self.made_blocks {
             let g = ((block - sb.first_group_block) / u64::from(sb.blocks_per_group)) as u32;
             made.entry(g).or_default().free_blocks += 1;
