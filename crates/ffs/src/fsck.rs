@@ -823,14 +823,31 @@ impl Checker {
                 return Ok(Some(block));
             }
         }
+        self.first_unclaimed(true, |c, block| Ok(is_root_block(&c.read(block)?)))
+    }
+
+    /// The first data block, in block order, that no inode claims (nor
+    /// fsck took), whose group's map marks it in use (`marked`) or free,
+    /// and for which `wanted` holds.
+    fn first_unclaimed(
+        &mut self,
+        marked: bool,
+        mut wanted: impl FnMut(&mut Self, u64) -> Result<bool, FsError>,
+    ) -> Result<Option<u64>, FsError> {
         let sb = self.core.sb.clone();
         for g in 0..sb.groups {
             let start = sb.group_start(g);
             let map = self.read(start + 1)?;
             for i in sb.group_overhead_blocks()..sb.group_blocks(g) {
                 let block = start + u64::from(i);
-                let marked = map[(i / 8) as usize] & (1 << (i % 8)) != 0;
-                if marked && !self.claims.contains_key(&block) && is_root_block(&self.read(block)?) {
+                let is_marked = map[(i / 8) as usize] & (1 << (i % 8)) != 0;
+                if is_marked != marked
+                    || self.claims.contains_key(&block)
+                    || self.made_blocks.contains(&block)
+                {
+                    continue;
+                }
+                if wanted(self, block)? {
                     return Ok(Some(block));
                 }
             }
@@ -1719,23 +1736,11 @@ impl Checker {
     /// `owner` and zeroed in the cache: fsck allocates from what pass 1
     /// found, not from the maps alone, which pass 5 has yet to check.
     fn take_block(&mut self, owner: u32) -> Result<Option<u64>, FsError> {
-        let sb = self.core.sb.clone();
-        for g in 0..sb.groups {
-            let start = sb.group_start(g);
-            let map = self.read(start + 1)?;
-            for i in sb.group_overhead_blocks()..sb.group_blocks(g) {
-                let block = start + u64::from(i);
-                let marked = map[(i / 8) as usize] & (1 << (i % 8)) != 0;
-                if marked || self.claims.contains_key(&block) || self.made_blocks.contains(&block) {
-                    continue;
-                }
-                self.claims.insert(block, owner);
-                self.made_blocks.insert(block);
-                self.core.cache.fresh(block)?;
-                return Ok(Some(block));
-            }
-        }
-        Ok(None)
+        let Some(block) = self.first_unclaimed(false, |_, _| Ok(true))? else { return Ok(None) };
+        self.claims.insert(block, owner);
+        self.made_blocks.insert(block);
+        self.core.cache.fresh(block)?;
+        Ok(Some(block))
     }
 
     /// An inode number for lost+found: 2, where mkfs puts it, if it is
