@@ -474,6 +474,20 @@ impl Cache {
         Ok(())
     }
 
+    /// The alignment the device asks of buffers.
+    pub fn buffer_align(&self) -> usize {
+        self.dev.buffer_align()
+    }
+
+    /// Writes a superblock (`buf`, at byte `at`) past the cache and makes
+    /// it and every write before it durable (a synchronous write).
+    pub fn write_superblock_now(&mut self, buf: &[u8], at: u64) -> device::Result<()> {
+        self.dev.write_at(buf, at)?;
+        self.flush()?;
+        self.stats.sync_writes += 1;
+        Ok(())
+    }
+
     /// Makes every write so far durable (under `log`, commits); under
     /// `softdep`, then runs the work that waited on those writes.
     pub fn flush(&mut self) -> device::Result<()> {

@@ -13,7 +13,9 @@ use device::AlignedBuf;
 use fsapi::Errno;
 
 use crate::cache::Cache;
-use crate::format::{DiskInode, GroupHeader, InodeSlot, Policy, Superblock, BLOCK_BYTES, INODE_BYTES};
+use crate::format::{
+    Damage, DiskInode, GroupHeader, InodeSlot, Policy, Superblock, BLOCK_BYTES, INODE_BYTES,
+};
 use crate::pages::Pages;
 
 /// A group's counts, kept in memory and written to its header with the
@@ -57,6 +59,10 @@ pub struct Core {
     /// allocator's rotor, as FFS's `cg_rotor`), so a search for a free
     /// bit does not walk the taken ones again at every allocation.
     pub rotors: Rotors,
+    /// Under `softdep`: the superblock on the disk says a directory is
+    /// moving between directories ([`Core::mark_moving`]), its damage
+    /// raised to what only `fsck -p` may see.
+    pub moving: bool,
 }
 
 /// Bitmap block -> its rotor ([`Core::rotors`]).
@@ -338,6 +344,64 @@ impl Core {
         }
     }
 
+    /// Under `softdep`, before a directory moves between directories:
+    /// soft updates keep a name for it on the disk at every moment, so a
+    /// crash inside the move may leave it named from both parents, or
+    /// with `..` still naming the old one (as FreeBSD's), which is more
+    /// than leaks: the superblock on the disk says so first (its damage
+    /// raised, durably), and every mount refuses the image after such a
+    /// crash until `fsck -p` has seen it. Lowered once every move is on
+    /// the disk ([`Core::settle_moving`]).
+    pub fn mark_moving(&mut self) -> Result<(), Errno> {
+        if self.cache.sd.is_none() || self.moving {
+            return Ok(());
+        }
+        self.moving = true;
+        let (buf, slot) = self.next_superblock(self.cache.buffer_align());
+        if let Err(e) = self.cache.write_superblock_now(&buf, slot * BLOCK_BYTES as u64) {
+            return Err(io_failed(self, e));
+        }
+        Ok(())
+    }
+
+    /// Under `softdep`: a directory moved between directories; the mark
+    /// stays up until the disk holds the move whole.
+    pub fn moved(&mut self, m: crate::softdep::Move) {
+        if let Some(sd) = &mut self.cache.sd {
+            sd.moved(m);
+        }
+    }
+
+    /// Under `softdep`, after a flush: takes the superblock's mark of a
+    /// directory moving down, durably, once every move is on the disk.
+    pub fn lower_moving_mark(&mut self) -> Result<(), Errno> {
+        if !self.settle_moving() {
+            return Ok(());
+        }
+        let (buf, slot) = self.next_superblock(self.cache.buffer_align());
+        if let Err(e) = self.cache.write_superblock_now(&buf, slot * BLOCK_BYTES as u64) {
+            return Err(io_failed(self, e));
+        }
+        Ok(())
+    }
+
+    /// Whether the superblock's mark of a directory moving can come down:
+    /// it is up and every move is on the disk. The caller writes the
+    /// superblock then (with `moving` false).
+    pub fn settle_moving(&mut self) -> bool {
+        if !self.moving {
+            return false;
+        }
+        let Some(mut sd) = self.cache.sd.take() else { return false };
+        let settled = sd.moves_settled(&self.cache);
+        self.cache.sd = Some(sd);
+        if !settled {
+            return false;
+        }
+        self.moving = false;
+        true
+    }
+
     /// Under `softdep`: write-back passes (each flushed, the released
     /// blocks and inodes cleared in the maps after it) until nothing is
     /// dirty and nothing waits, or a pass moves nothing on (an inode still
@@ -399,6 +463,7 @@ impl Core {
             sb.blocks - sb.first_group_block - u64::from(sb.groups) * u64::from(sb.group_overhead_blocks());
         let inodes = sb.total_inodes();
         let bounded = Superblock {
+            damage: if self.moving { sb.damage.max(Damage::Unknown) } else { sb.damage },
             free_blocks: sb.free_blocks.min(data),
             free_inodes: sb.free_inodes.min(inodes),
             dirs: sb.dirs.min(inodes),

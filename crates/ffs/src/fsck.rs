@@ -320,6 +320,7 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
         sb,
         groups_dirty: Default::default(),
         rotors: Default::default(),
+        moving: false,
         groups,
         cache: Cache::new(Arc::clone(dev), FSCK_CACHE_BYTES, false, device::Clock::Wall),
         policy: Policy::Async,

@@ -88,7 +88,7 @@ impl Core {
                 if let Some(sd) = &mut self.cache.sd {
                     sd.stats.file_fsyncs += 1;
                 }
-                return Ok(());
+                return self.lower_moving_mark();
             }
         }
         if let Some(sd) = &mut self.cache.sd {

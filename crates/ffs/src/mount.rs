@@ -225,6 +225,7 @@ impl Ffs {
             sb,
             groups_dirty: Default::default(),
             rotors: Default::default(),
+            moving: false,
             groups,
             cache,
             policy: options.policy,
@@ -305,6 +306,8 @@ impl Ffs {
                 }
                 return Err(self.failure_of(&core));
             }
+            // Everything is on the disk: a directory's move too.
+            core.settle_moving();
             drop(core);
             return self.write_superblock();
         }
@@ -362,6 +365,7 @@ impl Ffs {
                     return Err(self.failed(core, e));
                 }
                 core.apply_released().map_err(|_| self.failure_of(&core))?;
+                core.lower_moving_mark().map_err(|_| self.failure_of(&core))?;
             }
             return Ok(());
         }

@@ -22,7 +22,7 @@ use fsapi::{
 use crate::commits::Commits;
 use crate::core::{io_failed, Core};
 use crate::format::*;
-use crate::softdep::{FreedFrom, Gone};
+use crate::softdep::{FreedFrom, Gone, Move};
 use crate::{Dev, FsError};
 
 /// Links an inode may have.
@@ -378,7 +378,14 @@ impl Core {
 
 /// Adds an entry to `parent` (whose inode is `dir`), ordered: the entry's
 /// block, then the parent's inode when the directory grew.
-fn add_entry(core: &mut Core, parent: u32, dir: &mut DiskInode, name: &[u8], ino: u32, dt: u8) -> Result<()> {
+fn add_entry(
+    core: &mut Core,
+    parent: u32,
+    dir: &mut DiskInode,
+    name: &[u8],
+    ino: u32,
+    dt: u8,
+) -> Result<u64> {
     let size = dir.size;
     let block = core.dir_add(parent, dir, name, ino, dt)?;
     touch(dir);
@@ -387,7 +394,7 @@ fn add_entry(core: &mut Core, parent: u32, dir: &mut DiskInode, name: &[u8], ino
     if dir.size != size {
         core.ordered(dir_block)?;
     }
-    Ok(())
+    Ok(block)
 }
 
 /// Lays out a new inode's first block: (core, block, inode number).
@@ -974,6 +981,9 @@ fn rename(
     if across && dst.is_none() && to_dir.nlink >= LINKS_MAX {
         return Err(Errno::MLINK);
     }
+    if across {
+        core.mark_moving()?;
+    }
     // 0. The source counts the entry it is about to gain.
     add_links(core, src.ino, 1)?;
     if across && dst.is_none() {
@@ -983,7 +993,7 @@ fn rename(
     }
     // 1. The new entry.
     let mut replaced_at = None;
-    match &dst {
+    let new_block = match &dst {
         Some(dst) => {
             let block = core.dir_retarget(new_parent, &mut to_dir, dst.offset, src.ino, src.kind)?;
             core.ordered(block)?;
@@ -991,19 +1001,26 @@ fn rename(
             if let Some(index) = core.dir_index.get_mut(&new_parent) {
                 index.insert(new_name.to_vec(), dst.offset);
             }
+            block
         }
         None => add_entry(core, new_parent, &mut to_dir, new_name, src.ino, src.kind)?,
-    }
+    };
     // 2. The old entry goes (re-read: the new entry may share its block).
     let mut from_dir = dir_inode(core, parent)?;
-    let block = core.dir_remove(parent, &mut from_dir, name, src.offset)?;
-    core.ordered(block)?;
+    let old_block = core.dir_remove(parent, &mut from_dir, name, src.offset)?;
+    core.ordered(old_block)?;
     // 3. A moved directory's `..`, then the old parent's count.
     if across {
         let mut moved = core.inode(src.ino)?;
         let dotdot = core.dir_lookup(src.ino, &mut moved, b"..")?.ok_or(Errno::IO)?;
         let block = core.dir_retarget(src.ino, &mut moved, dotdot.offset, new_parent, DT_DIR)?;
         core.ordered(block)?;
+        core.moved(Move {
+            ino: src.ino,
+            old: (old_block, in_block(src.offset)),
+            new: new_block,
+            dotdot: (block, in_block(dotdot.offset)),
+        });
     }
     let mut from_dir = dir_inode(core, parent)?;
     touch(&mut from_dir);
@@ -1020,6 +1037,11 @@ fn rename(
         }
         _ => Ok(()),
     }
+}
+
+/// The byte within its block of a directory offset.
+fn in_block(offset: u64) -> usize {
+    (offset % BLOCK_BYTES as u64) as usize
 }
 
 /// Raises (or lowers) inode `ino`'s link count by `by`, written at once
@@ -1169,6 +1191,9 @@ fn exchange(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name
         return Ok(());
     };
     let across = parent != new_parent;
+    if across && (a_dir || b_dir) {
+        core.mark_moving()?;
+    }
     // The parents whose count a directory moving across changes.
     let (gains, loses) = match (across, a_dir, b_dir) {
         (true, true, false) => (Some(new_parent), Some(parent)),
@@ -1198,6 +1223,15 @@ fn exchange(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name
         let dotdot = core.dir_lookup(moved, &mut dir, b"..")?.ok_or(Errno::IO)?;
         let block = core.dir_retarget(moved, &mut dir, dotdot.offset, to, DT_DIR)?;
         core.ordered(block)?;
+        // Its old entry is the other's now, its new one the other's old.
+        let (old, new) =
+            if moved == a.ino { ((a_block, a.offset), b_block) } else { ((b_block, b.offset), a_block) };
+        core.moved(Move {
+            ino: moved,
+            old: (old.0, in_block(old.1)),
+            new,
+            dotdot: (block, in_block(dotdot.offset)),
+        });
     }
     let parents: &[u32] = if across { &[parent, new_parent] } else { &[parent] };
     for &dir in parents {

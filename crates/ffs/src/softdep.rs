@@ -188,6 +188,19 @@ pub struct Softdep {
     names: HashMap<u32, SmallVec<[(u32, u64); 1]>>,
     /// `names` is pruned when it grows past this.
     names_mark: usize,
+    /// Directories moved between directories, until the disk holds each
+    /// move whole (`Core::mark_moving`).
+    moves: Vec<Move>,
+}
+
+/// A directory moved between directories: where its old entry was, the
+/// block of its new one, and where its `..` is (block, byte).
+#[derive(Clone, Copy, Debug)]
+pub struct Move {
+    pub ino: u32,
+    pub old: (u64, usize),
+    pub new: u64,
+    pub dotdot: (u64, usize),
 }
 
 /// Writes between two flushes: what the flush after them makes durable.
@@ -388,6 +401,7 @@ impl Softdep {
             written_digest: 0,
             names: HashMap::default(),
             names_mark: NAMES_MARK_MIN,
+            moves: Vec::new(),
         }
     }
 
@@ -1261,6 +1275,34 @@ impl Softdep {
             !names.is_empty()
         });
         self.names_mark = (2 * self.names.len()).max(NAMES_MARK_MIN);
+    }
+
+    /// A directory moved between directories.
+    pub fn moved(&mut self, m: Move) {
+        self.moves.push(m);
+    }
+
+    /// Whether every directory moved between directories is on the disk
+    /// whole (the moves that are, forgotten). Asked right after a flush.
+    pub fn moves_settled(&mut self, blocks: &dyn Blocks) -> bool {
+        let moves = std::mem::take(&mut self.moves);
+        self.moves = moves.into_iter().filter(|m| !self.move_on_disk(blocks, m)).collect();
+        self.moves.is_empty()
+    }
+
+    /// Whether the disk holds move `m` whole: the old entry gone (or
+    /// naming the directory again in memory too), the new one there (if
+    /// memory still has it), and `..` as memory has it.
+    fn move_on_disk(&self, blocks: &dyn Blocks, m: &Move) -> bool {
+        let on_disk = |(block, at): (u64, usize)| {
+            self.on_disk(blocks, block).and_then(|b| record_at(&b, at).map(|r| r.ino))
+        };
+        let in_memory =
+            |(block, at): (u64, usize)| blocks.memory(block).and_then(|b| record_at(&b, at).map(|r| r.ino));
+        let old_gone = on_disk(m.old) != Some(m.ino) || in_memory(m.old) == Some(m.ino);
+        let new_there =
+            !self.block_names(blocks, m.new, m.ino, false) || self.block_names(blocks, m.new, m.ino, true);
+        old_gone && new_there && on_disk(m.dotdot) == in_memory(m.dotdot)
     }
 
     /// Whether directory block `block` names `ino`, in memory (`disk`

@@ -79,7 +79,11 @@ impl UncleanImage {
                 Some("a mount after a crash under softdep left leaks no check has reclaimed since")
             }
             Damage::Unknown => {
-                Some("a mount was forced over damage (or a check left some) that no check has repaired since")
+                Some(
+                    "damage was recorded that no check has repaired since (a mount forced over damage, a check \
+                     that left some, or a soft-updates mount that stopped while a directory was moving between \
+                     directories)",
+                )
             }
         };
         match (crash, recorded) {

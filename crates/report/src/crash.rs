@@ -117,6 +117,13 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
         "states checked: {} ({} after flushes, {} sampled between them); each: {each}\n",
         r.states_checked, r.flush_states, r.sampled_states
     );
+    if run.stack == "fs-softdep" {
+        out += &format!(
+            "states whose superblock said a directory was moving between directories (mounts refuse \
+             them; held to preen's promise, fsck -p then fsck -n): {}\n",
+            r.marked_for_check
+        );
+    }
     if r.damage_found.is_empty() {
         out += "fsck found: nothing in any state\n";
     } else {

@@ -59,6 +59,11 @@ const GROW_EVERY: u64 = 8;
 /// makes, freeing some of those whole.
 const PUNCH_EVERY: u64 = 8;
 
+/// Every this many operations, one moves a directory of the mix into
+/// another directory (the move soft updates must mark, since a crash
+/// inside it can leave the directory named from both parents).
+const MOVE_DIR_EVERY: u64 = 16;
+
 /// Every this many rewrites of a durable file, one punches a hole in it
 /// before its fsync.
 const DURABLE_PUNCH_EVERY: u64 = 3;
@@ -162,6 +167,10 @@ pub struct FsCrashReport {
     pub not_clean: u64,
     pub not_committed: u64,
     pub beyond_leaks: u64,
+    /// Under `softdep`: states whose superblock said a directory was
+    /// moving between directories, which every mount refuses until
+    /// `fsck -p` has seen them (held to preen's promise, not leaks only).
+    pub marked_for_check: u64,
     /// fsck classes found (before repair), by name: in how many states.
     pub damage_found: BTreeMap<&'static str, u64>,
     pub first_violation: Option<FsViolation>,
@@ -284,6 +293,13 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
                 let window = (!ran.steps.is_empty())
                     .then(|| committed_window(&ran.steps, replayer.events(), point.after_events));
                 check_logged_state(&image, &ran, window, point.after_events, &mut report.damage_found)
+            }
+            // A state whose superblock says a directory was moving between
+            // directories is held to preen's promise, which the mount's
+            // refusal of it asks for (`Core::mark_moving`).
+            Policy::Softdep if marked_for_check(&image) => {
+                report.marked_for_check += 1;
+                check_state(&image, Repair::Preen, &ran.durable, point.after_events, &mut report.damage_found)
             }
             Policy::Softdep => {
                 check_softdep_state(&image, &ran.durable, point.after_events, &mut report.damage_found)
@@ -425,6 +441,11 @@ fn run_mix(
             step(fs);
             continue;
         }
+        if i % MOVE_DIR_EVERY == 2 {
+            move_directory(fs, i, rng);
+            step(fs);
+            continue;
+        }
         let special = if i % HELD_DIR_EVERY == 14 {
             Some(removed_while_looked_up(fs, i, rng, step))
         } else if i % ORPHAN_EVERY == ORPHAN_EVERY / 2 {
@@ -475,6 +496,33 @@ fn grow(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) {
     let data = vec![rng.random::<u8>() | 1; rng.random_range(1..3) * 4096];
     let _ = fs.write(file.ino, offset, &data);
     fs.forget(file.ino, 1);
+}
+
+/// Moves a directory of the mix (with what it holds) into another
+/// directory, never into itself or below it, under a new name; makes one
+/// in the root when there is none. Errors (another writer moved or
+/// removed one of them) are part of the mix.
+fn move_directory(fs: &Ffs, i: u64, rng: &mut Xoshiro256PlusPlus) {
+    let (dirs, _) = dirs_and_files(fs);
+    let movable: Vec<&String> = dirs.iter().filter(|d| !d.is_empty()).collect();
+    let Some(&src) = movable.get(rng.random_range(0..movable.len().max(1))) else {
+        if let Ok(made) = fs.mkdir(ROOT, OsStr::new(&format!("moving{i}")), Owner::root(0o755)) {
+            fs.forget(made.ino, 1);
+        }
+        return;
+    };
+    let (parent, name) = src.rsplit_once('/').unwrap_or(("", src));
+    let below = format!("{src}/");
+    let targets: Vec<&String> =
+        dirs.iter().filter(|t| *t != src && !t.starts_with(&below) && t.as_str() != parent).collect();
+    let Some(&target) = targets.get(rng.random_range(0..targets.len().max(1))) else { return };
+    let (from, to) = (fsapi::resolve(fs, parent), fsapi::resolve(fs, target));
+    if let (Ok(from), Ok(to)) = (&from, &to) {
+        let _ = fs.rename(from.ino, OsStr::new(name), to.ino, OsStr::new(&format!("mv{i}")));
+    }
+    for attr in [from, to].into_iter().flatten() {
+        fs.forget(attr.ino, 1);
+    }
 }
 
 /// Punches a hole in a file of the mix (see [`PUNCH_EVERY`]), at times
@@ -848,6 +896,12 @@ fn check_state(
         Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
     }
     check_durable(image, durable, after_events).map(|d| (FsViolationClass::FsyncLost, d))
+}
+
+/// Whether the superblock of `image` says that only `fsck -p` may see it
+/// (under `softdep`, a directory was moving between directories).
+fn marked_for_check(image: &Arc<dyn Device>) -> bool {
+    ffs::read_superblock(image).is_ok_and(|sb| sb.damage == ffs::format::Damage::Unknown)
 }
 
 /// Under `softdep`: fsck -n finds leaks at most; then the background

@@ -252,3 +252,149 @@ fn under_softdep_an_exchange_leaves_only_leaks_whatever_part_of_a_write_back_a_c
         fs.rename2(p, name("x"), q, name("y"), RenameMode::Exchange).unwrap();
     });
 }
+
+/// /a/x (a directory holding a file) and /b, written under `async` and
+/// unmounted; returns (a, b). A file between b's block and x's keeps
+/// them apart on the disk (neighbours go in one write, which a crash
+/// keeps whole or not at all).
+fn a_directory_to_move(dev: &Arc<dyn Device>) -> (u64, u64) {
+    let fs = mount(dev, Policy::Async);
+    let b = dir(&fs, ROOT, "b").ino;
+    file(&fs, ROOT, "between", &[7u8; 64 << 10]);
+    let a = dir(&fs, ROOT, "a").ino;
+    let x = dir(&fs, a, "x");
+    file(&fs, x.ino, "inside", b"in x");
+    fs.unmount().unwrap();
+    (a, b)
+}
+
+/// What the superblock on the disk says an image may hold.
+fn damage_on_disk(dev: &Arc<dyn Device>) -> ffs::format::Damage {
+    ffs::read_superblock(dev).unwrap().damage_possible()
+}
+
+/// Under `softdep`, a directory moving between directories marks the
+/// superblock on the disk (every mount refuses a crash image then, naming
+/// `fsck -p`), and the mark comes down once the move is on the disk.
+#[test]
+fn under_softdep_a_directory_moving_between_directories_marks_the_superblock_until_it_is_on_the_disk() {
+    let dev = fresh(16 << 20);
+    let (a, b) = a_directory_to_move(&dev);
+    let fs = mount(&dev, Policy::Softdep);
+    assert_eq!(damage_on_disk(&dev), ffs::format::Damage::Leaks, "a softdep mount's crash leaves leaks");
+    fs.rename(a, name("x"), b, name("x")).unwrap();
+    assert_eq!(damage_on_disk(&dev), ffs::format::Damage::Unknown, "marked before anything is written");
+    let crashed: Arc<dyn Device> = Arc::new(MemDevice::from_bytes("crashed", &bytes_of(&dev), 512).unwrap());
+    let refused = Ffs::mount(crashed, &MountOptions { policy: Policy::Softdep, ..Default::default() });
+    let Err(ffs::FsError::Unclean(image)) = refused else { panic!("a marked image is refused") };
+    assert!(image.refusal("fs.img").contains("iolab fs fsck -p fs.img"), "{}", image.refusal("fs.img"));
+    fs.sync().unwrap();
+    assert_eq!(
+        damage_on_disk(&dev),
+        ffs::format::Damage::Leaks,
+        "the mark is down once the move is on the disk"
+    );
+    fs.unmount().unwrap();
+    assert_eq!(damage_on_disk(&dev), ffs::format::Damage::None);
+}
+
+/// The syncer's pass takes the mark down too, once what it wrote holds the
+/// move (no whole sync needed).
+#[test]
+fn under_softdep_the_syncer_takes_the_mark_down_once_the_move_is_written() {
+    let dev = fresh(16 << 20);
+    let (a, b) = a_directory_to_move(&dev);
+    let fs = mount(&dev, Policy::Softdep);
+    fs.rename(a, name("x"), b, name("x")).unwrap();
+    // Each pass writes what is ready (the rest rolled back), then flushes.
+    for _ in 0..4 {
+        fs.tick(std::time::Duration::ZERO).unwrap();
+    }
+    assert_eq!(damage_on_disk(&dev), ffs::format::Damage::Leaks);
+    fs.unmount().unwrap();
+}
+
+/// A file moving between directories, or a directory renamed within its
+/// own, leaves leaks only: nothing is marked.
+#[test]
+fn under_softdep_other_renames_do_not_mark_the_superblock() {
+    let dev = fresh(16 << 20);
+    let (a, b) = a_directory_to_move(&dev);
+    let fs = mount(&dev, Policy::Softdep);
+    fs.rename(a, name("x"), a, name("y")).unwrap();
+    let y = fs.lookup(a, name("y")).unwrap();
+    fs.rename(y.ino, name("inside"), b, name("moved")).unwrap();
+    assert_eq!(damage_on_disk(&dev), ffs::format::Damage::Leaks);
+    fs.unmount().unwrap();
+}
+
+/// Every byte of `dev`.
+fn bytes_of(dev: &Arc<dyn Device>) -> Vec<u8> {
+    let mut bytes = vec![0u8; dev.size_bytes() as usize];
+    dev.read_at(&mut bytes, 0).unwrap();
+    bytes
+}
+
+/// Wherever a crash comes in a directory's move under `softdep`, and
+/// whatever part of the writes in flight it keeps: fsck finds leaks only,
+/// or the superblock is marked and preen repairs the image; the directory
+/// and its file are kept at one of the two names. Some state needs the
+/// mark (the directory named from both parents, or `..` naming the old
+/// one), or the mark would not be proven needed.
+#[test]
+fn under_softdep_a_crash_anywhere_in_a_directory_move_leaves_leaks_or_a_marked_image_preen_repairs() {
+    let mem = Arc::new(MemDevice::new(16 << 20).unwrap());
+    let dev: Arc<dyn Device> = mem.clone();
+    ffs::mkfs(&dev, &ffs::MkfsOptions::default()).unwrap();
+    let (a, b) = a_directory_to_move(&dev);
+    let initial = MemDevice::from_bytes("initial", &mem.to_vec(), dev.sector_bytes()).unwrap();
+    let recording = Recording::new();
+    let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
+    let options = MountOptions { policy: Policy::Softdep, cache_bytes: 1 << 20, ..Default::default() };
+    let fs = Ffs::mount(recorded, &options).unwrap();
+    fs.rename(a, name("x"), b, name("x")).unwrap();
+    for _ in 0..4 {
+        fs.tick(std::time::Duration::ZERO).unwrap();
+    }
+    fs.unmount().unwrap();
+    let events = recording.events();
+    let mut replayer = Replayer::new(events.clone(), vec![initial]);
+    let (mut marked, mut beyond_leaks) = (0, 0);
+    for at in 0..=events.len() {
+        for (policy, seed) in [(CrashPolicy::KeepAll, 0), (CrashPolicy::KeepSubset, at as u64)] {
+            let image: Arc<dyn Device> = Arc::new(
+                replayer.images_at(CrashPoint { after_events: at, policy, seed }).unwrap().remove(0),
+            );
+            let found = fsck(&image, Repair::No).unwrap();
+            let leaks_only = found.findings.iter().all(|f| f.class.is_leak());
+            if damage_on_disk(&image) == ffs::format::Damage::Unknown {
+                marked += 1;
+                beyond_leaks += u32::from(!leaks_only);
+                let report = fsck(&image, Repair::Preen).unwrap();
+                assert!(!report.damage_left(), "after event {at}: {:?}", report.findings);
+                assert!(fsck(&image, Repair::No).unwrap().clean(), "preen converged after event {at}");
+            } else {
+                assert!(leaks_only, "unmarked, after event {at}: {:?}", found.findings);
+                fsck(&image, Repair::Leaks).unwrap();
+            }
+            let fs = Ffs::mount(Arc::clone(&image), &MountOptions::default()).unwrap();
+            let kept: Vec<u64> = ["a", "b"]
+                .iter()
+                .filter_map(|p| fs.lookup(fs.lookup(ROOT, name(p)).unwrap().ino, name("x")).ok())
+                .map(|x| x.ino)
+                .collect();
+            let in_lost_found = fs.lookup(ROOT, name("lost+found")).unwrap();
+            let mut reconnected = Vec::new();
+            fs.readdir(in_lost_found.ino, 0, &mut |e| {
+                reconnected.push(e.ino);
+                true
+            })
+            .unwrap();
+            let x = kept.first().copied().or_else(|| reconnected.iter().copied().find(|&i| i > 2));
+            assert!(kept.len() <= 1, "after event {at}: one name at most once repaired");
+            let x = x.unwrap_or_else(|| panic!("after event {at}: the directory is lost"));
+            assert_eq!(contents(&fs, x, "inside"), b"in x", "after event {at}");
+        }
+    }
+    assert!(marked > 0 && beyond_leaks > 0, "marked {marked}, beyond leaks {beyond_leaks}");
+}

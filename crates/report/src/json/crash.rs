@@ -167,6 +167,10 @@ pub struct FsCrashDocument {
     pub not_committed: u64,
     /// Under `softdep`: states fsck found more than leaks in.
     pub beyond_leaks: u64,
+    /// Under `softdep`: states whose superblock said a directory was
+    /// moving between directories, held to preen's promise (added within
+    /// version 3).
+    pub marked_for_check: u64,
     /// fsck classes found before repair: class -> states.
     pub damage_found: std::collections::BTreeMap<String, u64>,
     pub first_violation: Option<FsViolation>,
@@ -213,6 +217,7 @@ impl FsCrashDocument {
             not_clean: r.not_clean,
             not_committed: r.not_committed,
             beyond_leaks: r.beyond_leaks,
+            marked_for_check: r.marked_for_check,
             damage_found: r.damage_found.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             first_violation: r.first_violation.as_ref().map(|v| FsViolation {
                 state: v.state,

@@ -103,35 +103,19 @@ fn four_writers_at_once_leave_no_violation_under_sync() {
     assert_eq!(report.violations, 0, "{:?}", report.first_violation);
 }
 
-/// Under `softdep` with several writers: every fsync'd file kept, nothing
-/// unreadable or left by preen, and fsck finds nothing but leaks, except
-/// a KNOWN HOLE found by this test (issue 41, open): a directory moved
-/// to another directory can be found with its `..` naming the old parent
-/// (`dot_dot_mismatch`) or named from both (`directory_linked_twice`),
-/// since the moved directory's `..` block and the two entries are not
-/// ordered against each other. Those two classes are allowed here until
-/// the rule that orders them lands; any other class beyond leaks fails.
+/// Under `softdep` with several writers: no violation. A state whose
+/// superblock says a directory was moving between directories (the mix
+/// moves one every 16 operations) is held to preen's promise (it may hold
+/// a directory named from both parents or with `..` naming the old one,
+/// which this test found before the mark existed), every other state to
+/// leaks only; some of both are seen.
 #[test]
-fn four_writers_at_once_leave_nothing_but_leaks_and_the_known_rename_hole_under_softdep() {
-    const LEAKS: [&str; 6] = [
-        "unattached_inode",
-        "link_count_too_high",
-        "leaked_block",
-        "leaked_inode",
-        "wrong_summary_counts",
-        "wrong_block_count",
-    ];
-    const KNOWN_HOLE: [&str; 2] = ["dot_dot_mismatch", "directory_linked_twice"];
+fn four_writers_at_once_leave_leaks_only_or_a_marked_directory_move_under_softdep() {
     let report = enumerate(&writers4(Policy::Softdep)).unwrap();
     assert!(report.states_checked > 150 && report.fsyncs >= 16, "{report:?}");
-    assert_eq!((report.fsync_lost, report.unreadable, report.damage_left), (0, 0, 0), "{report:?}");
-    let beyond: Vec<&str> = report
-        .damage_found
-        .keys()
-        .copied()
-        .filter(|c| !LEAKS.contains(c) && !KNOWN_HOLE.contains(c))
-        .collect();
-    assert!(beyond.is_empty(), "beyond leaks: {beyond:?}: {:?}", report.first_violation);
+    assert_eq!(report.violations, 0, "{:?}", report.first_violation);
+    assert!(report.marked_for_check > 0, "{report:?}");
+    assert!(report.marked_for_check < report.states_checked, "{report:?}");
 }
 
 /// Under `log` with several writers: fsck clean after the replay and
