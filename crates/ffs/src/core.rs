@@ -385,6 +385,27 @@ impl Core {
         Ok(())
     }
 
+    /// Under `softdep`, at the syncer's pass: writes what the directories
+    /// moving between directories changed and what that waits on,
+    /// whatever its age, a few write-and-flush passes, and takes the mark
+    /// down once the moves are on the disk: the window in which a crash
+    /// needs `fsck -p` lasts a pass or two, not the syncer's age.
+    pub fn write_moves(&mut self) -> Result<(), Errno> {
+        const PASSES: usize = 3;
+        for _ in 0..PASSES {
+            let Some(listed) = self.cache.sd.as_ref().filter(|_| self.moving).map(|sd| sd.move_blocks())
+            else {
+                return Ok(());
+            };
+            if let Err(e) = self.cache.write_listed(&listed).and_then(|_| self.cache.flush()) {
+                return Err(io_failed(self, e));
+            }
+            self.apply_released()?;
+            self.lower_moving_mark()?;
+        }
+        Ok(())
+    }
+
     /// Whether the superblock's mark of a directory moving can come down:
     /// it is up and every move is on the disk. The caller writes the
     /// superblock then (with `moving` false).

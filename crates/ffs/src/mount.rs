@@ -367,6 +367,8 @@ impl Ffs {
                 core.apply_released().map_err(|_| self.failure_of(&core))?;
                 core.lower_moving_mark().map_err(|_| self.failure_of(&core))?;
             }
+            let mut core = self.lock();
+            core.write_moves().map_err(|_| self.failure_of(&core))?;
             return Ok(());
         }
         core.cache.write_back_older(age).map_err(|e| self.failed(core, e))?;

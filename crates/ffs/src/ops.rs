@@ -1017,6 +1017,8 @@ fn rename(
         core.ordered(block)?;
         core.moved(Move {
             ino: src.ino,
+            from: parent,
+            to: new_parent,
             old: (old_block, in_block(src.offset)),
             new: new_block,
             dotdot: (block, in_block(dotdot.offset)),
@@ -1226,8 +1228,11 @@ fn exchange(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name
         // Its old entry is the other's now, its new one the other's old.
         let (old, new) =
             if moved == a.ino { ((a_block, a.offset), b_block) } else { ((b_block, b.offset), a_block) };
+        let from = if to == parent { new_parent } else { parent };
         core.moved(Move {
             ino: moved,
+            from,
+            to,
             old: (old.0, in_block(old.1)),
             new,
             dotdot: (block, in_block(dotdot.offset)),

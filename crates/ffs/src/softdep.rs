@@ -198,6 +198,9 @@ pub struct Softdep {
 #[derive(Clone, Copy, Debug)]
 pub struct Move {
     pub ino: u32,
+    /// The parents it left and joined.
+    pub from: u32,
+    pub to: u32,
     pub old: (u64, usize),
     pub new: u64,
     pub dotdot: (u64, usize),
@@ -1280,6 +1283,17 @@ impl Softdep {
     /// A directory moved between directories.
     pub fn moved(&mut self, m: Move) {
         self.moves.push(m);
+    }
+
+    /// The blocks that hold the moves waiting (their entries, their
+    /// `..`, and the inodes those wait on: the directory's and both
+    /// parents').
+    pub fn move_blocks(&self) -> Vec<u64> {
+        let inode_block = |ino: u32| self.sb.inode_place(ino).0;
+        let each = self.moves.iter().flat_map(|m| {
+            [m.old.0, m.new, m.dotdot.0, inode_block(m.ino), inode_block(m.from), inode_block(m.to)]
+        });
+        each.collect()
     }
 
     /// Whether every directory moved between directories is on the disk
