@@ -78,15 +78,24 @@ impl UncleanImage {
             Damage::Leaks => {
                 Some("a mount after a crash under softdep left leaks no check has reclaimed since")
             }
+            // A crashed softdep mount that recorded more than leaks was
+            // moving a directory between directories (`Core::mark_moving`),
+            // or was forced over damage.
+            Damage::Unknown if !self.clean && self.policy == Policy::Softdep => Some(
+                "its superblock says more than leaks: a directory was moving between directories (a crash \
+                 inside the move may leave it named from both parents, or its `..` naming the old one), or \
+                 the mount was forced over damage no check has repaired",
+            ),
             Damage::Unknown => {
-                Some(
-                    "damage was recorded that no check has repaired since (a mount forced over damage, a check \
-                     that left some, or a soft-updates mount that stopped while a directory was moving between \
-                     directories)",
-                )
+                Some("a mount was forced over damage (or a check left some) that no check has repaired since")
             }
         };
         match (crash, recorded) {
+            (Some(crash), Some(recorded))
+                if self.policy == Policy::Softdep && self.recorded == Damage::Unknown =>
+            {
+                format!("{crash}; but {recorded}")
+            }
             (Some(crash), Some(recorded)) => format!("{crash}; and before that, {recorded}"),
             (Some(crash), None) => crash,
             (None, Some(recorded)) => format!("it was unmounted, but {recorded}"),

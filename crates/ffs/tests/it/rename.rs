@@ -287,7 +287,8 @@ fn under_softdep_a_directory_moving_between_directories_marks_the_superblock_unt
     let crashed: Arc<dyn Device> = Arc::new(MemDevice::from_bytes("crashed", &bytes_of(&dev), 512).unwrap());
     let refused = Ffs::mount(crashed, &MountOptions { policy: Policy::Softdep, ..Default::default() });
     let Err(ffs::FsError::Unclean(image)) = refused else { panic!("a marked image is refused") };
-    assert!(image.refusal("fs.img").contains("iolab fs fsck -p fs.img"), "{}", image.refusal("fs.img"));
+    let text = image.refusal("fs.img");
+    assert!(text.contains("iolab fs fsck -p fs.img") && text.contains("a directory was moving"), "{text}");
     fs.sync().unwrap();
     assert_eq!(
         damage_on_disk(&dev),

@@ -75,7 +75,7 @@ fn a_forced_mount_warns_and_the_image_stays_refused_until_a_check_repairs_it() {
     let sb = fs.unmount().unwrap().superblock;
     assert_eq!((sb.clean, sb.damage), (true, Damage::Unknown), "unmounted, the damage still recorded");
     let err = mount_as(&dev, Policy::Sync, Unclean::Refuse).err().expect("refused after the forced mount");
-    assert!(err.to_string().contains("a mount forced over damage"), "{err}");
+    assert!(err.to_string().contains("a mount was forced over damage"), "{err}");
     // What the forced mount wrote may be beyond preen (it allocated from
     // the crash's stale maps: here an inode named twice); whatever preen
     // leaves stays recorded, and `-y` repairs it.
