@@ -300,6 +300,9 @@ struct Checker {
     /// Unattached inodes pass 3 could not reconnect (no lost+found could
     /// be had): kept as they are, never cleared by pass 4's counts.
     left_unattached: HashSet<u32>,
+    /// Data blocks claimed again under `-y`, with the inode that claimed
+    /// each after its first owner: copied for it after pass 1.
+    shared: Vec<(u64, u32)>,
 }
 
 /// Checks the file system on `dev` (not mounted) and repairs as `repair`
@@ -342,6 +345,7 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
         made_blocks: HashSet::default(),
         made_inodes: HashSet::default(),
         left_unattached: HashSet::default(),
+        shared: Vec::new(),
     };
     if let Some(detail) = read.passed_over_text() {
         if c.found(Class::BadSuperblockSlot, detail) {
@@ -355,6 +359,7 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     }
     c.orphans = c.core.listed_orphans().into_iter().collect();
     c.pass1_inodes()?;
+    c.copy_shared_blocks()?;
     if !c.roots_present()? {
         // Nothing else can be judged from a tree with no root: report it
         // as the damage it is (`-y` makes the root again).
@@ -555,12 +560,15 @@ impl Checker {
         if block == 0 {
             return Ok(false);
         }
-        if !self.claim(ino, u64::from(block), claimed) {
+        if !self.claim(ino, u64::from(block), claimed, false) {
             inode.xattr = 0;
             return Ok(true);
         }
         let bytes = self.read(u64::from(block))?;
-        let Err(fault) = XattrBlock::decode(&bytes, ino, block, &self.device) else { return Ok(false) };
+        let fault = match XattrBlock::decode(&bytes, ino, block, &self.device) {
+            Ok(attrs) => return self.drop_user_attrs(ino, inode, attrs, claimed),
+            Err(fault) => fault,
+        };
         let detail = format!("{fault}: its attributes are lost when it is cleared");
         if !self.found(Class::BadXattrBlock, detail) {
             return Ok(false);
@@ -571,6 +579,48 @@ impl Checker {
         *claimed -= 1;
         inode.xattr = 0;
         Ok(true)
+    }
+
+    /// `user.` attributes on an inode whose kind cannot hold them (a
+    /// symlink, FIFO, device or socket: the kernel lets only files and
+    /// directories have them, and getxattr of one answers ENODATA though
+    /// listxattr names it), as damage to a mode leaves them: dropped, the
+    /// block rewritten without them, or cleared when nothing is left.
+    /// Returns whether the pointer was cut.
+    fn drop_user_attrs(
+        &mut self,
+        ino: u32,
+        inode: &mut DiskInode,
+        mut attrs: XattrBlock,
+        claimed: &mut u64,
+    ) -> Result<bool, FsError> {
+        if matches!(inode.kind_bits(), S_IFREG | S_IFDIR) {
+            return Ok(false);
+        }
+        let user = |n: &fsapi::XattrName| n.namespace == fsapi::xattr::Namespace::User;
+        let count = attrs.entries.keys().filter(|n| user(n)).count();
+        if count == 0 {
+            return Ok(false);
+        }
+        let detail = format!(
+            "inode {ino}, a {}, holds {} the kind cannot hold: {}",
+            kind_name(inode.mode),
+            if count == 1 { "a user. attribute".to_string() } else { format!("{count} user. attributes") },
+            if count == attrs.entries.len() { "its attribute block is cleared" } else { "they are dropped" }
+        );
+        if !self.found(Class::BadXattrBlock, detail) {
+            return Ok(false);
+        }
+        attrs.entries.retain(|n, _| !user(n));
+        let block = inode.xattr;
+        if attrs.entries.is_empty() {
+            self.claims.remove(&u64::from(block));
+            *claimed -= 1;
+            inode.xattr = 0;
+            return Ok(true);
+        }
+        attrs.encode(ino, self.core.cache.modify(u64::from(block))?);
+        Ok(false)
     }
 
     /// Walks an inode's pointers, claiming each block; a pointer outside
@@ -584,7 +634,7 @@ impl Checker {
             }
         }
         for i in 0..DIRECT_POINTERS {
-            if inode.direct[i] != 0 && !self.claim(ino, u64::from(inode.direct[i]), &mut claimed) {
+            if inode.direct[i] != 0 && !self.claim(ino, u64::from(inode.direct[i]), &mut claimed, true) {
                 inode.direct[i] = 0;
                 changed = true;
             }
@@ -593,7 +643,7 @@ impl Checker {
             if slot == 0 {
                 continue;
             }
-            let keep = self.claim(ino, u64::from(slot), &mut claimed)
+            let keep = self.claim(ino, u64::from(slot), &mut claimed, false)
                 && self.claim_indirect(ino, slot, level, &mut claimed)?;
             if !keep {
                 changed = true;
@@ -652,11 +702,61 @@ impl Checker {
         Ok(())
     }
 
+    /// Pass 1B, as e2fsck's 1B to 1D: each data block an inode claimed
+    /// after another (in inode order) is copied to a block no inode
+    /// claims, and that inode's pointer moved to the copy, so both keep
+    /// the bytes they had, whichever of them is damaged; before pass 2,
+    /// so that a repair of one's directory block leaves the other's copy
+    /// alone. With no free block left, its pointer is cut.
+    fn copy_shared_blocks(&mut self) -> Result<(), FsError> {
+        for (block, ino) in std::mem::take(&mut self.shared) {
+            let (Some(&owner), Some(seen)) = (self.claims.get(&block), self.inodes.get(&ino)) else {
+                continue;
+            };
+            let mut inode = seen.inode.clone();
+            let copy = self.take_block(ino)?;
+            let detail = match copy {
+                Some(copy) => format!(
+                    "block {block} is claimed by inode {owner} and by inode {ino}: inode {ino} gets a copy \
+                     of it, block {copy}"
+                ),
+                None => format!(
+                    "block {block} is claimed by inode {owner} and by inode {ino}: no block is free for a \
+                     copy, so inode {ino}'s pointer is cut"
+                ),
+            };
+            self.found(Class::BlockClaimedTwice, detail);
+            match copy {
+                Some(copy) => {
+                    let bytes = self.read(block)?;
+                    self.core.cache.modify(copy)?.copy_from_slice(&bytes);
+                    self.move_data_pointer(&mut inode, block, copy as u32)?;
+                }
+                None => {
+                    self.move_data_pointer(&mut inode, block, 0)?;
+                    inode.blocks_512 = inode.blocks_512.saturating_sub(BLOCK_UNITS);
+                    self.report.blocks_claimed -= 1;
+                }
+            }
+            self.core.put_inode(ino, &inode).map_err(Self::errno)?;
+            if let Some(seen) = self.inodes.get_mut(&ino) {
+                seen.inode = inode;
+            }
+        }
+        Ok(())
+    }
+
     /// Cuts `inode`'s data pointer to `block` (a direct one, or one in its
     /// single indirect block or its double's singles). Whether it had one.
     fn cut_data_pointer(&mut self, inode: &mut DiskInode, block: u64) -> Result<bool, FsError> {
+        self.move_data_pointer(inode, block, 0)
+    }
+
+    /// Points `inode`'s first data pointer to `block` at `to` instead (0
+    /// cuts it). Whether it had one.
+    fn move_data_pointer(&mut self, inode: &mut DiskInode, block: u64, to: u32) -> Result<bool, FsError> {
         if let Some(p) = inode.direct.iter_mut().find(|p| u64::from(**p) == block) {
-            *p = 0;
+            *p = to;
             return Ok(true);
         }
         let mut holders = Vec::new();
@@ -673,7 +773,7 @@ impl Checker {
             if let Some(i) =
                 (0..POINTERS_PER_BLOCK as usize).find(|&i| u64::from(pointer_at(&bytes, i)) == block)
             {
-                set_pointer(self.core.cache.modify(holder)?, i, 0);
+                set_pointer(self.core.cache.modify(holder)?, i, to);
                 return Ok(true);
             }
         }
@@ -681,8 +781,10 @@ impl Checker {
     }
 
     /// Claims `block` for `ino`; false when the pointer is bad (and was
-    /// reported).
-    fn claim(&mut self, ino: u32, block: u64, claimed: &mut u64) -> bool {
+    /// reported). A file's or directory's data block (`data`) another
+    /// inode claimed first is kept under `-y`, to be copied for `ino`
+    /// once pass 1 is done (`copy_shared_blocks`).
+    fn claim(&mut self, ino: u32, block: u64, claimed: &mut u64, data: bool) -> bool {
         if !self.is_data(block) {
             self.found(
                 Class::BadBlockPointer,
@@ -690,7 +792,12 @@ impl Checker {
             );
             return false;
         }
-        if let Some(other) = self.claims.get(&block) {
+        if let Some(&other) = self.claims.get(&block) {
+            if data && other != ino && self.repair == Repair::Yes {
+                self.shared.push((block, ino));
+                *claimed += 1;
+                return true;
+            }
             let detail = format!("block {block} is claimed by inode {other} and by inode {ino}");
             self.found(Class::BlockClaimedTwice, detail);
             return false;
@@ -715,7 +822,7 @@ impl Checker {
             if p == 0 {
                 continue;
             }
-            let ok = self.claim(ino, u64::from(p), claimed)
+            let ok = self.claim(ino, u64::from(p), claimed, level == 1)
                 && (level == 1 || self.claim_indirect(ino, p, 1, claimed)?);
             if !ok {
                 set_pointer(&mut out, i, 0);

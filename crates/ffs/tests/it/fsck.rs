@@ -902,3 +902,78 @@ fn a_root_lost_with_its_block_is_made_again_and_its_tree_reconnected() {
     let moved = fs.lookup(lf.ino, OsStr::new(&format!("#{d}"))).unwrap();
     assert_eq!(fs.lookup(moved.ino, OsStr::new("f")).unwrap().ino, f);
 }
+
+/// 100,000 bytes no two blocks of which are alike.
+fn patterned() -> Vec<u8> {
+    (0..100_000u32).map(|i| (i.wrapping_mul(7) % 251) as u8).collect()
+}
+
+/// A directory and a file of `patterned()` bytes, made in `order`
+/// ("dir first" gives the directory the lower inode number), unmounted;
+/// then the directory's second pointer aimed at the file's 21st block
+/// (one its single indirect block maps). Returns (directory, file).
+fn a_directory_pointing_into_a_file(dir_first: bool) -> (Arc<dyn Device>, u64, u64) {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let make_dir = |fs: &ffs::Ffs| fs.mkdir(ROOT, OsStr::new("d"), Owner::root(0o755)).unwrap().ino;
+    let make_file = |fs: &ffs::Ffs| {
+        let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap();
+        fs.write(f.ino, 0, &patterned()).unwrap();
+        f.ino
+    };
+    let (d, f) = if dir_first {
+        let d = make_dir(&fs);
+        (d, make_file(&fs))
+    } else {
+        let f = make_file(&fs);
+        (make_dir(&fs), f)
+    };
+    fs.unmount().unwrap();
+    let single = crate::common::stored(&dev, f).single;
+    let mut map = vec![0u8; 4096];
+    dev.read_at(&mut map, u64::from(single) * 4096).unwrap();
+    let target = u32::from_le_bytes(map[(20 - 12) * 4..(20 - 12) * 4 + 4].try_into().unwrap());
+    edit_inode(&dev, d as u32, |i| {
+        i.direct[1] = target;
+        i.size = 8192;
+        i.blocks_512 += 8;
+    });
+    (dev, d, f)
+}
+
+/// Whether file `f` reads back as `patterned()`.
+fn reads_whole(dev: &Arc<dyn Device>, f: u64) -> bool {
+    let fs = mount(dev, Policy::Async);
+    let mut buf = vec![0u8; 100_000];
+    let n = fs.read(f, 0, &mut buf).unwrap();
+    fs.unmount().unwrap();
+    n == 100_000 && buf == patterned()
+}
+
+/// A directory's pointer aimed at a block of an intact file: `-y` copies
+/// the block for the inode that claimed it second, so each keeps the
+/// bytes it had. The directory claims first here: the file's copy is
+/// made through its single indirect block, and the directory's repair
+/// of the block (not a directory block) leaves the file whole.
+#[test]
+fn a_block_a_directory_shares_with_a_file_is_copied_and_the_file_reads_back_whole() {
+    let (dev, _, f) = a_directory_pointing_into_a_file(true);
+    let yes = fsck(&dev, Repair::Yes).unwrap();
+    let copied = yes.findings.iter().find(|x| x.class == Class::BlockClaimedTwice).unwrap();
+    assert!(copied.detail.contains(&format!("inode {f} gets a copy")), "{copied:?}");
+    assert!(!yes.damage_left(), "{:?}", yes.findings);
+    assert_checks_clean(&dev, "after -y");
+    assert!(reads_whole(&dev, f));
+}
+
+/// The same with the file claiming first: the directory gets the copy
+/// (and its repair), the file keeps its block.
+#[test]
+fn a_block_a_file_shares_with_a_later_directory_stays_the_files_and_the_file_reads_back_whole() {
+    let (dev, d, f) = a_directory_pointing_into_a_file(false);
+    let yes = fsck(&dev, Repair::Yes).unwrap();
+    let copied = yes.findings.iter().find(|x| x.class == Class::BlockClaimedTwice).unwrap();
+    assert!(copied.detail.contains(&format!("inode {d} gets a copy")), "{copied:?}");
+    assert_checks_clean(&dev, "after -y");
+    assert!(reads_whole(&dev, f));
+}

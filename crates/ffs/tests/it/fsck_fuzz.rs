@@ -541,15 +541,10 @@ fn walk(fs: &Ffs) -> Result<Vec<(u64, u64, Vec<u8>)>, String> {
                 FileType::Dir => stack.push((attr.ino, dir, e.name.clone())),
                 _ => {}
             }
+            // Every attribute listed reads (fsck drops `user.` ones from
+            // a kind that cannot hold them, which getxattr refuses).
             let list = fs.listxattr(attr.ino).map_err(|x| format!("listxattr {what}: {x:?}"))?;
-            // Not yet: a `user.` attribute of a file whose mode the
-            // damage made a kind that cannot hold them (a FIFO, device,
-            // socket or symlink) is listed, and getxattr refuses it
-            // (ENODATA, as Linux answers for that kind): fsck does not
-            // yet drop attributes the inode's kind cannot hold.
-            let holds_user = matches!(attr.kind, FileType::File | FileType::Dir);
-            let readable = |n: &[u8]| holds_user || !n.starts_with(b"user.");
-            for n in list.split(|&b| b == 0).filter(|n| !n.is_empty() && readable(n)) {
+            for n in list.split(|&b| b == 0).filter(|n| !n.is_empty()) {
                 let n = OsStr::from_encoded_bytes_unchecked_safe(n);
                 fs.getxattr(attr.ino, n).map_err(|x| format!("getxattr {what} {n:?}: {x:?}"))?;
             }

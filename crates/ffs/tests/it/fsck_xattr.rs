@@ -146,3 +146,36 @@ fn an_attribute_block_free_in_the_map_is_found_and_preened() {
     assert!(!fsck(&dev, Repair::Preen).unwrap().damage_left());
     assert!(fsck(&dev, Repair::No).unwrap().clean());
 }
+
+/// A file with `user.` attributes whose mode damage made a FIFO (size
+/// and pointers none, as an empty file has): a FIFO cannot hold them, so
+/// `-y` drops them (the block cleared when nothing else is in it) and
+/// keeps a `trusted.` one; listxattr then names no attribute getxattr
+/// refuses.
+#[test]
+fn user_attributes_on_a_kind_that_cannot_hold_them_are_dropped_and_the_rest_kept() {
+    let (dev, f, g) = with_attributes();
+    let fs = mount(&dev, Policy::Async);
+    fs.setxattr(g, OsStr::new("trusted.t"), b"kept", XattrFlags::ANY).unwrap();
+    fs.unmount().unwrap();
+    for ino in [f, g] {
+        edit_inode(&dev, ino, |i| i.mode = ffs::format::S_IFIFO | 0o644);
+    }
+    let found = fsck(&dev, Repair::No).unwrap();
+    let about: Vec<&str> = found
+        .findings
+        .iter()
+        .filter(|x| x.class == Class::BadXattrBlock)
+        .map(|x| x.detail.as_str())
+        .collect();
+    assert_eq!(about.len(), 2, "{:?}", found.findings);
+    assert!(about.iter().all(|d| d.contains("a user. attribute the kind cannot hold")), "{about:?}");
+    assert!(!fsck(&dev, Repair::Yes).unwrap().damage_left());
+    assert_checks_clean(&dev, "after -y");
+    assert_eq!(stored(&dev, f).xattr, 0, "nothing left in f's block: cleared");
+    let fs = mount(&dev, Policy::Async);
+    assert_eq!(fs.listxattr(f).unwrap(), b"");
+    assert_eq!(fs.listxattr(g).unwrap(), b"trusted.t\0");
+    assert_eq!(fs.getxattr(g, OsStr::new("trusted.t")).unwrap(), b"kept");
+    fs.unmount().unwrap();
+}
