@@ -6,7 +6,7 @@
 //! writes go out at once and in what order (`sync`: `Core::ordered` at
 //! each ordering point in `ops.rs`; `softdep`: `softdep.rs`, reached from
 //! the buffer cache; `log`: `wapbl.rs`; an fsync's share: `fsync.rs`);
-//! `fsck.rs` checks an unmounted image and repairs it.
+//! `fsck/` checks an unmounted image and repairs it, a file per pass.
 //!
 //! This crate depends on `device`, `fsapi`, `codec` (the fields and
 //! checksums of its superblock and group headers) and `blocklog` (the
