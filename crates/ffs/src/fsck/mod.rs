@@ -264,11 +264,39 @@ fn bad_name(name: &[u8]) -> bool {
     name.is_empty() || name.iter().any(|&b| b == b'/' || b == 0)
 }
 
-/// An inode pass 1 found allocated.
+/// An inode pass 1 found allocated: what the passes after it ask of
+/// every inode (16 bytes and a pointer), and a directory's whole inode,
+/// through which pass 2 reads its blocks (as pass 1 left it: under `-n`,
+/// its bad pointers cut in this copy only). A repair that needs another
+/// kind's whole inode reads it again (`Checker::inode_now`).
 struct Seen {
-    inode: DiskInode,
+    mode: u16,
+    nlink: u16,
     /// Entries naming it (pass 2), `..` of subdirectories included.
     names: u32,
+    size: u64,
+    dir: Option<Box<DiskInode>>,
+}
+
+impl Seen {
+    fn new(inode: DiskInode) -> Seen {
+        let (mode, nlink, size) = (inode.mode, inode.nlink, inode.size);
+        let dir = (inode.kind_bits() == S_IFDIR).then(|| Box::new(inode));
+        Seen { mode, nlink, names: 0, size, dir }
+    }
+
+    /// The inode changed (a repair): its names kept.
+    fn set(&mut self, inode: DiskInode) {
+        *self = Seen { names: self.names, ..Seen::new(inode) };
+    }
+
+    fn kind_bits(&self) -> u16 {
+        self.mode & S_IFMT
+    }
+
+    fn is_dir(&self) -> bool {
+        self.kind_bits() == S_IFDIR
+    }
 }
 
 /// A directory entry pass 2 read.
@@ -456,5 +484,19 @@ impl Checker {
     /// Whether `block` lies in some group's data area.
     fn is_data(&self, block: u64) -> bool {
         self.core.sb.is_data(block)
+    }
+
+    /// Directory `dir`'s inode as pass 1 left it.
+    fn dir_copy(&self, dir: u32) -> DiskInode {
+        self.inodes.get(&dir).and_then(|s| s.dir.as_deref()).cloned().unwrap_or_default()
+    }
+
+    /// Inode `ino` as a repair finds it now: a directory's as pass 1 left
+    /// it, another kind's read from the table (as repairs so far left it).
+    fn inode_now(&mut self, ino: u32) -> Result<DiskInode, FsError> {
+        match self.inodes.get(&ino).and_then(|s| s.dir.as_deref()) {
+            Some(dir) => Ok(dir.clone()),
+            None => self.core.inode(ino).map_err(Self::errno),
+        }
     }
 }

@@ -29,7 +29,7 @@ impl Checker {
                     self.report.inodes_checked += 1;
                     let inode = self.check_special(ino, inode)?;
                     let inode = self.claim_special_xattr(ino, inode)?;
-                    self.inodes.insert(ino, Seen { inode, names: 0 });
+                    self.inodes.insert(ino, Seen::new(inode));
                 }
                 InodeSlot::Used(inode) => {
                     self.report.inodes_checked += 1;
@@ -46,7 +46,7 @@ impl Checker {
                             continue;
                         }
                     }
-                    self.inodes.insert(ino, Seen { inode, names: 0 });
+                    self.inodes.insert(ino, Seen::new(inode));
                 }
             }
         }
@@ -245,7 +245,10 @@ impl Checker {
         }
         let bytes = self.read(block)?;
         let names_it = DirRecord::read(&bytes, 0).is_some_and(|r| r.name == b"." && r.ino == ino);
-        let Some(mut loser) = self.inodes.get(&other).map(|s| s.inode.clone()) else { return Ok(()) };
+        if !self.inodes.contains_key(&other) {
+            return Ok(());
+        }
+        let mut loser = self.inode_now(other)?;
         if !names_it || !self.cut_data_pointer(&mut loser, block)? {
             return Ok(());
         }
@@ -257,7 +260,7 @@ impl Checker {
         loser.blocks_512 = loser.blocks_512.saturating_sub(BLOCK_UNITS);
         self.core.put_inode(other, &loser).map_err(Self::errno)?;
         if let Some(seen) = self.inodes.get_mut(&other) {
-            seen.inode = loser;
+            seen.set(loser);
         }
         self.claims.remove(&block);
         self.report.blocks_claimed -= 1;
@@ -272,10 +275,10 @@ impl Checker {
     /// alone. With no free block left, its pointer is cut.
     pub(super) fn copy_shared_blocks(&mut self) -> Result<(), FsError> {
         for (block, ino) in std::mem::take(&mut self.shared) {
-            let (Some(&owner), Some(seen)) = (self.claims.get(&block), self.inodes.get(&ino)) else {
+            let (Some(&owner), true) = (self.claims.get(&block), self.inodes.contains_key(&ino)) else {
                 continue;
             };
-            let mut inode = seen.inode.clone();
+            let mut inode = self.inode_now(ino)?;
             let copy = self.take_block(ino)?;
             let detail = match copy {
                 Some(copy) => format!(
@@ -302,7 +305,7 @@ impl Checker {
             }
             self.core.put_inode(ino, &inode).map_err(Self::errno)?;
             if let Some(seen) = self.inodes.get_mut(&ino) {
-                seen.inode = inode;
+                seen.set(inode);
             }
         }
         Ok(())
@@ -408,7 +411,7 @@ impl Checker {
     /// stops there. (lost+found may be removed: fsck makes it again when
     /// it needs it.)
     pub(super) fn roots_present(&mut self) -> Result<bool, FsError> {
-        if self.inodes.get(&ROOT_INO).is_some_and(|s| s.inode.kind_bits() == S_IFDIR) {
+        if self.inodes.get(&ROOT_INO).is_some_and(Seen::is_dir) {
             return Ok(true);
         }
         let detail = format!("the root directory (inode {ROOT_INO}) is not a directory");
@@ -441,7 +444,10 @@ impl Checker {
         // The damaged inode's blocks are no longer a file's: its direct
         // blocks from the first, if that is the old root's, are the new
         // root's (a mode damaged alone loses no entry).
-        let damaged = self.inodes.remove(&ROOT_INO).map(|s| s.inode);
+        let damaged = match self.inodes.remove(&ROOT_INO) {
+            Some(seen) => seen.dir.map(|d| *d).or_else(|| self.core.inode(ROOT_INO).ok()),
+            None => None,
+        };
         let mut old: Vec<u64> =
             self.claims.iter().filter(|(_, &owner)| owner == ROOT_INO).map(|(&b, _)| b).collect();
         old.sort_unstable();
@@ -478,7 +484,7 @@ impl Checker {
             ..DiskInode::default()
         };
         self.core.put_inode(ROOT_INO, &inode).map_err(Self::errno)?;
-        self.inodes.insert(ROOT_INO, Seen { inode, names: 0 });
+        self.inodes.insert(ROOT_INO, Seen::new(inode));
         Ok(Some(how))
     }
 

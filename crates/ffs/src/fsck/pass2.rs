@@ -6,8 +6,7 @@ use super::*;
 impl Checker {
     // Pass 2: every directory's records; `.` and `..`.
     pub(super) fn pass2_entries(&mut self) -> Result<(), FsError> {
-        let mut dirs: Vec<u32> =
-            self.inodes.iter().filter(|(_, s)| s.inode.kind_bits() == S_IFDIR).map(|(i, _)| *i).collect();
+        let mut dirs: Vec<u32> = self.inodes.iter().filter(|(_, s)| s.is_dir()).map(|(i, _)| *i).collect();
         dirs.sort_unstable();
         for dir in dirs {
             self.report.directories += 1;
@@ -31,7 +30,7 @@ impl Checker {
                 e.dir, e.ino
             );
             if self.found(Class::EntryNamingFreeInode, detail) {
-                let mut inode = self.inodes[&e.dir].inode.clone();
+                let mut inode = self.dir_copy(e.dir);
                 self.core.dir_remove(e.dir, &mut inode, &e.name, e.offset).map_err(Self::errno)?;
             }
         }
@@ -81,7 +80,7 @@ impl Checker {
             );
             let (dir, name, offset) = (e.dir, e.name.clone(), e.offset);
             if self.found(Class::BadDirectoryBlock, detail) {
-                let mut inode = self.inodes[&dir].inode.clone();
+                let mut inode = self.dir_copy(dir);
                 self.core.dir_remove(dir, &mut inode, &name, offset).map_err(Self::errno)?;
                 self.core.drop_index(dir);
                 removed.insert(i);
@@ -101,7 +100,7 @@ impl Checker {
     /// lowest-numbered directory is) keeps the first entry that reaches
     /// each directory and removes the rest.
     pub(super) fn check_directory_links(&mut self) -> Result<(), FsError> {
-        let is_dir = |c: &Self, i: u32| c.inodes.get(&i).is_some_and(|s| s.inode.kind_bits() == S_IFDIR);
+        let is_dir = |c: &Self, i: u32| c.inodes.get(&i).is_some_and(|s| s.is_dir());
         let mut dotdot: HashMap<u32, u32> = HashMap::default();
         for e in self.entries.iter().filter(|e| e.name == b"..") {
             dotdot.entry(e.dir).or_insert(e.ino);
@@ -175,7 +174,7 @@ impl Checker {
             );
             let (dir, name, offset) = (e.dir, e.name.clone(), e.offset);
             if self.found(Class::DirectoryLinkedTwice, detail) {
-                let mut inode = self.inodes[&dir].inode.clone();
+                let mut inode = self.dir_copy(dir);
                 self.core.dir_remove(dir, &mut inode, &name, offset).map_err(Self::errno)?;
                 removed.insert(i);
             }
@@ -198,7 +197,7 @@ impl Checker {
         let found = self.core.dir_lookup(dir, &mut inode, name).map_err(Self::errno)?;
         let offset = found.map(|f| f.offset).ok_or_else(|| Self::errno(fsapi::Errno::IO))?;
         if let Some(seen) = self.inodes.get_mut(&dir) {
-            seen.inode = inode;
+            seen.set(inode);
         }
         self.entries.push(Entry { dir, name: name.to_vec(), ino: target, kind: dt, offset });
         Ok(true)
@@ -211,7 +210,7 @@ impl Checker {
         let mut wrong = Vec::new();
         for (i, e) in self.entries.iter().enumerate() {
             let Some(seen) = self.inodes.get(&e.ino) else { continue };
-            let Some(dt) = dt_of_mode(seen.inode.mode).filter(|&dt| dt != e.kind) else { continue };
+            let Some(dt) = dt_of_mode(seen.mode).filter(|&dt| dt != e.kind) else { continue };
             wrong.push((i, dt));
         }
         for (i, dt) in wrong {
@@ -223,10 +222,10 @@ impl Checker {
                 e.dir,
                 e.kind,
                 e.ino,
-                kind_name(self.inodes[&e.ino].inode.mode)
+                kind_name(self.inodes[&e.ino].mode)
             );
             if self.found(Class::WrongEntryType, detail) {
-                let mut inode = self.inodes[&dir].inode.clone();
+                let mut inode = self.dir_copy(dir);
                 self.core.dir_retarget(dir, &mut inode, offset, ino, dt).map_err(Self::errno)?;
                 self.entries[i].kind = dt;
             }
@@ -244,7 +243,7 @@ impl Checker {
     /// in it) is removed: what it named is then unattached, and pass 3
     /// reconnects it.
     pub(super) fn read_directory(&mut self, dir: u32) -> Result<(), FsError> {
-        let mut inode = self.inodes[&dir].inode.clone();
+        let mut inode = self.dir_copy(dir);
         let mapped = self.mapped_blocks(&inode)?;
         if inode.size != mapped * BLOCK_BYTES as u64 {
             let detail = format!(
@@ -256,7 +255,7 @@ impl Checker {
                 self.core.put_inode(dir, &inode).map_err(Self::errno)?;
                 self.core.drop_index(dir);
                 if let Some(seen) = self.inodes.get_mut(&dir) {
-                    seen.inode = inode.clone();
+                    seen.set(inode.clone());
                 }
             }
         }
@@ -374,8 +373,7 @@ impl Checker {
     /// entry is on the disk, its `..` is not a link). A directory named
     /// from more than one directory may name any of them.
     pub(super) fn check_dots(&mut self) -> Result<(), FsError> {
-        let mut dirs: Vec<u32> =
-            self.inodes.iter().filter(|(_, s)| s.inode.kind_bits() == S_IFDIR).map(|(i, _)| *i).collect();
+        let mut dirs: Vec<u32> = self.inodes.iter().filter(|(_, s)| s.is_dir()).map(|(i, _)| *i).collect();
         dirs.sort_unstable();
         // One pass over the entries: who names each directory, and where
         // each directory's `.` and `..` are.
@@ -409,7 +407,7 @@ impl Checker {
             );
             // Only `..` naming a directory, another than its namer's:
             // a crash inside a rename, which preen mends.
-            let is_dir = |p: u32| self.inodes.get(&p).is_some_and(|s| s.inode.kind_bits() == S_IFDIR);
+            let is_dir = |p: u32| self.inodes.get(&p).is_some_and(|s| s.is_dir());
             let class =
                 if dot_ok && parent.is_some_and(is_dir) { Class::DotDotMismatch } else { Class::BadDotDot };
             if !self.found(class, detail) {
@@ -417,7 +415,7 @@ impl Checker {
             }
             // Each wrong entry is rewritten where it is; one that is not
             // there at all cannot be, here.
-            let mut inode = self.inodes[&dir].inode.clone();
+            let mut inode = self.dir_copy(dir);
             let mut fixes = Vec::new();
             if !dot_ok {
                 fixes.push((dot, dir, &b"."[..]));

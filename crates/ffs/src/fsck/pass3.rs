@@ -44,7 +44,7 @@ impl Checker {
                 continue; // came back with the directory above it
             }
             let seen = &self.inodes[&ino];
-            if seen.names > 0 && seen.inode.kind_bits() != S_IFDIR {
+            if seen.names > 0 && !seen.is_dir() {
                 continue; // named from a directory that is itself unattached
             }
             // The top of the cut-off tree this directory is in: up through
@@ -61,7 +61,7 @@ impl Checker {
                 }
             }
             let seen = &self.inodes[&top];
-            let (size, links) = (seen.inode.size, seen.inode.nlink);
+            let (size, links) = (seen.size, seen.nlink);
             let detail = format!("inode {top} ({size} bytes, {links} links) is named by no reachable entry");
             if self.found(Class::UnattachedInode, detail) {
                 self.reattach(top)?;
@@ -77,7 +77,7 @@ impl Checker {
     /// Whether it was.
     pub(super) fn rename_lost_found(&mut self, reachable: &HashSet<u32>) -> Result<bool, FsError> {
         let named = self.entries.iter().any(|e| e.dir == ROOT_INO && e.name == b"lost+found");
-        let cut_off = self.inodes.get(&LOST_FOUND_INO).is_some_and(|s| s.inode.kind_bits() == S_IFDIR)
+        let cut_off = self.inodes.get(&LOST_FOUND_INO).is_some_and(|s| s.is_dir())
             && !reachable.contains(&LOST_FOUND_INO)
             && self.dotdot.get(&LOST_FOUND_INO) == Some(&ROOT_INO);
         if named || !cut_off {
@@ -99,7 +99,7 @@ impl Checker {
         let found = self.core.dir_lookup(ROOT_INO, &mut root, b"lost+found").map_err(Self::errno)?;
         let offset = found.map(|f| f.offset).ok_or_else(|| Self::errno(fsapi::Errno::IO))?;
         if let Some(seen) = self.inodes.get_mut(&ROOT_INO) {
-            seen.inode = root;
+            seen.set(root);
         }
         if let Some(seen) = self.inodes.get_mut(&LOST_FOUND_INO) {
             seen.names += 1;
@@ -117,7 +117,7 @@ impl Checker {
     /// CREATE?" and expanddir): what holds data is never dropped for want
     /// of room while the file system has a free inode and blocks.
     pub(super) fn reattach(&mut self, ino: u32) -> Result<(), FsError> {
-        let inode = self.inodes[&ino].inode.clone();
+        let inode = self.inode_now(ino)?;
         let dir = inode.kind_bits() == S_IFDIR;
         if !dir && inode.size == 0 && inode.xattr == 0 {
             self.core.clear_inode(ino).map_err(Self::errno)?;
@@ -170,14 +170,14 @@ impl Checker {
             linked.nlink = if dir { 2 } else { 1 };
             self.core.put_inode(ino, &linked).map_err(Self::errno)?;
             if let Some(seen) = self.inodes.get_mut(&ino) {
-                seen.inode = linked;
+                seen.set(linked);
             }
         }
         if let Some(seen) = self.inodes.get_mut(&ino) {
             seen.names += 1;
         }
         if let Some(seen) = self.inodes.get_mut(&lf_ino) {
-            seen.inode = lf;
+            seen.set(lf);
         }
         Ok(())
     }
@@ -197,9 +197,7 @@ impl Checker {
     pub(super) fn lost_found(&mut self) -> Result<Result<u32, String>, FsError> {
         let entry = self.entries.iter().find(|e| e.dir == ROOT_INO && e.name == b"lost+found").map(|e| e.ino);
         match entry {
-            Some(i) if self.inodes.get(&i).is_some_and(|s| s.inode.kind_bits() == S_IFDIR) => {
-                return Ok(Ok(i))
-            }
+            Some(i) if self.inodes.get(&i).is_some_and(|s| s.is_dir()) => return Ok(Ok(i)),
             Some(i) => {
                 return Ok(Err(format!(
                     "lost+found in the root is inode {i}, not a directory (rename it, and fsck makes one)"
@@ -239,7 +237,7 @@ impl Checker {
         let found = self.core.dir_lookup(ROOT_INO, &mut root, b"lost+found").map_err(Self::errno)?;
         let offset = found.map(|f| f.offset).ok_or_else(|| Self::errno(fsapi::Errno::IO))?;
         if let Some(seen) = self.inodes.get_mut(&ROOT_INO) {
-            seen.inode = root;
+            seen.set(root);
         }
         if let Some(seen) = self.inodes.get_mut(&ino) {
             seen.names = 1;
@@ -273,7 +271,7 @@ impl Checker {
         };
         self.core.dir_init(block32, ino, ROOT_INO).map_err(Self::errno)?;
         self.core.put_inode(ino, &inode).map_err(Self::errno)?;
-        self.inodes.insert(ino, Seen { inode, names: 0 });
+        self.inodes.insert(ino, Seen::new(inode));
         self.dotdot.insert(ino, ROOT_INO);
         Ok(true)
     }
@@ -292,15 +290,14 @@ impl Checker {
         };
         let file = self.entries[at].ino;
         let kind = match self.inodes.get(&file) {
-            Some(s) if s.inode.kind_bits() != S_IFDIR => kind_name(s.inode.mode),
+            Some(s) if !s.is_dir() => kind_name(s.mode),
             _ => return Ok(()),
         };
         if self.repair != Repair::Yes || !self.anything_unattached() {
             return Ok(());
         }
-        let old =
-            self.inodes.get(&LOST_FOUND_INO).is_some_and(|s| s.inode.kind_bits() == S_IFDIR && s.names == 0)
-                && self.dotdot.get(&LOST_FOUND_INO) == Some(&ROOT_INO);
+        let old = self.inodes.get(&LOST_FOUND_INO).is_some_and(|s| s.is_dir() && s.names == 0)
+            && self.dotdot.get(&LOST_FOUND_INO) == Some(&ROOT_INO);
         let lf = if old {
             LOST_FOUND_INO
         } else {
@@ -318,7 +315,7 @@ impl Checker {
             self.core.put_inode(ROOT_INO, &root).map_err(Self::errno)?;
         }
         if let Some(seen) = self.inodes.get_mut(&ROOT_INO) {
-            seen.inode = root;
+            seen.set(root);
         }
         (self.entries[at].ino, self.entries[at].kind) = (lf, DT_DIR);
         if let Some(seen) = self.inodes.get_mut(&lf) {
@@ -377,7 +374,7 @@ impl Checker {
         self.core.put_inode(dir, &inode).map_err(Self::errno)?;
         self.core.drop_index(dir);
         if let Some(seen) = self.inodes.get_mut(&dir) {
-            seen.inode = inode;
+            seen.set(inode);
         }
         Ok(true)
     }
@@ -434,7 +431,7 @@ impl Checker {
         };
         self.core.put_inode(dir, inode).map_err(Self::errno)?;
         if let Some(seen) = self.inodes.get_mut(&dir) {
-            seen.inode = inode.clone();
+            seen.set(inode.clone());
         }
         Ok(done)
     }

@@ -15,7 +15,7 @@ impl Checker {
         // Removed while open: no count and no entry naming it (a named
         // directory whose count is 0 is a count gone wrong, not removed).
         let removed_dirs: HashSet<u32> = (self.inodes.iter())
-            .filter(|(&d, s)| d != ROOT_INO && s.inode.nlink == 0 && s.names == 0)
+            .filter(|(&d, s)| d != ROOT_INO && s.nlink == 0 && s.names == 0)
             .map(|(&d, _)| d)
             .collect();
         let removed = |d: &u32| removed_dirs.contains(d);
@@ -30,8 +30,7 @@ impl Checker {
         inos.sort_unstable();
         for ino in inos {
             let seen = &self.inodes[&ino];
-            let (mut inode, seen_names) = (seen.inode.clone(), seen.names);
-            let dir = inode.kind_bits() == S_IFDIR;
+            let (nlink, seen_names, dir) = (seen.nlink, seen.names, seen.is_dir());
             // A directory: its entry, its `.`, and each subdirectory's `..`.
             let names = if dir && !removed(&ino) {
                 seen_names + 1 + subdirs.get(&ino).copied().unwrap_or(0)
@@ -39,13 +38,14 @@ impl Checker {
                 seen_names
             };
             let names = if ino == ROOT_INO { names + 1 } else { names };
-            let links = u32::from(inode.nlink);
+            let links = u32::from(nlink);
             // One left unattached keeps its count: zero would clear it.
             if links == names || (names == 0 && self.left_unattached.contains(&ino)) {
                 continue;
             }
             let class = if links > names { Class::LinkCountTooHigh } else { Class::LinkCountTooLow };
             if self.found(class, format!("inode {ino} has {links} links, {names} entries name it")) {
+                let mut inode = self.inode_now(ino)?;
                 inode.nlink = names as u16;
                 if names == 0 {
                     self.core.clear_inode(ino).map_err(Self::errno)?;

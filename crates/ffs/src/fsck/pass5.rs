@@ -101,7 +101,7 @@ impl Checker {
         for &ino in &self.made_inodes {
             let m = made.entry((ino - 1) / sb.inodes_per_group).or_default();
             m.free_inodes += 1;
-            m.dirs += u32::from(self.inodes.get(&ino).is_some_and(|s| s.inode.kind_bits() == S_IFDIR));
+            m.dirs += u32::from(self.inodes.get(&ino).is_some_and(|s| s.is_dir()));
         }
         made
     }
@@ -135,7 +135,7 @@ impl Checker {
         let mut kinds = vec![0u8; self.core.sb.total_inodes() as usize + 1];
         for (&ino, seen) in &self.inodes {
             if let Some(kind) = kinds.get_mut(ino as usize) {
-                *kind = if seen.inode.kind_bits() == S_IFDIR { 2 } else { 1 };
+                *kind = if seen.is_dir() { 2 } else { 1 };
             }
         }
         kinds
