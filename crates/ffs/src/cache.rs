@@ -98,7 +98,7 @@ pub struct Cache {
     pub meta_since_flush: usize,
     pub stats: CacheStats,
     /// Under `softdep`: the dependencies, which decide what each metadata
-    /// write may carry (`softdep.rs`).
+    /// write may carry (`softdep/`).
     /// Boxed: calls take it out and put it back around their work.
     pub sd: Option<Box<Softdep>>,
     /// Under `softdep`: dirty buffers an eviction held back, or whose last

@@ -4,7 +4,7 @@
 //! [`device::Device`], served through [`fsapi::FileSystem`]. The format is
 //! in docs/formats.md ("File system"); the policies decide which metadata
 //! writes go out at once and in what order (`sync`: `Core::ordered` at
-//! each ordering point in `ops.rs`; `softdep`: `softdep.rs`, reached from
+//! each ordering point in `ops.rs`; `softdep`: `softdep/`, reached from
 //! the buffer cache; `log`: `wapbl.rs`; an fsync's share: `fsync.rs`);
 //! `fsck/` checks an unmounted image and repairs it, a file per pass.
 //!

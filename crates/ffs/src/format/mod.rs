@@ -111,7 +111,7 @@ pub enum Policy {
     Sync,
     /// Soft updates: every metadata write delayed, in an order (with
     /// updates rolled back in the copy written) that leaves only leaks
-    /// after a crash (`softdep.rs`).
+    /// after a crash (`softdep/`).
     Softdep,
     /// Metadata committed through the log region in transactions (WAPBL):
     /// after a crash, mounting replays the log and nothing needs repair.
