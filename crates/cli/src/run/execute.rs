@@ -276,15 +276,54 @@ fn run_together(
     Ok(out)
 }
 
+/// What a run's progress bar counts toward: its clock when it is timed
+/// (runtime and ramp, in ms), else its requests or its bytes when it
+/// stops after a count of them; None leaves a spinner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Toward {
+    Millis(u64),
+    Ios(u64),
+    Bytes(u64),
+}
+
+fn toward(job: &JobSpec) -> Option<Toward> {
+    match (job.runtime, job.ios, job.io_bytes) {
+        (Some(r), ..) => Some(Toward::Millis((r + job.ramp).as_millis() as u64)),
+        (None, Some(ios), _) => Some(Toward::Ios(ios)),
+        (None, None, Some(bytes)) => Some(Toward::Bytes(bytes)),
+        (None, None, None) => None,
+    }
+}
+
+/// The time left, from the share done after `elapsed`: none before a
+/// second has passed or anything is done (an estimate from nothing
+/// would say 0 s).
+fn eta(elapsed: Duration, done: u64, total: u64) -> Option<Duration> {
+    if elapsed < Duration::from_secs(1) || done == 0 {
+        return None;
+    }
+    let left = total.saturating_sub(done) as f64 / done as f64;
+    Some(Duration::from_secs_f64(elapsed.as_secs_f64() * left))
+}
+
+fn eta_text(eta: Option<Duration>) -> String {
+    match eta.map(|d| d.as_secs()) {
+        None => "ETA -".into(),
+        Some(s) if s >= 3600 => format!("ETA {}h{:02}m", s / 3600, s / 60 % 60),
+        Some(s) if s >= 60 => format!("ETA {}m{:02}s", s / 60, s % 60),
+        Some(s) => format!("ETA {s}s"),
+    }
+}
+
 fn show_progress(job: &JobSpec, progress: &[Progress], done: &AtomicBool, index: u32, repeats: u32) {
     use indicatif::{ProgressBar, ProgressStyle};
-    let total = job.runtime.map(|r| (r + job.ramp).as_millis() as u64);
+    let total = toward(job);
     let bar = match total {
-        Some(ms) => ProgressBar::new(ms),
+        Some(Toward::Millis(n) | Toward::Ios(n) | Toward::Bytes(n)) => ProgressBar::new(n),
         None => ProgressBar::new_spinner(),
     };
     let style = if total.is_some() {
-        ProgressStyle::with_template("{prefix} [{elapsed_precise}] {bar:30} ETA {eta} {msg}")
+        ProgressStyle::with_template("{prefix} [{elapsed_precise}] {bar:30} {percent:>3}% {msg}")
     } else {
         ProgressStyle::with_template("{prefix} [{elapsed_precise}] {spinner} {msg}")
     };
@@ -309,23 +348,65 @@ fn show_progress(job: &JobSpec, progress: &[Progress], done: &AtomicBool, index:
         std::thread::park_timeout(Duration::from_millis(250));
         let now = Instant::now();
         let snap = snapshot();
+        let position = match total {
+            Some(Toward::Millis(n)) => Some(((now - start).as_millis() as u64, n)),
+            Some(Toward::Ios(n)) => Some((snap.ios.min(n), n)),
+            Some(Toward::Bytes(n)) => Some((snap.bytes.min(n), n)),
+            None => None,
+        };
         let secs = (now - last.0).as_secs_f64();
         if secs >= 0.5 {
             let iops = (snap.ios - last.1.ios) as f64 / secs;
             let bw = (snap.bytes - last.1.bytes) as f64 / secs;
             let phase = if snap.measuring { "" } else { " (warm-up)" };
+            let left =
+                position.map(|(at, n)| format!(" {}", eta_text(eta(now - start, at, n)))).unwrap_or_default();
             bar.set_message(format!(
-                "{} IOPS {}{phase}",
+                "{} IOPS {}{phase}{left}",
                 report::units::iops(iops),
                 report::units::bandwidth(bw)
             ));
             last = (now, snap);
         }
-        if total.is_some() {
-            bar.set_position((now - start).as_millis() as u64);
-        } else {
-            bar.tick();
+        match position {
+            Some((at, _)) => bar.set_position(at),
+            None => bar.tick(),
         }
     }
     bar.finish_and_clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_bound_by_a_count_of_requests_counts_toward_it() {
+        let job = JobSpec { runtime: None, ios: Some(5000), ..JobSpec::default() };
+        assert_eq!(toward(&job), Some(Toward::Ios(5000)));
+    }
+
+    #[test]
+    fn a_timed_run_counts_toward_its_clock_even_with_a_count() {
+        let job = JobSpec {
+            runtime: Some(Duration::from_secs(2)),
+            ramp: Duration::from_secs(1),
+            ios: Some(5000),
+            ..JobSpec::default()
+        };
+        assert_eq!(toward(&job), Some(Toward::Millis(3000)));
+    }
+
+    #[test]
+    fn no_time_left_is_guessed_in_the_first_second() {
+        assert_eq!(eta(Duration::from_millis(900), 500, 1000), None);
+        assert_eq!(eta_text(None), "ETA -");
+    }
+
+    #[test]
+    fn the_time_left_follows_the_share_done() {
+        assert_eq!(eta(Duration::from_secs(10), 250, 1000), Some(Duration::from_secs(30)));
+        assert_eq!(eta_text(Some(Duration::from_secs(30))), "ETA 30s");
+        assert_eq!(eta_text(Some(Duration::from_secs(125))), "ETA 2m05s");
+    }
 }
