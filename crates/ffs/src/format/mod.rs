@@ -6,6 +6,8 @@ mod group;
 mod superblock;
 mod xattr;
 
+use codec::{Frame, LeReader, LeWriter, OutOfBounds};
+
 pub use group::{GroupHeader, GROUP_MAGIC};
 pub use superblock::{
     SlotSource, Superblock, BLOCKS_MAX, GENERATION_MAX, GROUP_HEAD_BLOCKS, HEADER_BYTES, INODES_MAX,
@@ -74,33 +76,9 @@ pub fn device_kind(mode: u16) -> bool {
     matches!(mode & S_IFMT, S_IFCHR | S_IFBLK)
 }
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut v = [0u8; 8];
-    v.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(v)
-}
-fn put16(b: &mut [u8], at: usize, v: u16) {
-    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
-}
-fn put32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-fn put64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-/// crc32c of `bytes` with the four bytes at `at` taken as zero.
-fn checksum(seed: &[u8], bytes: &[u8], at: usize) -> u32 {
-    let crc = crc32c::crc32c_append(crc32c::crc32c(seed), &bytes[..at]);
-    let crc = crc32c::crc32c_append(crc, &[0; 4]);
-    crc32c::crc32c_append(crc, &bytes[at + 4..])
-}
+/// An inode's checksum: crc32c of its inode number, then its 256 bytes
+/// with the checksum field (at byte 84) zero.
+const INODE_FRAME: Frame = Frame::zeroed(84);
 
 /// The metadata policy a mount ran with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,36 +240,29 @@ impl DiskInode {
     pub fn encode(&self, ino: u32, out: &mut [u8]) {
         debug_assert_eq!(out.len(), INODE_BYTES);
         out.fill(0);
-        put16(out, 0, self.mode);
-        put16(out, 2, self.nlink);
-        put32(out, 4, self.uid);
-        put32(out, 8, self.gid);
-        put64(out, 16, self.size);
-        put64(out, 24, self.blocks_512);
+        let mut w = LeWriter::new(out);
+        w.put_u16(0, self.mode).put_u16(2, self.nlink).put_u32(4, self.uid).put_u32(8, self.gid);
+        w.put_u64(16, self.size).put_u64(24, self.blocks_512);
         for (i, (secs, nanos)) in self.times.iter().enumerate() {
-            put64(out, 32 + 8 * i, *secs as u64);
-            put32(out, 64 + 4 * i, *nanos);
+            w.put_u64(32 + 8 * i, *secs as u64).put_u32(64 + 4 * i, *nanos);
         }
-        put32(out, 80, self.generation);
+        w.put_u32(80, self.generation);
         for (i, p) in self.direct.iter().enumerate() {
-            put32(out, 88 + 4 * i, *p);
+            w.put_u32(88 + 4 * i, *p);
         }
-        put32(out, 136, self.single);
-        put32(out, 140, self.double);
+        w.put_u32(136, self.single).put_u32(140, self.double);
         let n = self.inline_target.len().min(INLINE_SYMLINK_BYTES);
-        out[144..144 + n].copy_from_slice(&self.inline_target[..n]);
-        put32(out, 244, self.next_orphan);
-        put32(out, 248, self.rdev);
-        put32(out, 252, self.xattr);
-        let crc = checksum(&ino.to_le_bytes(), out, 84);
-        put32(out, 84, crc);
+        w.put_bytes(144, &self.inline_target[..n]);
+        w.put_u32(244, self.next_orphan).put_u32(248, self.rdev).put_u32(252, self.xattr);
+        INODE_FRAME.seal(&ino.to_le_bytes(), out);
     }
 
     /// The block pointers (direct, single, double, then the extended
     /// attribute block) of an encoded inode, read in place.
     pub fn pointers_in(b: &[u8]) -> impl Iterator<Item = u32> + '_ {
-        let rest = [u32_at(b, 136), u32_at(b, 140), u32_at(b, 252)];
-        (0..DIRECT_POINTERS).map(move |i| u32_at(b, 88 + 4 * i)).chain(rest)
+        let r = LeReader::new(b);
+        let at = move |at: usize| r.u32(at).unwrap_or(0);
+        (0..DIRECT_POINTERS).map(move |i| at(88 + 4 * i)).chain([at(136), at(140), at(252)])
     }
 
     pub fn decode(ino: u32, b: &[u8]) -> InodeSlot {
@@ -311,30 +282,10 @@ impl DiskInode {
         if all_zero(b) {
             return InodeSlot::Free;
         }
-        if verify && checksum(&ino.to_le_bytes(), b, 84) != u32_at(b, 84) {
+        if verify && INODE_FRAME.verify(&ino.to_le_bytes(), b).is_err() {
             return InodeSlot::Garbage;
         }
-        let mut inode = DiskInode {
-            mode: u16_at(b, 0),
-            nlink: u16_at(b, 2),
-            uid: u32_at(b, 4),
-            gid: u32_at(b, 8),
-            size: u64_at(b, 16),
-            blocks_512: u64_at(b, 24),
-            generation: u32_at(b, 80),
-            single: u32_at(b, 136),
-            double: u32_at(b, 140),
-            next_orphan: u32_at(b, 244),
-            rdev: u32_at(b, 248),
-            xattr: u32_at(b, 252),
-            ..DiskInode::default()
-        };
-        for i in 0..4 {
-            inode.times[i] = (u64_at(b, 32 + 8 * i) as i64, u32_at(b, 64 + 4 * i));
-        }
-        for i in 0..DIRECT_POINTERS {
-            inode.direct[i] = u32_at(b, 88 + 4 * i);
-        }
+        let Ok(mut inode) = DiskInode::fields(b) else { return InodeSlot::Garbage };
         if !inode.within_bounds() {
             return InodeSlot::Garbage;
         }
@@ -342,6 +293,33 @@ impl DiskInode {
             inode.inline_target = b[144..144 + inode.size as usize].to_vec();
         }
         InodeSlot::Used(inode)
+    }
+
+    /// The fields of an encoded inode (its symlink target aside).
+    fn fields(b: &[u8]) -> Result<DiskInode, OutOfBounds> {
+        let r = LeReader::new(b);
+        let mut inode = DiskInode {
+            mode: r.u16(0)?,
+            nlink: r.u16(2)?,
+            uid: r.u32(4)?,
+            gid: r.u32(8)?,
+            size: r.u64(16)?,
+            blocks_512: r.u64(24)?,
+            generation: r.u32(80)?,
+            single: r.u32(136)?,
+            double: r.u32(140)?,
+            next_orphan: r.u32(244)?,
+            rdev: r.u32(248)?,
+            xattr: r.u32(252)?,
+            ..DiskInode::default()
+        };
+        for i in 0..4 {
+            inode.times[i] = (r.u64(32 + 8 * i)? as i64, r.u32(64 + 4 * i)?);
+        }
+        for i in 0..DIRECT_POINTERS {
+            inode.direct[i] = r.u32(88 + 4 * i)?;
+        }
+        Ok(inode)
     }
 
     /// The bounds an inode's fields keep (docs/formats.md, "Inode"), so
@@ -451,12 +429,9 @@ impl DirRecord {
 
     /// [`DirRecord::read`], borrowing the name.
     pub fn peek(block: &[u8], at: usize) -> Option<RecordRef<'_>> {
-        if at + 8 > block.len() {
-            return None;
-        }
-        let reclen = u16_at(block, at + 4);
-        let name_len = block[at + 6] as usize;
-        let ino = u32_at(block, at);
+        let r = LeReader::new(block);
+        let (ino, reclen) = (r.u32(at).ok()?, r.u16(at + 4).ok()?);
+        let name_len = r.u8(at + 6).ok()? as usize;
         let fits = reclen as usize % 4 == 0
             && reclen >= 8
             && at + reclen as usize <= block.len()
@@ -472,19 +447,18 @@ impl DirRecord {
     pub fn write(&self, block: &mut [u8], at: usize) {
         let end = at + self.reclen as usize;
         block[at..end].fill(0);
-        put32(block, at, self.ino);
-        put16(block, at + 4, self.reclen);
-        block[at + 6] = self.name.len() as u8;
-        block[at + 7] = self.kind;
-        block[at + 8..at + 8 + self.name.len()].copy_from_slice(&self.name);
+        let mut w = LeWriter::new(block);
+        w.put_u32(at, self.ino).put_u16(at + 4, self.reclen);
+        w.put_u8(at + 6, self.name.len() as u8).put_u8(at + 7, self.kind).put_bytes(at + 8, &self.name);
     }
 }
 
 /// Block numbers in an indirect block.
 pub fn pointer_at(block: &[u8], index: usize) -> u32 {
-    u32_at(block, index * 4)
+    debug_assert!(index < POINTERS_PER_BLOCK as usize, "pointer {index} of an indirect block");
+    LeReader::new(block).u32(index * 4).unwrap_or(0)
 }
 
 pub fn set_pointer(block: &mut [u8], index: usize, value: u32) {
-    put32(block, index * 4, value);
+    LeWriter::new(block).put_u32(index * 4, value);
 }
