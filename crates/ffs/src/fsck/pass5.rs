@@ -174,25 +174,22 @@ impl Checker {
                 free += 1;
             }
         }
-        let mut fix = false;
-        if in_use_free > 0 {
-            fix |= self.found(
+        let findings = [
+            (
+                in_use_free,
                 Class::BlockInUseButFree,
                 format!(
                     "group {g}: {in_use_free} blocks in use are free in the map ({}...)",
                     named.join(", ")
                 ),
-            );
-        }
-        if leaked > 0 {
-            fix |= self.found(
+            ),
+            (
+                leaked,
                 Class::LeakedBlock,
                 format!("group {g}: {leaked} blocks marked in use belong to nothing"),
-            );
-        }
-        if fix || made {
-            self.core.cache.modify(start + 1)?.copy_from_slice(&map);
-        }
+            ),
+        ];
+        self.settle_map(start + 1, &map, findings, made)?;
         Ok(free)
     }
 
@@ -228,23 +225,40 @@ impl Checker {
                 free += 1;
             }
         }
-        let mut fix = false;
-        if in_use_free > 0 {
-            fix |= self.found(
+        let findings = [
+            (
+                in_use_free,
                 Class::InodeInUseButFree,
                 format!(
                     "group {g}: {in_use_free} inodes in use are free in the map ({}...)",
                     named.join(", ")
                 ),
-            );
-        }
-        if leaked > 0 {
-            fix |=
-                self.found(Class::LeakedInode, format!("group {g}: {leaked} inodes marked in use are free"));
+            ),
+            (leaked, Class::LeakedInode, format!("group {g}: {leaked} inodes marked in use are free")),
+        ];
+        self.settle_map(start + 2, &map, findings, made)?;
+        Ok((free, dirs))
+    }
+
+    /// A bitmap checked: each finding with a count reported, and the map
+    /// as the inodes have it written when one is repaired or fsck marked
+    /// what it took itself (`made`).
+    fn settle_map(
+        &mut self,
+        block: u64,
+        map: &[u8],
+        findings: [(u32, Class, String); 2],
+        made: bool,
+    ) -> Result<(), FsError> {
+        let mut fix = false;
+        for (count, class, detail) in findings {
+            if count > 0 {
+                fix |= self.found(class, detail);
+            }
         }
         if fix || made {
-            self.core.cache.modify(start + 2)?.copy_from_slice(&map);
+            self.core.cache.modify(block)?.copy_from_slice(map);
         }
-        Ok((free, dirs))
+        Ok(())
     }
 }
