@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use workloads::bonnie::{run_bonnie, BonnieResult, BonnieSpec};
+use std::io::IsTerminal;
+
+use workloads::bonnie::{run_bonnie_telling, BonnieResult, BonnieSpec, PHASES};
 use workloads::spec::parse_bytes;
 use workloads::tree::{run_file_tests, FileTestSpec};
 
@@ -134,11 +136,47 @@ fn on_target(
     };
     eprintln!("iolab bonnie: {} bytes of {} ({cache})", size_bytes, dev.name());
     let mut results = Vec::with_capacity(args.repeat as usize);
-    for _ in 0..args.repeat {
-        results.push(run_bonnie(dev, &spec)?);
+    for round in 0..args.repeat {
+        let line = PhaseLine::show(round, args.repeat);
+        let result = run_bonnie_telling(dev, &spec, &|k| line.starting(k));
+        line.finish();
+        results.push(result?);
     }
     target.close()?;
     Ok(results)
+}
+
+/// The progress line of a bonnie run on a terminal: which of the six
+/// phases runs, and for how long (nothing when stderr is not a terminal).
+struct PhaseLine(Option<indicatif::ProgressBar>);
+
+impl PhaseLine {
+    fn show(round: u32, rounds: u32) -> PhaseLine {
+        if !std::io::stderr().is_terminal() {
+            return PhaseLine(None);
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{prefix} [{elapsed_precise}] {spinner} {msg}")
+        {
+            bar.set_style(style);
+        }
+        bar.set_prefix(if rounds > 1 { format!("bonnie {}/{rounds}", round + 1) } else { "bonnie".into() });
+        bar.enable_steady_tick(std::time::Duration::from_millis(250));
+        PhaseLine(Some(bar))
+    }
+
+    fn starting(&self, k: usize) {
+        if let Some(bar) = &self.0 {
+            bar.set_message(format!("phase {} of {}: {}", k + 1, PHASES.len(), PHASES[k]));
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 /// bonnie++ -d DIR: per repeat, the six phases on a test file of

@@ -157,6 +157,16 @@ fn get_char(buf: &[u8], pos: &mut usize) -> u8 {
 
 /// Runs the six phases on the first `spec.size_bytes` of `dev`.
 pub fn run_bonnie(dev: &dyn Device, spec: &BonnieSpec) -> Result<BonnieResult, WorkloadError> {
+    run_bonnie_telling(dev, spec, &|_| {})
+}
+
+/// [`run_bonnie`], telling `starting` the index in [`PHASES`] of each
+/// phase as it begins (for a caller's progress line).
+pub fn run_bonnie_telling(
+    dev: &dyn Device,
+    spec: &BonnieSpec,
+    starting: &dyn Fn(usize),
+) -> Result<BonnieResult, WorkloadError> {
     spec.check(dev)?;
     let chunk = spec.chunk_bytes as usize;
     let chunks = spec.size_bytes / spec.chunk_bytes;
@@ -164,6 +174,7 @@ pub fn run_bonnie(dev: &dyn Device, spec: &BonnieSpec) -> Result<BonnieResult, W
     let mut buf = AlignedBuf::zeroed(chunk, align);
     let mut phases = Vec::with_capacity(6);
 
+    starting(0);
     let mut m = Meter::start(dev);
     let (mut pos, mut offset) = (0usize, 0u64);
     for i in 0..spec.size_bytes {
@@ -175,6 +186,7 @@ pub fn run_bonnie(dev: &dyn Device, spec: &BonnieSpec) -> Result<BonnieResult, W
     }
     phases.push(m.finish(dev, "putc", spec.size_bytes, true));
 
+    starting(1);
     let mut m = Meter::start(dev);
     for c in 0..chunks {
         buf[0] = c as u8;
@@ -182,6 +194,7 @@ pub fn run_bonnie(dev: &dyn Device, spec: &BonnieSpec) -> Result<BonnieResult, W
     }
     phases.push(m.finish(dev, "put_block", spec.size_bytes, true));
 
+    starting(2);
     let mut m = Meter::start(dev);
     for c in 0..chunks {
         let at = c * spec.chunk_bytes;
@@ -191,6 +204,7 @@ pub fn run_bonnie(dev: &dyn Device, spec: &BonnieSpec) -> Result<BonnieResult, W
     }
     phases.push(m.finish(dev, "rewrite", spec.size_bytes, true));
 
+    starting(3);
     let mut m = Meter::start(dev);
     let mut sum = 0u64;
     for c in 0..chunks {
@@ -203,12 +217,14 @@ pub fn run_bonnie(dev: &dyn Device, spec: &BonnieSpec) -> Result<BonnieResult, W
     black_box(sum);
     phases.push(m.finish(dev, "getc", spec.size_bytes, true));
 
+    starting(4);
     let mut m = Meter::start(dev);
     for c in 0..chunks {
         m.timed(|| dev.read_at(&mut buf, c * spec.chunk_bytes))?;
     }
     phases.push(m.finish(dev, "get_block", spec.size_bytes, true));
 
+    starting(5);
     phases.push(seeks(dev, spec, chunks, align)?);
     Ok(BonnieResult { target: dev.name().to_string(), spec: *spec, phases, files: None })
 }

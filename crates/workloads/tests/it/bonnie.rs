@@ -46,3 +46,13 @@ fn size_larger_than_the_target_is_refused() {
     assert!(err.to_string().starts_with("--size:"), "{err}");
     assert_eq!(dev.stats().snapshot().writes, 0);
 }
+
+#[test]
+fn each_phase_is_told_as_it_begins_in_order() {
+    let dev = MemDevice::new(1 << 20).unwrap();
+    let told = std::sync::Mutex::new(Vec::new());
+    let result =
+        workloads::bonnie::run_bonnie_telling(&dev, &spec(), &|k| told.lock().unwrap().push(k)).unwrap();
+    assert_eq!(*told.lock().unwrap(), (0..PHASES.len()).collect::<Vec<_>>());
+    assert_eq!(result.phases.len(), PHASES.len());
+}
