@@ -357,6 +357,12 @@ impl Core {
             return Ok(());
         }
         self.moving = true;
+        self.write_superblock_now()
+    }
+
+    /// Writes the superblock into its next slot past the cache, durably,
+    /// with every write before it.
+    fn write_superblock_now(&mut self) -> Result<(), Errno> {
         let (buf, slot) = self.next_superblock(self.cache.buffer_align());
         if let Err(e) = self.cache.write_superblock_now(&buf, slot * BLOCK_BYTES as u64) {
             return Err(io_failed(self, e));
@@ -378,11 +384,7 @@ impl Core {
         if !self.settle_moving() {
             return Ok(());
         }
-        let (buf, slot) = self.next_superblock(self.cache.buffer_align());
-        if let Err(e) = self.cache.write_superblock_now(&buf, slot * BLOCK_BYTES as u64) {
-            return Err(io_failed(self, e));
-        }
-        Ok(())
+        self.write_superblock_now()
     }
 
     /// Under `softdep`, at the syncer's pass: writes what the directories
@@ -393,6 +395,7 @@ impl Core {
     pub fn write_moves(&mut self) -> Result<(), Errno> {
         const PASSES: usize = 3;
         for _ in 0..PASSES {
+            self.lower_moving_mark()?;
             let Some(listed) = self.cache.sd.as_ref().filter(|_| self.moving).map(|sd| sd.move_blocks())
             else {
                 return Ok(());
@@ -401,9 +404,8 @@ impl Core {
                 return Err(io_failed(self, e));
             }
             self.apply_released()?;
-            self.lower_moving_mark()?;
         }
-        Ok(())
+        self.lower_moving_mark()
     }
 
     /// Whether the superblock's mark of a directory moving can come down:

@@ -365,7 +365,6 @@ impl Ffs {
                     return Err(self.failed(core, e));
                 }
                 core.apply_released().map_err(|_| self.failure_of(&core))?;
-                core.lower_moving_mark().map_err(|_| self.failure_of(&core))?;
             }
             let mut core = self.lock();
             core.write_moves().map_err(|_| self.failure_of(&core))?;
