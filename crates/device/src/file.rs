@@ -202,6 +202,19 @@ impl Backend for FileDevice {
     /// write; other openers' pages are dropped all the same. The write-back
     /// is a flush through the front: refused on a poisoned device, and
     /// poisoning it when it fails.
+    /// Through the page cache only: under O_DIRECT nothing is kept.
+    fn will_need_raw(&self, offset: u64, len: u64) {
+        if self.direct {
+            return;
+        }
+        let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+            return;
+        };
+        // SAFETY: posix_fadvise on an open descriptor; advice only, and
+        // its failure changes nothing but the speed of later reads.
+        unsafe { libc::posix_fadvise(self.file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) };
+    }
+
     fn drop_cache_raw(&self) -> Result<()> {
         let fd = self.file.as_raw_fd();
         if !self.read_only {

@@ -69,6 +69,7 @@ impl<B: Backend> sealed::Sealed for B {}
 ///     fn unwritten(&self, _: u64, _: u64) -> Result<Option<Vec<std::ops::Range<u64>>>> { Ok(None) }
 ///     fn media(&self) -> Vec<Medium> { Vec::new() }
 ///     fn drop_cache(&self) -> Result<()> { Ok(()) }
+///     fn will_need(&self, _: u64, _: u64) {}
 ///     fn max_request_bytes(&self) -> u64 { u64::MAX }
 ///     fn virtual_disk(&self) -> Option<&dyn device::VirtualDisk> { None }
 /// }
@@ -144,6 +145,13 @@ pub trait Device: sealed::Sealed + Send + Sync {
     /// A no-op where nothing is cached.
     fn drop_cache(&self) -> Result<()>;
 
+    /// A hint that `offset..offset + len` (cut to the device) will be
+    /// read soon: a buffered file asks the kernel to read it in behind
+    /// the caller (`posix_fadvise(WILLNEED)`, as e2fsck's readahead), so
+    /// a reader walking scattered blocks one at a time finds them in
+    /// memory. Elsewhere nothing; it never fails and reads nothing itself.
+    fn will_need(&self, offset: u64, len: u64);
+
     /// The most bytes one write may carry (a block log's transaction
     /// limit; the kernel's `max_sectors_kb`); a larger write is refused.
     /// Writers that gather requests (a file system's write-back) keep
@@ -210,6 +218,11 @@ pub trait Backend: Send + Sync {
     /// See [`Device::drop_cache`].
     fn drop_cache_raw(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// See [`Device::will_need`]; called with a range inside the device.
+    fn will_need_raw(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
     }
 
     /// See [`Device::max_request_bytes`].
@@ -416,6 +429,14 @@ impl<B: Backend> Device for B {
 
     fn drop_cache(&self) -> Result<()> {
         self.drop_cache_raw()
+    }
+
+    fn will_need(&self, offset: u64, len: u64) {
+        let size = self.front().geometry.size_bytes;
+        let end = offset.saturating_add(len).min(size);
+        if offset < end {
+            self.will_need_raw(offset, end - offset);
+        }
     }
 
     fn max_request_bytes(&self) -> u64 {

@@ -165,6 +165,11 @@ impl Backend for Overlay {
     fn flush_raw(&self, _: Checked) -> Result<()> {
         Ok(())
     }
+
+    /// What is read through the view comes from the base.
+    fn will_need_raw(&self, offset: u64, len: u64) {
+        self.base.will_need(offset, len);
+    }
 }
 
 /// A point of a recorded history to crash at, and what the power cut

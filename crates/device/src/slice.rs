@@ -69,4 +69,8 @@ impl Backend for Slice {
     fn drop_cache_raw(&self) -> Result<()> {
         self.inner.drop_cache()
     }
+
+    fn will_need_raw(&self, offset: u64, len: u64) {
+        self.inner.will_need(self.offset + offset, len);
+    }
 }

@@ -241,6 +241,7 @@ impl Core {
                 Err(e) => return Err(io_failed(self, e)),
             };
             if let Some(i) = found {
+                self.initialize_through(g, i)?;
                 self.set_bit(map_block, i)?;
                 self.groups_dirty.insert(g);
                 let counts = &mut self.groups[g as usize];
@@ -258,6 +259,7 @@ impl Core {
     pub fn claim_inode(&mut self, ino: u32, dir: bool) -> Result<(), Errno> {
         let g = (ino - 1) / self.sb.inodes_per_group;
         let i = (ino - 1) % self.sb.inodes_per_group;
+        self.initialize_through(g, i)?;
         if !self.set_bit(self.sb.group_start(g) + INODE_BITMAP, i)? {
             self.groups_dirty.insert(g);
             let counts = &mut self.groups[g as usize];

@@ -474,6 +474,11 @@ impl Cache {
         Ok(())
     }
 
+    /// The device the cache reads and writes.
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.dev
+    }
+
     /// The alignment the device asks of buffers.
     pub fn buffer_align(&self) -> usize {
         self.dev.buffer_align()

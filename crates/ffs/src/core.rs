@@ -14,7 +14,7 @@ use fsapi::Errno;
 
 use crate::cache::Cache;
 use crate::format::{
-    Damage, DiskInode, GroupHeader, InodeSlot, Policy, Superblock, BLOCK_BYTES, INODE_BYTES,
+    Damage, DiskInode, GroupHeader, InodeSlot, Policy, Superblock, BLOCK_BYTES, INODES_PER_BLOCK, INODE_BYTES,
 };
 use crate::pages::Pages;
 
@@ -39,6 +39,10 @@ pub struct Core {
     pub groups: Vec<GroupCounts>,
     /// Groups whose counts changed since their headers were last staged.
     pub groups_dirty: BTreeSet<u32>,
+    /// Per group: the inode slots its header says may have been handed
+    /// out (`GroupHeader::inodes_initialized`), raised durably before an
+    /// inode past them is ([`Core::initialize_through`]).
+    pub initialized: Vec<u32>,
     pub cache: Cache,
     pub policy: Policy,
     pub refs: HashMap<u32, Refs>,
@@ -209,6 +213,16 @@ impl Failure {
     }
 }
 
+/// What a group's `inodes_initialized` becomes when slot `slot` is
+/// handed out past `now` of its `per_group` slots: at least twice as many
+/// and at least 256 (so a group's header is written a few times over its
+/// life, not once a block), in whole table blocks, at most all of them.
+pub fn initialized_for(slot: u32, now: u32, per_group: u32) -> u32 {
+    const FIRST: u32 = 256;
+    let wanted = (slot + 1).max(now.saturating_mul(2)).max(FIRST);
+    wanted.div_ceil(INODES_PER_BLOCK).saturating_mul(INODES_PER_BLOCK).min(per_group)
+}
+
 /// A device error as the errno a caller gets (EIO, or ENOSPC when the
 /// host had no room), and the file system stops taking changes.
 pub fn io_failed(core: &mut Core, e: device::DeviceError) -> Errno {
@@ -294,12 +308,37 @@ impl Core {
                 free_inodes: counts.free_inodes.min(inodes),
                 dirs: counts.dirs.min(inodes),
                 fs_id: self.sb.fs_id,
+                inodes_initialized: self.initialized[g as usize],
             };
             let start = self.sb.group_start(g);
             let block = self.cache.modify(start)?;
             block[..512].copy_from_slice(&header.encode());
         }
         Ok(())
+    }
+
+    /// Slot `slot` of group `g` is being handed out: when it lies past
+    /// the slots the group's header says were ever handed out, the header
+    /// says more (`initialized_for`) before the inode can reach the disk,
+    /// so a check that reads the table only that far never misses an
+    /// inode. Under `log` the header goes in the same transaction as the
+    /// inode or an earlier one (every commit stages the changed headers);
+    /// under the other policies it is written and flushed now, whatever
+    /// their order for the rest: a few writes a group, since each raise
+    /// at least doubles the count.
+    pub fn initialize_through(&mut self, g: u32, slot: u32) -> Result<(), Errno> {
+        let now = self.initialized[g as usize];
+        if slot < now {
+            return Ok(());
+        }
+        self.initialized[g as usize] = initialized_for(slot, now, self.sb.inodes_per_group);
+        self.groups_dirty.insert(g);
+        if self.policy == Policy::Log {
+            return Ok(());
+        }
+        let start = self.sb.group_start(g);
+        let staged = self.stage_group_headers().and_then(|()| self.cache.write_now(start));
+        staged.map_err(|e| io_failed(self, e))
     }
 
     /// Under `log`, gives up the file's blocks `first..end` from the end
@@ -593,9 +632,29 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::{FreedBlocks, OPEN};
+    use super::{initialized_for, FreedBlocks, OPEN};
 
     proptest! {
+        /// A raise covers the slot handed out, at least doubles what was
+        /// counted (at least 256), stays in whole table blocks and never
+        /// passes the group's slots.
+        #[test]
+        fn a_raise_covers_the_slot_doubles_and_stays_in_the_table(
+            blocks in 1u32..2048,
+            now_blocks in 0u32..2048,
+            slot_seed in any::<u32>(),
+        ) {
+            let per_group = blocks * 16;
+            let now = (now_blocks % (blocks + 1)) * 16;
+            prop_assume!(now < per_group);
+            let slot = now + slot_seed % (per_group - now);
+            let raised = initialized_for(slot, now, per_group);
+            prop_assert!(raised > slot);
+            prop_assert!(raised <= per_group);
+            prop_assert_eq!(raised % 16, 0);
+            prop_assert!(raised >= (2 * now).max(256).min(per_group));
+        }
+
         /// The freed blocks answer as a map of block to transaction does
         /// (the log's bookkeeping before it was kept by page): freed in
         /// the open one, sealed with a number, durable up to a number.

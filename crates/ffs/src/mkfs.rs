@@ -157,6 +157,8 @@ pub fn mkfs(dev: &Dev, options: &MkfsOptions) -> Result<Superblock, FsError> {
             free_inodes: sb.inodes_per_group,
             dirs: 0,
             fs_id: sb.fs_id,
+            // The root and lost+found, taken by the mount below, raise it.
+            inodes_initialized: 0,
         };
         write_block(dev.as_ref(), start, &header.encode())?;
     }

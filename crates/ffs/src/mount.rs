@@ -15,7 +15,7 @@ use crate::mkfs::now_ns;
 use crate::{wapbl, Dev, Ffs, FieldFault, FsError, MountOptions, Problem};
 
 /// Reads block `n` straight from the device.
-fn read_block(dev: &Dev, n: u64) -> Result<AlignedBuf, FsError> {
+pub(crate) fn read_block(dev: &Dev, n: u64) -> Result<AlignedBuf, FsError> {
     let mut buf = AlignedBuf::zeroed(BLOCK_BYTES, BLOCK_BYTES.max(dev.buffer_align()));
     dev.read_at(&mut buf, n * BLOCK_BYTES as u64)?;
     Ok(buf)
@@ -145,10 +145,12 @@ pub fn log_region(raw: &Dev) -> Result<Dev, FsError> {
 /// Every group's counts, from its header (each checked against its
 /// bounds). The superblock's summary counts are set to their sums: they
 /// are only a summary of these (fsck compares them), and the allocator
-/// keeps the two equal from here on.
-fn group_counts(dev: &Dev, sb: &mut Superblock) -> Result<Vec<GroupCounts>, FsError> {
+/// keeps the two equal from here on. With them, the inode slots each
+/// header says were handed out (`GroupHeader::inodes_initialized`).
+fn group_counts(dev: &Dev, sb: &mut Superblock) -> Result<(Vec<GroupCounts>, Vec<u32>), FsError> {
     // Bounded by the device: the decoder checked the groups fit in it.
     let mut groups = Vec::with_capacity(sb.groups as usize);
+    let mut initialized = Vec::with_capacity(sb.groups as usize);
     let (mut free_blocks, mut free_inodes, mut dirs) = (0u64, 0u64, 0u64);
     for g in 0..sb.groups {
         let h = GroupHeader::decode(&read_block(dev, sb.group_start(g))?, g, sb, dev.name())?;
@@ -156,9 +158,10 @@ fn group_counts(dev: &Dev, sb: &mut Superblock) -> Result<Vec<GroupCounts>, FsEr
         free_inodes += u64::from(h.free_inodes);
         dirs += u64::from(h.dirs);
         groups.push(GroupCounts { free_blocks: h.free_blocks, free_inodes: h.free_inodes, dirs: h.dirs });
+        initialized.push(h.inodes_initialized);
     }
     (sb.free_blocks, sb.free_inodes, sb.dirs) = (free_blocks, free_inodes, dirs);
-    Ok(groups)
+    Ok((groups, initialized))
 }
 
 impl Ffs {
@@ -193,7 +196,7 @@ impl Ffs {
             _ => (Arc::clone(&raw), None),
         };
         let mut sb = read_superblock(&dev)?;
-        let groups = group_counts(&dev, &mut sb)?;
+        let (groups, initialized) = group_counts(&dev, &mut sb)?;
         // From this mount on the image may hold special files and record
         // damage, which a reader of version 1 would take for garbage: it
         // says version 2.
@@ -224,6 +227,7 @@ impl Ffs {
         let mut core = Core {
             sb,
             groups_dirty: Default::default(),
+            initialized,
             rotors: Default::default(),
             moving: false,
             groups,

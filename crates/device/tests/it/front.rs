@@ -85,6 +85,10 @@ impl Backend for Spy {
         self.note(format!("unwritten {start}..{end}"));
         Ok(None)
     }
+
+    fn will_need_raw(&self, offset: u64, len: u64) {
+        self.note(format!("will_need {offset}+{len}"));
+    }
 }
 
 fn is_refusal(err: &DeviceError) -> bool {
@@ -303,4 +307,20 @@ fn a_direct_submitter_s_check_refuses_writes_on_a_poisoned_device() {
     assert!(matches!(err, device::DeviceError::Poisoned { .. }), "{err}");
     device::check_request(&dev, device::Op::Read, 0, 4096, 0).unwrap();
     assert!(matches!(dev.flush(), Err(device::DeviceError::Poisoned { .. })), "the front refuses too");
+}
+
+#[test]
+fn a_read_ahead_hint_reaches_the_backend_cut_to_the_device_through_a_slice_and_a_view() {
+    let spy = Arc::new(Spy::plain());
+    spy.will_need(SIZE_BYTES - 512, 4096);
+    spy.will_need(SIZE_BYTES, 512);
+    let slice = Slice::new(spy.clone(), 1024, 2048).unwrap();
+    slice.will_need(512, 512);
+    Overlay::over(spy.clone()).will_need(0, 512);
+    let expected = [
+        format!("will_need {}+512", SIZE_BYTES - 512),
+        "will_need 1536+512".into(),
+        "will_need 0+512".into(),
+    ];
+    assert_eq!(spy.calls(), expected);
 }

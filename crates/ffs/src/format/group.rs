@@ -5,7 +5,7 @@
 use codec::{Frame, LeWriter};
 
 use super::superblock::{Superblock, HEADER_BYTES};
-use super::{BLOCK_BYTES, GROUP_VERSION};
+use super::{BLOCK_BYTES, GROUP_VERSION, GROUP_VERSION_OLDEST, INODES_PER_BLOCK};
 use crate::fault::{FieldFault, Fields, Place};
 
 pub const GROUP_MAGIC: &[u8; 8] = b"IOLABGRP";
@@ -19,6 +19,14 @@ pub struct GroupHeader {
     pub free_inodes: u32,
     pub dirs: u32,
     pub fs_id: u64,
+    /// Inode slots from the table's start that may have been handed out
+    /// since mkfs, a whole number of table blocks: every slot past them
+    /// is zero on the disk (mkfs wrote it so and no inode went there),
+    /// so a check reads no table block past them. A writer raises it
+    /// durably before an inode past it can reach the disk
+    /// (`Core::initialize_through`); nothing lowers it but a check that
+    /// read the whole table.
+    pub inodes_initialized: u32,
 }
 
 impl GroupHeader {
@@ -32,7 +40,8 @@ impl GroupHeader {
             .put_u32(24, self.free_blocks)
             .put_u32(28, self.free_inodes)
             .put_u32(32, self.dirs)
-            .put_u64(36, self.fs_id);
+            .put_u64(36, self.fs_id)
+            .put_u32(44, self.inodes_initialized);
         Frame::zeroed(12).seal(&[], &mut b);
         b
     }
@@ -41,12 +50,14 @@ impl GroupHeader {
     /// read from `device`, if it passes every check of docs/formats.md
     /// ("Group"): magic, version, checksum; its group number and file
     /// system id; its block count (the group's); its counts (none past
-    /// what the group holds); the reserved bytes (zero).
+    /// what the group holds); the slots initialized (whole table blocks,
+    /// at most the group's; version 1: all of them); the reserved bytes
+    /// (zero).
     pub fn decode(b: &[u8], group: u32, sb: &Superblock, device: &str) -> Result<GroupHeader, FieldFault> {
         debug_assert!(group < sb.groups, "a group of the file system");
         let base = sb.group_start(group) * BLOCK_BYTES as u64;
         let f = Fields { bytes: b, device, place: Place::GroupHeader(group), base };
-        f.whole(GROUP_MAGIC, GROUP_VERSION..=GROUP_VERSION, HEADER_BYTES)?;
+        let version = f.whole(GROUP_MAGIC, GROUP_VERSION_OLDEST..=GROUP_VERSION, HEADER_BYTES)?;
         let fs_id = sb.fs_id;
         f.within(
             (16, 4, "group"),
@@ -78,8 +89,18 @@ impl GroupHeader {
             dirs: f.within((32, 4, "dirs"), |n| n <= inodes, || format!("at most its {inodes} inodes"))?
                 as u32,
             fs_id,
+            inodes_initialized: if version == 1 {
+                f.zero(44, 4, "reserved")?;
+                sb.inodes_per_group
+            } else {
+                f.within(
+                    (44, 4, "inodes_initialized"),
+                    |n| n <= inodes && n % u64::from(INODES_PER_BLOCK) == 0,
+                    || format!("a multiple of {INODES_PER_BLOCK} (a table block) up to its {inodes} inodes"),
+                )? as u32
+            },
         };
-        f.zero(44, HEADER_BYTES - 44, "reserved")?;
+        f.zero(48, HEADER_BYTES - 48, "reserved")?;
         Ok(h)
     }
 }

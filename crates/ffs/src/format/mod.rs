@@ -26,9 +26,18 @@ pub const BLOCK_BYTES: usize = 4096;
 pub const VERSION: u32 = 2;
 /// The oldest superblock version this iolab reads.
 pub const VERSION_OLDEST: u32 = 1;
-/// The group header's format version (unchanged since the first).
-pub const GROUP_VERSION: u32 = 1;
+/// The group header's format version: 2 records how many of the group's
+/// inode slots were ever handed out (`GroupHeader::inodes_initialized`),
+/// so a check reads no table block past them. Version 1 (those bytes
+/// reserved and zero) is read as well, every slot counted as handed out,
+/// and is rewritten as version 2 by the next write of its header.
+pub const GROUP_VERSION: u32 = 2;
+/// The oldest group header version this iolab reads.
+pub const GROUP_VERSION_OLDEST: u32 = 1;
 pub const INODE_BYTES: usize = 256;
+/// Where an inode holds its single and double indirect pointers.
+pub const INODE_SINGLE_AT: usize = 136;
+pub const INODE_DOUBLE_AT: usize = 140;
 pub const INODES_PER_BLOCK: u32 = (BLOCK_BYTES / INODE_BYTES) as u32;
 /// Bits in a bitmap block: the most blocks (and inodes) a group holds.
 pub const BITS_PER_BLOCK: u32 = (BLOCK_BYTES * 8) as u32;
@@ -250,7 +259,7 @@ impl DiskInode {
         for (i, p) in self.direct.iter().enumerate() {
             w.put_u32(88 + 4 * i, *p);
         }
-        w.put_u32(136, self.single).put_u32(140, self.double);
+        w.put_u32(INODE_SINGLE_AT, self.single).put_u32(INODE_DOUBLE_AT, self.double);
         let n = self.inline_target.len().min(INLINE_SYMLINK_BYTES);
         w.put_bytes(144, &self.inline_target[..n]);
         w.put_u32(244, self.next_orphan).put_u32(248, self.rdev).put_u32(252, self.xattr);
@@ -306,8 +315,8 @@ impl DiskInode {
             size: r.u64(16)?,
             blocks_512: r.u64(24)?,
             generation: r.u32(80)?,
-            single: r.u32(136)?,
-            double: r.u32(140)?,
+            single: r.u32(INODE_SINGLE_AT)?,
+            double: r.u32(INODE_DOUBLE_AT)?,
             next_orphan: r.u32(244)?,
             rdev: r.u32(248)?,
             xattr: r.u32(252)?,

@@ -7,50 +7,100 @@ use super::*;
 impl Checker {
     // Pass 1: every inode slot; the blocks allocated inodes claim.
     pub(super) fn pass1_inodes(&mut self) -> Result<(), FsError> {
-        // At most u32::MAX: a bound the superblock's decoder checked.
-        let total = u32::try_from(self.core.sb.total_inodes()).unwrap_or(u32::MAX);
-        // Each inode table block read once for its inodes (a repair
+        // Each group's slots as far as its header says inodes were handed
+        // out; each inode table block read once for its inodes (a repair
         // writes through the cache, slot by slot, so the copy stays good
         // for the slots after).
         let mut table: (u64, Vec<u8>) = (u64::MAX, Vec::new());
-        for ino in 1..=total {
-            let (block, at) = self.core.sb.inode_place(ino);
-            if table.0 != block {
-                table = (block, self.read(block)?);
+        // Every table read from here on, asked for at once: the kernel
+        // reads them in behind the check (a buffered image).
+        for g in 0..self.core.sb.groups {
+            let blocks = self.core.initialized[g as usize].div_ceil(INODES_PER_BLOCK);
+            let first = self.core.sb.inode_place(g * self.core.sb.inodes_per_group + 1).0;
+            self.will_need(first, u64::from(blocks));
+        }
+        for g in 0..self.core.sb.groups {
+            for i in 0..self.core.initialized[g as usize] {
+                self.pass1_slot(g, i, &mut table)?;
             }
-            match DiskInode::decode(ino, &table.1[at..at + INODE_BYTES]) {
-                InodeSlot::Free => {}
-                InodeSlot::Garbage => {
-                    if self.found(Class::GarbageInode, format!("inode {ino} is neither free nor valid")) {
-                        self.core.clear_inode(ino).map_err(Self::errno)?;
-                    }
-                }
-                InodeSlot::Used(inode) if special_kind(inode.mode) => {
-                    self.report.inodes_checked += 1;
-                    let inode = self.check_special(ino, inode)?;
-                    let inode = self.claim_special_xattr(ino, inode)?;
-                    self.inodes.insert(ino, Seen::new(inode));
-                }
-                InodeSlot::Used(inode) => {
-                    self.report.inodes_checked += 1;
-                    let inode = self.claim_blocks(ino, inode)?;
-                    let long = inode.size as usize > INLINE_SYMLINK_BYTES;
-                    if inode.kind_bits() == S_IFLNK && long && inode.direct[0] == 0 {
-                        let detail = format!(
-                            "inode {ino}, a symlink of {} bytes, has no block to hold its target",
-                            inode.size
-                        );
-                        if self.found(Class::BadSymlink, detail) {
-                            self.core.clear_inode(ino).map_err(Self::errno)?;
-                            self.claims.retain(|_, owner| *owner != ino);
-                            continue;
-                        }
-                    }
-                    self.inodes.insert(ino, Seen::new(inode));
-                }
+        }
+        // A header that failed its checks is rewritten (pass 5) saying as
+        // many slots were handed out as the table shows.
+        for g in 0..self.core.sb.groups as usize {
+            if self.headless[g] {
+                self.core.initialized[g] = self.reached[g];
             }
         }
         Ok(())
+    }
+
+    /// Slot `i` of group `g`, its table block in `table` (read if not).
+    fn pass1_slot(&mut self, g: u32, i: u32, table: &mut (u64, Vec<u8>)) -> Result<(), FsError> {
+        let ino = g * self.core.sb.inodes_per_group + i + 1;
+        let (block, at) = self.core.sb.inode_place(ino);
+        if table.0 != block {
+            *table = (block, self.read(block)?);
+            self.will_need_indirect(&table.1);
+        }
+        let slot = DiskInode::decode(ino, &table.1[at..at + INODE_BYTES]);
+        if self.headless[g as usize] && slot != InodeSlot::Free {
+            // What the rewritten header will say was handed out.
+            let top = (i + 1).div_ceil(INODES_PER_BLOCK) * INODES_PER_BLOCK;
+            self.reached[g as usize] = self.reached[g as usize].max(top);
+        }
+        match slot {
+            InodeSlot::Free => {}
+            InodeSlot::Garbage => {
+                if self.found(Class::GarbageInode, format!("inode {ino} is neither free nor valid")) {
+                    self.core.clear_inode(ino).map_err(Self::errno)?;
+                }
+            }
+            InodeSlot::Used(inode) if special_kind(inode.mode) => {
+                self.report.inodes_checked += 1;
+                let inode = self.check_special(ino, inode)?;
+                let inode = self.claim_special_xattr(ino, inode)?;
+                self.inodes.insert(ino, Seen::new(inode));
+            }
+            InodeSlot::Used(inode) => {
+                self.report.inodes_checked += 1;
+                let inode = self.claim_blocks(ino, inode)?;
+                let long = inode.size as usize > INLINE_SYMLINK_BYTES;
+                if inode.kind_bits() == S_IFLNK && long && inode.direct[0] == 0 {
+                    let detail = format!(
+                        "inode {ino}, a symlink of {} bytes, has no block to hold its target",
+                        inode.size
+                    );
+                    if self.found(Class::BadSymlink, detail) {
+                        self.core.clear_inode(ino).map_err(Self::errno)?;
+                        self.claims.retain(|_, owner| *owner != ino);
+                        return Ok(());
+                    }
+                }
+                self.inodes.insert(ino, Seen::new(inode));
+            }
+        }
+        Ok(())
+    }
+
+    /// The indirect blocks the inodes of table block `bytes` point to, asked for together before
+    /// they are walked one inode at a time: the kernel reads them at
+    /// once rather than one after another.
+    /// A hint only: the pointers are taken as they lie, unchecked (pass 1
+    /// checks each inode when it comes to it).
+    fn will_need_indirect(&self, bytes: &[u8]) {
+        let field = |slot: &[u8], at: usize| {
+            slot.get(at..at + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        for slot in bytes.chunks_exact(INODE_BYTES) {
+            if slot[..2] == [0, 0] {
+                continue;
+            }
+            for pointer in [field(slot, INODE_SINGLE_AT), field(slot, INODE_DOUBLE_AT)] {
+                if pointer != 0 && self.is_data(u64::from(pointer)) {
+                    self.will_need(u64::from(pointer), 1);
+                }
+            }
+        }
     }
 
     /// A FIFO, device or socket holds nothing but its inode (any device
@@ -244,7 +294,7 @@ impl Checker {
             return Ok(());
         }
         let bytes = self.read(block)?;
-        let names_it = DirRecord::read(&bytes, 0).is_some_and(|r| r.name == b"." && r.ino == ino);
+        let names_it = DirRecord::read(&bytes, 0).is_some_and(|r| *r.name == *b"." && r.ino == ino);
         if !self.inodes.contains_key(&other) {
             return Ok(());
         }
@@ -449,7 +499,7 @@ impl Checker {
             None => None,
         };
         let mut old: Vec<u64> =
-            self.claims.iter().filter(|(_, &owner)| owner == ROOT_INO).map(|(&b, _)| b).collect();
+            self.claims.iter().filter(|&(_, owner)| owner == ROOT_INO).map(|(b, _)| b).collect();
         old.sort_unstable();
         self.claims.retain(|_, owner| *owner != ROOT_INO);
         let mut direct = [0u32; DIRECT_POINTERS];

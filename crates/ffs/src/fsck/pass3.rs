@@ -14,7 +14,7 @@ impl Checker {
         let children: HashMap<u32, Vec<u32>> = self
             .entries
             .iter()
-            .filter(|e| e.name != b"." && e.name != b"..")
+            .filter(|e| *e.name != *b"." && *e.name != *b"..")
             .fold(HashMap::default(), |mut m, e| {
                 m.entry(e.dir).or_default().push(e.ino);
                 m
@@ -32,7 +32,7 @@ impl Checker {
             reach(LOST_FOUND_INO, &mut reachable);
         }
         let named_by: HashMap<u32, u32> = (self.entries.iter())
-            .filter(|e| e.name != b"." && e.name != b".." && e.dir != e.ino)
+            .filter(|e| *e.name != *b"." && *e.name != *b".." && e.dir != e.ino)
             .map(|e| (e.ino, e.dir))
             .collect();
         let mut unattached: Vec<u32> = (self.inodes.keys().copied())
@@ -76,7 +76,7 @@ impl Checker {
     /// the root again, rather than put in a new lost+found as `#2`.
     /// Whether it was.
     pub(super) fn rename_lost_found(&mut self, reachable: &HashSet<u32>) -> Result<bool, FsError> {
-        let named = self.entries.iter().any(|e| e.dir == ROOT_INO && e.name == b"lost+found");
+        let named = self.entries.iter().any(|e| e.dir == ROOT_INO && *e.name == *b"lost+found");
         let cut_off = self.inodes.get(&LOST_FOUND_INO).is_some_and(|s| s.is_dir())
             && !reachable.contains(&LOST_FOUND_INO)
             && self.dotdot.get(&LOST_FOUND_INO) == Some(&ROOT_INO);
@@ -105,7 +105,13 @@ impl Checker {
             seen.names += 1;
         }
         let name = b"lost+found".to_vec();
-        self.entries.push(Entry { dir: ROOT_INO, name, ino: LOST_FOUND_INO, kind: DT_DIR, offset });
+        self.entries.push(Entry {
+            dir: ROOT_INO,
+            name: name.into(),
+            ino: LOST_FOUND_INO,
+            kind: DT_DIR,
+            offset,
+        });
         Ok(true)
     }
 
@@ -195,7 +201,8 @@ impl Checker {
     /// The lost+found directory in the root, made if there is none:
     /// Ok(inode), or Err(why) when it is not there and cannot be made.
     pub(super) fn lost_found(&mut self) -> Result<Result<u32, String>, FsError> {
-        let entry = self.entries.iter().find(|e| e.dir == ROOT_INO && e.name == b"lost+found").map(|e| e.ino);
+        let entry =
+            self.entries.iter().find(|e| e.dir == ROOT_INO && *e.name == *b"lost+found").map(|e| e.ino);
         match entry {
             Some(i) if self.inodes.get(&i).is_some_and(|s| s.is_dir()) => return Ok(Ok(i)),
             Some(i) => {
@@ -243,7 +250,7 @@ impl Checker {
             seen.names = 1;
         }
         let name = b"lost+found".to_vec();
-        self.entries.push(Entry { dir: ROOT_INO, name, ino, kind: DT_DIR, offset });
+        self.entries.push(Entry { dir: ROOT_INO, name: name.into(), ino, kind: DT_DIR, offset });
         Ok(Some(ino))
     }
 
@@ -285,7 +292,8 @@ impl Checker {
     /// as `#INO` (or cleared, when empty). A file named lost+found with
     /// nothing to reconnect stays as it is.
     pub(super) fn reallocate_lost_found(&mut self) -> Result<(), FsError> {
-        let Some(at) = self.entries.iter().position(|e| e.dir == ROOT_INO && e.name == b"lost+found") else {
+        let Some(at) = self.entries.iter().position(|e| e.dir == ROOT_INO && *e.name == *b"lost+found")
+        else {
             return Ok(());
         };
         let file = self.entries[at].ino;
@@ -339,7 +347,7 @@ impl Checker {
     /// list): what lost+found is needed for.
     pub(super) fn anything_unattached(&self) -> bool {
         let mut children: HashMap<u32, Vec<u32>> = HashMap::default();
-        for e in self.entries.iter().filter(|e| e.name != b"." && e.name != b"..") {
+        for e in self.entries.iter().filter(|e| *e.name != *b"." && *e.name != *b"..") {
             children.entry(e.dir).or_default().push(e.ino);
         }
         let mut reachable = HashSet::default();
@@ -469,6 +477,11 @@ impl Checker {
                 let slot = &self.core.cache.read(block)?[at..at + INODE_BYTES];
                 if DiskInode::decode(ino, slot) != InodeSlot::Free {
                     continue;
+                }
+                // Its group's header (pass 5) says it was handed out.
+                let now = self.core.initialized[g as usize];
+                if i >= now {
+                    self.core.initialized[g as usize] = initialized_for(i, now, sb.inodes_per_group);
                 }
                 self.made_inodes.insert(ino);
                 return Ok(Some(ino));

@@ -43,9 +43,12 @@ impl Checker {
                 (h.free_blocks, h.free_inodes, h.dirs)
                     == (expected.free_blocks, expected.free_inodes, expected.dirs)
             });
+            // Slots fsck itself handed out past the header's count (for
+            // lost+found) are the repair's own, as the counts are.
+            let raised = stored.as_ref().is_some_and(|h| h.inodes_initialized != self.core.initialized[g]);
             if !same {
                 wrong.push((g as u32, *counts));
-            } else if m != GroupCounts::default() {
+            } else if m != GroupCounts::default() || raised {
                 stale.push((g as u32, *counts));
             }
         }
@@ -76,6 +79,7 @@ impl Checker {
                 free_inodes: counts.free_inodes,
                 dirs: counts.dirs,
                 fs_id: sb.fs_id,
+                inodes_initialized: self.core.initialized[g as usize],
             };
             self.core.cache.modify(sb.group_start(g))?[..512].copy_from_slice(&header.encode());
         }
@@ -121,7 +125,7 @@ impl Checker {
     /// The blocks claimed, a bit each, by block number.
     pub(super) fn claimed_bits(&self) -> Vec<u64> {
         let mut bits = vec![0u64; self.core.sb.blocks.div_ceil(64) as usize];
-        for &block in self.claims.keys() {
+        for (block, _) in self.claims.iter() {
             if let Some(word) = bits.get_mut((block / 64) as usize) {
                 *word |= 1 << (block % 64);
             }

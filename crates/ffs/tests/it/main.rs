@@ -7,6 +7,7 @@ mod fsync;
 mod fuzz;
 mod fuzz_xattr;
 mod inode;
+mod itable;
 mod limits;
 mod model;
 mod range;
