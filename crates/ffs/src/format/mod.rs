@@ -278,6 +278,30 @@ impl DiskInode {
         DiskInode::decode_as(ino, b, true)
     }
 
+    /// As `decode`, for a check: a directory whose length is not whole
+    /// blocks (its checksum good) is a directory still, whose length fsck
+    /// sets to the blocks it maps (pass 2), not garbage to be cleared with
+    /// every name it holds. Everything else is held to `decode`'s bounds.
+    pub fn decode_for_check(ino: u32, b: &[u8]) -> InodeSlot {
+        match DiskInode::decode(ino, b) {
+            InodeSlot::Garbage => {}
+            slot => return slot,
+        }
+        if INODE_FRAME.verify(&ino.to_le_bytes(), b).is_err() {
+            return InodeSlot::Garbage;
+        }
+        match DiskInode::fields(b) {
+            Ok(inode)
+                if inode.kind_bits() == S_IFDIR
+                    && inode.size <= FILE_BYTES_MAX
+                    && DiskInode { size: 0, ..inode.clone() }.within_bounds() =>
+            {
+                InodeSlot::Used(inode)
+            }
+            _ => InodeSlot::Garbage,
+        }
+    }
+
     /// As `decode`, trusting the checksum: for copies iolab made itself
     /// (the soft-updates state compares them many times over).
     pub fn decode_trusted(ino: u32, b: &[u8]) -> InodeSlot {

@@ -339,6 +339,17 @@ impl Claims {
     }
 }
 
+/// What pass 1 made of one pointer an inode holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pointer {
+    /// The block is the inode's (an indirect one is walked).
+    Claimed,
+    /// Damaged, and its finding left for `-y`: kept as it is, not walked.
+    Left,
+    /// Damaged, and cut (or, under `-n`, reported as `-y` would cut it).
+    Cut,
+}
+
 /// A directory entry pass 2 read.
 struct Entry {
     dir: u32,

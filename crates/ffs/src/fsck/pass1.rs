@@ -42,7 +42,7 @@ impl Checker {
             *table = (block, self.read(block)?);
             self.will_need_indirect(&table.1);
         }
-        let slot = DiskInode::decode(ino, &table.1[at..at + INODE_BYTES]);
+        let slot = DiskInode::decode_for_check(ino, &table.1[at..at + INODE_BYTES]);
         if self.headless[g as usize] && slot != InodeSlot::Free {
             // What the rewritten header will say was handed out.
             let top = (i + 1).div_ceil(INODES_PER_BLOCK) * INODES_PER_BLOCK;
@@ -172,9 +172,13 @@ impl Checker {
         if block == 0 {
             return Ok(false);
         }
-        if !self.claim(ino, u64::from(block), claimed, false) {
-            inode.xattr = 0;
-            return Ok(true);
+        match self.claim(ino, u64::from(block), claimed, false) {
+            Pointer::Claimed => {}
+            Pointer::Left => return Ok(false),
+            Pointer::Cut => {
+                inode.xattr = 0;
+                return Ok(true);
+            }
         }
         let bytes = self.read(u64::from(block))?;
         let fault = match XattrBlock::decode(&bytes, ino, block, &self.device) {
@@ -240,13 +244,15 @@ impl Checker {
     pub(super) fn claim_blocks(&mut self, ino: u32, mut inode: DiskInode) -> Result<DiskInode, FsError> {
         let mut claimed = 0u64;
         let mut changed = false;
-        if inode.kind_bits() == S_IFDIR && self.repair != Repair::No {
+        // A block claimed twice is for `-y` to settle (`-n` reports it below).
+        if inode.kind_bits() == S_IFDIR && self.repair == Repair::Yes {
             for i in 0..DIRECT_POINTERS {
                 self.reclaim_dir_block(ino, u64::from(inode.direct[i]))?;
             }
         }
         for i in 0..DIRECT_POINTERS {
-            if inode.direct[i] != 0 && !self.claim(ino, u64::from(inode.direct[i]), &mut claimed, true) {
+            let pointer = u64::from(inode.direct[i]);
+            if pointer != 0 && self.claim(ino, pointer, &mut claimed, true) == Pointer::Cut {
                 inode.direct[i] = 0;
                 changed = true;
             }
@@ -255,8 +261,11 @@ impl Checker {
             if slot == 0 {
                 continue;
             }
-            let keep = self.claim(ino, u64::from(slot), &mut claimed, false)
-                && self.claim_indirect(ino, slot, level, &mut claimed)?;
+            let keep = match self.claim(ino, u64::from(slot), &mut claimed, false) {
+                Pointer::Claimed => self.claim_indirect(ino, slot, level, &mut claimed)?,
+                Pointer::Left => true,
+                Pointer::Cut => false,
+            };
             if !keep {
                 changed = true;
                 if level == 1 {
@@ -404,27 +413,40 @@ impl Checker {
     /// reported). A file's or directory's data block (`data`) another
     /// inode claimed first is kept under `-y`, to be copied for `ino`
     /// once pass 1 is done (`copy_shared_blocks`).
-    pub(super) fn claim(&mut self, ino: u32, block: u64, claimed: &mut u64, data: bool) -> bool {
+    pub(super) fn claim(&mut self, ino: u32, block: u64, claimed: &mut u64, data: bool) -> Pointer {
         if !self.is_data(block) {
-            self.found(
+            let cut = self.found(
                 Class::BadBlockPointer,
                 format!("inode {ino} points at block {block}, outside the data area"),
             );
-            return false;
+            return self.cut_or_left(cut, claimed);
         }
         if let Some(&other) = self.claims.get(&block) {
             if data && other != ino && self.repair == Repair::Yes {
                 self.shared.push((block, ino));
                 *claimed += 1;
-                return true;
+                return Pointer::Claimed;
             }
             let detail = format!("block {block} is claimed by inode {other} and by inode {ino}");
-            self.found(Class::BlockClaimedTwice, detail);
-            return false;
+            let cut = self.found(Class::BlockClaimedTwice, detail);
+            return self.cut_or_left(cut, claimed);
         }
         self.claims.insert(block, ino);
         *claimed += 1;
-        true
+        Pointer::Claimed
+    }
+
+    /// A damaged pointer: cut when its finding is repaired, and under
+    /// `-n` (the report says what `-y` would find after cutting it; nothing
+    /// is written). Under `-p` or `-B`, whose classes leave it to `-y`, it
+    /// stays as it is, counted as the inode's, so that no count is
+    /// "repaired" around it and nothing it points at is changed.
+    fn cut_or_left(&self, cut: bool, claimed: &mut u64) -> Pointer {
+        if cut || self.repair == Repair::No {
+            return Pointer::Cut;
+        }
+        *claimed += 1;
+        Pointer::Left
     }
 
     pub(super) fn claim_indirect(
@@ -442,8 +464,11 @@ impl Checker {
             if p == 0 {
                 continue;
             }
-            let ok = self.claim(ino, u64::from(p), claimed, level == 1)
-                && (level == 1 || self.claim_indirect(ino, p, 1, claimed)?);
+            let ok = match self.claim(ino, u64::from(p), claimed, level == 1) {
+                Pointer::Claimed => level == 1 || self.claim_indirect(ino, p, 1, claimed)?,
+                Pointer::Left => true,
+                Pointer::Cut => false,
+            };
             if !ok {
                 set_pointer(&mut out, i, 0);
                 changed = true;

@@ -64,6 +64,40 @@ fn a_link_count_too_high_is_found_and_preened() {
     assert!(fsck(&dev, Repair::No).unwrap().clean());
 }
 
+/// Preen leaves a class for `-y` as it found it, even when it writes
+/// other repairs: the damaged pointer stays on the disk, no count is
+/// "repaired" around it, and the report says it is left.
+#[test]
+fn preen_leaves_a_bad_block_pointer_on_the_disk_while_it_writes_other_repairs() {
+    let (dev, _, f) = populated();
+    let g = {
+        let fs = mount(&dev, Policy::Async);
+        let g = fs.lookup(ROOT, OsStr::new("g")).unwrap().ino;
+        fs.unmount().unwrap();
+        g
+    };
+    let kept = crate::common::stored(&dev, f).direct[1];
+    edit_inode(&dev, f as u32, |i| i.direct[0] = 1);
+    edit_inode(&dev, g as u32, |i| i.nlink = 3);
+    let preen = fsck(&dev, Repair::Preen).unwrap();
+    let found: Vec<(Class, bool)> = preen.findings.iter().map(|f| (f.class, f.repaired)).collect();
+    assert!(found.contains(&(Class::BadBlockPointer, false)), "{found:?}");
+    assert!(found.contains(&(Class::LinkCountTooHigh, true)), "{found:?}");
+    assert!(!found.iter().any(|&(c, _)| c == Class::WrongBlockCount), "{found:?}");
+    assert!(preen.damage_left());
+    let stored = crate::common::stored(&dev, f);
+    assert_eq!((stored.direct[0], stored.direct[1]), (1, kept), "the pointer left as it was");
+    assert_eq!(
+        classes_of(&fsck(&dev, Repair::No).unwrap()),
+        vec![Class::BadBlockPointer, Class::WrongBlockCount]
+    );
+    repairs_and_converges(&dev);
+}
+
+fn classes_of(report: &ffs::fsck::Report) -> Vec<Class> {
+    report.findings.iter().map(|f| f.class).collect()
+}
+
 #[test]
 fn a_leaked_block_is_found_and_preened() {
     let (dev, _, _) = populated();
@@ -698,6 +732,67 @@ fn an_oversized_directory_is_cut_to_the_blocks_it_maps() {
     assert_eq!(crate::common::stored(&dev, d).size, 4096);
     let fs = mount(&dev, Policy::Async);
     assert_eq!(fs.lookup(d, OsStr::new("f")).unwrap().ino, f);
+}
+
+/// A directory of 2,000 names spread over several blocks, unmounted:
+/// (image, directory, its names with their inodes).
+fn a_big_directory() -> (Arc<dyn Device>, u64, Vec<(String, u64)>) {
+    let dev = fresh(64 << 20);
+    let fs = mount(&dev, Policy::Async);
+    let d = fs.mkdir(ROOT, OsStr::new("big"), Owner::root(0o755)).unwrap().ino;
+    // Not empty: fsck clears an unattached empty file, and keeps the rest.
+    for i in 0..2000 {
+        let f = fs.create(d, OsStr::new(&format!("entry-{i:04}")), Owner::root(0o644)).unwrap();
+        fs.write(f.ino, 0, b"x").unwrap();
+    }
+    let names = listed(&fs, d);
+    fs.unmount().unwrap();
+    (dev, d, names)
+}
+
+/// A directory whose length says one byte keeps all 2,000 of its names:
+/// the length is set to the blocks it maps, not the blocks to the length.
+#[test]
+fn a_directory_whose_length_says_one_byte_keeps_every_name() {
+    let (dev, d, names) = a_big_directory();
+    let blocks = crate::common::stored(&dev, d).size / 4096;
+    assert!(blocks > 2, "{blocks} blocks");
+    edit_inode(&dev, d as u32, |i| i.size = 1);
+    assert!(classes(&dev, Repair::No).contains(&Class::BadDirectoryBlock));
+    repairs_and_converges(&dev);
+    assert_eq!(crate::common::stored(&dev, d).size, blocks * 4096);
+    assert_eq!(listed(&mount(&dev, Policy::Async), d), names);
+}
+
+/// A hole inside a directory (a block pointer lost) is filled with an
+/// empty block: the names in the blocks around it stay where they were,
+/// and the files the lost block named are reconnected to lost+found.
+#[test]
+fn a_hole_inside_a_directory_is_filled_and_every_file_kept() {
+    let (dev, d, names) = a_big_directory();
+    edit_inode(&dev, d as u32, |i| i.direct[1] = 0);
+    let found = fsck(&dev, Repair::No).unwrap();
+    assert!(
+        found.findings.iter().any(|f| f.detail.contains("has a hole at block 1")),
+        "{:?}",
+        found.findings
+    );
+    repairs_and_converges(&dev);
+    let fs = mount(&dev, Policy::Async);
+    let kept = listed(&fs, d);
+    let lf = fs.lookup(ROOT, OsStr::new("lost+found")).unwrap().ino;
+    let reconnected = listed(&fs, lf);
+    assert!(
+        !kept.is_empty() && !reconnected.is_empty(),
+        "{} kept, {} reconnected",
+        kept.len(),
+        reconnected.len()
+    );
+    let mut inodes: Vec<u64> = kept.iter().chain(&reconnected).map(|(_, ino)| *ino).collect();
+    inodes.sort_unstable();
+    let mut before: Vec<u64> = names.iter().map(|(_, ino)| *ino).collect();
+    before.sort_unstable();
+    assert_eq!(inodes, before, "every file named, in place or in lost+found");
 }
 
 /// A record whose length stops four bytes short of its chunk's end: the
