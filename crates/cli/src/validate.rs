@@ -301,12 +301,16 @@ mod tests {
     use clap::Parser;
     use device::LockKind;
 
+    /// `iolab validate`'s flags alone, as clap reads them.
+    #[derive(Parser)]
+    struct Validate {
+        #[command(flatten)]
+        args: super::ValidateArgs,
+    }
+
     fn args(extra: &[&str]) -> super::ValidateArgs {
-        let argv = [&["iolab", "validate", "--target", "t.img", "--journal", "j"][..], extra].concat();
-        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
-            crate::cli::Command::Validate(args) => args,
-            _ => unreachable!("parsed a validate command"),
-        }
+        let argv = [&["validate", "--target", "t.img", "--journal", "j"][..], extra].concat();
+        Validate::try_parse_from(argv).unwrap().args
     }
 
     #[test]

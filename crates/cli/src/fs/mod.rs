@@ -7,17 +7,18 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use device::LockKind;
 use ffs::fsck::Repair;
 use ffs::{Ffs, MkfsOptions, MountOptions, Policy};
 use fsapi::FileSystem;
 use workloads::spec::parse_bytes;
 
+mod image;
 pub(crate) mod tree;
+
+pub(crate) use image::{open, refused, syncer, unclean, Access, BlockLogArgs, Image};
 
 use crate::stack::{self, Stack};
 use crate::UsageError;
@@ -55,21 +56,6 @@ pub enum FsCommand {
     /// removed), each with its rate and latency: on iolab's file system
     /// in-process, or in a directory of any mounted file system.
     Tree(tree::TreeArgs),
-}
-
-/// The file system behind iolab's block log, as `iolab run --log` puts a
-/// target behind it.
-#[derive(Debug, Default, Args)]
-pub struct BlockLogArgs {
-    /// Put the file system behind iolab's block log in this mode (log:
-    /// writes committed through the log at each flush; async; sync). mkfs
-    /// formats the log; every other command replays it first (a command
-    /// that only reads replays it into memory, leaving the target as it is).
-    #[arg(long, value_name = "MODE")]
-    pub block_log: Option<blocklog::Mode>,
-    /// With --block-log: the log is on this file or device, not inside the target.
-    #[arg(long, value_name = "PATH", requires = "block_log")]
-    pub block_log_device: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -218,79 +204,6 @@ pub fn run(command: FsCommand, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
     }
 }
 
-/// How a command opens its target.
-#[derive(Clone, Copy, Default)]
-struct Access {
-    /// The command only reads: the target is opened read-only under a
-    /// shared lock, with a scratch view on top for the mount's and the
-    /// log replay's writes.
-    read_only: bool,
-    direct: bool,
-    /// mkfs: the size of a file to create.
-    create_bytes: Option<u64>,
-    /// mkfs: format a new block log (of this size, or the default) where
-    /// the target holds none; `force` lets it replace one.
-    format_log: Option<Option<u64>>,
-    force: bool,
-}
-
-/// Opens `target` for a command, behind the block log where asked. A
-/// target holding a block log that the command was not told of is named
-/// (its file system sits behind the log's header) rather than misread.
-fn open(target: &str, access: Access, log: &BlockLogArgs) -> anyhow::Result<Stack> {
-    // A file system is opened where it is: nothing is made for it here
-    // (`fs mkfs` makes one), so the stack's advice to give a size is not.
-    if access.create_bytes.is_none() && !target.contains(':') && !std::path::Path::new(target).exists() {
-        return Err(UsageError(format!(
-            "{target} does not exist: give the image or device holding the file system (`iolab fs mkfs \
-             {target} --size SIZE` makes one)"
-        ))
-        .into());
-    }
-    let lock = if access.read_only { LockKind::Shared } else { LockKind::Exclusive };
-    let options = stack::OpenOptions {
-        direct: access.direct,
-        read_only: access.read_only,
-        sector_bytes: None,
-        create_bytes: access.create_bytes,
-        lock: stack::Lock::Require(lock),
-    };
-    let mut stack = Stack::open(target, &options)?;
-    let Some(mode) = log.block_log else {
-        if access.format_log.is_none()
-            && device::signature::probe(stack.device().as_ref())? == Some("iolab block log")
-        {
-            stack.discard();
-            return Err(UsageError(format!(
-                "{target}: holds an iolab block log; pass --block-log MODE (log, async or sync) to replay it and \
-                 use the file system behind it"
-            ))
-            .into());
-        }
-        return Ok(if access.read_only { stack.scratch() } else { stack });
-    };
-    if access.read_only {
-        stack = stack.scratch();
-    }
-    let options = stack::LogOptions {
-        mode,
-        log_bytes: access.format_log.flatten(),
-        log_device: log.block_log_device.clone(),
-        home_writes: blocklog::HomeWrites::AtCheckpoint,
-        direct: access.direct,
-        force: access.force,
-        must_exist: access.format_log.is_none(),
-        read_only: access.read_only,
-    };
-    match stack.plan_log(&options) {
-        Ok(plan) => stack.push_log(plan, &options),
-        Err(e) => {
-            stack.discard();
-            Err(e)
-        }
-    }
-}
-
 fn mkfs(args: MkfsArgs) -> anyhow::Result<ExitCode> {
     let bytes = |flag, v: &Option<String>| v.as_deref().map(|s| parse_bytes(flag, s)).transpose();
     let size = bytes("size", &args.size).map_err(UsageError::from)?;
@@ -340,49 +253,6 @@ pub(crate) fn make(
     let image = Image { target, bytes: device.size_bytes() };
     let sb = ffs::mkfs(&device, options).map_err(|e| image.advise(e.into()))?;
     Ok((stack, sb))
-}
-
-/// An image a command writes, for the advice when the host file system
-/// holding it runs out of room.
-#[derive(Clone, Copy)]
-pub(crate) struct Image<'a> {
-    pub target: &'a str,
-    pub bytes: u64,
-}
-
-impl Image<'_> {
-    /// What is full and what to do: iolab's file system is not full, the
-    /// host's is, under a sparse image that takes room as it is written.
-    fn host_full(&self) -> String {
-        format!(
-            "the host file system holding {} is full (ENOSPC), not iolab's file system in it: the image is a \
-             sparse file that takes room as it is written, up to {}. Free space on that file system, or make the \
-             image on one with room",
-            self.target,
-            report::human_bytes(self.bytes)
-        )
-    }
-
-    /// `e`, which came down to the host having no room, with that said.
-    pub(crate) fn full(&self, e: &anyhow::Error) -> anyhow::Error {
-        anyhow::anyhow!("{}: {}", crate::message(e), self.host_full())
-    }
-
-    /// `e`, with [`Image::full`]'s words where it comes down to the host
-    /// having no room.
-    pub(crate) fn advise(&self, e: anyhow::Error) -> anyhow::Error {
-        let host_out_of_space = e.chain().any(|cause| {
-            cause.downcast_ref::<ffs::FsError>().is_some_and(ffs::FsError::is_out_of_space)
-                || cause
-                    .downcast_ref::<device::DeviceError>()
-                    .is_some_and(device::DeviceError::is_out_of_space)
-        });
-        if host_out_of_space {
-            self.full(&e)
-        } else {
-            e
-        }
-    }
 }
 
 fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
@@ -472,28 +342,6 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What a mount that writes does with an image that is not clean:
-/// refuses it (the default), or mounts it as it is with `--force`.
-pub(crate) fn unclean(force: bool) -> ffs::Unclean {
-    if force {
-        ffs::Unclean::Force
-    } else {
-        ffs::Unclean::Refuse
-    }
-}
-
-/// A mount's error, an unclean image's refusal told as the usage error it
-/// is (exit status 2), with the fsck command for `target` as given.
-pub(crate) fn refused(e: ffs::FsError, target: &str, log: &BlockLogArgs) -> anyhow::Error {
-    let ffs::FsError::Unclean(image) = e else { return e.into() };
-    let mut text = image.refusal(target);
-    if let Some(mode) = log.block_log {
-        // fsck reaches the file system behind the block log only when told.
-        text.push_str(&format!(" (with --block-log {mode}, as here)"));
-    }
-    UsageError(text).into()
-}
-
 /// The transport a mount asked for: `auto` with `--cpus` is /dev/fuse
 /// (the CPUs pin its threads); `uring` with `--cpus`, or on a kernel
 /// without it, is refused before anything is opened.
@@ -544,31 +392,6 @@ fn transport_used(served: &fusefront::Served) -> String {
                 format!("served through /dev/fuse ({why}; {} requests over io_uring)", ring.requests)
             }
         },
-    }
-}
-
-/// A mount's syncer, until `done`: once a second the file system's
-/// periodic work (`Ffs::tick`: buffers dirty for 30 s written back, under
-/// `log` a commit); `every` runs ten times a second. A failure is told
-/// once: the file system refuses every change after it, and every tick
-/// would say so again.
-pub(crate) fn syncer(fs: &Ffs, image: Image<'_>, done: &AtomicBool, mut every: impl FnMut()) {
-    const SYNCER_AGE: Duration = Duration::from_secs(30);
-    let mut ticks = 0u32;
-    let mut told = false;
-    while !done.load(Ordering::Relaxed) {
-        std::thread::park_timeout(Duration::from_millis(100));
-        every();
-        ticks += 1;
-        if ticks % 10 == 0 {
-            if let Err(e) = fs.tick(SYNCER_AGE) {
-                if !told {
-                    let e = image.advise(e.into());
-                    eprintln!("iolab: warning: the syncer's write-back failed: {}", crate::message(&e));
-                }
-                told = true;
-            }
-        }
     }
 }
 

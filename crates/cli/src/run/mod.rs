@@ -3,147 +3,23 @@
 //! run them, in sequence or at once, with repeats and a progress line
 //! (`execute.rs`), then print the tables and write the JSON.
 
+mod args;
 mod execute;
 mod jobs;
 pub(crate) mod power_cut;
 mod prepare;
 mod ranks;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Args;
 
-use crate::jobfile::JobFields;
 use crate::UsageError;
 
+pub(crate) use args::percentiles;
+pub use args::{MpiLayout, OutputFormat, RunArgs};
 pub(crate) use jobs::key_map_spec;
 pub(crate) use prepare::lay_out_for_sweep;
-
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// A job file: iolab's TOML ([global] settings and [[job]] sections,
-    /// keys named as the flags; docs/workloads.md) or fio's, recognised by
-    /// its content. Flags given here override it.
-    #[arg(value_name = "JOBFILE")]
-    pub jobfile: Option<PathBuf>,
-    #[command(flatten)]
-    pub job: JobFields,
-    /// Run each job N times and report min / median / max.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub repeat: u32,
-    /// Write the results as JSON to FILE ("-" for standard output).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write every validation error found as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub error_log: Option<PathBuf>,
-    /// Write to a target even though it holds a file system, a partition
-    /// table or an iolab volume.
-    #[arg(long)]
-    pub force: bool,
-    /// No progress display.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Print the job file as iolab's TOML job file (a fio file translated,
-    /// flags applied) and run nothing.
-    #[arg(long, requires = "jobfile")]
-    pub print_job: bool,
-    /// Refuse a fio job file with any option iolab would ignore (instead
-    /// of a note for each).
-    #[arg(long)]
-    pub strict: bool,
-    /// The latency percentiles the JSON document gives for each direction
-    /// (in percent, comma-separated).
-    #[arg(long, value_name = "LIST", default_value = "1,10,50,90,99,99.9,99.99")]
-    pub percentiles: String,
-    /// Write fio's per-second interval logs into DIR (made if missing):
-    /// JOB_bw.N.log, JOB_iops.N.log, JOB_lat.N.log for run N, as fio's
-    /// write_bw_log, write_iops_log and write_lat_log with log_avg_msec=1000
-    /// (fio2gnuplot and fio-plot read them).
-    #[arg(long, value_name = "DIR")]
-    pub log_dir: Option<PathBuf>,
-    /// Draw the results' charts as SVG files into DIR (made if missing).
-    #[arg(long, value_name = "DIR")]
-    pub plot: Option<PathBuf>,
-    /// On a simulated target with its journal on a simulated disk: cut
-    /// the power this long into the run (virtual time: 5s, 500ms), then
-    /// check what the disks held durably against the journal, as iolab
-    /// validate after a crash (docs/sim.md). Exit status 3 when the
-    /// journal misses writes the target holds, 4 when it is damaged
-    /// (records it had made durable lost), 1 when blocks are bad.
-    #[arg(long, value_name = "TIME")]
-    pub power_cut: Option<String>,
-    /// What standard output carries: text (the tables) or csv (a header,
-    /// then one line per job and run, for scripts).
-    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Text)]
-    pub output_format: OutputFormat,
-    /// Under mpirun: each rank on its own target (per-rank, the default:
-    /// put {rank} or {host} in its path), or every rank on its own
-    /// 1/N of one shared target's region (shared; needs --size).
-    #[arg(long, value_enum, value_name = "LAYOUT")]
-    pub mpi_layout: Option<MpiLayout>,
-    /// Under mpirun: every rank stops this long into the measured phase,
-    /// done or not (IOR's stonewall, -D), so that no straggler's tail
-    /// stretches the aggregate's window.
-    #[arg(long, value_name = "TIME")]
-    pub stonewall: Option<String>,
-    /// Under mpirun: `{rank}` and `{host}` name another rank's (IOR's -C):
-    /// the rank as many further as there are ranks on this host, so that
-    /// each reads what a rank on another host wrote, past its own cache.
-    #[arg(long)]
-    pub mpi_reorder: bool,
-    /// A rank other than 0 under MPI: nothing on standard output.
-    #[arg(skip)]
-    pub silent: bool,
-}
-
-/// `--mpi-layout`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MpiLayout {
-    PerRank,
-    Shared,
-}
-
-impl MpiLayout {
-    pub fn name(self) -> &'static str {
-        match self {
-            MpiLayout::PerRank => "per-rank",
-            MpiLayout::Shared => "shared",
-        }
-    }
-}
-
-/// `--output-format`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    Text,
-    Csv,
-}
-
-/// `--percentiles` as numbers, each in (0, 100].
-fn percentiles(text: &str) -> Result<Vec<f64>, UsageError> {
-    text.split(',')
-        .map(|p| {
-            p.trim().parse::<f64>().ok().filter(|v| *v > 0.0 && *v <= 100.0).ok_or_else(|| {
-                UsageError(format!(
-                    "--percentiles: '{p}' is not a percentile in (0, 100]; give e.g. 50,99,99.9"
-                ))
-            })
-        })
-        .collect()
-}
-
-impl RunArgs {
-    /// Whether tables go to standard output (not when it carries the JSON
-    /// or CSV lines).
-    fn to_stdout(&self) -> bool {
-        !self.silent
-            && self.json.as_deref().is_none_or(|p| p.as_os_str() != "-")
-            && self.output_format == OutputFormat::Text
-    }
-}
 
 pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     if let Some(ranks) = ranks {

@@ -213,7 +213,7 @@ fn check_job(
         workloads::journal::check_dir(dir).map_err(|e| UsageError(format!("--journal: {e}")))?;
     }
     if spec.read_pct < 100 {
-        stack::check_writable_behind(stack, plan.as_ref(), how.force)?;
+        stack::check_writable_behind(stack, plan.as_ref().and_then(|p| p.reused_inside), how.force)?;
     }
     let write = how.policy.lays_out(spec.read_pct);
     let fresh = stack.origin.created || stack.origin.was_empty;

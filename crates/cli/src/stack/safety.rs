@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use device::Device;
 
-use super::{LogPlan, Stack};
+use super::Stack;
 use crate::UsageError;
 
 /// Refuses to write to a stack whose base holds a known signature or is a
@@ -29,12 +29,13 @@ pub fn check_writable(stack: &Stack, force: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// [`check_writable`] for a job behind the block log `plan` decided on. A
-/// target whose own log is used again (a `--log` run made it) starts with
-/// that log's signature, iolab's own: what the log protects is probed
-/// instead, so a file system or a volume behind the log is still refused.
-pub fn check_writable_behind(stack: &Stack, plan: Option<&LogPlan>, force: bool) -> anyhow::Result<()> {
-    let Some(data_offset) = plan.and_then(|p| p.reused_inside) else {
+/// [`check_writable`] for a job behind the block log a plan decided on
+/// (`LogPlan::reused_inside`). A target whose own log is used again (a
+/// `--log` run made it) starts with that log's signature, iolab's own:
+/// what the log protects, from byte `reused_inside`, is probed instead, so
+/// a file system or a volume behind the log is still refused.
+pub fn check_writable_behind(stack: &Stack, reused_inside: Option<u64>, force: bool) -> anyhow::Result<()> {
+    let Some(data_offset) = reused_inside else {
         return check_writable(stack, force);
     };
     if force || stack.origin.created {

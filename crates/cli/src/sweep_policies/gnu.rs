@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc};
 use anyhow::Context;
 use ffs::Ffs;
 
-use super::kernel::run;
+use super::programs::run;
 use super::progress::Progress;
 use crate::fs::tree::{mounted, Done, InProcess};
 

@@ -14,6 +14,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 
 use super::gnu::{self, Work};
+use super::programs::{find_program, run};
 use super::progress;
 use crate::UsageError;
 
@@ -99,16 +100,6 @@ impl KernelFs {
     }
 }
 
-/// Where a program is: PATH, then the sbin directories a non-login
-/// shell's PATH may lack.
-pub(crate) fn find_program(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-}
-
 /// Everything the kernel columns need, checked before the sweep writes
 /// anything: root (loop devices, mounts) and each program, named with the
 /// package that has it.
@@ -134,21 +125,6 @@ pub(crate) fn check_tools(kernel: &[KernelFs], loop_device: bool) -> Result<(), 
                 "--kernel: {program} is not installed; install it (apt-get install {package}) or leave that file system out"
             )));
         }
-    }
-    Ok(())
-}
-
-/// Runs `program` with `args`; an error carries what it said.
-pub(crate) fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
-    let path = find_program(program).unwrap_or_else(|| PathBuf::from(program));
-    let out = Command::new(&path).args(args).output().with_context(|| format!("cannot run {program}"))?;
-    if !out.status.success() {
-        bail!(
-            "{program} {} failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
     }
     Ok(())
 }

@@ -11,6 +11,7 @@
 mod dir;
 mod gnu;
 mod kernel;
+mod programs;
 mod progress;
 mod sim;
 
@@ -175,7 +176,7 @@ fn columns(args: &PoliciesArgs, block_device: bool) -> Result<Vec<Column>, Usage
     }
     let gnu = args.driver == Driver::Fuse || columns.iter().any(|c| !matches!(c, Column::Iolab(_)));
     for program in ["tar", "rm"] {
-        if gnu && kernel::find_program(program).is_none() {
+        if gnu && programs::find_program(program).is_none() {
             return Err(UsageError(format!(
                 "GNU {program} is not installed; the kernel, --dir and fuse columns run it"
             )));

@@ -17,6 +17,8 @@ use anyhow::{bail, Context};
 use device::{Device, DeviceError, FileDevice, FileOptions, LockKind};
 use volume::{State, VolumeSet};
 
+use crate::UsageError;
+
 /// How a command uses the drives of a set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -57,7 +59,7 @@ fn drive_paths(args: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, Option<String>)
             paths.push((arg.clone(), None));
             continue;
         }
-        let config = super::read_config(arg).with_context(|| {
+        let config = read_config(arg).with_context(|| {
             format!("{}: neither an iolab volume drive nor a configuration file", arg.display())
         })?;
         let base = arg.parent().unwrap_or(Path::new("."));
@@ -233,4 +235,10 @@ fn stopped_advice(e: blocklog::LogError, volume: &str, drive: &str) -> anyhow::E
         ),
         other => other.into(),
     }
+}
+
+pub(crate) fn read_config(path: &Path) -> anyhow::Result<volume::Config> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read the configuration", path.display()))?;
+    volume::parse(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())).into())
 }

@@ -12,10 +12,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use clap::Args;
 use device::{Device, FileDevice, FileOptions, LockKind};
 
+use super::assemble::read_config;
 use super::assemble::{attach_stripe_logs, Access};
-use super::{read_config, CreateArgs};
 use crate::UsageError;
 
 /// A drive of the configuration and the file it names.
@@ -202,4 +203,18 @@ fn write_set(
     let set = volume::create(config, &devices, &zeroed)?;
     attach_stripe_logs(&set, true, Access::Write)?;
     Ok(set)
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The configuration file (Vinum syntax: drive/volume/plex/sd lines).
+    pub config: PathBuf,
+    /// Create missing drive files, sparse, of this size (drive files that
+    /// exist are used at their size).
+    #[arg(long, value_name = "SIZE")]
+    pub drive_size: Option<String>,
+    /// Overwrite drives that hold a file system, a partition table or
+    /// another iolab volume.
+    #[arg(long)]
+    pub force: bool,
 }

@@ -11,15 +11,15 @@
 mod assemble;
 mod create;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use volume::{State, VolumeSet};
 
 pub use assemble::{assemble_for_io, Access};
+pub use create::CreateArgs;
 
 use crate::UsageError;
 
@@ -82,20 +82,6 @@ pub struct ResetstatsArgs {
     /// configuration file naming them).
     #[arg(required = true, value_name = "[OBJECT] DRIVE")]
     pub args: Vec<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct CreateArgs {
-    /// The configuration file (Vinum syntax: drive/volume/plex/sd lines).
-    pub config: PathBuf,
-    /// Create missing drive files, sparse, of this size (drive files that
-    /// exist are used at their size).
-    #[arg(long, value_name = "SIZE")]
-    pub drive_size: Option<String>,
-    /// Overwrite drives that hold a file system, a partition table or
-    /// another iolab volume.
-    #[arg(long)]
-    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -280,10 +266,4 @@ fn holder(set: &VolumeSet, object: &str) -> anyhow::Result<Arc<volume::Volume>> 
     set.volumes.iter().find(|v| v.state(object).is_some()).cloned().ok_or_else(|| {
         UsageError(format!("no volume, plex, subdisk or drive named '{object}' in this set")).into()
     })
-}
-
-fn read_config(path: &Path) -> anyhow::Result<volume::Config> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read the configuration", path.display()))?;
-    volume::parse(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())).into())
 }
