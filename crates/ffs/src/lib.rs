@@ -63,6 +63,10 @@ pub enum FsError {
     Version { found: u32, oldest: u32, newest: u32 },
     #[error("the file system is damaged: {0}; run `iolab fs fsck`")]
     Damaged(String),
+    /// The `log` policy's log cannot be replayed (a damaged commit, or
+    /// both header slots unreadable): only `fsck -y` drops what it held.
+    #[error("the file system's log is damaged: {0}; run `iolab fs fsck -y`, which drops what the log held from the damage on")]
+    DamagedLog(String),
     /// A field of a structure other than the superblock (a group header)
     /// out of its bounds: fsck rewrites it.
     #[error("the file system is damaged: {0}; run `iolab fs fsck -y`")]

@@ -119,7 +119,7 @@ pub(crate) fn replayed_superblock(raw: &Dev) -> Result<(SuperblockRead, Option<R
     let (read, replayed) = replayed_or_log_damage(raw)?;
     match replayed {
         Ok(replayed) => Ok((read, replayed)),
-        Err(damage) => Err(FsError::Damaged(format!("its log: {damage}"))),
+        Err(damage) => Err(FsError::DamagedLog(damage.to_string())),
     }
 }
 

@@ -57,7 +57,7 @@ impl std::fmt::Display for LogDamage {
 pub fn replay(raw: &Dev, sb: &Superblock) -> Result<Option<ReplayReport>, FsError> {
     match replay_or_damage(raw, sb)? {
         Ok(replayed) => Ok(replayed),
-        Err(damage) => Err(FsError::Damaged(format!("its log: {damage}"))),
+        Err(damage) => Err(FsError::DamagedLog(damage.to_string())),
     }
 }
 

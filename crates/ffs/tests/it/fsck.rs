@@ -927,7 +927,7 @@ fn a_damaged_commit_in_the_log_is_reported_and_dropped_with_yes() {
     let dev = log_image_damaged_in_its_first_commit();
     let refused = ffs::Ffs::mount(Arc::clone(&dev), &ffs::MountOptions::default()).err().unwrap();
     assert!(refused.to_string().contains("stopped at damage"), "{refused}");
-    assert!(refused.to_string().contains("run `iolab fs fsck`"), "{refused}");
+    assert!(refused.to_string().contains("run `iolab fs fsck -y`"), "{refused}");
     let report = fsck(&dev, Repair::No).unwrap();
     let found = report.findings.iter().find(|f| f.class == Class::DamagedLog).expect("damaged_log");
     assert!(!found.repaired && found.detail.contains("commit 1"), "{found:?}");

@@ -161,7 +161,34 @@ fn user_attributes_on_a_kind_that_cannot_hold_them_are_dropped_and_the_rest_kept
     for ino in [f, g] {
         edit_inode(&dev, ino, |i| i.mode = ffs::format::S_IFIFO | 0o644);
     }
-    let found = fsck(&dev, Repair::No).unwrap();
+    user_attributes_are_dropped(&dev, f, g);
+}
+
+/// The same for every kind but a file or a directory: a symlink (its
+/// target inline), a character or block device, a socket.
+#[test]
+fn user_attributes_on_a_symlink_a_device_or_a_socket_are_dropped_and_the_rest_kept() {
+    use ffs::format::{S_IFBLK, S_IFCHR, S_IFLNK, S_IFSOCK};
+    for kind in [S_IFLNK, S_IFCHR, S_IFBLK, S_IFSOCK] {
+        let (dev, f, g) = with_attributes();
+        let fs = mount(&dev, Policy::Async);
+        fs.setxattr(g, OsStr::new("trusted.t"), b"kept", XattrFlags::ANY).unwrap();
+        fs.unmount().unwrap();
+        for ino in [f, g] {
+            edit_inode(&dev, ino, |i| {
+                i.mode = kind | 0o644;
+                // A file's data is no special file's or inline target's.
+                (i.size, i.blocks_512, i.direct, i.single, i.double) = (0, 8, [0; 12], 0, 0);
+            });
+        }
+        user_attributes_are_dropped(&dev, f, g);
+    }
+}
+
+/// `f` holds user. attributes only, `g` a trusted. one besides, and
+/// neither's kind can hold user. ones: fsck names both, `-y` drops them.
+fn user_attributes_are_dropped(dev: &Arc<dyn Device>, f: u64, g: u64) {
+    let found = fsck(dev, Repair::No).unwrap();
     let about: Vec<&str> = found
         .findings
         .iter()
@@ -170,10 +197,10 @@ fn user_attributes_on_a_kind_that_cannot_hold_them_are_dropped_and_the_rest_kept
         .collect();
     assert_eq!(about.len(), 2, "{:?}", found.findings);
     assert!(about.iter().all(|d| d.contains("a user. attribute the kind cannot hold")), "{about:?}");
-    assert!(!fsck(&dev, Repair::Yes).unwrap().damage_left());
-    assert_checks_clean(&dev, "after -y");
-    assert_eq!(stored(&dev, f).xattr, 0, "nothing left in f's block: cleared");
-    let fs = mount(&dev, Policy::Async);
+    assert!(!fsck(dev, Repair::Yes).unwrap().damage_left());
+    assert_checks_clean(dev, "after -y");
+    assert_eq!(stored(dev, f).xattr, 0, "nothing left in f's block: cleared");
+    let fs = mount(dev, Policy::Async);
     assert_eq!(fs.listxattr(f).unwrap(), b"");
     assert_eq!(fs.listxattr(g).unwrap(), b"trusted.t\0");
     assert_eq!(fs.getxattr(g, OsStr::new("trusted.t")).unwrap(), b"kept");
