@@ -339,6 +339,16 @@ impl Claims {
     }
 }
 
+/// Inode table blocks pass 1 read in one request: `blocks` from `first`.
+struct TableChunk {
+    first: u64,
+    blocks: u64,
+    bytes: device::AlignedBuf,
+}
+
+/// Table blocks read to a request in pass 1 (128 KiB; e2fsck reads 32 KiB).
+const TABLE_CHUNK_BLOCKS: u64 = 32;
+
 /// What pass 1 made of one pointer an inode holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Pointer {

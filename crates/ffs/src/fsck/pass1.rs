@@ -8,10 +8,16 @@ impl Checker {
     // Pass 1: every inode slot; the blocks allocated inodes claim.
     pub(super) fn pass1_inodes(&mut self) -> Result<(), FsError> {
         // Each group's slots as far as its header says inodes were handed
-        // out; each inode table block read once for its inodes (a repair
-        // writes through the cache, slot by slot, so the copy stays good
-        // for the slots after).
-        let mut table: (u64, Vec<u8>) = (u64::MAX, Vec::new());
+        // out, its table read many blocks to a request past the cache, as
+        // e2fsck reads it (each block is read once here; a repair writes
+        // through the cache, slot by slot, so the copy stays good for the
+        // slots after).
+        let align = BLOCK_BYTES.max(self.core.cache.buffer_align());
+        let mut chunk = TableChunk {
+            first: 0,
+            blocks: 0,
+            bytes: device::AlignedBuf::zeroed(TABLE_CHUNK_BLOCKS as usize * BLOCK_BYTES, align),
+        };
         // Every table read from here on, asked for at once: the kernel
         // reads them in behind the check (a buffered image).
         for g in 0..self.core.sb.groups {
@@ -20,8 +26,11 @@ impl Checker {
             self.will_need(first, u64::from(blocks));
         }
         for g in 0..self.core.sb.groups {
-            for i in 0..self.core.initialized[g as usize] {
-                self.pass1_slot(g, i, &mut table)?;
+            let slots = self.core.initialized[g as usize];
+            let first = self.core.sb.inode_place(g * self.core.sb.inodes_per_group + 1).0;
+            let end = first + u64::from(slots.div_ceil(INODES_PER_BLOCK));
+            for i in 0..slots {
+                self.pass1_slot(g, i, &mut chunk, end)?;
             }
         }
         // A header that failed its checks is rewritten (pass 5) saying as
@@ -34,15 +43,20 @@ impl Checker {
         Ok(())
     }
 
-    /// Slot `i` of group `g`, its table block in `table` (read if not).
-    fn pass1_slot(&mut self, g: u32, i: u32, table: &mut (u64, Vec<u8>)) -> Result<(), FsError> {
+    /// Slot `i` of group `g`, its table block in `chunk` (read with the
+    /// blocks after it, up to `end`, if not).
+    fn pass1_slot(&mut self, g: u32, i: u32, chunk: &mut TableChunk, end: u64) -> Result<(), FsError> {
         let ino = g * self.core.sb.inodes_per_group + i + 1;
         let (block, at) = self.core.sb.inode_place(ino);
-        if table.0 != block {
-            *table = (block, self.read(block)?);
-            self.will_need_indirect(&table.1);
+        if !(chunk.first..chunk.first + chunk.blocks).contains(&block) {
+            let blocks = (end - block).min(TABLE_CHUNK_BLOCKS);
+            let bytes = &mut chunk.bytes[..blocks as usize * BLOCK_BYTES];
+            self.core.cache.device().read_at(bytes, block * BLOCK_BYTES as u64).map_err(FsError::Device)?;
+            (chunk.first, chunk.blocks) = (block, blocks);
+            self.will_need_indirect(&chunk.bytes[..blocks as usize * BLOCK_BYTES]);
         }
-        let slot = DiskInode::decode_for_check(ino, &table.1[at..at + INODE_BYTES]);
+        let from = (block - chunk.first) as usize * BLOCK_BYTES + at;
+        let slot = DiskInode::decode_for_check(ino, &chunk.bytes[from..from + INODE_BYTES]);
         if self.headless[g as usize] && slot != InodeSlot::Free {
             // What the rewritten header will say was handed out.
             let top = (i + 1).div_ceil(INODES_PER_BLOCK) * INODES_PER_BLOCK;
@@ -82,7 +96,7 @@ impl Checker {
         Ok(())
     }
 
-    /// The indirect blocks the inodes of table block `bytes` point to, asked for together before
+    /// The indirect blocks the inodes of table blocks `bytes` point to, asked for together before
     /// they are walked one inode at a time: the kernel reads them at
     /// once rather than one after another.
     /// A hint only: the pointers are taken as they lie, unchecked (pass 1
