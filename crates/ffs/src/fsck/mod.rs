@@ -339,6 +339,15 @@ impl Claims {
     }
 }
 
+/// [`Checker::entry_types`]'s byte for an inode kept whose mode no entry
+/// type names.
+const ANY_TYPE: u8 = 0xff;
+
+/// The type [`Checker::entry_types`] holds for inode `ino` (0: none kept).
+fn type_of(types: &[u8], ino: u32) -> u8 {
+    types.get(ino as usize).copied().unwrap_or(0)
+}
+
 /// Inode table blocks pass 1 read in one request: `blocks` from `first`.
 struct TableChunk {
     first: u64,
@@ -569,6 +578,21 @@ impl Checker {
     fn will_need(&self, first: u64, blocks: u64) {
         let block = BLOCK_BYTES as u64;
         self.core.cache.device().will_need(first * block, blocks * block);
+    }
+
+    /// The entry type byte (`DT_*`) of each inode pass 1 kept, by inode
+    /// number (0: none kept; [`ANY_TYPE`] for a mode no type names): a
+    /// dense copy, taken when a walk over every entry starts, of what it
+    /// asks of each entry's inode (a map lookup per entry costs a cache
+    /// miss each).
+    fn entry_types(&self) -> Vec<u8> {
+        let mut types = vec![0u8; self.core.sb.total_inodes() as usize + 1];
+        for (&ino, seen) in &self.inodes {
+            if let Some(t) = types.get_mut(ino as usize) {
+                *t = dt_of_mode(seen.mode).unwrap_or(ANY_TYPE);
+            }
+        }
+        types
     }
 
     /// Whether `block` lies in some group's data area.

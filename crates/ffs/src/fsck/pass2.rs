@@ -17,8 +17,9 @@ impl Checker {
         // Filtered in place: the entries are the check's largest list.
         let mut entries = std::mem::take(&mut self.entries);
         let mut failed: Result<(), FsError> = Ok(());
+        let types = self.entry_types();
         entries.retain(|e| {
-            if *e.name == *b"." || *e.name == *b".." || self.inodes.contains_key(&e.ino) || failed.is_err() {
+            if *e.name == *b"." || *e.name == *b".." || type_of(&types, e.ino) != 0 || failed.is_err() {
                 return true;
             }
             let name = String::from_utf8_lossy(&e.name).into_owned();
@@ -101,6 +102,7 @@ impl Checker {
     /// each directory and removes the rest.
     pub(super) fn check_directory_links(&mut self) -> Result<(), FsError> {
         let is_dir = |c: &Self, i: u32| c.inodes.get(&i).is_some_and(|s| s.is_dir());
+        let types = self.entry_types();
         let mut dotdot: HashMap<u32, u32> = HashMap::default();
         for e in self.entries.iter().filter(|e| *e.name == *b"..") {
             dotdot.entry(e.dir).or_insert(e.ino);
@@ -108,7 +110,7 @@ impl Checker {
         let mut drop: BTreeMap<usize, &'static str> = BTreeMap::new();
         let mut namers: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, e) in self.entries.iter().enumerate() {
-            if *e.name == *b"." || *e.name == *b".." || !is_dir(self, e.ino) {
+            if *e.name == *b"." || *e.name == *b".." || type_of(&types, e.ino) != DT_DIR {
                 continue;
             }
             if e.ino == ROOT_INO {
@@ -208,10 +210,12 @@ impl Checker {
     /// rewrites the byte.
     pub(super) fn check_entry_types(&mut self) -> Result<(), FsError> {
         let mut wrong = Vec::new();
+        let types = self.entry_types();
         for (i, e) in self.entries.iter().enumerate() {
-            let Some(seen) = self.inodes.get(&e.ino) else { continue };
-            let Some(dt) = dt_of_mode(seen.mode).filter(|&dt| dt != e.kind) else { continue };
-            wrong.push((i, dt));
+            let dt = type_of(&types, e.ino);
+            if dt != 0 && dt != ANY_TYPE && dt != e.kind {
+                wrong.push((i, dt));
+            }
         }
         for (i, dt) in wrong {
             let e = &self.entries[i];
@@ -409,13 +413,14 @@ impl Checker {
         // each directory's `.` and `..` are.
         let mut namers: HashMap<u32, Vec<u32>> = HashMap::default();
         let mut dots: HashMap<u32, (Option<usize>, Option<usize>)> = HashMap::default();
+        let types = self.entry_types();
         for (i, e) in self.entries.iter().enumerate() {
             match e.name.as_slice() {
                 b"." => dots.entry(e.dir).or_default().0.get_or_insert(i),
                 b".." => dots.entry(e.dir).or_default().1.get_or_insert(i),
                 // Only a directory's namers are asked for: a map of every
                 // file's would be the check's largest.
-                _ if e.dir != e.ino && self.inodes.get(&e.ino).is_some_and(Seen::is_dir) => {
+                _ if e.dir != e.ino && type_of(&types, e.ino) == DT_DIR => {
                     namers.entry(e.ino).or_default().push(e.dir);
                     continue;
                 }
