@@ -233,6 +233,32 @@ pub fn io_failed(core: &mut Core, e: device::DeviceError) -> Errno {
 }
 
 impl Core {
+    /// A core over `cache` for the file system `sb` describes, with its
+    /// groups' counts and initialized slots as their headers say: nothing
+    /// dirty, referenced or failed yet.
+    pub fn new(
+        sb: Superblock,
+        (groups, initialized): (Vec<GroupCounts>, Vec<u32>),
+        cache: Cache,
+        policy: Policy,
+        log: LogState,
+    ) -> Core {
+        Core {
+            sb,
+            groups,
+            groups_dirty: BTreeSet::new(),
+            initialized,
+            cache,
+            policy,
+            refs: HashMap::default(),
+            dir_index: HashMap::default(),
+            failed: None,
+            log,
+            rotors: Rotors::default(),
+            moving: false,
+        }
+    }
+
     pub fn check_alive(&self) -> Result<(), Errno> {
         match &self.failed {
             Some(failure) => Err(failure.errno()),

@@ -1,7 +1,6 @@
 //! Mounting and unmounting: the superblock slots read and rewritten, the
 //! groups' counts loaded, everything written back at the end.
 
-use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -224,20 +223,8 @@ impl Ffs {
             cache.sd = Some(Box::new(crate::softdep::Softdep::new(sb.clone())));
             cache.set_flushes_by(options.commits);
         }
-        let mut core = Core {
-            sb,
-            groups_dirty: Default::default(),
-            initialized,
-            rotors: Default::default(),
-            moving: false,
-            groups,
-            cache,
-            policy: options.policy,
-            refs: HashMap::default(),
-            dir_index: HashMap::default(),
-            failed: None,
-            log: LogState::new(commit_blocks, options.clock.now()),
-        };
+        let log_state = LogState::new(commit_blocks, options.clock.now());
+        let mut core = Core::new(sb, (groups, initialized), cache, options.policy, log_state);
         let mut committer = None;
         if let Some(log) = &log {
             core.log.dev = Some(Arc::clone(log));

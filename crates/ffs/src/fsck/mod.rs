@@ -443,20 +443,14 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
     let initialized =
         headers.iter().map(|h| h.as_ref().map_or(sb.inodes_per_group, |h| h.inodes_initialized)).collect();
     let headless: Vec<bool> = headers.iter().map(Option::is_none).collect();
-    let core = Core {
+    let cache = Cache::new(Arc::clone(dev), FSCK_CACHE_BYTES, false, device::Clock::Wall);
+    let core = Core::new(
         sb,
-        groups_dirty: Default::default(),
-        initialized,
-        rotors: Default::default(),
-        moving: false,
-        groups,
-        cache: Cache::new(Arc::clone(dev), FSCK_CACHE_BYTES, false, device::Clock::Wall),
-        policy: Policy::Async,
-        refs: Default::default(),
-        dir_index: Default::default(),
-        failed: None,
-        log: LogState::new(0, std::time::Duration::ZERO),
-    };
+        (groups, initialized),
+        cache,
+        Policy::Async,
+        LogState::new(0, std::time::Duration::ZERO),
+    );
     let mut c = Checker {
         core,
         device: dev.name().to_string(),
