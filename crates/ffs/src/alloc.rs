@@ -49,7 +49,7 @@ fn rotor_of(rotors: &mut crate::core::Rotors, map_block: u64, map: &[u8], limit:
 impl Core {
     /// Sets bit `i` of map `block`; whether it was set already.
     fn set_bit(&mut self, block: u64, i: u32) -> Result<bool, Errno> {
-        let map = match self.cache.modify(block) {
+        let map = match self.cache.modify(&mut self.order, block) {
             Ok(m) => m,
             Err(e) => return Err(io_failed(self, e)),
         };
@@ -64,7 +64,7 @@ impl Core {
     /// with the index in `bits` of each bit that was set. Returns how
     /// many were.
     fn clear_bits(&mut self, block: u64, bits: &[u32], mut cleared: impl FnMut(usize)) -> Result<u32, Errno> {
-        let map = match self.cache.modify(block) {
+        let map = match self.cache.modify(&mut self.order, block) {
             Ok(m) => m,
             Err(e) => return Err(io_failed(self, e)),
         };
@@ -97,15 +97,13 @@ impl Core {
                 }
                 self.alloc_block_once(hint)
             }
-            Err(Errno::NOSPC) if self.cache.sd.as_ref().is_some_and(|sd| !sd.idle()) => {
+            Err(Errno::NOSPC) if self.order.waiting() => {
                 self.softdep_sync()?;
                 self.alloc_block_once(hint)
             }
             other => other,
         }?;
-        if let Some(sd) = &mut self.cache.sd {
-            sd.allocated_block(block);
-        }
+        self.order.allocated_block(block);
         Ok(block)
     }
 
@@ -124,7 +122,7 @@ impl Core {
             let from = if k == 0 { (hint - start) as u32 } else { 0 };
             let limit = self.sb.group_blocks(g);
             let map_block = start + BLOCK_BITMAP;
-            let found = match self.cache.read(map_block) {
+            let found = match self.cache.read(&mut self.order, map_block) {
                 Ok(map) => {
                     let floor = rotor_of(&mut self.rotors, map_block, map, limit);
                     let freed = &self.log.freed;
@@ -149,27 +147,15 @@ impl Core {
     /// Under `softdep` they stay taken until `waits` hold (the pointers
     /// gone from the disk too); the other policies order their own writes.
     pub fn free_blocks(&mut self, blocks: Vec<u32>, from: FreedFrom, waits: Vec<Wait>) -> Result<(), Errno> {
-        if let Some(mut sd) = self.cache.sd.take() {
-            // A directory block is written once more before its buffer
-            // goes: the removals in it are what the link counts of the
-            // inodes it named wait for (it is given back with the rest once
-            // nothing on the disk points to it).
-            let dirs = sd.hold_blocks(blocks, from, waits, &mut |b| self.cache.discard(b));
-            self.cache.sd = Some(sd);
-            return self.retire_all(dirs);
+        // Under `softdep` a directory block is written once more before
+        // its buffer goes: the removals in it are what the link counts of
+        // the inodes it named wait for (it is given back with the rest
+        // once nothing on the disk points to it).
+        let cache = &mut self.cache;
+        match self.order.hold_blocks(blocks, from, waits, &mut |b| cache.discard(b)) {
+            Ok(dirs) => self.retire_all(dirs),
+            Err(blocks) => self.free_blocks_now(blocks),
         }
-        self.free_blocks_now(blocks)
-    }
-
-    /// Directory blocks freed under `softdep`, written once more before
-    /// their buffers go.
-    fn retire_all(&mut self, dirs: Vec<u64>) -> Result<(), Errno> {
-        for b in dirs {
-            if let Err(e) = self.cache.retire(b) {
-                return Err(io_failed(self, e));
-            }
-        }
-        Ok(())
     }
 
     /// Returns `blocks` to their groups' free maps, each map changed once
@@ -183,7 +169,7 @@ impl Core {
 
     /// Clears the bits of `blocks` (any order) in their groups' free
     /// maps, each map changed once.
-    fn clear_block_bits(&mut self, blocks: &[u32]) -> Result<(), Errno> {
+    pub(crate) fn clear_block_bits(&mut self, blocks: &[u32]) -> Result<(), Errno> {
         let (first, per_group) = (self.sb.first_group_block, u64::from(self.sb.blocks_per_group));
         let by_group = by_group(blocks.iter().map(|&b| {
             let within = u64::from(b) - first;
@@ -193,7 +179,7 @@ impl Core {
             let start = self.sb.group_start(g);
             let mut was_set = Vec::new();
             let freed = self.clear_bits(start + BLOCK_BITMAP, &bits, |k| was_set.push(bits[k]))?;
-            if self.policy == crate::Policy::Log {
+            if self.order.is_logged() {
                 for bit in was_set {
                     self.log.freed.freed((start + u64::from(bit)) as u32);
                 }
@@ -210,15 +196,13 @@ impl Core {
     /// A free inode number for a new inode whose directory is `parent`.
     pub fn alloc_inode(&mut self, parent: u32, dir: bool) -> Result<u32, Errno> {
         let ino = match self.alloc_inode_once(parent, dir) {
-            Err(Errno::NOSPC) if self.cache.sd.as_ref().is_some_and(|sd| !sd.idle()) => {
+            Err(Errno::NOSPC) if self.order.waiting() => {
                 self.softdep_sync()?;
                 self.alloc_inode_once(parent, dir)
             }
             other => other,
         }?;
-        if let Some(sd) = &mut self.cache.sd {
-            sd.allocated_inode(ino);
-        }
+        self.order.allocated_inode(ino);
         Ok(ino)
     }
 
@@ -233,7 +217,7 @@ impl Core {
             }
             let map_block = self.sb.group_start(g) + INODE_BITMAP;
             let limit = self.sb.inodes_per_group;
-            let found = match self.cache.read(map_block) {
+            let found = match self.cache.read(&mut self.order, map_block) {
                 Ok(map) => {
                     let floor = rotor_of(&mut self.rotors, map_block, map, limit);
                     find_clear(map, 0, limit, floor, |_| false)
@@ -292,20 +276,18 @@ impl Core {
         blocks: Vec<u32>,
         from: FreedFrom,
     ) -> Result<(), Errno> {
-        if let Some(mut sd) = self.cache.sd.take() {
-            let dirs = sd.hold_removed(ino, dir, blocks, from, &mut |b| self.cache.discard(b));
-            self.cache.sd = Some(sd);
-            return self.retire_all(dirs);
+        let cache = &mut self.cache;
+        match self.order.hold_removed(ino, dir, blocks, from, &mut |b| cache.discard(b)) {
+            Ok(dirs) => return self.retire_all(dirs),
+            Err(blocks) => self.free_blocks_now(blocks)?,
         }
-        self.free_blocks_now(blocks)?;
         self.clear_inode_bits(&[(ino, dir)])
     }
 
     /// Returns inode number `ino` to its group's free map; under
     /// `softdep`, once its slot is free on the disk.
     pub fn free_inode(&mut self, ino: u32, dir: bool) -> Result<(), Errno> {
-        if let Some(sd) = &mut self.cache.sd {
-            sd.hold_inode(ino, dir);
+        if self.order.hold_inode(ino, dir) {
             return Ok(());
         }
         self.clear_inode_bits(&[(ino, dir)])
@@ -313,7 +295,7 @@ impl Core {
 
     /// Returns inode numbers (with whether each was a directory) to their
     /// groups' free maps, each map changed once for all of its inodes.
-    fn clear_inode_bits(&mut self, inodes: &[(u32, bool)]) -> Result<(), Errno> {
+    pub(crate) fn clear_inode_bits(&mut self, inodes: &[(u32, bool)]) -> Result<(), Errno> {
         let per_group = self.sb.inodes_per_group;
         // A directory's bit carries its flag above the bit's index.
         const DIR: u32 = 1 << 31;
@@ -338,28 +320,6 @@ impl Core {
             }
         }
         Ok(())
-    }
-
-    /// Under `softdep`: clears in the maps the blocks and inodes the
-    /// dependencies released (their pointers are gone from the disk).
-    pub fn apply_released(&mut self) -> Result<(), Errno> {
-        let Some(sd) = &mut self.cache.sd else { return Ok(()) };
-        let mut blocks = std::mem::take(&mut sd.released_blocks);
-        let meta = std::mem::take(&mut sd.released_meta);
-        let inodes = std::mem::take(&mut sd.released_inodes);
-        // File data left the cache when it was freed, and nothing loads a
-        // held block; a directory block retired may linger.
-        for block in meta {
-            self.cache.discard(u64::from(block));
-        }
-        self.clear_block_bits(&blocks)?;
-        // The list's room kept for the next release (hundreds of
-        // thousands of blocks when trees are removed).
-        blocks.clear();
-        if let Some(sd) = self.cache.sd.as_mut().filter(|sd| sd.released_blocks.is_empty()) {
-            sd.released_blocks = blocks;
-        }
-        self.clear_inode_bits(&inodes)
     }
 
     /// The first data block of the group holding inode `ino`: where a
@@ -488,7 +448,8 @@ mod tests {
             mkfs(&dev, &MkfsOptions::default()).unwrap();
             let options = MountOptions { policy: Policy::Async, ..Default::default() };
             let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
-            let mut core = fs.lock();
+            let mut guard = fs.lock();
+            let core = &mut *guard;
             let free_before = core.sb.free_blocks;
             let groups_before: Vec<u32> = core.groups.iter().map(|g| g.free_blocks).collect();
             // Blocks spread over the groups: a hint in each.
@@ -516,7 +477,7 @@ mod tests {
                 let g = ((u64::from(b) - core.sb.first_group_block) / u64::from(core.sb.blocks_per_group)) as u32;
                 let start = core.sb.group_start(g);
                 let i = (u64::from(b) - start) as usize;
-                let map = core.cache.read(start + BLOCK_BITMAP).unwrap();
+                let map = core.cache.read(&mut core.order, start + BLOCK_BITMAP).unwrap();
                 prop_assert_eq!(map[i / 8] & (1 << (i % 8)), 0, "block {} is free in its map", b);
             }
         }

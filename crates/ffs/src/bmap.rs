@@ -31,7 +31,7 @@ pub struct Freed {
 
 impl Core {
     fn pointer(&mut self, block: u32, index: u64) -> Result<u32, Errno> {
-        match self.cache.read(u64::from(block)) {
+        match self.cache.read(&mut self.order, u64::from(block)) {
             Ok(bytes) => Ok(pointer_at(bytes, index as usize)),
             Err(e) => Err(io_failed(self, e)),
         }
@@ -39,7 +39,7 @@ impl Core {
 
     /// The pointers of indirect block `block` from `from` on, read once.
     fn pointers(&mut self, block: u32, from: u64) -> Result<Vec<u32>, Errno> {
-        match self.cache.read(u64::from(block)) {
+        match self.cache.read(&mut self.order, u64::from(block)) {
             Ok(bytes) => {
                 Ok((from as usize..POINTERS_PER_BLOCK as usize).map(|i| pointer_at(bytes, i)).collect())
             }
@@ -48,8 +48,8 @@ impl Core {
     }
 
     fn set(&mut self, block: u32, index: u64, value: u32) -> Result<(), Errno> {
-        self.cache.set_kind(u64::from(block), crate::softdep::Kind::Indirect);
-        match self.cache.modify(u64::from(block)) {
+        self.order.set_kind(u64::from(block), crate::softdep::Kind::Indirect);
+        match self.cache.modify(&mut self.order, u64::from(block)) {
             Ok(bytes) => {
                 set_pointer(bytes, index as usize, value);
                 Ok(())
@@ -61,7 +61,7 @@ impl Core {
     /// A new block near `hint`, zeroed in the cache.
     fn new_block(&mut self, inode: &mut DiskInode, hint: u64) -> Result<u32, Errno> {
         let block = self.alloc_block(hint)?;
-        if let Err(e) = self.cache.fresh(u64::from(block)) {
+        if let Err(e) = self.cache.fresh(&mut self.order, u64::from(block)) {
             return Err(io_failed(self, e));
         }
         inode.blocks_512 += UNITS;

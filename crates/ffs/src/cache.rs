@@ -21,26 +21,14 @@ use device::{AlignedBuf, Clock, Device, DeviceError};
 
 use crate::commits::Commits;
 use crate::format::BLOCK_BYTES;
-use crate::softdep::{block_copy, Blocks, Image, Kind, Softdep};
+use crate::policy::{Ordering, Plan, Waiting};
+use crate::softdep::Blocks;
 
 /// Dirty buffers written together when an eviction finds a dirty one.
 const EVICT_BATCH_BLOCKS: usize = 1024;
 
 /// Blocks a write-back request carries at most (1 MiB).
 const RUN_BLOCKS_MAX: usize = 256;
-
-/// Under `softdep`, what a write-back does with a metadata block whose
-/// dependencies are not all on the disk.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Waiting {
-    /// Writes it with those updates rolled back (it stays dirty, to go
-    /// again complete): every buffer can go, so a sync always ends.
-    RollBack,
-    /// Keeps it dirty, unwritten, until a checkpoint's flush lets it go
-    /// complete (an eviction's: a copy rolled back would only be written
-    /// again).
-    HoldBack,
-}
 
 /// Under `softdep`, rounds of a checkpoint at most: each lets a level of
 /// a new tree go (maps and data, inodes, the entries naming them, ...).
@@ -97,10 +85,6 @@ pub struct Cache {
     /// transaction of a log holds at most.
     pub meta_since_flush: usize,
     pub stats: CacheStats,
-    /// Under `softdep`: the dependencies, which decide what each metadata
-    /// write may carry (`softdep/`).
-    /// Boxed: calls take it out and put it back around their work.
-    pub sd: Option<Box<Softdep>>,
     /// Under `softdep`: dirty buffers an eviction held back, or whose last
     /// write held an update back; writing them again is worth it only
     /// after a flush.
@@ -195,7 +179,6 @@ impl Cache {
             unlogged_data,
             meta_since_flush: 0,
             stats: CacheStats::default(),
-            sd: None,
             rolled: HashSet::default(),
             retired: HashSet::default(),
             retiring: None,
@@ -254,7 +237,7 @@ impl Cache {
     }
 
     /// Brings `block` in (reading it unless `fresh`, which zeroes it).
-    fn load(&mut self, block: u64, fresh: bool) -> device::Result<()> {
+    fn load(&mut self, order: &mut Ordering, block: u64, fresh: bool) -> device::Result<()> {
         if self.bufs.contains_key(&block) {
             self.stats.hits += 1;
             if fresh {
@@ -264,7 +247,7 @@ impl Cache {
             self.touch(block);
             return Ok(());
         }
-        self.make_room()?;
+        self.make_room(order)?;
         // A copy a rule looked at is what the disk holds: no read.
         let (mut data, read) = match self.peeked.get_mut().remove(&block) {
             Some(data) if !fresh => (data, false),
@@ -283,47 +266,34 @@ impl Cache {
     }
 
     /// The bytes of `block`.
-    pub fn read(&mut self, block: u64) -> device::Result<&[u8]> {
-        self.load(block, false)?;
+    pub fn read(&mut self, order: &mut Ordering, block: u64) -> device::Result<&[u8]> {
+        self.load(order, block, false)?;
         Ok(&self.bufs[&block].data)
     }
 
     /// The bytes of `block`, to change: the buffer becomes dirty.
-    pub fn modify(&mut self, block: u64) -> device::Result<&mut [u8]> {
-        self.load(block, false)?;
-        if let Some(sd) = &mut self.sd {
-            sd.before_change(block, &self.bufs[&block].data);
-        }
+    pub fn modify(&mut self, order: &mut Ordering, block: u64) -> device::Result<&mut [u8]> {
+        self.load(order, block, false)?;
+        order.before_change(block, &self.bufs[&block].data);
         Ok(self.dirty_buf(block))
     }
 
-    /// Under `softdep`, records what metadata block `block` holds.
-    pub fn set_kind(&mut self, block: u64, kind: Kind) {
-        if let Some(sd) = &mut self.sd {
-            sd.set_kind(block, kind);
-        }
-    }
-
     /// A newly allocated block: zeroed without reading, dirty.
-    pub fn fresh(&mut self, block: u64) -> device::Result<&mut [u8]> {
-        if let (Some(sd), Some(buf)) = (&mut self.sd, self.bufs.get(&block)) {
+    pub fn fresh(&mut self, order: &mut Ordering, block: u64) -> device::Result<&mut [u8]> {
+        if let Some(buf) = self.bufs.get(&block) {
             // Whatever a write of it not yet flushed carried.
-            sd.before_change(block, &buf.data);
+            order.before_change(block, &buf.data);
         }
-        self.load(block, true)?;
-        if let Some(sd) = &mut self.sd {
-            sd.fresh(block);
-        }
+        self.load(order, block, true)?;
+        order.fresh(block);
         Ok(self.dirty_buf(block))
     }
 
     /// The bytes of file data `block`, to change: dirty, and written as
     /// file data.
-    pub fn modify_data(&mut self, block: u64) -> device::Result<&mut [u8]> {
-        self.load(block, false)?;
-        if let Some(sd) = &mut self.sd {
-            sd.data(block);
-        }
+    pub fn modify_data(&mut self, order: &mut Ordering, block: u64) -> device::Result<&mut [u8]> {
+        self.load(order, block, false)?;
+        order.data(block);
         self.dirty.remove(&block);
         self.dirty_data.insert(block);
         Ok(self.mark(block))
@@ -369,28 +339,28 @@ impl Cache {
     /// A freed block whose buffer is to be written once more, as memory
     /// holds it, before it is dropped (`retired`); one that is clean is
     /// dropped at once.
-    pub fn retire(&mut self, block: u64) -> device::Result<()> {
+    pub fn retire(&mut self, order: &mut Ordering, block: u64) -> device::Result<()> {
         if !self.dirty.contains(&block) {
             self.discard(block);
             return Ok(());
         }
         self.retired.insert(block);
         if self.retired.len() >= EVICT_BATCH_BLOCKS {
-            self.write_retired()?;
+            self.write_retired(order)?;
         }
         Ok(())
     }
 
     /// Writes the retired buffers, sorted and coalesced, and drops them.
-    fn write_retired(&mut self) -> device::Result<()> {
+    fn write_retired(&mut self, order: &mut Ordering) -> device::Result<()> {
         // One written since (by an eviction) and dropped needs nothing more.
         self.retired.retain(|b| self.dirty.contains(b));
         let mut batch: Vec<u64> = self.retired.iter().copied().collect();
         batch.sort_unstable();
         if self.flushes_by == Commits::Thread {
-            batch = self.write_retired_behind(batch)?;
+            batch = self.write_retired_behind(order, batch)?;
         }
-        self.write_blocks(&batch, Waiting::RollBack)?;
+        self.write_blocks(order, &batch, Waiting::RollBack)?;
         for block in batch {
             if !self.is_dirty(&block) {
                 self.discard(block);
@@ -406,16 +376,16 @@ impl Cache {
     /// before it is issued; nothing reads a freed block meanwhile).
     /// Returns the others (an update in them rolled back), to be written
     /// here.
-    fn write_retired_behind(&mut self, batch: Vec<u64>) -> device::Result<Vec<u64>> {
+    fn write_retired_behind(&mut self, order: &mut Ordering, batch: Vec<u64>) -> device::Result<Vec<u64>> {
         self.await_retiring()?;
-        let Some(sd) = &self.sd else { return Ok(batch) };
+        if !order.holds_back() {
+            return Ok(batch);
+        }
         let (whole, rest): (Vec<u64>, Vec<u64>) =
-            batch.into_iter().partition(|b| sd.goes_as_memory(self, *b, &self.bufs[b].data));
+            batch.into_iter().partition(|b| order.goes_as_memory(self, *b, &self.bufs[b].data));
         let mut writes = Vec::with_capacity(whole.len());
         for block in whole {
-            if let Some(sd) = &mut self.sd {
-                sd.written(block, None);
-            }
+            order.written(block, false, None);
             if let Some(buf) = self.take(block) {
                 writes.push((block, buf.data));
             }
@@ -463,13 +433,13 @@ impl Cache {
 
     /// Writes `block` now and makes it durable (a synchronous write: the
     /// policies' ordering points).
-    pub fn write_now(&mut self, block: u64) -> device::Result<()> {
+    pub fn write_now(&mut self, order: &mut Ordering, block: u64) -> device::Result<()> {
         if self.is_dirty(&block) {
-            self.write_blocks(&[block], Waiting::RollBack)?;
+            self.write_blocks(order, &[block], Waiting::RollBack)?;
             self.stats.blocks_written -= 1;
             self.stats.write_requests -= 1;
         }
-        self.flush()?;
+        self.flush(order)?;
         self.stats.sync_writes += 1;
         Ok(())
     }
@@ -486,53 +456,41 @@ impl Cache {
 
     /// Writes a superblock (`buf`, at byte `at`) past the cache and makes
     /// it and every write before it durable (a synchronous write).
-    pub fn write_superblock_now(&mut self, buf: &[u8], at: u64) -> device::Result<()> {
+    pub fn write_superblock_now(&mut self, order: &mut Ordering, buf: &[u8], at: u64) -> device::Result<()> {
         self.dev.write_at(buf, at)?;
-        self.flush()?;
+        self.flush(order)?;
         self.stats.sync_writes += 1;
         Ok(())
     }
 
     /// Makes every write so far durable (under `log`, commits); under
     /// `softdep`, then runs the work that waited on those writes.
-    pub fn flush(&mut self) -> device::Result<()> {
+    pub fn flush(&mut self, order: &mut Ordering) -> device::Result<()> {
         self.rounds = 0;
-        self.await_behind()?;
+        self.await_behind(order)?;
         self.dev.flush()?;
         self.stats.flushes += 1;
         self.meta_since_flush = 0;
         self.rolled.clear();
-        if let Some(mut sd) = self.sd.take() {
-            sd.flushed(self);
-            self.sd = Some(sd);
-        }
-        self.rounds_done();
+        order.flushed(self);
+        self.rounds_done(order);
         Ok(())
-    }
-
-    /// Under `softdep`: the work that waits, all of it looked at again
-    /// (`Softdep::rescan`).
-    pub fn softdep_rescan(&mut self) {
-        if let Some(mut sd) = self.sd.take() {
-            sd.rescan(self);
-            self.sd = Some(sd);
-        }
     }
 
     /// Writes every dirty buffer, the file data first, each kind in block
     /// order with neighbours together; `flush`: then makes them durable
     /// (under the `log` policy, commits the metadata).
-    pub fn write_back(&mut self, flush: bool) -> device::Result<()> {
+    pub fn write_back(&mut self, order: &mut Ordering, flush: bool) -> device::Result<()> {
         let data: Vec<u64> = self.dirty_data.iter().copied().collect();
-        self.write_blocks(&data, Waiting::RollBack)?;
+        self.write_blocks(order, &data, Waiting::RollBack)?;
         let meta: Vec<u64> = self.dirty.iter().copied().collect();
-        self.write_blocks(&meta, Waiting::RollBack)?;
+        self.write_blocks(order, &meta, Waiting::RollBack)?;
         let retired: Vec<u64> = self.retired.iter().copied().filter(|b| !self.is_dirty(b)).collect();
         for block in retired {
             self.discard(block);
         }
         if flush {
-            self.flush()?;
+            self.flush(order)?;
         }
         Ok(())
     }
@@ -540,7 +498,7 @@ impl Cache {
     /// Writes those of `blocks` that are dirty, the file data first, each
     /// kind in block order with neighbours together (one file's share of
     /// a write-back: an fsync's); no flush. Returns the blocks written.
-    pub fn write_listed(&mut self, blocks: &[u64]) -> device::Result<usize> {
+    pub fn write_listed(&mut self, order: &mut Ordering, blocks: &[u64]) -> device::Result<usize> {
         let of = |set: &BTreeSet<u64>| -> Vec<u64> {
             let mut listed: Vec<u64> = blocks.iter().copied().filter(|b| set.contains(b)).collect();
             listed.sort_unstable();
@@ -548,8 +506,8 @@ impl Cache {
             listed
         };
         let (data, meta) = (of(&self.dirty_data), of(&self.dirty));
-        self.write_blocks(&data, Waiting::RollBack)?;
-        self.write_blocks(&meta, Waiting::RollBack)?;
+        self.write_blocks(order, &data, Waiting::RollBack)?;
+        self.write_blocks(order, &meta, Waiting::RollBack)?;
         debug_assert!(data.iter().all(|b| !self.dirty_data.contains(b)), "file data is never held back");
         Ok(data.len() + meta.len())
     }
@@ -557,13 +515,13 @@ impl Cache {
     /// Under `log`: the dirty metadata into the open transaction, the
     /// file data left dirty (the commit writes it, and flushes it, before
     /// the records that point at it).
-    pub fn write_back_meta(&mut self) -> device::Result<()> {
+    pub fn write_back_meta(&mut self, order: &mut Ordering) -> device::Result<()> {
         let meta: Vec<u64> = self.dirty.iter().copied().collect();
-        self.write_blocks(&meta, Waiting::RollBack)
+        self.write_blocks(order, &meta, Waiting::RollBack)
     }
 
     /// Writes the buffers dirty for longer than `age` (the syncer's pass).
-    pub fn write_back_older(&mut self, age: Duration) -> device::Result<usize> {
+    pub fn write_back_older(&mut self, order: &mut Ordering, age: Duration) -> device::Result<usize> {
         let now = self.clock.now();
         let old = |set: &BTreeSet<u64>| -> Vec<u64> {
             (set.iter())
@@ -572,8 +530,8 @@ impl Cache {
                 .collect()
         };
         let (data, meta) = (old(&self.dirty_data), old(&self.dirty));
-        self.write_blocks(&data, Waiting::RollBack)?;
-        self.write_blocks(&meta, Waiting::RollBack)?;
+        self.write_blocks(order, &data, Waiting::RollBack)?;
+        self.write_blocks(order, &meta, Waiting::RollBack)?;
         Ok(data.len() + meta.len())
     }
 
@@ -584,36 +542,21 @@ impl Cache {
     /// Under `softdep` a metadata block goes out as its dependencies allow
     /// (`waiting`: updates rolled back in the copy written, or the block
     /// held back); one rolled back or held back stays dirty.
-    fn write_blocks(&mut self, blocks: &[u64], waiting: Waiting) -> device::Result<()> {
+    fn write_blocks(&mut self, order: &mut Ordering, blocks: &[u64], waiting: Waiting) -> device::Result<()> {
         let run_max = self.run_max();
         let mut images: HashMap<u64, AlignedBuf> = HashMap::default();
         // Blocks not written now: held back, or whose safe copy is what
         // their last write carried already (they wait on something else:
         // writing them again changes nothing).
         let mut held: Vec<u64> = Vec::new();
-        if let Some(sd) = &self.sd {
+        if order.holds_back() {
             for &b in blocks.iter().filter(|b| self.dirty.contains(b)) {
-                if waiting == Waiting::HoldBack && !sd.unwritten_since_allocated(b) {
-                    // Held back unless it goes complete: whether it does is
-                    // all that is needed.
-                    if !sd.goes_as_memory(self, b, &self.bufs[&b].data) {
-                        held.push(b);
+                match order.plan(self, b, &self.bufs[&b].data, waiting) {
+                    Plan::AsMemory => {}
+                    Plan::Hold => held.push(b),
+                    Plan::Image(image) => {
+                        images.insert(b, image);
                     }
-                    continue;
-                }
-                let image = match sd.image(self, b, &self.bufs[&b].data) {
-                    Image::Memory => continue,
-                    Image::Durable if sd.last_written_is_durable(b) => {
-                        held.push(b);
-                        continue;
-                    }
-                    Image::Durable => block_copy(sd.durable_bytes(b).expect("a durable image has a shadow")),
-                    Image::Rolled(image) => image,
-                };
-                if sd.last_written_is(b, &image) {
-                    held.push(b);
-                } else {
-                    images.insert(b, image);
                 }
             }
         }
@@ -663,12 +606,8 @@ impl Cache {
             for &b in &blocks[i..i + run] {
                 let image = images.remove(&b);
                 let rolled_back = image.is_some();
-                if let Some(sd) = &mut self.sd {
-                    if data {
-                        sd.written_data(b);
-                    } else {
-                        sd.written(b, image);
-                    }
+                if order.holds_back() {
+                    order.written(b, data, image);
                     if rolled_back {
                         // Written without some update: it goes again.
                         self.rolled.insert(b);
@@ -697,43 +636,41 @@ impl Cache {
     /// bitmaps, metadata whose dependencies are on the disk), then a
     /// flush, and again for those held back until none is left or a round
     /// lets none go (`next_round`).
-    pub fn checkpoint(&mut self) -> device::Result<()> {
+    pub fn checkpoint(&mut self, order: &mut Ordering) -> device::Result<()> {
         self.rounds = 0;
-        self.await_behind()?;
-        self.write_ready()?;
+        self.await_behind(order)?;
+        self.write_ready(order)?;
         if !self.rolled.is_empty() {
-            self.start_rounds(Commits::Caller)?;
+            self.start_rounds(order, Commits::Caller)?;
         }
         Ok(())
     }
 
     /// A checkpoint's rounds, each flush issued `by`: the first now.
-    fn start_rounds(&mut self, by: Commits) -> device::Result<()> {
+    fn start_rounds(&mut self, order: &mut Ordering, by: Commits) -> device::Result<()> {
         self.rounds = ROUNDS_MAX;
         self.rounds_by = by;
-        self.flush_behind(by)
+        self.flush_behind(order, by)
     }
 
     /// Every dirty buffer that can go complete, written.
-    fn write_ready(&mut self) -> device::Result<()> {
+    fn write_ready(&mut self, order: &mut Ordering) -> device::Result<()> {
         let data: Vec<u64> = self.dirty_data.iter().copied().collect();
-        self.write_blocks(&data, Waiting::HoldBack)?;
+        self.write_blocks(order, &data, Waiting::HoldBack)?;
         if !self.retired.is_empty() {
-            self.write_retired()?;
+            self.write_retired(order)?;
         }
         let meta: Vec<u64> = (self.dirty.iter()).filter(|b| !self.rolled.contains(b)).copied().collect();
-        self.write_blocks(&meta, Waiting::HoldBack)
+        self.write_blocks(order, &meta, Waiting::HoldBack)
     }
 
     /// Issues a flush of the writes so far (`by`: by the caller, what
     /// waited on it run at once; on a thread while the calls go on; or by
     /// the caller, what waited on it run by the next call that needs it
     /// done). One is in flight at most: the last is waited for first.
-    fn flush_behind(&mut self, by: Commits) -> device::Result<()> {
-        self.await_behind()?;
-        if let Some(sd) = &mut self.sd {
-            sd.seal();
-        }
+    fn flush_behind(&mut self, order: &mut Ordering, by: Commits) -> device::Result<()> {
+        self.await_behind(order)?;
+        order.seal();
         self.stats.flushes += 1;
         let thread = match by {
             Commits::Thread => {
@@ -751,14 +688,14 @@ impl Cache {
             // The caller's (or no thread to be had): done at once.
             (None, _) => {
                 self.dev.flush()?;
-                return self.behind_flushed();
+                return self.behind_flushed(order);
             }
         };
         Ok(())
     }
 
     /// Waits for the flush in flight, then runs what waited on it.
-    fn await_behind(&mut self) -> device::Result<()> {
+    fn await_behind(&mut self, order: &mut Ordering) -> device::Result<()> {
         self.await_retiring()?;
         match std::mem::replace(&mut self.behind, Behind::Idle) {
             Behind::Idle => return Ok(()),
@@ -770,29 +707,26 @@ impl Cache {
             })?,
             Behind::Deferred => {}
         }
-        self.behind_flushed()
+        self.behind_flushed(order)
     }
 
     /// The flush in flight, if one is and it returned, done with (what
     /// waited on it run, the checkpoint gone on). Called at each eviction,
     /// and by the file system at each call.
-    pub fn poll_behind(&mut self) -> device::Result<()> {
+    pub fn poll_behind(&mut self, order: &mut Ordering) -> device::Result<()> {
         match &self.behind {
-            Behind::Thread(thread) if thread.is_finished() => self.await_behind(),
+            Behind::Thread(thread) if thread.is_finished() => self.await_behind(order),
             _ => Ok(()),
         }
     }
 
     /// A flush issued at the last seal returned: the work that waited on
     /// the writes before it runs, and a checkpoint goes on.
-    fn behind_flushed(&mut self) -> device::Result<()> {
+    fn behind_flushed(&mut self, order: &mut Ordering) -> device::Result<()> {
         let waiting: Vec<u64> = self.rolled.drain().collect();
-        if let Some(mut sd) = self.sd.take() {
-            sd.sealed_flushed(self);
-            self.sd = Some(sd);
-        }
+        order.sealed_flushed(self);
         if self.rounds > 0 {
-            self.next_round(waiting)?;
+            self.next_round(order, waiting)?;
         }
         Ok(())
     }
@@ -802,20 +736,20 @@ impl Cache {
     /// behind them. What still waits once a round lets none go, or the
     /// rounds are done, is written with its updates rolled back, so that
     /// the first write-back after the next flush finds it ready.
-    fn next_round(&mut self, mut waiting: Vec<u64>) -> device::Result<()> {
+    fn next_round(&mut self, order: &mut Ordering, mut waiting: Vec<u64>) -> device::Result<()> {
         self.rounds -= 1;
         waiting.sort_unstable();
         waiting.retain(|b| self.dirty.contains(b));
-        self.write_blocks(&waiting, Waiting::HoldBack)?;
+        self.write_blocks(order, &waiting, Waiting::HoldBack)?;
         if self.rolled.is_empty() {
-            self.rounds_done();
+            self.rounds_done(order);
         } else if self.rounds == 0 || self.rolled.len() == waiting.len() {
-            self.rounds_done();
+            self.rounds_done(order);
             let mut left: Vec<u64> = self.rolled.drain().collect();
             left.sort_unstable();
-            self.write_blocks(&left, Waiting::RollBack)?;
+            self.write_blocks(order, &left, Waiting::RollBack)?;
         } else {
-            self.flush_behind(self.rounds_by)?;
+            self.flush_behind(order, self.rounds_by)?;
         }
         Ok(())
     }
@@ -836,9 +770,9 @@ impl Cache {
     /// buffers fill half the cache again, or the shadows of changed
     /// metadata grow by a quarter of it past what this one left (or past
     /// half of it), whichever is first.
-    fn rounds_done(&mut self) {
+    fn rounds_done(&mut self, order: &mut Ordering) {
         self.rounds = 0;
-        let shadows = self.sd.as_deref().map_or(0, Softdep::shadows);
+        let shadows = order.shadows();
         self.shadow_mark = (self.capacity_blocks / 2).max(shadows + self.capacity_blocks / 4);
     }
 
@@ -847,30 +781,30 @@ impl Cache {
     /// Under `softdep`, a buffer that cannot go complete is held back
     /// (dirty, passed over) until a checkpoint lets it go (the syncer's
     /// flush, or one here once such buffers fill half the cache).
-    fn make_room(&mut self) -> device::Result<()> {
+    fn make_room(&mut self, order: &mut Ordering) -> device::Result<()> {
         if self.bufs.len() >= self.capacity_blocks && !self.retired.is_empty() {
-            self.write_retired()?;
+            self.write_retired(order)?;
         }
-        if self.sd.is_some() {
-            self.poll_behind()?;
+        if order.holds_back() {
+            self.poll_behind(order)?;
             let full =
                 self.bufs.len() >= self.capacity_blocks && self.rolled.len() > self.capacity_blocks / 2;
-            let shadows = self.sd.as_deref().map_or(0, Softdep::shadows);
+            let shadows = order.shadows();
             if matches!(self.behind, Behind::Idle) {
                 if full || shadows > self.shadow_mark {
                     // A checkpoint: what can go complete is written, and a
                     // flush goes behind it while the calls go on. Held-back
                     // buffers filling the cache, or shadows the memory
                     // (a removal writes little and changes much).
-                    self.write_ready()?;
-                    self.start_rounds(self.flushes_by)?;
+                    self.write_ready(order)?;
+                    self.start_rounds(order, self.flushes_by)?;
                 }
             } else if (full && self.rolled.len() > self.capacity_blocks * 3 / 4)
                 || shadows > self.shadow_mark + self.capacity_blocks / 2
             {
                 // The flush in flight is waited for rather than the cache
                 // (or the memory) overrun.
-                self.await_behind()?;
+                self.await_behind(order)?;
             }
         }
         let mut passed = 0;
@@ -895,7 +829,7 @@ impl Cache {
                     .copied()
                     .collect();
                 batch.sort_unstable();
-                self.write_blocks(&batch, self.evicting())?;
+                self.write_blocks(order, &batch, self.evicting())?;
                 if self.is_dirty(&block) {
                     continue;
                 }
@@ -906,9 +840,7 @@ impl Cache {
             self.stats.evictions += 1;
             // One the disk's copy of is still shadowed (its write not yet
             // flushed) is what the rules look at next: kept looked at.
-            if let Some(buf) =
-                buf.filter(|_| self.sd.as_ref().is_some_and(|sd| sd.durable_bytes(block).is_some()))
-            {
+            if let Some(buf) = buf.filter(|_| order.shadowed(block)) {
                 keep_peeked(self.peeked.get_mut(), block, buf.data);
             }
         }
@@ -974,7 +906,7 @@ mod tests {
         assert_eq!(cache.memory(5).unwrap()[0], 1);
         dev.write_at(&block(2), at).unwrap();
         assert_eq!(cache.memory(5).unwrap()[0], 1, "looked at again without a read");
-        assert_eq!(cache.read(5).unwrap()[0], 1, "loaded without a read");
+        assert_eq!(cache.read(&mut Ordering::Async, 5).unwrap()[0], 1, "loaded without a read");
         assert!(cache.peeked.get_mut().is_empty(), "a block with a buffer is not kept looked at");
     }
 
@@ -986,11 +918,11 @@ mod tests {
         let dev: Arc<dyn Device> = Arc::new(MemDevice::new(1 << 20).unwrap());
         let mut cache = Cache::new(dev, 64 * BLOCK_BYTES as u64, false, Clock::Wall);
         for b in 0..64 {
-            cache.read(b).unwrap();
+            cache.read(&mut Ordering::Async, b).unwrap();
         }
-        cache.read(0).unwrap();
-        cache.read(63).unwrap();
-        cache.read(64).unwrap();
+        cache.read(&mut Ordering::Async, 0).unwrap();
+        cache.read(&mut Ordering::Async, 63).unwrap();
+        cache.read(&mut Ordering::Async, 64).unwrap();
         assert!(cache.cached(0).is_some(), "used again: kept");
         assert!(cache.cached(1).is_none(), "the least recently used: evicted");
         assert!(cache.cached(63).is_some(), "among the most recent: kept");

@@ -49,7 +49,7 @@ impl Core {
     /// The record at byte `at` of directory block `block`, copied out of
     /// the cache.
     fn dir_record(&mut self, block: u64, at: usize) -> Result<DirRecord, Errno> {
-        let bytes = match self.cache.read(block) {
+        let bytes = match self.cache.read(&mut self.order, block) {
             Ok(b) => b,
             Err(e) => return Err(io_failed(self, e)),
         };
@@ -70,7 +70,7 @@ impl Core {
         for n in from / BLOCK..blocks {
             let block = self.dir_block(dir, inode, n)?;
             // Read in place: the walk changes nothing.
-            let bytes = match self.cache.read(block) {
+            let bytes = match self.cache.read(&mut self.order, block) {
                 Ok(b) => b,
                 Err(e) => return Err(io_failed(self, e)),
             };
@@ -130,7 +130,7 @@ impl Core {
         let need = record_bytes(name_len);
         for n in 0..inode.size / BLOCK {
             let block = self.dir_block(dir, inode, n)?;
-            let bytes = match self.cache.read(block) {
+            let bytes = match self.cache.read(&mut self.order, block) {
                 Ok(b) => b,
                 Err(e) => return Err(io_failed(self, e)),
             };
@@ -179,7 +179,7 @@ impl Core {
         inode.size += BLOCK;
         self.dir_empty_block(block)?;
         let rec = DirRecord { ino, reclen: DIR_CHUNK_BYTES as u16, kind, name: name.to_vec() };
-        match self.cache.modify(u64::from(block)) {
+        match self.cache.modify(&mut self.order, u64::from(block)) {
             Ok(bytes) => rec.write(bytes, 0),
             Err(e) => return Err(io_failed(self, e)),
         }
@@ -202,8 +202,8 @@ impl Core {
         ino: u32,
         kind: u8,
     ) -> Result<(), Errno> {
-        self.cache.set_kind(block, Kind::Dir);
-        let bytes = match self.cache.modify(block) {
+        self.order.set_kind(block, Kind::Dir);
+        let bytes = match self.cache.modify(&mut self.order, block) {
             Ok(b) => b,
             Err(e) => return Err(io_failed(self, e)),
         };
@@ -220,24 +220,20 @@ impl Core {
 
     /// Under `softdep`: an entry naming `ino` is at byte `at` of `block`.
     fn added(&mut self, block: u64, at: usize, ino: u32) {
-        if let Some(sd) = &mut self.cache.sd {
-            sd.added(block, at, ino);
-        }
+        self.order.added(block, at, ino);
     }
 
     /// Under `softdep`: a new name of `ino` is in `dir`'s `block` (what
     /// a per-file fsync makes durable with the file).
     fn named(&mut self, ino: u32, dir: u32, block: u64) {
-        if let Some(sd) = &mut self.cache.sd {
-            sd.named(ino, dir, block);
-        }
+        self.order.named(ino, dir, block);
     }
 
     /// Under `softdep`: the entry `rec` at byte `at` of `block` goes (a
     /// directory's counts its own `.` too).
     fn entry_gone(&mut self, block: u64, at: usize, rec: &DirRecord) {
         let weight = if rec.kind == DT_DIR && rec.name != b".." { 2 } else { 1 };
-        self.removed(rec.ino, weight, Gone { block, at, names: rec.ino });
+        self.order.removed(rec.ino, weight, Gone { block, at, names: rec.ino });
     }
 
     fn index_insert(&mut self, dir: u32, name: &[u8], offset: u64) {
@@ -258,7 +254,7 @@ impl Core {
     ) -> Result<u64, Errno> {
         let block = self.dir_block(dir, inode, offset / BLOCK)?;
         let target = (offset % BLOCK) as usize;
-        let bytes = match self.cache.read(block) {
+        let bytes = match self.cache.read(&mut self.order, block) {
             Ok(b) => b,
             Err(e) => return Err(io_failed(self, e)),
         };
@@ -272,8 +268,8 @@ impl Core {
         let previous = previous.map(|(at, rec)| (at, rec.to_owned()));
         let rec = DirRecord::peek(bytes, target).map(RecordRef::to_owned).ok_or(Errno::IO)?;
         self.entry_gone(block, target, &rec);
-        self.cache.set_kind(block, Kind::Dir);
-        let out = match self.cache.modify(block) {
+        self.order.set_kind(block, Kind::Dir);
+        let out = match self.cache.modify(&mut self.order, block) {
             Ok(b) => b,
             Err(e) => return Err(io_failed(self, e)),
         };
@@ -309,8 +305,8 @@ impl Core {
         if rec.name != b".." {
             self.named(ino, dir, block);
         }
-        self.cache.set_kind(block, Kind::Dir);
-        match self.cache.modify(block) {
+        self.order.set_kind(block, Kind::Dir);
+        match self.cache.modify(&mut self.order, block) {
             Ok(out) => DirRecord { ino, kind, ..rec }.write(out, at),
             Err(e) => return Err(io_failed(self, e)),
         }
@@ -330,8 +326,8 @@ impl Core {
 
     /// The first block of a new directory: `.` and `..`.
     pub fn dir_init(&mut self, block: u32, ino: u32, parent: u32) -> Result<(), Errno> {
-        self.cache.set_kind(u64::from(block), Kind::Dir);
-        let bytes = match self.cache.fresh(u64::from(block)) {
+        self.order.set_kind(u64::from(block), Kind::Dir);
+        let bytes = match self.cache.fresh(&mut self.order, u64::from(block)) {
             Ok(b) => b,
             Err(e) => return Err(io_failed(self, e)),
         };
@@ -353,8 +349,8 @@ impl Core {
     /// A directory block of empty chunks (a zeroed block is not one: a
     /// record of length zero does not parse).
     pub fn dir_empty_block(&mut self, block: u32) -> Result<(), Errno> {
-        self.cache.set_kind(u64::from(block), Kind::Dir);
-        let bytes = match self.cache.fresh(u64::from(block)) {
+        self.order.set_kind(u64::from(block), Kind::Dir);
+        let bytes = match self.cache.fresh(&mut self.order, u64::from(block)) {
             Ok(b) => b,
             Err(e) => return Err(io_failed(self, e)),
         };

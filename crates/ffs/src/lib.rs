@@ -3,10 +3,11 @@
 //! indirect; FFS directories whose entries never move) over any
 //! [`device::Device`], served through [`fsapi::FileSystem`]. The format is
 //! in docs/formats.md ("File system"); the policies decide which metadata
-//! writes go out at once and in what order (`sync`: `Core::ordered` at
-//! each ordering point in `ops.rs`; `softdep`: `softdep/`, reached from
-//! the buffer cache; `log`: `wapbl.rs`; an fsync's share: `fsync.rs`);
-//! `fsck/` checks an unmounted image and repairs it, a file per pass.
+//! writes go out at once and in what order, every decision in one home,
+//! `policy/` (its `Ordering` sits beside the buffer cache, which asks it
+//! what each write carries; soft updates' dependencies are in
+//! `softdep/`, the `log` policy's log region in `wapbl.rs`); `fsck/`
+//! checks an unmounted image and repairs it, a file per pass.
 //!
 //! This crate depends on `device`, `fsapi`, `codec` (the fields and
 //! checksums of its superblock and group headers) and `blocklog` (the
@@ -26,11 +27,11 @@ mod dir;
 mod fault;
 pub mod format;
 pub mod fsck;
-mod fsync;
 mod mkfs;
 mod mount;
 mod ops;
 mod pages;
+mod policy;
 mod range;
 mod softdep;
 mod unclean;
@@ -47,6 +48,7 @@ pub use format::Policy;
 pub use mkfs::{geometry, mkfs, MkfsOptions};
 pub use mount::{log_region, read_superblock, read_superblock_slots, SuperblockRead, Unmounted};
 pub use ops::{Ffs, MountOptions};
+pub use policy::SYNCER_AGE;
 pub use softdep::SoftdepStats;
 pub use unclean::{Mounted, Unclean, UncleanImage};
 pub use wapbl::replay as replay_log;

@@ -2,15 +2,15 @@
 //! groups' counts loaded, everything written back at the end.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use blocklog::ReplayReport;
 use device::{AlignedBuf, Device};
 
 use crate::cache::Cache;
-use crate::core::{Core, GroupCounts, LogState};
+use crate::core::{Core, GroupCounts};
 use crate::format::*;
 use crate::mkfs::now_ns;
+use crate::policy::LogState;
 use crate::{wapbl, Dev, Ffs, FieldFault, FsError, MountOptions, Problem};
 
 /// Reads block `n` straight from the device.
@@ -219,10 +219,8 @@ impl Ffs {
         };
         let mut cache =
             Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some(), options.clock.clone());
-        if options.policy == Policy::Softdep {
-            cache.sd = Some(Box::new(crate::softdep::Softdep::new(sb.clone())));
-            cache.set_flushes_by(options.commits);
-        }
+        // Who flushes behind the calls (soft updates' checkpoints).
+        cache.set_flushes_by(options.commits);
         let log_state = LogState::new(commit_blocks, options.clock.now());
         let mut core = Core::new(sb, (groups, initialized), cache, options.policy, log_state);
         let mut committer = None;
@@ -258,9 +256,9 @@ impl Ffs {
 
     /// Writes the superblock into its next slot and makes it durable
     /// (under `log`: commits it, with everything else changed).
-    fn write_superblock(&self) -> Result<(), FsError> {
+    pub(crate) fn write_superblock(&self) -> Result<(), FsError> {
         let mut core = self.lock();
-        if core.policy == Policy::Log {
+        if core.order.is_logged() {
             return core.commit().map_err(|e| self.failed(core, e));
         }
         let (buf, slot) = core.next_superblock(self.dev.buffer_align());
@@ -271,46 +269,16 @@ impl Ffs {
     }
 
     /// Records a failed write: the file system takes no more changes.
-    fn failed(&self, mut core: std::sync::MutexGuard<'_, Core>, e: device::DeviceError) -> FsError {
+    pub(crate) fn failed(
+        &self,
+        mut core: std::sync::MutexGuard<'_, Core>,
+        e: device::DeviceError,
+    ) -> FsError {
         core.failed.get_or_insert_with(|| crate::Failure::of(&e));
         e.into()
     }
 
-    /// Writes everything back, sorted, then the superblock: all of it
-    /// durable when this returns (`sync`, and `fsync` under `log` and
-    /// `softdep`). Under `log`, one commit.
-    pub fn sync_all(&self) -> Result<(), FsError> {
-        let mut core = self.lock();
-        core.check_alive().map_err(|_| self.failure_of(&core))?;
-        if core.policy == Policy::Log {
-            return core.commit().map_err(|e| self.failed(core, e));
-        }
-        if core.policy == Policy::Softdep {
-            if core.softdep_sync().is_err() {
-                if core.failed.is_none() {
-                    // Not a device's error: the passes ended with work
-                    // waiting (`Core::softdep_sync`). The image stays
-                    // marked not clean on the disk.
-                    return Err(FsError::Damaged(
-                        "soft updates' write-back passes ended with dependencies still waiting".into(),
-                    ));
-                }
-                return Err(self.failure_of(&core));
-            }
-            // Everything is on the disk: a directory's move too.
-            core.settle_moving();
-            drop(core);
-            return self.write_superblock();
-        }
-        let written = core.stage_group_headers().and_then(|()| core.cache.write_back(true));
-        if let Err(e) = written {
-            return Err(self.failed(core, e));
-        }
-        drop(core);
-        self.write_superblock()
-    }
-
-    fn failure_of(&self, core: &Core) -> FsError {
+    pub(crate) fn failure_of(&self, core: &Core) -> FsError {
         match &core.failed {
             Some(failure) => FsError::Failed(failure.clone()),
             None => FsError::Invalid("the file system failed, and kept no cause".into()),
@@ -321,48 +289,6 @@ impl Ffs {
     /// failed write (its host out of room, or the device failing).
     pub fn failure(&self) -> Option<crate::Failure> {
         self.lock().failed.clone()
-    }
-
-    /// The syncer's pass: writes buffers dirty for longer than `age`.
-    pub fn write_back_older(&self, age: Duration) -> Result<usize, FsError> {
-        let mut core = self.lock();
-        core.check_alive().map_err(|_| self.failure_of(&core))?;
-        Ok(core.cache.write_back_older(age)?)
-    }
-
-    /// The periodic work a mount's syncer does about once a second: under
-    /// `log`, commits what changed if the last commit is a second old (as
-    /// WAPBL's); under every policy, writes back buffers dirty for longer
-    /// than `age` (under `softdep`, then flushes, so that what waited on
-    /// them can go next).
-    pub fn tick(&self, age: Duration) -> Result<(), FsError> {
-        let mut core = self.lock();
-        core.check_alive().map_err(|_| self.failure_of(&core))?;
-        let pending = core.cache.dirty_meta() > 0 || core.cache.meta_since_flush > 0;
-        let since_commit = core.cache.now().saturating_sub(core.log.last_commit);
-        if core.policy == Policy::Log && pending && since_commit >= Duration::from_secs(1) {
-            core.commit_behind().map_err(|e| self.failed(core, e))?;
-            return Ok(());
-        }
-        if core.policy == Policy::Softdep {
-            // As FreeBSD's syncer under soft updates: buffers go out once
-            // they have been dirty for `age` (what is ready complete, the
-            // rest rolled back), then a flush lets the work that waited on
-            // them run. Nothing is flushed while nothing is old enough.
-            let written = core.cache.write_back_older(age).map_err(|e| self.failed(core, e))?;
-            if written > 0 {
-                let mut core = self.lock();
-                if let Err(e) = core.cache.flush() {
-                    return Err(self.failed(core, e));
-                }
-                core.apply_released().map_err(|_| self.failure_of(&core))?;
-            }
-            let mut core = self.lock();
-            core.write_moves().map_err(|_| self.failure_of(&core))?;
-            return Ok(());
-        }
-        core.cache.write_back_older(age).map_err(|e| self.failed(core, e))?;
-        Ok(())
     }
 
     /// Unmounts: frees inodes unlinked while they were open, writes
@@ -379,7 +305,7 @@ impl Ffs {
         self.sync_all()?;
         {
             let mut core = self.lock();
-            let waiting = core.cache.sd.as_ref().is_some_and(|sd| !sd.idle()) || core.cache.dirty_meta() > 0;
+            let waiting = core.order.waiting() || core.cache.dirty_meta() > 0;
             if waiting {
                 // Soft updates could not finish (it should always): the
                 // image is left marked not clean rather than trusted.
@@ -403,7 +329,7 @@ impl Ffs {
             superblock: core.sb.clone(),
             cache: core.cache.stats,
             log: self.log_stats(),
-            softdep: core.cache.sd.as_ref().map(|sd| sd.stats),
+            softdep: core.order.stats(),
         })
     }
 
@@ -436,7 +362,7 @@ impl Ffs {
 
     /// Soft updates' counters so far (under `softdep`; None otherwise).
     pub fn softdep_stats(&self) -> Option<crate::SoftdepStats> {
-        self.lock().cache.sd.as_ref().map(|sd| sd.stats)
+        self.lock().order.stats()
     }
 
     /// The superblock as mounted (counts current).

@@ -187,16 +187,15 @@ impl Ffs {
         // Under `softdep`, a checkpoint's flush done with, and the blocks
         // and inodes a flush released.
         if core.failed.is_none() {
-            if let Err(e) = core.cache.poll_behind() {
+            let polled = {
+                let core = &mut *core;
+                core.cache.poll_behind(&mut core.order)
+            };
+            if let Err(e) = polled {
                 io_failed(&mut core, e);
             }
         }
-        if core
-            .cache
-            .sd
-            .as_ref()
-            .is_some_and(|sd| !sd.released_blocks.is_empty() || !sd.released_inodes.is_empty())
-        {
+        if core.order.released() {
             let _ = core.apply_released();
         }
         core
@@ -575,8 +574,8 @@ impl FileSystem for Ffs {
             return make(&mut core, parent, name, inode, None);
         }
         let fill = move |core: &mut Core, block: u32, _: u32| {
-            core.cache.set_kind(u64::from(block), crate::softdep::Kind::Symlink);
-            match core.cache.fresh(u64::from(block)) {
+            core.order.set_kind(u64::from(block), crate::softdep::Kind::Symlink);
+            match core.cache.fresh(&mut core.order, u64::from(block)) {
                 Ok(bytes) => {
                     bytes[..target.len()].copy_from_slice(&target);
                     Ok(())
@@ -588,7 +587,8 @@ impl FileSystem for Ffs {
     }
 
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        let mut core = self.lock();
+        let mut guard = self.lock();
+        let core = &mut *guard;
         let ino = core.valid_ino(ino)?;
         let inode = core.inode(ino)?;
         if inode.mode & S_IFMT != S_IFLNK {
@@ -601,9 +601,9 @@ impl FileSystem for Ffs {
             return Err(Errno::IO); // a long target with no block: damaged
         }
         // Shorter than a block: a bound of the inode's decoder.
-        match core.cache.read(u64::from(inode.direct[0])) {
+        match core.cache.read(&mut core.order, u64::from(inode.direct[0])) {
             Ok(bytes) => Ok(bytes[..inode.size as usize].to_vec()),
-            Err(e) => Err(io_failed(&mut core, e)),
+            Err(e) => Err(io_failed(core, e)),
         }
     }
 
@@ -673,7 +673,7 @@ impl FileSystem for Ffs {
         // directory (whose `..` it counts) is unattached there: its entry
         // gone.
         let at = (found.offset % BLOCK_BYTES as u64) as usize;
-        core.removed(parent, 1, Gone { block, at, names: found.ino });
+        core.order.removed(parent, 1, Gone { block, at, names: found.ino });
         dir.nlink -= 1;
         touch(&mut dir);
         let block = core.put_inode(parent, &dir)?;
@@ -727,7 +727,8 @@ impl FileSystem for Ffs {
     }
 
     fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let mut core = self.lock();
+        let mut guard = self.lock();
+        let core = &mut *guard;
         let ino = core.valid_ino(ino)?;
         let mut inode = core.inode(ino)?;
         file_only(&inode)?;
@@ -739,9 +740,9 @@ impl FileSystem for Ffs {
             let out = &mut buf[(at - offset) as usize..(at - offset) as usize + len];
             match core.bmap(ino, &mut inode, n, false)? {
                 None => out.fill(0),
-                Some((block, _)) => match core.cache.read(u64::from(block)) {
+                Some((block, _)) => match core.cache.read(&mut core.order, u64::from(block)) {
                     Ok(bytes) => out.copy_from_slice(&bytes[within..within + len]),
-                    Err(e) => return Err(io_failed(&mut core, e)),
+                    Err(e) => return Err(io_failed(core, e)),
                 },
             }
             at += len as u64;
@@ -795,23 +796,7 @@ impl FileSystem for Ffs {
     /// change of times alone from one of size or pointers would need a
     /// record of what changed, and the inode block is one write.
     fn fsync(&self, ino: Ino, _data_only: bool) -> Result<()> {
-        let mut core = self.lock();
-        let ino = core.valid_ino(ino)?;
-        match core.policy {
-            Policy::Sync | Policy::Async => {
-                core.check_alive()?;
-                core.sync_file(ino).map(|_| ())
-            }
-            Policy::Softdep => {
-                core.check_alive()?;
-                core.softdep_sync_file(ino)
-            }
-            Policy::Log => {
-                core.inode(ino)?;
-                drop(core);
-                self.sync()
-            }
-        }
+        self.fsync_file(ino)
     }
 
     fn statfs(&self) -> Result<StatFs> {
@@ -945,7 +930,7 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
         let within = (size % BLOCK_BYTES as u64) as usize;
         if within != 0 {
             if let Some((block, _)) = core.bmap(ino, inode, size / BLOCK_BYTES as u64, false)? {
-                match core.cache.modify_data(u64::from(block)) {
+                match core.cache.modify_data(&mut core.order, u64::from(block)) {
                     Ok(bytes) => bytes[within..].fill(0),
                     Err(e) => return Err(io_failed(core, e)),
                 }
@@ -1015,7 +1000,7 @@ fn rename(
         let dotdot = core.dir_lookup(src.ino, &mut moved, b"..")?.ok_or(Errno::IO)?;
         let block = core.dir_retarget(src.ino, &mut moved, dotdot.offset, new_parent, DT_DIR)?;
         core.ordered(block)?;
-        core.moved(Move {
+        core.order.moved(Move {
             ino: src.ino,
             from: parent,
             to: new_parent,
@@ -1130,7 +1115,7 @@ fn replaced(core: &mut Core, ino: u32, parent: u32, same_parent: bool, gone: Gon
         return unlinked(core, ino, old, 1);
     }
     let mut dir = dir_inode(core, parent)?;
-    core.removed(parent, 1, gone);
+    core.order.removed(parent, 1, gone);
     dir.nlink -= u16::from(same_parent);
     let block = core.put_inode(parent, &dir)?;
     core.ordered(block)?;
@@ -1229,7 +1214,7 @@ fn exchange(core: &mut Core, parent: u32, name: &[u8], new_parent: u32, new_name
         let (old, new) =
             if moved == a.ino { ((a_block, a.offset), b_block) } else { ((b_block, b.offset), a_block) };
         let from = if to == parent { new_parent } else { parent };
-        core.moved(Move {
+        core.order.moved(Move {
             ino: moved,
             from,
             to,

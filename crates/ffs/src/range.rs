@@ -91,7 +91,7 @@ impl Core {
             }
             if new || !matches!(fill.what, What::Holes) {
                 // A new block becomes file data (zeroed already).
-                let bytes = match self.cache.modify_data(u64::from(block)) {
+                let bytes = match self.cache.modify_data(&mut self.order, u64::from(block)) {
                     Ok(bytes) => &mut bytes[within..within + part],
                     Err(e) => return Err(io_failed(self, e)),
                 };
@@ -111,7 +111,7 @@ impl Core {
     fn zero_within(&mut self, ino: u32, inode: &mut DiskInode, start: u64, end: u64) -> Result<()> {
         debug_assert!(start < end && start / B == (end - 1) / B, "within one block");
         let Some((block, _)) = self.bmap(ino, inode, start / B, false)? else { return Ok(()) };
-        match self.cache.modify_data(u64::from(block)) {
+        match self.cache.modify_data(&mut self.order, u64::from(block)) {
             Ok(bytes) => bytes[(start % B) as usize..][..(end - start) as usize].fill(0),
             Err(e) => return Err(io_failed(self, e)),
         }
@@ -205,7 +205,7 @@ impl Core {
     /// released).
     fn ensure_room(&mut self, inode: &DiskInode, first: u64, end: u64) -> Result<()> {
         let holes = self.holes(inode, first, end)?;
-        if holes > self.sb.free_blocks && self.cache.sd.as_ref().is_some_and(|sd| !sd.idle()) {
+        if holes > self.sb.free_blocks && self.order.waiting() {
             self.softdep_sync()?;
         }
         if holes > self.sb.free_blocks {

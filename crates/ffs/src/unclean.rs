@@ -81,7 +81,7 @@ impl UncleanImage {
             // A crashed softdep mount that recorded more than leaks was
             // moving a directory between directories (`Core::mark_moving`),
             // or was forced over damage.
-            Damage::Unknown if !self.clean && self.policy == Policy::Softdep => Some(
+            Damage::Unknown if !self.clean && self.policy.marks_moves() => Some(
                 "its superblock says more than leaks: a directory was moving between directories (a crash \
                  inside the move may leave it named from both parents, or its `..` naming the old one), or \
                  the mount was forced over damage no check has repaired",
@@ -92,7 +92,7 @@ impl UncleanImage {
         };
         match (crash, recorded) {
             (Some(crash), Some(recorded))
-                if self.policy == Policy::Softdep && self.recorded == Damage::Unknown =>
+                if self.policy.marks_moves() && self.recorded == Damage::Unknown =>
             {
                 format!("{crash}; but {recorded}")
             }

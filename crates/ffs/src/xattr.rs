@@ -28,7 +28,7 @@ impl Core {
         if !self.sb.is_data(u64::from(inode.xattr)) {
             return Err(Errno::IO);
         }
-        let bytes = match self.cache.read(u64::from(inode.xattr)) {
+        let bytes = match self.cache.read(&mut self.order, u64::from(inode.xattr)) {
             Ok(b) => b,
             Err(e) => return Err(io_failed(self, e)),
         };
@@ -63,8 +63,8 @@ impl Core {
     fn new_xattr_block(&mut self, ino: u32, inode: &DiskInode, attrs: &XattrBlock) -> Result<u32, Errno> {
         let hint = if inode.xattr != 0 { u64::from(inode.xattr) } else { self.inode_group_data(ino) };
         let block = self.alloc_block(hint)?;
-        self.cache.set_kind(u64::from(block), Kind::Xattr);
-        match self.cache.fresh(u64::from(block)) {
+        self.order.set_kind(u64::from(block), Kind::Xattr);
+        match self.cache.fresh(&mut self.order, u64::from(block)) {
             Ok(bytes) => attrs.encode(ino, bytes),
             Err(e) => return Err(io_failed(self, e)),
         }

@@ -3,8 +3,7 @@
 //! syncer a mounted image runs.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 use device::LockKind;
@@ -165,27 +164,12 @@ pub(crate) fn refused(e: ffs::FsError, target: &str, log: &BlockLogArgs) -> anyh
     UsageError(text).into()
 }
 
-/// A mount's syncer, until `done`: once a second the file system's
-/// periodic work (`Ffs::tick`: buffers dirty for 30 s written back, under
-/// `log` a commit); `every` runs ten times a second. A failure is told
-/// once: the file system refuses every change after it, and every tick
-/// would say so again.
-pub(crate) fn syncer(fs: &Ffs, image: Image<'_>, done: &AtomicBool, mut every: impl FnMut()) {
-    const SYNCER_AGE: Duration = Duration::from_secs(30);
-    let mut ticks = 0u32;
-    let mut told = false;
-    while !done.load(Ordering::Relaxed) {
-        std::thread::park_timeout(Duration::from_millis(100));
-        every();
-        ticks += 1;
-        if ticks % 10 == 0 {
-            if let Err(e) = fs.tick(SYNCER_AGE) {
-                if !told {
-                    let e = image.advise(e.into());
-                    eprintln!("iolab: warning: the syncer's write-back failed: {}", crate::message(&e));
-                }
-                told = true;
-            }
-        }
-    }
+/// A mount's syncer, until `done` (`Ffs::syncer`); `every` runs ten
+/// times a second. A failure is told once: the file system refuses every
+/// change after it.
+pub(crate) fn syncer(fs: &Ffs, image: Image<'_>, done: &AtomicBool, every: impl FnMut()) {
+    fs.syncer(done, every, |e| {
+        let e = image.advise(e.into());
+        eprintln!("iolab: warning: the syncer's write-back failed: {}", crate::message(&e));
+    });
 }

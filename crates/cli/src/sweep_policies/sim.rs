@@ -10,7 +10,6 @@
 
 use std::ffi::OsStr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use device::{Clock, Device, Slice, VirtualClock};
 use ffs::{Ffs, MkfsOptions, MountOptions, Policy};
@@ -20,9 +19,6 @@ use workloads::tree::{extract_observed, remove_tree_observed};
 
 use super::progress;
 use crate::UsageError;
-
-/// The age at which the syncer writes a dirty buffer back, as a mount's.
-const SYNCER_AGE: Duration = Duration::from_secs(30);
 
 /// A simulated disk to make each run's file system on.
 pub struct SimDisk {
@@ -135,7 +131,7 @@ fn phase(
     let worked = work(&fs, &mut || {
         while clock.now() >= next_tick && syncer_failed.is_none() {
             next_tick += 1_000_000_000;
-            if let Err(e) = fs.tick(SYNCER_AGE) {
+            if let Err(e) = fs.tick(ffs::SYNCER_AGE) {
                 syncer_failed = Some(e);
             }
         }

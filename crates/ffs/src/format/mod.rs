@@ -106,6 +106,14 @@ pub enum Policy {
 }
 
 impl Policy {
+    /// Whether a mount under this policy raises the superblock's damage
+    /// past what its crash leaves while a directory moves between
+    /// directories (`softdep`: `Core::mark_moving`), so that a recorded
+    /// `Damage::Unknown` may mean a move rather than forced damage.
+    pub fn marks_moves(self) -> bool {
+        matches!(self, Policy::Softdep)
+    }
+
     fn code(self) -> u8 {
         match self {
             Policy::Async => 0,

@@ -11,9 +11,10 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 
 use crate::cache::Cache;
-use crate::core::{initialized_for, Core, GroupCounts, LogState};
+use crate::core::{initialized_for, Core, GroupCounts};
 use crate::format::*;
 use crate::mount::replayed_or_log_damage;
+use crate::policy::LogState;
 use crate::{Dev, FsError, Policy};
 
 mod pass1;
@@ -514,7 +515,7 @@ impl Checker {
 
     /// Makes every repair durable.
     fn write_repairs(&mut self) -> Result<(), FsError> {
-        self.core.cache.write_back(true).map_err(FsError::Device)?;
+        self.core.cache.write_back(&mut self.core.order, true).map_err(FsError::Device)?;
         match &self.core.failed {
             Some(failure) => {
                 Err(FsError::Invalid(format!("a repair could not be written: {}", failure.cause)))
@@ -544,7 +545,7 @@ impl Checker {
         }
         sb.damage = if clean { Damage::None } else { sb.damage.max(damage) };
         self.write_superblock_next()?;
-        self.core.cache.flush().map_err(FsError::Device)
+        self.core.cache.flush(&mut self.core.order).map_err(FsError::Device)
     }
 
     /// Writes the superblock one generation on, to its next slot (the
@@ -555,8 +556,8 @@ impl Checker {
         sb.generation += 1;
         let slot = sb.generation % 2;
         let bytes = sb.encode();
-        self.core.cache.fresh(slot)?[..bytes.len()].copy_from_slice(&bytes);
-        self.core.cache.write_now(slot)?;
+        self.core.cache.fresh(&mut self.core.order, slot)?[..bytes.len()].copy_from_slice(&bytes);
+        self.core.cache.write_now(&mut self.core.order, slot)?;
         Ok(())
     }
 
@@ -565,7 +566,7 @@ impl Checker {
     }
 
     fn read(&mut self, block: u64) -> Result<Vec<u8>, FsError> {
-        Ok(self.core.cache.read(block)?.to_vec())
+        Ok(self.core.cache.read(&mut self.core.order, block)?.to_vec())
     }
 
     /// Blocks `first..first + blocks` will be read soon ([`device::Device::will_need`]).

@@ -249,7 +249,7 @@ impl Checker {
             inode.xattr = 0;
             return Ok(true);
         }
-        attrs.encode(ino, self.core.cache.modify(u64::from(block))?);
+        attrs.encode(ino, self.core.cache.modify(&mut self.core.order, u64::from(block))?);
         Ok(false)
     }
 
@@ -367,7 +367,7 @@ impl Checker {
             match copy {
                 Some(copy) => {
                     let bytes = self.read(block)?;
-                    self.core.cache.modify(copy)?.copy_from_slice(&bytes);
+                    self.core.cache.modify(&mut self.core.order, copy)?.copy_from_slice(&bytes);
                     self.move_data_pointer(&mut inode, block, copy as u32)?;
                 }
                 None => {
@@ -416,7 +416,7 @@ impl Checker {
             if let Some(i) =
                 (0..POINTERS_PER_BLOCK as usize).find(|&i| u64::from(pointer_at(&bytes, i)) == block)
             {
-                set_pointer(self.core.cache.modify(holder)?, i, to);
+                set_pointer(self.core.cache.modify(&mut self.core.order, holder)?, i, to);
                 return Ok(true);
             }
         }
@@ -489,7 +489,7 @@ impl Checker {
             }
         }
         if changed && self.repair != Repair::No {
-            self.core.cache.modify(u64::from(block))?.copy_from_slice(&out);
+            self.core.cache.modify(&mut self.core.order, u64::from(block))?.copy_from_slice(&out);
         }
         Ok(true)
     }

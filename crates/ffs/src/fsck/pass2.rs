@@ -319,7 +319,7 @@ impl Checker {
                         // (as fsck_ffs's dircheck mends), or, first in its
                         // chunk, becomes one empty record: never a record
                         // too short for its own header.
-                        let out = self.core.cache.modify(u64::from(block))?;
+                        let out = self.core.cache.modify(&mut self.core.order, u64::from(block))?;
                         match previous {
                             Some(p) => {
                                 out[p + 4..p + 6].copy_from_slice(&((chunk_end - p) as u16).to_le_bytes())

@@ -426,15 +426,24 @@ impl Checker {
                     inode.double = double;
                 }
                 let outer = (k / POINTERS_PER_BLOCK) as usize;
-                let mut single = pointer_at(self.core.cache.read(u64::from(inode.double))?, outer);
+                let mut single =
+                    pointer_at(self.core.cache.read(&mut self.core.order, u64::from(inode.double))?, outer);
                 if single == 0 {
                     let Some(s) = take(self, inode)? else { break 'map false };
-                    set_pointer(self.core.cache.modify(u64::from(inode.double))?, outer, s);
+                    set_pointer(
+                        self.core.cache.modify(&mut self.core.order, u64::from(inode.double))?,
+                        outer,
+                        s,
+                    );
                     single = s;
                 }
                 (single, k % POINTERS_PER_BLOCK)
             };
-            set_pointer(self.core.cache.modify(u64::from(holder))?, index as usize, block);
+            set_pointer(
+                self.core.cache.modify(&mut self.core.order, u64::from(holder))?,
+                index as usize,
+                block,
+            );
             true
         };
         self.core.put_inode(dir, inode).map_err(Self::errno)?;
@@ -451,7 +460,7 @@ impl Checker {
         let Some(block) = self.first_unclaimed(false, |_, _| Ok(true))? else { return Ok(None) };
         self.claims.insert(block, owner);
         self.made_blocks.insert(block);
-        self.core.cache.fresh(block)?;
+        self.core.cache.fresh(&mut self.core.order, block)?;
         Ok(Some(block))
     }
 
@@ -474,7 +483,7 @@ impl Checker {
                     continue;
                 }
                 let (block, at) = sb.inode_place(ino);
-                let slot = &self.core.cache.read(block)?[at..at + INODE_BYTES];
+                let slot = &self.core.cache.read(&mut self.core.order, block)?[at..at + INODE_BYTES];
                 if DiskInode::decode(ino, slot) != InodeSlot::Free {
                     continue;
                 }

@@ -81,7 +81,8 @@ impl Checker {
                 fs_id: sb.fs_id,
                 inodes_initialized: self.core.initialized[g as usize],
             };
-            self.core.cache.modify(sb.group_start(g))?[..512].copy_from_slice(&header.encode());
+            self.core.cache.modify(&mut self.core.order, sb.group_start(g))?[..512]
+                .copy_from_slice(&header.encode());
         }
         self.core.sb.free_blocks = u64::from(totals.free_blocks);
         self.core.sb.free_inodes = u64::from(totals.free_inodes);
@@ -89,7 +90,7 @@ impl Checker {
         self.core.sb.generation += 1;
         let slot = self.core.sb.generation % 2;
         let bytes = self.core.sb.encode();
-        self.core.cache.fresh(slot)?[..bytes.len()].copy_from_slice(&bytes);
+        self.core.cache.fresh(&mut self.core.order, slot)?[..bytes.len()].copy_from_slice(&bytes);
         Ok(())
     }
 
@@ -261,7 +262,7 @@ impl Checker {
             }
         }
         if fix || made {
-            self.core.cache.modify(block)?.copy_from_slice(map);
+            self.core.cache.modify(&mut self.core.order, block)?.copy_from_slice(map);
         }
         Ok(())
     }

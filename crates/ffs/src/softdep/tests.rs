@@ -6,8 +6,11 @@ use std::sync::Arc;
 use device::{Device, MemDevice};
 use fsapi::{FileSystem, Owner, ROOT};
 
-use super::{record_at, Blocks, FreedFrom, Image, Shadow, Wait};
+use super::{record_at, Blocks, FreedFrom, Image, Shadow, Softdep, Wait};
+use crate::cache::Cache;
+use crate::core::Core;
 use crate::format::{BLOCK_BYTES, INODES_PER_BLOCK, INODE_BYTES};
+use crate::policy::Ordering;
 use crate::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
 
 /// A new file system on a memory device, mounted under `softdep`.
@@ -35,18 +38,20 @@ fn new_dir_in_a_synced_parent() -> NewDir {
     let fs = fresh_softdep();
     let p = fs.mkdir(ROOT, OsStr::new("p"), Owner::root(0o755)).unwrap().ino as u32;
     fs.sync().unwrap();
-    let mut core = fs.lock();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
     let (p_block, p_at) = core.sb.inode_place(p);
-    let p_before = core.cache.read(p_block).unwrap()[p_at..p_at + INODE_BYTES].to_vec();
+    let p_before = core.cache.read(&mut core.order, p_block).unwrap()[p_at..p_at + INODE_BYTES].to_vec();
     let p_dir = u64::from(core.inode(p).unwrap().direct[0]);
-    let dir_before = core.cache.read(p_dir).unwrap().to_vec();
-    drop(core);
+    let dir_before = core.cache.read(&mut core.order, p_dir).unwrap().to_vec();
+    drop(guard);
     let d = fs.mkdir(p.into(), OsStr::new("d"), Owner::root(0o755)).unwrap().ino as u32;
     fs.sync().unwrap();
-    let mut core = fs.lock();
-    let mut p_disk = core.cache.read(p_block).unwrap().to_vec();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
+    let mut p_disk = core.cache.read(&mut core.order, p_block).unwrap().to_vec();
     p_disk[p_at..p_at + INODE_BYTES].copy_from_slice(&p_before);
-    drop(core);
+    drop(guard);
     NewDir { fs, p, d, p_block, p_disk, p_dir, dir_before }
 }
 
@@ -56,15 +61,15 @@ fn new_dir_in_a_synced_parent() -> NewDir {
 #[test]
 fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() {
     let NewDir { fs, d, p_block, p_disk, p_dir, dir_before, .. } = new_dir_in_a_synced_parent();
-    let mut core = fs.lock();
-    let memory = core.cache.read(p_dir).unwrap().to_vec();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
+    let memory = core.cache.read(&mut core.order, p_dir).unwrap().to_vec();
     let at = (0..memory.len()).step_by(4).find(|&at| record_at(&memory, at).is_some_and(|r| r.ino == d));
     let at = at.expect("p's block names d");
-    let mut sd = core.cache.sd.take().unwrap();
+    let (sd, cache) = parts(core);
     sd.durable.insert(p_block, Shadow::Bytes(super::block_copy(&p_disk)));
     sd.durable.insert(p_dir, Shadow::Bytes(super::block_copy(&dir_before)));
-    let image = sd.image(&core.cache, p_dir, &memory);
-    core.cache.sd = Some(sd);
+    let image = sd.image(&*cache, p_dir, &memory);
     let Image::Rolled(image) = image else { panic!("the entry is rolled back") };
     assert!(record_at(&image, at).is_none(), "p's entry naming d written before p's count");
 }
@@ -76,20 +81,21 @@ fn an_entry_naming_a_directory_is_held_until_its_parents_count_is_on_the_disk() 
 fn a_wait_no_flush_looks_at_is_settled_by_the_sync() {
     let fs = fresh_softdep();
     fs.sync().unwrap();
-    let mut core = fs.lock();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
     let block = core.alloc_block(0).unwrap();
     // Held on inode 40, free on the disk: nothing points to it there.
-    core.cache.sd.as_mut().unwrap().hold_blocks(
+    core.order.softdep_mut().unwrap().hold_blocks(
         vec![block],
         FreedFrom::Other,
         vec![Wait::Inode(40)],
         &mut |_| {},
     );
-    core.cache.flush().unwrap();
-    assert_eq!(core.cache.sd.as_ref().unwrap().stats.released_blocks, 0, "the flush made nothing durable");
+    core.cache.flush(&mut core.order).unwrap();
+    assert_eq!(core.order.softdep().unwrap().stats.released_blocks, 0, "the flush made nothing durable");
     core.softdep_sync().unwrap();
-    assert_eq!(core.cache.sd.as_ref().unwrap().stats.released_blocks, 1, "the sync released it");
-    assert!(core.cache.sd.as_ref().unwrap().idle());
+    assert_eq!(core.order.softdep().unwrap().stats.released_blocks, 1, "the sync released it");
+    assert!(core.order.softdep().unwrap().idle());
 }
 
 /// A flush in flight covers the writes before its seal only: a bitmap
@@ -100,19 +106,19 @@ fn a_write_after_the_seal_is_not_durable_when_the_sealed_flush_returns() {
     let fs = fresh_softdep();
     fs.sync().unwrap();
     let a = fs.create(ROOT, OsStr::new("a"), Owner::root(0o644)).unwrap().ino as u32;
-    let mut core = fs.lock();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
     let (block, _) = core.sb.inode_place(a);
     let bitmap = core.sb.group_start((a - 1) / core.sb.inodes_per_group) + 2;
-    let memory = core.cache.read(block).unwrap().to_vec();
-    let mut sd = core.cache.sd.take().unwrap();
+    let memory = core.cache.read(&mut core.order, block).unwrap().to_vec();
+    let (sd, cache) = parts(core);
     sd.seal();
     sd.written(bitmap, None);
-    sd.sealed_flushed(&core.cache);
-    let held = sd.image(&core.cache, block, &memory);
+    sd.sealed_flushed(&*cache);
+    let held = sd.image(&*cache, block, &memory);
     sd.seal();
-    sd.sealed_flushed(&core.cache);
-    let ready = sd.image(&core.cache, block, &memory);
-    core.cache.sd = Some(sd);
+    sd.sealed_flushed(&*cache);
+    let ready = sd.image(&*cache, block, &memory);
     assert_ne!(held, Image::Memory, "the new inode written before its bit is on the disk");
     assert_eq!(ready, Image::Memory, "the inode waits once its bit is flushed");
 }
@@ -145,7 +151,7 @@ fn changing_many_inodes_checkpoints_before_the_shadows_outgrow_the_cache() {
     let mut most = 0;
     for &file in &files {
         fs.setattr(file, &fsapi::SetAttr { perm: Some(0o600), ..Default::default() }).unwrap();
-        most = most.max(fs.lock().cache.sd.as_ref().unwrap().shadows());
+        most = most.max(fs.lock().order.softdep().unwrap().shadows());
     }
     // 64 buffers: a checkpoint at 32 shadows, its flush waited for past
     // 64; shadows of buffers dirty since (a cache's worth at most) and of
@@ -259,13 +265,12 @@ fn an_inode_block_whose_every_change_waits_is_the_disks_image() {
     let (i, f) = files.iter().enumerate().rev().find(|(_, &f)| f / INODES_PER_BLOCK > 1).unwrap();
     fs.unlink(ROOT, OsStr::new(&format!("f{i}"))).unwrap();
     let image = |fs: &Ffs| {
-        let mut core = fs.lock();
+        let mut guard = fs.lock();
+        let core = &mut *guard;
         let block = core.sb.inode_place(*f).0;
-        let memory = core.cache.read(block).unwrap().to_vec();
-        let sd = core.cache.sd.take().unwrap();
-        let image = sd.image(&core.cache, block, &memory);
-        core.cache.sd = Some(sd);
-        image
+        let memory = core.cache.read(&mut core.order, block).unwrap().to_vec();
+        let (sd, cache) = parts(core);
+        sd.image(&*cache, block, &memory)
     };
     assert!(matches!(image(&fs), Image::Durable), "the freed inode stays whole on the disk");
     fs.sync().unwrap();
@@ -286,9 +291,10 @@ fn a_freed_directory_block_is_written_once_then_dropped() {
     let block = u64::from(fs.lock().inode(d as u32).unwrap().direct[0]);
     fs.unlink(d, OsStr::new("f")).unwrap();
     fs.rmdir(ROOT, OsStr::new("d")).unwrap();
-    let mut core = fs.lock();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
     assert!(core.cache.cached(block).is_some(), "kept until written");
-    core.cache.write_back(false).unwrap();
+    core.cache.write_back(&mut core.order, false).unwrap();
     assert!(core.cache.cached(block).is_none(), "dropped once written");
     // Not cached: read from the device.
     let disk = core.cache.memory(block).unwrap();
@@ -309,16 +315,17 @@ fn a_block_evicted_before_its_write_is_flushed_is_looked_at_without_a_read() {
     fs.sync().unwrap();
     let changes = fsapi::SetAttr { perm: Some(0o700), ..Default::default() };
     fs.setattr(ROOT, &changes).unwrap();
-    let mut core = fs.lock();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
     // The root's inode block (its mode changed, nothing waiting) is
     // written as memory holds it; its shadow stays until a flush.
     let block = core.sb.inode_place(ROOT as u32).0;
-    core.cache.write_back(false).unwrap();
-    assert!(core.cache.sd.as_ref().unwrap().durable_bytes(block).is_some(), "written, not flushed");
-    let memory = core.cache.read(block).unwrap().to_vec();
+    core.cache.write_back(&mut core.order, false).unwrap();
+    assert!(core.order.softdep().unwrap().durable_bytes(block).is_some(), "written, not flushed");
+    let memory = core.cache.read(&mut core.order, block).unwrap().to_vec();
     let data_start = core.inode_group_data(ROOT as u32);
     for b in data_start..data_start + 128 {
-        core.cache.read(b).unwrap();
+        core.cache.read(&mut core.order, b).unwrap();
     }
     assert!(core.cache.cached(block).is_none(), "evicted");
     let reads = dev.stats().snapshot().reads;
@@ -333,13 +340,13 @@ fn a_block_evicted_before_its_write_is_flushed_is_looked_at_without_a_read() {
 #[test]
 fn a_parent_found_through_the_dot_dot_is_held_as_the_owner_is() {
     let NewDir { fs, p, d, p_block, p_disk, .. } = new_dir_in_a_synced_parent();
-    let mut core = fs.lock();
-    let mut sd = core.cache.sd.take().unwrap();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
+    let (sd, cache) = parts(core);
     sd.durable.insert(p_block, Shadow::Bytes(super::block_copy(&p_disk)));
-    let held = [sd.parent_counted(&core.cache, d, None), sd.parent_counted(&core.cache, d, Some(p))];
+    let held = [sd.parent_counted(&*cache, d, None), sd.parent_counted(&*cache, d, Some(p))];
     sd.durable.remove(&p_block);
-    let counted = [sd.parent_counted(&core.cache, d, None), sd.parent_counted(&core.cache, d, Some(p))];
-    core.cache.sd = Some(sd);
+    let counted = [sd.parent_counted(&*cache, d, None), sd.parent_counted(&*cache, d, Some(p))];
     assert_eq!(held, [false, false], "p's count on the disk does not count d's `..`");
     assert_eq!(counted, [true, true], "p's count on the disk counts it");
 }
@@ -375,14 +382,14 @@ fn a_removed_files_blocks_go_back_with_its_inode() {
     remove(&fs, f);
     {
         let core = fs.lock();
-        let sd = core.cache.sd.as_ref().unwrap();
+        let sd = core.order.softdep().unwrap();
         assert!(sd.held.is_empty(), "no group held for the removed file's blocks");
         assert_eq!(sd.held_inode_count, 1, "its inode held, its slot still in use on the disk");
         assert_eq!(sd.stats.released_blocks, 0, "nothing given back before the slot is free on the disk");
     }
     fs.sync().unwrap();
     let core = fs.lock();
-    let sd = core.cache.sd.as_ref().unwrap();
+    let sd = core.order.softdep().unwrap();
     assert_eq!((sd.stats.released_blocks, sd.stats.released_inodes), (3, 1), "its 3 blocks went with it");
     assert!(sd.idle());
     drop(core);
@@ -407,13 +414,13 @@ fn blocks_waiting_on_a_removed_files_indirect_block_go_back_with_it() {
     remove(&fs, f);
     {
         let core = fs.lock();
-        let sd = core.cache.sd.as_ref().unwrap();
+        let sd = core.order.softdep().unwrap();
         assert_eq!(sd.held.len(), 1, "the cut's blocks held in a group");
         assert_eq!(sd.held_inode_count, 1);
     }
     fs.sync().unwrap();
     let core = fs.lock();
-    assert!(core.cache.sd.as_ref().unwrap().idle(), "the cut's group went with the indirect block");
+    assert!(core.order.softdep().unwrap().idle(), "the cut's group went with the indirect block");
     drop(core);
     assert_eq!(free_counts(&fs), before, "every block and inode free again");
 }
@@ -427,14 +434,13 @@ fn the_probe_of_an_inode_block_agrees_with_its_image() {
     let fs = fresh_softdep();
     let files = synced_files(&fs, 3);
     let look = |fs: &Ffs| {
-        let mut core = fs.lock();
+        let mut guard = fs.lock();
+        let core = &mut *guard;
         let block = core.sb.inode_place(files[0]).0;
         assert_eq!(block, core.sb.inode_place(files[1]).0, "the files share an inode block");
-        let memory = core.cache.read(block).unwrap().to_vec();
-        let sd = core.cache.sd.take().unwrap();
-        let both = (sd.goes_as_memory(&core.cache, block, &memory), sd.image(&core.cache, block, &memory));
-        core.cache.sd = Some(sd);
-        both
+        let memory = core.cache.read(&mut core.order, block).unwrap().to_vec();
+        let (sd, cache) = parts(core);
+        (sd.goes_as_memory(&*cache, block, &memory), sd.image(&*cache, block, &memory))
     };
     fs.setattr(files[0].into(), &fsapi::SetAttr { perm: Some(0o600), ..Default::default() }).unwrap();
     assert_eq!(look(&fs), (true, Image::Memory), "a new mode waits for nothing");
@@ -444,4 +450,10 @@ fn the_probe_of_an_inode_block_agrees_with_its_image() {
     assert_ne!(image, Image::Memory);
     fs.sync().unwrap();
     assert_eq!(look(&fs), (true, Image::Memory), "nothing waits after the sync");
+}
+
+/// The mount's dependencies and its cache, side by side.
+fn parts(core: &mut Core) -> (&mut Softdep, &mut Cache) {
+    let Ordering::Softdep(sd) = &mut core.order else { panic!("mounted under softdep") };
+    (sd, &mut core.cache)
 }

@@ -1,14 +1,17 @@
-//! Per-file fsync: what one file's durability needs written and
-//! flushed, not the whole cache (a sync's). Under `log` an fsync is one
-//! commit (jbd2's), and is not here.
+//! An fsync as each policy has it: under `sync` and `async`, what one
+//! file needs written and flushed, not the whole cache (a sync's); under
+//! `softdep`, that and what the rules make it wait on; under `log`, one
+//! commit (jbd2's).
 
 use fsapi::Errno;
 use rustc_hash::FxHashSet as HashSet;
 
 use crate::bmap::Mapped;
 use crate::core::{io_failed, Core};
-use crate::format::{DiskInode, Policy, INLINE_SYMLINK_BYTES, ROOT_INO, S_IFDIR, S_IFLNK};
+use crate::format::{DiskInode, INLINE_SYMLINK_BYTES, ROOT_INO, S_IFDIR, S_IFLNK};
+use crate::policy::Ordering;
 use crate::softdep::Blocks;
+use crate::Ffs;
 
 /// Under `softdep`, write-and-flush passes a file's fsync takes at most
 /// before it writes the whole cache instead. Three suffice for a new
@@ -33,18 +36,18 @@ impl Core {
     /// summary counts stay behind, as a full sync's would be repaired by
     /// preen anyway. Returns the blocks written.
     pub fn sync_file(&mut self, ino: u32) -> Result<usize, Errno> {
-        debug_assert!(matches!(self.policy, Policy::Sync | Policy::Async), "the others sync whole");
+        debug_assert!(matches!(self.order, Ordering::Sync | Ordering::Async), "the others sync whole");
         let inode = self.inode(ino)?;
         let mapped = self.mapped_blocks(&inode)?;
         let (inode_block, _) = self.sb.inode_place(ino);
         let mut written = 0;
         for blocks in [&mapped.contents, &mapped.pointers, &vec![inode_block]] {
-            match self.cache.write_listed(blocks) {
+            match self.cache.write_listed(&mut self.order, blocks) {
                 Ok(n) => written += n,
                 Err(e) => return Err(io_failed(self, e)),
             }
         }
-        if let Err(e) = self.cache.flush() {
+        if let Err(e) = self.cache.flush(&mut self.order) {
             return Err(io_failed(self, e));
         }
         Ok(written)
@@ -74,24 +77,21 @@ impl Core {
     /// (a wait on a block outside these, such as a removal elsewhere),
     /// the whole cache is synced, as before: always right, only slower.
     pub fn softdep_sync_file(&mut self, ino: u32) -> Result<(), Errno> {
-        debug_assert_eq!(self.policy, Policy::Softdep);
+        debug_assert!(self.order.holds_back());
         let inode = self.inode(ino)?;
         let mapped = self.mapped_blocks(&inode)?;
         let names = self.new_names(ino);
         let listed = self.fsync_listed(ino, &inode, &mapped, &names)?;
         for _ in 0..PASSES_MAX {
-            if let Err(e) = self.cache.write_listed(&listed).and_then(|_| self.cache.flush()) {
-                return Err(io_failed(self, e));
-            }
-            self.apply_released()?;
+            self.listed_pass(&listed)?;
             if self.file_on_disk(ino, &mapped, &names) {
-                if let Some(sd) = &mut self.cache.sd {
+                if let Some(sd) = self.order.softdep_mut() {
                     sd.stats.file_fsyncs += 1;
                 }
                 return self.lower_moving_mark();
             }
         }
-        if let Some(sd) = &mut self.cache.sd {
+        if let Some(sd) = self.order.softdep_mut() {
             sd.stats.whole_fsyncs += 1;
         }
         self.softdep_sync()
@@ -100,7 +100,7 @@ impl Core {
     /// The names made for `ino` that the disk does not hold yet, and up
     /// the tree those of each new directory on the way.
     fn new_names(&mut self, ino: u32) -> Vec<NewName> {
-        let Some(sd) = self.cache.sd.as_deref() else { return Vec::new() };
+        let Some(sd) = self.order.softdep() else { return Vec::new() };
         let blocks: &dyn Blocks = &self.cache;
         let mut out = Vec::new();
         let mut todo = vec![ino];
@@ -143,7 +143,7 @@ impl Core {
         }
         if inode.kind_bits() == S_IFDIR {
             let mut named = Vec::new();
-            if let Some(sd) = self.cache.sd.as_deref() {
+            if let Some(sd) = self.order.softdep() {
                 for &block in mapped.contents.iter().filter(|&&b| self.cache.dirty(b)) {
                     named.extend(sd.entries_new(&self.cache, block));
                 }
@@ -180,10 +180,33 @@ impl Core {
     /// Right after a flush: whether the disk holds file `ino` as memory
     /// does (its blocks written, its inode whole, its new names there).
     fn file_on_disk(&self, ino: u32, mapped: &Mapped, names: &[NewName]) -> bool {
-        let Some(sd) = self.cache.sd.as_deref() else { return true };
+        let Some(sd) = self.order.softdep() else { return true };
         let blocks: &dyn Blocks = &self.cache;
         mapped.contents.iter().chain(&mapped.pointers).all(|&b| !blocks.dirty(b))
             && sd.inode_on_disk(blocks, ino)
             && names.iter().all(|&(child, _, block)| sd.block_names(blocks, block, child, true))
+    }
+}
+
+impl Ffs {
+    /// An fsync of `ino` as the policy has it (`FileSystem::fsync`).
+    pub(crate) fn fsync_file(&self, ino: u64) -> fsapi::Result<()> {
+        let mut core = self.lock();
+        let ino = core.valid_ino(ino)?;
+        match core.order {
+            Ordering::Sync | Ordering::Async => {
+                core.check_alive()?;
+                core.sync_file(ino).map(|_| ())
+            }
+            Ordering::Softdep(_) => {
+                core.check_alive()?;
+                core.softdep_sync_file(ino)
+            }
+            Ordering::Log => {
+                core.inode(ino)?;
+                drop(core);
+                fsapi::FileSystem::sync(self)
+            }
+        }
     }
 }

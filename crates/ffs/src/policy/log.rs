@@ -1,0 +1,131 @@
+//! The `log` policy's transactions: what the open one holds, when it
+//! commits (a commit interval and a size, as jbd2's and WAPBL's), the
+//! commit itself (in place, or sealed and handed to the committer
+//! thread), and the blocks freed by transactions not yet durable, which
+//! nothing takes again before they are. The log's records and replay
+//! are in the `blocklog` crate and `wapbl.rs`.
+
+use fsapi::Errno;
+
+use crate::core::{io_failed, Core};
+use crate::format::{DiskInode, BLOCK_BYTES};
+
+impl Core {
+    /// Under `log`, gives up the file's blocks `first..end` from the end
+    /// of what it holds there a chunk at a time (each chunk leaves a file
+    /// with holes, a consistent state), committing between chunks when
+    /// the transaction is full: freeing gigabytes touches more bitmaps
+    /// and indirect blocks than one transaction holds. The caller frees
+    /// the rest (`free_range` over the whole range, which also frees the
+    /// indirect blocks the chunks emptied).
+    pub fn shed_in_chunks(
+        &mut self,
+        ino: u32,
+        inode: &mut DiskInode,
+        first: u64,
+        end: u64,
+    ) -> Result<(), Errno> {
+        const CHUNK: u64 = 2048;
+        if !self.order.is_logged() {
+            return Ok(());
+        }
+        let mut end = end.min(self.allocated_end(inode)?);
+        while end > first + CHUNK {
+            end -= CHUNK;
+            let freed = self.free_range(inode, end, end + CHUNK)?;
+            self.put_inode(ino, inode)?;
+            self.free_blocks_now(freed.blocks)?;
+            if self.commit_due() {
+                if let Err(e) = self.commit_behind() {
+                    return Err(io_failed(self, e));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Under `log`: commits everything changed so far as one transaction
+    /// (the file data in place first, then the metadata with the group
+    /// headers and the superblock through the log, then the commit).
+    pub fn commit(&mut self) -> device::Result<()> {
+        self.stage_group_headers()?;
+        let (sb, slot) = self.next_superblock(1);
+        self.cache.modify(&mut self.order, slot)?.copy_from_slice(&sb);
+        self.cache.write_back(&mut self.order, true)?;
+        self.log.freed.clear();
+        self.log.last_commit = self.cache.now();
+        Ok(())
+    }
+
+    /// Under `log`, a commit that need not be durable when it returns (the
+    /// one a full transaction forces, the syncer's): the group headers,
+    /// the superblock, the file data in place and the metadata into the
+    /// transaction, sealed; the mount's committer thread then writes it to
+    /// the log and flushes while the calls after it go on, into the next
+    /// transaction, as a journal's commit thread lets them. One commit at
+    /// most is in flight: a second waits for the first. Without a
+    /// committer thread (or under another policy), [`Core::commit`].
+    pub fn commit_behind(&mut self) -> device::Result<()> {
+        let Some(dev) = self.log.dev.clone() else { return self.commit() };
+        if dev.sealed_waiting() > 0 {
+            dev.commit_sealed()?;
+        }
+        self.stage_group_headers()?;
+        let (sb, slot) = self.next_superblock(1);
+        self.cache.modify(&mut self.order, slot)?.copy_from_slice(&sb);
+        self.cache.write_back(&mut self.order, false)?;
+        self.cache.meta_since_flush = 0;
+        self.cache.stats.flushes += 1;
+        self.log.last_commit = self.cache.now();
+        let id = dev.seal()?;
+        self.log.freed.sealed(id);
+        let woken = self.log.committer.as_ref().is_some_and(|c| c.send(()).is_ok());
+        if !woken && !self.log.deferred {
+            dev.commit_sealed()?;
+        }
+        let durable = dev.durable_id();
+        self.log.freed.durable(durable);
+        Ok(())
+    }
+
+    /// Under `log`, whether the open transaction is full enough that the
+    /// next operation should commit it first (so no operation's metadata
+    /// is split by a commit the log forces).
+    ///
+    /// The dirty metadata is counted as whole blocks of data; near the
+    /// limit it joins the transaction (as a commit would write it), whose
+    /// log counts blocks that are all zero as no data, and the sum is
+    /// taken again: a removal, which clears whole inode blocks, commits
+    /// for what it logs, not for the blocks it touches.
+    pub fn commit_due(&mut self) -> bool {
+        if self.log.commit_blocks == 0 || self.failed.is_some() {
+            return false;
+        }
+        if self.held_blocks() < self.log.commit_blocks {
+            return false;
+        }
+        if self.cache.dirty_meta() == 0 || self.log.dev.is_none() {
+            return true;
+        }
+        if let Err(e) = self.cache.write_back_meta(&mut self.order) {
+            io_failed(self, e);
+            return false;
+        }
+        // Within an eighth of the limit it commits now rather than hand
+        // over a few blocks at every call until it is reached.
+        let limit = self.log.commit_blocks;
+        self.held_blocks() >= limit - limit / 8
+    }
+
+    /// What a commit now would hold, in blocks: the dirty metadata, the
+    /// changed groups' headers and the superblock, each a whole block, and
+    /// the transaction the cache already wrote into (as its log counts
+    /// it).
+    fn held_blocks(&self) -> usize {
+        let joined = match &self.log.dev {
+            Some(dev) => dev.open_bytes().div_ceil(BLOCK_BYTES as u64) as usize,
+            None => self.cache.meta_since_flush,
+        };
+        self.cache.dirty_meta() + self.groups_dirty.len() + 1 + joined
+    }
+}
