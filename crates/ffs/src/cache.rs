@@ -384,6 +384,9 @@ impl Cache {
         let (whole, rest): (Vec<u64>, Vec<u64>) =
             batch.into_iter().partition(|b| order.goes_as_memory(self, *b, &self.bufs[b].data));
         let mut writes = Vec::with_capacity(whole.len());
+        for &block in &whole {
+            order.assert_rules(self, block, &self.bufs[&block].data);
+        }
         for block in whole {
             order.written(block, false, None);
             if let Some(buf) = self.take(block) {
@@ -569,6 +572,12 @@ impl Cache {
             kept = (blocks.iter()).filter(|b| !skip.contains(b)).copied().collect::<Vec<u64>>();
             &kept[..]
         };
+        if cfg!(debug_assertions) && order.holds_back() {
+            for &b in blocks.iter().filter(|b| self.dirty.contains(b)) {
+                let image = images.get(&b).map_or(&self.bufs[&b].data[..], |i| &i[..]);
+                order.assert_rules(self, b, image);
+            }
+        }
         let mut i = 0;
         while i < blocks.len() {
             let first = blocks[i];
