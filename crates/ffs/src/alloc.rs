@@ -152,7 +152,7 @@ impl Core {
         // the inodes it named wait for (it is given back with the rest
         // once nothing on the disk points to it).
         let cache = &mut self.cache;
-        match self.order.hold_blocks(blocks, from, waits, &mut |b| cache.discard(b)) {
+        match self.order.hold_blocks(blocks, from, waits, &mut |b| cache.drop_buffer(b)) {
             Ok(dirs) => self.retire_all(dirs),
             Err(blocks) => self.free_blocks_now(blocks),
         }
@@ -162,7 +162,7 @@ impl Core {
     /// for all of its blocks, their buffers dropped.
     pub fn free_blocks_now(&mut self, blocks: Vec<u32>) -> Result<(), Errno> {
         for &block in &blocks {
-            self.cache.discard(u64::from(block));
+            self.cache.discard(&mut self.order, u64::from(block));
         }
         self.clear_block_bits(&blocks)
     }
@@ -277,7 +277,7 @@ impl Core {
         from: FreedFrom,
     ) -> Result<(), Errno> {
         let cache = &mut self.cache;
-        match self.order.hold_removed(ino, dir, blocks, from, &mut |b| cache.discard(b)) {
+        match self.order.hold_removed(ino, dir, blocks, from, &mut |b| cache.drop_buffer(b)) {
             Ok(dirs) => return self.retire_all(dirs),
             Err(blocks) => self.free_blocks_now(blocks)?,
         }

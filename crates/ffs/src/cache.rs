@@ -8,6 +8,12 @@
 //! data first, then the metadata; under the `log` policy data goes in
 //! place outside the log (`Device::write_unlogged`) and metadata joins the
 //! open transaction, which the flush after it commits.
+//!
+//! The policy is not kept here: every call that may write takes the
+//! mount's `&mut Ordering` and asks it (`policy/`) what each metadata
+//! write carries, tells it what was written and flushed, and lets it run
+//! its own schedule before a flush and an eviction (soft updates'
+//! checkpoints and held-back buffers, `policy/writeback.rs`).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -17,36 +23,18 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use device::{AlignedBuf, Clock, Device, DeviceError};
+use device::{AlignedBuf, Clock, Device};
 
-use crate::commits::Commits;
 use crate::format::BLOCK_BYTES;
 use crate::policy::{Ordering, Plan, Waiting};
 use crate::softdep::Blocks;
 
-/// Dirty buffers written together when an eviction finds a dirty one.
-const EVICT_BATCH_BLOCKS: usize = 1024;
+/// Dirty buffers written together when an eviction finds a dirty one
+/// (and retired buffers, `policy/writeback.rs`).
+pub const EVICT_BATCH_BLOCKS: usize = 1024;
 
 /// Blocks a write-back request carries at most (1 MiB).
 const RUN_BLOCKS_MAX: usize = 256;
-
-/// Under `softdep`, rounds of a checkpoint at most: each lets a level of
-/// a new tree go (maps and data, inodes, the entries naming them, ...).
-const ROUNDS_MAX: usize = 4;
-
-/// Under `softdep`, the flush a checkpoint issued and the calls go on
-/// beside.
-enum Behind {
-    /// None in flight.
-    Idle,
-    /// A thread flushing the device; what the flush returned.
-    Thread(std::thread::JoinHandle<device::Result<()>>),
-    /// Issued at once, but what waited on it run only by the next call
-    /// that needs it done (`Commits::Deferred`): the calls in between go
-    /// on as beside a flusher thread, in an order the same from run to
-    /// run, and a crash between finds the flush done.
-    Deferred,
-}
 
 struct Buf {
     data: AlignedBuf,
@@ -85,32 +73,11 @@ pub struct Cache {
     /// transaction of a log holds at most.
     pub meta_since_flush: usize,
     pub stats: CacheStats,
-    /// Under `softdep`: dirty buffers an eviction held back, or whose last
-    /// write held an update back; writing them again is worth it only
-    /// after a flush.
-    rolled: HashSet<u64>,
-    /// Under `softdep`: freed directory blocks still to be written once (a
-    /// removal in one waits for the disk's copy to lose its entry), then
-    /// dropped: written in batches, so that they neither crowd the live
-    /// buffers out nor go one request each.
-    retired: HashSet<u64>,
-    /// Under `softdep` with a flusher thread: the thread writing a batch
-    /// of retired buffers while the calls go on (`write_retired_behind`);
-    /// every flush waits for it first.
-    retiring: Option<std::thread::JoinHandle<device::Result<()>>>,
     /// Where buffers' ages are read: the wall clock, or a simulated disk's.
     clock: Clock,
     /// Where a run of neighbours is gathered to go in one request: made
     /// once, not a megabyte made, zeroed and unmapped per request.
     staging: AlignedBuf,
-    /// Under `softdep`: who issues a checkpoint's flushes, the one in
-    /// flight, and the checkpoint's rounds left.
-    flushes_by: Commits,
-    behind: Behind,
-    rounds: usize,
-    rounds_by: Commits,
-    /// Under `softdep`: shadows past this many start a checkpoint.
-    shadow_mark: usize,
     /// Under `softdep`: blocks with no buffer that a rule looked at
     /// (`Blocks::memory`: a directory's inode block, say, which the
     /// rules look at on every pass over its entries), kept so that the
@@ -149,15 +116,7 @@ impl Blocks for Cache {
     }
 
     fn dirty(&self, block: u64) -> bool {
-        self.is_dirty(&block)
-    }
-}
-
-impl Drop for Cache {
-    /// Retired buffers being written are waited for: nothing is written
-    /// once the cache is gone.
-    fn drop(&mut self) {
-        let _ = self.await_retiring();
+        self.is_dirty(block)
     }
 }
 
@@ -179,24 +138,10 @@ impl Cache {
             unlogged_data,
             meta_since_flush: 0,
             stats: CacheStats::default(),
-            rolled: HashSet::default(),
-            retired: HashSet::default(),
-            retiring: None,
             clock,
             staging,
-            flushes_by: Commits::Caller,
-            behind: Behind::Idle,
-            rounds: 0,
-            rounds_by: Commits::Caller,
-            shadow_mark: capacity_blocks / 2,
             peeked: RefCell::new(HashMap::default()),
         }
-    }
-
-    /// Under `softdep`: who issues a checkpoint's flushes (by default the
-    /// caller, at once).
-    pub fn set_flushes_by(&mut self, by: Commits) {
-        self.flushes_by = by;
     }
 
     /// The time on the mount's clock.
@@ -214,8 +159,44 @@ impl Cache {
         self.dirty_data.len()
     }
 
-    fn is_dirty(&self, block: &u64) -> bool {
-        self.dirty.contains(block) || self.dirty_data.contains(block)
+    pub fn is_dirty(&self, block: u64) -> bool {
+        self.dirty.contains(&block) || self.dirty_data.contains(&block)
+    }
+
+    pub fn is_dirty_meta(&self, block: u64) -> bool {
+        self.dirty.contains(&block)
+    }
+
+    /// The dirty file-data blocks, in order.
+    pub fn dirty_data_list(&self) -> Vec<u64> {
+        self.dirty_data.iter().copied().collect()
+    }
+
+    /// The dirty metadata blocks, in order.
+    pub fn dirty_meta_list(&self) -> Vec<u64> {
+        self.dirty.iter().copied().collect()
+    }
+
+    /// Buffers in the cache, and how many it keeps at most.
+    pub fn buffers(&self) -> usize {
+        self.bufs.len()
+    }
+
+    pub fn capacity_blocks(&self) -> usize {
+        self.capacity_blocks
+    }
+
+    /// The bytes `block`'s buffer holds (it has one).
+    pub fn data(&self, block: u64) -> &[u8] {
+        &self.bufs[&block].data
+    }
+
+    /// `blocks` written past the cache in `requests` (the policy's own
+    /// writes of buffers it took out), counted as a write-back's.
+    pub fn count_written(&mut self, blocks: usize, requests: usize) {
+        self.meta_since_flush += blocks;
+        self.stats.blocks_written += blocks as u64;
+        self.stats.write_requests += requests as u64;
     }
 
     fn touch(&mut self, block: u64) {
@@ -313,8 +294,15 @@ impl Cache {
     }
 
     /// A freed block: its buffer dropped unwritten (whatever it held is
-    /// no longer anybody's).
-    pub fn discard(&mut self, block: u64) {
+    /// no longer anybody's), and the policy told.
+    pub fn discard(&mut self, order: &mut Ordering, block: u64) {
+        order.forget(block);
+        self.drop_buffer(block);
+    }
+
+    /// [`Cache::discard`] where the policy is told by the caller (the
+    /// policy's own calls).
+    pub fn drop_buffer(&mut self, block: u64) {
         // Freed: whatever it holds next is no longer what a rule saw.
         let peeked = self.peeked.get_mut();
         if !peeked.is_empty() {
@@ -325,119 +313,29 @@ impl Cache {
 
     /// `block`'s buffer, out of the cache (dirty or not).
     fn take(&mut self, block: u64) -> Option<Buf> {
-        // Held back, retired and dirty buffers are all in `bufs`: a block
-        // without a buffer (a freed block of file data, mostly) is in none.
+        // Dirty buffers are all in `bufs`: a block without a buffer (a
+        // freed block of file data, mostly) is in no set.
         let buf = self.bufs.remove(&block)?;
-        self.rolled.remove(&block);
-        self.retired.remove(&block);
         self.lru.remove(&buf.tick);
         self.dirty.remove(&block);
         self.dirty_data.remove(&block);
         Some(buf)
     }
 
-    /// A freed block whose buffer is to be written once more, as memory
-    /// holds it, before it is dropped (`retired`); one that is clean is
-    /// dropped at once.
-    pub fn retire(&mut self, order: &mut Ordering, block: u64) -> device::Result<()> {
-        if !self.dirty.contains(&block) {
-            self.discard(block);
-            return Ok(());
-        }
-        self.retired.insert(block);
-        if self.retired.len() >= EVICT_BATCH_BLOCKS {
-            self.write_retired(order)?;
-        }
-        Ok(())
-    }
-
-    /// Writes the retired buffers, sorted and coalesced, and drops them.
-    fn write_retired(&mut self, order: &mut Ordering) -> device::Result<()> {
-        // One written since (by an eviction) and dropped needs nothing more.
-        self.retired.retain(|b| self.dirty.contains(b));
-        let mut batch: Vec<u64> = self.retired.iter().copied().collect();
-        batch.sort_unstable();
-        if self.flushes_by == Commits::Thread {
-            batch = self.write_retired_behind(order, batch)?;
-        }
-        self.write_blocks(order, &batch, Waiting::RollBack)?;
-        for block in batch {
-            if !self.is_dirty(&block) {
-                self.discard(block);
-            }
-        }
-        Ok(())
-    }
-
-    /// Beside a flusher thread: the retired buffers that can go as memory
-    /// holds them leave the cache and are written by a thread of their
-    /// own while the calls go on (the writes are issued now as far as the
-    /// dependencies are concerned: the next flush waits for that thread
-    /// before it is issued; nothing reads a freed block meanwhile).
-    /// Returns the others (an update in them rolled back), to be written
-    /// here.
-    fn write_retired_behind(&mut self, order: &mut Ordering, batch: Vec<u64>) -> device::Result<Vec<u64>> {
-        self.await_retiring()?;
-        if !order.holds_back() {
-            return Ok(batch);
-        }
-        let (whole, rest): (Vec<u64>, Vec<u64>) =
-            batch.into_iter().partition(|b| order.goes_as_memory(self, *b, &self.bufs[b].data));
-        let mut writes = Vec::with_capacity(whole.len());
-        for &block in &whole {
-            order.assert_rules(self, block, &self.bufs[&block].data);
-        }
-        for block in whole {
-            order.written(block, false, None);
-            if let Some(buf) = self.take(block) {
-                writes.push((block, buf.data));
-            }
-        }
-        if writes.is_empty() {
-            return Ok(rest);
-        }
-        let run_max = self.run_max();
-        let requests: usize =
-            writes.chunk_by(|a, b| b.0 == a.0 + 1).map(|run| run.len().div_ceil(run_max)).sum();
-        self.meta_since_flush += writes.len();
-        self.stats.blocks_written += writes.len() as u64;
-        self.stats.write_requests += requests as u64;
-        let (send, receive) = std::sync::mpsc::channel();
-        let dev = Arc::clone(&self.dev);
-        let thread = std::thread::Builder::new()
-            .name("ffs-retired".into())
-            .spawn(move || receive.recv().map_or(Ok(()), |writes| write_runs(dev.as_ref(), writes, run_max)));
-        match thread {
-            Ok(thread) => {
-                self.retiring = Some(thread);
-                send.send(writes).expect("the thread waits for its writes");
-            }
-            // No thread to be had: written here.
-            Err(_) => write_runs(self.dev.as_ref(), writes, run_max)?,
-        }
-        Ok(rest)
-    }
-
-    /// Waits for the retired buffers being written behind the calls.
-    fn await_retiring(&mut self) -> device::Result<()> {
-        let Some(thread) = self.retiring.take() else { return Ok(()) };
-        thread.join().unwrap_or_else(|_| {
-            Err(DeviceError::Flush {
-                device: self.dev.name().to_string(),
-                source: std::io::Error::other("the thread writing retired buffers panicked"),
-            })
-        })
+    /// `block`'s bytes, its buffer taken out of the cache (dirty or not).
+    pub fn take_data(&mut self, block: u64) -> Option<AlignedBuf> {
+        self.take(block).map(|buf| buf.data)
     }
 
     /// Blocks a request carries at most.
-    fn run_max(&self) -> usize {
+    pub fn run_max(&self) -> usize {
         RUN_BLOCKS_MAX.min((self.dev.max_request_bytes() / BLOCK_BYTES as u64).max(1) as usize)
     }
 
     /// Writes `block` now and makes it durable (a synchronous write: the
     /// policies' ordering points).
     pub fn write_now(&mut self, order: &mut Ordering, block: u64) -> device::Result<()> {
-        if self.is_dirty(&block) {
+        if self.is_dirty(block) {
             self.write_blocks(order, &[block], Waiting::RollBack)?;
             self.stats.blocks_written -= 1;
             self.stats.write_requests -= 1;
@@ -469,14 +367,11 @@ impl Cache {
     /// Makes every write so far durable (under `log`, commits); under
     /// `softdep`, then runs the work that waited on those writes.
     pub fn flush(&mut self, order: &mut Ordering) -> device::Result<()> {
-        self.rounds = 0;
-        self.await_behind(order)?;
+        order.before_flush(self)?;
         self.dev.flush()?;
         self.stats.flushes += 1;
         self.meta_since_flush = 0;
-        self.rolled.clear();
-        order.flushed(self);
-        self.rounds_done(order);
+        order.after_flush(self);
         Ok(())
     }
 
@@ -488,10 +383,7 @@ impl Cache {
         self.write_blocks(order, &data, Waiting::RollBack)?;
         let meta: Vec<u64> = self.dirty.iter().copied().collect();
         self.write_blocks(order, &meta, Waiting::RollBack)?;
-        let retired: Vec<u64> = self.retired.iter().copied().filter(|b| !self.is_dirty(b)).collect();
-        for block in retired {
-            self.discard(block);
-        }
+        order.written_back(self);
         if flush {
             self.flush(order)?;
         }
@@ -545,7 +437,12 @@ impl Cache {
     /// Under `softdep` a metadata block goes out as its dependencies allow
     /// (`waiting`: updates rolled back in the copy written, or the block
     /// held back); one rolled back or held back stays dirty.
-    fn write_blocks(&mut self, order: &mut Ordering, blocks: &[u64], waiting: Waiting) -> device::Result<()> {
+    pub fn write_blocks(
+        &mut self,
+        order: &mut Ordering,
+        blocks: &[u64],
+        waiting: Waiting,
+    ) -> device::Result<()> {
         let run_max = self.run_max();
         let mut images: HashMap<u64, AlignedBuf> = HashMap::default();
         // Blocks not written now: held back, or whose safe copy is what
@@ -567,7 +464,7 @@ impl Cache {
         let blocks = if held.is_empty() {
             blocks
         } else {
-            self.rolled.extend(&held);
+            order.held_back(&held);
             let skip: HashSet<u64> = held.iter().copied().collect();
             kept = (blocks.iter()).filter(|b| !skip.contains(b)).copied().collect::<Vec<u64>>();
             &kept[..]
@@ -619,10 +516,8 @@ impl Cache {
                     order.written(b, data, image);
                     if rolled_back {
                         // Written without some update: it goes again.
-                        self.rolled.insert(b);
                         continue;
                     }
-                    self.rolled.remove(&b);
                 }
                 if let Some(buf) = self.bufs.get_mut(&b) {
                     buf.dirtied = None;
@@ -640,186 +535,17 @@ impl Cache {
         Ok(())
     }
 
-    /// Under `softdep`, a checkpoint made at once (a sync's first pass):
-    /// every dirty buffer that can go complete written (file data,
-    /// bitmaps, metadata whose dependencies are on the disk), then a
-    /// flush, and again for those held back until none is left or a round
-    /// lets none go (`next_round`).
-    pub fn checkpoint(&mut self, order: &mut Ordering) -> device::Result<()> {
-        self.rounds = 0;
-        self.await_behind(order)?;
-        self.write_ready(order)?;
-        if !self.rolled.is_empty() {
-            self.start_rounds(order, Commits::Caller)?;
-        }
-        Ok(())
-    }
-
-    /// A checkpoint's rounds, each flush issued `by`: the first now.
-    fn start_rounds(&mut self, order: &mut Ordering, by: Commits) -> device::Result<()> {
-        self.rounds = ROUNDS_MAX;
-        self.rounds_by = by;
-        self.flush_behind(order, by)
-    }
-
-    /// Every dirty buffer that can go complete, written.
-    fn write_ready(&mut self, order: &mut Ordering) -> device::Result<()> {
-        let data: Vec<u64> = self.dirty_data.iter().copied().collect();
-        self.write_blocks(order, &data, Waiting::HoldBack)?;
-        if !self.retired.is_empty() {
-            self.write_retired(order)?;
-        }
-        let meta: Vec<u64> = (self.dirty.iter()).filter(|b| !self.rolled.contains(b)).copied().collect();
-        self.write_blocks(order, &meta, Waiting::HoldBack)
-    }
-
-    /// Issues a flush of the writes so far (`by`: by the caller, what
-    /// waited on it run at once; on a thread while the calls go on; or by
-    /// the caller, what waited on it run by the next call that needs it
-    /// done). One is in flight at most: the last is waited for first.
-    fn flush_behind(&mut self, order: &mut Ordering, by: Commits) -> device::Result<()> {
-        self.await_behind(order)?;
-        order.seal();
-        self.stats.flushes += 1;
-        let thread = match by {
-            Commits::Thread => {
-                let dev = Arc::clone(&self.dev);
-                std::thread::Builder::new().name("ffs-flusher".into()).spawn(move || dev.flush()).ok()
-            }
-            Commits::Caller | Commits::Deferred => None,
-        };
-        self.behind = match (thread, by) {
-            (Some(thread), _) => Behind::Thread(thread),
-            (None, Commits::Deferred) => {
-                self.dev.flush()?;
-                Behind::Deferred
-            }
-            // The caller's (or no thread to be had): done at once.
-            (None, _) => {
-                self.dev.flush()?;
-                return self.behind_flushed(order);
-            }
-        };
-        Ok(())
-    }
-
-    /// Waits for the flush in flight, then runs what waited on it.
-    fn await_behind(&mut self, order: &mut Ordering) -> device::Result<()> {
-        self.await_retiring()?;
-        match std::mem::replace(&mut self.behind, Behind::Idle) {
-            Behind::Idle => return Ok(()),
-            Behind::Thread(thread) => thread.join().unwrap_or_else(|_| {
-                Err(DeviceError::Flush {
-                    device: self.dev.name().to_string(),
-                    source: std::io::Error::other("the flusher thread panicked"),
-                })
-            })?,
-            Behind::Deferred => {}
-        }
-        self.behind_flushed(order)
-    }
-
-    /// The flush in flight, if one is and it returned, done with (what
-    /// waited on it run, the checkpoint gone on). Called at each eviction,
-    /// and by the file system at each call.
-    pub fn poll_behind(&mut self, order: &mut Ordering) -> device::Result<()> {
-        match &self.behind {
-            Behind::Thread(thread) if thread.is_finished() => self.await_behind(order),
-            _ => Ok(()),
-        }
-    }
-
-    /// A flush issued at the last seal returned: the work that waited on
-    /// the writes before it runs, and a checkpoint goes on.
-    fn behind_flushed(&mut self, order: &mut Ordering) -> device::Result<()> {
-        let waiting: Vec<u64> = self.rolled.drain().collect();
-        order.sealed_flushed(self);
-        if self.rounds > 0 {
-            self.next_round(order, waiting)?;
-        }
-        Ok(())
-    }
-
-    /// A checkpoint's next round: the buffers held back written if they
-    /// can go now, and if some did and some still wait, another flush
-    /// behind them. What still waits once a round lets none go, or the
-    /// rounds are done, is written with its updates rolled back, so that
-    /// the first write-back after the next flush finds it ready.
-    fn next_round(&mut self, order: &mut Ordering, mut waiting: Vec<u64>) -> device::Result<()> {
-        self.rounds -= 1;
-        waiting.sort_unstable();
-        waiting.retain(|b| self.dirty.contains(b));
-        self.write_blocks(order, &waiting, Waiting::HoldBack)?;
-        if self.rolled.is_empty() {
-            self.rounds_done(order);
-        } else if self.rounds == 0 || self.rolled.len() == waiting.len() {
-            self.rounds_done(order);
-            let mut left: Vec<u64> = self.rolled.drain().collect();
-            left.sort_unstable();
-            self.write_blocks(order, &left, Waiting::RollBack)?;
-        } else {
-            self.flush_behind(order, self.rounds_by)?;
-        }
-        Ok(())
-    }
-
-    /// What an eviction does with a block that cannot go complete: held
-    /// back for a checkpoint's flush behind the calls; when the caller
-    /// flushes (a modeled disk), rolled back as the syncer would have it
-    /// (held back, it waits for the syncer's pass of blocks 30 s dirty:
-    /// softdep's modeled tar took 5:54.29 so, 5:27.21 rolled back).
-    fn evicting(&self) -> Waiting {
-        match self.flushes_by {
-            Commits::Caller => Waiting::RollBack,
-            Commits::Thread | Commits::Deferred => Waiting::HoldBack,
-        }
-    }
-
-    /// A checkpoint's rounds are over: the next comes when held-back
-    /// buffers fill half the cache again, or the shadows of changed
-    /// metadata grow by a quarter of it past what this one left (or past
-    /// half of it), whichever is first.
-    fn rounds_done(&mut self, order: &mut Ordering) {
-        self.rounds = 0;
-        let shadows = order.shadows();
-        self.shadow_mark = (self.capacity_blocks / 2).max(shadows + self.capacity_blocks / 4);
-    }
-
     /// Keeps the cache within its capacity: the least recently used
     /// buffers go, the dirty ones written first.
     /// Under `softdep`, a buffer that cannot go complete is held back
     /// (dirty, passed over) until a checkpoint lets it go (the syncer's
     /// flush, or one here once such buffers fill half the cache).
     fn make_room(&mut self, order: &mut Ordering) -> device::Result<()> {
-        if self.bufs.len() >= self.capacity_blocks && !self.retired.is_empty() {
-            self.write_retired(order)?;
-        }
-        if order.holds_back() {
-            self.poll_behind(order)?;
-            let full =
-                self.bufs.len() >= self.capacity_blocks && self.rolled.len() > self.capacity_blocks / 2;
-            let shadows = order.shadows();
-            if matches!(self.behind, Behind::Idle) {
-                if full || shadows > self.shadow_mark {
-                    // A checkpoint: what can go complete is written, and a
-                    // flush goes behind it while the calls go on. Held-back
-                    // buffers filling the cache, or shadows the memory
-                    // (a removal writes little and changes much).
-                    self.write_ready(order)?;
-                    self.start_rounds(order, self.flushes_by)?;
-                }
-            } else if (full && self.rolled.len() > self.capacity_blocks * 3 / 4)
-                || shadows > self.shadow_mark + self.capacity_blocks / 2
-            {
-                // The flush in flight is waited for rather than the cache
-                // (or the memory) overrun.
-                self.await_behind(order)?;
-            }
-        }
+        order.before_room(self)?;
         let mut passed = 0;
         while self.bufs.len() >= self.capacity_blocks {
             let Some((&tick, &block)) = self.lru.iter().next() else { break };
-            if self.rolled.contains(&block) {
+            if order.passes_over(block) {
                 self.touch(block);
                 passed += 1;
                 if passed > self.bufs.len() {
@@ -827,25 +553,26 @@ impl Cache {
                 }
                 continue;
             }
-            if self.is_dirty(&block) {
+            if self.is_dirty(block) {
                 // Write a batch of the oldest dirty buffers, sorted and
                 // coalesced, rather than one block per eviction.
                 let mut batch: Vec<u64> = self
                     .lru
                     .values()
-                    .filter(|b| self.is_dirty(b) && !self.rolled.contains(b))
+                    .filter(|&&b| self.is_dirty(b) && !order.passes_over(b))
                     .take(EVICT_BATCH_BLOCKS)
                     .copied()
                     .collect();
                 batch.sort_unstable();
-                self.write_blocks(order, &batch, self.evicting())?;
-                if self.is_dirty(&block) {
+                let waiting = order.evicting();
+                self.write_blocks(order, &batch, waiting)?;
+                if self.is_dirty(block) {
                     continue;
                 }
             }
             self.lru.remove(&tick);
             let buf = self.bufs.remove(&block);
-            self.retired.remove(&block);
+            order.evicted(block);
             self.stats.evictions += 1;
             // One the disk's copy of is still shadowed (its write not yet
             // flushed) is what the rules look at next: kept looked at.
@@ -868,7 +595,7 @@ fn keep_peeked(peeked: &mut HashMap<u64, AlignedBuf>, block: u64, data: AlignedB
 
 /// Writes `blocks` (sorted), neighbours together in requests of at most
 /// `run_max` blocks.
-fn write_runs(dev: &dyn Device, blocks: Vec<(u64, AlignedBuf)>, run_max: usize) -> device::Result<()> {
+pub fn write_runs(dev: &dyn Device, blocks: Vec<(u64, AlignedBuf)>, run_max: usize) -> device::Result<()> {
     let mut staging: Option<AlignedBuf> = None;
     for run in blocks.chunk_by(|a, b| b.0 == a.0 + 1) {
         for piece in run.chunks(run_max) {

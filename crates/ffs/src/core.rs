@@ -130,7 +130,7 @@ impl Core {
         policy: Policy,
         log: LogState,
     ) -> Core {
-        let order = Ordering::new(policy, &sb);
+        let order = Ordering::new(policy, &sb, cache.capacity_blocks());
         Core {
             sb,
             groups,

@@ -217,12 +217,11 @@ impl Ffs {
             }
             None => 0,
         };
-        let mut cache =
-            Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some(), options.clock.clone());
-        // Who flushes behind the calls (soft updates' checkpoints).
-        cache.set_flushes_by(options.commits);
+        let cache = Cache::new(Arc::clone(&dev), options.cache_bytes, log.is_some(), options.clock.clone());
         let log_state = LogState::new(commit_blocks, options.clock.now());
         let mut core = Core::new(sb, (groups, initialized), cache, options.policy, log_state);
+        // Who flushes behind the calls (soft updates' checkpoints).
+        core.order.set_flushes_by(options.commits);
         let mut committer = None;
         if let Some(log) = &log {
             core.log.dev = Some(Arc::clone(log));

@@ -189,7 +189,7 @@ impl Ffs {
         if core.failed.is_none() {
             let polled = {
                 let core = &mut *core;
-                core.cache.poll_behind(&mut core.order)
+                core.order.poll_behind(&mut core.cache)
             };
             if let Err(e) = polled {
                 io_failed(&mut core, e);

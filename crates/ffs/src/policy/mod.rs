@@ -20,17 +20,20 @@
 //! dependencies themselves are in `softdep/`, the log's replay in
 //! `wapbl.rs`.
 
+mod checkpoint;
 mod fsync;
 mod log;
 mod log_state;
 mod softdep;
 mod syncer;
+mod writeback;
 
 use device::AlignedBuf;
 
 use crate::format::{Policy, Superblock};
 use crate::softdep::{block_copy, Blocks, FreedFrom, Gone, Image, Kind, Move, Softdep, SoftdepStats, Wait};
 
+use checkpoint::Checkpoints;
 pub use log_state::LogState;
 pub use syncer::SYNCER_AGE;
 
@@ -42,11 +45,18 @@ pub enum Ordering {
     Sync,
     /// Soft updates: the dependencies that decide what each metadata
     /// write may carry, and hold freed blocks and inodes until nothing on
-    /// the disk points to them. Boxed: large, and moved with the core.
-    Softdep(Box<Softdep>),
+    /// the disk points to them, with its schedule over the cache's
+    /// write-back. Boxed: large, and moved with the core.
+    Softdep(Box<SoftdepState>),
     /// Metadata through the file system's own block log, a transaction a
     /// commit (the transactions' state is `Core::log`).
     Log,
+}
+
+/// What `softdep` keeps: the dependencies and the write-back schedule.
+pub struct SoftdepState {
+    pub deps: Softdep,
+    pub io: Checkpoints,
 }
 
 /// Under `softdep`, what a write-back does with a metadata block whose
@@ -75,12 +85,16 @@ pub enum Plan {
 }
 
 impl Ordering {
-    /// The state a mount of `sb` under `policy` starts with.
-    pub fn new(policy: Policy, sb: &Superblock) -> Ordering {
+    /// The state a mount of `sb` under `policy`, over a cache of
+    /// `capacity_blocks` buffers, starts with.
+    pub fn new(policy: Policy, sb: &Superblock, capacity_blocks: usize) -> Ordering {
         match policy {
             Policy::Async => Ordering::Async,
             Policy::Sync => Ordering::Sync,
-            Policy::Softdep => Ordering::Softdep(Box::new(Softdep::new(sb.clone()))),
+            Policy::Softdep => Ordering::Softdep(Box::new(SoftdepState {
+                deps: Softdep::new(sb.clone()),
+                io: Checkpoints::new(capacity_blocks),
+            })),
             Policy::Log => Ordering::Log,
         }
     }
@@ -88,7 +102,7 @@ impl Ordering {
     /// Under `softdep`, the dependencies.
     pub fn softdep(&self) -> Option<&Softdep> {
         match self {
-            Ordering::Softdep(sd) => Some(sd),
+            Ordering::Softdep(s) => Some(&s.deps),
             _ => None,
         }
     }
@@ -96,7 +110,7 @@ impl Ordering {
     /// Under `softdep`, the dependencies, to change.
     pub fn softdep_mut(&mut self) -> Option<&mut Softdep> {
         match self {
-            Ordering::Softdep(sd) => Some(sd),
+            Ordering::Softdep(s) => Some(&mut s.deps),
             _ => None,
         }
     }
@@ -161,9 +175,15 @@ impl Ordering {
         waits: Vec<Wait>,
         discard: &mut dyn FnMut(u64),
     ) -> Result<Vec<u64>, Vec<u32>> {
-        match self.softdep_mut() {
-            Some(sd) => Ok(sd.hold_blocks(blocks, from, waits, discard)),
-            None => Err(blocks),
+        match self {
+            Ordering::Softdep(s) => {
+                let (deps, io) = (&mut s.deps, &mut s.io);
+                Ok(deps.hold_blocks(blocks, from, waits, &mut |b| {
+                    io.forget(b);
+                    discard(b)
+                }))
+            }
+            _ => Err(blocks),
         }
     }
 
@@ -177,9 +197,15 @@ impl Ordering {
         from: FreedFrom,
         discard: &mut dyn FnMut(u64),
     ) -> Result<Vec<u64>, Vec<u32>> {
-        match self.softdep_mut() {
-            Some(sd) => Ok(sd.hold_removed(ino, dir, blocks, from, discard)),
-            None => Err(blocks),
+        match self {
+            Ordering::Softdep(s) => {
+                let (deps, io) = (&mut s.deps, &mut s.io);
+                Ok(deps.hold_removed(ino, dir, blocks, from, &mut |b| {
+                    io.forget(b);
+                    discard(b)
+                }))
+            }
+            _ => Err(blocks),
         }
     }
 
@@ -304,13 +330,17 @@ impl Ordering {
     }
 
     /// `block` was written: file data (`data`), or metadata carrying
-    /// `image` (None: as memory held it).
+    /// `image` (None: as memory held it). One written with an update
+    /// rolled back stays dirty, held until a flush.
     pub fn written(&mut self, block: u64, data: bool, image: Option<AlignedBuf>) {
-        if let Some(sd) = self.softdep_mut() {
-            match data {
-                true => sd.written_data(block),
-                false => sd.written(block, image),
-            }
+        let Ordering::Softdep(s) = self else { return };
+        match image.is_some() {
+            true => s.io.rolled.insert(block),
+            false => s.io.rolled.remove(&block),
+        };
+        match data {
+            true => s.deps.written_data(block),
+            false => s.deps.written(block, image),
         }
     }
 

@@ -8,7 +8,6 @@ use fsapi::Errno;
 
 use crate::core::{io_failed, Core};
 use crate::format::BLOCK_BYTES;
-use crate::policy::Ordering;
 
 impl Core {
     /// Under `softdep`: write-back passes (each flushed, the released
@@ -20,7 +19,7 @@ impl Core {
         const PASSES_MAX: usize = 256;
         let mut last = None;
         let mut rescanned = false;
-        if let Err(e) = self.stage_group_headers().and_then(|()| self.cache.checkpoint(&mut self.order)) {
+        if let Err(e) = self.stage_group_headers().and_then(|()| self.order.checkpoint(&mut self.cache)) {
             return Err(io_failed(self, e));
         }
         for _ in 0..PASSES_MAX {
@@ -31,7 +30,7 @@ impl Core {
             }
             self.apply_released()?;
             let (dirty_meta, dirty_data) = (self.cache.dirty_meta(), self.cache.dirty_data());
-            let Ordering::Softdep(sd) = &mut self.order else { return Ok(()) };
+            let Some(sd) = self.order.softdep_mut() else { return Ok(()) };
             let now = (dirty_meta, dirty_data, sd.signature());
             if now.0 == 0 && now.1 == 0 && sd.idle() {
                 break;
@@ -131,7 +130,7 @@ impl Core {
         if !self.moving {
             return false;
         }
-        let Ordering::Softdep(sd) = &mut self.order else { return false };
+        let Some(sd) = self.order.softdep_mut() else { return false };
         if !sd.moves_settled(&self.cache) {
             return false;
         }
@@ -142,14 +141,14 @@ impl Core {
     /// Under `softdep`: clears in the maps the blocks and inodes the
     /// dependencies released (their pointers are gone from the disk).
     pub fn apply_released(&mut self) -> Result<(), Errno> {
-        let Ordering::Softdep(sd) = &mut self.order else { return Ok(()) };
+        let Some(sd) = self.order.softdep_mut() else { return Ok(()) };
         let mut blocks = std::mem::take(&mut sd.released_blocks);
         let meta = std::mem::take(&mut sd.released_meta);
         let inodes = std::mem::take(&mut sd.released_inodes);
         // File data left the cache when it was freed, and nothing loads a
         // held block; a directory block retired may linger.
         for block in meta {
-            self.cache.discard(u64::from(block));
+            self.cache.discard(&mut self.order, u64::from(block));
         }
         self.clear_block_bits(&blocks)?;
         // The list's room kept for the next release (hundreds of
@@ -165,7 +164,7 @@ impl Core {
     /// their buffers go.
     pub(crate) fn retire_all(&mut self, dirs: Vec<u64>) -> Result<(), Errno> {
         for b in dirs {
-            if let Err(e) = self.cache.retire(&mut self.order, b) {
+            if let Err(e) = self.order.retire(&mut self.cache, b) {
                 return Err(io_failed(self, e));
             }
         }

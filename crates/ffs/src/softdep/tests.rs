@@ -454,7 +454,8 @@ fn the_probe_of_an_inode_block_agrees_with_its_image() {
 
 /// The mount's dependencies and its cache, side by side.
 fn parts(core: &mut Core) -> (&mut Softdep, &mut Cache) {
-    let Ordering::Softdep(sd) = &mut core.order else { panic!("mounted under softdep") };
+    let Ordering::Softdep(s) = &mut core.order else { panic!("mounted under softdep") };
+    let sd = &mut s.deps;
     (sd, &mut core.cache)
 }
 

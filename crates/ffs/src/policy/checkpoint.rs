@@ -1,0 +1,81 @@
+//! What soft updates keep of the buffer cache's write-back between calls
+//! (`Ordering::Softdep`): the buffers held back, the freed directory
+//! blocks still to be written once, the flush a checkpoint issued behind
+//! the calls and its rounds left. What is done with them is in
+//! `writeback.rs`.
+
+use rustc_hash::FxHashSet as HashSet;
+
+use crate::commits::Commits;
+
+/// Rounds of a checkpoint at most: each lets a level of a new tree go
+/// (maps and data, inodes, the entries naming them, ...).
+pub const ROUNDS_MAX: usize = 4;
+
+/// The flush a checkpoint issued and the calls go on beside.
+pub enum Behind {
+    /// None in flight.
+    Idle,
+    /// A thread flushing the device; what the flush returned.
+    Thread(std::thread::JoinHandle<device::Result<()>>),
+    /// Issued at once, but what waited on it run only by the next call
+    /// that needs it done (`Commits::Deferred`): the calls in between go
+    /// on as beside a flusher thread, in an order the same from run to
+    /// run, and a crash between finds the flush done.
+    Deferred,
+}
+
+pub struct Checkpoints {
+    /// Dirty buffers an eviction held back, or whose last write held an
+    /// update back; writing them again is worth it only after a flush.
+    pub rolled: HashSet<u64>,
+    /// Freed directory blocks still to be written once (a removal in one
+    /// waits for the disk's copy to lose its entry), then dropped:
+    /// written in batches, so that they neither crowd the live buffers
+    /// out nor go one request each.
+    pub retired: HashSet<u64>,
+    /// With a flusher thread: the thread writing a batch of retired
+    /// buffers while the calls go on (`write_retired_behind`); every
+    /// flush waits for it first.
+    pub retiring: Option<std::thread::JoinHandle<device::Result<()>>>,
+    /// Who issues a checkpoint's flushes, the one in flight, and the
+    /// checkpoint's rounds left.
+    pub flushes_by: Commits,
+    pub behind: Behind,
+    pub rounds: usize,
+    pub rounds_by: Commits,
+    /// Shadows past this many start a checkpoint.
+    pub shadow_mark: usize,
+}
+
+impl Checkpoints {
+    /// For a cache of `capacity_blocks` buffers.
+    pub fn new(capacity_blocks: usize) -> Checkpoints {
+        Checkpoints {
+            rolled: HashSet::default(),
+            retired: HashSet::default(),
+            retiring: None,
+            flushes_by: Commits::Caller,
+            behind: Behind::Idle,
+            rounds: 0,
+            rounds_by: Commits::Caller,
+            shadow_mark: capacity_blocks / 2,
+        }
+    }
+
+    /// `block`'s buffer left the cache: nothing of it is held or retired.
+    pub fn forget(&mut self, block: u64) {
+        self.rolled.remove(&block);
+        self.retired.remove(&block);
+    }
+}
+
+impl Drop for Checkpoints {
+    /// Retired buffers being written are waited for: nothing is written
+    /// once the mount is gone.
+    fn drop(&mut self) {
+        if let Some(thread) = self.retiring.take() {
+            let _ = thread.join();
+        }
+    }
+}
