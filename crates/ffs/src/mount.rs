@@ -422,7 +422,8 @@ mod tests {
     #[test]
     fn a_removal_commits_for_what_it_logs_not_for_the_blocks_it_touches() {
         let dev: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
-        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        // A 1 MiB log: a commit holds fewer blocks than the removal touches.
+        mkfs(&dev, &MkfsOptions { log_bytes: Some(1 << 20), ..Default::default() }).unwrap();
         let options =
             MountOptions { policy: Policy::Log, commits: crate::Commits::Caller, ..Default::default() };
         let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();

@@ -68,8 +68,8 @@ pub struct MkfsArgs {
     /// Inodes in all (default: one per 16 KiB).
     #[arg(long, value_name = "N")]
     pub inodes: Option<u64>,
-    /// Size of the log region every policy reserves (default: 1 MiB per
-    /// GiB, 1 to 64 MiB, as WAPBL).
+    /// Size of the log region every policy reserves (default: what mke2fs
+    /// gives jbd2's journal on a device of the same size, 32 MiB on 1 GiB).
     #[arg(long, value_name = "SIZE")]
     pub log_size: Option<String>,
     /// Overwrite a target that holds a file system, a partition table or an iolab volume.

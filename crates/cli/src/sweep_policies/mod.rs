@@ -101,8 +101,8 @@ pub struct PoliciesArgs {
     #[arg(long, value_name = "SIZE", default_value = "64m")]
     pub cache: String,
     /// The log region each new file system gets (the `log` policy's
-    /// journal; default: WAPBL's rule, 1 MiB per GiB of the file system, 1
-    /// to 64 MiB).
+    /// journal; default: what mke2fs gives jbd2's journal on a device of
+    /// the same size, 32 MiB on 1 GiB).
     #[arg(long, value_name = "SIZE")]
     pub log_size: Option<String>,
     /// Make file systems on a target that holds data.

@@ -49,7 +49,8 @@ pub(crate) fn bounded<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stat
 /// The superblock mkfs lays out on 320 MiB, one generation on (slot 1),
 /// with counts well inside their bounds.
 fn base() -> Superblock {
-    let sb = ffs::geometry(DEVICE_BYTES, 512, &ffs::MkfsOptions::default()).unwrap();
+    let options = ffs::MkfsOptions { log_bytes: Some(1 << 20), ..Default::default() };
+    let sb = ffs::geometry(DEVICE_BYTES, 512, &options).unwrap();
     assert_eq!((sb.groups, sb.blocks_per_group, sb.inodes_per_group, sb.log_blocks), (3, 32768, 6832, 256));
     Superblock {
         generation: 5,
