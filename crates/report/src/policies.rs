@@ -111,6 +111,61 @@ impl PoliciesSweep {
     }
 }
 
+/// Why a cell's figure is not to be trusted plainly (marked in the table
+/// and listed in the JSON): a measured median under a second, where the
+/// machine's noise is a large share, or repeats more than 10% apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Doubt {
+    UnderASecond,
+    SpreadOver10Percent,
+}
+
+impl Doubt {
+    /// The table's mark after the cell.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Doubt::UnderASecond => "*",
+            Doubt::SpreadOver10Percent => "~",
+        }
+    }
+
+    /// The JSON's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Doubt::UnderASecond => "under_a_second",
+            Doubt::SpreadOver10Percent => "spread_over_10_percent",
+        }
+    }
+
+    fn meaning(self) -> &'static str {
+        match self {
+            Doubt::UnderASecond => {
+                "* the median is under a second: the machine's noise is a large share of it (give more \
+                 --copies or --files)"
+            }
+            Doubt::SpreadOver10Percent => {
+                "~ the repeats are more than 10% of the median apart: compare ratios, not times (give more \
+                 --repeat)"
+            }
+        }
+    }
+}
+
+/// What is doubtful about a phase's runs: under a second (measured time
+/// only: modeled time has no noise), or a spread (max - min) over 10% of
+/// the median.
+pub fn doubts(runs: &[PhaseRun], modeled: bool) -> Vec<Doubt> {
+    let (median, min, max) = median_min_max(runs.iter().map(|r| r.seconds));
+    let mut out = Vec::new();
+    if !modeled && median < 1.0 {
+        out.push(Doubt::UnderASecond);
+    }
+    if runs.len() > 1 && max - min > 0.1 * median {
+        out.push(Doubt::SpreadOver10Percent);
+    }
+    out
+}
+
 /// Seconds as the seed wrote them, minutes:seconds, to the hundredth.
 pub fn min_sec(seconds: f64) -> String {
     let hundredths = (seconds.max(0.0) * 100.0).round() as u64;
@@ -145,13 +200,21 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
     // Every cell first, then the columns as wide as their widest cell.
     let mut rows: Vec<Vec<String>> =
         vec![std::iter::once(String::new()).chain(s.columns.iter().map(|p| p.name.clone())).collect()];
+    let mut used: Vec<Doubt> = Vec::new();
     for phase in [Phase::Tar, Phase::Rm] {
         let base = s.async_median(phase);
         let mut times = vec![phase.name().to_string()];
         let mut ratios = vec![String::new()];
         for p in &s.columns {
             let (median, min, max) = median_min_max(p.phase(phase).iter().map(|r| r.seconds));
-            times.push(format!("{} ({}-{})", min_sec(median), min_sec(min), min_sec(max)));
+            let doubts = doubts(p.phase(phase), s.modeled.is_some());
+            let marks: String = doubts.iter().map(|d| d.mark()).collect();
+            for d in &doubts {
+                if !used.contains(d) {
+                    used.push(*d);
+                }
+            }
+            times.push(format!("{} ({}-{}){marks}", min_sec(median), min_sec(min), min_sec(max)));
             let range = match s.ratio_range(p, phase) {
                 Some((lo, hi)) if p.name != "async" && s.repeats > 1 => format!(" ({lo:.2}-{hi:.2})"),
                 _ => String::new(),
@@ -203,6 +266,10 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
         let line: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
+    used.sort_by_key(|d| d.mark());
+    for doubt in used {
+        let _ = writeln!(out, "{}", doubt.meaning());
+    }
     let _ = writeln!(out, "how each column ran:");
     for c in &s.columns {
         let _ = writeln!(out, "  {}: {}", c.name, c.how);
@@ -230,20 +297,55 @@ mod tests {
             rm: rm.iter().map(|&seconds| PhaseRun { seconds, ..Default::default() }).collect(),
             ..Default::default()
         };
-        let sweep = PoliciesSweep {
-            archive: String::new(),
-            entries: 0,
-            data_bytes: 0,
-            copies: 1,
-            repeats: 3,
-            target: String::new(),
-            modeled: None,
-            columns: vec![runs("log", &[1.1, 2.4, 3.3]), runs("async", &[1.0, 2.0, 3.0])],
-        };
+        let sweep = sweep_of(3, vec![runs("log", &[1.1, 2.4, 3.3]), runs("async", &[1.0, 2.0, 3.0])]);
         let (lo, hi) = sweep.ratio_range(&sweep.columns[0], Phase::Rm).unwrap();
         assert!((lo - 1.1).abs() < 1e-9 && (hi - 1.2).abs() < 1e-9, "{lo} {hi}");
         let alone = PoliciesSweep { columns: vec![runs("log", &[1.0])], ..sweep };
         assert_eq!(alone.ratio_range(&alone.columns[0], Phase::Rm), None, "no async, no ratio");
+    }
+
+    /// A measured sweep of `repeats` over `columns`, nothing else said.
+    fn sweep_of(repeats: u32, columns: Vec<ColumnRuns>) -> PoliciesSweep {
+        let (archive, target, modeled) = (String::new(), String::new(), None);
+        PoliciesSweep { archive, entries: 0, data_bytes: 0, copies: 1, repeats, target, modeled, columns }
+    }
+
+    fn runs(seconds: &[f64]) -> Vec<PhaseRun> {
+        seconds.iter().map(|&seconds| PhaseRun { seconds, ..Default::default() }).collect()
+    }
+
+    /// A measured median under a second is doubtful; a modeled one is not
+    /// (modeled time has no noise).
+    #[test]
+    fn a_measured_cell_under_a_second_is_marked() {
+        assert_eq!(doubts(&runs(&[0.98, 0.99, 1.0]), false), vec![Doubt::UnderASecond]);
+        assert_eq!(doubts(&runs(&[0.98, 0.99, 1.0]), true), vec![]);
+        assert_eq!(doubts(&runs(&[1.0, 1.01, 1.02]), false), vec![]);
+    }
+
+    /// Repeats more than 10% of the median apart are marked; one run has
+    /// no spread to judge.
+    #[test]
+    fn a_cell_whose_repeats_spread_over_10_percent_is_marked() {
+        assert_eq!(doubts(&runs(&[2.0, 2.1, 2.25]), false), vec![Doubt::SpreadOver10Percent]);
+        assert_eq!(doubts(&runs(&[2.0, 2.1, 2.19]), false), vec![]);
+        assert_eq!(doubts(&runs(&[2.0]), false), vec![]);
+    }
+
+    /// The table marks a doubtful cell and says once what the mark means.
+    #[test]
+    fn the_table_marks_a_doubtful_cell_and_explains_the_mark() {
+        let column = |name: &str, tar: &[f64]| ColumnRuns {
+            name: name.into(),
+            tar: runs(tar),
+            rm: runs(&[2.0, 2.0]),
+            ..Default::default()
+        };
+        let sweep = sweep_of(2, vec![column("log", &[0.5, 0.52]), column("async", &[2.0, 2.0])]);
+        let table = policies_table(&sweep);
+        assert!(table.contains("0:00.51 (0:00.50-0:00.52)*"), "{table}");
+        assert_eq!(table.matches("* the median is under a second").count(), 1, "{table}");
+        assert!(!table.contains("~ the repeats"), "no cell spreads: {table}");
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub struct PoliciesArgs {
     /// The generated tree's seed.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
-    /// Write the results as JSON (schema iolab-sweep-policies, version 2)
+    /// Write the results as JSON (schema iolab-sweep-policies, version 3)
     /// to FILE ("-" for standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

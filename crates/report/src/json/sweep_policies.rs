@@ -1,12 +1,13 @@
-//! `iolab sweep policies --json`: schema `iolab-sweep-policies`, version 2
-//! (version 1 had only iolab's policies, under `policies`).
+//! `iolab sweep policies --json`: schema `iolab-sweep-policies`, version 3
+//! (version 2 had no `doubts`; version 1 had only iolab's policies, under
+//! `policies`).
 
 use serde::Serialize;
 
-use crate::policies::{median_min_max, ColumnRuns, Phase, PhaseRun, PoliciesSweep};
+use crate::policies::{doubts, median_min_max, ColumnRuns, Doubt, Phase, PhaseRun, PoliciesSweep};
 
 pub const SCHEMA: &str = "iolab-sweep-policies";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepPoliciesDocument {
@@ -45,6 +46,10 @@ pub struct PhaseSummary {
     /// The lowest and highest ratio of a run to async's run of the same
     /// repeat; `null` when async did not run.
     pub vs_async_range: Option<[f64; 2]>,
+    /// Why the figure is not to be trusted plainly: `under_a_second` (a
+    /// measured median), `spread_over_10_percent` (the repeats' max - min
+    /// over the median); empty when neither.
+    pub doubts: Vec<&'static str>,
     pub runs: Vec<Run>,
 }
 
@@ -80,6 +85,7 @@ fn summary(s: &PoliciesSweep, p: &ColumnRuns, phase: Phase) -> PhaseSummary {
         max_s,
         vs_async: s.async_median(phase).filter(|b| *b > 0.0).map(|b| median_s / b),
         vs_async_range: s.ratio_range(p, phase).map(|(lo, hi)| [lo, hi]),
+        doubts: doubts(runs, s.modeled.is_some()).into_iter().map(Doubt::name).collect(),
         runs: runs.iter().map(Run::from).collect(),
     }
 }
