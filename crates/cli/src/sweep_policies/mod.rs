@@ -23,7 +23,7 @@ use clap::{Args, ValueEnum};
 use ffs::{MkfsOptions, Policy};
 use fsapi::{FileSystem, Owner, ROOT};
 use workloads::spec::parse_bytes;
-use workloads::tree::{archive_size, extract_observed, load_archive, remove_tree, source_archive};
+use workloads::tree::{archive_size, extract_observed, load_archive, remove_tree, tree_archive, TreeShape};
 
 use self::dir::UserDir;
 use self::gnu::Work;
@@ -52,9 +52,17 @@ pub struct PoliciesArgs {
     /// (docs/fs.md).
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,
-    /// Files in the generated tree (without --archive).
-    #[arg(long, value_name = "N", default_value_t = 2000)]
-    pub files: u32,
+    /// Files in the generated tree (without --archive; default 2,000, or
+    /// 8 for --shape large).
+    #[arg(long, value_name = "N")]
+    pub files: Option<u32>,
+    /// The generated tree's shape (without --archive): random (glibc's,
+    /// files in random directories), ordered (the same in directory
+    /// order, as tar archives a tree), small (1 KiB files), large (1 to
+    /// 64 MiB files), deep (chains of directories 64 deep), flat (one
+    /// directory). docs/fs.md.
+    #[arg(long, value_name = "SHAPE", default_value = "random", value_parser = ["random", "ordered", "small", "large", "deep", "flat"])]
+    pub shape: String,
     /// Copies extracted per run, each into its own directory (the seed: 10).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub copies: u32,
@@ -197,13 +205,25 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     parse_bytes("cache", &args.cache).map_err(UsageError::from)?;
     crate::check_destinations(args.json.as_deref(), args.plot.as_deref())?;
     let (name, tar) = match &args.archive {
+        Some(_) if args.files.is_some() || args.shape != "random" => {
+            return Err(UsageError(
+                "--files and --shape shape the generated tree, and --archive replaces it: give one or the other"
+                    .into(),
+            )
+            .into());
+        }
         Some(path) => {
             (path.display().to_string(), load_archive(path).map_err(|e| UsageError(e.to_string()))?.tar)
         }
-        None => (
-            format!("a generated source-like tree (seed {}, {} files)", args.seed, args.files),
-            source_archive(args.seed, args.files),
-        ),
+        None => {
+            let shape = TreeShape::parse(&args.shape).expect("clap took only the shapes' names");
+            let files = args.files.unwrap_or(shape.default_files());
+            let what = match shape {
+                TreeShape::Random => "a generated source-like tree".to_string(),
+                shape => format!("a generated tree of shape {}", shape.name()),
+            };
+            (format!("{what} (seed {}, {files} files)", args.seed), tree_archive(shape, args.seed, files))
+        }
     };
     let (entries, data_bytes) = archive_size(&tar).map_err(|e| UsageError(e.to_string()))?;
     let size = match &args.size {

@@ -254,6 +254,9 @@ fn policies_sweep_names_what_is_wrong_with_its_columns() {
         (&["--disk", "sim:hdd,data=discard"][..], "reads back what it writes"),
         (&["--disk", "hdd"][..], "name a simulated disk"),
         (&["--log-size", "4k", "--files", "10", "--copies", "1", "--repeat", "1"][..], "too small"),
+        (&["--archive", "/nonexistent/t.tar", "--shape", "deep"][..], "--archive replaces it"),
+        (&["--archive", "/nonexistent/t.tar", "--files", "10"][..], "--archive replaces it"),
+        (&["--shape", "bushy"][..], "possible values"),
     ] {
         let out = iolab(&[&["sweep", "policies"][..], args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -334,4 +337,12 @@ fn on_a_simulated_disk_sync_waits_for_the_disk_and_async_does_not() {
     // Each of sync's ordered writes waits for the medium (milliseconds);
     // async's go out together at the unmount.
     assert!(tar(0) > 5.0 * tar(1), "sync {} s, async {} s", tar(0), tar(1));
+}
+
+/// A generated tree of another shape runs, and the table names it.
+#[test]
+fn policies_sweep_runs_a_flat_tree_and_names_its_shape() {
+    let (table, doc) = small_policies_sweep(&["--shape", "flat", "--policies", "async"]);
+    assert!(table.contains("a generated tree of shape flat (seed 1, 40 files)"), "{table}");
+    assert_eq!(doc["entries"], 41, "40 files and their one directory");
 }
