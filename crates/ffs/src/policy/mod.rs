@@ -16,9 +16,11 @@
 //! (write-back passes, the moving mark, releasing what waited), `log.rs`
 //! (transactions and their commits; `log_state.rs` what they keep
 //! between calls and the blocks they free), `fsync.rs` (an fsync's share
-//! under each) and `syncer.rs` (the periodic pass and a full sync). The
-//! dependencies themselves are in `softdep/`, the log's replay in
-//! `wapbl.rs`.
+//! under each), `syncer.rs` (the periodic pass and a full sync) and
+//! `writeback.rs` with `checkpoint.rs` (soft updates' schedule over the
+//! cache: buffers held back, checkpoints behind a flush, retired
+//! directory blocks). The dependencies themselves are in `softdep/`, the
+//! log's replay in `wapbl.rs`.
 
 mod checkpoint;
 mod fsync;
