@@ -14,7 +14,7 @@ use workloads::bonnie::{run_bonnie_telling, BonnieResult, BonnieSpec, PHASES};
 use workloads::spec::parse_bytes;
 use workloads::tree::{run_file_tests, FileTestSpec};
 
-use crate::stack::{self, Stack};
+use lab::stack::{self, Stack};
 use crate::UsageError;
 
 #[derive(Clone, Debug, Args)]

@@ -13,7 +13,7 @@ use workloads::crash::{
 };
 use workloads::spec::parse_bytes;
 
-use crate::stack;
+use lab::stack;
 use crate::UsageError;
 
 /// The stacks `iolab crash` can build.

@@ -12,7 +12,7 @@ use blocklog::{LogError, LoggedDevice, Mode, Repaired};
 use clap::{Args, Subcommand};
 use device::{Device, FileDevice, FileOptions, LockKind};
 
-use crate::stack::{self, Stack};
+use lab::stack::{self, Stack};
 
 #[derive(Debug, Subcommand)]
 pub enum LogCommand {

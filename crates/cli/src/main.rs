@@ -20,7 +20,6 @@ mod mpi;
 mod output;
 mod report_cmd;
 mod run;
-mod stack;
 mod sweep;
 mod sweep_journal;
 mod sweep_policies;
@@ -40,6 +39,12 @@ fn main() -> ExitCode {
     // SAFETY: restoring a signal's default disposition before any thread
     // starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // What the library says on the way goes to stderr, as the binary's own
+    // warnings do; nothing is installed before this, so this cannot fail.
+    let _ = lab::say::install(|said| match said.kind {
+        lab::say::Kind::Warning => eprintln!("iolab: warning: {}", said.text),
+        lab::say::Kind::Info => eprintln!("iolab: {}", said.text),
+    });
     let mut ranks = match mpi::start() {
         Ok(ranks) => ranks,
         Err(e) => {

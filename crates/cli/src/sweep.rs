@@ -17,7 +17,7 @@ use workloads::bonnie::{run_bonnie, BonnieSpec};
 use workloads::spec::{human_bytes, parse_bytes, parse_duration};
 use workloads::{BlockSizes, Engine, JobSpec, Progress, Rw};
 
-use crate::stack::{self, Stack};
+use lab::stack::{self, Stack};
 use crate::UsageError;
 
 #[derive(Debug, Subcommand)]
@@ -273,7 +273,7 @@ fn measure_once(
             // with the sync engine's four threads in the drives' time.
             let (engine, clock) = match (target.virtual_disk().is_some(), simulated) {
                 (true, _) => (Engine::Virtual, device::Clock::Wall),
-                (false, true) => (Engine::Sync, device::Clock::Virtual(crate::stack::sim_clock())),
+                (false, true) => (Engine::Sync, device::Clock::Virtual(lab::stack::sim_clock())),
                 (false, false) => (Engine::Sync, device::Clock::Wall),
             };
             let job = JobSpec {

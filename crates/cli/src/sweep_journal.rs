@@ -14,7 +14,7 @@ use workloads::journal::{JournalMode, JournalPlace, JournalSpec, JournalStats};
 use workloads::spec::{parse_bytes, parse_duration};
 use workloads::{BlockSizes, Engine, JobSpec, KeyMapSpec, Progress, Rw, ValidateSpec};
 
-use crate::stack::{self, Stack};
+use lab::stack::{self, Stack};
 use crate::UsageError;
 
 #[derive(Debug, Args)]
@@ -131,7 +131,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         (None, disks @ [_, ..], true) => {
             // Checked now, before anything runs.
             for disk in disks {
-                crate::stack::open_sim_keeping(disk, "journal-disk")?;
+                lab::stack::open_sim_keeping(disk, "journal-disk")?;
             }
             disks.iter().map(|d| Journals::Disk(d.clone())).collect()
         }
@@ -207,7 +207,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     }
     // On simulated disks the clock whose hooks cut the power.
     let clock =
-        if simulated { device::Clock::Virtual(crate::stack::sim_clock()) } else { device::Clock::Wall };
+        if simulated { device::Clock::Virtual(lab::stack::sim_clock()) } else { device::Clock::Wall };
     let job = JobSpec {
         name: "sweep".into(),
         clock,
@@ -288,7 +288,7 @@ fn cut_power(
         Some(JournalPlace::Device(dev)) => Arc::clone(dev),
         _ => unreachable!("a power cut's run journals on a simulated disk"),
     };
-    let target = crate::stack::open_sim_keeping(&args.target, "target")?;
+    let target = lab::stack::open_sim_keeping(&args.target, "target")?;
     let cut = crate::run::power_cut::PowerCut::set(Arc::clone(&target), journal, after);
     workloads::run_job(&job, target, &Progress::default())?;
     let at_s = after.as_secs_f64();
@@ -393,7 +393,7 @@ impl Journals {
         Ok(match self {
             Journals::Dir(dir) => JournalPlace::Dir(arm_journal_dir(dir, arm)),
             Journals::Disk(spec) => {
-                JournalPlace::Device(crate::stack::open_sim_keeping(spec, "journal-disk")?)
+                JournalPlace::Device(lab::stack::open_sim_keeping(spec, "journal-disk")?)
             }
         })
     }

@@ -22,7 +22,7 @@ use device::{FileDevice, FileOptions, LockKind};
 use workloads::journal::JOURNAL_FILE;
 use workloads::recover::{recover_watched_with, RecoverProgress, Verdict};
 
-use crate::stack::{self, Stack};
+use lab::stack::{self, Stack};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -325,11 +325,11 @@ mod tests {
     #[test]
     fn the_target_is_opened_read_only_and_shared_unless_the_log_must_be_replayed() {
         let check = super::target_options(&args(&[]), None);
-        assert_eq!((check.read_only, check.lock), (true, crate::stack::Lock::Require(LockKind::Shared)));
+        assert_eq!((check.read_only, check.lock), (true, lab::stack::Lock::Require(LockKind::Shared)));
         let replay = super::target_options(&args(&["--log"]), None);
         assert_eq!(
             (replay.read_only, replay.lock),
-            (false, crate::stack::Lock::Require(LockKind::Exclusive))
+            (false, lab::stack::Lock::Require(LockKind::Exclusive))
         );
     }
 }

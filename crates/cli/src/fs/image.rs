@@ -9,7 +9,7 @@ use clap::Args;
 use device::LockKind;
 use ffs::Ffs;
 
-use crate::stack::{self, Stack};
+use lab::stack::{self, Stack};
 use crate::UsageError;
 /// The file system behind iolab's block log, as `iolab run --log` puts a
 /// target behind it.

@@ -20,7 +20,7 @@ pub(crate) mod tree;
 
 pub(crate) use image::{open, refused, syncer, unclean, Access, BlockLogArgs, Image};
 
-use crate::stack::{self, Stack};
+use lab::stack::{self, Stack};
 use crate::UsageError;
 
 #[derive(Debug, Subcommand)]

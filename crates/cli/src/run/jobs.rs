@@ -210,7 +210,7 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
         .map(|dir| {
             let shown = dir.display().to_string();
             let place = if shown.starts_with("sim:") {
-                workloads::journal::JournalPlace::Device(crate::stack::open_sim_keeping(&shown, "journal")?)
+                workloads::journal::JournalPlace::Device(lab::stack::open_sim_keeping(&shown, "journal")?)
             } else {
                 workloads::journal::JournalPlace::Dir(dir)
             };

@@ -66,7 +66,7 @@ impl PowerCut {
         let target_bytes = target.size_bytes();
         let images: Images = Arc::default();
         let taken = Arc::clone(&images);
-        crate::stack::sim_clock().after_start(after.as_nanos() as Nanos, move |t| {
+        lab::stack::sim_clock().after_start(after.as_nanos() as Nanos, move |t| {
             let image = |d: &Arc<dyn Device>| d.virtual_disk().map(|v| v.power_cut()).unwrap_or_default();
             *taken.lock().unwrap_or_else(|e| e.into_inner()) = Some((image(&target), image(&journal), t));
         });

@@ -12,7 +12,7 @@ use workloads::{Engine, JobSpec, Pattern};
 
 use super::jobs::Plan;
 use crate::jobfile::JobFields;
-use crate::stack::{self, LogOptions, LogPlan, Stack};
+use lab::stack::{self, LogOptions, LogPlan, Stack};
 use crate::UsageError;
 
 /// The default job's depth with the uring engine.
@@ -133,7 +133,7 @@ fn check_job(
     if stack.origin.simulated {
         // The layers' ages and the engines' time (or, on the engine in
         // virtual time, the hooks it runs: a power cut's) are the disks'.
-        spec.clock = device::Clock::Virtual(crate::stack::sim_clock());
+        spec.clock = device::Clock::Virtual(lab::stack::sim_clock());
     }
     if let Some(base) =
         stack.origin.sim.as_ref().filter(|b| virtual_disk && !b.data_given && spec.validate.is_none())

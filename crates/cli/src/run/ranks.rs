@@ -33,7 +33,7 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
             MpiLayout::PerRank => {}
             MpiLayout::Shared => {
                 split_regions(&mut plan, ranks)?;
-                crate::stack::base::SHARED_WITH_RANKS.store(true, std::sync::atomic::Ordering::Relaxed);
+                lab::stack::base::SHARED_WITH_RANKS.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
         Ok((plan, percentiles))

@@ -15,8 +15,7 @@ use anyhow::Context;
 use clap::Args;
 use device::{Device, FileDevice, FileOptions, LockKind};
 
-use super::assemble::read_config;
-use super::assemble::{attach_stripe_logs, Access};
+use lab::assemble::{attach_stripe_logs, read_config, Access};
 use crate::UsageError;
 
 /// A drive of the configuration and the file it names.

@@ -8,7 +8,6 @@
 //! for themselves; `list`, `printconfig` and `checkparity` open the drives
 //! read-only under a shared lock (`assemble.rs`).
 
-mod assemble;
 mod create;
 
 use std::path::PathBuf;
@@ -18,7 +17,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use volume::{State, VolumeSet};
 
-pub use assemble::{assemble_for_io, Access};
+use lab::assemble::{self, assemble_for_io, Access};
 pub use create::CreateArgs;
 
 use crate::UsageError;

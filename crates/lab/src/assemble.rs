@@ -81,10 +81,10 @@ fn open_drive(path: &Path, direct: bool, access: Access) -> anyhow::Result<Arc<d
     let dev = FileDevice::open(path, &FileOptions { direct, read_only, ..Default::default() })?;
     let kind = if read_only { LockKind::Shared } else { LockKind::Exclusive };
     match dev.lock(kind) {
-        Err(DeviceError::Locked { path, holder, .. }) if access == Access::Inspect => eprintln!(
-            "iolab: warning: {}: in use by {holder}; listed anyway, but the states shown may be changing",
+        Err(DeviceError::Locked { path, holder, .. }) if access == Access::Inspect => crate::say::warning(format!(
+            "{}: in use by {holder}; listed anyway, but the states shown may be changing",
             path.display()
-        ),
+        )),
         locked => locked?,
     }
     let metadata_bytes = volume::DATA_START_BYTES as usize;
@@ -127,7 +127,7 @@ fn assemble_drives(args: &[PathBuf], direct: bool, access: Access) -> anyhow::Re
                 } else {
                     format!("{} does not exist", path.display())
                 };
-                eprintln!("iolab: warning: {drive}{why}; assembling without it");
+                crate::say::warning(format!("{drive}{why}; assembling without it"));
             }
         }
     }
@@ -136,7 +136,7 @@ fn assemble_drives(args: &[PathBuf], direct: bool, access: Access) -> anyhow::Re
     }
     let set = volume::assemble_given(&devices)?;
     for warning in set.warnings() {
-        eprintln!("iolab: warning: {warning}");
+        crate::say::warning(warning.to_string());
     }
     Ok(set)
 }
@@ -152,11 +152,11 @@ pub fn assemble_for_io(args: &[PathBuf], direct: bool) -> anyhow::Result<VolumeS
         set.missing_drives().iter().chain(set.drives_down_at_assembly()).map(String::as_str).collect();
     if !down.is_empty() {
         set.save()?;
-        eprintln!(
-            "iolab: warning: recorded {} down on the other drives; when a drive is back (or replaced), revive \
+        crate::say::warning(format!(
+            "recorded {} down on the other drives; when a drive is back (or replaced), revive \
              it with `iolab volume start DRIVE ...`",
             down.join(", ")
-        );
+        ));
     }
     attach_stripe_logs(&set, false, Access::Write)?;
     Ok(set)
@@ -177,12 +177,12 @@ pub fn attach_stripe_logs(set: &VolumeSet, fresh: bool, access: Access) -> anyho
             let missing = set.missing_drives().contains(&drive);
             let state =
                 if missing { "missing".into() } else { vol.state(&drive).unwrap_or(State::Down).to_string() };
-            eprintln!(
-                "iolab: warning: volume {}: log drive {drive} is {state}: its stripe log cannot be replayed or \
+            crate::say::warning(format!(
+                "volume {}: log drive {drive} is {state}: its stripe log cannot be replayed or \
                  written, so the volume takes reads only (as md with its journal missing); give the drive back \
                  and revive it with `iolab volume start {drive} ...`",
                 vol.name()
-            );
+            ));
             continue;
         }
         let area = dev.size_bytes().saturating_sub(volume::DATA_START_BYTES);
@@ -216,11 +216,11 @@ fn report_replay(volume: &str, drive: &str, replay: &blocklog::ReplayReport, acc
             0 => String::new(),
             n => format!("; {n} sectors of drives that are down were left, to be rebuilt from parity"),
         };
-        eprintln!(
-            "iolab: volume {volume}: replayed {} row updates ({} sectors{skipped}) from the stripe log on \
+        crate::say::info(format!(
+            "volume {volume}: replayed {} row updates ({} sectors{skipped}) from the stripe log on \
              {drive}{where_to}",
             replay.commits, replay.sectors_written_home
-        );
+        ));
     }
 }
 
@@ -237,7 +237,7 @@ fn stopped_advice(e: blocklog::LogError, volume: &str, drive: &str) -> anyhow::E
     }
 }
 
-pub(crate) fn read_config(path: &Path) -> anyhow::Result<volume::Config> {
+pub fn read_config(path: &Path) -> anyhow::Result<volume::Config> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read the configuration", path.display()))?;
     volume::parse(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())).into())

@@ -237,9 +237,9 @@ pub fn reopen_log_over(
 fn report_replay(logged: &LoggedDevice, holder: &str) {
     let replay = logged.replay_report();
     if replay.records > 0 {
-        eprintln!(
-            "iolab: replayed the block log of {holder}: {} commits, {} sectors written home",
+        crate::say::info(format!(
+            "replayed the block log of {holder}: {} commits, {} sectors written home",
             replay.commits, replay.sectors_written_home
-        );
+        ));
     }
 }

@@ -10,7 +10,7 @@
 //! crash) does it through here, so a layer is put on, replayed and closed
 //! one way only.
 
-pub(crate) mod base;
+pub mod base;
 mod log;
 mod safety;
 
@@ -136,7 +136,7 @@ impl Stack {
         for layer in self.layers.iter().rev() {
             if let Layer::Volume { set, volume } = layer {
                 for event in volume.take_events() {
-                    eprintln!("iolab: warning: volume {}: {event}", volume.name());
+                    crate::say::warning(format!("volume {}: {event}", volume.name()));
                 }
                 volume.checkpoint_write_ahead_log()?;
                 set.save()?;
@@ -162,7 +162,7 @@ impl Stack {
         if let Some(temp) = origin.temp {
             let where_ = temp.path().display().to_string();
             temp.close().with_context(|| format!("{where_}: cannot remove the temporary target"))?;
-            eprintln!("the temporary target in {where_} has been removed");
+            crate::say::info(format!("the temporary target in {where_} has been removed"));
         }
         Ok(closed)
     }
@@ -181,7 +181,7 @@ impl Stack {
         if path.as_deref().is_some_and(Path::is_dir) {
             for file in made_files {
                 if let Err(e) = std::fs::remove_file(&file) {
-                    eprintln!("iolab: warning: {}: could not undo its creation: {e}", file.display());
+                    crate::say::warning(format!("{}: could not undo its creation: {e}", file.display()));
                 }
             }
             return;
@@ -195,7 +195,7 @@ impl Stack {
             Ok(())
         };
         if let Err(e) = undone {
-            eprintln!("iolab: warning: {}: could not undo its creation: {e}", path.display());
+            crate::say::warning(format!("{}: could not undo its creation: {e}", path.display()));
         }
     }
 }

@@ -113,7 +113,7 @@ impl Stack {
                 ))
             })?;
             let paths: Vec<PathBuf> = drives.split(',').map(PathBuf::from).collect();
-            return open_volume(crate::volume::assemble_for_io(&paths, options.direct)?, Some(name), spec);
+            return open_volume(crate::assemble::assemble_for_io(&paths, options.direct)?, Some(name), spec);
         }
         let path = Path::new(spec);
         if path.is_dir() {
@@ -275,7 +275,7 @@ fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
 /// jobs of one job file on one file) is not a conflict with another run.
 /// Set under `mpirun ... --mpi-layout shared`: the other processes on the
 /// target are this run's other ranks, each on its own part of it.
-pub(crate) static SHARED_WITH_RANKS: std::sync::atomic::AtomicBool =
+pub static SHARED_WITH_RANKS: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
 pub(super) fn take_lock(dev: &FileDevice, lock: Lock) -> anyhow::Result<()> {
@@ -294,10 +294,10 @@ pub(super) fn take_lock(dev: &FileDevice, lock: Lock) -> anyhow::Result<()> {
             Ok(())
         }
         Err(device::DeviceError::Locked { path, holder, .. }) if !required => {
-            eprintln!(
-                "iolab: warning: {} is in use by {holder}; the two runs will measure each other",
+            crate::say::warning(format!(
+                "{} is in use by {holder}; the two runs will measure each other",
                 path.display()
-            );
+            ));
             Ok(())
         }
         Err(e) => Err(e.into()),
@@ -323,7 +323,7 @@ fn volume_config(path: &Path, direct: bool) -> anyhow::Result<Option<volume::Vol
     if !is_config {
         return Ok(None);
     }
-    Ok(Some(crate::volume::assemble_for_io(&[path.to_path_buf()], direct)?))
+    Ok(Some(crate::assemble::assemble_for_io(&[path.to_path_buf()], direct)?))
 }
 
 /// Text whose first word (past comments) is one of Vinum's: a

@@ -1,0 +1,18 @@
+//! The lab: what iolab's commands do, below their flags and above the
+//! layers. A command's flags become a call here; what it finds comes back
+//! as values for `report` and the binary to show. Nothing here prints:
+//! what the lab has to say on the way goes through [`say`].
+//!
+//! - [`stack`]: the stack a command runs on (a base, a volume, the block
+//!   log, a scratch view), opened bottom-up and closed top-down.
+//! - [`assemble`]: a Vinum-style volume set assembled from drive paths,
+//!   locked as the command's access needs, stripe logs replayed.
+
+#![forbid(unsafe_code)]
+
+pub mod assemble;
+mod errors;
+pub mod say;
+pub mod stack;
+
+pub use errors::{Interrupted, UsageError};
