@@ -14,8 +14,8 @@ use workloads::bonnie::{run_bonnie_telling, BonnieResult, BonnieSpec, PHASES};
 use workloads::spec::parse_bytes;
 use workloads::tree::{run_file_tests, FileTestSpec};
 
-use lab::stack::{self, Stack};
 use crate::UsageError;
+use lab::stack::{self, Stack};
 
 #[derive(Clone, Debug, Args)]
 pub struct BonnieArgs {

@@ -13,8 +13,8 @@ use workloads::crash::{
 };
 use workloads::spec::parse_bytes;
 
-use lab::stack;
 use crate::UsageError;
+use lab::stack;
 
 /// The stacks `iolab crash` can build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -2,7 +2,7 @@
 //! status 2), an interrupted command (130), and one message for an error
 //! and its causes.
 
-pub use lab::{Interrupted, UsageError};
+pub use lab::{message, Interrupted, UsageError};
 
 pub(crate) fn is_usage_error(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
@@ -13,20 +13,4 @@ pub(crate) fn is_usage_error(e: &anyhow::Error) -> bool {
                 Some(workloads::WorkloadError::Spec(_))
             )
     })
-}
-
-/// The error and its causes, each cause once: library errors often repeat
-/// their source in their own message already.
-pub(crate) fn message(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            if !out.is_empty() {
-                out.push_str(": ");
-            }
-            out.push_str(&text);
-        }
-    }
-    out
 }

@@ -17,8 +17,8 @@ use workloads::bonnie::{run_bonnie, BonnieSpec};
 use workloads::spec::{human_bytes, parse_bytes, parse_duration};
 use workloads::{BlockSizes, Engine, JobSpec, Progress, Rw};
 
-use lab::stack::{self, Stack};
 use crate::UsageError;
+use lab::stack::{self, Stack};
 
 #[derive(Debug, Subcommand)]
 pub enum SweepCommand {

@@ -14,8 +14,8 @@ use workloads::journal::{JournalMode, JournalPlace, JournalSpec, JournalStats};
 use workloads::spec::{parse_bytes, parse_duration};
 use workloads::{BlockSizes, Engine, JobSpec, KeyMapSpec, Progress, Rw, ValidateSpec};
 
-use lab::stack::{self, Stack};
 use crate::UsageError;
+use lab::stack::{self, Stack};
 
 #[derive(Debug, Args)]
 pub struct JournalArgs {
@@ -206,8 +206,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("--journal-dir: cannot create {}", dir.display()))?;
     }
     // On simulated disks the clock whose hooks cut the power.
-    let clock =
-        if simulated { device::Clock::Virtual(lab::stack::sim_clock()) } else { device::Clock::Wall };
+    let clock = if simulated { device::Clock::Virtual(lab::stack::sim_clock()) } else { device::Clock::Wall };
     let job = JobSpec {
         name: "sweep".into(),
         clock,
@@ -392,9 +391,7 @@ impl Journals {
     fn place(&self, arm: &Arm) -> Result<JournalPlace, UsageError> {
         Ok(match self {
             Journals::Dir(dir) => JournalPlace::Dir(arm_journal_dir(dir, arm)),
-            Journals::Disk(spec) => {
-                JournalPlace::Device(lab::stack::open_sim_keeping(spec, "journal-disk")?)
-            }
+            Journals::Disk(spec) => JournalPlace::Device(lab::stack::open_sim_keeping(spec, "journal-disk")?),
         })
     }
 }

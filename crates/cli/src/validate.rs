@@ -327,9 +327,6 @@ mod tests {
         let check = super::target_options(&args(&[]), None);
         assert_eq!((check.read_only, check.lock), (true, lab::stack::Lock::Require(LockKind::Shared)));
         let replay = super::target_options(&args(&["--log"]), None);
-        assert_eq!(
-            (replay.read_only, replay.lock),
-            (false, lab::stack::Lock::Require(LockKind::Exclusive))
-        );
+        assert_eq!((replay.read_only, replay.lock), (false, lab::stack::Lock::Require(LockKind::Exclusive)));
     }
 }

@@ -81,10 +81,12 @@ fn open_drive(path: &Path, direct: bool, access: Access) -> anyhow::Result<Arc<d
     let dev = FileDevice::open(path, &FileOptions { direct, read_only, ..Default::default() })?;
     let kind = if read_only { LockKind::Shared } else { LockKind::Exclusive };
     match dev.lock(kind) {
-        Err(DeviceError::Locked { path, holder, .. }) if access == Access::Inspect => crate::say::warning(format!(
-            "{}: in use by {holder}; listed anyway, but the states shown may be changing",
-            path.display()
-        )),
+        Err(DeviceError::Locked { path, holder, .. }) if access == Access::Inspect => {
+            crate::say::warning(format!(
+                "{}: in use by {holder}; listed anyway, but the states shown may be changing",
+                path.display()
+            ))
+        }
         locked => locked?,
     }
     let metadata_bytes = volume::DATA_START_BYTES as usize;

@@ -7,12 +7,15 @@
 //!   log, a scratch view), opened bottom-up and closed top-down.
 //! - [`assemble`]: a Vinum-style volume set assembled from drive paths,
 //!   locked as the command's access needs, stripe logs replayed.
+//! - [`fs`]: iolab's file system on a target: opened (behind its block
+//!   log), made, served through FUSE, mounted in-process for timed work.
 
 #![forbid(unsafe_code)]
 
 pub mod assemble;
 mod errors;
+pub mod fs;
 pub mod say;
 pub mod stack;
 
-pub use errors::{Interrupted, UsageError};
+pub use errors::{message, Interrupted, UsageError};

@@ -3,9 +3,8 @@
 //! check it, and look inside an unmounted image.
 
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -15,12 +14,13 @@ use ffs::{Ffs, MkfsOptions, MountOptions, Policy};
 use fsapi::FileSystem;
 use workloads::spec::parse_bytes;
 
-mod image;
 pub(crate) mod tree;
 
-pub(crate) use image::{open, refused, syncer, unclean, Access, BlockLogArgs, Image};
+mod block_log;
 
-use lab::stack::{self, Stack};
+pub use block_log::BlockLogArgs;
+pub(crate) use lab::fs::{make, open, refused, serve, unclean, Access, Image};
+
 use crate::UsageError;
 
 #[derive(Debug, Subcommand)]
@@ -210,7 +210,7 @@ fn mkfs(args: MkfsArgs) -> anyhow::Result<ExitCode> {
     let log_bytes = bytes("log-size", &args.log_size).map_err(UsageError::from)?;
     let block_log_bytes = bytes("block-log-size", &args.block_log_size).map_err(UsageError::from)?;
     let options = MkfsOptions { inodes: args.inodes, log_bytes };
-    let (target, sb) = make(&args.target, size, &options, args.force, block_log_bytes, &args.log)?;
+    let (target, sb) = make(&args.target, size, &options, args.force, block_log_bytes, &args.log.plan())?;
     let behind = match target.log() {
         Some(log) => {
             format!(" behind a block log (mode {}, {} KiB)", log.mode(), log.header().log_bytes / 1024)
@@ -227,32 +227,6 @@ fn mkfs(args: MkfsArgs) -> anyhow::Result<ExitCode> {
     );
     target.close()?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Makes a file system on `target` after every check (a target holding
-/// data needs `force`); returns the open stack and the superblock made.
-pub(crate) fn make(
-    target: &str,
-    create_bytes: Option<u64>,
-    options: &MkfsOptions,
-    force: bool,
-    block_log_bytes: Option<u64>,
-    log: &BlockLogArgs,
-) -> anyhow::Result<(Stack, ffs::format::Superblock)> {
-    let access = Access { create_bytes, format_log: Some(block_log_bytes), force, ..Access::default() };
-    let stack = open(target, access, log)?;
-    let device = Arc::clone(stack.device());
-    let checked = stack::check_writable(&stack, force).and_then(|()| {
-        ffs::geometry(device.size_bytes(), device.sector_bytes(), options)
-            .map_err(|e| UsageError(format!("{e}")).into())
-    });
-    if let Err(e) = checked {
-        stack.discard();
-        return Err(e);
-    }
-    let image = Image { target, bytes: device.size_bytes() };
-    let sb = ffs::mkfs(&device, options).map_err(|e| image.advise(e.into()))?;
-    Ok((stack, sb))
 }
 
 fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
@@ -273,7 +247,7 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     }
     let cpus = args.cpus.as_deref().map(parse_cpus).transpose().map_err(UsageError)?;
     let transport = transport(args.transport, cpus.is_some())?;
-    let target = open(&args.target, Access { direct: args.direct, ..Access::default() }, &args.log)?;
+    let target = open(&args.target, Access { direct: args.direct, ..Access::default() }, &args.log.plan())?;
     if let Some(cpus) = &cpus {
         pin_to(cpus)?;
     }
@@ -281,7 +255,7 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         MountOptions { policy: args.policy, cache_bytes, unclean: unclean(args.force), ..Default::default() };
     let image = Image { target: &args.target, bytes: target.device().size_bytes() };
     let fs = Ffs::mount(Arc::clone(target.device()), &options)
-        .map_err(|e| image.advise(refused(e, &args.target, &args.log)))?;
+        .map_err(|e| image.advise(refused(e, &args.target, &args.log.plan())))?;
     let fs = Arc::new(fs);
     if let Some(passed_over) = fs.passed_over() {
         eprintln!(
@@ -395,40 +369,6 @@ fn transport_used(served: &fusefront::Served) -> String {
     }
 }
 
-/// Serves `fs` at `mountpoint` until unmounted, with the syncer writing
-/// buffers dirty for 30 s back (and under `log` committing every second),
-/// and Ctrl-C (or SIGTERM) unmounting.
-pub(crate) fn serve(
-    fs: &Arc<Ffs>,
-    image: Image<'_>,
-    mountpoint: &Path,
-    serving: fusefront::Serving,
-    mounted: impl FnOnce(),
-) -> std::io::Result<fusefront::Served> {
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&interrupted))?;
-    }
-    let done = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let syncer = scope.spawn(|| {
-            syncer(fs, image, &done, || {
-                if interrupted.swap(false, Ordering::Relaxed) {
-                    if let Err(e) = fusefront::unmount(mountpoint) {
-                        eprintln!("iolab: cannot unmount {}: {e}", mountpoint.display());
-                    }
-                }
-            })
-        });
-        let fs: Arc<dyn FileSystem> = Arc::clone(fs) as Arc<dyn FileSystem>;
-        let result = fusefront::serve(fs, mountpoint, serving, mounted);
-        done.store(true, Ordering::Relaxed);
-        // Not a tenth of a second more: the syncer ends now.
-        syncer.thread().unpark();
-        result
-    })
-}
-
 /// A CPU list as taskset takes it: numbers and ranges, comma-separated.
 fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
     let bad = || format!("--cpus: '{text}' is not a CPU list; give numbers and ranges such as 0 or 0-1,3");
@@ -493,8 +433,11 @@ fn check(args: &FsckArgs) -> anyhow::Result<ExitCode> {
     } else {
         Repair::No
     };
-    let target =
-        open(&args.target, Access { read_only: repair == Repair::No, ..Access::default() }, &args.log)?;
+    let target = open(
+        &args.target,
+        Access { read_only: repair == Repair::No, ..Access::default() },
+        &args.log.plan(),
+    )?;
     let report = ffs::fsck::fsck(target.device(), repair);
     target.close()?;
     let report = report?;
@@ -546,7 +489,7 @@ fn not_a_file(fs: &Ffs, attr: &fsapi::Attr) -> fsapi::Result<String> {
 /// Looks inside an unmounted image without changing it: the file system is
 /// mounted over the stack's scratch view, whose writes stay in memory.
 fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
-    let target = open(&args.target, Access { read_only: true, ..Access::default() }, &args.log)?;
+    let target = open(&args.target, Access { read_only: true, ..Access::default() }, &args.log.plan())?;
     // The scratch view keeps nothing the mount writes: an unclean image is
     // shown as it is.
     let options = MountOptions { unclean: ffs::Unclean::ReadOnly, ..Default::default() };

@@ -6,17 +6,17 @@
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use ffs::{Ffs, MountOptions, Policy};
+use ffs::Policy;
 use fsapi::{Errno, FileSystem, Ino, Owner};
 use workloads::spec::parse_bytes;
 use workloads::tree::{
     extract, load_archive, remove_tree, run_mdtest, Extracted, MdtestPhase, MdtestSpec, Removed,
 };
+
+use lab::fs::runner::{in_process, out_of_room, Done, Mount};
 
 use crate::UsageError;
 
@@ -38,7 +38,20 @@ pub struct InProcess {
     #[arg(long)]
     pub force: bool,
     #[command(flatten)]
-    pub log: super::BlockLogArgs,
+    pub log: super::block_log::BlockLogArgs,
+}
+
+impl InProcess {
+    /// The mount these flags ask for.
+    pub fn plan(&self) -> Result<Mount, UsageError> {
+        Ok(Mount {
+            policy: self.policy,
+            cache_bytes: parse_bytes("cache", &self.cache)?,
+            direct: self.direct,
+            force: self.force,
+            log: self.log.plan(),
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -81,7 +94,7 @@ pub fn untar(args: UntarArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Resu
         ranks.barrier();
     }
     let mut made = Extracted::default();
-    let in_process = in_process_interruptible(&args.target, &args.mount, |fs| {
+    let ran = in_process_interruptible(&args.target, &args.mount, |fs| {
         let into = make_dirs(fs, &args.into)?;
         let result = (|| {
             for copy in 1..=args.copies {
@@ -103,7 +116,7 @@ pub fn untar(args: UntarArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Resu
         fs.forget(into, 1);
         result
     })?;
-    let done = in_process.report(&args.target, &args.mount);
+    let done = tree_run(&ran, &args.target, &args.mount);
     if let Some(ranks) = ranks {
         return each_rank(ranks, "tar (entries)", made.entries, done.seconds, &args.target);
     }
@@ -132,7 +145,7 @@ pub fn rm(args: RmArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<Exi
     if let Some(ranks) = ranks {
         ranks.barrier();
     }
-    let in_process = in_process_interruptible(&args.target, &args.mount, |fs| {
+    let ran = in_process_interruptible(&args.target, &args.mount, |fs| {
         for (path, parent, name) in &parts {
             let dir = fsapi::resolve(fs, parent).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
             let one = remove_tree(fs, dir.ino, OsStr::new(name), path);
@@ -143,7 +156,7 @@ pub fn rm(args: RmArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<Exi
         }
         Ok(())
     })?;
-    let done = in_process.report(&args.target, &args.mount);
+    let done = tree_run(&ran, &args.target, &args.mount);
     if let Some(ranks) = ranks {
         return each_rank(ranks, "rm (entries)", removed.unlinked + removed.dirs, done.seconds, &args.target);
     }
@@ -342,41 +355,21 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
     if ranks.is_some() {
         return Ok(ExitCode::SUCCESS);
     }
-    let run = done.report(&args.target, &mount);
+    let run = tree_run(&done, &args.target, &mount);
     print!("{}", report::mdtest_text(&report::TreeOn::Iolab(&run), &spec, &phases));
     Ok(ExitCode::SUCCESS)
 }
 
-/// What an in-process run leaves to report.
-pub(crate) struct Done {
-    pub unmounted: ffs::Unmounted,
-    pub seconds: f64,
-    pub media: Vec<device::Medium>,
-}
-
-impl Done {
-    fn report<'a>(&'a self, target: &'a str, mount: &'a InProcess) -> report::TreeRun<'a> {
-        report::TreeRun {
-            target,
-            media: &self.media,
-            policy: mount.policy,
-            cache: &mount.cache,
-            seconds: self.seconds,
-            unmounted: &self.unmounted,
-        }
+/// The figures' words: an in-process run of `mount` on `target`.
+fn tree_run<'a>(done: &'a Done, target: &'a str, mount: &'a InProcess) -> report::TreeRun<'a> {
+    report::TreeRun {
+        target,
+        media: &done.media,
+        policy: mount.policy,
+        cache: &mount.cache,
+        seconds: done.seconds,
+        unmounted: &done.unmounted,
     }
-}
-
-/// Opens the target, drops its page cache, then mounts, runs `work` (with
-/// the mount's syncer beside it) and unmounts on the clock. The unmount
-/// writes everything back whether the work succeeded or not, so a failed
-/// run leaves a clean image.
-pub(crate) fn in_process(
-    target: &str,
-    mount: &InProcess,
-    work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,
-) -> anyhow::Result<Done> {
-    run_in_process(target, mount, None, work)
 }
 
 /// [`in_process`] that Ctrl-C (or SIGTERM) stops cleanly: the work's next
@@ -384,95 +377,19 @@ pub(crate) fn in_process(
 /// end, and the command ends with [`crate::Interrupted`] (exit 130); a
 /// second interrupt during the unmount stops at once, saying the image is
 /// left unclean.
-pub(crate) fn in_process_interruptible(
+fn in_process_interruptible(
     target: &str,
     mount: &InProcess,
     work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,
 ) -> anyhow::Result<Done> {
+    let mount = mount.plan()?;
     let stop = crate::interrupt::catch(
         "interrupted: the work stops at its next call and the file system is unmounted cleanly (interrupt \
          again to stop at once, leaving the image unclean)",
         "interrupted again: stopping before the unmount ends; the image is left unclean: check it with iolab fs \
          fsck -p before using it",
     )?;
-    run_in_process(target, mount, Some(stop), work)
-}
-
-fn run_in_process(
-    target: &str,
-    mount: &InProcess,
-    stop: Option<&std::sync::atomic::AtomicBool>,
-    work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,
-) -> anyhow::Result<Done> {
-    mounted(target, mount, stop, |fs, image| {
-        // The syncer runs beside the work, as under a mount.
-        let done = std::sync::atomic::AtomicBool::new(false);
-        std::thread::scope(|scope| {
-            let syncer = scope.spawn(|| super::syncer(fs, image, &done, || {}));
-            let worked = match stop {
-                Some(stop) => work(&fsapi::Interruptible::new(&**fs, stop)),
-                None => work(&**fs),
-            };
-            done.store(true, std::sync::atomic::Ordering::Relaxed);
-            syncer.thread().unpark();
-            worked
-        })
-    })
-}
-
-/// Opens the target, drops its page cache, then mounts, runs `work` with
-/// the mounted file system, and unmounts, all on the clock (the unmount
-/// runs whether the work succeeded or not). `work` must leave no other
-/// holder of the file system behind. When `stop` was set (an interrupt)
-/// and the unmount succeeded, the result is [`crate::Interrupted`].
-pub(crate) fn mounted(
-    target: &str,
-    mount: &InProcess,
-    stop: Option<&std::sync::atomic::AtomicBool>,
-    work: impl FnOnce(&Arc<Ffs>, super::Image<'_>) -> anyhow::Result<()>,
-) -> anyhow::Result<Done> {
-    let cache_bytes = parse_bytes("cache", &mount.cache).map_err(UsageError::from)?;
-    let stack =
-        super::open(target, super::Access { direct: mount.direct, ..super::Access::default() }, &mount.log)?;
-    let device = Arc::clone(stack.device());
-    device.drop_cache().with_context(|| format!("{target}: cannot drop its page cache"))?;
-    let media = device.media();
-    let host = super::Image { target, bytes: device.size_bytes() };
-    let start = Instant::now();
-    let options = MountOptions {
-        policy: mount.policy,
-        cache_bytes,
-        unclean: super::unclean(mount.force),
-        ..Default::default()
-    };
-    let fs = Arc::new(Ffs::mount(device, &options).map_err(|e| super::refused(e, target, &mount.log))?);
-    if let Some(passed_over) = fs.passed_over() {
-        eprintln!("iolab: warning: {passed_over}; the mount writes its next superblock over that slot");
-    }
-    if let Some(unclean) = fs.unclean() {
-        eprintln!("iolab: warning: {}", unclean.warning(target));
-    }
-    let worked = work(&fs, host);
-    // Asked before the unmount: a call that failed with ENOSPC failed for
-    // want of room in iolab's file system, or on the host under its image.
-    let failure = fs.failure();
-    let fs =
-        Arc::try_unwrap(fs).map_err(|_| anyhow::anyhow!("the file system is still in use after the work"))?;
-    let unmounted = fs.unmount().context("cannot write the file system back");
-    let seconds = start.elapsed().as_secs_f64();
-    stack.close()?;
-    if stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
-        unmounted.map_err(|e| host.advise(e))?;
-        return Err(crate::Interrupted(format!(
-            "interrupted: the work stopped part way; {target} was unmounted cleanly, with what was done until then"
-        ))
-        .into());
-    }
-    worked.map_err(|e| match failure {
-        Some(f) if f.out_of_space => host.full(&e),
-        _ => explain(e),
-    })?;
-    Ok(Done { unmounted: unmounted.map_err(|e| host.advise(e))?, seconds, media })
+    in_process(target, &mount, Some(stop), work)
 }
 
 /// The directory at `path`, made with its parents where missing; one
@@ -494,28 +411,6 @@ fn make_dirs(fs: &dyn FileSystem, path: &str) -> anyhow::Result<Ino> {
         dir = next.ino;
     }
     Ok(dir)
-}
-
-/// A call that failed with ENOSPC in iolab's file system (its host had
-/// room: [`mounted`] tells): the fix.
-fn explain(e: anyhow::Error) -> anyhow::Error {
-    if out_of_room(&e) {
-        return anyhow::anyhow!(
-            "{}: the file system is full; make it larger (iolab fs mkfs --size) or extract less",
-            crate::message(&e)
-        );
-    }
-    e
-}
-
-/// Whether a tree workload's call failed with ENOSPC.
-fn out_of_room(e: &anyhow::Error) -> bool {
-    e.chain().any(|cause| {
-        matches!(
-            cause.downcast_ref::<workloads::tree::TreeError>(),
-            Some(workloads::tree::TreeError::Call { errno, .. }) if *errno == Errno::NOSPC
-        )
-    })
 }
 
 fn add(total: &mut Extracted, one: Extracted) {

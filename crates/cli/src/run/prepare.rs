@@ -12,8 +12,8 @@ use workloads::{Engine, JobSpec, Pattern};
 
 use super::jobs::Plan;
 use crate::jobfile::JobFields;
-use lab::stack::{self, LogOptions, LogPlan, Stack};
 use crate::UsageError;
+use lab::stack::{self, LogOptions, LogPlan, Stack};
 
 /// The default job's depth with the uring engine.
 const DEFAULT_JOB_IODEPTH: u32 = 16;

@@ -12,7 +12,7 @@ use ffs::Ffs;
 
 use super::programs::run;
 use super::progress::Progress;
-use crate::fs::tree::{mounted, Done, InProcess};
+use lab::fs::runner::{mounted, Done, Mount};
 
 /// What GNU tar and rm are given.
 pub(crate) struct Work {
@@ -70,7 +70,7 @@ pub(crate) fn remove_copies(work: &Work, dir: &Path, progress: &Progress) -> any
 /// served the requests.
 pub(crate) fn through_fuse(
     target: &str,
-    mount: &InProcess,
+    mount: &Mount,
     mountpoint: &Path,
     phase: impl FnOnce(&Path) -> anyhow::Result<()>,
 ) -> anyhow::Result<(Done, fusefront::Served)> {

@@ -30,9 +30,9 @@ use self::gnu::Work;
 use self::kernel::{Backing, KernelFs};
 use self::progress::Progress;
 use self::sim::SimDisk;
-use crate::fs::tree::{in_process, Done, InProcess};
-use crate::fs::BlockLogArgs;
 use crate::UsageError;
+use lab::fs::runner::{in_process, Done, Mount};
+use lab::fs::BlockLog;
 
 /// How iolab's file system is driven.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -247,8 +247,14 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
             String::new()
         }
         None => {
-            let (stack, _) =
-                crate::fs::make(&target, Some(size), &mkfs_options(&args)?, args.force, None, &no_log())?;
+            let (stack, _) = crate::fs::make(
+                &target,
+                Some(size),
+                &mkfs_options(&args)?,
+                args.force,
+                None,
+                &BlockLog::default(),
+            )?;
             let medium =
                 stack.device().media().iter().map(report::medium_kind).collect::<Vec<_>>().join(", ");
             stack.close()?;
@@ -392,8 +398,8 @@ impl RunContext<'_> {
         size: u64,
         phases: &progress::Run,
     ) -> anyhow::Result<(report::PhaseRun, report::PhaseRun, String)> {
+        let cache_bytes = parse_bytes("cache", &self.args.cache).map_err(UsageError::from)?;
         if let Some(disk) = self.disk {
-            let cache_bytes = parse_bytes("cache", &self.args.cache).map_err(UsageError::from)?;
             let mkfs = mkfs_options(self.args)?;
             let (tar_run, rm_run) =
                 disk.run_once(policy, size, cache_bytes, &mkfs, self.tar, self.args.copies, phases)?;
@@ -405,12 +411,17 @@ impl RunContext<'_> {
             );
             return Ok((tar_run, rm_run, how));
         }
-        let (stack, _) =
-            crate::fs::make(self.target, Some(size), &mkfs_options(self.args)?, true, None, &no_log())?;
+        let (stack, _) = crate::fs::make(
+            self.target,
+            Some(size),
+            &mkfs_options(self.args)?,
+            true,
+            None,
+            &BlockLog::default(),
+        )?;
         stack.close()?;
         // Each run's file system is new: never unclean, nothing to force.
-        let mount =
-            InProcess { policy, cache: self.args.cache.clone(), direct: false, force: false, log: no_log() };
+        let mount = Mount { policy, cache_bytes, direct: false, force: false, log: BlockLog::default() };
         let made = format!("iolab's file system, policy {}, cache {}", policy.name(), self.args.cache);
         match (self.args.driver, self.work) {
             (Driver::Fuse, Some(work)) => {
@@ -429,11 +440,12 @@ impl RunContext<'_> {
             }
             _ => {
                 let copies = self.args.copies;
-                let tar_done = in_process(self.target, &mount, |fs| {
+                let tar_done = in_process(self.target, &mount, None, |fs| {
                     extract_copies(fs, self.tar, copies, phases.phase("tar"))
                 })?;
-                let rm_done =
-                    in_process(self.target, &mount, |fs| remove_copies(fs, copies, phases.phase("rm")))?;
+                let rm_done = in_process(self.target, &mount, None, |fs| {
+                    remove_copies(fs, copies, phases.phase("rm"))
+                })?;
                 let how = format!(
                     "{made}, in-process (iolab's tar and rm through fsapi: no kernel, no system calls)"
                 );
@@ -447,10 +459,6 @@ impl RunContext<'_> {
 fn mkfs_options(args: &PoliciesArgs) -> Result<MkfsOptions, UsageError> {
     let log_bytes = args.log_size.as_deref().map(|s| parse_bytes("log-size", s)).transpose()?;
     Ok(MkfsOptions { log_bytes, ..MkfsOptions::default() })
-}
-
-fn no_log() -> BlockLogArgs {
-    BlockLogArgs::default()
 }
 
 fn extract_copies(fs: &dyn FileSystem, tar: &[u8], copies: u32, progress: &Progress) -> anyhow::Result<()> {

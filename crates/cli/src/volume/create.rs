@@ -15,8 +15,8 @@ use anyhow::Context;
 use clap::Args;
 use device::{Device, FileDevice, FileOptions, LockKind};
 
-use lab::assemble::{attach_stripe_logs, read_config, Access};
 use crate::UsageError;
+use lab::assemble::{attach_stripe_logs, read_config, Access};
 
 /// A drive of the configuration and the file it names.
 struct Planned {

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use volume::{State, VolumeSet};
 
-use lab::assemble::{self, assemble_for_io, Access};
 pub use create::CreateArgs;
+use lab::assemble::{self, assemble_for_io, Access};
 
 use crate::UsageError;
 

@@ -275,8 +275,7 @@ fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
 /// jobs of one job file on one file) is not a conflict with another run.
 /// Set under `mpirun ... --mpi-layout shared`: the other processes on the
 /// target are this run's other ranks, each on its own part of it.
-pub static SHARED_WITH_RANKS: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+pub static SHARED_WITH_RANKS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 pub(super) fn take_lock(dev: &FileDevice, lock: Lock) -> anyhow::Result<()> {
     let (kind, required) = match lock {

@@ -257,4 +257,3 @@ fn every_crash_state_of_softdep_checkpoints_behind_the_calls_holds_only_leaks() 
     assert!(report.flushes > 4, "{report:?}");
     assert_eq!(report.violations, 0, "{:?}", report.first_violation);
 }
-

@@ -1,51 +1,51 @@
-//! What every `fs` command shares: how an image is opened (with its block
-//! log, if it has one) and refused, what a mount may go on over, and the
-//! syncer a mounted image runs.
+//! iolab's file system on a target: how an image is opened (with its
+//! block log, if it has one) and refused, made, served through FUSE with
+//! its syncer, and mounted in-process for a timed piece of work
+//! ([`runner`]).
 
-use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+pub mod runner;
 
-use clap::Args;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use device::LockKind;
-use ffs::Ffs;
+use ffs::{Ffs, MkfsOptions};
+use fsapi::FileSystem;
 
-use lab::stack::{self, Stack};
+use crate::stack::{self, Stack};
 use crate::UsageError;
+
 /// The file system behind iolab's block log, as `iolab run --log` puts a
-/// target behind it.
-#[derive(Debug, Default, Args)]
-pub struct BlockLogArgs {
-    /// Put the file system behind iolab's block log in this mode (log:
-    /// writes committed through the log at each flush; async; sync). mkfs
-    /// formats the log; every other command replays it first (a command
-    /// that only reads replays it into memory, leaving the target as it is).
-    #[arg(long, value_name = "MODE")]
-    pub block_log: Option<blocklog::Mode>,
-    /// With --block-log: the log is on this file or device, not inside the target.
-    #[arg(long, value_name = "PATH", requires = "block_log")]
-    pub block_log_device: Option<PathBuf>,
+/// target behind it (`--block-log`, `--block-log-device`).
+#[derive(Clone, Debug, Default)]
+pub struct BlockLog {
+    /// The log's mode; `None`: no block log.
+    pub mode: Option<blocklog::Mode>,
+    /// The log is on this file or device, not inside the target.
+    pub device: Option<PathBuf>,
 }
 
 /// How a command opens its target.
 #[derive(Clone, Copy, Default)]
-pub(crate) struct Access {
+pub struct Access {
     /// The command only reads: the target is opened read-only under a
     /// shared lock, with a scratch view on top for the mount's and the
     /// log replay's writes.
-    pub(crate) read_only: bool,
-    pub(crate) direct: bool,
+    pub read_only: bool,
+    pub direct: bool,
     /// mkfs: the size of a file to create.
-    pub(crate) create_bytes: Option<u64>,
+    pub create_bytes: Option<u64>,
     /// mkfs: format a new block log (of this size, or the default) where
     /// the target holds none; `force` lets it replace one.
-    pub(crate) format_log: Option<Option<u64>>,
-    pub(crate) force: bool,
+    pub format_log: Option<Option<u64>>,
+    pub force: bool,
 }
 
 /// Opens `target` for a command, behind the block log where asked. A
 /// target holding a block log that the command was not told of is named
 /// (its file system sits behind the log's header) rather than misread.
-pub(crate) fn open(target: &str, access: Access, log: &BlockLogArgs) -> anyhow::Result<Stack> {
+pub fn open(target: &str, access: Access, log: &BlockLog) -> anyhow::Result<Stack> {
     // A file system is opened where it is: nothing is made for it here
     // (`fs mkfs` makes one), so the stack's advice to give a size is not.
     if access.create_bytes.is_none() && !target.contains(':') && !std::path::Path::new(target).exists() {
@@ -64,7 +64,7 @@ pub(crate) fn open(target: &str, access: Access, log: &BlockLogArgs) -> anyhow::
         lock: stack::Lock::Require(lock),
     };
     let mut stack = Stack::open(target, &options)?;
-    let Some(mode) = log.block_log else {
+    let Some(mode) = log.mode else {
         if access.format_log.is_none()
             && device::signature::probe(stack.device().as_ref())? == Some("iolab block log")
         {
@@ -83,7 +83,7 @@ pub(crate) fn open(target: &str, access: Access, log: &BlockLogArgs) -> anyhow::
     let options = stack::LogOptions {
         mode,
         log_bytes: access.format_log.flatten(),
-        log_device: log.block_log_device.clone(),
+        log_device: log.device.clone(),
         home_writes: blocklog::HomeWrites::AtCheckpoint,
         direct: access.direct,
         force: access.force,
@@ -102,7 +102,7 @@ pub(crate) fn open(target: &str, access: Access, log: &BlockLogArgs) -> anyhow::
 /// An image a command writes, for the advice when the host file system
 /// holding it runs out of room.
 #[derive(Clone, Copy)]
-pub(crate) struct Image<'a> {
+pub struct Image<'a> {
     pub target: &'a str,
     pub bytes: u64,
 }
@@ -121,13 +121,13 @@ impl Image<'_> {
     }
 
     /// `e`, which came down to the host having no room, with that said.
-    pub(crate) fn full(&self, e: &anyhow::Error) -> anyhow::Error {
+    pub fn full(&self, e: &anyhow::Error) -> anyhow::Error {
         anyhow::anyhow!("{}: {}", crate::message(e), self.host_full())
     }
 
     /// `e`, with [`Image::full`]'s words where it comes down to the host
     /// having no room.
-    pub(crate) fn advise(&self, e: anyhow::Error) -> anyhow::Error {
+    pub fn advise(&self, e: anyhow::Error) -> anyhow::Error {
         let host_out_of_space = e.chain().any(|cause| {
             cause.downcast_ref::<ffs::FsError>().is_some_and(ffs::FsError::is_out_of_space)
                 || cause
@@ -144,7 +144,7 @@ impl Image<'_> {
 
 /// What a mount that writes does with an image that is not clean:
 /// refuses it (the default), or mounts it as it is with `--force`.
-pub(crate) fn unclean(force: bool) -> ffs::Unclean {
+pub fn unclean(force: bool) -> ffs::Unclean {
     if force {
         ffs::Unclean::Force
     } else {
@@ -154,10 +154,10 @@ pub(crate) fn unclean(force: bool) -> ffs::Unclean {
 
 /// A mount's error, an unclean image's refusal told as the usage error it
 /// is (exit status 2), with the fsck command for `target` as given.
-pub(crate) fn refused(e: ffs::FsError, target: &str, log: &BlockLogArgs) -> anyhow::Error {
+pub fn refused(e: ffs::FsError, target: &str, log: &BlockLog) -> anyhow::Error {
     let ffs::FsError::Unclean(image) = e else { return e.into() };
     let mut text = image.refusal(target);
-    if let Some(mode) = log.block_log {
+    if let Some(mode) = log.mode {
         // fsck reaches the file system behind the block log only when told.
         text.push_str(&format!(" (with --block-log {mode}, as here)"));
     }
@@ -167,9 +167,69 @@ pub(crate) fn refused(e: ffs::FsError, target: &str, log: &BlockLogArgs) -> anyh
 /// A mount's syncer, until `done` (`Ffs::syncer`); `every` runs ten
 /// times a second. A failure is told once: the file system refuses every
 /// change after it.
-pub(crate) fn syncer(fs: &Ffs, image: Image<'_>, done: &AtomicBool, every: impl FnMut()) {
+pub fn syncer(fs: &Ffs, image: Image<'_>, done: &AtomicBool, every: impl FnMut()) {
     fs.syncer(done, every, |e| {
         let e = image.advise(e.into());
-        eprintln!("iolab: warning: the syncer's write-back failed: {}", crate::message(&e));
+        crate::say::warning(format!("the syncer's write-back failed: {}", crate::message(&e)));
     });
+}
+
+/// Makes a file system on `target` after every check (a target holding
+/// data needs `force`); returns the open stack and the superblock made.
+pub fn make(
+    target: &str,
+    create_bytes: Option<u64>,
+    options: &MkfsOptions,
+    force: bool,
+    block_log_bytes: Option<u64>,
+    log: &BlockLog,
+) -> anyhow::Result<(Stack, ffs::format::Superblock)> {
+    let access = Access { create_bytes, format_log: Some(block_log_bytes), force, ..Access::default() };
+    let stack = open(target, access, log)?;
+    let device = Arc::clone(stack.device());
+    let checked = stack::check_writable(&stack, force).and_then(|()| {
+        ffs::geometry(device.size_bytes(), device.sector_bytes(), options)
+            .map_err(|e| UsageError(format!("{e}")).into())
+    });
+    if let Err(e) = checked {
+        stack.discard();
+        return Err(e);
+    }
+    let image = Image { target, bytes: device.size_bytes() };
+    let sb = ffs::mkfs(&device, options).map_err(|e| image.advise(e.into()))?;
+    Ok((stack, sb))
+}
+
+/// Serves `fs` at `mountpoint` until unmounted, with the syncer writing
+/// buffers dirty for 30 s back (and under `log` committing every second),
+/// and Ctrl-C (or SIGTERM) unmounting.
+pub fn serve(
+    fs: &Arc<Ffs>,
+    image: Image<'_>,
+    mountpoint: &Path,
+    serving: fusefront::Serving,
+    mounted: impl FnOnce(),
+) -> std::io::Result<fusefront::Served> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))?;
+    }
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let syncer = scope.spawn(|| {
+            syncer(fs, image, &done, || {
+                if interrupted.swap(false, Ordering::Relaxed) {
+                    if let Err(e) = fusefront::unmount(mountpoint) {
+                        crate::say::warning(format!("cannot unmount {}: {e}", mountpoint.display()));
+                    }
+                }
+            })
+        });
+        let fs: Arc<dyn FileSystem> = Arc::clone(fs) as Arc<dyn FileSystem>;
+        let result = fusefront::serve(fs, mountpoint, serving, mounted);
+        done.store(true, Ordering::Relaxed);
+        // Not a tenth of a second more: the syncer ends now.
+        syncer.thread().unpark();
+        result
+    })
 }
