@@ -199,7 +199,7 @@ fn in_directory(args: &BonnieArgs, size: Option<u64>, chunk: u64) -> anyhow::Res
     if size == 0 && files.is_none() {
         return Err(UsageError("--size 0 and -n 0: nothing to run".into()).into());
     }
-    let (real, mount) = crate::mounts::mount_of(dir).map_err(UsageError)?;
+    let (real, mount) = lab::mounts::mount_of(dir).map_err(UsageError)?;
     let scratch = real.join(format!("Bonnie.{}", std::process::id()));
     if let Some(f) = &files {
         eprintln!(

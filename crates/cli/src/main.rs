@@ -15,7 +15,6 @@ mod host;
 mod interrupt;
 mod jobfile;
 mod logs;
-mod mounts;
 mod mpi;
 mod output;
 mod report_cmd;

@@ -10,12 +10,12 @@
 //! - [`fs`]: iolab's file system on a target: opened (behind its block
 //!   log), made, served through FUSE, mounted in-process for timed work.
 
-#![forbid(unsafe_code)]
-
 pub mod assemble;
 mod errors;
 pub mod fs;
+pub mod mounts;
 pub mod say;
 pub mod stack;
+pub mod sweep_policies;
 
 pub use errors::{message, Interrupted, UsageError};

@@ -297,8 +297,7 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
             ))
             .into());
         }
-        let (real, mount) =
-            crate::mounts::mount_of(std::path::Path::new(&args.target)).map_err(UsageError)?;
+        let (real, mount) = lab::mounts::mount_of(std::path::Path::new(&args.target)).map_err(UsageError)?;
         let base = match ranks {
             Some((r, _)) => real.join(format!("iolab-tree-{}-rank{}", std::process::id(), r.rank)),
             None => real.join(format!("iolab-tree-{}", std::process::id())),

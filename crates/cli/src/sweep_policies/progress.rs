@@ -4,13 +4,15 @@
 //! the time left; elsewhere nothing but the line each run ends with. It
 //! also carries Ctrl-C: an interrupted sweep stops at the end of the copy
 //! it is on (GNU tar, in the same process group, stops at once) and
-//! unwinds, unmounting and removing what it made.
+//! unwinds, unmounting and removing what it made. The sweep reaches it
+//! as its [`Watch`].
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use lab::sweep_policies::Watch;
 
 pub(crate) struct Progress {
     bar: Option<ProgressBar>,
@@ -45,20 +47,29 @@ impl Progress {
         Ok(Progress { bar, entries, copies, at: Mutex::new((String::new(), 0)), interrupted })
     }
 
-    /// An error once the sweep was interrupted.
-    pub fn go_on(&self) -> anyhow::Result<()> {
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// A line for the user, above the bar where there is one.
+    fn say(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+}
+
+impl Watch for Progress {
+    fn go_on(&self) -> anyhow::Result<()> {
         if self.interrupted.load(Ordering::Relaxed) {
             anyhow::bail!("interrupted; the sweep removes what it made and stops");
         }
         Ok(())
     }
 
-    /// One run of `column`, whose phases this follows.
-    pub fn run<'a>(&'a self, repeat: u32, repeats: u32, column: &'a str) -> Run<'a> {
-        Run { progress: self, repeat, repeats, column }
-    }
-
-    /// A phase begins (copy 1 of it).
     fn phase(&self, repeat: u32, repeats: u32, column: &str, phase: &str) {
         let mut at = self.at.lock().unwrap_or_else(|e| e.into_inner());
         *at = (format!("repeat {repeat}/{repeats} {column} {phase}"), 0);
@@ -67,17 +78,14 @@ impl Progress {
         }
     }
 
-    /// One entry extracted (where the work can say so).
-    pub fn entry(&self) {
+    fn entry(&self) {
         if let Some(bar) = &self.bar {
             self.at.lock().unwrap_or_else(|e| e.into_inner()).1 += 1;
             bar.inc(1);
         }
     }
 
-    /// Copy `copy` is done: what its entries did not count yet. An error
-    /// if the sweep was interrupted meanwhile.
-    pub fn copy_done(&self, copy: u32) -> anyhow::Result<()> {
+    fn copy_done(&self, copy: u32) -> anyhow::Result<()> {
         self.go_on()?;
         let Some(bar) = &self.bar else { return Ok(()) };
         let mut at = self.at.lock().unwrap_or_else(|e| e.into_inner());
@@ -89,33 +97,11 @@ impl Progress {
         Ok(())
     }
 
-    /// A line for the user, above the bar where there is one.
-    pub fn say(&self, line: &str) {
-        match &self.bar {
-            Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
-        }
-    }
-
-    pub fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
-}
-
-/// One run of one column.
-pub(crate) struct Run<'a> {
-    progress: &'a Progress,
-    repeat: u32,
-    repeats: u32,
-    column: &'a str,
-}
-
-impl<'a> Run<'a> {
-    /// The run's `phase` ("tar", "rm") begins.
-    pub fn phase(&self, phase: &str) -> &'a Progress {
-        self.progress.phase(self.repeat, self.repeats, self.column, phase);
-        self.progress
+    fn ran(&self, repeat: u32, repeats: u32, column: &str, tar: &report::PhaseRun, rm: &report::PhaseRun) {
+        self.say(&format!(
+            "repeat {repeat}/{repeats} {column:<5} tar {}  rm {}",
+            report::min_sec(tar.seconds),
+            report::min_sec(rm.seconds)
+        ));
     }
 }

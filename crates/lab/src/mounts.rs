@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// A mount, as the kernel lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Mount {
+pub struct Mount {
     pub point: PathBuf,
     pub fs_type: String,
     pub source: String,
@@ -25,7 +25,7 @@ impl Mount {
 
 /// `path` made absolute, and the mount holding it (the deepest whose
 /// mount point is above it).
-pub(crate) fn mount_of(path: &Path) -> Result<(PathBuf, Mount), String> {
+pub fn mount_of(path: &Path) -> Result<(PathBuf, Mount), String> {
     let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let info = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;

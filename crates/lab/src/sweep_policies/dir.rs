@@ -15,12 +15,12 @@ use anyhow::Context;
 
 use super::gnu::{self, Work};
 use super::kernel::DiskStat;
-use super::progress;
+use super::watch;
 use crate::mounts::{mount_of, Mount};
 use crate::UsageError;
 
 /// The directory and the mount it is on.
-pub(crate) struct UserDir {
+pub struct UserDir {
     path: PathBuf,
     mount: Mount,
 }
@@ -60,7 +60,7 @@ impl UserDir {
     pub fn run_once(
         &self,
         work: &Work,
-        phases: &progress::Run,
+        phases: &watch::Run,
     ) -> anyhow::Result<(report::PhaseRun, report::PhaseRun, bool)> {
         let base = self.path.join(format!("iolab-policies-{}", std::process::id()));
         std::fs::create_dir(&base).with_context(|| format!("{}: cannot make it", base.display()))?;

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 
 /// Where a program is: PATH, then the sbin directories a non-login
 /// shell's PATH may lack.
-pub(crate) fn find_program(program: &str) -> Option<PathBuf> {
+pub fn find_program(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
@@ -17,7 +17,7 @@ pub(crate) fn find_program(program: &str) -> Option<PathBuf> {
 }
 
 /// Runs `program` with `args`; an error carries what it said.
-pub(crate) fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
+pub fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
     let path = find_program(program).unwrap_or_else(|| PathBuf::from(program));
     let out = Command::new(&path).args(args).output().with_context(|| format!("cannot run {program}"))?;
     if !out.status.success() {

@@ -15,12 +15,12 @@ use anyhow::{bail, Context};
 
 use super::gnu::{self, Work};
 use super::programs::{find_program, run};
-use super::progress;
+use super::watch;
 use crate::UsageError;
 
 /// A kernel file system and how it is made and mounted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KernelFs {
+pub enum KernelFs {
     /// ext4 as made: a journal, metadata only (data=ordered).
     Ext4,
     /// ext4 journaling data too (data=journal).
@@ -33,7 +33,7 @@ pub(crate) enum KernelFs {
     Btrfs,
 }
 
-pub(crate) const KERNEL_NAMES: &str = "ext4, ext4-journal, ext4-nojournal, ext4-sync, xfs, btrfs";
+pub const KERNEL_NAMES: &str = "ext4, ext4-journal, ext4-nojournal, ext4-sync, xfs, btrfs";
 
 impl FromStr for KernelFs {
     type Err = String;
@@ -103,7 +103,7 @@ impl KernelFs {
 /// Everything the kernel columns need, checked before the sweep writes
 /// anything: root (loop devices, mounts) and each program, named with the
 /// package that has it.
-pub(crate) fn check_tools(kernel: &[KernelFs], loop_device: bool) -> Result<(), UsageError> {
+pub fn check_tools(kernel: &[KernelFs], loop_device: bool) -> Result<(), UsageError> {
     if kernel.is_empty() {
         return Ok(());
     }
@@ -190,7 +190,7 @@ impl Drop for Mounted<'_> {
 /// A block device's counters: write requests, sectors written, flushes
 /// (the kernel's /sys/dev/block/MAJOR:MINOR/stat, fields 5, 7 and 16).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct DiskStat {
+pub struct DiskStat {
     writes: u64,
     sectors: u64,
     flushes: u64,
@@ -228,7 +228,7 @@ impl DiskStat {
 }
 
 /// Where a kernel column's file systems are made.
-pub(crate) enum Backing<'a> {
+pub enum Backing<'a> {
     /// The sweep's file, through a loop device.
     File(&'a Path),
     /// A block device the user named.
@@ -238,12 +238,12 @@ pub(crate) enum Backing<'a> {
 /// One run of a kernel column: a new file system, the tar phase, a cold
 /// mount, the rm phase. Returns the two phases and how the device was
 /// reached (for the column's description).
-pub(crate) fn run_once(
+pub fn run_once(
     fs: KernelFs,
     backing: &Backing,
     mountpoint: &Path,
     work: &Work,
-    phases: &progress::Run,
+    phases: &watch::Run,
 ) -> anyhow::Result<(report::PhaseRun, report::PhaseRun, String)> {
     // A loop device per phase: detaching drops its cache, so the rm phase
     // starts cold.

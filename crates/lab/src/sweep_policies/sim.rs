@@ -17,7 +17,7 @@ use fsapi::{FileSystem, Owner, ROOT};
 use sim::{Data, SimDevice, SimSpec};
 use workloads::tree::{extract_observed, remove_tree_observed};
 
-use super::progress;
+use super::watch;
 use crate::UsageError;
 
 /// A simulated disk to make each run's file system on.
@@ -71,7 +71,7 @@ impl SimDisk {
         mkfs: &MkfsOptions,
         tar: &[u8],
         copies: u32,
-        phases: &progress::Run,
+        phases: &watch::Run,
     ) -> anyhow::Result<(report::PhaseRun, report::PhaseRun)> {
         let clock = VirtualClock::new();
         let disk: Arc<dyn Device> = SimDevice::new("sim", self.spec.clone(), Arc::clone(&clock))?;

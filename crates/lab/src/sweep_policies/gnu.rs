@@ -11,11 +11,11 @@ use anyhow::Context;
 use ffs::Ffs;
 
 use super::programs::run;
-use super::progress::Progress;
-use lab::fs::runner::{mounted, Done, Mount};
+use super::watch::Watch;
+use crate::fs::runner::{mounted, Done, Mount};
 
 /// What GNU tar and rm are given.
-pub(crate) struct Work {
+pub struct Work {
     /// The archive, uncompressed, in a memory file system where there is
     /// one (removed with the sweep).
     archive: tempfile::NamedTempFile,
@@ -45,7 +45,7 @@ impl Work {
 
 /// `tar xf ARCHIVE -C DIR/copy-N` for each copy, as root keeping owners
 /// and modes as the archive has them.
-pub(crate) fn extract_copies(work: &Work, dir: &Path, progress: &Progress) -> anyhow::Result<()> {
+pub fn extract_copies(work: &Work, dir: &Path, progress: &dyn Watch) -> anyhow::Result<()> {
     let archive = work.archive.path().display().to_string();
     for (n, copy) in (1..).zip(work.copy_dirs(dir)) {
         std::fs::create_dir(&copy).with_context(|| format!("{}: cannot make it", copy.display()))?;
@@ -56,7 +56,7 @@ pub(crate) fn extract_copies(work: &Work, dir: &Path, progress: &Progress) -> an
 }
 
 /// `rm -rf DIR/copy-N` for each copy, as `rm -rf DIR/copy-*` does them.
-pub(crate) fn remove_copies(work: &Work, dir: &Path, progress: &Progress) -> anyhow::Result<()> {
+pub fn remove_copies(work: &Work, dir: &Path, progress: &dyn Watch) -> anyhow::Result<()> {
     for (n, copy) in (1..).zip(work.copy_dirs(dir)) {
         run("rm", &["-rf", &copy.display().to_string()])?;
         progress.copy_done(n)?;
@@ -68,7 +68,7 @@ pub(crate) fn remove_copies(work: &Work, dir: &Path, progress: &Progress) -> any
 /// (served as `iolab fs mount` serves, its syncer beside it), timed from
 /// the mount to the end of the unmount's write-back. Also says what
 /// served the requests.
-pub(crate) fn through_fuse(
+pub fn through_fuse(
     target: &str,
     mount: &Mount,
     mountpoint: &Path,

@@ -1,0 +1,349 @@
+//! The first seed's table in one call (`iolab sweep policies`). Each
+//! run makes a new file system, extracts the archive's copies into
+//! separate directories and unmounts, then mounts again with a cold
+//! cache, removes every copy and unmounts; each phase timed from the mount
+//! to the end of the unmount. Columns alternate within each repeat (each
+//! repeat starting one column further along): iolab's file system under
+//! each policy (driven in-process by iolab's own tar and rm, or through
+//! FUSE by GNU tar and rm; on a simulated disk in modeled time, `sim.rs`),
+//! kernel file systems made on the same file (`kernel.rs`), a directory
+//! the user mounted (`dir.rs`). GNU tar and rm are `gnu.rs`, the programs
+//! found and run `programs.rs`; the caller follows through `watch.rs`.
+
+mod dir;
+mod gnu;
+mod kernel;
+mod programs;
+mod sim;
+mod watch;
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use ffs::{MkfsOptions, Policy};
+use fsapi::{FileSystem, Owner, ROOT};
+use workloads::tree::{archive_size, extract_observed, remove_tree};
+
+pub use self::dir::UserDir;
+use self::gnu::Work;
+use self::kernel::Backing;
+pub use self::kernel::{check_tools, KernelFs, KERNEL_NAMES};
+pub use self::programs::find_program;
+pub use self::sim::SimDisk;
+pub use self::watch::{Run, Watch};
+use crate::fs::runner::{in_process, Done, Mount};
+use crate::fs::BlockLog;
+use crate::UsageError;
+
+/// How iolab's file system is driven.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// iolab's own tar and rm in-process, through fsapi: no kernel, no
+    /// system calls; the file system's own cost.
+    Direct,
+    /// Mounted through FUSE; GNU tar and rm run through the mount, as a
+    /// user's would.
+    Fuse,
+}
+
+/// One column of the table.
+pub enum Column {
+    Iolab(Policy),
+    Kernel(KernelFs),
+    Dir(UserDir),
+}
+
+impl Column {
+    pub fn name(&self) -> String {
+        match self {
+            Column::Iolab(p) => p.name().to_string(),
+            Column::Kernel(k) => k.name().to_string(),
+            Column::Dir(d) => d.name(),
+        }
+    }
+
+    /// Whether the column runs GNU tar and rm.
+    fn runs_gnu(&self, driver: Driver) -> bool {
+        driver == Driver::Fuse || !matches!(self, Column::Iolab(_))
+    }
+}
+
+/// A sweep, every flag checked.
+pub struct Plan {
+    /// What the tree is, for the report.
+    pub tree_name: String,
+    /// The tree as an uncompressed tar archive.
+    pub tar: Vec<u8>,
+    /// Copies extracted per run, each into its own directory.
+    pub copies: u32,
+    /// Runs per column.
+    pub repeat: u32,
+    pub columns: Vec<Column>,
+    pub driver: Driver,
+    /// The file or block device the file systems are made on; `None`: a
+    /// temporary file, made sparse again before each run.
+    pub target: Option<String>,
+    /// iolab's file system on a simulated disk instead.
+    pub disk: Option<SimDisk>,
+    /// Size of a file target to create; `None`: room for the copies twice
+    /// over, at least 1 GiB.
+    pub size: Option<u64>,
+    /// The buffer cache of each mount, and as the user gave it.
+    pub cache_bytes: u64,
+    pub cache: String,
+    /// The new file systems' options.
+    pub mkfs: MkfsOptions,
+    /// Make file systems on a target that holds data.
+    pub force: bool,
+}
+
+/// Whether `path` is a block device.
+pub fn is_block_device(path: &str) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
+}
+
+/// Runs the sweep `plan` describes, `watch` following.
+pub fn run(plan: &Plan, watch: &dyn Watch) -> anyhow::Result<report::PoliciesSweep> {
+    let block_device = plan.target.as_deref().is_some_and(is_block_device);
+    let (entries, data_bytes) = archive_size(&plan.tar).map_err(|e| UsageError(e.to_string()))?;
+    let size = plan.size.unwrap_or((2 * u64::from(plan.copies) * (data_bytes + 4096 * entries)).max(1 << 30));
+    let temp = tempfile::Builder::new().prefix("iolab-policies-").tempdir()?;
+    let target = match &plan.target {
+        Some(t) => t.clone(),
+        None => temp.path().join("fs.img").display().to_string(),
+    };
+    let mountpoint = temp.path().join("mnt");
+    std::fs::create_dir(&mountpoint)?;
+    // The first file system made checks the target (--force where it
+    // holds data) and sizes a new file; every run after replaces the
+    // sweep's own.
+    let medium = match &plan.disk {
+        Some(disk) => {
+            disk.check_size(size)?;
+            String::new()
+        }
+        None => {
+            let (stack, _) =
+                crate::fs::make(&target, Some(size), &plan.mkfs, plan.force, None, &BlockLog::default())?;
+            let medium =
+                stack.device().media().iter().map(report::medium_kind).collect::<Vec<_>>().join(", ");
+            stack.close()?;
+            medium
+        }
+    };
+    let gnu_needed = plan.columns.iter().any(|c| c.runs_gnu(plan.driver));
+    let work = if gnu_needed { Some(Work::new(&plan.tar, plan.copies)?) } else { None };
+    let backing = if block_device { Backing::Device(&target) } else { Backing::File(Path::new(&target)) };
+    let mut runs: Vec<report::ColumnRuns> =
+        plan.columns.iter().map(|c| report::ColumnRuns { name: c.name(), ..Default::default() }).collect();
+    let ctx = RunContext { plan, target: &target, mountpoint: &mountpoint, work: work.as_ref() };
+    // The sweep's own file is made sparse again before every run, so that
+    // each run finds it as the first did (not with the blocks the last
+    // one wrote already in place beneath).
+    let own_file = plan.target.is_none() && plan.disk.is_none();
+    for repeat in 1..=plan.repeat {
+        for i in run_order(plan.columns.len(), repeat) {
+            let (column, runs) = (&plan.columns[i], &mut runs[i]);
+            watch.go_on()?;
+            if own_file {
+                sparse_again(Path::new(&target), size)?;
+            }
+            let name = runs.name.clone();
+            let phase = Run { watch, repeat, repeats: plan.repeat, column: &name };
+            let (tar_run, rm_run, how) = match column {
+                Column::Iolab(policy) => ctx.iolab(*policy, size, &phase)?,
+                Column::Kernel(fs) => {
+                    let work = ctx.work.expect("GNU tar's archive is written when a kernel column runs");
+                    let (tar_run, rm_run, on) = kernel::run_once(*fs, &backing, &mountpoint, work, &phase)?;
+                    (tar_run, rm_run, fs.how(&on))
+                }
+                Column::Dir(dir) => {
+                    let work = ctx.work.expect("GNU tar's archive is written when a --dir column runs");
+                    let (tar_run, rm_run, cold) = dir.run_once(work, &phase)?;
+                    (tar_run, rm_run, dir.how(cold))
+                }
+            };
+            watch.ran(repeat, plan.repeat, &runs.name, &tar_run, &rm_run);
+            runs.how = how;
+            runs.tar.push(tar_run);
+            runs.rm.push(rm_run);
+        }
+    }
+    let shown_target = if plan.target.is_some() {
+        target.clone()
+    } else {
+        "a temporary file, sparse again before each run".to_string()
+    };
+    let sweep = report::PoliciesSweep {
+        archive: plan.tree_name.clone(),
+        entries,
+        data_bytes,
+        copies: plan.copies,
+        repeats: plan.repeat,
+        target: match &plan.disk {
+            Some(disk) => format!(
+                "a simulated disk ({}), a new one per run, a file system of {} on its first bytes",
+                disk.describe(),
+                report::human_bytes(size)
+            ),
+            None => format!(
+                "{shown_target} ({medium}), a new file system of {} per run",
+                report::human_bytes(size)
+            ),
+        },
+        modeled: plan.disk.as_ref().map(SimDisk::describe),
+        columns: runs,
+    };
+    drop(work);
+    temp.close()?;
+    Ok(sweep)
+}
+
+/// The order the columns run in, in repeat `repeat` (from 1): in turn,
+/// each repeat starting one further along, so that none always runs
+/// first, or always after the same one (the disk's background work after
+/// a run lands on the next).
+fn run_order(columns: usize, repeat: u32) -> impl Iterator<Item = usize> {
+    let first = (repeat as usize).saturating_sub(1);
+    (0..columns).map(move |k| (k + first) % columns)
+}
+
+/// Gives back every block of the file at `path` and leaves it `size`
+/// bytes long, sparse.
+fn sparse_again(path: &Path, size: u64) -> std::io::Result<()> {
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    file.set_len(0)?;
+    file.set_len(size)
+}
+
+/// What every run of a sweep shares.
+struct RunContext<'a> {
+    plan: &'a Plan,
+    target: &'a str,
+    mountpoint: &'a Path,
+    work: Option<&'a Work>,
+}
+
+impl RunContext<'_> {
+    /// One run of iolab's file system under `policy`: a new file system,
+    /// the tar phase, the rm phase; and how it ran.
+    fn iolab(
+        &self,
+        policy: Policy,
+        size: u64,
+        phases: &Run,
+    ) -> anyhow::Result<(report::PhaseRun, report::PhaseRun, String)> {
+        let plan = self.plan;
+        let cache_bytes = plan.cache_bytes;
+        if let Some(disk) = &plan.disk {
+            let (tar_run, rm_run) =
+                disk.run_once(policy, size, cache_bytes, &plan.mkfs, &plan.tar, plan.copies, phases)?;
+            let how = format!(
+                "iolab's file system, policy {}, cache {}, in-process on {}: modeled disk time",
+                policy.name(),
+                plan.cache,
+                disk.describe()
+            );
+            return Ok((tar_run, rm_run, how));
+        }
+        let (stack, _) =
+            crate::fs::make(self.target, Some(size), &plan.mkfs, true, None, &BlockLog::default())?;
+        stack.close()?;
+        // Each run's file system is new: never unclean, nothing to force.
+        let mount = Mount { policy, cache_bytes, direct: false, force: false, log: BlockLog::default() };
+        let made = format!("iolab's file system, policy {}, cache {}", policy.name(), plan.cache);
+        match (plan.driver, self.work) {
+            (Driver::Fuse, Some(work)) => {
+                let (tar_done, served) = gnu::through_fuse(self.target, &mount, self.mountpoint, |dir| {
+                    gnu::extract_copies(work, dir, phases.phase("tar"))
+                })?;
+                let (rm_done, _) = gnu::through_fuse(self.target, &mount, self.mountpoint, |dir| {
+                    gnu::remove_copies(work, dir, phases.phase("rm"))
+                })?;
+                let transport = match &served.ring {
+                    Some(ring) if ring.queues > 0 && ring.refused.is_none() => "over io_uring",
+                    _ => "through /dev/fuse",
+                };
+                let how = format!("{made}, mounted through FUSE (served {transport}); GNU tar and rm");
+                Ok((phase_run(&tar_done), phase_run(&rm_done), how))
+            }
+            _ => {
+                let copies = plan.copies;
+                let tar_done = in_process(self.target, &mount, None, |fs| {
+                    extract_copies(fs, &plan.tar, copies, phases.phase("tar"))
+                })?;
+                let rm_done = in_process(self.target, &mount, None, |fs| {
+                    remove_copies(fs, copies, phases.phase("rm"))
+                })?;
+                let how = format!(
+                    "{made}, in-process (iolab's tar and rm through fsapi: no kernel, no system calls)"
+                );
+                Ok((phase_run(&tar_done), phase_run(&rm_done), how))
+            }
+        }
+    }
+}
+
+fn extract_copies(fs: &dyn FileSystem, tar: &[u8], copies: u32, progress: &dyn Watch) -> anyhow::Result<()> {
+    for copy in 1..=copies {
+        let name = format!("copy-{copy}");
+        let dir = fs
+            .mkdir(ROOT, OsStr::new(&name), Owner::root(0o755))
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let extracted = extract_observed(fs, dir.ino, tar, &mut || progress.entry());
+        fs.forget(dir.ino, 1);
+        extracted?;
+        progress.copy_done(copy)?;
+    }
+    Ok(())
+}
+
+fn remove_copies(fs: &dyn FileSystem, copies: u32, progress: &dyn Watch) -> anyhow::Result<()> {
+    for copy in 1..=copies {
+        let name = format!("copy-{copy}");
+        remove_tree(fs, ROOT, OsStr::new(&name), &name)?;
+        progress.copy_done(copy)?;
+    }
+    Ok(())
+}
+
+fn phase_run(done: &Done) -> report::PhaseRun {
+    let c = &done.unmounted.cache;
+    report::PhaseRun {
+        seconds: done.seconds,
+        blocks_written: c.blocks_written,
+        write_requests: c.write_requests,
+        sync_writes: Some(c.sync_writes),
+        flushes: c.flushes,
+        log_bytes: Some(done.unmounted.log.map_or(0, |l| l.log_bytes_written)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A file a run wrote all over holds no block once made sparse
+    /// again, and keeps its size: the next run finds it as the first did.
+    #[test]
+    fn the_sweeps_file_holds_no_block_once_made_sparse_again() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(&vec![7u8; 1 << 20]).unwrap();
+        file.as_file().sync_all().unwrap();
+        assert!(file.as_file().metadata().unwrap().blocks() > 0);
+        super::sparse_again(file.path(), 4 << 20).unwrap();
+        let meta = std::fs::metadata(file.path()).unwrap();
+        assert_eq!((meta.len(), meta.blocks()), (4 << 20, 0));
+    }
+
+    /// Over as many repeats as columns, each column runs first once and
+    /// every column runs once a repeat.
+    #[test]
+    fn each_column_runs_first_once_in_as_many_repeats() {
+        let orders: Vec<Vec<usize>> = (1..=3).map(|r| super::run_order(3, r).collect()).collect();
+        assert_eq!(orders, vec![vec![0, 1, 2], vec![1, 2, 0], vec![2, 0, 1]]);
+        assert_eq!(super::run_order(3, 4).collect::<Vec<_>>(), vec![0, 1, 2], "round again");
+    }
+}
