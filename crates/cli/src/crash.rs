@@ -1,20 +1,17 @@
 //! `iolab crash`: build a stack on recording devices, run transactions on
-//! it, and check its promise on every crash state (workloads::crash).
+//! it, and check its promise on every crash state (the stacks are
+//! `lab::crash`'s, the check `workloads::crash`'s and `workloads::fscrash`'s).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use blocklog::{HomeWrites, Mode, Placement, StripeLog};
+use blocklog::{HomeWrites, Mode};
 use clap::{Args, ValueEnum};
-use device::Device;
-use workloads::crash::{
-    enumerate, enumerate_power_cuts, BuildStack, CrashError, CrashReport, CrashSpec, ReopenStack, Views,
-};
+use lab::crash::{crash_block, usage, BlockCrash, BlockStack};
+use workloads::crash::{CrashReport, CrashSpec};
 use workloads::spec::parse_bytes;
 
 use crate::UsageError;
-use lab::stack;
 
 /// The stacks `iolab crash` can build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -71,10 +68,6 @@ impl Stack {
         matches!(self, Stack::Raid5 | Stack::Raid5Log)
     }
 }
-
-/// RAID-5 stacks: drives, stripe size.
-const RAID5_DRIVES: usize = 4;
-const RAID5_STRIPE_BYTES: u64 = 16 * 1024;
 
 #[derive(Debug, Args)]
 pub struct CrashArgs {
@@ -199,21 +192,19 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         only_state: args.state,
     };
-    let report = match args.stack {
-        Stack::Log | Stack::LogSeparate | Stack::Async | Stack::Sync => {
-            crash_logged(&spec, args.stack, args.log_home, data_bytes, log_bytes, args.disk.as_deref())
-        }
-        Stack::Raid5 | Stack::Raid5Log => {
-            crash_raid5(&spec, args.stack == Stack::Raid5Log, data_bytes, log_bytes, args.disk.as_deref())
-        }
+    let logged = |mode, separate| BlockStack::Logged { mode, separate, home: args.log_home };
+    let stack = match args.stack {
+        Stack::Log => logged(Mode::Log, false),
+        Stack::LogSeparate => logged(Mode::Log, true),
+        Stack::Async => logged(Mode::Async, false),
+        Stack::Sync => logged(Mode::Sync, false),
+        Stack::Raid5 => BlockStack::Raid5 { logged: false },
+        Stack::Raid5Log => BlockStack::Raid5 { logged: true },
         Stack::FsSync | Stack::FsSoftdep | Stack::FsLog | Stack::FsAsync => {
             unreachable!("file-system stacks return above")
         }
-    }
-    .map_err(|e| match e {
-        CrashError::Spec(what) => anyhow::Error::from(UsageError(what)),
-        other => anyhow::Error::from(other),
-    })?;
+    };
+    let report = crash_block(&BlockCrash { stack, spec, data_bytes, log_bytes, disk: args.disk.as_deref() })?;
     let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
     if to_stdout {
         print!("{}", report::crash_text(&crash_run(&args, &report), &report));
@@ -292,10 +283,7 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
             None => None,
         },
     };
-    let report = workloads::fscrash::enumerate(&spec).map_err(|e| match e {
-        CrashError::Spec(what) => anyhow::Error::from(UsageError(what)),
-        other => anyhow::Error::from(other),
-    })?;
+    let report = workloads::fscrash::enumerate(&spec).map_err(usage)?;
     let archive = args.archive.as_ref().map(|p| p.display().to_string());
     // With several writers a state's number names no fixed state: the
     // report says so instead of a command.
@@ -336,122 +324,4 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
 
 fn max_blocks(args: &CrashArgs) -> u32 {
     args.max_blocks.unwrap_or(if args.stack.is_raid5() { 1 } else { 4 })
-}
-
-fn crash_logged(
-    spec: &CrashSpec,
-    stack: Stack,
-    home: HomeWrites,
-    data_bytes: u64,
-    log_bytes: u64,
-    disk: Option<&str>,
-) -> Result<CrashReport, CrashError> {
-    let mode = match stack {
-        Stack::Async => Mode::Async,
-        Stack::Sync => Mode::Sync,
-        _ => Mode::Log,
-    };
-    let separate = stack == Stack::LogSeparate;
-    let build = move |raw: Vec<Arc<dyn Device>>| -> Result<Arc<dyn Device>, String> {
-        let placement = match separate {
-            true => Placement::Separate { log: Arc::clone(&raw[1]) },
-            false => Placement::Inside { log_bytes },
-        };
-        Ok(Arc::new(stack::log_over(Arc::clone(&raw[0]), placement, mode, home)?))
-    };
-    let reopen = move |images: Vec<Arc<dyn Device>>| -> Result<Views, String> {
-        let log = separate.then(|| Arc::clone(&images[1]));
-        let dev = stack::reopen_log_over(Arc::clone(&images[0]), log, mode)?;
-        Ok(vec![(String::new(), Arc::new(dev) as Arc<dyn Device>)])
-    };
-    let (build, reopen): (&BuildStack<'_>, &ReopenStack<'_>) = (&build, &reopen);
-    let sizes = if separate { vec![data_bytes, log_bytes] } else { vec![log_bytes + data_bytes] };
-    enumerate_on(spec, &sizes, build, reopen, disk)
-}
-
-/// Every crash state of the stack's recorded history on memory devices of
-/// `sizes`; with `disk`, the power cuts of the stack on simulated disks of
-/// that model instead (each at least 1 MiB, in whole 4 KiB), on a clock
-/// of their own.
-fn enumerate_on(
-    spec: &CrashSpec,
-    sizes: &[u64],
-    build: &BuildStack<'_>,
-    reopen: &ReopenStack<'_>,
-    disk: Option<&str>,
-) -> Result<CrashReport, CrashError> {
-    let Some(model) = disk else { return enumerate(spec, sizes, build, reopen) };
-    let clock = sim::VirtualClock::new();
-    let disks = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &size)| {
-            let kib = size.max(1 << 20).next_multiple_of(4096) / 1024;
-            let text = format!("{},size={kib}k", model.strip_prefix("sim:").unwrap_or(model));
-            let mut parsed =
-                sim::SimSpec::parse(&text).map_err(|e| CrashError::Spec(format!("--disk {model}: {e}")))?;
-            parsed.set_data(sim::Data::Keep);
-            let dev = sim::SimDevice::new(format!("{model} #{i}"), parsed, Arc::clone(&clock))?;
-            Ok(dev as Arc<dyn Device>)
-        })
-        .collect::<Result<Vec<_>, CrashError>>()?;
-    enumerate_power_cuts(spec, &disks, build, reopen)
-}
-
-/// Four drives sized for `data_bytes` of volume, and a log device.
-fn crash_raid5(
-    spec: &CrashSpec,
-    logged: bool,
-    data_bytes: u64,
-    log_bytes: u64,
-    disk: Option<&str>,
-) -> Result<CrashReport, CrashError> {
-    let per_drive = data_bytes.div_ceil(RAID5_DRIVES as u64 - 1).next_multiple_of(RAID5_STRIPE_BYTES);
-    let drive_bytes = volume::DATA_START_BYTES + per_drive;
-    let mut sizes = vec![drive_bytes; RAID5_DRIVES];
-    if logged {
-        sizes.push(log_bytes);
-    }
-    let mut text = String::new();
-    for d in 0..RAID5_DRIVES {
-        text += &format!("drive d{d} device d{d}\n");
-    }
-    text += &format!("volume r5\n plex org raid5 {}s\n", RAID5_STRIPE_BYTES / 512);
-    for d in 0..RAID5_DRIVES {
-        text += &format!("  sd length {}s drive d{d}\n", per_drive / 512);
-    }
-    let config = volume::parse(&text).map_err(|e| CrashError::Build(e.to_string()))?;
-    let build = move |raw: Vec<Arc<dyn Device>>| -> Result<Arc<dyn Device>, String> {
-        let devices = (0..RAID5_DRIVES).map(|d| (format!("d{d}"), Arc::clone(&raw[d]))).collect();
-        // The crash stacks start on new memory drives: every byte reads zero.
-        let set = volume::create(&config, &devices, &|_, _, _| true).map_err(|e| e.to_string())?;
-        let vol = Arc::clone(&set.volumes[0]);
-        if logged {
-            let homes = vol.raid5_homes().ok_or("the volume has no RAID-5 plex")?;
-            let wal = StripeLog::format(Arc::clone(&raw[RAID5_DRIVES]), homes).map_err(|e| e.to_string())?;
-            vol.set_write_ahead_log(Arc::new(wal)).map_err(|e| e.to_string())?;
-        }
-        Ok(vol)
-    };
-    let reopen = move |images: Vec<Arc<dyn Device>>| -> Result<Views, String> {
-        let assemble = || -> Result<Arc<volume::Volume>, String> {
-            let set = volume::assemble(&images[..RAID5_DRIVES]).map_err(|e| e.to_string())?;
-            Ok(Arc::clone(&set.volumes[0]))
-        };
-        let vol = assemble()?;
-        if logged {
-            let homes = vol.raid5_homes().ok_or("the volume has no RAID-5 plex")?;
-            // A replay that stops at damage is an error: the open fails.
-            StripeLog::open(Arc::clone(&images[RAID5_DRIVES]), homes).map_err(|e| e.to_string())?;
-        }
-        let mut views: Vec<(String, Arc<dyn Device>)> = vec![("all drives up".into(), vol)];
-        for d in 0..RAID5_DRIVES {
-            let degraded = assemble()?;
-            degraded.set_state(&format!("d{d}"), volume::State::Down).map_err(|e| e.to_string())?;
-            views.push((format!("drive d{d} failed after the crash"), degraded));
-        }
-        Ok(views)
-    };
-    let (build, reopen): (&BuildStack<'_>, &ReopenStack<'_>) = (&build, &reopen);
-    enumerate_on(spec, &sizes, build, reopen, disk)
 }

@@ -7,10 +7,14 @@
 //!   log, a scratch view), opened bottom-up and closed top-down.
 //! - [`assemble`]: a Vinum-style volume set assembled from drive paths,
 //!   locked as the command's access needs, stripe logs replayed.
+//! - [`crash`]: the block stacks `iolab crash` builds and checks.
 //! - [`fs`]: iolab's file system on a target: opened (behind its block
 //!   log), made, served through FUSE, mounted in-process for timed work.
+//! - [`mounts`]: which mount a path is on.
+//! - [`sweep_policies`]: the metadata policies' table, from a checked plan.
 
 pub mod assemble;
+pub mod crash;
 mod errors;
 pub mod fs;
 pub mod mounts;
