@@ -11,6 +11,7 @@
 //! - [`fs`]: iolab's file system on a target: opened (behind its block
 //!   log), made, served through FUSE, mounted in-process for timed work.
 //! - [`mounts`]: which mount a path is on.
+//! - [`volume_create`]: a volume set created from its configuration.
 //! - [`sweep_policies`]: the metadata policies' table, from a checked plan.
 
 pub mod assemble;
@@ -21,5 +22,6 @@ pub mod mounts;
 pub mod say;
 pub mod stack;
 pub mod sweep_policies;
+pub mod volume_create;
 
 pub use errors::{message, Interrupted, UsageError};
