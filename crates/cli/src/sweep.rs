@@ -121,7 +121,7 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
     if args.workload == SweepWorkload::Fs {
         // The fs mix reads 70%: of the disks, never of holes.
         for drive in &drives {
-            crate::run::lay_out_for_sweep(drive.as_ref(), 0..drive.size_bytes())?;
+            lab::layout::lay_out_for_sweep(drive.as_ref(), 0..drive.size_bytes())?;
         }
     }
     let mut rows = Vec::with_capacity(layouts.len());

@@ -1,21 +1,18 @@
-//! `iolab sweep journal`: the second seed's table. The same random writes
-//! on one target with validation off, on (with and without the pre-read),
-//! and with the validation journal in each mode, the arms alternating
-//! within each repeat so that a shared machine's drift cancels out of the
-//! ratios to `off`.
+//! `iolab sweep journal`: the second seed's table. The flags are checked
+//! and the target opened here; `lab::sweep_journal` runs the arms; the
+//! tables, JSON and charts are written here.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use workloads::journal::{JournalMode, JournalPlace, JournalSpec, JournalStats};
+use lab::stack::{self, Stack};
+use lab::sweep_journal::{self, arm_job, parse_arms, Journals, Plan};
 use workloads::spec::{parse_bytes, parse_duration};
-use workloads::{BlockSizes, Engine, JobSpec, KeyMapSpec, Progress, Rw, ValidateSpec};
+use workloads::{BlockSizes, Engine, JobSpec, Rw};
 
 use crate::UsageError;
-use lab::stack::{self, Stack};
 
 #[derive(Debug, Args)]
 pub struct JournalArgs {
@@ -81,33 +78,6 @@ pub struct JournalArgs {
     #[arg(long)]
     pub force: bool,
 }
-
-/// An arm of the table: validation, pre-read and journal mode.
-#[derive(Clone, Copy, Debug)]
-struct Arm {
-    name: &'static str,
-    validate: bool,
-    preread: bool,
-    journal: Option<JournalMode>,
-    /// Group commits through the uring workers' rings (`--journal-commit ring`).
-    ring: bool,
-}
-
-const fn arm(name: &'static str, validate: bool, preread: bool, journal: Option<JournalMode>) -> Arm {
-    Arm { name, validate, preread, journal, ring: false }
-}
-
-const ARMS: [Arm; 8] = [
-    arm("off", false, false, None),
-    arm("validate", true, true, None),
-    arm("no-preread", true, false, None),
-    arm("sync", true, false, Some(JournalMode::Sync)),
-    arm("async", true, false, Some(JournalMode::Async)),
-    arm("group", true, false, Some(JournalMode::Group)),
-    arm("group-preread", true, true, Some(JournalMode::Group)),
-    // Not in the default list: group, committed through the rings.
-    Arm { ring: true, ..arm("group-ring", true, false, Some(JournalMode::Group)) },
-];
 
 pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     crate::check_destinations(args.json.as_deref(), args.plot.as_deref())?;
@@ -231,90 +201,25 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
             .map_err(|e| UsageError(format!("--arms: {}: {e}", arm.name)))?;
     }
     // The pre-read arms read before they write: never holes.
-    crate::run::lay_out_for_sweep(target.device().as_ref(), region.start..region.start + region.len)?;
-    let mut sweeps = Vec::new();
-    for journals in &journals {
-        let measured = run_arms(&args, &job, &arms, target.device(), journals)?;
-        let power_cut = match power_cut {
-            Some(after) => Some(cut_power(&args, &job, journals, after)?),
-            None => None,
-        };
-        let modeled = simulated.then(|| {
-            format!(
-                "{} and journals on {} (a new one each run); the engine in their virtual time, a request at a time \
-                 per thread: the same on any machine",
-                target.device().name(),
-                journals.shown().display()
-            )
-        });
-        sweeps.push(report::JournalSweep {
-            modeled,
-            target: args.target.clone(),
-            journal_dir: journals.shown(),
-            engine,
-            threads,
-            iodepth,
-            bs: args.bs.clone(),
-            runtime_s: runtime.as_secs_f64(),
-            repeat: args.repeat,
-            arms: report::sweep_arms(measured),
-            power_cut,
-        });
-    }
+    lab::layout::lay_out_for_sweep(target.device().as_ref(), region.start..region.start + region.len)?;
+    let plan = Plan {
+        target: args.target.clone(),
+        job,
+        arms,
+        journals,
+        repeat: args.repeat,
+        power_cut,
+        bs: args.bs.clone(),
+        engine,
+        threads,
+        iodepth,
+        runtime,
+        simulated,
+    };
+    let sweeps = sweep_journal::run(&plan, target.device())?;
     print_sweeps(&args, &sweeps)?;
     target.close()?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// One more run of the sync arm, on a new simulated target and journal
-/// disk (so that nothing an earlier arm wrote is in the images), its power
-/// cut `after` its start; what the cut left.
-fn cut_power(
-    args: &JournalArgs,
-    job: &JobSpec,
-    journals: &Journals,
-    after: std::time::Duration,
-) -> anyhow::Result<report::SweepPowerCut> {
-    eprintln!(
-        "iolab sweep: power cut at {} into a run of the sync arm",
-        args.power_cut.as_deref().unwrap_or("")
-    );
-    // Invariant: ARMS has a sync arm.
-    let sync = ARMS.iter().find(|a| a.name == "sync").expect("the sync arm");
-    let job = arm_job(job, sync, journals)?;
-    // Invariant: the sync arm journals, on a simulated disk here.
-    let journal = match job.validate.as_ref().and_then(|v| v.journal.as_ref()).map(|j| &j.place) {
-        Some(JournalPlace::Device(dev)) => Arc::clone(dev),
-        _ => unreachable!("a power cut's run journals on a simulated disk"),
-    };
-    let target = lab::stack::open_sim_keeping(&args.target, "target")?;
-    let cut = crate::run::power_cut::PowerCut::set(Arc::clone(&target), journal, after);
-    workloads::run_job(&job, target, &Progress::default())?;
-    let at_s = after.as_secs_f64();
-    Ok(match cut.verdict()? {
-        None => report::SweepPowerCut { at_s, missed: true, records: 0, as_journal: 0, ahead: 0, bad: 0 },
-        Some(v) => report::SweepPowerCut {
-            at_s,
-            missed: false,
-            records: v.records,
-            as_journal: v.verified + v.pending_old + v.pending_new,
-            ahead: v.ahead,
-            bad: v.errors(),
-        },
-    })
-}
-
-/// The arms named by `--arms`, in that order.
-fn parse_arms(names: &[String]) -> Result<Vec<Arm>, UsageError> {
-    names
-        .iter()
-        .map(|name| {
-            ARMS.iter().find(|a| a.name == name).copied().ok_or_else(|| {
-                let known: Vec<_> = ARMS.iter().map(|a| a.name).collect();
-                UsageError(format!("--arms: '{name}' is not an arm; use {}", known.join(", ")))
-            })
-        })
-        .collect()
 }
 
 /// The tables (unless the JSON goes to standard output), side by side
@@ -350,103 +255,4 @@ fn print_sweeps(args: &JournalArgs, sweeps: &[report::JournalSweep]) -> anyhow::
         }
     }
     Ok(())
-}
-
-/// Every arm once per repeat, in the order given, so that a drift of the
-/// machine touches every arm alike; each arm's runs in repeat order.
-fn run_arms(
-    args: &JournalArgs,
-    job: &JobSpec,
-    arms: &[Arm],
-    device: &Arc<dyn device::Device>,
-    journals: &Journals,
-) -> anyhow::Result<Vec<(&'static str, report::ArmRuns)>> {
-    let mut runs: Vec<report::ArmRuns> = arms.iter().map(|_| Vec::new()).collect();
-    for r in 0..args.repeat {
-        for (arm, runs) in arms.iter().zip(&mut runs) {
-            eprintln!("iolab sweep: {} ({}/{})", arm.name, r + 1, args.repeat);
-            runs.push(run_arm(job, arm, device, journals)?);
-        }
-    }
-    Ok(arms.iter().map(|a| a.name).zip(runs).collect())
-}
-
-/// Where the arms keep their journals.
-enum Journals {
-    /// A directory each, under this one.
-    Dir(PathBuf),
-    /// A new simulated disk of this spec each run.
-    Disk(String),
-}
-
-impl Journals {
-    fn shown(&self) -> PathBuf {
-        match self {
-            Journals::Dir(dir) => dir.clone(),
-            Journals::Disk(spec) => PathBuf::from(spec),
-        }
-    }
-
-    /// Where `arm` keeps its journal: its directory, or a new disk.
-    fn place(&self, arm: &Arm) -> Result<JournalPlace, UsageError> {
-        Ok(match self {
-            Journals::Dir(dir) => JournalPlace::Dir(arm_journal_dir(dir, arm)),
-            Journals::Disk(spec) => JournalPlace::Device(lab::stack::open_sim_keeping(spec, "journal-disk")?),
-        })
-    }
-}
-
-/// Where `arm` keeps its journal.
-fn arm_journal_dir(journal_dir: &Path, arm: &Arm) -> PathBuf {
-    journal_dir.join(format!("iolab-sweep-{}", arm.name))
-}
-
-/// The sweep's job as `arm` runs it: its validation and journal.
-fn arm_job(job: &JobSpec, arm: &Arm, journals: &Journals) -> Result<JobSpec, UsageError> {
-    let place = match arm.journal {
-        Some(_) => Some(journals.place(arm)?),
-        None => None,
-    };
-    let journal = arm.journal.zip(place).map(|(mode, place)| JournalSpec { mode, place, ring: arm.ring });
-    let validate = arm.validate.then(|| ValidateSpec {
-        preread: arm.preread,
-        reread: false,
-        // The sweep measures what validation costs the run; its check is
-        // the power cut's, when it has one.
-        verify: false,
-        max_errors: 50,
-        run_id: crate::run_id(),
-        journal,
-        key_map: KeyMapSpec::AUTO,
-    });
-    Ok(JobSpec { validate, ..job.clone() })
-}
-
-/// One run of `arm`: its write IOPS and its journal's counters. A journal
-/// arm writes into a new directory under `journal_dir`, removed after.
-fn run_arm(
-    job: &JobSpec,
-    arm: &Arm,
-    device: &Arc<dyn device::Device>,
-    journals: &Journals,
-) -> anyhow::Result<(f64, Option<JournalStats>)> {
-    let job = arm_job(job, arm, journals)?;
-    let result = workloads::run_job(&job, Arc::clone(device), &Progress::default());
-    if let (Some(_), Journals::Dir(journal_dir)) = (arm.journal, journals) {
-        let dir = arm_journal_dir(journal_dir, arm);
-        std::fs::remove_dir_all(&dir)
-            .with_context(|| format!("{}: cannot remove the journal", dir.display()))?;
-    }
-    let result = result?;
-    if let Some(v) = &result.validation {
-        if v.errors > 0 {
-            anyhow::bail!(
-                "arm {}: validation found {} bad block(s) on {}; the target does not keep what is written to it",
-                arm.name,
-                v.errors,
-                device.name()
-            );
-        }
-    }
-    Ok((result.write.iops, result.validation.and_then(|v| v.journal)))
 }

@@ -12,15 +12,20 @@
 //!   log), made, served through FUSE, mounted in-process for timed work.
 //! - [`mounts`]: which mount a path is on.
 //! - [`volume_create`]: a volume set created from its configuration.
+//! - [`sweep_journal`]: the validation journal's cost, arm by arm, and
+//!   power cuts on simulated disks ([`power_cut`]).
 //! - [`sweep_policies`]: the metadata policies' table, from a checked plan.
 
 pub mod assemble;
 pub mod crash;
 mod errors;
 pub mod fs;
+pub mod layout;
 pub mod mounts;
+pub mod power_cut;
 pub mod say;
 pub mod stack;
+pub mod sweep_journal;
 pub mod sweep_policies;
 pub mod volume_create;
 

@@ -19,7 +19,6 @@ use crate::UsageError;
 pub(crate) use args::percentiles;
 pub use args::{MpiLayout, OutputFormat, RunArgs};
 pub(crate) use jobs::key_map_spec;
-pub(crate) use prepare::lay_out_for_sweep;
 
 pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     if let Some(ranks) = ranks {
@@ -68,7 +67,7 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
     let cut = match args.power_cut.as_deref() {
         Some(text) => {
             let after = workloads::spec::parse_duration("power-cut", text).map_err(UsageError::from);
-            match after.and_then(|after| power_cut::PowerCut::arm(&jobs, args.repeat, after)) {
+            match after.and_then(|after| power_cut::arm(&jobs, args.repeat, after)) {
                 Ok(cut) => Some(cut),
                 Err(e) => {
                     jobs.into_iter().rev().for_each(|job| job.stack.discard());
@@ -100,7 +99,7 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
         return Ok(ExitCode::from(1));
     }
     if let Some(cut) = cut {
-        let (text, status) = cut.check()?;
+        let (text, status) = power_cut::check(cut)?;
         if args.to_stdout() {
             print!("{text}");
         } else {

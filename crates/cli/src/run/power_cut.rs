@@ -1,116 +1,68 @@
-//! A power cut on simulated disks, at an instant of a validated run
-//! (`iolab run --power-cut TIME`, `iolab sweep journal --power-cut TIME`):
-//! TIME after the run starts (once its journal is made), with every
-//! disk's model run up to that instant, the images of what the target and
-//! the journal disk hold durably are taken; after the run they are
-//! checked as `iolab validate` checks a target after a crash: the journal
-//! replayed from its image, every block of the target's image against it.
-//! A journal disk whose cache acknowledges flushes it has not done loses
-//! acknowledged records: blocks then hold writes the journal has no
-//! durable record of ("ahead of the journal").
+//! A power cut on simulated disks in `iolab run --power-cut TIME`
+//! (`lab::power_cut` takes the images): set up for the one validated job
+//! on a simulated target with its journal on a simulated disk, and what
+//! the cut left told as `iolab validate` tells it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use device::{Device, MemDevice, Nanos};
+use device::Device;
+use lab::power_cut::PowerCut;
 use workloads::journal::JournalPlace;
-use workloads::recover::Verdict;
-use workloads::KeyMapSpec;
 
 use super::prepare::Prepared;
 use crate::UsageError;
 
-/// The images a power cut took, and when.
-type Images = Arc<Mutex<Option<(Vec<(u64, Vec<u8>)>, Vec<(u64, Vec<u8>)>, Nanos)>>>;
-
-/// A power cut set up on a run's disks.
-pub struct PowerCut {
-    after: Duration,
-    target_bytes: u64,
-    images: Images,
-}
-
-impl PowerCut {
-    /// Sets the cut `after` the start of `job`: one job on a simulated
-    /// target, validated, its journal on a simulated disk.
-    pub fn arm(jobs: &[Prepared], repeat: u32, after: Duration) -> Result<PowerCut, UsageError> {
-        let [job] = jobs else {
-            return Err(UsageError("--power-cut: one job at a time".into()));
-        };
-        if repeat != 1 {
-            return Err(UsageError("--power-cut: one run (no --repeat)".into()));
-        }
-        let Some(base) = job.stack.origin.sim.as_ref().filter(|_| job.stack.log().is_none()) else {
-            return Err(UsageError(
-                "--power-cut: needs a simulated target (sim:...) with nothing above it; a real disk's power is \
-                 cut with iolab crash or by hand"
-                    .into(),
-            ));
-        };
-        let journal = match job.spec.validate.as_ref().and_then(|v| v.journal.as_ref()).map(|j| &j.place) {
+/// Sets the cut `after` the start of `job`: one job on a simulated
+/// target, validated, its journal on a simulated disk.
+pub fn arm(jobs: &[Prepared], repeat: u32, after: Duration) -> Result<PowerCut, UsageError> {
+    let [job] = jobs else {
+        return Err(UsageError("--power-cut: one job at a time".into()));
+    };
+    if repeat != 1 {
+        return Err(UsageError("--power-cut: one run (no --repeat)".into()));
+    }
+    let Some(base) = job.stack.origin.sim.as_ref().filter(|_| job.stack.log().is_none()) else {
+        return Err(UsageError(
+            "--power-cut: needs a simulated target (sim:...) with nothing above it; a real disk's power is \
+             cut with iolab crash or by hand"
+                .into(),
+        ));
+    };
+    let journal =
+        match job.spec.validate.as_ref().and_then(|v| v.journal.as_ref()).map(|j| &j.place) {
             Some(JournalPlace::Device(dev)) if dev.virtual_disk().is_some() => Arc::clone(dev),
             _ => return Err(UsageError(
                 "--power-cut: needs --validate with its journal on a simulated disk (--journal sim:...), to \
-                     check what the cut left"
+                 check what the cut left"
                     .into(),
             )),
         };
-        let target: Arc<dyn Device> = base.disk.clone();
-        Ok(PowerCut::set(target, journal, after))
-    }
+    let target: Arc<dyn Device> = base.disk.clone();
+    Ok(PowerCut::set(target, journal, after))
+}
 
-    /// Sets a cut `after` the start of the next run on the simulated
-    /// disks' clock: images of what `target` and `journal` (both
-    /// simulated) then hold durably.
-    pub fn set(target: Arc<dyn Device>, journal: Arc<dyn Device>, after: Duration) -> PowerCut {
-        let target_bytes = target.size_bytes();
-        let images: Images = Arc::default();
-        let taken = Arc::clone(&images);
-        lab::stack::sim_clock().after_start(after.as_nanos() as Nanos, move |t| {
-            let image = |d: &Arc<dyn Device>| d.virtual_disk().map(|v| v.power_cut()).unwrap_or_default();
-            *taken.lock().unwrap_or_else(|e| e.into_inner()) = Some((image(&target), image(&journal), t));
-        });
-        PowerCut { after, target_bytes, images }
-    }
-
-    /// After the run: what the cut left, checked as `iolab validate`
-    /// checks a target after a crash (every block), or `None` when the run
-    /// ended before the cut.
-    pub fn verdict(self) -> anyhow::Result<Option<Verdict>> {
-        let taken = self.images.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let Some((target_pages, journal_pages, _)) = taken else { return Ok(None) };
-        let target =
-            MemDevice::with_pages("power-cut image of the target", self.target_bytes, 512, &target_pages)?;
-        let journal_bytes =
-            journal_pages.last().map_or(4096, |(o, b)| o + b.len() as u64).div_ceil(4096) * 4096;
-        let journal =
-            MemDevice::with_pages("power-cut image of the journal", journal_bytes, 512, &journal_pages)?;
-        // Every block: a write whose every record the cut lost is found too.
-        Ok(Some(workloads::recover::recover_every_block(&target, &journal, false, &KeyMapSpec::AUTO)?))
-    }
-
-    /// After the run: checks what the cut left; the text to print and the
-    /// exit status: 0 when every block is as the journal says, 1 when
-    /// blocks are bad, 3 when the journal misses writes the target holds,
-    /// 4 when it is damaged (as `iolab validate`).
-    pub fn check(self) -> anyhow::Result<(String, u8)> {
-        let after = self.after;
-        let Some(verdict) = self.verdict()? else {
-            return Ok((
-                format!(
-                    "power cut at {:.3} s: the run ended before it; nothing to check (give a shorter --power-cut)\n",
-                    after.as_secs_f64()
-                ),
-                0,
-            ));
-        };
-        let status = crate::validate::exit_status(report::Outcome::of(&verdict));
-        let mut text = format!(
-            "power cut at {:.3} s of the run: what the target and the journal disk held durably, checked as iolab \
-             validate checks a target after a crash\n",
-            after.as_secs_f64()
-        );
-        text.push_str(&report::verdict_text(&verdict, crate::validate::EXITS));
-        Ok((text, status))
-    }
+/// After the run: checks what the cut left; the text to print and the
+/// exit status: 0 when every block is as the journal says, 1 when
+/// blocks are bad, 3 when the journal misses writes the target holds,
+/// 4 when it is damaged (as `iolab validate`).
+pub fn check(cut: PowerCut) -> anyhow::Result<(String, u8)> {
+    let after = cut.after();
+    let Some(verdict) = cut.verdict()? else {
+        return Ok((
+            format!(
+                "power cut at {:.3} s: the run ended before it; nothing to check (give a shorter --power-cut)\n",
+                after.as_secs_f64()
+            ),
+            0,
+        ));
+    };
+    let status = crate::validate::exit_status(report::Outcome::of(&verdict));
+    let mut text = format!(
+        "power cut at {:.3} s of the run: what the target and the journal disk held durably, checked as iolab \
+         validate checks a target after a crash\n",
+        after.as_secs_f64()
+    );
+    text.push_str(&report::verdict_text(&verdict, crate::validate::EXITS));
+    Ok((text, status))
 }

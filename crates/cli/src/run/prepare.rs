@@ -8,7 +8,7 @@ use std::path::Path;
 
 use device::LockKind::{Exclusive, Shared};
 use workloads::layout::LayoutPolicy;
-use workloads::{Engine, JobSpec, Pattern};
+use workloads::{Engine, JobSpec};
 
 use super::jobs::Plan;
 use crate::jobfile::JobFields;
@@ -335,24 +335,4 @@ fn log_options(f: &JobFields, spec: &JobSpec, force: bool) -> Result<Option<LogO
         must_exist: false,
         read_only: false,
     }))
-}
-
-/// Lays out `range` of a device a sweep reads (and writes anyway) with
-/// random data, so that its reads never measure holes; says so on stderr.
-pub(crate) fn lay_out_for_sweep(
-    device: &dyn device::Device,
-    range: std::ops::Range<u64>,
-) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let report = workloads::layout::lay_out(device, range, Pattern::Random, 1, true, &|_, _| {})
-        .with_context(|| format!("{}: cannot lay out the region the sweep reads", device.name()))?;
-    if report.laid_out_bytes > 0 {
-        eprintln!(
-            "iolab sweep: laid out {} MiB of holes in {} in {:.1} s, so that reads measure the disk",
-            report.laid_out_bytes >> 20,
-            device.name(),
-            report.seconds
-        );
-    }
-    Ok(())
 }
