@@ -9,11 +9,9 @@ mod bonnie;
 mod cli;
 mod crash;
 mod errors;
-mod fio;
 mod fs;
 mod host;
 mod interrupt;
-mod jobfile;
 mod logs;
 mod mpi;
 mod output;
@@ -27,7 +25,7 @@ mod validate;
 mod volume;
 
 pub(crate) use errors::{is_usage_error, message, Interrupted, UsageError};
-pub(crate) use output::{check_destinations, check_output, check_plot_dir, run_id, write_json, write_plots};
+pub(crate) use output::{check_destinations, check_output, check_plot_dir, write_json, write_plots};
 
 fn main() -> ExitCode {
     // The documents say when the work began and how it was asked for:

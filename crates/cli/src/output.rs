@@ -101,8 +101,3 @@ pub(crate) fn write_json(path: &std::path::Path, doc: &str) -> anyhow::Result<()
     std::fs::write(path, format!("{doc}\n"))
         .with_context(|| format!("{}: cannot write the JSON", path.display()))
 }
-
-/// A run identifier that differs between runs (codec's one recipe).
-pub(crate) fn run_id() -> u64 {
-    codec::fresh_id()
-}

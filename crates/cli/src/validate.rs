@@ -73,8 +73,7 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
         let json = args.json.iter().filter(|p| p.as_os_str() != "-");
         ranks.own_paths(&json.map(|p| ("json", p.as_path())).collect::<Vec<_>>())?;
     }
-    let mut key_map =
-        crate::run::key_map_spec(args.key_map.unwrap_or_default(), args.key_map_dir.as_deref())?;
+    let mut key_map = lab::job::key_map_spec(args.key_map.unwrap_or_default(), args.key_map_dir.as_deref())?;
     key_map.dir.get_or_insert_with(|| args.journal.clone());
     let path = args.journal.join(JOURNAL_FILE);
     match std::fs::metadata(&path) {

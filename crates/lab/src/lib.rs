@@ -10,6 +10,8 @@
 //! - [`crash`]: the block stacks `iolab crash` builds and checks.
 //! - [`fs`]: iolab's file system on a target: opened (behind its block
 //!   log), made, served through FUSE, mounted in-process for timed work.
+//! - [`job`]: jobs from flags, iolab's TOML job files and fio's, checked
+//!   into job specs.
 //! - [`mounts`]: which mount a path is on.
 //! - [`volume_create`]: a volume set created from its configuration.
 //! - [`sweep_journal`]: the validation journal's cost, arm by arm, and
@@ -20,6 +22,7 @@ pub mod assemble;
 pub mod crash;
 mod errors;
 pub mod fs;
+pub mod job;
 pub mod layout;
 pub mod mounts;
 pub mod power_cut;

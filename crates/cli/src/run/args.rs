@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::jobfile::JobFields;
 use crate::UsageError;
+use lab::job::JobFields;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -123,6 +123,21 @@ pub(crate) fn percentiles(text: &str) -> Result<Vec<f64>, UsageError> {
 }
 
 impl RunArgs {
+    /// The run's jobs, checked (`lab::job::plan`), and its output files.
+    pub(super) fn plan(&self) -> anyhow::Result<lab::job::Plan> {
+        if self.repeat == 0 {
+            return Err(UsageError("--repeat: must be at least 1".into()).into());
+        }
+        let plan = lab::job::plan(self.jobfile.as_deref(), &self.job, self.strict)?;
+        if let Some(path) = &self.json {
+            crate::check_output("json", path, true)?;
+        }
+        if let Some(path) = &self.error_log {
+            crate::check_output("error-log", path, false)?;
+        }
+        Ok(plan)
+    }
+
     /// Whether tables go to standard output (not when it carries the JSON
     /// or CSV lines).
     pub(super) fn to_stdout(&self) -> bool {

@@ -1,11 +1,10 @@
-//! `iolab run`: build the jobs from flags and the job file (`jobs.rs`),
+//! `iolab run`: build the jobs from flags and the job file (`lab::job`),
 //! check each against its stack and open it (`prepare.rs`), lay out and
 //! run them, in sequence or at once, with repeats and a progress line
 //! (`execute.rs`), then print the tables and write the JSON.
 
 mod args;
 mod execute;
-mod jobs;
 pub(crate) mod power_cut;
 mod prepare;
 mod ranks;
@@ -18,7 +17,6 @@ use crate::UsageError;
 
 pub(crate) use args::percentiles;
 pub use args::{MpiLayout, OutputFormat, RunArgs};
-pub(crate) use jobs::key_map_spec;
 
 pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     if let Some(ranks) = ranks {
@@ -40,8 +38,8 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
         .into());
     }
     if let (true, Some(path)) = (args.print_job, &args.jobfile) {
-        let file = jobs::load(&args, path)?;
-        let merged = crate::jobfile::JobFile {
+        let file = lab::job::load(path, args.strict)?;
+        let merged = lab::job::JobFile {
             concurrent: file.concurrent,
             global: Default::default(),
             jobs: file.jobs.iter().map(|job| args.job.over(&job.over(&file.global))).collect(),
@@ -56,7 +54,7 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
     if args.log_dir.as_deref().is_some_and(|d| d.exists() && !d.is_dir()) {
         return Err(UsageError("--log-dir: names a file; give a directory (made if missing)".into()).into());
     }
-    let mut plan = jobs::plan(&args)?;
+    let mut plan = args.plan()?;
     if args.power_cut.is_some() {
         // The cut's images are what is checked, as `iolab validate` would.
         for (_, spec) in &mut plan.jobs {

@@ -10,9 +10,9 @@ use device::LockKind::{Exclusive, Shared};
 use workloads::layout::LayoutPolicy;
 use workloads::{Engine, JobSpec};
 
-use super::jobs::Plan;
-use crate::jobfile::JobFields;
 use crate::UsageError;
+use lab::job::JobFields;
+use lab::job::Plan;
 use lab::stack::{self, LogOptions, LogPlan, Stack};
 
 /// The default job's depth with the uring engine.

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::{execute, jobs, percentiles, prepare, MpiLayout, OutputFormat, RunArgs};
+use super::{execute, percentiles, prepare, MpiLayout, OutputFormat, RunArgs};
 use crate::mpi::Ranks;
 use crate::UsageError;
 
@@ -21,7 +21,7 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     args.quiet = true;
     args.silent = true;
     let checked = refused(&args, json.as_deref()).and_then(|()| {
-        let mut plan = jobs::plan(&args)?;
+        let mut plan = args.plan()?;
         let percentiles = percentiles(&args.percentiles)?;
         if let Some(text) = &args.stonewall {
             let wall = workloads::spec::parse_duration("stonewall", text).map_err(UsageError::from)?;
@@ -152,7 +152,7 @@ fn refused(args: &RunArgs, json: Option<&std::path::Path>) -> anyhow::Result<()>
 
 /// Per-rank targets: what each rank writes, for [`Ranks::own_paths`].
 /// Memory and simulated targets live in each rank's process.
-fn private_paths(plan: &jobs::Plan) -> Vec<(&'static str, std::path::PathBuf)> {
+fn private_paths(plan: &lab::job::Plan) -> Vec<(&'static str, std::path::PathBuf)> {
     let mut paths = Vec::new();
     for (f, _) in &plan.jobs {
         let target = f.target.clone().filter(|t| !t.starts_with("mem:") && !t.starts_with("sim:"));
@@ -166,7 +166,7 @@ fn private_paths(plan: &jobs::Plan) -> Vec<(&'static str, std::path::PathBuf)> {
 
 /// `--mpi-layout shared`: each rank takes its 1/N of every job's region,
 /// in whole blocks of the largest transfer.
-fn split_regions(plan: &mut jobs::Plan, ranks: &Ranks) -> Result<(), UsageError> {
+fn split_regions(plan: &mut lab::job::Plan, ranks: &Ranks) -> Result<(), UsageError> {
     for (_, spec) in &mut plan.jobs {
         let Some(size) = spec.size_bytes else {
             return Err(UsageError(format!(

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::jobfile::{JobFields, JobFile};
+use super::fields::{JobFields, JobFile};
 use crate::UsageError;
 
 /// Includes nested deeper than this are refused (a file including itself).

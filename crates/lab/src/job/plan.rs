@@ -11,8 +11,7 @@ use workloads::journal::JournalMode;
 use workloads::spec::{parse_bytes, parse_duration};
 use workloads::{BlockSizes, Committer, JobSpec, Pattern, Rw, Skew};
 
-use super::RunArgs;
-use crate::jobfile::{JobFields, JobFile};
+use super::fields::{JobFields, JobFile};
 use crate::UsageError;
 
 /// The default job's length, when iolab makes its own target.
@@ -31,31 +30,25 @@ pub struct Plan {
     pub create_bytes: Vec<Option<u64>>,
 }
 
-pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
-    if args.repeat == 0 {
-        return Err(UsageError("--repeat: must be at least 1".into()).into());
-    }
-    let (fields, concurrent) = match &args.jobfile {
+/// The jobs of a run: `flags` over the sections of `jobfile` (each over
+/// its `[global]`), or `flags` alone; `strict` refuses a fio job file with
+/// an option iolab would ignore.
+pub fn plan(jobfile: Option<&Path>, flags: &JobFields, strict: bool) -> anyhow::Result<Plan> {
+    let (fields, concurrent) = match jobfile {
         Some(path) => {
-            let file = load(args, path)?;
-            let jobs = file.jobs.iter().map(|job| args.job.over(&job.over(&file.global))).collect();
+            let file = load(path, strict)?;
+            let jobs = file.jobs.iter().map(|job| flags.over(&job.over(&file.global))).collect();
             (jobs, file.concurrent)
         }
-        None => (vec![args.job.clone()], false),
+        None => (vec![flags.clone()], false),
     };
     let groups = groups(&fields, concurrent);
-    let default_job = args.jobfile.is_none() && args.job.target.is_none();
+    let default_job = jobfile.is_none() && flags.target.is_none();
     let specs = (fields.iter().enumerate())
         .map(|(index, f)| job_from_fields(f, index, default_job))
         .collect::<Result<Vec<_>, _>>()?;
     for group in groups.iter().filter(|g| g.len() > 1) {
         check_validated_regions(&fields[group.clone()], &specs[group.clone()])?;
-    }
-    if let Some(path) = &args.json {
-        crate::check_output("json", path, true)?;
-    }
-    if let Some(path) = &args.error_log {
-        crate::check_output("error-log", path, false)?;
     }
     let create_bytes = create_sizes(&fields, &specs);
     Ok(Plan { jobs: fields.into_iter().zip(specs).collect(), groups, default_job, create_bytes })
@@ -63,16 +56,16 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
 
 /// A job file: iolab's TOML, or fio's (recognised by its content,
 /// whatever the name), translated; what the translation ignored is said
-/// on standard error, or with `--strict` refused.
-pub fn load(args: &RunArgs, path: &Path) -> anyhow::Result<JobFile> {
+/// through [`crate::say`], or with `strict` refused.
+pub fn load(path: &Path, strict: bool) -> anyhow::Result<JobFile> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("{}: cannot read the job file: {e}", path.display())))?;
-    if !crate::fio::looks_like_fio(&text) {
+    if !super::fio::looks_like_fio(&text) {
         return JobFile::load(path);
     }
-    let translated = crate::fio::translate(path, args.strict)?;
+    let translated = super::fio::translate(path, strict)?;
     for note in &translated.notes {
-        eprintln!("iolab: {}: {note}", path.display());
+        crate::say::info(format!("{}: {note}", path.display()));
     }
     Ok(translated.file)
 }
@@ -210,7 +203,7 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
         .map(|dir| {
             let shown = dir.display().to_string();
             let place = if shown.starts_with("sim:") {
-                workloads::journal::JournalPlace::Device(lab::stack::open_sim_keeping(&shown, "journal")?)
+                workloads::journal::JournalPlace::Device(crate::stack::open_sim_keeping(&shown, "journal")?)
             } else {
                 workloads::journal::JournalPlace::Dir(dir)
             };
@@ -226,7 +219,7 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
         reread: f.reread.unwrap_or(false),
         verify: !f.no_verify.unwrap_or(false),
         max_errors: f.max_errors.unwrap_or(50),
-        run_id: crate::run_id(),
+        run_id: codec::fresh_id(),
         journal,
         key_map,
     }))
@@ -235,7 +228,7 @@ fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, Usage
 /// Where key maps live, from `--key-map` and `--key-map-dir`. A directory
 /// given is tried at once (a scratch file created, mapped and dropped), so
 /// a bad one is a usage error before anything runs.
-pub(crate) fn key_map_spec(
+pub fn key_map_spec(
     choice: validation::KeyMapChoice,
     dir: Option<&Path>,
 ) -> Result<workloads::KeyMapSpec, UsageError> {

@@ -1,0 +1,12 @@
+//! Jobs as the user gives them and as they run: the parameters from
+//! flags or a job file (`fields.rs`, one struct that clap flattens into
+//! `iolab run`'s flags and serde reads from TOML, so a flag and its key
+//! never drift apart), fio's job files translated into them (`fio.rs`),
+//! and the checked job specs made of them (`plan.rs`).
+
+pub mod fields;
+pub mod fio;
+pub mod plan;
+
+pub use fields::{JobFields, JobFile};
+pub use plan::{key_map_spec, load, plan, Plan};
