@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use workloads::{JobResult, JobSpec, Pattern, Progress};
 
-use super::prepare::Prepared;
 use super::RunArgs;
+use lab::job::Prepared;
 
 /// What a run produced.
 pub struct Outcome {

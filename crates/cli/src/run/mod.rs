@@ -6,7 +6,6 @@
 mod args;
 mod execute;
 pub(crate) mod power_cut;
-mod prepare;
 mod ranks;
 
 use std::process::ExitCode;
@@ -61,7 +60,7 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
             spec.validate.iter_mut().for_each(|v| v.verify = false);
         }
     }
-    let jobs = prepare::all(&plan, args.force)?;
+    let jobs = lab::job::prepare::all(&plan, args.force)?;
     let cut = match args.power_cut.as_deref() {
         Some(text) => {
             let after = workloads::spec::parse_duration("power-cut", text).map_err(UsageError::from);

@@ -10,8 +10,8 @@ use device::Device;
 use lab::power_cut::PowerCut;
 use workloads::journal::JournalPlace;
 
-use super::prepare::Prepared;
 use crate::UsageError;
+use lab::job::Prepared;
 
 /// Sets the cut `after` the start of `job`: one job on a simulated
 /// target, validated, its journal on a simulated disk.

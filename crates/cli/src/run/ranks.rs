@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::{execute, percentiles, prepare, MpiLayout, OutputFormat, RunArgs};
+use super::{execute, percentiles, MpiLayout, OutputFormat, RunArgs};
 use crate::mpi::Ranks;
 use crate::UsageError;
 
@@ -46,9 +46,9 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     // On a shared target rank 0 makes it first; the others then open it.
     let jobs = if layout == MpiLayout::Shared && ranks.rank != 0 {
         ranks.agreed(Ok(()))?;
-        prepare::all(&plan, args.force)
+        lab::job::prepare::all(&plan, args.force)
     } else {
-        let jobs = prepare::all(&plan, args.force);
+        let jobs = lab::job::prepare::all(&plan, args.force);
         if layout == MpiLayout::Shared {
             ranks.agreed(jobs.as_ref().map(|_| ()).map_err(|e| anyhow::anyhow!("{e:#}")))?;
         }

@@ -2,11 +2,14 @@
 //! flags or a job file (`fields.rs`, one struct that clap flattens into
 //! `iolab run`'s flags and serde reads from TOML, so a flag and its key
 //! never drift apart), fio's job files translated into them (`fio.rs`),
-//! and the checked job specs made of them (`plan.rs`).
+//! the checked job specs made of them (`plan.rs`), and each checked
+//! against its stack and the stack opened (`prepare.rs`).
 
 pub mod fields;
 pub mod fio;
 pub mod plan;
+pub mod prepare;
 
 pub use fields::{JobFields, JobFile};
 pub use plan::{key_map_spec, load, plan, Plan};
+pub use prepare::{LayoutPlan, Prepared};

@@ -10,10 +10,9 @@ use device::LockKind::{Exclusive, Shared};
 use workloads::layout::LayoutPolicy;
 use workloads::{Engine, JobSpec};
 
+use super::{JobFields, Plan};
+use crate::stack::{self, LogOptions, LogPlan, Stack};
 use crate::UsageError;
-use lab::job::JobFields;
-use lab::job::Plan;
-use lab::stack::{self, LogOptions, LogPlan, Stack};
 
 /// The default job's depth with the uring engine.
 const DEFAULT_JOB_IODEPTH: u32 = 16;
@@ -133,7 +132,7 @@ fn check_job(
     if stack.origin.simulated {
         // The layers' ages and the engines' time (or, on the engine in
         // virtual time, the hooks it runs: a power cut's) are the disks'.
-        spec.clock = device::Clock::Virtual(lab::stack::sim_clock());
+        spec.clock = device::Clock::Virtual(crate::stack::sim_clock());
     }
     if let Some(base) =
         stack.origin.sim.as_ref().filter(|b| virtual_disk && !b.data_given && spec.validate.is_none())
@@ -285,7 +284,7 @@ fn open_stack(
         let (stack, direct) = Stack::temporary(stack::DEFAULT_TARGET_BYTES)?;
         let path = stack.origin.path.as_deref().map(Path::display).map(|p| p.to_string()).unwrap_or_default();
         let how = if direct { "O_DIRECT" } else { "buffered: the file system refused O_DIRECT" };
-        eprintln!("iolab: no --target given: using a temporary 1 GiB file {path} ({how})");
+        crate::say::info(format!("no --target given: using a temporary 1 GiB file {path} ({how})"));
         return Ok(stack);
     };
     let options = stack::OpenOptions {
