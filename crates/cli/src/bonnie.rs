@@ -288,7 +288,7 @@ fn report(args: &BonnieArgs, results: &[BonnieResult]) -> anyhow::Result<ExitCod
     }
     let doc = report::json::BonnieDocument::new(
         env!("CARGO_PKG_VERSION"),
-        crate::host::wire(),
+        lab::host::wire(),
         results,
         spread.as_ref(),
     );

@@ -211,7 +211,7 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(path) = &args.json {
         let doc = report::json::CrashDocument::new(
-            crate::host::wire(),
+            lab::host::wire(),
             args.stack.name(),
             args.seed,
             args.disk.as_deref(),
@@ -315,7 +315,7 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.json {
         crate::write_json(
             path,
-            &report::json::FsCrashDocument::new(crate::host::wire(), args.stack.name(), args.seed, &report)
+            &report::json::FsCrashDocument::new(lab::host::wire(), args.stack.name(), args.seed, &report)
                 .to_json(),
         )?;
     }

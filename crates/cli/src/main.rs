@@ -10,7 +10,6 @@ mod cli;
 mod crash;
 mod errors;
 mod fs;
-mod host;
 mod interrupt;
 mod logs;
 mod mpi;
@@ -30,7 +29,7 @@ pub(crate) use output::{check_destinations, check_output, check_plot_dir, write_
 fn main() -> ExitCode {
     // The documents say when the work began and how it was asked for:
     // the time and the arguments, noted before anything else.
-    host::note_start(&std::env::args_os().collect::<Vec<_>>());
+    lab::host::note_start(&std::env::args_os().collect::<Vec<_>>());
     // `iolab run | head` ends quietly when head stops reading, as other
     // command-line tools do, instead of panicking on the broken pipe.
     // SAFETY: restoring a signal's default disposition before any thread

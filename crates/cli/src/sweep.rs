@@ -137,7 +137,7 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
         SweepWorkload::Bonnie => print!("{}", report::stripes_bonnie_table(&rows)),
         SweepWorkload::Fs => print!("{}", report::stripes_fs_table(&rows)),
     }
-    let doc = report::json::SweepStripesDocument::new(env!("CARGO_PKG_VERSION"), crate::host::wire(), &rows);
+    let doc = report::json::SweepStripesDocument::new(env!("CARGO_PKG_VERSION"), lab::host::wire(), &rows);
     if let Some(path) = &args.json {
         std::fs::write(path, doc.to_json() + "\n")
             .with_context(|| format!("{}: cannot write the JSON", path.display()))?;

@@ -236,8 +236,7 @@ fn print_sweeps(args: &JournalArgs, sweeps: &[report::JournalSweep]) -> anyhow::
     let docs: Vec<String> = sweeps
         .iter()
         .map(|s| {
-            report::json::SweepJournalDocument::new(env!("CARGO_PKG_VERSION"), crate::host::wire(), s)
-                .to_json()
+            report::json::SweepJournalDocument::new(env!("CARGO_PKG_VERSION"), lab::host::wire(), s).to_json()
         })
         .collect();
     if let Some(path) = &args.json {

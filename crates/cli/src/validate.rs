@@ -157,7 +157,7 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
     if let Some(path) = &args.json {
         let doc = report::json::ValidateDocument::new(
             env!("CARGO_PKG_VERSION"),
-            crate::host::wire(),
+            lab::host::wire(),
             &args.target,
             &args.journal,
             &verdict,
@@ -281,7 +281,7 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
         let doc = report::json::ValidateDocument::new(
             env!("CARGO_PKG_VERSION"),
-            crate::host::wire(),
+            lab::host::wire(),
             &args.target,
             &args.journal,
             v,

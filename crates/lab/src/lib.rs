@@ -10,6 +10,7 @@
 //! - [`crash`]: the block stacks `iolab crash` builds and checks.
 //! - [`fs`]: iolab's file system on a target: opened (behind its block
 //!   log), made, served through FUSE, mounted in-process for timed work.
+//! - [`host`]: the machine and command behind a run, for every document.
 //! - [`job`]: jobs from flags, iolab's TOML job files and fio's, checked
 //!   into job specs.
 //! - [`mounts`]: which mount a path is on.
@@ -22,6 +23,7 @@ pub mod assemble;
 pub mod crash;
 mod errors;
 pub mod fs;
+pub mod host;
 pub mod job;
 pub mod layout;
 pub mod mounts;

@@ -446,7 +446,7 @@ fn check(args: &FsckArgs) -> anyhow::Result<ExitCode> {
             "{}",
             report::json::FsckDocument::new(
                 env!("CARGO_PKG_VERSION"),
-                crate::host::wire(),
+                lab::host::wire(),
                 &args.target,
                 &report
             )

@@ -138,7 +138,7 @@ fn write_results(args: &RunArgs, outcome: &execute::Outcome, percentiles: &[f64]
     }
     let doc = report::json::RunDocument::new(
         env!("CARGO_PKG_VERSION"),
-        crate::host::wire(),
+        lab::host::wire(),
         &outcome.reports,
         percentiles,
     );

@@ -59,7 +59,7 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     let outcome = execute::all(&jobs, &plan.groups, &args, Some(&barrier))?;
     let doc = report::json::RunDocument::new(
         env!("CARGO_PKG_VERSION"),
-        crate::host::wire(),
+        lab::host::wire(),
         &outcome.reports,
         &percentiles,
     );
@@ -87,7 +87,7 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
         let stonewall = args.stonewall.as_deref();
         let doc = report::json::MpiRunDocument::new(
             env!("CARGO_PKG_VERSION"),
-            crate::host::wire(),
+            lab::host::wire(),
             &all,
             layout.name(),
             stonewall,

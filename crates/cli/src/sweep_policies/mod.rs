@@ -183,8 +183,7 @@ pub fn run(args: PoliciesArgs) -> anyhow::Result<ExitCode> {
     if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
         print!("{}", report::policies_table(&sweep));
     }
-    let doc =
-        report::json::SweepPoliciesDocument::new(env!("CARGO_PKG_VERSION"), crate::host::wire(), &sweep);
+    let doc = report::json::SweepPoliciesDocument::new(env!("CARGO_PKG_VERSION"), lab::host::wire(), &sweep);
     if let Some(path) = &args.json {
         crate::write_json(path, &doc.to_json())?;
     }

@@ -133,7 +133,7 @@ pub fn run(command: VolumeCommand) -> anyhow::Result<ExitCode> {
             if args.json {
                 let doc = report::json::VolumeListDocument::new(
                     env!("CARGO_PKG_VERSION"),
-                    crate::host::wire(),
+                    lab::host::wire(),
                     &reports,
                 );
                 println!("{}", doc.to_json());

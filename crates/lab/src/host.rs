@@ -5,7 +5,7 @@
 //! Only this module asks the operating system for these facts: it reads
 //! `/proc` (and `gethostname` when `/proc` cannot tell), so the report
 //! crate stays free of the machine. The time and the arguments are taken
-//! once, at the start of `main`, so a document says when its work began,
+//! once, at the start of the binary's `main`, so a document says when its work began,
 //! not when it was written; the rest is read when a document is built. A
 //! fact that cannot be read is `None`, never a made-up value.
 
