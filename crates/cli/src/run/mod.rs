@@ -11,6 +11,7 @@ mod ranks;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use lab::job::execute::{Outcome, Runs};
 
 use crate::UsageError;
 
@@ -74,10 +75,15 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
         }
         None => None,
     };
-    let outcome = execute::all(&jobs, &plan.groups, &args, None)?;
+    let shown = execute::Shown::new(args.to_stdout(), args.quiet, args.repeat);
+    let runs = Runs { groups: &plan.groups, repeat: args.repeat, barrier: None };
+    let outcome = lab::job::execute::all(&jobs, &runs, &shown)?;
     let bad_blocks = outcome.bad_blocks();
     write_results(&args, &outcome, &percentiles)?;
-    execute::close(jobs, args.to_stdout())?;
+    let closed = lab::job::execute::close(jobs)?;
+    if args.to_stdout() {
+        execute::show_closed(closed);
+    }
     if outcome.interrupted {
         eprintln!("iolab: interrupted: the results above cover the time before the interrupt");
         return Ok(ExitCode::from(130));
@@ -109,7 +115,7 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
 
 /// The error log, the JSON document, fio's logs and the CSV lines, where
 /// asked for.
-fn write_results(args: &RunArgs, outcome: &execute::Outcome, percentiles: &[f64]) -> anyhow::Result<()> {
+fn write_results(args: &RunArgs, outcome: &Outcome, percentiles: &[f64]) -> anyhow::Result<()> {
     if let Some(dir) = &args.log_dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot make the log directory", dir.display()))?;

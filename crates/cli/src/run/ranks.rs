@@ -8,6 +8,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use lab::job::execute::Runs;
 
 use super::{execute, percentiles, MpiLayout, OutputFormat, RunArgs};
 use crate::mpi::Ranks;
@@ -56,7 +57,9 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     };
     let jobs = ranks.agreed(jobs)?;
     let barrier = || ranks.barrier();
-    let outcome = execute::all(&jobs, &plan.groups, &args, Some(&barrier))?;
+    let shown = execute::Shown::new(false, true, args.repeat);
+    let runs = Runs { groups: &plan.groups, repeat: args.repeat, barrier: Some(&barrier) };
+    let outcome = lab::job::execute::all(&jobs, &runs, &shown)?;
     let doc = report::json::RunDocument::new(
         env!("CARGO_PKG_VERSION"),
         lab::host::wire(),
@@ -69,7 +72,7 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
         document: serde_json::from_str(&doc.to_json()).context("the run document is not JSON")?,
         windows: outcome.windows.clone(),
     };
-    execute::close(jobs, false)?;
+    lab::job::execute::close(jobs)?;
     let own_bad = outcome.bad_blocks();
     let Some(texts) = ranks.gather(serde_json::to_string(&mine)?) else {
         return Ok(if own_bad > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS });

@@ -3,8 +3,10 @@
 //! `iolab run`'s flags and serde reads from TOML, so a flag and its key
 //! never drift apart), fio's job files translated into them (`fio.rs`),
 //! the checked job specs made of them (`plan.rs`), and each checked
-//! against its stack and the stack opened (`prepare.rs`).
+//! against its stack and the stack opened (`prepare.rs`), then run
+//! (`execute.rs`).
 
+pub mod execute;
 pub mod fields;
 pub mod fio;
 pub mod plan;
