@@ -219,7 +219,7 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
         );
         crate::write_json(path, &doc.to_json())?;
     }
-    Ok(if report.violations == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(crate::exit::found(report.violations > 0))
 }
 
 /// What the report's heading says of the run, and the command that
@@ -319,7 +319,7 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
                 .to_json(),
         )?;
     }
-    Ok(if report.violations == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(crate::exit::found(report.violations > 0))
 }
 
 fn max_blocks(args: &CrashArgs) -> u32 {

@@ -12,9 +12,6 @@ static INSTALLED: Once = Once::new();
 /// The messages the handlers write (set once, before they are installed).
 static MESSAGES: std::sync::OnceLock<(&'static [u8], &'static [u8])> = std::sync::OnceLock::new();
 
-/// The exit status of a command stopped by an interrupt (128 + SIGINT).
-pub const EXIT_INTERRUPTED: u8 = 130;
-
 /// Installs the handlers (once a process) and returns the flag. `first`
 /// is written at the first interrupt (what happens now), `second` at the
 /// second (what stopping at once loses), each on a line of its own.
@@ -44,6 +41,6 @@ fn on_interrupt() {
         unsafe { libc::write(2, part.as_ptr().cast(), part.len()) };
     }
     if again {
-        signal_hook::low_level::exit(i32::from(EXIT_INTERRUPTED));
+        signal_hook::low_level::exit(i32::from(crate::exit::INTERRUPTED));
     }
 }

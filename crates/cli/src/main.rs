@@ -9,6 +9,7 @@ mod bonnie;
 mod cli;
 mod crash;
 mod errors;
+mod exit;
 mod fs;
 mod interrupt;
 mod logs;
@@ -45,7 +46,7 @@ fn main() -> ExitCode {
         Ok(ranks) => ranks,
         Err(e) => {
             eprintln!("iolab: error: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(exit::USAGE);
         }
     };
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -62,25 +63,19 @@ fn main() -> ExitCode {
             if let Some(hint) = usage_hints::hint(&e) {
                 eprintln!("{hint}");
             }
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            return if e.use_stderr() { ExitCode::from(exit::USAGE) } else { ExitCode::SUCCESS };
         }
     };
     match cli::dispatch(args, ranks.as_ref()) {
         Ok(code) => code,
         Err(e) => {
-            let code = if e.chain().any(|c| c.is::<Interrupted>()) {
-                interrupt::EXIT_INTERRUPTED
-            } else if is_usage_error(&e) {
-                2
-            } else {
-                1
-            };
+            let code = exit::of_error(&e);
             if let Some(agreed) = e.downcast_ref::<mpi::Agreed>() {
                 // Every rank knows; rank 0 says it once for all.
                 if agreed.report {
                     eprintln!("iolab: error: {}", agreed.text);
                 }
-                return ExitCode::from(if agreed.usage { 2 } else { code });
+                return ExitCode::from(code);
             }
             match &ranks {
                 // The other ranks may be waiting for this one at a

@@ -146,7 +146,7 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
             dev.name()
         );
     }
-    let status = exit_status(report::Outcome::of(&verdict));
+    let status = crate::exit::verdict(report::Outcome::of(&verdict));
     let Some(ranks) = ranks else {
         print_verdict(&verdict, &args)?;
         target.record()?;
@@ -165,8 +165,12 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
         crate::write_json(path, &doc.to_json())?;
     }
     target.record()?;
-    let mine =
-        format!("{status}\t{}\t{}\t{}", ranks.host, args.target, report::verdict_text(&verdict, EXITS));
+    let mine = format!(
+        "{status}\t{}\t{}\t{}",
+        ranks.host,
+        args.target,
+        report::verdict_text(&verdict, crate::exit::VERDICT_EXITS)
+    );
     let Some(all) = ranks.gather(mine) else { return Ok(ExitCode::from(status)) };
     let mut worst = 0u8;
     let mut bad = 0;
@@ -210,27 +214,6 @@ fn target_options(args: &ValidateArgs, sector_bytes: Option<u32>) -> stack::Open
         create_bytes: None,
         read_only: !args.log,
         lock: stack::Lock::Require(if args.log { LockKind::Exclusive } else { LockKind::Shared }),
-    }
-}
-
-/// The exit status of a verdict with no bad block but blocks ahead of the
-/// journal (1 is taken by bad blocks and failures, 2 by usage errors).
-pub const EXIT_JOURNAL_INCOMPLETE: u8 = 3;
-/// The exit status of a verdict with no bad block but a damaged journal.
-pub const EXIT_JOURNAL_DAMAGED: u8 = 4;
-/// Both, for the verdict's last line.
-pub const EXITS: report::VerdictExits = report::VerdictExits {
-    journal_incomplete: EXIT_JOURNAL_INCOMPLETE,
-    journal_damaged: EXIT_JOURNAL_DAMAGED,
-};
-
-/// The exit status that says what a verdict comes to.
-pub fn exit_status(outcome: report::Outcome) -> u8 {
-    match outcome {
-        report::Outcome::Ok => 0,
-        report::Outcome::Bad | report::Outcome::NothingChecked => 1,
-        report::Outcome::JournalIncomplete => EXIT_JOURNAL_INCOMPLETE,
-        report::Outcome::JournalDamaged => EXIT_JOURNAL_DAMAGED,
     }
 }
 
@@ -291,7 +274,7 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    print!("{}", report::verdict_text(v, EXITS));
+    print!("{}", report::verdict_text(v, crate::exit::VERDICT_EXITS));
     Ok(())
 }
 

@@ -406,18 +406,13 @@ fn pin_to(cpus: &[usize]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// fsck's exit status when it could not check at all (fsck(8)'s
-/// "operational error"; e2fsck's when no superblock can be read): the
-/// image cannot be opened or read, or holds no superblock fsck can use.
-const FSCK_OPERATIONAL_ERROR: u8 = 8;
-
 /// `iolab fs fsck`: exit status 0 clean, 1 everything found repaired, 4
 /// damage left, 8 fsck could not check, 2 a usage error (docs/fs.md).
 fn fsck(args: FsckArgs) -> anyhow::Result<ExitCode> {
     match check(&args) {
         Err(e) if !crate::is_usage_error(&e) => {
             eprintln!("iolab: error: {}", crate::message(&e));
-            Ok(ExitCode::from(FSCK_OPERATIONAL_ERROR))
+            Ok(ExitCode::from(crate::exit::FSCK_OPERATIONAL_ERROR))
         }
         done => done,
     }
@@ -455,7 +450,7 @@ fn check(args: &FsckArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", report::fsck_text(&args.target, &report, repair == Repair::No));
     }
-    Ok(ExitCode::from(report::FsckOutcome::of(&report).exit_status()))
+    Ok(ExitCode::from(crate::exit::fsck(report::FsckOutcome::of(&report))))
 }
 
 #[derive(Clone, Copy)]

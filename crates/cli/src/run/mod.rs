@@ -86,11 +86,11 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
     }
     if outcome.interrupted {
         eprintln!("iolab: interrupted: the results above cover the time before the interrupt");
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(crate::exit::INTERRUPTED));
     }
     if bad_blocks > 0 {
         eprintln!("iolab: validation found {}", report::counted(bad_blocks, "bad block", "bad blocks"));
-        return Ok(ExitCode::from(1));
+        return Ok(ExitCode::from(crate::exit::FAILURE));
     }
     let unchecked = outcome.unchecked_runs();
     if unchecked > 0 && cut.is_none() {
@@ -99,7 +99,7 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
              (drop --no-verify, or add reads)",
             report::counted(unchecked as u64, "run", "runs")
         );
-        return Ok(ExitCode::from(1));
+        return Ok(ExitCode::from(crate::exit::FAILURE));
     }
     if let Some(cut) = cut {
         let (text, status) = power_cut::check(cut)?;

@@ -57,12 +57,12 @@ pub fn check(cut: PowerCut) -> anyhow::Result<(String, u8)> {
             0,
         ));
     };
-    let status = crate::validate::exit_status(report::Outcome::of(&verdict));
+    let status = crate::exit::verdict(report::Outcome::of(&verdict));
     let mut text = format!(
         "power cut at {:.3} s of the run: what the target and the journal disk held durably, checked as iolab \
          validate checks a target after a crash\n",
         after.as_secs_f64()
     );
-    text.push_str(&report::verdict_text(&verdict, crate::validate::EXITS));
+    text.push_str(&report::verdict_text(&verdict, crate::exit::VERDICT_EXITS));
     Ok((text, status))
 }

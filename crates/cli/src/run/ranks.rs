@@ -75,7 +75,7 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     lab::job::execute::close(jobs)?;
     let own_bad = outcome.bad_blocks();
     let Some(texts) = ranks.gather(serde_json::to_string(&mine)?) else {
-        return Ok(if own_bad > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS });
+        return Ok(crate::exit::found(own_bad > 0));
     };
     let all: Vec<report::RankRun> = texts
         .iter()
@@ -101,13 +101,13 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     let bad: u64 = all.iter().map(|r| bad_blocks(&r.document)).sum();
     if outcome.interrupted {
         eprintln!("iolab: interrupted: the results above cover the time before the interrupt");
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(crate::exit::INTERRUPTED));
     }
     if bad > 0 {
         eprintln!(
             "iolab: validation found {bad} bad block(s) over all ranks (each rank's in the JSON document)"
         );
-        return Ok(ExitCode::from(1));
+        return Ok(ExitCode::from(crate::exit::FAILURE));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -254,7 +254,7 @@ fn check_parity(args: &ObjectArgs) -> anyhow::Result<ExitCode> {
     let reports = volume.check_parity()?;
     print!("{}", report::parity_lines(&reports));
     let bad: u64 = reports.iter().map(|r| r.rows_mismatched).sum();
-    Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(crate::exit::found(bad > 0))
 }
 
 /// The volume holding `object` (a volume, plex, subdisk or drive name).
