@@ -34,7 +34,7 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
             MpiLayout::PerRank => {}
             MpiLayout::Shared => {
                 split_regions(&mut plan, ranks)?;
-                lab::stack::base::SHARED_WITH_RANKS.store(true, std::sync::atomic::Ordering::Relaxed);
+                plan.shared_with_ranks = true;
             }
         }
         Ok((plan, percentiles))

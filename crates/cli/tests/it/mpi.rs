@@ -179,6 +179,18 @@ mod ranks {
         assert_eq!(regions, vec![(0, 4 << 20), (4 << 20, 4 << 20), (8 << 20, 4 << 20)]);
     }
 
+    /// The ranks sharing one file lock it each: the others' locks are
+    /// theirs, not another run's, so no rank warns of them.
+    #[test]
+    fn ranks_sharing_a_target_do_not_warn_of_each_others_locks() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("shared.img");
+        let args = ["run", "--target", target.to_str().unwrap(), "--size", "12m", "--ios", "2000"];
+        let out = mpirun(3, &[&args[..], &["--mpi-layout", "shared"]].concat());
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(!stderr(&out).contains("in use by"), "{}", stderr(&out));
+    }
+
     #[test]
     fn validation_runs_per_rank_and_a_bad_rank_is_caught() {
         let dir = tempfile::tempdir().unwrap();

@@ -28,6 +28,9 @@ pub struct Plan {
     pub default_job: bool,
     /// Per job: the size to create its target file with, if missing.
     pub create_bytes: Vec<Option<u64>>,
+    /// Under `mpirun ... --mpi-layout shared`: the other processes on the
+    /// targets are this run's other ranks, each on its own part.
+    pub shared_with_ranks: bool,
 }
 
 /// The jobs of a run: `flags` over the sections of `jobfile` (each over
@@ -51,7 +54,13 @@ pub fn plan(jobfile: Option<&Path>, flags: &JobFields, strict: bool) -> anyhow::
         check_validated_regions(&fields[group.clone()], &specs[group.clone()])?;
     }
     let create_bytes = create_sizes(&fields, &specs);
-    Ok(Plan { jobs: fields.into_iter().zip(specs).collect(), groups, default_job, create_bytes })
+    Ok(Plan {
+        jobs: fields.into_iter().zip(specs).collect(),
+        groups,
+        default_job,
+        create_bytes,
+        shared_with_ranks: false,
+    })
 }
 
 /// A job file: iolab's TOML, or fio's (recognised by its content,

@@ -48,7 +48,7 @@ pub struct LayoutPlan {
 pub fn all(plan: &Plan, force: bool) -> anyhow::Result<Vec<Prepared>> {
     let mut jobs: Vec<Prepared> = Vec::with_capacity(plan.jobs.len());
     for ((f, spec), create) in plan.jobs.iter().zip(&plan.create_bytes) {
-        match prepare(f, spec.clone(), *create, plan.default_job, force) {
+        match prepare(f, spec.clone(), *create, plan.default_job, force, plan.shared_with_ranks) {
             Ok(job) => jobs.push(job),
             Err(e) => {
                 jobs.into_iter().rev().for_each(|job| job.stack.discard());
@@ -65,13 +65,14 @@ fn prepare(
     create_bytes: Option<u64>,
     default_job: bool,
     force: bool,
+    ranks: bool,
 ) -> anyhow::Result<Prepared> {
     let log = log_options(f, &spec, force)?;
     // A job that only reads opens its target read-only, so read-only files
     // and devices can be measured; the layout reopens it if it must write.
     let read_only = spec.read_pct == 100 && log.is_none();
     let name = spec.name.clone();
-    let open = |read_only| open_stack(f, &name, create_bytes, default_job, log.as_ref(), read_only);
+    let open = |read_only| open_stack(f, &name, create_bytes, default_job, log.as_ref(), read_only, ranks);
     let mut stack = open(read_only)?;
     let how = How { policy: f.layout.unwrap_or_default(), force, default_job };
     let (spec, region, layout, plan) = match check_job(f, spec, &mut stack, log.as_ref(), how, || open(false))
@@ -273,6 +274,7 @@ fn open_stack(
     default_job: bool,
     log: Option<&LogOptions>,
     read_only: bool,
+    ranks: bool,
 ) -> anyhow::Result<Stack> {
     let Some(spec) = &f.target else {
         if !default_job {
@@ -292,6 +294,7 @@ fn open_stack(
         read_only,
         lock: match (log, read_only) {
             (Some(_), _) => stack::Lock::Require(Exclusive),
+            (None, read_only) if ranks => stack::Lock::Ranks(if read_only { Shared } else { Exclusive }),
             (None, true) => stack::Lock::Warn(Shared),
             (None, false) => stack::Lock::Warn(Exclusive),
         },

@@ -38,6 +38,9 @@ pub enum Lock {
     /// would replay and commit one log at once, or check what is changing.
     /// An error naming the holder.
     Require(LockKind),
+    /// Under `mpirun ... --mpi-layout shared`: the other holders are this
+    /// run's other ranks, each on its own part of the target; no warning.
+    Ranks(LockKind),
 }
 
 /// The virtual clock every simulated disk of this process shares, so the
@@ -273,13 +276,9 @@ fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
 
 /// Takes `lock` on `dev`. A lock held by another open in this process (two
 /// jobs of one job file on one file) is not a conflict with another run.
-/// Set under `mpirun ... --mpi-layout shared`: the other processes on the
-/// target are this run's other ranks, each on its own part of it.
-pub static SHARED_WITH_RANKS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 pub(super) fn take_lock(dev: &FileDevice, lock: Lock) -> anyhow::Result<()> {
     let (kind, required) = match lock {
-        Lock::Warn(kind) => (kind, false),
+        Lock::Warn(kind) | Lock::Ranks(kind) => (kind, false),
         Lock::Require(kind) => (kind, true),
     };
     match dev.lock(kind) {
@@ -287,11 +286,7 @@ pub(super) fn take_lock(dev: &FileDevice, lock: Lock) -> anyhow::Result<()> {
         Err(device::DeviceError::Locked { pid: Some(pid), .. }) if pid == std::process::id() && !required => {
             Ok(())
         }
-        Err(device::DeviceError::Locked { .. })
-            if !required && SHARED_WITH_RANKS.load(std::sync::atomic::Ordering::Relaxed) =>
-        {
-            Ok(())
-        }
+        Err(device::DeviceError::Locked { .. }) if matches!(lock, Lock::Ranks(_)) => Ok(()),
         Err(device::DeviceError::Locked { path, holder, .. }) if !required => {
             crate::say::warning(format!(
                 "{} is in use by {holder}; the two runs will measure each other",

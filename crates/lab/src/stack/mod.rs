@@ -10,7 +10,7 @@
 //! crash) does it through here, so a layer is put on, replayed and closed
 //! one way only.
 
-pub mod base;
+pub(crate) mod base;
 mod log;
 mod safety;
 
