@@ -342,6 +342,62 @@ fn finish(mut j: Job, notes: &mut Vec<String>) -> JobFields {
     j.fields
 }
 
+/// One option line of a job as read: the job's name, the key, the value
+/// (none for a bare key) and the job's `kb_base`.
+struct Line<'a> {
+    job: &'a str,
+    key: &'a str,
+    v: Option<&'a str>,
+    kb_base: u64,
+}
+
+/// fio drops a job whose option has an empty value ("failed parsing");
+/// so does iolab, saying which.
+const EMPTY: &str = "no value (fio refuses it too); give one or leave the line out";
+
+impl Line<'_> {
+    fn bad(&self, why: &str) -> UsageError {
+        UsageError(format!("[{}] {}={}: {why}", self.job, self.key, self.v.unwrap_or("")))
+    }
+
+    /// `v` as a size in bytes (fio's suffixes, `kb_base`).
+    fn bytes(&self, v: Option<&str>) -> Result<u64, UsageError> {
+        if v == Some("") {
+            return Err(self.bad(EMPTY));
+        }
+        v.and_then(|v| fio_bytes(v, self.kb_base)).ok_or_else(|| self.bad("not a size"))
+    }
+
+    /// The value parsed, else "not a `what`".
+    fn number<T: std::str::FromStr>(&self, what: &str) -> Result<T, UsageError> {
+        self.v.and_then(|v| v.parse().ok()).ok_or_else(|| self.bad(&format!("not a {what}")))
+    }
+
+    /// The value, else "needs `what`".
+    fn text(&self, what: &str) -> Result<&str, UsageError> {
+        self.v.ok_or_else(|| self.bad(&format!("needs {what}")))
+    }
+
+    /// A boolean option: on when bare or anything but 0 or false.
+    fn flag(&self) -> bool {
+        self.v.is_none_or(|v| !matches!(v, "0" | "false"))
+    }
+
+    /// Notes the line as not (wholly) honoured, and why.
+    fn ignore(&self, notes: &mut Vec<String>, why: &str) {
+        let value = self.v.map(|v| format!("={v}")).unwrap_or_default();
+        notes.push(format!("{}: {}{value}: {why}", self.job, self.key));
+    }
+
+    /// A value of a type iolab parses itself (a pattern, sizes, a skew).
+    fn parsed<T: std::str::FromStr>(&self, text: &str) -> Result<T, UsageError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        text.parse().map_err(|e| self.bad(&format!("{e}")))
+    }
+}
+
 fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>) -> Result<Job, UsageError> {
     let mut j = Job {
         name: name.to_string(),
@@ -366,260 +422,289 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
         .and_then(|(_, v)| v.as_deref()?.parse::<u64>().ok())
         .unwrap_or(1024);
     for (key, value) in options {
-        let v = value.as_deref();
-        let bad = |why: &str| UsageError(format!("[{name}] {key}={}: {why}", v.unwrap_or("")));
-        // fio drops a job whose option has an empty value ("failed
-        // parsing"); so does iolab, saying which.
-        let empty = "no value (fio refuses it too); give one or leave the line out";
-        let bytes = |v: Option<&str>| -> Result<u64, UsageError> {
-            if v == Some("") {
-                return Err(bad(empty));
-            }
-            v.and_then(|v| fio_bytes(v, kb_base)).ok_or_else(|| bad("not a size"))
-        };
-        let flag = || v.is_none_or(|v| !matches!(v, "0" | "false"));
-        let mut ignore = |why: &str| {
-            notes.push(format!("{name}: {key}{}: {why}", v.map(|v| format!("={v}")).unwrap_or_default()))
-        };
-        match key.as_str() {
-            "filename" => {
-                let v = v.ok_or_else(|| bad("needs a file name"))?;
-                if v.is_empty() {
-                    return Err(bad(
-                        "no file named (fio refuses it too); name the file or device to run on, as in \
-                         filename=/tmp/job.img, or use directory= for files in a directory",
-                    ));
-                }
-                if v.contains(':') {
-                    return Err(bad(
-                        "several files in one filename are not supported; use directory= and nrfiles=",
-                    ));
-                }
-                j.fields.target = Some(v.to_string());
-            }
-            "directory" => {
-                let dir = v.ok_or_else(|| bad("needs a directory"))?;
-                if dir.is_empty() {
-                    return Err(bad(empty));
-                }
-                j.fields.target = Some(dir.to_string());
-            }
-            "nrfiles" => {
-                j.fields.nrfiles = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
-            }
-            "filesize" => j.filesize = Some(bytes(v)?),
-            "name" => j.fields.name = v.map(str::to_string),
-            "size" | "offset" => {
-                let text = v.ok_or_else(|| bad("needs a value"))?;
-                let resolved = match text.strip_suffix('%') {
-                    Some(pct) => percent_of_target(&j.fields, pct).map_err(|why| bad(&why))?,
-                    None => bytes(Some(text))?,
-                };
-                if key == "size" && resolved == 0 {
-                    return Err(bad(
-                        "an empty region; fio reads size=0 as no size (the whole file, which must exist): \
-                         leave size= out to run on the whole file or device, or give a size, as in size=1g",
-                    ));
-                }
-                let slot = if key == "size" { &mut j.fields.size } else { &mut j.fields.offset };
-                *slot = Some(exact_size(resolved));
-            }
-            "rw" | "readwrite" => {
-                let text = v.ok_or_else(|| bad("needs a pattern"))?;
-                let (pattern, suffix) = text.split_once(':').map_or((text, None), |(p, s)| (p, Some(s)));
-                let pattern = match pattern {
-                    "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => {
-                        return Err(bad(
-                            "iolab does not trim; use read, write, randread, randwrite, rw or randrw",
-                        ))
-                    }
-                    other => other,
-                };
-                j.fields.rw = Some(pattern.parse().map_err(|e| bad(&format!("{e}")))?);
-                if suffix.is_some() {
-                    ignore("the :N suffix ignored (sequential runs between random offsets): see --seekpct");
-                }
-            }
-            "rwmixread" => {
-                j.fields.rwmixread =
-                    Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a percentage"))?)
-            }
-            "rwmixwrite" => {
-                let w: u8 = v
-                    .and_then(|v| v.parse().ok())
-                    .filter(|w| *w <= 100)
-                    .ok_or_else(|| bad("not a percentage"))?;
-                j.fields.rwmixread = Some(100 - w);
-            }
-            "bs" | "blocksize" => {
-                let text = v.ok_or_else(|| bad("needs a size"))?;
-                let mut sizes = text.split(',').filter(|s| !s.is_empty());
-                let first = bytes(sizes.next())?;
-                if sizes.any(|s| fio_bytes(s, kb_base) != Some(first)) {
-                    ignore("both reads and writes use the first size");
-                }
-                j.fields.bs = Some(first.to_string().parse().map_err(|e| bad(&format!("{e}")))?);
-            }
-            "bsrange" | "blocksize_range" => {
-                let text = v.ok_or_else(|| bad("needs MIN-MAX"))?;
-                let first = text.split(',').next().unwrap_or(text);
-                let (lo, hi) = first.split_once('-').ok_or_else(|| bad("needs MIN-MAX"))?;
-                let range = format!("{}-{}", bytes(Some(lo))?, bytes(Some(hi))?);
-                j.fields.bs = Some(range.parse().map_err(|e| bad(&format!("{e}")))?);
-            }
-            "bssplit" => {
-                let text = v.ok_or_else(|| bad("needs SIZE/PCT:..."))?;
-                let mut splits = text.split(',').filter(|s| !s.is_empty());
-                let first = splits.next().unwrap_or(text);
-                if splits.any(|s| s != first) {
-                    ignore("reads and writes both use the first split");
-                }
-                let mut parts = Vec::new();
-                for part in first.split(':').filter(|p| !p.is_empty()) {
-                    let (size, pct) = part.split_once('/').unwrap_or((part, ""));
-                    let pct = match pct {
-                        "" => None,
-                        pct => Some(
-                            pct.parse::<u32>().map_err(|_| bad(&format!("'{pct}' is not a percentage")))?,
-                        ),
-                    };
-                    parts.push((bytes(Some(size))?, pct));
-                }
-                let (split, uneven) = fill_percentages(&parts).map_err(|why| bad(&why))?;
-                let bs: workloads::BlockSizes = split.parse().map_err(|e| bad(&format!("{e}")))?;
-                if uneven {
-                    ignore(&format!(
-                        "the sizes without a percentage share what the others leave, the first taking what \
-                         cannot be shared evenly: {bs} (fio leaves that to one size of its choosing)"
-                    ));
-                }
-                j.fields.bs = Some(bs);
-            }
-            "blockalign" | "ba" => j.fields.bsalign = Some(exact_size(bytes(v)?)),
-            "iodepth" => {
-                j.fields.iodepth = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a depth"))?)
-            }
-            "iodepth_batch" | "iodepth_batch_submit" => {
-                j.fields.iodepth_batch =
-                    Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
-            }
-            "ioengine" => {
-                if v == Some("null") {
-                    j.null_engine = true;
-                    continue;
-                }
-                let engine = match v.unwrap_or("") {
-                    "io_uring" | "libaio" | "posixaio" => "uring",
-                    "psync" | "sync" | "pvsync" | "pvsync2" | "vsync" => "sync",
-                    other => {
-                        return Err(bad(&format!(
-                        "the {other} engine has no equivalent; iolab runs io_uring (libaio) or sync (psync)"
-                    )))
-                    }
-                };
-                if !matches!(v, Some("io_uring") | Some("psync")) {
-                    ignore(&format!("runs on iolab's {engine} engine"));
-                }
-                j.fields.engine = Some(engine.parse().map_err(|e| bad(&format!("{e}")))?);
-            }
-            "direct" => j.fields.direct = Some(flag()),
-            "buffered" => j.fields.direct = Some(!flag()),
-            "numjobs" => {
-                j.numjobs =
-                    v.and_then(|v| v.parse().ok()).filter(|n| *n > 0).ok_or_else(|| bad("not a count"))?
-            }
-            "group_reporting" => j.group_reporting = flag(),
-            "time_based" => j.time_based = flag(),
-            "runtime" | "timeout" => {
-                j.fields.runtime = Some(duration(v).ok_or_else(|| bad("not a duration"))?)
-            }
-            "ramp_time" => j.fields.ramp = Some(duration(v).ok_or_else(|| bad("not a duration"))?),
-            "io_size" | "io_limit" => j.fields.io_size = Some(exact_size(bytes(v)?)),
-            "number_ios" => {
-                j.fields.ios = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
-            }
-            "random_distribution" => {
-                let text = v.ok_or_else(|| bad("needs a distribution"))?;
-                let first = text.split(',').next().unwrap_or(text);
-                if first != text {
-                    ignore("reads and writes both use the first distribution");
-                }
-                let skew = match first.split_once(':') {
-                    None if first == "random" => "uniform".to_string(),
-                    Some(("zipf", theta)) => format!("zipf:{theta}"),
-                    Some(("zoned", zones)) => format!("zoned:{zones}"),
-                    _ => return Err(bad(
-                        "iolab has uniform (random), zipf:THETA and zoned:IO/REGION:...; zoned_abs, pareto \
-                             and normal have no equivalent",
-                    )),
-                };
-                j.fields.skew = Some(skew.parse().map_err(|e| bad(&format!("{e}")))?);
-            }
-            "loops" => {
-                j.loops =
-                    v.and_then(|v| v.parse().ok()).filter(|n| *n > 0).ok_or_else(|| bad("not a count"))?
-            }
-            "rate" => {
-                let text = v.ok_or_else(|| bad("needs a rate"))?;
-                let first = text.split(',').next().unwrap_or(text);
-                if text.contains(',') {
-                    ignore("the first rate caps reads and writes together");
-                }
-                j.rate_bytes = Some(bytes(Some(first))?).filter(|r| *r > 0);
-            }
-            "rate_iops" => {
-                let text = v.ok_or_else(|| bad("needs a rate"))?;
-                let first = text.split(',').next().unwrap_or(text);
-                if text.contains(',') {
-                    ignore("the first rate caps reads and writes together");
-                }
-                j.fields.rate_iops = Some(first.parse().map_err(|_| bad("not a rate"))?);
-            }
-            "verify" => match v {
-                Some("0") | Some("none") => j.verify = None,
-                _ => j.verify = Some(v.unwrap_or("1").to_string()),
-            },
-            "do_verify" => j.do_verify = flag(),
-            "verify_only" => j.verify_only = flag(),
-            "verify_fatal" if flag() => j.fields.max_errors = Some(1),
-            "verify_fatal" => {}
-            "verify_backlog" => ignore("what a job wrote is read back when it ends, not every N writes"),
-            "verify_interval" | "verify_pattern" | "verify_offset" => {
-                ignore("iolab stamps every sector with its own header")
-            }
-            "fsync" | "fdatasync" => {
-                j.fields.flush_every = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a count"))?)
-            }
-            "end_fsync" => j.fields.end_flush = Some(flag()),
-            "randseed" | "rand_seed" => {
-                j.fields.seed = Some(v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a seed"))?)
-            }
-            "stonewall" | "wait_for_previous" => j.stonewall = flag(),
-            "new_group" => ignore("ignored: a reporting group only, and iolab reports each job"),
-            "invalidate" => j.fields.keep_cache = Some(!flag()),
-            "zero_buffers" => j.fields.pattern = Some("zeros".parse().map_err(|e| bad(&format!("{e}")))?),
-            "buffer_compress_percentage" => {
-                let pct: u8 = v.and_then(|v| v.parse().ok()).ok_or_else(|| bad("not a percentage"))?;
-                let pattern = format!("compress:{}", 100u8.saturating_sub(pct).max(1));
-                j.fields.pattern = Some(pattern.parse().map_err(|e| bad(&format!("{e}")))?);
-            }
-            "percentage_random" => {
-                let text = v.ok_or_else(|| bad("needs a percentage"))?;
-                let pcts: Option<Vec<u8>> =
-                    text.split(',').map(|p| p.trim().parse().ok().filter(|p: &u8| *p <= 100)).collect();
-                let pcts = pcts
-                    .filter(|p| (1..=3).contains(&p.len()))
-                    .ok_or_else(|| bad("not a percentage 0-100 (or READS,WRITES[,TRIMS])"))?;
-                j.percentage_random = Some((pcts[0], pcts.get(1).copied().unwrap_or(pcts[0])));
-            }
-            "kb_base" | "description" | "thread" | "refill_buffers" | "randrepeat" => {}
-            _ => ignore("ignored: iolab has no equivalent"),
+        let line = Line { job: name, key, v: value.as_deref(), kb_base };
+        let known = place(&mut j, &line)?
+            || pattern(&mut j, &line, notes)?
+            || sizes(&mut j, &line, notes)?
+            || engine(&mut j, &line, notes)?
+            || amount(&mut j, &line, notes)?
+            || checks(&mut j, &line, notes)?;
+        if !known {
+            line.ignore(notes, "ignored: iolab has no equivalent");
         }
     }
     percentage_random(&mut j, notes);
     null_engine(&mut j, notes).map_err(|why| UsageError(format!("[{name}] ioengine=null: {why}")))?;
     rate(&mut j, notes).map_err(|why| UsageError(format!("[{name}] rate: {why}")))?;
     Ok(j)
+}
+
+/// Where the job runs: its file, directory or files, its region. False
+/// for another option.
+fn place(j: &mut Job, line: &Line<'_>) -> Result<bool, UsageError> {
+    let v = line.v;
+    match line.key {
+        "filename" => {
+            let v = line.text("a file name")?;
+            if v.is_empty() {
+                return Err(line.bad(
+                    "no file named (fio refuses it too); name the file or device to run on, as in \
+                     filename=/tmp/job.img, or use directory= for files in a directory",
+                ));
+            }
+            if v.contains(':') {
+                return Err(
+                    line.bad("several files in one filename are not supported; use directory= and nrfiles=")
+                );
+            }
+            j.fields.target = Some(v.to_string());
+        }
+        "directory" => {
+            let dir = line.text("a directory")?;
+            if dir.is_empty() {
+                return Err(line.bad(EMPTY));
+            }
+            j.fields.target = Some(dir.to_string());
+        }
+        "nrfiles" => j.fields.nrfiles = Some(line.number("count")?),
+        "filesize" => j.filesize = Some(line.bytes(v)?),
+        "name" => j.fields.name = v.map(str::to_string),
+        "size" | "offset" => {
+            let text = line.text("a value")?;
+            let resolved = match text.strip_suffix('%') {
+                Some(pct) => percent_of_target(&j.fields, pct).map_err(|why| line.bad(&why))?,
+                None => line.bytes(Some(text))?,
+            };
+            if line.key == "size" && resolved == 0 {
+                return Err(line.bad(
+                    "an empty region; fio reads size=0 as no size (the whole file, which must exist): leave \
+                     size= out to run on the whole file or device, or give a size, as in size=1g",
+                ));
+            }
+            let slot = if line.key == "size" { &mut j.fields.size } else { &mut j.fields.offset };
+            *slot = Some(exact_size(resolved));
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// The access pattern: direction, mix, spread, randomness. False for
+/// another option.
+fn pattern(j: &mut Job, line: &Line<'_>, notes: &mut Vec<String>) -> Result<bool, UsageError> {
+    match line.key {
+        "rw" | "readwrite" => {
+            let text = line.text("a pattern")?;
+            let (pattern, suffix) = text.split_once(':').map_or((text, None), |(p, s)| (p, Some(s)));
+            if matches!(pattern, "trim" | "randtrim" | "trimwrite" | "randtrimwrite") {
+                return Err(
+                    line.bad("iolab does not trim; use read, write, randread, randwrite, rw or randrw")
+                );
+            }
+            j.fields.rw = Some(line.parsed(pattern)?);
+            if suffix.is_some() {
+                line.ignore(
+                    notes,
+                    "the :N suffix ignored (sequential runs between random offsets): see --seekpct",
+                );
+            }
+        }
+        "rwmixread" => j.fields.rwmixread = Some(line.number("percentage")?),
+        "rwmixwrite" => {
+            let w: u8 = line.number("percentage")?;
+            if w > 100 {
+                return Err(line.bad("not a percentage"));
+            }
+            j.fields.rwmixread = Some(100 - w);
+        }
+        "random_distribution" => {
+            let text = line.text("a distribution")?;
+            let first = text.split(',').next().unwrap_or(text);
+            if first != text {
+                line.ignore(notes, "reads and writes both use the first distribution");
+            }
+            let skew = match first.split_once(':') {
+                None if first == "random" => "uniform".to_string(),
+                Some(("zipf", theta)) => format!("zipf:{theta}"),
+                Some(("zoned", zones)) => format!("zoned:{zones}"),
+                _ => return Err(line.bad(
+                    "iolab has uniform (random), zipf:THETA and zoned:IO/REGION:...; zoned_abs, pareto and \
+                         normal have no equivalent",
+                )),
+            };
+            j.fields.skew = Some(line.parsed(&skew)?);
+        }
+        "percentage_random" => {
+            let text = line.text("a percentage")?;
+            let pcts: Option<Vec<u8>> =
+                text.split(',').map(|p| p.trim().parse().ok().filter(|p: &u8| *p <= 100)).collect();
+            let pcts = pcts
+                .filter(|p| (1..=3).contains(&p.len()))
+                .ok_or_else(|| line.bad("not a percentage 0-100 (or READS,WRITES[,TRIMS])"))?;
+            j.percentage_random = Some((pcts[0], pcts.get(1).copied().unwrap_or(pcts[0])));
+        }
+        "zero_buffers" => j.fields.pattern = Some(line.parsed("zeros")?),
+        "buffer_compress_percentage" => {
+            let pct: u8 = line.number("percentage")?;
+            j.fields.pattern = Some(line.parsed(&format!("compress:{}", 100u8.saturating_sub(pct).max(1)))?);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Transfer sizes and their alignment. False for another option.
+fn sizes(j: &mut Job, line: &Line<'_>, notes: &mut Vec<String>) -> Result<bool, UsageError> {
+    match line.key {
+        "bs" | "blocksize" => {
+            let text = line.text("a size")?;
+            let mut sizes = text.split(',').filter(|s| !s.is_empty());
+            let first = line.bytes(sizes.next())?;
+            if sizes.any(|s| fio_bytes(s, line.kb_base) != Some(first)) {
+                line.ignore(notes, "both reads and writes use the first size");
+            }
+            j.fields.bs = Some(line.parsed(&first.to_string())?);
+        }
+        "bsrange" | "blocksize_range" => {
+            let text = line.text("MIN-MAX")?;
+            let first = text.split(',').next().unwrap_or(text);
+            let (lo, hi) = first.split_once('-').ok_or_else(|| line.bad("needs MIN-MAX"))?;
+            let range = format!("{}-{}", line.bytes(Some(lo))?, line.bytes(Some(hi))?);
+            j.fields.bs = Some(line.parsed(&range)?);
+        }
+        "bssplit" => j.fields.bs = Some(bssplit(line, notes)?),
+        "blockalign" | "ba" => j.fields.bsalign = Some(exact_size(line.bytes(line.v)?)),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// fio's `bssplit=SIZE/PCT:...` (reads' split, then writes'): the first
+/// split for both; sizes without a percentage share what the others leave.
+fn bssplit(line: &Line<'_>, notes: &mut Vec<String>) -> Result<workloads::BlockSizes, UsageError> {
+    let text = line.text("SIZE/PCT:...")?;
+    let mut splits = text.split(',').filter(|s| !s.is_empty());
+    let first = splits.next().unwrap_or(text);
+    if splits.any(|s| s != first) {
+        line.ignore(notes, "reads and writes both use the first split");
+    }
+    let mut parts = Vec::new();
+    for part in first.split(':').filter(|p| !p.is_empty()) {
+        let (size, pct) = part.split_once('/').unwrap_or((part, ""));
+        let pct = match pct {
+            "" => None,
+            pct => Some(pct.parse::<u32>().map_err(|_| line.bad(&format!("'{pct}' is not a percentage")))?),
+        };
+        parts.push((line.bytes(Some(size))?, pct));
+    }
+    let (split, uneven) = fill_percentages(&parts).map_err(|why| line.bad(&why))?;
+    let bs: workloads::BlockSizes = line.parsed(&split)?;
+    if uneven {
+        line.ignore(
+            notes,
+            &format!(
+                "the sizes without a percentage share what the others leave, the first taking what cannot be \
+                 shared evenly: {bs} (fio leaves that to one size of its choosing)"
+            ),
+        );
+    }
+    Ok(bs)
+}
+
+/// How requests are issued: the engine, depth, clones, the page cache.
+/// False for another option.
+fn engine(j: &mut Job, line: &Line<'_>, notes: &mut Vec<String>) -> Result<bool, UsageError> {
+    match line.key {
+        "iodepth" => j.fields.iodepth = Some(line.number("depth")?),
+        "iodepth_batch" | "iodepth_batch_submit" => j.fields.iodepth_batch = Some(line.number("count")?),
+        "ioengine" if line.v == Some("null") => j.null_engine = true,
+        "ioengine" => {
+            let engine = match line.v.unwrap_or("") {
+                "io_uring" | "libaio" | "posixaio" => "uring",
+                "psync" | "sync" | "pvsync" | "pvsync2" | "vsync" => "sync",
+                other => {
+                    return Err(line.bad(&format!(
+                        "the {other} engine has no equivalent; iolab runs io_uring (libaio) or sync (psync)"
+                    )))
+                }
+            };
+            if !matches!(line.v, Some("io_uring") | Some("psync")) {
+                line.ignore(notes, &format!("runs on iolab's {engine} engine"));
+            }
+            j.fields.engine = Some(line.parsed(engine)?);
+        }
+        "direct" => j.fields.direct = Some(line.flag()),
+        "buffered" => j.fields.direct = Some(!line.flag()),
+        "invalidate" => j.fields.keep_cache = Some(!line.flag()),
+        "numjobs" => {
+            j.numjobs =
+                line.number::<u32>("count").ok().filter(|n| *n > 0).ok_or_else(|| line.bad("not a count"))?
+        }
+        "group_reporting" => j.group_reporting = line.flag(),
+        "new_group" => line.ignore(notes, "ignored: a reporting group only, and iolab reports each job"),
+        "stonewall" | "wait_for_previous" => j.stonewall = line.flag(),
+        "kb_base" | "description" | "thread" | "refill_buffers" | "randrepeat" => {}
+        "randseed" | "rand_seed" => j.fields.seed = Some(line.number("seed")?),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// How much the job does: its time, its requests or bytes, its passes,
+/// its rate. False for another option.
+fn amount(j: &mut Job, line: &Line<'_>, notes: &mut Vec<String>) -> Result<bool, UsageError> {
+    let v = line.v;
+    match line.key {
+        "time_based" => j.time_based = line.flag(),
+        "runtime" | "timeout" => {
+            j.fields.runtime = Some(duration(v).ok_or_else(|| line.bad("not a duration"))?)
+        }
+        "ramp_time" => j.fields.ramp = Some(duration(v).ok_or_else(|| line.bad("not a duration"))?),
+        "io_size" | "io_limit" => j.fields.io_size = Some(exact_size(line.bytes(v)?)),
+        "number_ios" => j.fields.ios = Some(line.number("count")?),
+        "loops" => {
+            j.loops =
+                line.number::<u64>("count").ok().filter(|n| *n > 0).ok_or_else(|| line.bad("not a count"))?
+        }
+        "rate" | "rate_iops" => {
+            let text = line.text("a rate")?;
+            let first = text.split(',').next().unwrap_or(text);
+            if text.contains(',') {
+                line.ignore(notes, "the first rate caps reads and writes together");
+            }
+            if line.key == "rate" {
+                j.rate_bytes = Some(line.bytes(Some(first))?).filter(|r| *r > 0);
+            } else {
+                j.fields.rate_iops = Some(first.parse().map_err(|_| line.bad("not a rate"))?);
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Verification and flushes. False for another option.
+fn checks(j: &mut Job, line: &Line<'_>, notes: &mut Vec<String>) -> Result<bool, UsageError> {
+    match line.key {
+        "verify" => match line.v {
+            Some("0") | Some("none") => j.verify = None,
+            v => j.verify = Some(v.unwrap_or("1").to_string()),
+        },
+        "do_verify" => j.do_verify = line.flag(),
+        "verify_only" => j.verify_only = line.flag(),
+        "verify_fatal" if line.flag() => j.fields.max_errors = Some(1),
+        "verify_fatal" => {}
+        "verify_backlog" => {
+            line.ignore(notes, "what a job wrote is read back when it ends, not every N writes")
+        }
+        "verify_interval" | "verify_pattern" | "verify_offset" => {
+            line.ignore(notes, "iolab stamps every sector with its own header")
+        }
+        "fsync" | "fdatasync" => j.fields.flush_every = Some(line.number("count")?),
+        "end_fsync" => j.fields.end_flush = Some(line.flag()),
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// fio's null engine, which moves no data, is iolab's `null:SIZE`
