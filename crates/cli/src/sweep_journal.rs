@@ -96,49 +96,8 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let journals: Vec<Journals> = match (&args.journal_dir, args.journal_disk.as_slice(), simulated) {
-        (Some(dir), [], false) => vec![Journals::Dir(dir.clone())],
-        (None, disks @ [_, ..], true) => {
-            // Checked now, before anything runs.
-            for disk in disks {
-                lab::stack::open_sim_keeping(disk, "journal-disk")?;
-            }
-            disks.iter().map(|d| Journals::Disk(d.clone())).collect()
-        }
-        (_, _, true) => {
-            return Err(UsageError(
-                "--target sim:...: give --journal-disk sim:... (a journal in a directory would cost no modeled time)"
-                    .into(),
-            )
-            .into())
-        }
-        (_, _, false) => {
-            return Err(UsageError("--journal-disk: goes with a simulated target (--target sim:...)".into()).into())
-        }
-    };
-    let power_cut = match (&args.power_cut, simulated) {
-        (None, _) => None,
-        (Some(_), false) => {
-            return Err(UsageError(
-                "--power-cut: cuts the power of simulated disks (--target sim:... --journal-disk sim:...); a real \
-                 disk's power is cut with iolab crash or by hand"
-                    .into(),
-            )
-            .into())
-        }
-        (Some(text), true) => {
-            let after = parse_duration("power-cut", text).map_err(UsageError::from)?;
-            if after.is_zero() || after >= runtime {
-                return Err(UsageError(format!(
-                    "--power-cut {text}: falls outside the run; give a time after its start and before --runtime \
-                     ({})",
-                    args.runtime
-                ))
-                .into());
-            }
-            Some(after)
-        }
-    };
+    let journals = journals(&args, simulated)?;
+    let power_cut = power_cut(&args, simulated, runtime)?;
     let size = match (size, simulated) {
         (None, true) => Some(1 << 30),
         (size, _) => size,
@@ -152,25 +111,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     };
     let target = Stack::open_or_simulate(&args.target, &options)?;
     stack::check_writable(&target, args.force)?;
-    // As `iolab run` chooses, for an unjournaled job: one engine for every
-    // arm. On simulated disks: the engine in virtual time, its lanes the
-    // sync engine's threads (a request at a time each).
-    let engine = match simulated {
-        true if !matches!(args.engine, workloads::EngineChoice::Auto | workloads::EngineChoice::Virtual) => {
-            return Err(UsageError(
-                "--engine: on simulated disks every arm runs in the disks' virtual time, --iodepth threads of one \
-                 request each; leave --engine out"
-                    .into(),
-            )
-            .into())
-        }
-        true => Engine::Virtual,
-        false => args.engine.resolve(target.device().raw_fd().is_some(), false, false, args.iodepth),
-    };
-    let (threads, iodepth) = match (engine, simulated) {
-        (Engine::Uring | Engine::Virtual, false) => (1, args.iodepth),
-        (Engine::Sync, _) | (_, true) => (args.iodepth, 1),
-    };
+    let (engine, threads, iodepth) = engine(&args, simulated, target.device().raw_fd().is_some())?;
     if let [Journals::Dir(dir)] = journals.as_slice() {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--journal-dir: cannot create {}", dir.display()))?;
@@ -220,6 +161,86 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     print_sweeps(&args, &sweeps)?;
     target.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the arms keep their journals: the directory, or each simulated
+/// journal disk (checked now, before anything runs).
+fn journals(args: &JournalArgs, simulated: bool) -> anyhow::Result<Vec<Journals>> {
+    Ok(match (&args.journal_dir, args.journal_disk.as_slice(), simulated) {
+        (Some(dir), [], false) => vec![Journals::Dir(dir.clone())],
+        (None, disks @ [_, ..], true) => {
+            // Checked now, before anything runs.
+            for disk in disks {
+                lab::stack::open_sim_keeping(disk, "journal-disk")?;
+            }
+            disks.iter().map(|d| Journals::Disk(d.clone())).collect()
+        }
+        (_, _, true) => {
+            return Err(UsageError(
+                "--target sim:...: give --journal-disk sim:... (a journal in a directory would cost no modeled time)"
+                    .into(),
+            )
+            .into())
+        }
+        (_, _, false) => {
+            return Err(UsageError("--journal-disk: goes with a simulated target (--target sim:...)".into()).into())
+        }
+    })
+}
+
+/// With a simulated target: when the power cut comes, inside the run.
+fn power_cut(
+    args: &JournalArgs,
+    simulated: bool,
+    runtime: std::time::Duration,
+) -> anyhow::Result<Option<std::time::Duration>> {
+    Ok(match (&args.power_cut, simulated) {
+        (None, _) => None,
+        (Some(_), false) => {
+            return Err(UsageError(
+                "--power-cut: cuts the power of simulated disks (--target sim:... --journal-disk sim:...); a real \
+                 disk's power is cut with iolab crash or by hand"
+                    .into(),
+            )
+            .into())
+        }
+        (Some(text), true) => {
+            let after = parse_duration("power-cut", text).map_err(UsageError::from)?;
+            if after.is_zero() || after >= runtime {
+                return Err(UsageError(format!(
+                    "--power-cut {text}: falls outside the run; give a time after its start and before --runtime \
+                     ({})",
+                    args.runtime
+                ))
+                .into());
+            }
+            Some(after)
+        }
+    })
+}
+
+/// The engine every arm runs, as `iolab run` chooses it for an
+/// unjournaled job, and its threads and depth. On simulated disks: the
+/// engine in virtual time, its lanes the sync engine's threads (a
+/// request at a time each).
+fn engine(args: &JournalArgs, simulated: bool, raw_fd: bool) -> anyhow::Result<(Engine, u32, u32)> {
+    let engine = match simulated {
+        true if !matches!(args.engine, workloads::EngineChoice::Auto | workloads::EngineChoice::Virtual) => {
+            return Err(UsageError(
+                "--engine: on simulated disks every arm runs in the disks' virtual time, --iodepth threads of one \
+                 request each; leave --engine out"
+                    .into(),
+            )
+            .into())
+        }
+        true => Engine::Virtual,
+        false => args.engine.resolve(raw_fd, false, false, args.iodepth),
+    };
+    let (threads, iodepth) = match (engine, simulated) {
+        (Engine::Uring | Engine::Virtual, false) => (1, args.iodepth),
+        (Engine::Sync, _) | (_, true) => (args.iodepth, 1),
+    };
+    Ok((engine, threads, iodepth))
 }
 
 /// The tables (unless the JSON goes to standard output), side by side
