@@ -75,6 +75,32 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
     }
     let mut key_map = lab::job::key_map_spec(args.key_map.unwrap_or_default(), args.key_map_dir.as_deref())?;
     key_map.dir.get_or_insert_with(|| args.journal.clone());
+    let journal = open_journal(&args)?;
+    // A regular file's sector size is what the run gave it (--sector-size):
+    // the journal says which.
+    let sector_bytes = journal_sector_bytes(&args.journal.join(JOURNAL_FILE));
+    let target = open_target(&args, sector_bytes)?;
+    let dev = target.device().as_ref();
+    let verdict = check(dev, &journal, &args, &key_map, ranks.is_none())?;
+    if !same_target(dev.name(), &verdict.journal_target) {
+        eprintln!(
+            "iolab validate: note: the journal was written for {}, checking {}",
+            verdict.journal_target,
+            dev.name()
+        );
+    }
+    let status = crate::exit::verdict(report::Outcome::of(&verdict));
+    let Some(ranks) = ranks else {
+        print_verdict(&verdict, &args)?;
+        target.record()?;
+        return Ok(ExitCode::from(status));
+    };
+    each_rank(&args, ranks, &verdict, status, target)
+}
+
+/// The run's journal, opened read-only under a shared lock (a run still
+/// writing it holds it exclusively: its records are not all there yet).
+fn open_journal(args: &ValidateArgs) -> anyhow::Result<FileDevice> {
     let path = args.journal.join(JOURNAL_FILE);
     match std::fs::metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -94,10 +120,13 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
     // A run writing the journal holds it exclusively: its records are not
     // all there yet.
     journal.lock(LockKind::Shared)?;
-    // A regular file's sector size is what the run gave it (--sector-size):
-    // the journal says which.
-    let sector_bytes = journal_sector_bytes(&path);
-    let mut target = Stack::open(&args.target, &target_options(&args, sector_bytes))?;
+    Ok(journal)
+}
+
+/// The target as the run left it: through its block log with `--log`
+/// (replayed first); a target holding a log is refused without it.
+fn open_target(args: &ValidateArgs, sector_bytes: Option<u32>) -> anyhow::Result<Stack> {
+    let mut target = Stack::open(&args.target, &target_options(args, sector_bytes))?;
     if args.log {
         let log = stack::LogOptions {
             mode: blocklog::Mode::Async,
@@ -122,10 +151,20 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
             .into());
         }
     }
-    let dev = target.device().as_ref();
+    Ok(target)
+}
+
+/// Every block the journal names checked against it (with a progress
+/// line on a terminal when the rank is `alone`).
+fn check(
+    dev: &dyn device::Device,
+    journal: &FileDevice,
+    args: &ValidateArgs,
+    key_map: &workloads::KeyMapSpec,
+    alone: bool,
+) -> anyhow::Result<Verdict> {
     let progress = RecoverProgress::default();
     let done = AtomicBool::new(false);
-    let alone = ranks.is_none();
     let verdict = std::thread::scope(|scope| {
         let (watched, finished) = (&progress, &done);
         let display = scope.spawn(move || {
@@ -133,34 +172,30 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
                 show_progress(watched, finished)
             }
         });
-        let verdict =
-            recover_watched_with(dev, &journal, args.torn_ok, &key_map, &progress, args.every_block);
+        let verdict = recover_watched_with(dev, journal, args.torn_ok, key_map, &progress, args.every_block);
         done.store(true, Ordering::Relaxed);
         display.thread().unpark();
         verdict
     })?;
-    if !same_target(dev.name(), &verdict.journal_target) {
-        eprintln!(
-            "iolab validate: note: the journal was written for {}, checking {}",
-            verdict.journal_target,
-            dev.name()
-        );
-    }
-    let status = crate::exit::verdict(report::Outcome::of(&verdict));
-    let Some(ranks) = ranks else {
-        print_verdict(&verdict, &args)?;
-        target.record()?;
-        return Ok(ExitCode::from(status));
-    };
-    // Under mpirun: each rank checks its own target against its own
-    // journal; rank 0 prints every verdict and a summary.
+    Ok(verdict)
+}
+
+/// Under mpirun: each rank checks its own target against its own
+/// journal; rank 0 prints every verdict and a summary.
+fn each_rank(
+    args: &ValidateArgs,
+    ranks: &crate::mpi::Ranks,
+    verdict: &Verdict,
+    status: u8,
+    target: Stack,
+) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.json {
         let doc = report::json::ValidateDocument::new(
             env!("CARGO_PKG_VERSION"),
             lab::host::wire(),
             &args.target,
             &args.journal,
-            &verdict,
+            verdict,
         );
         crate::write_json(path, &doc.to_json())?;
     }
@@ -169,7 +204,7 @@ pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Res
         "{status}\t{}\t{}\t{}",
         ranks.host,
         args.target,
-        report::verdict_text(&verdict, crate::exit::VERDICT_EXITS)
+        report::verdict_text(verdict, crate::exit::VERDICT_EXITS)
     );
     let Some(all) = ranks.gather(mine) else { return Ok(ExitCode::from(status)) };
     let mut worst = 0u8;
