@@ -143,69 +143,13 @@ fn check_job(
         // keeps it: it reads what it wrote).
         base.disk.discard_data();
     }
-    spec.engine = f.engine.unwrap_or_default().resolve(raw_fd, virtual_disk, sync_journal, spec.iodepth);
-    if virtual_disk && spec.engine != Engine::Virtual {
-        return Err(UsageError(format!(
-            "--engine {}: {} is a simulated disk, whose requests take modeled time that only the virtual \
-             engine measures; use --engine auto or virtual (--threads and --iodepth set what is in flight)",
-            spec.engine,
-            stack.device().name()
-        ))
-        .into());
-    }
-    if spec.engine == Engine::Virtual && !virtual_disk {
-        let why = if stack.origin.simulated {
-            "the virtual engine drives a simulated disk alone; through the block log, the sync engine's threads \
-             run in the disk's virtual time (use --engine auto)"
-        } else {
-            "needs a simulated disk (--target sim:hdd or sim:ssd)"
-        };
-        return Err(UsageError(format!("--engine virtual on {}: {why}", stack.device().name())).into());
-    }
-    if stack.origin.simulated && spec.engine == Engine::Uring {
-        return Err(UsageError(format!(
-            "--engine uring on {}: a simulated disk has no descriptor; use --engine auto",
-            stack.device().name()
-        ))
-        .into());
-    }
+    choose_engine(f, &mut spec, stack, Seen { raw_fd, virtual_disk, sync_journal }, how.default_job)?;
     if stack.origin.simulated && spec.runtime.is_none() && spec.ios.is_none() && spec.io_bytes.is_none() {
         // One pass over a simulated 500 GB disk is weeks of modeled time
         // and minutes of CPU: a job that names no end runs a modeled minute.
         spec.runtime = Some(SIM_DEFAULT_RUNTIME);
     }
-    let journal_place = spec.validate.as_ref().and_then(|v| v.journal.as_ref()).map(|j| &j.place);
-    if stack.origin.simulated && matches!(journal_place, Some(workloads::journal::JournalPlace::Dir(_))) {
-        return Err(UsageError(format!(
-            "--journal on {}: a journal in a directory would cost no modeled time beside a simulated target; put \
-             it on a simulated disk of its own (--journal sim:hdd[,...])",
-            stack.device().name()
-        ))
-        .into());
-    }
-    if !stack.origin.simulated && matches!(journal_place, Some(workloads::journal::JournalPlace::Device(_))) {
-        return Err(UsageError(format!(
-            "--journal sim:...: a simulated journal disk goes with a simulated target; {} is not one",
-            stack.device().name()
-        ))
-        .into());
-    }
-    // Validation in virtual time runs each thread one request at a time.
-    let one_at_a_time = spec.engine == Engine::Virtual && spec.validate.is_some();
-    if matches!(spec.engine, Engine::Uring | Engine::Virtual)
-        && f.iodepth.is_none()
-        && how.default_job
-        && !one_at_a_time
-    {
-        spec.iodepth = DEFAULT_JOB_IODEPTH;
-    }
-    if spec.engine == Engine::Uring && !raw_fd {
-        return Err(UsageError(format!(
-            "--engine uring: needs a file or block device; {} is neither (use --engine sync)",
-            stack.device().name()
-        ))
-        .into());
-    }
+    journal_fits(&spec, stack)?;
     let region = spec.region(size, u64::from(sector)).map_err(UsageError::from)?;
     if let Some(workloads::journal::JournalPlace::Dir(dir)) =
         spec.validate.as_ref().and_then(|v| v.journal.as_ref()).map(|j| &j.place)
@@ -222,6 +166,90 @@ fn check_job(
         check_layout(&spec, stack, &region, how.force, reopen)?;
     }
     Ok((spec, region, layout, plan))
+}
+
+/// What a job's stack offers its engine.
+#[derive(Clone, Copy)]
+struct Seen {
+    /// A descriptor io_uring can use (a file or block device, no log above).
+    raw_fd: bool,
+    /// A simulated disk alone.
+    virtual_disk: bool,
+    /// The job journals synchronously.
+    sync_journal: bool,
+}
+
+/// The job's engine, resolved from `--engine` for what its stack offers
+/// and checked against it; the default job's depth on the engines that
+/// keep requests in flight.
+fn choose_engine(
+    f: &JobFields,
+    spec: &mut JobSpec,
+    stack: &Stack,
+    Seen { raw_fd, virtual_disk, sync_journal }: Seen,
+    default_job: bool,
+) -> Result<(), UsageError> {
+    spec.engine = f.engine.unwrap_or_default().resolve(raw_fd, virtual_disk, sync_journal, spec.iodepth);
+    if virtual_disk && spec.engine != Engine::Virtual {
+        return Err(UsageError(format!(
+            "--engine {}: {} is a simulated disk, whose requests take modeled time that only the virtual \
+             engine measures; use --engine auto or virtual (--threads and --iodepth set what is in flight)",
+            spec.engine,
+            stack.device().name()
+        )));
+    }
+    if spec.engine == Engine::Virtual && !virtual_disk {
+        let why = if stack.origin.simulated {
+            "the virtual engine drives a simulated disk alone; through the block log, the sync engine's threads \
+             run in the disk's virtual time (use --engine auto)"
+        } else {
+            "needs a simulated disk (--target sim:hdd or sim:ssd)"
+        };
+        return Err(UsageError(format!("--engine virtual on {}: {why}", stack.device().name())));
+    }
+    if stack.origin.simulated && spec.engine == Engine::Uring {
+        return Err(UsageError(format!(
+            "--engine uring on {}: a simulated disk has no descriptor; use --engine auto",
+            stack.device().name()
+        )));
+    }
+    // Validation in virtual time runs each thread one request at a time.
+    let one_at_a_time = spec.engine == Engine::Virtual && spec.validate.is_some();
+    if matches!(spec.engine, Engine::Uring | Engine::Virtual)
+        && f.iodepth.is_none()
+        && default_job
+        && !one_at_a_time
+    {
+        spec.iodepth = DEFAULT_JOB_IODEPTH;
+    }
+    if spec.engine == Engine::Uring && !raw_fd {
+        return Err(UsageError(format!(
+            "--engine uring: needs a file or block device; {} is neither (use --engine sync)",
+            stack.device().name()
+        )));
+    }
+    Ok(())
+}
+
+/// A validated job's journal goes with its target: on a simulated disk
+/// of its own beside a simulated target, in a directory otherwise.
+fn journal_fits(spec: &JobSpec, stack: &Stack) -> Result<(), UsageError> {
+    let journal_place = spec.validate.as_ref().and_then(|v| v.journal.as_ref()).map(|j| &j.place);
+    if stack.origin.simulated && matches!(journal_place, Some(workloads::journal::JournalPlace::Dir(_))) {
+        return Err(UsageError(format!(
+            "--journal on {}: a journal in a directory would cost no modeled time beside a simulated target; put \
+             it on a simulated disk of its own (--journal sim:hdd[,...])",
+            stack.device().name()
+        ))
+        );
+    }
+    if !stack.origin.simulated && matches!(journal_place, Some(workloads::journal::JournalPlace::Device(_))) {
+        return Err(UsageError(format!(
+            "--journal sim:...: a simulated journal disk goes with a simulated target; {} is not one",
+            stack.device().name()
+        )));
+    }
+    Ok(())
 }
 
 /// A job about to lay out holes of a target it only reads: a target
