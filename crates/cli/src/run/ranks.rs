@@ -21,41 +21,12 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     // prints the gathered tables at the end.
     args.quiet = true;
     args.silent = true;
-    let checked = refused(&args, json.as_deref()).and_then(|()| {
-        let mut plan = args.plan()?;
-        let percentiles = percentiles(&args.percentiles)?;
-        if let Some(text) = &args.stonewall {
-            let wall = workloads::spec::parse_duration("stonewall", text).map_err(UsageError::from)?;
-            for (_, spec) in &mut plan.jobs {
-                spec.runtime = Some(spec.runtime.map_or(wall, |r| r.min(wall)));
-            }
-        }
-        match layout {
-            MpiLayout::PerRank => {}
-            MpiLayout::Shared => {
-                split_regions(&mut plan, ranks)?;
-                plan.shared_with_ranks = true;
-            }
-        }
-        Ok((plan, percentiles))
-    });
-    let (plan, percentiles) = ranks.agreed(checked)?;
+    let (plan, percentiles) = plan(&args, json.as_deref(), ranks, layout)?;
     if layout == MpiLayout::PerRank {
         let paths = private_paths(&plan);
         ranks.own_paths(&paths.iter().map(|(f, p)| (*f, p.as_path())).collect::<Vec<_>>())?;
     }
-    // On a shared target rank 0 makes it first; the others then open it.
-    let jobs = if layout == MpiLayout::Shared && ranks.rank != 0 {
-        ranks.agreed(Ok(()))?;
-        lab::job::prepare::all(&plan, args.force)
-    } else {
-        let jobs = lab::job::prepare::all(&plan, args.force);
-        if layout == MpiLayout::Shared {
-            ranks.agreed(jobs.as_ref().map(|_| ()).map_err(|e| anyhow::anyhow!("{e:#}")))?;
-        }
-        jobs
-    };
-    let jobs = ranks.agreed(jobs)?;
+    let jobs = prepare(&plan, ranks, layout, args.force)?;
     let barrier = || ranks.barrier();
     let shown = execute::Shown::new(false, true, args.repeat);
     let runs = Runs { groups: &plan.groups, repeat: args.repeat, barrier: Some(&barrier) };
@@ -77,16 +48,79 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     let Some(texts) = ranks.gather(serde_json::to_string(&mine)?) else {
         return Ok(crate::exit::found(own_bad > 0));
     };
+    rank_0(&args, json.as_deref(), layout, &texts, outcome.interrupted)
+}
+
+/// The run's plan, checked on every rank (a rank that refuses it ends
+/// them all): the stonewall applied, a shared target split.
+fn plan(
+    args: &RunArgs,
+    json: Option<&std::path::Path>,
+    ranks: &Ranks,
+    layout: MpiLayout,
+) -> anyhow::Result<(lab::job::Plan, Vec<f64>)> {
+    let checked = refused(args, json).and_then(|()| {
+        let mut plan = args.plan()?;
+        let percentiles = percentiles(&args.percentiles)?;
+        if let Some(text) = &args.stonewall {
+            let wall = workloads::spec::parse_duration("stonewall", text).map_err(UsageError::from)?;
+            for (_, spec) in &mut plan.jobs {
+                spec.runtime = Some(spec.runtime.map_or(wall, |r| r.min(wall)));
+            }
+        }
+        match layout {
+            MpiLayout::PerRank => {}
+            MpiLayout::Shared => {
+                split_regions(&mut plan, ranks)?;
+                plan.shared_with_ranks = true;
+            }
+        }
+        Ok((plan, percentiles))
+    });
+    ranks.agreed(checked)
+}
+
+/// Every rank's jobs prepared; on a shared target rank 0 makes it first
+/// and the others then open it.
+fn prepare(
+    plan: &lab::job::Plan,
+    ranks: &Ranks,
+    layout: MpiLayout,
+    force: bool,
+) -> anyhow::Result<Vec<lab::job::Prepared>> {
+    // On a shared target rank 0 makes it first; the others then open it.
+    let jobs = if layout == MpiLayout::Shared && ranks.rank != 0 {
+        ranks.agreed(Ok(()))?;
+        lab::job::prepare::all(plan, force)
+    } else {
+        let jobs = lab::job::prepare::all(plan, force);
+        if layout == MpiLayout::Shared {
+            ranks.agreed(jobs.as_ref().map(|_| ()).map_err(|e| anyhow::anyhow!("{e:#}")))?;
+        }
+        jobs
+    };
+    ranks.agreed(jobs)
+}
+
+/// On rank 0: every rank's results (`texts`) in one table and document,
+/// and the run's exit status.
+fn rank_0(
+    args: &RunArgs,
+    json: Option<&std::path::Path>,
+    layout: MpiLayout,
+    texts: &[String],
+    interrupted: bool,
+) -> anyhow::Result<ExitCode> {
     let all: Vec<report::RankRun> = texts
         .iter()
         .map(|t| serde_json::from_str(t))
         .collect::<Result<_, _>>()
         .context("a rank's results did not arrive whole")?;
-    let to_stdout = json.as_deref().is_none_or(|p| p.as_os_str() != "-");
+    let to_stdout = json.is_none_or(|p| p.as_os_str() != "-");
     if to_stdout {
         print!("{}", report::mpi_table(&all, &how(layout, args.stonewall.as_deref(), args.mpi_reorder)));
     }
-    if let Some(path) = &json {
+    if let Some(path) = json {
         let stonewall = args.stonewall.as_deref();
         let doc = report::json::MpiRunDocument::new(
             env!("CARGO_PKG_VERSION"),
@@ -99,7 +133,7 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
         crate::write_json(path, &doc.to_json())?;
     }
     let bad: u64 = all.iter().map(|r| bad_blocks(&r.document)).sum();
-    if outcome.interrupted {
+    if interrupted {
         eprintln!("iolab: interrupted: the results above cover the time before the interrupt");
         return Ok(ExitCode::from(crate::exit::INTERRUPTED));
     }
