@@ -22,30 +22,9 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
     if let Some(ranks) = ranks {
         return ranks::run(args, ranks);
     }
-    if args.mpi_layout.is_some() {
-        return Err(UsageError(
-            "--mpi-layout: applies under mpirun only (mpirun -np N iolab run ... --mpi-layout shared)".into(),
-        )
-        .into());
-    }
-    if args.mpi_reorder {
-        return Err(UsageError("--mpi-reorder: applies under mpirun only".into()).into());
-    }
-    if args.stonewall.is_some() {
-        return Err(UsageError(
-            "--stonewall: applies under mpirun only; a run alone stops at --runtime".into(),
-        )
-        .into());
-    }
+    refuse_mpi_flags(&args)?;
     if let (true, Some(path)) = (args.print_job, &args.jobfile) {
-        let file = lab::job::load(path, args.strict)?;
-        let merged = lab::job::JobFile {
-            concurrent: file.concurrent,
-            global: Default::default(),
-            jobs: file.jobs.iter().map(|job| args.job.over(&job.over(&file.global))).collect(),
-        };
-        print!("{}", merged.to_toml());
-        return Ok(ExitCode::SUCCESS);
+        return print_job(&args, path);
     }
     let percentiles = percentiles(&args.percentiles)?;
     if let Some(dir) = &args.plot {
@@ -62,32 +41,77 @@ pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<E
         }
     }
     let jobs = lab::job::prepare::all(&plan, args.force)?;
-    let cut = match args.power_cut.as_deref() {
-        Some(text) => {
-            let after = workloads::spec::parse_duration("power-cut", text).map_err(UsageError::from);
-            match after.and_then(|after| power_cut::arm(&jobs, args.repeat, after)) {
-                Ok(cut) => Some(cut),
-                Err(e) => {
-                    jobs.into_iter().rev().for_each(|job| job.stack.discard());
-                    return Err(e.into());
-                }
-            }
+    let cut = match arm_power_cut(&args, &jobs) {
+        Ok(cut) => cut,
+        Err(e) => {
+            jobs.into_iter().rev().for_each(|job| job.stack.discard());
+            return Err(e);
         }
-        None => None,
     };
     let shown = execute::Shown::new(args.to_stdout(), args.quiet, args.repeat);
     let runs = Runs { groups: &plan.groups, repeat: args.repeat, barrier: None };
     let outcome = lab::job::execute::all(&jobs, &runs, &shown)?;
-    let bad_blocks = outcome.bad_blocks();
     write_results(&args, &outcome, &percentiles)?;
     let closed = lab::job::execute::close(jobs)?;
     if args.to_stdout() {
         execute::show_closed(closed);
     }
+    verdict(&args, &outcome, cut)
+}
+
+/// The flags that apply under mpirun only, refused in a run alone.
+fn refuse_mpi_flags(args: &RunArgs) -> Result<(), UsageError> {
+    if args.mpi_layout.is_some() {
+        return Err(UsageError(
+            "--mpi-layout: applies under mpirun only (mpirun -np N iolab run ... --mpi-layout shared)".into(),
+        ));
+    }
+    if args.mpi_reorder {
+        return Err(UsageError("--mpi-reorder: applies under mpirun only".into()));
+    }
+    if args.stonewall.is_some() {
+        return Err(UsageError(
+            "--stonewall: applies under mpirun only; a run alone stops at --runtime".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `--print-job`: the job file as iolab's TOML (a fio file translated,
+/// flags applied); nothing runs.
+fn print_job(args: &RunArgs, path: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let file = lab::job::load(path, args.strict)?;
+    let merged = lab::job::JobFile {
+        concurrent: file.concurrent,
+        global: Default::default(),
+        jobs: file.jobs.iter().map(|job| args.job.over(&job.over(&file.global))).collect(),
+    };
+    print!("{}", merged.to_toml());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--power-cut TIME`: the cut set on the run's simulated disks.
+fn arm_power_cut(
+    args: &RunArgs,
+    jobs: &[lab::job::Prepared],
+) -> anyhow::Result<Option<lab::power_cut::PowerCut>> {
+    let Some(text) = args.power_cut.as_deref() else { return Ok(None) };
+    let after = workloads::spec::parse_duration("power-cut", text).map_err(UsageError::from)?;
+    Ok(Some(power_cut::arm(jobs, args.repeat, after)?))
+}
+
+/// What the run comes to once its tables are out: interrupted, bad
+/// blocks, validation that checked nothing, or the power cut's verdict.
+fn verdict(
+    args: &RunArgs,
+    outcome: &Outcome,
+    cut: Option<lab::power_cut::PowerCut>,
+) -> anyhow::Result<ExitCode> {
     if outcome.interrupted {
         eprintln!("iolab: interrupted: the results above cover the time before the interrupt");
         return Ok(ExitCode::from(crate::exit::INTERRUPTED));
     }
+    let bad_blocks = outcome.bad_blocks();
     if bad_blocks > 0 {
         eprintln!("iolab: validation found {}", report::counted(bad_blocks, "bad block", "bad blocks"));
         return Ok(ExitCode::from(crate::exit::FAILURE));
