@@ -138,39 +138,58 @@ pub struct CrashArgs {
 pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
     crate::check_destinations(args.json.as_deref(), None)?;
     let fs = matches!(args.stack, Stack::FsSync | Stack::FsSoftdep | Stack::FsLog | Stack::FsAsync);
-    match &args.disk {
-        Some(_) if fs => {
-            return Err(UsageError(format!(
-            "--disk: the {} stack is crashed over recorded devices only; power cuts on simulated disks are \
-                 for the block stacks (log, log-separate, async, sync, raid5, raid5-log)",
-            args.stack.name()
-        ))
-            .into())
-        }
-        Some(disk) if !disk.starts_with("sim:") => {
-            return Err(UsageError(format!(
-                "--disk {disk}: give a simulated disk, sim:hdd[,...] or sim:ssd[,...]"
-            ))
-            .into())
-        }
-        _ => {}
-    }
+    check_disk(&args, fs)?;
     if fs {
         return run_fs(&args);
     }
+    let crash = block_crash(&args)?;
+    let report = crash_block(&BlockCrash { disk: args.disk.as_deref(), ..crash })?;
+    let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
+    if to_stdout {
+        print!("{}", report::crash_text(&crash_run(&args, &report), &report));
+    }
+    if let Some(path) = &args.json {
+        let doc = report::json::CrashDocument::new(
+            lab::host::wire(),
+            args.stack.name(),
+            args.seed,
+            args.disk.as_deref(),
+            &report,
+        );
+        crate::write_json(path, &doc.to_json())?;
+    }
+    Ok(crate::exit::found(report.violations > 0))
+}
+
+/// `--disk` names a simulated disk, and goes with a block stack.
+fn check_disk(args: &CrashArgs, fs: bool) -> Result<(), UsageError> {
+    match &args.disk {
+        Some(_) if fs => Err(UsageError(format!(
+            "--disk: the {} stack is crashed over recorded devices only; power cuts on simulated disks are for \
+             the block stacks (log, log-separate, async, sync, raid5, raid5-log)",
+            args.stack.name()
+        ))),
+        Some(disk) if !disk.starts_with("sim:") => {
+            Err(UsageError(format!("--disk {disk}: give a simulated disk, sim:hdd[,...] or sim:ssd[,...]")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A block stack's crash run as the flags ask for it (its `--disk` set by
+/// the caller).
+fn block_crash(args: &CrashArgs) -> Result<BlockCrash<'static>, UsageError> {
     if let Some(n) = args.writers {
         return Err(UsageError(format!(
             "--writers {n}: only the fs-sync, fs-softdep, fs-log and fs-async stacks run several writers; \
              the {} stack's transactions run one after another",
             args.stack.name()
-        ))
-        .into());
+        )));
     }
     if args.archive.is_some() {
         return Err(UsageError(
             "--archive: only the fs-sync, fs-softdep, fs-log and fs-async stacks extract archives".into(),
-        )
-        .into());
+        ));
     }
     let data_bytes = parse_bytes("size", args.size.as_deref().unwrap_or("1m")).map_err(UsageError::from)?;
     let log_bytes = parse_bytes("log-size", &args.log_size).map_err(UsageError::from)?;
@@ -178,10 +197,9 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
     if block_bytes == 0 || block_bytes % 512 != 0 || block_bytes > data_bytes {
         return Err(UsageError(format!(
             "--block-size: {block_bytes} must be a multiple of 512 and at most --size"
-        ))
-        .into());
+        )));
     }
-    let max_blocks = max_blocks(&args);
+    let max_blocks = max_blocks(args);
     let spec = CrashSpec {
         transactions: args.transactions,
         max_blocks,
@@ -204,22 +222,7 @@ pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
             unreachable!("file-system stacks return above")
         }
     };
-    let report = crash_block(&BlockCrash { stack, spec, data_bytes, log_bytes, disk: args.disk.as_deref() })?;
-    let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
-    if to_stdout {
-        print!("{}", report::crash_text(&crash_run(&args, &report), &report));
-    }
-    if let Some(path) = &args.json {
-        let doc = report::json::CrashDocument::new(
-            lab::host::wire(),
-            args.stack.name(),
-            args.seed,
-            args.disk.as_deref(),
-            &report,
-        );
-        crate::write_json(path, &doc.to_json())?;
-    }
-    Ok(crate::exit::found(report.violations > 0))
+    Ok(BlockCrash { stack, spec, data_bytes, log_bytes, disk: None })
 }
 
 /// What the report's heading says of the run, and the command that
