@@ -292,6 +292,13 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     let unmounted = fs.unmount().context("cannot write the file system back").map_err(|e| image.advise(e))?;
     target.close()?;
     let served = served.with_context(|| format!("{}: the FUSE session failed", args.mountpoint.display()))?;
+    println!("{}", unmounted_line(&args.target, &unmounted, &served));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The unmount's line: the state written back, the free space, the
+/// writes, the log's commits and fsyncs, and how the requests were served.
+fn unmounted_line(target: &str, unmounted: &ffs::Unmounted, served: &fusefront::Served) -> String {
     let (sb, stats) = (&unmounted.superblock, &unmounted.cache);
     let mut log = unmounted.log.map(|l| format!(", {} log commits", l.commits)).unwrap_or_default();
     if let Some(sd) = unmounted.softdep.filter(|sd| sd.file_fsyncs + sd.whole_fsyncs > 0) {
@@ -302,18 +309,17 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     }
     let state = match sb.damage {
         ffs::format::Damage::None => "clean".to_string(),
-        _ => format!("still marked unclean until `iolab fs fsck -p {}` repairs it", args.target),
+        _ => format!("still marked unclean until `iolab fs fsck -p {target}` repairs it"),
     };
-    println!(
+    format!(
         "iolab: unmounted; written back and {state} ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes{log}); {}",
         sb.free_blocks,
         sb.blocks,
         stats.blocks_written,
         stats.write_requests,
         stats.sync_writes,
-        served_through(&served)
-    );
-    Ok(ExitCode::SUCCESS)
+        served_through(served)
+    )
 }
 
 /// The transport a mount asked for: `auto` with `--cpus` is /dev/fuse
