@@ -16,7 +16,7 @@ use workloads::tree::{
     extract, load_archive, remove_tree, run_mdtest, Extracted, MdtestPhase, MdtestSpec, Removed,
 };
 
-use lab::fs::runner::{in_process, out_of_room, Done, Mount};
+use lab::fs::runner::{in_directory, in_process, Done, Mount};
 
 use crate::UsageError;
 
@@ -260,7 +260,8 @@ pub fn mdtest(args: TreeArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Resu
 /// seconds) instead of the table.
 type RankOut<'a> = Option<(&'a crate::mpi::Ranks, &'a std::cell::RefCell<Vec<(String, u64, f64)>>)>;
 
-fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> {
+/// The tree and its files' sizes as the flags give them, checked.
+fn mdtest_spec(args: &TreeArgs) -> Result<MdtestSpec, UsageError> {
     let bytes = |flag: &'static str, v: &str| -> Result<u32, UsageError> {
         let n = parse_bytes(flag, v).map_err(UsageError::from)?;
         u32::try_from(n).map_err(|_| UsageError(format!("--{flag}: {v} is more than 4 GiB a file")))
@@ -273,6 +274,11 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
         read_bytes: bytes("read", &args.read)?,
     };
     spec.check().map_err(UsageError)?;
+    Ok(spec)
+}
+
+fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> {
+    let spec = mdtest_spec(&args)?;
     let mut phases = Vec::new();
     let work = |fs: &dyn FileSystem, into: Ino, phases: &mut Vec<MdtestPhase>| -> anyhow::Result<()> {
         // Under MPI every phase begins together (mdtest's barriers).
@@ -297,28 +303,12 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
             ))
             .into());
         }
-        let (real, mount) = lab::mounts::mount_of(std::path::Path::new(&args.target)).map_err(UsageError)?;
-        let base = match ranks {
-            Some((r, _)) => real.join(format!("iolab-tree-{}-rank{}", std::process::id(), r.rank)),
-            None => real.join(format!("iolab-tree-{}", std::process::id())),
+        let tag = match ranks {
+            Some((r, _)) => format!("iolab-tree-{}-rank{}", std::process::id(), r.rank),
+            None => format!("iolab-tree-{}", std::process::id()),
         };
-        std::fs::create_dir(&base).with_context(|| format!("{}: cannot make it", base.display()))?;
-        let worked = fsapi::HostFs::new(&base)
-            .with_context(|| format!("{}: cannot open it", base.display()))
-            .and_then(|fs| work(&fs, fsapi::ROOT, &mut phases));
-        let removed =
-            std::fs::remove_dir(&base).with_context(|| format!("{}: cannot remove it", base.display()));
-        let worked = worked.map_err(|e| {
-            if !out_of_room(&e) {
-                return e;
-            }
-            anyhow::anyhow!(
-                "{}: the file system holding {} is full; free space there or give a directory on another",
-                crate::message(&e),
-                real.display()
-            )
-        });
-        worked.and(removed)?;
+        let (real, mount) =
+            in_directory(std::path::Path::new(&args.target), &tag, |fs| work(fs, fsapi::ROOT, &mut phases))?;
         if ranks.is_some() {
             return Ok(ExitCode::SUCCESS);
         }

@@ -116,6 +116,36 @@ pub fn mounted(
     Ok(Done { unmounted: unmounted.map_err(|e| host.advise(e))?, seconds, media })
 }
 
+/// Runs `work` in a new directory `tag` under `dir` (a directory of any
+/// mounted file system, reached through system calls), removed after;
+/// returns where `dir` really is and the mount it is on. A usage error
+/// when `dir` is on no mount iolab can name.
+pub fn in_directory(
+    dir: &std::path::Path,
+    tag: &str,
+    work: impl FnOnce(&dyn FileSystem) -> anyhow::Result<()>,
+) -> anyhow::Result<(std::path::PathBuf, crate::mounts::Mount)> {
+    let (real, mount) = crate::mounts::mount_of(dir).map_err(crate::UsageError)?;
+    let base = real.join(tag);
+    std::fs::create_dir(&base).with_context(|| format!("{}: cannot make it", base.display()))?;
+    let worked = fsapi::HostFs::new(&base)
+        .with_context(|| format!("{}: cannot open it", base.display()))
+        .and_then(|fs| work(&fs));
+    let removed = std::fs::remove_dir(&base).with_context(|| format!("{}: cannot remove it", base.display()));
+    let worked = worked.map_err(|e| {
+        if !out_of_room(&e) {
+            return e;
+        }
+        anyhow::anyhow!(
+            "{}: the file system holding {} is full; free space there or give a directory on another",
+            crate::message(&e),
+            real.display()
+        )
+    });
+    worked.and(removed)?;
+    Ok((real, mount))
+}
+
 /// A call that failed with ENOSPC in iolab's file system (its host had
 /// room: [`mounted`] tells): the fix.
 fn explain(e: anyhow::Error) -> anyhow::Error {
@@ -129,7 +159,7 @@ fn explain(e: anyhow::Error) -> anyhow::Error {
 }
 
 /// Whether a tree workload's call failed with ENOSPC.
-pub fn out_of_room(e: &anyhow::Error) -> bool {
+fn out_of_room(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
         matches!(
             cause.downcast_ref::<workloads::tree::TreeError>(),
