@@ -102,15 +102,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         (None, true) => Some(1 << 30),
         (size, _) => size,
     };
-    let options = stack::OpenOptions {
-        direct: !args.buffered,
-        read_only: false,
-        sector_bytes: None,
-        create_bytes: size,
-        lock: stack::Lock::Warn(device::LockKind::Exclusive),
-    };
-    let target = Stack::open_or_simulate(&args.target, &options)?;
-    stack::check_writable(&target, args.force)?;
+    let target = open_target(&args, size)?;
     let (engine, threads, iodepth) = engine(&args, simulated, target.device().raw_fd().is_some())?;
     if let [Journals::Dir(dir)] = journals.as_slice() {
         std::fs::create_dir_all(dir)
@@ -134,13 +126,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     job.check().map_err(UsageError::from)?;
     let sector = u64::from(target.device().sector_bytes());
     let region = job.region(target.device().size_bytes(), sector).map_err(UsageError::from)?;
-    for (arm, journals) in arms.iter().flat_map(|a| journals.iter().map(move |j| (a, j))) {
-        // Every arm's job passes the job's own checks before any runs
-        // (group-ring on the sync engine, say).
-        arm_job(&job, arm, journals)?
-            .check()
-            .map_err(|e| UsageError(format!("--arms: {}: {e}", arm.name)))?;
-    }
+    check_arms(&job, &arms, &journals)?;
     // The pre-read arms read before they write: never holes.
     lab::layout::lay_out_for_sweep(target.device().as_ref(), region.start..region.start + region.len)?;
     let plan = Plan {
@@ -161,6 +147,34 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     print_sweeps(&args, &sweeps)?;
     target.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The target, opened (a missing file made sparse of `size`) and
+/// checked writable.
+fn open_target(args: &JournalArgs, size: Option<u64>) -> anyhow::Result<Stack> {
+    let options = stack::OpenOptions {
+        direct: !args.buffered,
+        read_only: false,
+        sector_bytes: None,
+        create_bytes: size,
+        lock: stack::Lock::Warn(device::LockKind::Exclusive),
+    };
+    let target = Stack::open_or_simulate(&args.target, &options)?;
+    stack::check_writable(&target, args.force)?;
+    Ok(target)
+}
+
+/// Every arm's job passes the job's own checks before any runs
+/// (group-ring on the sync engine, say).
+fn check_arms(
+    job: &JobSpec,
+    arms: &[lab::sweep_journal::Arm],
+    journals: &[Journals],
+) -> Result<(), UsageError> {
+    for (arm, journals) in arms.iter().flat_map(|a| journals.iter().map(move |j| (a, j))) {
+        arm_job(job, arm, journals)?.check().map_err(|e| UsageError(format!("--arms: {}: {e}", arm.name)))?;
+    }
+    Ok(())
 }
 
 /// Where the arms keep their journals: the directory, or each simulated
