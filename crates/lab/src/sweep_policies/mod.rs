@@ -105,7 +105,6 @@ pub fn is_block_device(path: &str) -> bool {
 
 /// Runs the sweep `plan` describes, `watch` following.
 pub fn run(plan: &Plan, watch: &dyn Watch) -> anyhow::Result<report::PoliciesSweep> {
-    let block_device = plan.target.as_deref().is_some_and(is_block_device);
     let (entries, data_bytes) = archive_size(&plan.tar).map_err(|e| UsageError(e.to_string()))?;
     let size = plan.size.unwrap_or((2 * u64::from(plan.copies) * (data_bytes + 4096 * entries)).max(1 << 30));
     let temp = tempfile::Builder::new().prefix("iolab-policies-").tempdir()?;
@@ -115,29 +114,14 @@ pub fn run(plan: &Plan, watch: &dyn Watch) -> anyhow::Result<report::PoliciesSwe
     };
     let mountpoint = temp.path().join("mnt");
     std::fs::create_dir(&mountpoint)?;
-    // The first file system made checks the target (--force where it
-    // holds data) and sizes a new file; every run after replaces the
-    // sweep's own.
-    let medium = match &plan.disk {
-        Some(disk) => {
-            disk.check_size(size)?;
-            String::new()
-        }
-        None => {
-            let (stack, _) =
-                crate::fs::make(&target, Some(size), &plan.mkfs, plan.force, None, &BlockLog::default())?;
-            let medium =
-                stack.device().media().iter().map(report::medium_kind).collect::<Vec<_>>().join(", ");
-            stack.close()?;
-            medium
-        }
-    };
+    let medium = first_make(plan, &target, size)?;
     let gnu_needed = plan.columns.iter().any(|c| c.runs_gnu(plan.driver));
     let work = if gnu_needed { Some(Work::new(&plan.tar, plan.copies)?) } else { None };
+    let block_device = plan.target.as_deref().is_some_and(is_block_device);
     let backing = if block_device { Backing::Device(&target) } else { Backing::File(Path::new(&target)) };
     let mut runs: Vec<report::ColumnRuns> =
         plan.columns.iter().map(|c| report::ColumnRuns { name: c.name(), ..Default::default() }).collect();
-    let ctx = RunContext { plan, target: &target, mountpoint: &mountpoint, work: work.as_ref() };
+    let ctx = RunContext { plan, target: &target, mountpoint: &mountpoint, work: work.as_ref(), backing };
     // The sweep's own file is made sparse again before every run, so that
     // each run finds it as the first did (not with the blocks the last
     // one wrote already in place beneath).
@@ -151,53 +135,66 @@ pub fn run(plan: &Plan, watch: &dyn Watch) -> anyhow::Result<report::PoliciesSwe
             }
             let name = runs.name.clone();
             let phase = Run { watch, repeat, repeats: plan.repeat, column: &name };
-            let (tar_run, rm_run, how) = match column {
-                Column::Iolab(policy) => ctx.iolab(*policy, size, &phase)?,
-                Column::Kernel(fs) => {
-                    let work = ctx.work.expect("GNU tar's archive is written when a kernel column runs");
-                    let (tar_run, rm_run, on) = kernel::run_once(*fs, &backing, &mountpoint, work, &phase)?;
-                    (tar_run, rm_run, fs.how(&on))
-                }
-                Column::Dir(dir) => {
-                    let work = ctx.work.expect("GNU tar's archive is written when a --dir column runs");
-                    let (tar_run, rm_run, cold) = dir.run_once(work, &phase)?;
-                    (tar_run, rm_run, dir.how(cold))
-                }
-            };
+            let (tar_run, rm_run, how) = ctx.column(column, size, &phase)?;
             watch.ran(repeat, plan.repeat, &runs.name, &tar_run, &rm_run);
             runs.how = how;
             runs.tar.push(tar_run);
             runs.rm.push(rm_run);
         }
     }
-    let shown_target = if plan.target.is_some() {
-        target.clone()
-    } else {
-        "a temporary file, sparse again before each run".to_string()
-    };
     let sweep = report::PoliciesSweep {
         archive: plan.tree_name.clone(),
         entries,
         data_bytes,
         copies: plan.copies,
         repeats: plan.repeat,
-        target: match &plan.disk {
-            Some(disk) => format!(
-                "a simulated disk ({}), a new one per run, a file system of {} on its first bytes",
-                disk.describe(),
-                report::human_bytes(size)
-            ),
-            None => format!(
-                "{shown_target} ({medium}), a new file system of {} per run",
-                report::human_bytes(size)
-            ),
-        },
+        target: described_target(plan, &target, &medium, size),
         modeled: plan.disk.as_ref().map(SimDisk::describe),
         columns: runs,
     };
     drop(work);
     temp.close()?;
     Ok(sweep)
+}
+
+/// The sweep's first file system, made on its target: that checks the
+/// target (`force` where it holds data) and sizes a new file; every run
+/// after replaces the sweep's own. Returns the target's media, for the
+/// report (none for a simulated disk, whose size is checked instead).
+fn first_make(plan: &Plan, target: &str, size: u64) -> anyhow::Result<String> {
+    Ok(match &plan.disk {
+        Some(disk) => {
+            disk.check_size(size)?;
+            String::new()
+        }
+        None => {
+            let (stack, _) =
+                crate::fs::make(target, Some(size), &plan.mkfs, plan.force, None, &BlockLog::default())?;
+            let medium =
+                stack.device().media().iter().map(report::medium_kind).collect::<Vec<_>>().join(", ");
+            stack.close()?;
+            medium
+        }
+    })
+}
+
+/// Where the file systems were made, for the report.
+fn described_target(plan: &Plan, target: &str, medium: &str, size: u64) -> String {
+    let shown_target = if plan.target.is_some() {
+        target.to_string()
+    } else {
+        "a temporary file, sparse again before each run".to_string()
+    };
+    match &plan.disk {
+        Some(disk) => format!(
+            "a simulated disk ({}), a new one per run, a file system of {} on its first bytes",
+            disk.describe(),
+            report::human_bytes(size)
+        ),
+        None => {
+            format!("{shown_target} ({medium}), a new file system of {} per run", report::human_bytes(size))
+        }
+    }
 }
 
 /// The order the columns run in, in repeat `repeat` (from 1): in turn,
@@ -223,9 +220,33 @@ struct RunContext<'a> {
     target: &'a str,
     mountpoint: &'a Path,
     work: Option<&'a Work>,
+    backing: Backing<'a>,
 }
 
 impl RunContext<'_> {
+    /// One run of `column`: its two phases and how it ran.
+    fn column(
+        &self,
+        column: &Column,
+        size: u64,
+        phase: &Run,
+    ) -> anyhow::Result<(report::PhaseRun, report::PhaseRun, String)> {
+        Ok(match column {
+            Column::Iolab(policy) => self.iolab(*policy, size, phase)?,
+            Column::Kernel(fs) => {
+                let work = self.work.expect("GNU tar's archive is written when a kernel column runs");
+                let (tar_run, rm_run, on) =
+                    kernel::run_once(*fs, &self.backing, self.mountpoint, work, phase)?;
+                (tar_run, rm_run, fs.how(&on))
+            }
+            Column::Dir(dir) => {
+                let work = self.work.expect("GNU tar's archive is written when a --dir column runs");
+                let (tar_run, rm_run, cold) = dir.run_once(work, phase)?;
+                (tar_run, rm_run, dir.how(cold))
+            }
+        })
+    }
+
     /// One run of iolab's file system under `policy`: a new file system,
     /// the tar phase, the rm phase; and how it ran.
     fn iolab(
