@@ -199,146 +199,14 @@ fn run_section(out: &mut String, doc: &Value) {
     for job in array(doc, "jobs") {
         let name = str_of(job, "name");
         let _ = writeln!(out, "<h3>job {}</h3>", escape(name));
-        let target = &job["target"];
-        let mut lines = Vec::new();
-        for m in array(target, "media") {
-            let how = if m.get("direct").and_then(Value::as_bool).unwrap_or(false) {
-                "O_DIRECT"
-            } else {
-                "buffered"
-            };
-            let fs = str_of(m, "filesystem");
-            let on = if fs.is_empty() { String::new() } else { format!(" on {fs}") };
-            let memory = if m.get("memory_backed").and_then(Value::as_bool).unwrap_or(false) {
-                " (in memory)"
-            } else {
-                ""
-            };
-            lines.push(vec![
-                str_of(m, "name").to_string(),
-                format!("{} {how}{on}{memory}", str_of(m, "kind")),
-            ]);
-        }
-        lines.push(vec!["page cache".into(), str_of(target, "cache").to_string()]);
-        let layout = &target["layout"];
-        lines.push(vec![
-            "layout".into(),
-            format!(
-                "{}: {} bytes laid out before the clock, {} left unwritten",
-                str_of(layout, "policy"),
-                f64_of(layout, "laid_out_bytes"),
-                f64_of(layout, "unwritten_bytes")
-            ),
-        ]);
-        table(out, &["target", str_of(target, "name")], &lines);
-        for w in array(target, "warnings") {
-            let _ = writeln!(out, "<p class=\"warn\">warning: {}</p>", escape(w.as_str().unwrap_or("")));
-        }
+        target_table(out, &job["target"]);
         let runs = array(job, "runs");
         if let Some(first) = runs.first() {
-            let p = |k: &str| {
-                first.get(k).map_or(String::new(), |v| v.as_str().map_or(v.to_string(), str::to_string))
-            };
-            let params = vec![vec![
-                p("engine"),
-                p("threads"),
-                p("iodepth"),
-                p("rw"),
-                p("read_pct"),
-                p("bs"),
-                p("region_offset_bytes"),
-                p("region_bytes"),
-                p("seed"),
-            ]];
-            table(
-                out,
-                &[
-                    "engine",
-                    "threads",
-                    "iodepth",
-                    "rw",
-                    "read %",
-                    "bs",
-                    "region offset",
-                    "region bytes",
-                    "seed",
-                ],
-                &params,
-            );
+            parameters_table(out, first);
         }
-        let rows: Vec<Vec<String>> = runs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let mark = if r.get("reads_from_unwritten").and_then(Value::as_bool).unwrap_or(false) {
-                    "*"
-                } else {
-                    ""
-                };
-                let mut row = vec![format!("run {}{mark}", i + 1), num(f64_of(r, "elapsed_s"), 2)];
-                for d in ["read", "write"] {
-                    let l = &r[d]["latency"];
-                    row.extend([
-                        num(f64_of(&r[d], "iops"), 1),
-                        num(f64_of(&r[d], "mib_per_s"), 2),
-                        num(f64_of(l, "mean_us"), 1),
-                        num(f64_of(l, "p50_us"), 1),
-                        num(f64_of(l, "p99_us"), 1),
-                        num(f64_of(l, "max_us"), 1),
-                    ]);
-                }
-                row.push(num(f64_of(&r["cpu"], "pct"), 1));
-                row
-            })
-            .collect();
-        let header = [
-            "run",
-            "seconds",
-            "read IOPS",
-            "read MiB/s",
-            "read mean us",
-            "read p50 us",
-            "read p99 us",
-            "read max us",
-            "write IOPS",
-            "write MiB/s",
-            "write mean us",
-            "write p50 us",
-            "write p99 us",
-            "write max us",
-            "CPU %",
-        ];
-        table(out, &header, &rows);
-        if runs.iter().any(|r| r.get("reads_from_unwritten").and_then(Value::as_bool).unwrap_or(false)) {
-            out.push_str("<p class=\"warn\">* reads may have met never-written blocks (holes): their figures do not measure the medium</p>\n");
-        }
+        runs_table(out, runs);
         if let Some(summary) = job.get("summary").filter(|s| !s.is_null()) {
-            let spread = |v: &Value| {
-                format!(
-                    "{} ({}-{})",
-                    num(f64_of(v, "median"), 1),
-                    num(f64_of(v, "min"), 1),
-                    num(f64_of(v, "max"), 1)
-                )
-            };
-            let rows: Vec<Vec<String>> = ["read", "write"]
-                .into_iter()
-                .filter(|d| !summary[d].is_null())
-                .map(|d| {
-                    vec![
-                        d.to_string(),
-                        spread(&summary[d]["iops"]),
-                        spread(&summary[d]["mib_per_s"]),
-                        spread(&summary[d]["lat_p99_us"]),
-                    ]
-                })
-                .collect();
-            let _ = writeln!(
-                out,
-                "<p>Over {} runs: median (min-max)</p>",
-                summary.get("runs").and_then(Value::as_u64).unwrap_or(0)
-            );
-            table(out, &["direction", "IOPS", "MiB/s", "p99 us"], &rows);
+            summary_table(out, summary);
         }
         for (i, r) in runs.iter().enumerate() {
             let label = if runs.len() > 1 { format!("{name} run {}", i + 1) } else { name.to_string() };
@@ -347,6 +215,135 @@ fn run_section(out: &mut String, doc: &Value) {
             }
         }
     }
+}
+
+/// The job's target: its media, page cache and layout, and its warnings.
+fn target_table(out: &mut String, target: &Value) {
+    let mut lines = Vec::new();
+    for m in array(target, "media") {
+        let how =
+            if m.get("direct").and_then(Value::as_bool).unwrap_or(false) { "O_DIRECT" } else { "buffered" };
+        let fs = str_of(m, "filesystem");
+        let on = if fs.is_empty() { String::new() } else { format!(" on {fs}") };
+        let memory = if m.get("memory_backed").and_then(Value::as_bool).unwrap_or(false) {
+            " (in memory)"
+        } else {
+            ""
+        };
+        lines.push(vec![str_of(m, "name").to_string(), format!("{} {how}{on}{memory}", str_of(m, "kind"))]);
+    }
+    lines.push(vec!["page cache".into(), str_of(target, "cache").to_string()]);
+    let layout = &target["layout"];
+    lines.push(vec![
+        "layout".into(),
+        format!(
+            "{}: {} bytes laid out before the clock, {} left unwritten",
+            str_of(layout, "policy"),
+            f64_of(layout, "laid_out_bytes"),
+            f64_of(layout, "unwritten_bytes")
+        ),
+    ]);
+    table(out, &["target", str_of(target, "name")], &lines);
+    for w in array(target, "warnings") {
+        let _ = writeln!(out, "<p class=\"warn\">warning: {}</p>", escape(w.as_str().unwrap_or("")));
+    }
+}
+
+/// The job's parameters, as its first run records them.
+fn parameters_table(out: &mut String, first: &Value) {
+    let p =
+        |k: &str| first.get(k).map_or(String::new(), |v| v.as_str().map_or(v.to_string(), str::to_string));
+    let params = vec![vec![
+        p("engine"),
+        p("threads"),
+        p("iodepth"),
+        p("rw"),
+        p("read_pct"),
+        p("bs"),
+        p("region_offset_bytes"),
+        p("region_bytes"),
+        p("seed"),
+    ]];
+    table(
+        out,
+        &["engine", "threads", "iodepth", "rw", "read %", "bs", "region offset", "region bytes", "seed"],
+        &params,
+    );
+}
+
+/// A row per run (a `*` on one whose reads may have met holes).
+fn runs_table(out: &mut String, runs: &[Value]) {
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mark = if r.get("reads_from_unwritten").and_then(Value::as_bool).unwrap_or(false) {
+                "*"
+            } else {
+                ""
+            };
+            let mut row = vec![format!("run {}{mark}", i + 1), num(f64_of(r, "elapsed_s"), 2)];
+            for d in ["read", "write"] {
+                let l = &r[d]["latency"];
+                row.extend([
+                    num(f64_of(&r[d], "iops"), 1),
+                    num(f64_of(&r[d], "mib_per_s"), 2),
+                    num(f64_of(l, "mean_us"), 1),
+                    num(f64_of(l, "p50_us"), 1),
+                    num(f64_of(l, "p99_us"), 1),
+                    num(f64_of(l, "max_us"), 1),
+                ]);
+            }
+            row.push(num(f64_of(&r["cpu"], "pct"), 1));
+            row
+        })
+        .collect();
+    let header = [
+        "run",
+        "seconds",
+        "read IOPS",
+        "read MiB/s",
+        "read mean us",
+        "read p50 us",
+        "read p99 us",
+        "read max us",
+        "write IOPS",
+        "write MiB/s",
+        "write mean us",
+        "write p50 us",
+        "write p99 us",
+        "write max us",
+        "CPU %",
+    ];
+    table(out, &header, &rows);
+    if runs.iter().any(|r| r.get("reads_from_unwritten").and_then(Value::as_bool).unwrap_or(false)) {
+        out.push_str("<p class=\"warn\">* reads may have met never-written blocks (holes): their figures do not measure the medium</p>\n");
+    }
+}
+
+/// Over the repeats: median (min-max) of each direction's figures.
+fn summary_table(out: &mut String, summary: &Value) {
+    let spread = |v: &Value| {
+        format!("{} ({}-{})", num(f64_of(v, "median"), 1), num(f64_of(v, "min"), 1), num(f64_of(v, "max"), 1))
+    };
+    let rows: Vec<Vec<String>> = ["read", "write"]
+        .into_iter()
+        .filter(|d| !summary[d].is_null())
+        .map(|d| {
+            vec![
+                d.to_string(),
+                spread(&summary[d]["iops"]),
+                spread(&summary[d]["mib_per_s"]),
+                spread(&summary[d]["lat_p99_us"]),
+            ]
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "<p>Over {} runs: median (min-max)</p>",
+        summary.get("runs").and_then(Value::as_u64).unwrap_or(0)
+    );
+    table(out, &["direction", "IOPS", "MiB/s", "p99 us"], &rows);
 }
 
 fn journal_section(out: &mut String, doc: &Value) {
