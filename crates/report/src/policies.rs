@@ -200,6 +200,23 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
     // Every cell first, then the columns as wide as their widest cell.
     let mut rows: Vec<Vec<String>> =
         vec![std::iter::once(String::new()).chain(s.columns.iter().map(|p| p.name.clone())).collect()];
+    let mut used = time_rows(s, &mut rows);
+    device_rows(s, &mut rows);
+    aligned(&mut out, rows);
+    used.sort_by_key(|d| d.mark());
+    for doubt in used {
+        let _ = writeln!(out, "{}", doubt.meaning());
+    }
+    let _ = writeln!(out, "how each column ran:");
+    for c in &s.columns {
+        let _ = writeln!(out, "  {}: {}", c.name, c.how);
+    }
+    out
+}
+
+/// Each phase's times (median (min-max), with their doubts' marks) and
+/// ratios to async, a row each; returns the doubts marked.
+fn time_rows(s: &PoliciesSweep, rows: &mut Vec<Vec<String>>) -> Vec<Doubt> {
     let mut used: Vec<Doubt> = Vec::new();
     for phase in [Phase::Tar, Phase::Rm] {
         let base = s.async_median(phase);
@@ -226,6 +243,11 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
         rows.push(times);
         rows.push(ratios);
     }
+    used
+}
+
+/// What the device saw in each phase (medians), a row each.
+fn device_rows(s: &PoliciesSweep, rows: &mut Vec<Vec<String>>) {
     rows.push(vec![
         "what the device saw (medians): blocks written / requests / synchronous writes / flushes / log"
             .into(),
@@ -252,7 +274,12 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
         }
         rows.push(cells);
     }
-    let columns = s.columns.len() + 1;
+}
+
+/// `rows` with their columns as wide as their widest cell; a row of one
+/// cell is a line of its own.
+fn aligned(out: &mut String, rows: Vec<Vec<String>>) {
+    let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
             rows.iter().filter(|r| r.len() > 1).filter_map(|r| r.get(c)).map(String::len).max().unwrap_or(0)
@@ -266,15 +293,6 @@ pub fn policies_table(s: &PoliciesSweep) -> String {
         let line: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
-    used.sort_by_key(|d| d.mark());
-    for doubt in used {
-        let _ = writeln!(out, "{}", doubt.meaning());
-    }
-    let _ = writeln!(out, "how each column ran:");
-    for c in &s.columns {
-        let _ = writeln!(out, "  {}: {}", c.name, c.how);
-    }
-    out
 }
 
 #[cfg(test)]
