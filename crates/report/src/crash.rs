@@ -80,11 +80,9 @@ pub struct FsCrashRun<'a> {
     pub recheck: Option<String>,
 }
 
-/// `iolab crash --stack fs-*`'s report: the history, the states checked,
-/// the fsck classes found before repair, the violations.
-pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport) -> String {
-    let several = run.writers > 1;
-    let mut out = match (run.archive, several) {
+/// The first line of a file-system crash report: the stack and its workload.
+fn fs_crash_heading(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport) -> String {
+    match (run.archive, run.writers > 1) {
         (Some(archive), false) => {
             format!("iolab crash: stack {}, {archive} extracted as GNU tar does, then sync\n", run.stack)
         }
@@ -102,7 +100,14 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
              an fsync every {} ({} fsyncs), seed {}\n",
             run.stack, run.writers, r.operations, run.sync_every, r.fsyncs, run.seed
         ),
-    };
+    }
+}
+
+/// `iolab crash --stack fs-*`'s report: the history, the states checked,
+/// the fsck classes found before repair, the violations.
+pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport) -> String {
+    let several = run.writers > 1;
+    let mut out = fs_crash_heading(run, r);
     out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
     let each = match run.stack {
         "fs-log" if several => {
