@@ -149,34 +149,7 @@ impl Stack {
         let opened = (|| -> anyhow::Result<()> {
             for name in &names {
                 let exists = name.exists();
-                let length = std::fs::metadata(name).map(|m| m.len()).ok();
-                match (exists, per_file) {
-                    (false, None) => {
-                        return Err(UsageError(format!(
-                            "--target {}: {} does not exist; give --size to make the {files} files sparse (the \
-                             size split over them)",
-                            dir.display(),
-                            name.display()
-                        ))
-                        .into())
-                    }
-                    (_, Some(0)) => {
-                        return Err(UsageError(format!(
-                            "--size: too small for {files} files of at least 4 KiB each"
-                        ))
-                        .into())
-                    }
-                    (true, Some(want)) if length != Some(want) => {
-                        return Err(UsageError(format!(
-                            "{}: holds {} bytes, not the {want} that --size gives each of {files} files; remove it \
-                             or give the size the files have",
-                            name.display(),
-                            length.unwrap_or(0)
-                        ))
-                        .into())
-                    }
-                    _ => {}
-                }
+                check_member(dir, name, files, per_file)?;
                 let file_options = FileOptions {
                     direct: options.direct,
                     dsync: false,
@@ -272,6 +245,29 @@ fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
         sim: None,
     };
     Ok(Stack { device: Arc::new(dev), origin, layers: Vec::new() })
+}
+
+/// A file of a directory target as `open_directory` may take it: one
+/// that exists has the size `--size` gives each file, a missing one is
+/// made of that size (which must be at least 4 KiB).
+fn check_member(dir: &Path, name: &Path, files: u32, per_file: Option<u64>) -> Result<(), UsageError> {
+    let length = std::fs::metadata(name).map(|m| m.len()).ok();
+    match (name.exists(), per_file) {
+        (false, None) => Err(UsageError(format!(
+            "--target {}: {} does not exist; give --size to make the {files} files sparse (the size split over \
+             them)",
+            dir.display(),
+            name.display()
+        ))),
+        (_, Some(0)) => Err(UsageError(format!("--size: too small for {files} files of at least 4 KiB each"))),
+        (true, Some(want)) if length != Some(want) => Err(UsageError(format!(
+            "{}: holds {} bytes, not the {want} that --size gives each of {files} files; remove it or give the \
+             size the files have",
+            name.display(),
+            length.unwrap_or(0)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Takes `lock` on `dev`. A lock held by another open in this process (two
