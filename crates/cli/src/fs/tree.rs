@@ -277,6 +277,19 @@ fn mdtest_spec(args: &TreeArgs) -> Result<MdtestSpec, UsageError> {
     Ok(spec)
 }
 
+/// A directory runs on the file system it is on: the flags for iolab's
+/// file system are refused there.
+fn refuse_image_flags(args: &TreeArgs) -> Result<(), UsageError> {
+    if args.policy.is_some() || args.direct || args.force {
+        return Err(UsageError(format!(
+            "{}: a directory runs on the file system it is on; --policy, --direct and --force are for iolab's \
+             file system",
+            args.target
+        )));
+    }
+    Ok(())
+}
+
 fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> {
     let spec = mdtest_spec(&args)?;
     let mut phases = Vec::new();
@@ -295,14 +308,7 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
         Ok(())
     };
     if std::path::Path::new(&args.target).is_dir() {
-        if args.policy.is_some() || args.direct || args.force {
-            return Err(UsageError(format!(
-                "{}: a directory runs on the file system it is on; --policy, --direct and --force are for iolab's \
-                 file system",
-                args.target
-            ))
-            .into());
-        }
+        refuse_image_flags(&args)?;
         let tag = match ranks {
             Some((r, _)) => format!("iolab-tree-{}-rank{}", std::process::id(), r.rank),
             None => format!("iolab-tree-{}", std::process::id()),
