@@ -85,9 +85,8 @@ pub fn run_job(
         // its modeled time: the run starts now.
         clock.start_run();
     }
-    let before = device.stats().snapshot();
-    let (user0, sys0) = cpu_times();
-    let start = Instant::now();
+    let began = Began::now(device.as_ref());
+    let start = began.start;
     let measure_start = start + job.ramp;
     let time = match &job.clock {
         device::Clock::Virtual(clock) if job.engine != Engine::Virtual => {
@@ -103,68 +102,114 @@ pub fn run_job(
         latency: Default::default(),
     };
     progress.set_measuring(job.ramp.is_zero());
-    if let Some(disk) = device.virtual_disk().filter(|_| job.engine == Engine::Virtual) {
-        // Virtual time 0 stands for `start`: the warm-up and the deadline
-        // are instants after it, which the engine compares virtual
-        // instants with; the end is the last virtual completion.
+    let run = Run { job, device: device.as_ref(), region, limits: &limits, progress, began };
+    match device.virtual_disk().filter(|_| job.engine == Engine::Virtual) {
+        Some(disk) => run.in_virtual_time(validator, disk),
+        None => run.threads(validator),
+    }
+}
+
+/// Where a run's measurement began: the clock, the device's counters
+/// and the process's CPU times.
+struct Began {
+    start: Instant,
+    before: StatsSnapshot,
+    cpu: (Duration, Duration),
+}
+
+impl Began {
+    fn now(device: &dyn Device) -> Began {
+        let before = device.stats().snapshot();
+        let cpu = cpu_times();
+        Began { start: Instant::now(), before, cpu }
+    }
+}
+
+/// A job's run under way: what its engines share.
+struct Run<'a> {
+    job: &'a JobSpec,
+    device: &'a dyn Device,
+    region: Region,
+    limits: &'a Limits,
+    progress: &'a Progress,
+    began: Began,
+}
+
+impl Run<'_> {
+    /// The engine in a simulated disk's virtual time. Virtual time 0
+    /// stands for the start: the warm-up and the deadline are instants
+    /// after it, which the engine compares virtual instants with; the end
+    /// is the last virtual completion.
+    fn in_virtual_time(
+        self,
+        validator: Option<Validator>,
+        disk: &dyn device::VirtualDisk,
+    ) -> Result<JobResult, WorkloadError> {
+        let (job, start) = (self.job, self.began.start);
         let workers = (0..job.threads)
-            .map(|t| Worker::new(job, device.as_ref(), region, t, &limits, progress))
+            .map(|t| Worker::new(job, self.device, self.region, t, self.limits, self.progress))
             .collect();
         let (per_thread, last) = match &validator {
             Some(v) => vtime_validated::run(workers, v, disk, start, job.end_flush)?,
             None => vtime::run(workers, disk, start, job.end_flush)?,
         };
-        progress.set_measuring(true);
+        self.progress.set_measuring(true);
         let end = start + Duration::from_nanos(last).max(job.ramp);
-        let (user1, sys1) = cpu_times();
-        let wall = Instant::now() - start;
-        let mut result = merge(
-            job,
-            device.as_ref(),
-            region,
-            per_thread,
-            &limits,
-            end,
-            before,
-            (user1 - user0, sys1 - sys0),
-            wall,
-        );
-        result.validation = validator.map(|v| verify_phase(job, v, device.as_ref(), progress)).transpose()?;
-        result.modeled =
-            Some(format!("{} (the engine in its virtual time: the same on any machine)", disk.describe()));
-        return Ok(result);
+        let modeled =
+            format!("{} (the engine in its virtual time: the same on any machine)", disk.describe());
+        self.finish(per_thread, end, validator, Some(modeled))
     }
-    let world = match &limits.time {
-        TimeSource::Virtual { clock, .. } => Some(clock.start_world()),
-        TimeSource::Wall => None,
-    };
-    let outcomes = run_workers(job, device.as_ref(), region, validator.as_ref(), &limits, progress);
-    let mut per_thread = Vec::with_capacity(outcomes.len());
-    for outcome in outcomes {
-        per_thread.push(outcome?);
+
+    /// The engine's threads (sync or io_uring), on the wall clock or in
+    /// the virtual time of the simulated disks under the layers.
+    fn threads(self, validator: Option<Validator>) -> Result<JobResult, WorkloadError> {
+        let world = match &self.limits.time {
+            TimeSource::Virtual { clock, .. } => Some(clock.start_world()),
+            TimeSource::Wall => None,
+        };
+        let outcomes =
+            run_workers(self.job, self.device, self.region, validator.as_ref(), self.limits, self.progress);
+        let mut per_thread = Vec::with_capacity(outcomes.len());
+        for outcome in outcomes {
+            per_thread.push(outcome?);
+        }
+        if self.job.end_flush {
+            self.device.flush()?;
+        }
+        if let Some(v) = &validator {
+            v.finish()?;
+        }
+        drop(world);
+        let end = self.limits.time.now();
+        let modeled = matches!(self.limits.time, TimeSource::Virtual { .. }).then(|| {
+            format!(
+                "the simulated disks under {}, {} thread(s) through its layers in one virtual time (interleaved \
+                 as this machine ran them: runs may differ slightly)",
+                self.device.name(),
+                self.job.threads
+            )
+        });
+        self.finish(per_thread, end, validator, modeled)
     }
-    if job.end_flush {
-        device.flush()?;
+
+    /// The run's figures once its workers ended at `end`, then the verify
+    /// phase.
+    fn finish(
+        self,
+        per_thread: Vec<ThreadStats>,
+        end: Instant,
+        validator: Option<Validator>,
+        modeled: Option<String>,
+    ) -> Result<JobResult, WorkloadError> {
+        let Run { job, device, region, limits, progress, began } = self;
+        let (user, sys) = cpu_times();
+        let cpu = (user - began.cpu.0, sys - began.cpu.1);
+        let wall = Instant::now() - began.start;
+        let mut result = merge(job, device, region, per_thread, limits, end, began.before, cpu, wall);
+        result.validation = validator.map(|v| verify_phase(job, v, device, progress)).transpose()?;
+        result.modeled = modeled;
+        Ok(result)
     }
-    if let Some(v) = &validator {
-        v.finish()?;
-    }
-    drop(world);
-    let end = limits.time.now();
-    let (user1, sys1) = cpu_times();
-    let cpu = (user1 - user0, sys1 - sys0);
-    let wall = Instant::now() - start;
-    let mut result = merge(job, device.as_ref(), region, per_thread, &limits, end, before, cpu, wall);
-    result.validation = validator.map(|v| verify_phase(job, v, device.as_ref(), progress)).transpose()?;
-    if matches!(limits.time, TimeSource::Virtual { .. }) {
-        result.modeled = Some(format!(
-            "the simulated disks under {}, {} thread(s) through its layers in one virtual time (interleaved as \
-             this machine ran them: runs may differ slightly)",
-            device.name(),
-            job.threads
-        ));
-    }
-    Ok(result)
 }
 
 /// After the measured run: the verify phase, when the job asks for it
