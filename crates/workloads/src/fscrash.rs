@@ -222,29 +222,7 @@ struct Ran {
 /// Runs the workload on a fresh file system over a recording device and
 /// checks every crash state.
 pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
-    if spec.operations == 0 || spec.fsync_every == 0 {
-        return Err(CrashError::Spec("--transactions and --sync-every must be at least 1".into()));
-    }
-    if spec.promise == Policy::Log && spec.policy != Policy::Log {
-        return Err(CrashError::Spec("the log's promise is checked under the log policy only".into()));
-    }
-    if spec.writers == 0 {
-        return Err(CrashError::Spec("--writers 0: give at least 1 writer".into()));
-    }
-    if spec.writers > 1 && spec.only_state.is_some() {
-        return Err(CrashError::Spec(format!(
-            "--state with --writers {}: several writers interleave differently each run, so a state's \
-             number names no fixed state; check states one by one with --writers 1, or run the same \
-             flags again without --state",
-            spec.writers
-        )));
-    }
-    if spec.writers > 1 && spec.archive.is_none() && spec.operations < u64::from(spec.writers) {
-        return Err(CrashError::Spec(format!(
-            "--transactions {} is fewer than --writers {}: the operations are shared among the writers",
-            spec.operations, spec.writers
-        )));
-    }
+    check_spec(spec)?;
     let recording = Recording::new();
     let mem: Arc<dyn Device> = Arc::new(MemDevice::new(spec.device_bytes)?);
     let dev: Arc<dyn Device> = Arc::new(RecordingDevice::new(mem, 0, Arc::clone(&recording)));
@@ -286,31 +264,69 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
             continue;
         }
         let image: Arc<dyn Device> = Arc::new(replayer.images_at(point)?.remove(0));
-        let verdict = match spec.promise {
-            Policy::Log => {
-                // With several writers no step's tree was taken: the
-                // tree is not checked against the commits.
-                let window = (!ran.steps.is_empty())
-                    .then(|| committed_window(&ran.steps, replayer.events(), point.after_events));
-                check_logged_state(&image, &ran, window, point.after_events, &mut report.damage_found)
-            }
-            // A state whose superblock says a directory was moving between
-            // directories is held to preen's promise, which the mount's
-            // refusal of it asks for (`Core::mark_moving`).
-            Policy::Softdep if marked_for_check(&image) => {
-                report.marked_for_check += 1;
-                check_state(&image, Repair::Preen, &ran.durable, point.after_events, &mut report.damage_found)
-            }
-            Policy::Softdep => {
-                check_softdep_state(&image, &ran.durable, point.after_events, &mut report.damage_found)
-            }
-            _ => {
-                check_state(&image, Repair::Preen, &ran.durable, point.after_events, &mut report.damage_found)
-            }
-        };
+        let verdict = check_image(spec, &image, &ran, &replayer, point.after_events, &mut report);
         report.tally(state, &point, sampled, verdict);
     }
     Ok(report)
+}
+
+/// The flags a file-system crash run refuses, before anything is made.
+fn check_spec(spec: &FsCrashSpec) -> Result<(), CrashError> {
+    if spec.operations == 0 || spec.fsync_every == 0 {
+        return Err(CrashError::Spec("--transactions and --sync-every must be at least 1".into()));
+    }
+    if spec.promise == Policy::Log && spec.policy != Policy::Log {
+        return Err(CrashError::Spec("the log's promise is checked under the log policy only".into()));
+    }
+    if spec.writers == 0 {
+        return Err(CrashError::Spec("--writers 0: give at least 1 writer".into()));
+    }
+    if spec.writers > 1 && spec.only_state.is_some() {
+        return Err(CrashError::Spec(format!(
+            "--state with --writers {}: several writers interleave differently each run, so a state's \
+             number names no fixed state; check states one by one with --writers 1, or run the same \
+             flags again without --state",
+            spec.writers
+        )));
+    }
+    if spec.writers > 1 && spec.archive.is_none() && spec.operations < u64::from(spec.writers) {
+        return Err(CrashError::Spec(format!(
+            "--transactions {} is fewer than --writers {}: the operations are shared among the writers",
+            spec.operations, spec.writers
+        )));
+    }
+    Ok(())
+}
+
+/// One crash state's image checked against the promise of `spec`, after
+/// `after_events` of the history (`report` counts the states marked for
+/// a check and the damage fsck found).
+fn check_image(
+    spec: &FsCrashSpec,
+    image: &Arc<dyn Device>,
+    ran: &Ran,
+    replayer: &Replayer,
+    after_events: usize,
+    report: &mut FsCrashReport,
+) -> Option<(FsViolationClass, String)> {
+    match spec.promise {
+        Policy::Log => {
+            // With several writers no step's tree was taken: the
+            // tree is not checked against the commits.
+            let window = (!ran.steps.is_empty())
+                .then(|| committed_window(&ran.steps, replayer.events(), after_events));
+            check_logged_state(image, ran, window, after_events, &mut report.damage_found)
+        }
+        // A state whose superblock says a directory was moving between
+        // directories is held to preen's promise, which the mount's
+        // refusal of it asks for (`Core::mark_moving`).
+        Policy::Softdep if marked_for_check(image) => {
+            report.marked_for_check += 1;
+            check_state(image, Repair::Preen, &ran.durable, after_events, &mut report.damage_found)
+        }
+        Policy::Softdep => check_softdep_state(image, &ran.durable, after_events, &mut report.damage_found),
+        _ => check_state(image, Repair::Preen, &ran.durable, after_events, &mut report.damage_found),
+    }
 }
 
 /// Runs the workload, by one writer or several at once (see
