@@ -201,12 +201,9 @@ impl Run<'_> {
         validator: Option<Validator>,
         modeled: Option<String>,
     ) -> Result<JobResult, WorkloadError> {
-        let Run { job, device, region, limits, progress, began } = self;
-        let (user, sys) = cpu_times();
-        let cpu = (user - began.cpu.0, sys - began.cpu.1);
-        let wall = Instant::now() - began.start;
-        let mut result = merge(job, device, region, per_thread, limits, end, began.before, cpu, wall);
-        result.validation = validator.map(|v| verify_phase(job, v, device, progress)).transpose()?;
+        let mut result = self.merge(per_thread, end);
+        result.validation =
+            validator.map(|v| verify_phase(self.job, v, self.device, self.progress)).transpose()?;
         result.modeled = modeled;
         Ok(result)
     }
@@ -335,75 +332,92 @@ fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn merge(
-    job: &JobSpec,
-    device: &dyn Device,
-    region: Region,
-    mut per_thread: Vec<ThreadStats>,
-    limits: &Limits,
-    end: Instant,
-    before: StatsSnapshot,
-    (user, system): (Duration, Duration),
-    wall: Duration,
-) -> JobResult {
-    let mut read_hist = stats::new_histogram();
-    let mut write_hist = stats::new_histogram();
-    let (mut read_ios, mut read_bytes, mut write_ios, mut write_bytes, mut flushes) = (0, 0, 0, 0, 0);
-    let mut series: Vec<SecondSample> = Vec::new();
-    for t in per_thread.iter_mut() {
-        t.hand_over();
-    }
-    let lat_series: Vec<[LatBuckets; 2]> =
-        std::mem::take(&mut *limits.latency.lock().unwrap_or_else(|e| e.into_inner()));
-    for t in &per_thread {
-        // Invariant: every histogram has the same bounds, so adding cannot fail.
-        read_hist.add(&t.read.hist).expect("same histogram bounds");
-        write_hist.add(&t.write.hist).expect("same histogram bounds");
-        read_ios += t.read.ios;
-        read_bytes += t.read.bytes;
-        write_ios += t.write.ios;
-        write_bytes += t.write.bytes;
-        flushes += t.flushes;
-        if series.len() < t.series.len() {
-            series.resize(t.series.len(), SecondSample::default());
+/// Every thread's counts added up: requests, bytes, latencies and the
+/// per-second series.
+struct Totals {
+    read_hist: Histogram<u64>,
+    write_hist: Histogram<u64>,
+    read: (u64, u64),
+    write: (u64, u64),
+    flushes: u64,
+    series: Vec<SecondSample>,
+}
+
+impl Totals {
+    fn of(per_thread: &mut [ThreadStats]) -> Totals {
+        let mut t = Totals {
+            read_hist: stats::new_histogram(),
+            write_hist: stats::new_histogram(),
+            read: (0, 0),
+            write: (0, 0),
+            flushes: 0,
+            series: Vec::new(),
+        };
+        for thread in per_thread.iter_mut() {
+            thread.hand_over();
         }
-        for (total, s) in series.iter_mut().zip(&t.series) {
-            total.read_ios += s.read_ios;
-            total.write_ios += s.write_ios;
-            total.read_bytes += s.read_bytes;
-            total.write_bytes += s.write_bytes;
+        for thread in per_thread.iter() {
+            // Invariant: every histogram has the same bounds, so adding cannot fail.
+            t.read_hist.add(&thread.read.hist).expect("same histogram bounds");
+            t.write_hist.add(&thread.write.hist).expect("same histogram bounds");
+            t.read = (t.read.0 + thread.read.ios, t.read.1 + thread.read.bytes);
+            t.write = (t.write.0 + thread.write.ios, t.write.1 + thread.write.bytes);
+            t.flushes += thread.flushes;
+            if t.series.len() < thread.series.len() {
+                t.series.resize(thread.series.len(), SecondSample::default());
+            }
+            for (total, s) in t.series.iter_mut().zip(&thread.series) {
+                total.read_ios += s.read_ios;
+                total.write_ios += s.write_ios;
+                total.read_bytes += s.read_bytes;
+                total.write_bytes += s.write_bytes;
+            }
         }
+        t
     }
-    let elapsed = end.saturating_duration_since(limits.measure_start);
-    let cpu_secs = (user + system).as_secs_f64();
-    JobResult {
-        name: job.name.clone(),
-        target: device.name().to_string(),
-        engine: job.engine,
-        threads: job.threads,
-        iodepth: job.iodepth,
-        rw: job.rw,
-        read_pct: job.read_pct,
-        bs: job.bs.to_string(),
-        region_offset_bytes: region.start,
-        region_bytes: region.len,
-        seed: job.seed,
-        elapsed_s: elapsed.as_secs_f64(),
-        read: stats::summarize(read_ios, read_bytes, &read_hist, elapsed),
-        write: stats::summarize(write_ios, write_bytes, &write_hist, elapsed),
-        flushes,
-        cpu: CpuUsage {
-            user_s: user.as_secs_f64(),
-            system_s: system.as_secs_f64(),
-            pct: 100.0 * cpu_secs / wall.as_secs_f64().max(1e-9),
-        },
-        per_second: series,
-        per_second_latency: lat_series,
-        latency: [read_hist, write_hist],
-        device: device.stats().snapshot().since(&before),
-        validation: None,
-        reads_from_unwritten: false,
-        modeled: None,
+}
+
+impl Run<'_> {
+    /// The run's figures from its threads' counts, the run having ended
+    /// (its last completion) at `end`.
+    fn merge(&self, mut per_thread: Vec<ThreadStats>, end: Instant) -> JobResult {
+        let (job, device, region) = (self.job, self.device, self.region);
+        let (user, system) = cpu_times();
+        let (user, system) = (user - self.began.cpu.0, system - self.began.cpu.1);
+        let wall = Instant::now() - self.began.start;
+        let t = Totals::of(&mut per_thread);
+        let lat_series: Vec<[LatBuckets; 2]> =
+            std::mem::take(&mut *self.limits.latency.lock().unwrap_or_else(|e| e.into_inner()));
+        let elapsed = end.saturating_duration_since(self.limits.measure_start);
+        let cpu_secs = (user + system).as_secs_f64();
+        JobResult {
+            name: job.name.clone(),
+            target: device.name().to_string(),
+            engine: job.engine,
+            threads: job.threads,
+            iodepth: job.iodepth,
+            rw: job.rw,
+            read_pct: job.read_pct,
+            bs: job.bs.to_string(),
+            region_offset_bytes: region.start,
+            region_bytes: region.len,
+            seed: job.seed,
+            elapsed_s: elapsed.as_secs_f64(),
+            read: stats::summarize(t.read.0, t.read.1, &t.read_hist, elapsed),
+            write: stats::summarize(t.write.0, t.write.1, &t.write_hist, elapsed),
+            flushes: t.flushes,
+            cpu: CpuUsage {
+                user_s: user.as_secs_f64(),
+                system_s: system.as_secs_f64(),
+                pct: 100.0 * cpu_secs / wall.as_secs_f64().max(1e-9),
+            },
+            per_second: t.series,
+            per_second_latency: lat_series,
+            latency: [t.read_hist, t.write_hist],
+            device: device.stats().snapshot().since(&self.began.before),
+            validation: None,
+            reads_from_unwritten: false,
+            modeled: None,
+        }
     }
 }
