@@ -116,31 +116,9 @@ impl JournalWriter {
             });
         }
         write_start(device.as_ref(), 0, &header, &keys, &[])?;
-        let align = device.buffer_align().max(4096);
-        let zeros = AlignedBuf::zeroed(ZERO_CHUNK_BYTES, align);
-        let mut at = records_at;
-        while at < device.size_bytes() {
-            let len = (device.size_bytes() - at).min(ZERO_CHUNK_BYTES as u64) as usize;
-            device.write_at(&zeros[..len], at).map_err(device_error("cannot zero-fill"))?;
-            at += len as u64;
-        }
+        zero_fill(device.as_ref(), records_at)?;
         device.flush().map_err(device_error("cannot flush"))?;
-        let state = State {
-            next_write_id: 0,
-            queued: Vec::new(),
-            queued_bytes: 0,
-            afters: Vec::new(),
-            dirty: HashMap::new(),
-            room: slot_bytes - records_at,
-            target_flush_due: false,
-            open_commit: 0,
-            durable_commit: 0,
-            committing: false,
-            wanted_end: 0,
-            stopping: false,
-            poisoned: false,
-            stats: JournalStats::default(),
-        };
+        let state = State::new(slot_bytes - records_at);
         let mirror = KeyState::new(keys);
         let tail = Tail {
             slot: 0,
@@ -169,4 +147,17 @@ impl JournalWriter {
             tail: Mutex::new(tail),
         })
     }
+}
+
+/// Zeros over `device` from `from` to its end, a chunk at a time.
+fn zero_fill(device: &dyn Device, from: u64) -> Result<(), JournalWriteError> {
+    let align = device.buffer_align().max(4096);
+    let zeros = AlignedBuf::zeroed(ZERO_CHUNK_BYTES, align);
+    let mut at = from;
+    while at < device.size_bytes() {
+        let len = (device.size_bytes() - at).min(ZERO_CHUNK_BYTES as u64) as usize;
+        device.write_at(&zeros[..len], at).map_err(device_error("cannot zero-fill"))?;
+        at += len as u64;
+    }
+    Ok(())
 }

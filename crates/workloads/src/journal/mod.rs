@@ -207,6 +207,29 @@ struct State {
     stats: JournalStats,
 }
 
+impl State {
+    /// A new journal's writer state: nothing queued, `room` bytes for
+    /// records in its slot.
+    fn new(room: u64) -> State {
+        State {
+            next_write_id: 0,
+            queued: Vec::new(),
+            queued_bytes: 0,
+            afters: Vec::new(),
+            dirty: HashMap::new(),
+            room,
+            target_flush_due: false,
+            open_commit: 0,
+            durable_commit: 0,
+            committing: false,
+            wanted_end: 0,
+            stopping: false,
+            poisoned: false,
+            stats: JournalStats::default(),
+        }
+    }
+}
+
 /// What a journal writer did in a run: how many commits its records
 /// took, and how often and how long writers waited for one.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
