@@ -1,7 +1,6 @@
 //! Creating a journal: its file in the journal directory (never over an
 //! earlier run's), and its first start, zero-filled after.
 
-use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -12,7 +11,7 @@ use validation::journal::{slot_bytes, start_bytes, JournalHeader, KeyState};
 use validation::KeyBytes;
 
 use super::compact::write_start;
-use super::{device_error, JournalStats, JournalWriteError, JournalWriter, State, Tail, JOURNAL_FILE};
+use super::{device_error, JournalWriteError, JournalWriter, State, Tail, JOURNAL_FILE};
 
 /// Zeros are written in chunks of this size when a journal is created.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
