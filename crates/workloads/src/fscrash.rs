@@ -411,6 +411,34 @@ fn run_writers(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<Ra
     Ok(Ran { durable, steps: Vec::new() })
 }
 
+/// One of the durable files, picked at random, rewritten (sometimes with
+/// a hole punched) and fsync'd: its new version recorded with the
+/// history's length before the write and after the fsync.
+fn rewrite_durable(
+    fs: &Ffs,
+    durable: &mut [Durable],
+    recording: &Recording,
+    rng: &mut Xoshiro256PlusPlus,
+    step: &mut impl FnMut(&Ffs),
+) -> Result<(), CrashError> {
+    let k = rng.random_range(0..DURABLE_FILES);
+    let len = rng.random_range(1..20_000usize);
+    let fill: u8 = rng.random();
+    let mut data: Vec<u8> = (0..len).map(|j| (j as u8).wrapping_mul(7) ^ fill).collect();
+    let hole = (rng.random_range(0..DURABLE_PUNCH_EVERY) == 0).then(|| {
+        let start = rng.random_range(0..len);
+        start..rng.random_range(start + 1..=len)
+    });
+    // Conservative under several writers too: the count read
+    // before the write began and after the fsync returned.
+    let file = &mut durable[k as usize];
+    let write_began = recording.len();
+    rewrite(fs, &file.name, &mut data, hole, step)
+        .map_err(|e| CrashError::Build(format!("rewriting a durable file: {e}")))?;
+    file.versions.push(Version { data, write_began, fsynced: recording.len() });
+    Ok(())
+}
+
 /// One writer's seeded operations, numbered `ops` (the numbers pick the
 /// special operations and name their files, so writers' never collide);
 /// returns the versions of its durable files, named `names`.
@@ -425,26 +453,11 @@ fn run_mix(
 ) -> Result<Vec<Durable>, CrashError> {
     let mut durable: Vec<Durable> =
         names.into_iter().map(|name| Durable { name, versions: Vec::new() }).collect();
-    let failed = |what: &str, e: fsapi::Errno| CrashError::Build(format!("{what}: {e}"));
     // Files held open after their unlink; the crash finds the last ones open.
     let mut held: Vec<u64> = Vec::new();
     for i in ops {
         if i % spec.fsync_every == spec.fsync_every - 1 {
-            let k = rng.random_range(0..DURABLE_FILES);
-            let len = rng.random_range(1..20_000usize);
-            let fill: u8 = rng.random();
-            let mut data: Vec<u8> = (0..len).map(|j| (j as u8).wrapping_mul(7) ^ fill).collect();
-            let hole = (rng.random_range(0..DURABLE_PUNCH_EVERY) == 0).then(|| {
-                let start = rng.random_range(0..len);
-                start..rng.random_range(start + 1..=len)
-            });
-            // Conservative under several writers too: the count read
-            // before the write began and after the fsync returned.
-            let file = &mut durable[k as usize];
-            let write_began = recording.len();
-            rewrite(fs, &file.name, &mut data, hole, step)
-                .map_err(|e| failed("rewriting a durable file", e))?;
-            file.versions.push(Version { data, write_began, fsynced: recording.len() });
+            rewrite_durable(fs, &mut durable, recording, rng, step)?;
             continue;
         }
         if i % GROW_EVERY == GROW_EVERY / 2 {
