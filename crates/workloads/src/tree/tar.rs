@@ -112,28 +112,12 @@ fn extract_into(
             }
             EntryType::Symlink => {
                 let target = entry.link_name_bytes().map(|t| t.into_owned()).unwrap_or_default();
-                let made = replacing(fs, parent, name, &shown, "symlink", || {
-                    fs.symlink(parent, name, OsStr::from_bytes(&target), owner)
-                })?;
-                let times = SetAttr { atime: Some(mtime), mtime: Some(mtime), ..SetAttr::default() };
-                let set = fs.setattr(made.ino, &times);
-                fs.forget(made.ino, 1);
-                set.map_err(|e| TreeError::call(&shown, "setattr", e))?;
+                make_symlink(fs, (parent, name), &target, owner, mtime, &shown)?;
                 out.symlinks += 1;
             }
             EntryType::Link => {
                 let target = entry.link_name_bytes().map(|t| t.into_owned()).unwrap_or_default();
-                let existing = dirs.find(fs, &target).map_err(|e| {
-                    TreeError::call(
-                        format!("{shown} (a hard link to {})", String::from_utf8_lossy(&target)),
-                        "lookup",
-                        e,
-                    )
-                })?;
-                let made =
-                    replacing(fs, parent, name, &shown, "link", || fs.link(existing.ino, parent, name));
-                fs.forget(existing.ino, 1);
-                fs.forget(made?.ino, 1);
+                make_hard_link(fs, dirs, (parent, name), &target, &shown)?;
                 out.hard_links += 1;
             }
             EntryType::Char | EntryType::Block | EntryType::Fifo => {
@@ -147,6 +131,42 @@ fn extract_into(
         }
         after_member();
     }
+    Ok(())
+}
+
+/// A symlink member made (replacing what is there, as GNU tar does),
+/// with the member's times.
+fn make_symlink(
+    fs: &dyn FileSystem,
+    (parent, name): (Ino, &OsStr),
+    target: &[u8],
+    owner: Owner,
+    mtime: Time,
+    shown: &str,
+) -> Result<(), TreeError> {
+    let made = replacing(fs, parent, name, shown, "symlink", || {
+        fs.symlink(parent, name, OsStr::from_bytes(target), owner)
+    })?;
+    let times = SetAttr { atime: Some(mtime), mtime: Some(mtime), ..SetAttr::default() };
+    let set = fs.setattr(made.ino, &times);
+    fs.forget(made.ino, 1);
+    set.map(|_| ()).map_err(|e| TreeError::call(shown, "setattr", e))
+}
+
+/// A hard-link member: a new name for the file an earlier member made.
+fn make_hard_link(
+    fs: &dyn FileSystem,
+    dirs: &mut DirCache,
+    (parent, name): (Ino, &OsStr),
+    target: &[u8],
+    shown: &str,
+) -> Result<(), TreeError> {
+    let existing = dirs.find(fs, target).map_err(|e| {
+        TreeError::call(format!("{shown} (a hard link to {})", String::from_utf8_lossy(target)), "lookup", e)
+    })?;
+    let made = replacing(fs, parent, name, shown, "link", || fs.link(existing.ino, parent, name));
+    fs.forget(existing.ino, 1);
+    fs.forget(made?.ino, 1);
     Ok(())
 }
 
