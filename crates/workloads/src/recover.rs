@@ -331,6 +331,38 @@ pub fn recover_every_block(
 /// stamp of this run.
 const UNRECORDED: Expect = Expect::OldOrNew { old: 0, new: 0 };
 
+/// The journal replayed from `journal`, its key map placed as `key_map`
+/// says.
+fn replay_journal(journal: &dyn Device, key_map: &KeyMapSpec) -> Result<Replay, RecoverError> {
+    let zeroed = |blocks| KeyBytes::zeroed(blocks, &key_map.place(blocks, None)).map_err(ReplayFailure::Keys);
+    replay_from(&mut DeviceSource::new(journal), zeroed).map_err(|e| match e {
+        ReplayFailure::Device(e) => RecoverError::Device(e),
+        ReplayFailure::Keys(e) => RecoverError::KeyMap(e),
+        ReplayFailure::Journal(source) => {
+            RecoverError::Journal { device: journal.name().to_string(), source }
+        }
+    })
+}
+
+/// A verdict before any block is read: what the journal's replay says.
+fn verdict_of(replayed: &Replay, torn_ok: bool, every_block: bool) -> Verdict {
+    Verdict {
+        torn_ok,
+        sector_bytes: replayed.header.sector_bytes,
+        records: replayed.records,
+        journal_torn_at: replayed.torn_tail.map(|t| t.0),
+        journal_mode: Some(replayed.header.mode),
+        journal_target: replayed.header.target.clone(),
+        journal_generation: replayed.header.generation,
+        journal_damage: replayed.damage.clone(),
+        journal_damaged_ranges: replayed.damaged_ranges,
+        lost_write_ids: replayed.lost_ids,
+        journal_snapshot_damaged: replayed.snapshot_damaged,
+        every_block,
+        ..Verdict::default()
+    }
+}
+
 /// [`recover_watched`] or [`recover_every_block`], as `every_block` says,
 /// saying how far it is in `progress`.
 pub fn recover_watched_with(
@@ -341,35 +373,14 @@ pub fn recover_watched_with(
     progress: &RecoverProgress,
     every_block: bool,
 ) -> Result<Verdict, RecoverError> {
-    let zeroed = |blocks| KeyBytes::zeroed(blocks, &key_map.place(blocks, None)).map_err(ReplayFailure::Keys);
-    let replayed = replay_from(&mut DeviceSource::new(journal), zeroed).map_err(|e| match e {
-        ReplayFailure::Device(e) => RecoverError::Device(e),
-        ReplayFailure::Keys(e) => RecoverError::KeyMap(e),
-        ReplayFailure::Journal(source) => {
-            RecoverError::Journal { device: journal.name().to_string(), source }
-        }
-    })?;
+    let replayed = replay_journal(journal, key_map)?;
     let h = &replayed.header;
     check_geometry(target, h)?;
     let pending = pending_by_block(&replayed);
     // A damage that may have taken `before` records may have taken those
     // of any block: read them all to find the blocks such writes left.
     let every_block = every_block || replayed.lost_ids.is_some() || replayed.snapshot_damaged;
-    let mut verdict = Verdict {
-        torn_ok,
-        sector_bytes: h.sector_bytes,
-        records: replayed.records,
-        journal_torn_at: replayed.torn_tail.map(|t| t.0),
-        journal_mode: Some(h.mode),
-        journal_target: h.target.clone(),
-        journal_generation: h.generation,
-        journal_damage: replayed.damage.clone(),
-        journal_damaged_ranges: replayed.damaged_ranges,
-        lost_write_ids: replayed.lost_ids,
-        journal_snapshot_damaged: replayed.snapshot_damaged,
-        every_block,
-        ..Verdict::default()
-    };
+    let mut verdict = verdict_of(&replayed, torn_ok, every_block);
     // A reader thread reads each run of blocks while the run before is
     // checked here; two buffers go back and forth.
     let block_bytes = h.key_block_bytes as usize;
