@@ -217,36 +217,7 @@ pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) ->
                 fs.rename2(pa.ino, OsStr::new(NAMES[m]), pb.ino, OsStr::new(NAMES[n]), mode)
             })
         }),
-        Op::Write(f, offset, len) => match pick(files, f) {
-            Some(file) => within(fs, &file, |a| {
-                let data: Vec<u8> =
-                    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(offset as u8)).collect();
-                fs.write(a.ino, u64::from(offset), &data).map(|_| ())
-            }),
-            None => Ok(()),
-        },
-        Op::Truncate(f, size) => match pick(files, f) {
-            Some(file) => within(fs, &file, |a| {
-                fs.setattr(a.ino, &SetAttr { size: Some(u64::from(size)), ..SetAttr::default() }).map(|_| ())
-            }),
-            None => Ok(()),
-        },
-        Op::Fallocate(f, mode, offset, len) => match pick(files, f) {
-            Some(file) => within(fs, &file, |a| {
-                let mode = Fallocate::ALL[mode % Fallocate::ALL.len()];
-                fs.fallocate(a.ino, mode, u64::from(offset), u64::from(len))
-            }),
-            None => Ok(()),
-        },
-        Op::Copy(f, offset_in, g, offset_out, len) => match (pick(files, f), pick(files, g)) {
-            (Some(from), Some(to)) => within(fs, &from, |a| {
-                within(fs, &to, |b| {
-                    let (offset_in, offset_out) = (u64::from(offset_in), u64::from(offset_out));
-                    fs.copy_file_range(a.ino, offset_in, b.ino, offset_out, u64::from(len)).map(|_| ())
-                })
-            }),
-            _ => Ok(()),
-        },
+        Op::Write(..) | Op::Truncate(..) | Op::Fallocate(..) | Op::Copy(..) => apply_data(fs, op, files),
         Op::SetXattr(t, n, len, flags) => {
             let name = XATTR_NAMES[n % XATTR_NAMES.len()];
             let value: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(13) ^ n as u8).collect();
@@ -257,6 +228,45 @@ pub fn apply(fs: &dyn FileSystem, op: &Op, dirs: &[String], files: &[String]) ->
             let name = XATTR_NAMES[n % XATTR_NAMES.len()];
             within(fs, &target(files, dirs, t), |a| fs.removexattr(a.ino, OsStr::new(name)))
         }
+    }
+}
+
+/// The operations on a file's data: write, truncate, fallocate, copy.
+fn apply_data(fs: &dyn FileSystem, op: &Op, files: &[String]) -> Result<(), crate::Errno> {
+    let pick = |i: usize| files.get(i % files.len().max(1)).cloned();
+    match *op {
+        Op::Write(f, offset, len) => match pick(f) {
+            Some(file) => within(fs, &file, |a| {
+                let data: Vec<u8> =
+                    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(offset as u8)).collect();
+                fs.write(a.ino, u64::from(offset), &data).map(|_| ())
+            }),
+            None => Ok(()),
+        },
+        Op::Truncate(f, size) => match pick(f) {
+            Some(file) => within(fs, &file, |a| {
+                fs.setattr(a.ino, &SetAttr { size: Some(u64::from(size)), ..SetAttr::default() }).map(|_| ())
+            }),
+            None => Ok(()),
+        },
+        Op::Fallocate(f, mode, offset, len) => match pick(f) {
+            Some(file) => within(fs, &file, |a| {
+                let mode = Fallocate::ALL[mode % Fallocate::ALL.len()];
+                fs.fallocate(a.ino, mode, u64::from(offset), u64::from(len))
+            }),
+            None => Ok(()),
+        },
+        Op::Copy(f, offset_in, g, offset_out, len) => match (pick(f), pick(g)) {
+            (Some(from), Some(to)) => within(fs, &from, |a| {
+                within(fs, &to, |b| {
+                    let (offset_in, offset_out) = (u64::from(offset_in), u64::from(offset_out));
+                    fs.copy_file_range(a.ino, offset_in, b.ino, offset_out, u64::from(len)).map(|_| ())
+                })
+            }),
+            // Only the data operations come here: `apply` sends them.
+            _ => Ok(()),
+        },
+        _ => Ok(()),
     }
 }
 
