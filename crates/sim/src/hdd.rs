@@ -222,32 +222,40 @@ impl Hdd {
         // otherwise fill for good behind them).
         let destage_first = !self.dirty.is_empty() && (!self.blocked.is_empty() || !self.flushes.is_empty());
         if !self.queue.is_empty() && !destage_first {
-            // Aged shortest positioning time first (Jacobson and Wilkes):
-            // each nanosecond waited takes `age_weight` off a request's
-            // positioning time, so none starves behind nearer ones.
-            let now = self.now;
-            let (best, _) = self
-                .queue
-                .iter()
-                .enumerate()
-                .map(|(i, op)| {
-                    let waited = now.saturating_sub(op.arrived) as f64;
-                    (i, self.positioning(now, from, op.place) - self.p.age_weight * waited)
-                })
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .expect("the queue is not empty");
-            let op = self.queue.swap_remove(best);
-            self.head_lba = op.lba + op.sectors;
-            let end = self.now as f64
-                + self.positioning(self.now, from, op.place)
-                + op.sectors as f64 * op.place.sector_ns;
-            self.head_cyl = op.place.cyl;
-            self.media = Some((end as Nanos, Work::Host(op)));
-            return;
+            self.start_host(from);
+        } else if !self.dirty.is_empty() {
+            self.start_destage(from);
         }
-        if self.dirty.is_empty() {
-            return;
-        }
+    }
+
+    /// Starts the queued request with the shortest aged positioning time
+    /// from cylinder `from`.
+    fn start_host(&mut self, from: u64) {
+        // Aged shortest positioning time first (Jacobson and Wilkes):
+        // each nanosecond waited takes `age_weight` off a request's
+        // positioning time, so none starves behind nearer ones.
+        let now = self.now;
+        let (best, _) = self
+            .queue
+            .iter()
+            .enumerate()
+            .map(|(i, op)| {
+                let waited = now.saturating_sub(op.arrived) as f64;
+                (i, self.positioning(now, from, op.place) - self.p.age_weight * waited)
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("the queue is not empty");
+        let op = self.queue.swap_remove(best);
+        self.head_lba = op.lba + op.sectors;
+        let end = self.now as f64
+            + self.positioning(self.now, from, op.place)
+            + op.sectors as f64 * op.place.sector_ns;
+        self.head_cyl = op.place.cyl;
+        self.media = Some((end as Nanos, Work::Host(op)));
+    }
+
+    /// Starts destaging what is nearest the head among the dirty extents.
+    fn start_destage(&mut self, from: u64) {
         // Destage what is nearest among the dirty extents around the head,
         // with the extents that follow it on the disk (as a cache writes a
         // segment back in one go).
