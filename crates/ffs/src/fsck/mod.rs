@@ -418,6 +418,54 @@ struct Checker {
     reached: Vec<u32>,
 }
 
+impl Checker {
+    /// A checker of the file system on `dev` whose superblock is `sb`,
+    /// before any pass: a cache of its own, every group's count empty,
+    /// each group's inode table read as far as its header says.
+    fn new(dev: &Dev, sb: Superblock, repair: Repair, replayed_commits: u64) -> Checker {
+        let groups = vec![GroupCounts::default(); sb.groups as usize];
+        // How far pass 1 reads each group's inode table: as far as its
+        // header says inodes were ever handed out, all of it when the header
+        // cannot be read (e2fsck trusts `bg_itable_unused` the same way).
+        let headers: Vec<Option<GroupHeader>> = (0..sb.groups)
+            .map(|g| {
+                let bytes = crate::mount::read_block(dev, sb.group_start(g)).ok()?;
+                GroupHeader::decode(&bytes, g, &sb, dev.name()).ok()
+            })
+            .collect();
+        let initialized = headers
+            .iter()
+            .map(|h| h.as_ref().map_or(sb.inodes_per_group, |h| h.inodes_initialized))
+            .collect();
+        let headless: Vec<bool> = headers.iter().map(Option::is_none).collect();
+        let cache = Cache::new(Arc::clone(dev), FSCK_CACHE_BYTES, false, device::Clock::Wall);
+        let core = Core::new(
+            sb,
+            (groups, initialized),
+            cache,
+            Policy::Async,
+            LogState::new(0, std::time::Duration::ZERO),
+        );
+        Checker {
+            core,
+            device: dev.name().to_string(),
+            repair,
+            report: Report { replayed_commits, ..Report::default() },
+            inodes: HashMap::default(),
+            claims: Claims::default(),
+            entries: Vec::new(),
+            dotdot: HashMap::default(),
+            orphans: HashSet::default(),
+            made_blocks: HashSet::default(),
+            made_inodes: HashSet::default(),
+            left_unattached: HashSet::default(),
+            shared: Vec::new(),
+            reached: vec![0; headless.len()],
+            headless,
+        }
+    }
+}
+
 /// Checks the file system on `dev` (not mounted) and repairs as `repair`
 /// allows. Unrecoverable: no superblock slot that passes its checks
 /// ([`FsError::Superblock`]; one that fails while the other passes is a
@@ -430,45 +478,8 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
         Ok(replayed) => (replayed, None),
         Err(damage) => (None, Some(damage)),
     };
-    let sb = read.superblock.clone();
-    let groups = vec![GroupCounts::default(); sb.groups as usize];
-    // How far pass 1 reads each group's inode table: as far as its
-    // header says inodes were ever handed out, all of it when the header
-    // cannot be read (e2fsck trusts `bg_itable_unused` the same way).
-    let headers: Vec<Option<GroupHeader>> = (0..sb.groups)
-        .map(|g| {
-            let bytes = crate::mount::read_block(dev, sb.group_start(g)).ok()?;
-            GroupHeader::decode(&bytes, g, &sb, dev.name()).ok()
-        })
-        .collect();
-    let initialized =
-        headers.iter().map(|h| h.as_ref().map_or(sb.inodes_per_group, |h| h.inodes_initialized)).collect();
-    let headless: Vec<bool> = headers.iter().map(Option::is_none).collect();
-    let cache = Cache::new(Arc::clone(dev), FSCK_CACHE_BYTES, false, device::Clock::Wall);
-    let core = Core::new(
-        sb,
-        (groups, initialized),
-        cache,
-        Policy::Async,
-        LogState::new(0, std::time::Duration::ZERO),
-    );
-    let mut c = Checker {
-        core,
-        device: dev.name().to_string(),
-        repair,
-        report: Report { replayed_commits: replayed.map_or(0, |r| r.commits), ..Report::default() },
-        inodes: HashMap::default(),
-        claims: Claims::default(),
-        entries: Vec::new(),
-        dotdot: HashMap::default(),
-        orphans: HashSet::default(),
-        made_blocks: HashSet::default(),
-        made_inodes: HashSet::default(),
-        left_unattached: HashSet::default(),
-        shared: Vec::new(),
-        reached: vec![0; headless.len()],
-        headless,
-    };
+    let replayed_commits = replayed.map_or(0, |r| r.commits);
+    let mut c = Checker::new(dev, read.superblock.clone(), repair, replayed_commits);
     if let Some(detail) = read.passed_over_text() {
         if c.found(Class::BadSuperblockSlot, detail) {
             c.write_superblock_next()?;
