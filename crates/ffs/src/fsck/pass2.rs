@@ -303,59 +303,72 @@ impl Checker {
                 }
                 continue;
             };
-            let bytes = self.read(u64::from(block))?;
-            let mut at = 0usize;
-            // The last good record of the chunk `at` is in.
-            let mut previous: Option<usize> = None;
-            while at < BLOCK_BYTES {
-                if at % DIR_CHUNK_BYTES == 0 {
-                    previous = None;
-                }
-                let Some(rec) = DirRecord::read(&bytes, at) else {
-                    let detail = format!("directory {dir}, block {n}: a malformed record at byte {at}");
-                    let chunk_end = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
-                    if self.found(Class::BadDirectoryBlock, detail) {
-                        // The rest of the chunk joins the record before it
-                        // (as fsck_ffs's dircheck mends), or, first in its
-                        // chunk, becomes one empty record: never a record
-                        // too short for its own header.
-                        let out = self.core.cache.modify(&mut self.core.order, u64::from(block))?;
-                        match previous {
-                            Some(p) => {
-                                out[p + 4..p + 6].copy_from_slice(&((chunk_end - p) as u16).to_le_bytes())
-                            }
-                            None => {
-                                let reclen = (chunk_end - at) as u16;
-                                DirRecord { ino: 0, reclen, kind: 0, name: Vec::new() }.write(out, at)
-                            }
+            self.read_directory_block(dir, &mut inode, n, block)?;
+        }
+        Ok(())
+    }
+
+    /// Block `n` (at `block`) of directory `dir`: each record read into
+    /// `entries`; a malformed record mended (the rest of its chunk joins
+    /// the record before it, as fsck_ffs's dircheck does), an entry whose
+    /// name no lookup takes removed.
+    fn read_directory_block(
+        &mut self,
+        dir: u32,
+        inode: &mut DiskInode,
+        n: u64,
+        block: u32,
+    ) -> Result<(), FsError> {
+        let bytes = self.read(u64::from(block))?;
+        let mut at = 0usize;
+        // The last good record of the chunk `at` is in.
+        let mut previous: Option<usize> = None;
+        while at < BLOCK_BYTES {
+            if at % DIR_CHUNK_BYTES == 0 {
+                previous = None;
+            }
+            let Some(rec) = DirRecord::read(&bytes, at) else {
+                let detail = format!("directory {dir}, block {n}: a malformed record at byte {at}");
+                let chunk_end = (at / DIR_CHUNK_BYTES + 1) * DIR_CHUNK_BYTES;
+                if self.found(Class::BadDirectoryBlock, detail) {
+                    // The rest of the chunk joins the record before it
+                    // (as fsck_ffs's dircheck mends), or, first in its
+                    // chunk, becomes one empty record: never a record
+                    // too short for its own header.
+                    let out = self.core.cache.modify(&mut self.core.order, u64::from(block))?;
+                    match previous {
+                        Some(p) => out[p + 4..p + 6].copy_from_slice(&((chunk_end - p) as u16).to_le_bytes()),
+                        None => {
+                            let reclen = (chunk_end - at) as u16;
+                            DirRecord { ino: 0, reclen, kind: 0, name: Vec::new() }.write(out, at)
                         }
                     }
-                    at = chunk_end;
-                    continue;
-                };
-                let offset = n * BLOCK_BYTES as u64 + at as u64;
-                if rec.ino == 0 || at % DIR_CHUNK_BYTES == 0 || !bad_name(&rec.name) {
-                    // A removed entry joins the record before it.
-                    previous = Some(at);
                 }
-                at += rec.reclen as usize;
-                if rec.ino == 0 {
-                    continue;
-                }
-                if bad_name(&rec.name) {
-                    let detail = format!(
-                        "directory {dir}, block {n}: the entry '{}' (inode {}) has a name no lookup takes",
-                        String::from_utf8_lossy(&rec.name),
-                        rec.ino
-                    );
-                    if self.found(Class::BadDirectoryBlock, detail) {
-                        self.core.dir_remove(dir, &mut inode, &rec.name, offset).map_err(Self::errno)?;
-                        continue;
-                    }
-                }
-                let (name, ino, kind) = (rec.name, rec.ino, rec.kind);
-                self.entries.push(Entry { dir, name: name.into(), ino, kind, offset });
+                at = chunk_end;
+                continue;
+            };
+            let offset = n * BLOCK_BYTES as u64 + at as u64;
+            if rec.ino == 0 || at % DIR_CHUNK_BYTES == 0 || !bad_name(&rec.name) {
+                // A removed entry joins the record before it.
+                previous = Some(at);
             }
+            at += rec.reclen as usize;
+            if rec.ino == 0 {
+                continue;
+            }
+            if bad_name(&rec.name) {
+                let detail = format!(
+                    "directory {dir}, block {n}: the entry '{}' (inode {}) has a name no lookup takes",
+                    String::from_utf8_lossy(&rec.name),
+                    rec.ino
+                );
+                if self.found(Class::BadDirectoryBlock, detail) {
+                    self.core.dir_remove(dir, inode, &rec.name, offset).map_err(Self::errno)?;
+                    continue;
+                }
+            }
+            let (name, ino, kind) = (rec.name, rec.ino, rec.kind);
+            self.entries.push(Entry { dir, name: name.into(), ino, kind, offset });
         }
         Ok(())
     }

@@ -71,7 +71,18 @@ impl Checker {
                 }
             }
         }
-        for (g, counts) in wrong.into_iter().chain(stale) {
+        self.write_counts(wrong.into_iter().chain(stale), totals)
+    }
+
+    /// Rewrites the headers of `groups` with their true counts, and the
+    /// superblock with the totals (in its next slot).
+    fn write_counts(
+        &mut self,
+        groups: impl Iterator<Item = (u32, GroupCounts)>,
+        totals: GroupCounts,
+    ) -> Result<(), FsError> {
+        let sb = self.core.sb.clone();
+        for (g, counts) in groups {
             let header = GroupHeader {
                 group: g,
                 blocks: sb.group_blocks(g),
