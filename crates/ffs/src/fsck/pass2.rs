@@ -101,7 +101,6 @@ impl Checker {
     /// lowest-numbered directory is) keeps the first entry that reaches
     /// each directory and removes the rest.
     pub(super) fn check_directory_links(&mut self) -> Result<(), FsError> {
-        let is_dir = |c: &Self, i: u32| c.inodes.get(&i).is_some_and(|s| s.is_dir());
         let types = self.entry_types();
         let mut dotdot: HashMap<u32, u32> = HashMap::default();
         for e in self.entries.iter().filter(|e| *e.name == *b"..") {
@@ -129,6 +128,19 @@ impl Checker {
                 }
             }
         }
+        self.walk_from_roots(&namers, &mut drop);
+        if drop.is_empty() {
+            return Ok(());
+        }
+        self.remove_directory_links(&drop)
+    }
+
+    /// The walk from the root, then from each directory it does not
+    /// reach (those no entry names first, then loops, cut where the
+    /// lowest-numbered directory is): the first entry to reach a
+    /// directory is kept, every other one goes into `drop`.
+    fn walk_from_roots(&self, namers: &BTreeMap<u32, Vec<usize>>, drop: &mut BTreeMap<usize, &'static str>) {
+        let is_dir = |c: &Self, i: u32| c.inodes.get(&i).is_some_and(|s| s.is_dir());
         let mut children: HashMap<u32, Vec<usize>> = HashMap::default();
         for list in namers.values() {
             for &i in list.iter().filter(|i| !drop.contains_key(i)) {
@@ -162,11 +174,13 @@ impl Checker {
                 }
             }
         }
-        if drop.is_empty() {
-            return Ok(());
-        }
+    }
+
+    /// The entries in `drop` removed from their directories, each as a
+    /// finding with why.
+    fn remove_directory_links(&mut self, drop: &BTreeMap<usize, &'static str>) -> Result<(), FsError> {
         let mut removed = HashSet::default();
-        for (&i, why) in &drop {
+        for (&i, why) in drop {
             let e = &self.entries[i];
             let detail = format!(
                 "entry '{}' in directory {} names directory {}, {why}",
