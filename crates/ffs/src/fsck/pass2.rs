@@ -477,9 +477,6 @@ impl Checker {
             if !self.found(class, detail) {
                 continue;
             }
-            // Each wrong entry is rewritten where it is; one that is not
-            // there at all cannot be, here.
-            let mut inode = self.dir_copy(dir);
             let mut fixes = Vec::new();
             if !dot_ok {
                 fixes.push((dot, dir, &b"."[..]));
@@ -487,27 +484,37 @@ impl Checker {
             if !parent_ok {
                 fixes.push((dotdot, expected[0], &b".."[..]));
             }
-            let mut whole = true;
-            for (at, target, name) in fixes {
-                let Some(i) = at else {
-                    // Missing: added (with room made for it).
-                    whole &= self.add_entry(dir, name, target, DT_DIR)?;
-                    if name == b".." {
-                        self.dotdot.insert(dir, target);
-                    }
-                    continue;
-                };
-                let offset = self.entries[i].offset;
-                self.core.dir_retarget(dir, &mut inode, offset, target, DT_DIR).map_err(Self::errno)?;
-                self.entries[i].ino = target;
-                if *self.entries[i].name == *b".." {
+            self.fix_dots(dir, fixes)?;
+        }
+        Ok(())
+    }
+
+    /// Directory `dir`'s `.` or `..` entries made to name `target`: each
+    /// wrong entry (at its index in `entries`) rewritten where it is, a
+    /// missing one added (with room made for it); the finding is left
+    /// unrepaired when one cannot be added.
+    fn fix_dots(&mut self, dir: u32, fixes: Vec<(Option<usize>, u32, &[u8])>) -> Result<(), FsError> {
+        let mut inode = self.dir_copy(dir);
+        let mut whole = true;
+        for (at, target, name) in fixes {
+            let Some(i) = at else {
+                // Missing: added (with room made for it).
+                whole &= self.add_entry(dir, name, target, DT_DIR)?;
+                if name == b".." {
                     self.dotdot.insert(dir, target);
                 }
+                continue;
+            };
+            let offset = self.entries[i].offset;
+            self.core.dir_retarget(dir, &mut inode, offset, target, DT_DIR).map_err(Self::errno)?;
+            self.entries[i].ino = target;
+            if *self.entries[i].name == *b".." {
+                self.dotdot.insert(dir, target);
             }
-            if !whole {
-                if let Some(last) = self.report.findings.last_mut() {
-                    last.repaired = false;
-                }
+        }
+        if !whole {
+            if let Some(last) = self.report.findings.last_mut() {
+                last.repaired = false;
             }
         }
         Ok(())
