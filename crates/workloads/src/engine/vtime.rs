@@ -98,32 +98,7 @@ pub(super) fn run(
             // Invariant: every id the model completes was submitted here.
             let Some(what) = flight.remove(&id) else { continue };
             last = last.max(done);
-            match what {
-                InFlight::Io { worker, req, issued, measured } => {
-                    let lane = &mut lanes[worker];
-                    lane.in_flight -= 1;
-                    match req.kind {
-                        IoKind::Read => device.stats().record_reads(1, req.len),
-                        IoKind::Write => device.stats().record_writes(1, req.len),
-                    }
-                    lane.w.complete(
-                        req.kind,
-                        req.len,
-                        Duration::from_nanos(done - issued),
-                        at(done),
-                        measured,
-                    );
-                    if lane.w.flush_due(req.kind) {
-                        lane.flushing = true;
-                    }
-                }
-                InFlight::Flush { worker } => {
-                    let lane = &mut lanes[worker];
-                    device.stats().record_flush();
-                    lane.w.stats.flushes += 1;
-                    (lane.flushing, lane.flush_sent) = (false, false);
-                }
-            }
+            completed(&mut lanes, device, what, done, at(done));
         }
         for lane in lanes.iter_mut().filter(|l| l.wake.is_some_and(|w| w <= now)) {
             lane.wake = None;
@@ -144,6 +119,38 @@ pub(super) fn run(
         device.stats().record_flush();
     }
     Ok((lanes.into_iter().map(|l| l.w.stats).collect(), last - t0))
+}
+
+/// A request the model completed at virtual time `done` (the real
+/// instant `done_at` stands for): counted on the device and its worker;
+/// a flush the worker owes falls due.
+fn completed(
+    lanes: &mut [Lane<'_>],
+    device: &dyn device::Device,
+    what: InFlight,
+    done: Nanos,
+    done_at: Instant,
+) {
+    match what {
+        InFlight::Io { worker, req, issued, measured } => {
+            let lane = &mut lanes[worker];
+            lane.in_flight -= 1;
+            match req.kind {
+                IoKind::Read => device.stats().record_reads(1, req.len),
+                IoKind::Write => device.stats().record_writes(1, req.len),
+            }
+            lane.w.complete(req.kind, req.len, Duration::from_nanos(done - issued), done_at, measured);
+            if lane.w.flush_due(req.kind) {
+                lane.flushing = true;
+            }
+        }
+        InFlight::Flush { worker } => {
+            let lane = &mut lanes[worker];
+            device.stats().record_flush();
+            lane.w.stats.flushes += 1;
+            (lane.flushing, lane.flush_sent) = (false, false);
+        }
+    }
 }
 
 /// Submits a lane's requests at `now` until its depth is full, a flush is
