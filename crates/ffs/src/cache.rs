@@ -437,6 +437,11 @@ impl Cache {
     /// Under `softdep` a metadata block goes out as its dependencies allow
     /// (`waiting`: updates rolled back in the copy written, or the block
     /// held back); one rolled back or held back stays dirty.
+    ///
+    /// Long on purpose: a run is gathered, its images taken under the
+    /// ordering rules and written in one pass, so the rules' checks (and
+    /// the debug build's assertion of them) see the very bytes each
+    /// request carries; split, a helper would hold half a run.
     pub fn write_blocks(
         &mut self,
         order: &mut Ordering,

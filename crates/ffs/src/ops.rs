@@ -949,6 +949,9 @@ fn truncate(core: &mut Core, ino: u32, inode: &mut DiskInode, size: u64) -> Resu
 /// new entry, the old entry removed, a moved directory's `..` pointed at
 /// its new parent before the old parent's count drops, the source's
 /// count lowered again.
+///
+/// Long on purpose: those steps are the crash-safety argument, and they
+/// read in order in one function; each is a call already.
 fn rename(
     core: &mut Core,
     parent: u32,

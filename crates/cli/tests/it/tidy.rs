@@ -204,3 +204,104 @@ fn only_the_front_and_the_io_uring_engine_check_requests() {
         found.join("\n")
     );
 }
+
+/// A function longer than this many lines (its signature to its closing
+/// brace) is long, and must say why above it.
+const LONG_FUNCTION_LINES: usize = 70;
+
+/// The functions of every crate's `src` (tests and `#[cfg(test)]` code
+/// aside) longer than [`LONG_FUNCTION_LINES`]: (file, line, name, lines,
+/// whether the comment above says "Long on purpose").
+fn long_functions() -> Vec<(PathBuf, usize, String, usize, bool)> {
+    let mut found = Vec::new();
+    let mut dirs = vec![workspace_root().join("crates")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() && path.file_name().is_some_and(|n| n != "tests" && n != "target") {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.components().any(|c| c.as_os_str() == "src")
+            {
+                let text = std::fs::read_to_string(&path).unwrap();
+                found.extend(
+                    long_functions_in(&text)
+                        .into_iter()
+                        .map(|(line, name, n, why)| (path.clone(), line, name, n, why)),
+                );
+            }
+        }
+    }
+    found
+}
+
+/// [`long_functions`] in one file's text: a function ends at the first
+/// line that is its indentation and `}`; code after `#[cfg(test)]` is
+/// left out.
+fn long_functions_in(text: &str) -> Vec<(usize, String, usize, bool)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.contains("#[cfg(test)]") {
+            break;
+        }
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let signature = ["fn ", "pub fn ", "pub(crate) fn ", "pub(super) fn ", "const fn ", "pub const fn "]
+            .iter()
+            .find_map(|p| trimmed.strip_prefix(p));
+        let Some(rest) = signature else { continue };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let close = format!("{indent}}}");
+        let Some(end) = lines[i..].iter().position(|l| *l == close) else { continue };
+        let n = end + 1;
+        if n > LONG_FUNCTION_LINES {
+            let above = lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| l.trim_start().starts_with("///") || l.trim_start().starts_with("#["));
+            let why = above.into_iter().any(|l| l.contains("Long on purpose"));
+            found.push((i + 1, name, n, why));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_long_function_finder_measures_from_signature_to_brace() {
+    let body = "    x();\n".repeat(LONG_FUNCTION_LINES);
+    let text = format!("/// Long on purpose: a test.\nfn long() {{\n{body}}}\nfn short() {{\n}}\n");
+    assert_eq!(long_functions_in(&text), vec![(2, "long".to_string(), LONG_FUNCTION_LINES + 2, true)]);
+    let unsaid = text.replace("Long on purpose", "Long");
+    assert!(!long_functions_in(&unsaid)[0].3);
+}
+
+/// At most five long functions, each saying why above it (issue 37: the
+/// rest are split into functions a reader takes in at once).
+#[test]
+fn long_functions_are_few_and_say_why() {
+    let long = long_functions();
+    let shown: Vec<String> = long
+        .iter()
+        .map(|(p, line, name, n, why)| {
+            format!(
+                "{}:{line} {name} ({n} lines{})",
+                p.display(),
+                if *why { "" } else { ", no reason above it" }
+            )
+        })
+        .collect();
+    assert!(
+        long.len() <= 5,
+        "more than five functions over {LONG_FUNCTION_LINES} lines:\n{}",
+        shown.join("\n")
+    );
+    assert!(
+        long.iter().all(|f| f.4),
+        "a long function says why above it (\"Long on purpose: ...\"):\n{}",
+        shown.join("\n")
+    );
+}

@@ -24,6 +24,12 @@ struct Slot {
     measured: bool,
 }
 
+/// One worker on io_uring: its ring kept full to the job's depth, each
+/// completion timed and the slot refilled, flushes in order.
+///
+/// Long on purpose: the hot loop's state (the ring, the slots, the
+/// buffers) stays in locals, where the compiler keeps it out of memory;
+/// a call per step would pass it all each time.
 pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
     debug_assert!(w.validator.is_none(), "a validated job runs uring_validated");
     let device_name = w.device.name().to_string();

@@ -45,6 +45,10 @@ struct Lane<'a> {
 /// virtual time from the start to the last completion (after the end
 /// flush, when the job has one). `epoch` is the real instant virtual time 0 stands for:
 /// the workers' deadlines and warm-up are instants after it.
+///
+/// Long on purpose: the event loop (fill the lanes, advance the model to
+/// the next event, complete, send the flushes due) keeps its state in
+/// locals the steps share; the steps themselves are functions.
 pub(super) fn run(
     workers: Vec<Worker<'_>>,
     disk: &dyn VirtualDisk,

@@ -414,6 +414,10 @@ impl<'a> Sim<'a, '_> {
     }
 
     /// Runs lane `i` from its step until it waits.
+    ///
+    /// Long on purpose: one match over the lane's steps (journal before,
+    /// write, journal after, read and check), each a few lines, is the
+    /// state machine in one place to read against the journal's order.
     fn step(&mut self, i: usize) -> Result<(), WorkloadError> {
         let now = self.now;
         let instant = self.at(now);
