@@ -109,13 +109,7 @@ fn on_target(
     chunk: u64,
     made: bool,
 ) -> anyhow::Result<Vec<BonnieResult>> {
-    let options = stack::OpenOptions {
-        direct: !args.buffered,
-        read_only: false,
-        sector_bytes: None,
-        create_bytes: size,
-        lock: stack::Lock::Warn(device::LockKind::Exclusive),
-    };
+    let options = stack::OpenOptions::benchmark(!args.buffered, size);
     let shown = target.to_str().context("the target's name is not UTF-8")?;
     let target = Stack::open(shown, &options)?;
     stack::check_writable(&target, args.force || made)?;

@@ -170,14 +170,7 @@ fn open_drives(args: &StripesArgs) -> anyhow::Result<Vec<Stack>> {
                 )
                 .into());
             }
-            let options = stack::OpenOptions {
-                direct: true,
-                read_only: false,
-                sector_bytes: None,
-                create_bytes: None,
-                lock: stack::Lock::Warn(device::LockKind::Exclusive),
-            };
-            drives.push(Stack::open_or_simulate(&shown, &options)?);
+            drives.push(Stack::open_or_simulate(&shown, &stack::OpenOptions::benchmark(true, None))?);
             continue;
         }
         if !path.exists() && create_bytes.is_none() {

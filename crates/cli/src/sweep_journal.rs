@@ -152,13 +152,7 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
 /// The target, opened (a missing file made sparse of `size`) and
 /// checked writable.
 fn open_target(args: &JournalArgs, size: Option<u64>) -> anyhow::Result<Stack> {
-    let options = stack::OpenOptions {
-        direct: !args.buffered,
-        read_only: false,
-        sector_bytes: None,
-        create_bytes: size,
-        lock: stack::Lock::Warn(device::LockKind::Exclusive),
-    };
+    let options = stack::OpenOptions::benchmark(!args.buffered, size);
     let target = Stack::open_or_simulate(&args.target, &options)?;
     stack::check_writable(&target, args.force)?;
     Ok(target)

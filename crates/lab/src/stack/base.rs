@@ -28,6 +28,20 @@ pub struct OpenOptions {
     pub lock: Lock,
 }
 
+impl OpenOptions {
+    /// A target a command writes as a benchmark does: read-write, a
+    /// missing file made of `create_bytes`, another writer warned of.
+    pub fn benchmark(direct: bool, create_bytes: Option<u64>) -> OpenOptions {
+        OpenOptions {
+            direct,
+            read_only: false,
+            sector_bytes: None,
+            create_bytes,
+            lock: Lock::Warn(device::LockKind::Exclusive),
+        }
+    }
+}
+
 /// How an open target is kept from other iolab processes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lock {
