@@ -94,7 +94,7 @@ pub enum Command {
     Man,
 }
 
-pub fn dispatch(cli: Cli, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+pub fn dispatch(cli: Cli, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     let under_mpi = matches!(
         cli.command,
         Command::Run(_)

@@ -14,7 +14,6 @@
 
 use std::process::ExitCode;
 
-use crate::mpi;
 use crate::{is_usage_error, Interrupted};
 
 pub const FAILURE: u8 = 1;
@@ -76,7 +75,7 @@ pub fn of_error(e: &anyhow::Error) -> u8 {
     } else {
         FAILURE
     };
-    match e.downcast_ref::<mpi::Agreed>() {
+    match e.downcast_ref::<lab::mpi::Agreed>() {
         Some(agreed) if agreed.usage => USAGE,
         _ => code,
     }

@@ -13,7 +13,6 @@ mod exit;
 mod fs;
 mod interrupt;
 mod logs;
-mod mpi;
 mod output;
 mod report_cmd;
 mod run;
@@ -42,7 +41,7 @@ fn main() -> ExitCode {
         lab::say::Kind::Warning => eprintln!("iolab: warning: {}", said.text),
         lab::say::Kind::Info => eprintln!("iolab: {}", said.text),
     });
-    let mut ranks = match mpi::start() {
+    let mut ranks = match lab::mpi::start() {
         Ok(ranks) => ranks,
         Err(e) => {
             eprintln!("iolab: error: {e}");
@@ -70,7 +69,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             let code = exit::of_error(&e);
-            if let Some(agreed) = e.downcast_ref::<mpi::Agreed>() {
+            if let Some(agreed) = e.downcast_ref::<lab::mpi::Agreed>() {
                 // Every rank knows; rank 0 says it once for all.
                 if agreed.report {
                     eprintln!("iolab: error: {}", agreed.text);
@@ -82,7 +81,8 @@ fn main() -> ExitCode {
                 // barrier: end them all.
                 Some(ranks) => {
                     eprintln!("iolab: rank {}: error: {}", ranks.rank, message(&e));
-                    ranks.abort(i32::from(code))
+                    ranks.abort(i32::from(code));
+                    ExitCode::from(code)
                 }
                 None => {
                     eprintln!("iolab: error: {}", message(&e));

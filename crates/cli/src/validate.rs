@@ -67,7 +67,7 @@ pub struct ValidateArgs {
     pub key_map_dir: Option<PathBuf>,
 }
 
-pub fn run(args: ValidateArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+pub fn run(args: ValidateArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     crate::check_destinations(args.json.as_deref(), None)?;
     if let Some(ranks) = ranks {
         let json = args.json.iter().filter(|p| p.as_os_str() != "-");
@@ -184,7 +184,7 @@ fn check(
 /// journal; rank 0 prints every verdict and a summary.
 fn each_rank(
     args: &ValidateArgs,
-    ranks: &crate::mpi::Ranks,
+    ranks: &lab::mpi::Ranks,
     verdict: &Verdict,
     status: u8,
     target: Stack,

@@ -14,6 +14,8 @@
 //! - [`job`]: jobs from flags, iolab's TOML job files and fio's, checked
 //!   into job specs.
 //! - [`mounts`]: which mount a path is on.
+//! - [`mpi`]: this process as one of MPI's ranks (MPI itself with the
+//!   `mpi` feature only).
 //! - [`volume_create`]: a volume set created from its configuration.
 //! - [`sweep_journal`]: the validation journal's cost, arm by arm, and
 //!   power cuts on simulated disks ([`power_cut`]).
@@ -27,6 +29,7 @@ pub mod host;
 pub mod job;
 pub mod layout;
 pub mod mounts;
+pub mod mpi;
 pub mod power_cut;
 pub mod say;
 pub mod stack;

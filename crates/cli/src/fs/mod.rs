@@ -190,7 +190,7 @@ pub struct PathArgs {
     pub log: BlockLogArgs,
 }
 
-pub fn run(command: FsCommand, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+pub fn run(command: FsCommand, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     match command {
         FsCommand::Mkfs(args) => mkfs(args),
         FsCommand::Mount(args) => mount(args),

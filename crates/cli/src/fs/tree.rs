@@ -81,7 +81,7 @@ pub struct RmArgs {
     pub mount: InProcess,
 }
 
-pub fn untar(args: UntarArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+pub fn untar(args: UntarArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     if let Some(ranks) = ranks {
         image_per_rank(&args.target, ranks)?;
     }
@@ -125,7 +125,7 @@ pub fn untar(args: UntarArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Resu
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn rm(args: RmArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+pub fn rm(args: RmArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     if let Some(ranks) = ranks {
         image_per_rank(&args.target, ranks)?;
     }
@@ -166,14 +166,14 @@ pub fn rm(args: RmArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<Exi
 
 /// Under mpirun, an in-process tar, rm or tree: each rank on an image of
 /// its own.
-fn image_per_rank(target: &str, ranks: &crate::mpi::Ranks) -> anyhow::Result<()> {
+fn image_per_rank(target: &str, ranks: &lab::mpi::Ranks) -> anyhow::Result<()> {
     ranks.own_paths(&[("target", std::path::Path::new(target))])
 }
 
 /// Under mpirun: every rank's entries and time (from the mount to the end
 /// of the unmount, begun together) to rank 0, which prints them.
 fn each_rank(
-    ranks: &crate::mpi::Ranks,
+    ranks: &lab::mpi::Ranks,
     phase: &str,
     entries: u64,
     seconds: f64,
@@ -188,7 +188,7 @@ fn each_rank(
 /// Under mpirun: this rank's phases (name, calls, seconds) to rank 0,
 /// which prints every rank's (`on`: where each worked).
 fn phases_to_rank_0(
-    ranks: &crate::mpi::Ranks,
+    ranks: &lab::mpi::Ranks,
     phases: Vec<(String, u64, f64)>,
     on: &str,
 ) -> anyhow::Result<ExitCode> {
@@ -241,7 +241,7 @@ pub struct TreeArgs {
     pub force: bool,
 }
 
-pub fn mdtest(args: TreeArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+pub fn mdtest(args: TreeArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     let Some(ranks) = ranks else { return mdtest_alone(args, None) };
     // Under mpirun: each rank's tree in a directory of its own (on a
     // shared file system), or on an iolab image of its own; every phase
@@ -258,7 +258,7 @@ pub fn mdtest(args: TreeArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Resu
 
 /// Under MPI: the ranks, and where this rank's phases go (name, calls,
 /// seconds) instead of the table.
-type RankOut<'a> = Option<(&'a crate::mpi::Ranks, &'a std::cell::RefCell<Vec<(String, u64, f64)>>)>;
+type RankOut<'a> = Option<(&'a lab::mpi::Ranks, &'a std::cell::RefCell<Vec<(String, u64, f64)>>)>;
 
 /// The tree and its files' sizes as the flags give them, checked.
 fn mdtest_spec(args: &TreeArgs) -> Result<MdtestSpec, UsageError> {

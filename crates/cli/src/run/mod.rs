@@ -18,7 +18,7 @@ use crate::UsageError;
 pub(crate) use args::percentiles;
 pub use args::{MpiLayout, OutputFormat, RunArgs};
 
-pub fn run(args: RunArgs, ranks: Option<&crate::mpi::Ranks>) -> anyhow::Result<ExitCode> {
+pub fn run(args: RunArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     if let Some(ranks) = ranks {
         return ranks::run(args, ranks);
     }

@@ -11,8 +11,8 @@ use anyhow::Context;
 use lab::job::execute::Runs;
 
 use super::{execute, percentiles, MpiLayout, OutputFormat, RunArgs};
-use crate::mpi::Ranks;
 use crate::UsageError;
+use lab::mpi::Ranks;
 
 pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     let layout = args.mpi_layout.unwrap_or(MpiLayout::PerRank);
