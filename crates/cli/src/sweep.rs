@@ -3,19 +3,15 @@
 //! as RAID-5, each measured with bonnie (or the `fs` transfer mix), in one
 //! table with the plex counters that explain it.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use device::Device;
-use report::StripesRow;
-use workloads::bonnie::{run_bonnie, BonnieSpec};
+use lab::sweep_stripes::{Plan, Workload};
 use workloads::spec::{human_bytes, parse_bytes, parse_duration};
-use workloads::{BlockSizes, Engine, JobSpec, Progress, Rw};
 
 use crate::UsageError;
 use lab::stack::{self, Stack};
@@ -124,11 +120,12 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
             lab::layout::lay_out_for_sweep(drive.as_ref(), 0..drive.size_bytes())?;
         }
     }
-    let mut rows = Vec::with_capacity(layouts.len());
-    for (name, org) in layouts {
-        eprintln!("iolab sweep: {name}");
-        rows.push(measure(&args, simulated, &drives, &name, org.as_deref(), size, runtime)?);
-    }
+    let workload = match args.workload {
+        SweepWorkload::Bonnie => Workload::Bonnie { seeks: args.seeks },
+        SweepWorkload::Fs => Workload::Fs { runtime },
+    };
+    let plan = Plan { workload, size, repeat: args.repeat, simulated };
+    let rows = lab::sweep_stripes::run(&plan, &drives, &layouts)?;
     drop(drives);
     for stack in stacks {
         stack.close()?;
@@ -195,94 +192,4 @@ fn open_drives(args: &StripesArgs) -> anyhow::Result<Vec<Stack>> {
         drives.push(drive);
     }
     Ok(drives)
-}
-
-/// Builds the layout (without metadata: the sweep's volumes live only for
-/// the measurement) and measures it.
-#[allow(clippy::too_many_arguments)]
-fn measure(
-    args: &StripesArgs,
-    simulated: bool,
-    drives: &[Arc<dyn Device>],
-    name: &str,
-    org: Option<&str>,
-    size: u64,
-    runtime: Duration,
-) -> anyhow::Result<StripesRow> {
-    let (target, vol): (Arc<dyn Device>, Option<Arc<volume::Volume>>) = match org {
-        None => (Arc::clone(&drives[0]), None),
-        Some(org) => {
-            let mut text = String::new();
-            let mut devices = HashMap::new();
-            for (i, d) in drives.iter().enumerate() {
-                text.push_str(&format!("drive d{i} device {}\n", d.name()));
-                devices.insert(format!("d{i}"), Arc::clone(d));
-            }
-            text.push_str(&format!("volume {name}\nplex org {org}\n"));
-            for i in 0..drives.len() {
-                text.push_str(&format!("sd length 0 drive d{i}\n"));
-            }
-            let config = volume::parse(&text)?;
-            let vol = volume::build(&config, &devices)?.remove(0);
-            (vol.clone(), Some(vol))
-        }
-    };
-    if size > target.size_bytes() {
-        return Err(UsageError(format!(
-            "--size: {size} bytes does not fit layout {name} ({} bytes); use a smaller --size or larger drives",
-            target.size_bytes()
-        ))
-        .into());
-    }
-    let mut row = StripesRow { layout: name.into(), bonnie: Vec::new(), fs: Vec::new(), plex: None };
-    for _ in 0..args.repeat {
-        if let Some(vol) = &vol {
-            vol.reset_stats();
-        }
-        measure_once(args, simulated, &target, name, size, runtime, &mut row)?;
-    }
-    row.plex = vol.map(|v| v.report().plexes[0].counters);
-    Ok(row)
-}
-
-fn measure_once(
-    args: &StripesArgs,
-    simulated: bool,
-    target: &Arc<dyn Device>,
-    name: &str,
-    size: u64,
-    runtime: Duration,
-    row: &mut StripesRow,
-) -> anyhow::Result<()> {
-    match args.workload {
-        SweepWorkload::Bonnie => {
-            let spec =
-                BonnieSpec { size_bytes: size - size % 8192, seeks: args.seeks, ..BonnieSpec::default() };
-            row.bonnie.push(run_bonnie(target.as_ref(), &spec)?);
-        }
-        SweepWorkload::Fs => {
-            // On simulated drives: a drive alone runs on the engine in
-            // virtual time (four threads, one request each), a volume
-            // with the sync engine's four threads in the drives' time.
-            let (engine, clock) = match (target.virtual_disk().is_some(), simulated) {
-                (true, _) => (Engine::Virtual, device::Clock::Wall),
-                (false, true) => (Engine::Sync, device::Clock::Virtual(lab::stack::sim_clock())),
-                (false, false) => (Engine::Sync, device::Clock::Wall),
-            };
-            let job = JobSpec {
-                name: name.into(),
-                size_bytes: Some(size),
-                rw: Rw::RandRw,
-                read_pct: 70,
-                bs: BlockSizes::parse("fs")?,
-                threads: 4,
-                engine,
-                runtime: Some(runtime),
-                clock,
-                ..JobSpec::default()
-            };
-            row.fs.push(workloads::run_job(&job, Arc::clone(target), &Progress::default())?);
-        }
-    }
-    Ok(())
 }
