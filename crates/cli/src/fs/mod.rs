@@ -5,12 +5,10 @@
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use ffs::fsck::Repair;
-use ffs::{Ffs, MkfsOptions, MountOptions, Policy};
+use ffs::{Ffs, MkfsOptions, Policy};
 use fsapi::FileSystem;
 use workloads::spec::parse_bytes;
 
@@ -19,7 +17,7 @@ pub(crate) mod tree;
 mod block_log;
 
 pub use block_log::BlockLogArgs;
-pub(crate) use lab::fs::{make, open, refused, serve, unclean, Access, Image};
+use lab::fs::make;
 
 use crate::UsageError;
 
@@ -245,27 +243,22 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let cpus = args.cpus.as_deref().map(parse_cpus).transpose().map_err(UsageError)?;
+    let cpus = args.cpus.as_deref().map(lab::fs::cpus::parse_cpus).transpose().map_err(UsageError)?;
     let transport = transport(args.transport, cpus.is_some())?;
-    let target = open(&args.target, Access { direct: args.direct, ..Access::default() }, &args.log.plan())?;
-    if let Some(cpus) = &cpus {
-        pin_to(cpus)?;
-    }
-    let options =
-        MountOptions { policy: args.policy, cache_bytes, unclean: unclean(args.force), ..Default::default() };
-    let image = Image { target: &args.target, bytes: target.device().size_bytes() };
-    let fs = Ffs::mount(Arc::clone(target.device()), &options)
-        .map_err(|e| image.advise(refused(e, &args.target, &args.log.plan())))?;
-    let fs = Arc::new(fs);
-    if let Some(passed_over) = fs.passed_over() {
-        eprintln!(
-            "iolab: warning: {passed_over}; this mount writes its next superblock over that slot (run `iolab fs \
-             fsck -n` after unmounting to check the rest)"
-        );
-    }
-    if let Some(unclean) = fs.unclean() {
-        eprintln!("iolab: warning: {}", unclean.warning(&args.target));
-    }
+    let serving = fusefront::Serving {
+        threads: args.threads,
+        writeback_cache: !args.no_writeback_cache,
+        transport,
+        allow_other: args.allow_other,
+        direct_io_below_bytes,
+    };
+    let mount = lab::fs::runner::Mount {
+        policy: args.policy,
+        cache_bytes,
+        direct: args.direct,
+        force: args.force,
+        log: args.log.plan(),
+    };
     let mounted = || {
         use std::io::Write;
         println!(
@@ -279,19 +272,8 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         // Scripts wait for this line: it must not sit in a pipe's buffer.
         let _ = std::io::stdout().flush();
     };
-    let serving = fusefront::Serving {
-        threads: args.threads,
-        writeback_cache: !args.no_writeback_cache,
-        transport,
-        allow_other: args.allow_other,
-        direct_io_below_bytes,
-    };
-    let served = serve(&fs, image, &args.mountpoint, serving, mounted);
-    let fs = Arc::try_unwrap(fs)
-        .map_err(|_| anyhow::anyhow!("the file system is still in use after the session ended"))?;
-    let unmounted = fs.unmount().context("cannot write the file system back").map_err(|e| image.advise(e))?;
-    target.close()?;
-    let served = served.with_context(|| format!("{}: the FUSE session failed", args.mountpoint.display()))?;
+    let (unmounted, served) =
+        lab::fs::mount_and_serve(&args.target, &mount, &args.mountpoint, cpus.as_deref(), serving, mounted)?;
     println!("{}", unmounted_line(&args.target, &unmounted, &served));
     Ok(ExitCode::SUCCESS)
 }
@@ -375,43 +357,6 @@ fn transport_used(served: &fusefront::Served) -> String {
     }
 }
 
-/// A CPU list as taskset takes it: numbers and ranges, comma-separated.
-fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
-    let bad = || format!("--cpus: '{text}' is not a CPU list; give numbers and ranges such as 0 or 0-1,3");
-    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut cpus = Vec::new();
-    for part in text.split(',') {
-        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
-        let (lo, hi): (usize, usize) =
-            (lo.trim().parse().map_err(|_| bad())?, hi.trim().parse().map_err(|_| bad())?);
-        if lo > hi || hi >= libc::CPU_SETSIZE as usize {
-            return Err(bad());
-        }
-        cpus.extend(lo..=hi);
-    }
-    if let Some(&cpu) = cpus.iter().find(|&&c| c >= online) {
-        return Err(format!("--cpus: CPU {cpu} is not here; this machine has CPUs 0-{}", online - 1));
-    }
-    Ok(cpus)
-}
-
-/// Restricts this process's threads (and every thread it starts after) to `cpus`.
-fn pin_to(cpus: &[usize]) -> anyhow::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays inside it
-    // (parse_cpus checked each number against CPU_SETSIZE).
-    let result = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &cpu in cpus {
-            libc::CPU_SET(cpu, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if result != 0 {
-        return Err(anyhow::anyhow!("--cpus: cannot run on {cpus:?}: {}", std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
 /// `iolab fs fsck`: exit status 0 clean, 1 everything found repaired, 4
 /// damage left, 8 fsck could not check, 2 a usage error (docs/fs.md).
 fn fsck(args: FsckArgs) -> anyhow::Result<ExitCode> {
@@ -434,14 +379,7 @@ fn check(args: &FsckArgs) -> anyhow::Result<ExitCode> {
     } else {
         Repair::No
     };
-    let target = open(
-        &args.target,
-        Access { read_only: repair == Repair::No, ..Access::default() },
-        &args.log.plan(),
-    )?;
-    let report = ffs::fsck::fsck(target.device(), repair);
-    target.close()?;
-    let report = report?;
+    let report = lab::fs::fsck(&args.target, repair, &args.log.plan())?;
     if args.json {
         println!(
             "{}",
@@ -490,17 +428,7 @@ fn not_a_file(fs: &Ffs, attr: &fsapi::Attr) -> fsapi::Result<String> {
 /// Looks inside an unmounted image without changing it: the file system is
 /// mounted over the stack's scratch view, whose writes stay in memory.
 fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
-    let target = open(&args.target, Access { read_only: true, ..Access::default() }, &args.log.plan())?;
-    // The scratch view keeps nothing the mount writes: an unclean image is
-    // shown as it is.
-    let options = MountOptions { unclean: ffs::Unclean::ReadOnly, ..Default::default() };
-    let fs = Ffs::mount(Arc::clone(target.device()), &options)?;
-    if let Some(passed_over) = fs.passed_over() {
-        eprintln!("iolab: warning: {passed_over}");
-    }
-    if let Some(unclean) = fs.unclean() {
-        eprintln!("iolab: warning: {}", unclean.warning(&args.target));
-    }
+    let (_target, fs) = lab::fs::look_inside(&args.target, &args.log.plan())?;
     let attr = fsapi::resolve(&fs, &args.path).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
     match look {
         Look::Stat => print!("{}", report::stat_text(&args.path, &attr)),
@@ -548,24 +476,4 @@ fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_cpus;
-
-    #[test]
-    fn a_cpu_list_takes_numbers_and_ranges() {
-        assert_eq!(parse_cpus("0"), Ok(vec![0]));
-        assert_eq!(parse_cpus("0-0,0"), Ok(vec![0, 0]));
-    }
-
-    #[test]
-    fn a_cpu_list_that_is_not_one_or_names_a_missing_cpu_is_refused() {
-        for bad in ["", "a", "1-0", "0,", "-1"] {
-            assert!(parse_cpus(bad).unwrap_err().contains("not a CPU list"), "{bad}");
-        }
-        assert!(parse_cpus("100000").unwrap_err().contains("not a CPU list"));
-        assert!(parse_cpus("1000").unwrap_err().contains("is not here"));
-    }
 }

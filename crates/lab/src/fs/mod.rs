@@ -3,6 +3,7 @@
 //! its syncer, and mounted in-process for a timed piece of work
 //! ([`runner`]).
 
+pub mod cpus;
 pub mod runner;
 
 use std::path::{Path, PathBuf};
@@ -232,4 +233,75 @@ pub fn serve(
         syncer.thread().unpark();
         result
     })
+}
+
+/// Opens `target`, mounts it (on `cpus` when given) and serves it at
+/// `mountpoint` until unmounted (`mounted` runs once it is); then writes
+/// it back. Returns what the unmount and the FUSE session counted.
+pub fn mount_and_serve(
+    target: &str,
+    mount: &runner::Mount,
+    mountpoint: &Path,
+    cpus: Option<&[usize]>,
+    serving: fusefront::Serving,
+    mounted: impl FnOnce(),
+) -> anyhow::Result<(ffs::Unmounted, fusefront::Served)> {
+    use anyhow::Context;
+    let stack = open(target, Access { direct: mount.direct, ..Access::default() }, &mount.log)?;
+    if let Some(cpus) = cpus {
+        cpus::pin_to(cpus)?;
+    }
+    let options = ffs::MountOptions {
+        policy: mount.policy,
+        cache_bytes: mount.cache_bytes,
+        unclean: unclean(mount.force),
+        ..Default::default()
+    };
+    let image = Image { target, bytes: stack.device().size_bytes() };
+    let fs = Ffs::mount(Arc::clone(stack.device()), &options)
+        .map_err(|e| image.advise(refused(e, target, &mount.log)))?;
+    let fs = Arc::new(fs);
+    if let Some(passed_over) = fs.passed_over() {
+        crate::say::warning(format!(
+            "{passed_over}; this mount writes its next superblock over that slot (run `iolab fs fsck -n` after \
+             unmounting to check the rest)"
+        ));
+    }
+    if let Some(unclean) = fs.unclean() {
+        crate::say::warning(unclean.warning(target));
+    }
+    let served = serve(&fs, image, mountpoint, serving, mounted);
+    let fs = Arc::try_unwrap(fs)
+        .map_err(|_| anyhow::anyhow!("the file system is still in use after the session ended"))?;
+    let unmounted = fs.unmount().context("cannot write the file system back").map_err(|e| image.advise(e))?;
+    stack.close()?;
+    let served = served.with_context(|| format!("{}: the FUSE session failed", mountpoint.display()))?;
+    Ok((unmounted, served))
+}
+
+/// fsck of the file system on `target` (behind its block log as `log`
+/// says), repairing as `repair` allows; a check that only reads changes
+/// nothing (its log replay goes to a scratch view).
+pub fn fsck(target: &str, repair: ffs::fsck::Repair, log: &BlockLog) -> anyhow::Result<ffs::fsck::Report> {
+    let read_only = repair == ffs::fsck::Repair::No;
+    let stack = open(target, Access { read_only, ..Access::default() }, log)?;
+    let report = ffs::fsck::fsck(stack.device(), repair);
+    stack.close()?;
+    Ok(report?)
+}
+
+/// The file system on `target` mounted over a scratch view, to look
+/// inside without changing it (an unclean image is shown as it is); the
+/// stack must outlive the mount.
+pub fn look_inside(target: &str, log: &BlockLog) -> anyhow::Result<(Stack, Ffs)> {
+    let stack = open(target, Access { read_only: true, ..Access::default() }, log)?;
+    let options = ffs::MountOptions { unclean: ffs::Unclean::ReadOnly, ..Default::default() };
+    let fs = Ffs::mount(Arc::clone(stack.device()), &options)?;
+    if let Some(passed_over) = fs.passed_over() {
+        crate::say::warning(passed_over.to_string());
+    }
+    if let Some(unclean) = fs.unclean() {
+        crate::say::warning(unclean.warning(target));
+    }
+    Ok((stack, fs))
 }
