@@ -16,13 +16,13 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
-use device::{FileDevice, FileOptions, LockKind};
+use device::FileDevice;
+use lab::validate::{journal_sector_bytes, open_journal, open_target, same_target};
 use workloads::journal::JOURNAL_FILE;
 use workloads::recover::{recover_watched_with, RecoverProgress, Verdict};
 
-use lab::stack::{self, Stack};
+use lab::stack::Stack;
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -67,6 +67,18 @@ pub struct ValidateArgs {
     pub key_map_dir: Option<PathBuf>,
 }
 
+impl ValidateArgs {
+    /// The target as the flags name it.
+    fn plan(&self) -> lab::validate::Target {
+        lab::validate::Target {
+            target: self.target.clone(),
+            log: self.log,
+            log_device: self.log_device.clone(),
+            direct: self.direct,
+        }
+    }
+}
+
 pub fn run(args: ValidateArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<ExitCode> {
     crate::check_destinations(args.json.as_deref(), None)?;
     if let Some(ranks) = ranks {
@@ -75,11 +87,11 @@ pub fn run(args: ValidateArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Resul
     }
     let mut key_map = lab::job::key_map_spec(args.key_map.unwrap_or_default(), args.key_map_dir.as_deref())?;
     key_map.dir.get_or_insert_with(|| args.journal.clone());
-    let journal = open_journal(&args)?;
+    let journal = open_journal(&args.journal)?;
     // A regular file's sector size is what the run gave it (--sector-size):
     // the journal says which.
     let sector_bytes = journal_sector_bytes(&args.journal.join(JOURNAL_FILE));
-    let target = open_target(&args, sector_bytes)?;
+    let target = open_target(&args.plan(), sector_bytes)?;
     let dev = target.device().as_ref();
     let verdict = check(dev, &journal, &args, &key_map, ranks.is_none())?;
     if !same_target(dev.name(), &verdict.journal_target) {
@@ -96,62 +108,6 @@ pub fn run(args: ValidateArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Resul
         return Ok(ExitCode::from(status));
     };
     each_rank(&args, ranks, &verdict, status, target)
-}
-
-/// The run's journal, opened read-only under a shared lock (a run still
-/// writing it holds it exclusively: its records are not all there yet).
-fn open_journal(args: &ValidateArgs) -> anyhow::Result<FileDevice> {
-    let path = args.journal.join(JOURNAL_FILE);
-    match std::fs::metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(crate::UsageError(format!(
-                "--journal: {} holds no {JOURNAL_FILE}; give the --journal DIR of an `iolab run --validate`",
-                args.journal.display()
-            ))
-            .into())
-        }
-        Ok(m) if m.is_file() && m.len() < 512 => {
-            anyhow::bail!("{}: {} bytes, too short to be a journal (truncated?)", path.display(), m.len())
-        }
-        _ => {}
-    }
-    let journal = FileDevice::open(&path, &FileOptions { read_only: true, ..FileOptions::default() })
-        .with_context(|| format!("{}: cannot open the journal", path.display()))?;
-    // A run writing the journal holds it exclusively: its records are not
-    // all there yet.
-    journal.lock(LockKind::Shared)?;
-    Ok(journal)
-}
-
-/// The target as the run left it: through its block log with `--log`
-/// (replayed first); a target holding a log is refused without it.
-fn open_target(args: &ValidateArgs, sector_bytes: Option<u32>) -> anyhow::Result<Stack> {
-    let mut target = Stack::open(&args.target, &target_options(args, sector_bytes))?;
-    if args.log {
-        let log = stack::LogOptions {
-            mode: blocklog::Mode::Async,
-            log_bytes: None,
-            log_device: args.log_device.clone(),
-            home_writes: blocklog::HomeWrites::AtCheckpoint,
-            direct: args.direct,
-            force: false,
-            must_exist: true,
-            read_only: false,
-        };
-        let plan = target.plan_log(&log)?;
-        target = target.push_log(plan, &log)?;
-    } else if args.log_device.is_some() {
-        return Err(crate::UsageError("--log-device: only applies with --log".into()).into());
-    } else if let Some(what) = device::signature::probe(target.device().as_ref())? {
-        if what == "iolab block log" {
-            return Err(crate::UsageError(format!(
-                "{}: holds an iolab block log; pass --log to replay it and check the data through it",
-                args.target
-            ))
-            .into());
-        }
-    }
-    Ok(target)
 }
 
 /// Every block the journal names checked against it (with a progress
@@ -227,45 +183,6 @@ fn each_rank(
     Ok(ExitCode::from(worst))
 }
 
-/// Whether the device checked is the one the journal was written for:
-/// the same name, the block log's mode aside (`log-logged(t.img)` was
-/// written, `async-logged(t.img)` is what validate opens to replay it).
-fn same_target(checked: &str, written: &str) -> bool {
-    let layer = |name: &str| -> String {
-        match name.split_once("-logged(") {
-            Some((_, rest)) => format!("logged({rest}"),
-            None => name.to_string(),
-        }
-    };
-    layer(checked) == layer(written)
-}
-
-/// How validate opens its target: read-only under a shared lock, unless
-/// the block log must be replayed (`--log`), which writes the target.
-fn target_options(args: &ValidateArgs, sector_bytes: Option<u32>) -> stack::OpenOptions {
-    stack::OpenOptions {
-        direct: args.direct,
-        sector_bytes,
-        create_bytes: None,
-        read_only: !args.log,
-        lock: stack::Lock::Require(if args.log { LockKind::Exclusive } else { LockKind::Shared }),
-    }
-}
-
-/// The sector size the journal's run saw its target with, from the header
-/// of either slot; None when neither reads (replay then says why).
-fn journal_sector_bytes(path: &std::path::Path) -> Option<u32> {
-    use std::os::unix::fs::FileExt;
-    use validation::journal::{read_header, slot_bytes, JOURNAL_HEADER_BYTES};
-    let file = std::fs::File::open(path).ok()?;
-    let len = file.metadata().ok()?.len();
-    let mut buf = vec![0u8; JOURNAL_HEADER_BYTES];
-    [0, slot_bytes(len)].into_iter().find_map(|at| {
-        file.read_exact_at(&mut buf, at).ok()?;
-        read_header(&buf).ok().map(|h| h.sector_bytes)
-    })
-}
-
 /// A bar on standard error while recovery runs (hidden when that is not a
 /// terminal): the journal's replay, then the key blocks checked through.
 fn show_progress(progress: &RecoverProgress, done: &AtomicBool) {
@@ -311,39 +228,4 @@ fn print_verdict(v: &Verdict, args: &ValidateArgs) -> anyhow::Result<()> {
     }
     print!("{}", report::verdict_text(v, crate::exit::VERDICT_EXITS));
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-    use device::LockKind;
-
-    /// `iolab validate`'s flags alone, as clap reads them.
-    #[derive(Parser)]
-    struct Validate {
-        #[command(flatten)]
-        args: super::ValidateArgs,
-    }
-
-    fn args(extra: &[&str]) -> super::ValidateArgs {
-        let argv = [&["validate", "--target", "t.img", "--journal", "j"][..], extra].concat();
-        Validate::try_parse_from(argv).unwrap().args
-    }
-
-    #[test]
-    fn a_logged_target_is_the_one_its_journal_names_whatever_the_log_s_mode() {
-        assert!(super::same_target("async-logged(t.img)", "log-logged(t.img)"));
-        assert!(!super::same_target("async-logged(u.img)", "log-logged(t.img)"));
-        assert!(!super::same_target("t.img", "log-logged(t.img)"));
-    }
-
-    /// Without a file that refuses writes to prove it (root writes through
-    /// permission bits), the options themselves.
-    #[test]
-    fn the_target_is_opened_read_only_and_shared_unless_the_log_must_be_replayed() {
-        let check = super::target_options(&args(&[]), None);
-        assert_eq!((check.read_only, check.lock), (true, lab::stack::Lock::Require(LockKind::Shared)));
-        let replay = super::target_options(&args(&["--log"]), None);
-        assert_eq!((replay.read_only, replay.lock), (false, lab::stack::Lock::Require(LockKind::Exclusive)));
-    }
 }

@@ -19,6 +19,7 @@
 //! - [`volume_create`]: a volume set created from its configuration.
 //! - [`sweep_journal`]: the validation journal's cost, arm by arm, and
 //!   power cuts on simulated disks ([`power_cut`]).
+//! - [`validate`]: a run's journal and target opened for `iolab validate`.
 //! - [`sweep_stripes`]: the stripe table: layouts over the same drives.
 //! - [`sweep_policies`]: the metadata policies' table, from a checked plan.
 
@@ -37,6 +38,7 @@ pub mod stack;
 pub mod sweep_journal;
 pub mod sweep_policies;
 pub mod sweep_stripes;
+pub mod validate;
 pub mod volume_create;
 
 pub use errors::{message, Interrupted, UsageError};
