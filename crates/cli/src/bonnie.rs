@@ -6,16 +6,15 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
-use clap::Args;
 use std::io::IsTerminal;
 
-use workloads::bonnie::{run_bonnie_telling, BonnieResult, BonnieSpec, PHASES};
+use clap::Args;
+use lab::bonnie::{Plan, Watch};
+use workloads::bonnie::{BonnieResult, PHASES};
 use workloads::spec::parse_bytes;
-use workloads::tree::{run_file_tests, FileTestSpec};
+use workloads::tree::FileTestSpec;
 
 use crate::UsageError;
-use lab::stack::{self, Stack};
 
 #[derive(Clone, Debug, Args)]
 pub struct BonnieArgs {
@@ -85,69 +84,42 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
     if args.repeat == 0 {
         return Err(UsageError("--repeat: must be at least 1".into()).into());
     }
-    let results = if Path::new(&args.target).is_dir() {
-        in_directory(&args, size, chunk)?
-    } else {
-        if args.files.as_deref().is_some_and(|f| f != "0") {
-            return Err(UsageError(format!(
-                "-n: the file tests need a file system: give --target a directory (bonnie++ -d DIR); {} is not one",
-                args.target
-            ))
-            .into());
-        }
-        on_target(&args, Path::new(&args.target), size, chunk, false)?
+    let target = Path::new(&args.target);
+    if !target.is_dir() && args.files.as_deref().is_some_and(|f| f != "0") {
+        return Err(UsageError(format!(
+            "-n: the file tests need a file system: give --target a directory (bonnie++ -d DIR); {} is not one",
+            args.target
+        ))
+        .into());
+    }
+    let files = match args.files.as_deref().unwrap_or("16") {
+        "0" => None,
+        text => Some(FileTestSpec::parse(text, args.seed).map_err(UsageError)?),
     };
-    report(&args, &results)
-}
-
-/// The six phases on `target` (a path, or anything Stack opens), run
-/// `--repeat` times. `made` says the sweep created the file itself.
-fn on_target(
-    args: &BonnieArgs,
-    target: &Path,
-    size: Option<u64>,
-    chunk: u64,
-    made: bool,
-) -> anyhow::Result<Vec<BonnieResult>> {
-    let options = stack::OpenOptions::benchmark(!args.buffered, size);
-    let shown = target.to_str().context("the target's name is not UTF-8")?;
-    let target = Stack::open(shown, &options)?;
-    stack::check_writable(&target, args.force || made)?;
-    let dev = target.device().as_ref();
-    let size_bytes = size.unwrap_or(dev.size_bytes() - dev.size_bytes() % chunk.max(1));
-    let spec = BonnieSpec {
-        size_bytes,
-        chunk_bytes: chunk,
+    let plan = Plan {
+        size,
+        chunk,
         seeks: args.seeks,
         seekers: args.seekers,
         seed: args.seed,
+        repeat: args.repeat,
+        buffered: args.buffered,
+        force: args.force,
+        files,
     };
-    spec.check(dev).map_err(UsageError::from)?;
-    let cache = match (&target.origin.path, args.buffered) {
-        (None, _) => "in memory or a volume",
-        (Some(_), false) => "O_DIRECT: the page cache is bypassed",
-        (Some(_), true) => "buffered: figures include the page cache unless the size is well over RAM",
-    };
-    eprintln!("iolab bonnie: {} bytes of {} ({cache})", size_bytes, dev.name());
-    let mut results = Vec::with_capacity(args.repeat as usize);
-    for round in 0..args.repeat {
-        let line = PhaseLine::show(round, args.repeat);
-        let result = run_bonnie_telling(dev, &spec, &|k| line.starting(k));
-        line.finish();
-        results.push(result?);
-    }
-    target.close()?;
-    Ok(results)
+    let results = lab::bonnie::run(&plan, target, &PhaseLine::default())?;
+    report(&args, &results)
 }
 
 /// The progress line of a bonnie run on a terminal: which of the six
 /// phases runs, and for how long (nothing when stderr is not a terminal).
-struct PhaseLine(Option<indicatif::ProgressBar>);
+#[derive(Default)]
+struct PhaseLine(std::sync::Mutex<Option<indicatif::ProgressBar>>);
 
-impl PhaseLine {
-    fn show(round: u32, rounds: u32) -> PhaseLine {
+impl Watch for PhaseLine {
+    fn round(&self, round: u32, rounds: u32) {
         if !std::io::stderr().is_terminal() {
-            return PhaseLine(None);
+            return;
         }
         let bar = indicatif::ProgressBar::new_spinner();
         if let Ok(style) =
@@ -157,94 +129,20 @@ impl PhaseLine {
         }
         bar.set_prefix(if rounds > 1 { format!("bonnie {}/{rounds}", round + 1) } else { "bonnie".into() });
         bar.enable_steady_tick(std::time::Duration::from_millis(250));
-        PhaseLine(Some(bar))
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar);
     }
 
-    fn starting(&self, k: usize) {
-        if let Some(bar) = &self.0 {
+    fn phase(&self, k: usize) {
+        if let Some(bar) = &*self.0.lock().unwrap_or_else(|e| e.into_inner()) {
             bar.set_message(format!("phase {} of {}: {}", k + 1, PHASES.len(), PHASES[k]));
         }
     }
 
-    fn finish(&self) {
-        if let Some(bar) = &self.0 {
+    fn round_done(&self) {
+        if let Some(bar) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
             bar.finish_and_clear();
         }
     }
-}
-
-/// bonnie++ -d DIR: per repeat, the six phases on a test file of
-/// `--size` in DIR (removed after), then the file tests in a directory of
-/// their own there (emptied and removed by the tests' deletes).
-fn in_directory(args: &BonnieArgs, size: Option<u64>, chunk: u64) -> anyhow::Result<Vec<BonnieResult>> {
-    let dir = Path::new(&args.target);
-    let Some(size) = size else {
-        return Err(UsageError(format!(
-            "{}: a directory needs --size, the test file's size (bonnie++ takes twice the memory so the page cache \
-             cannot hold it; O_DIRECT here makes less enough), or --size 0 for the file tests alone",
-            args.target
-        ))
-        .into());
-    };
-    let files = match args.files.as_deref().unwrap_or("16") {
-        "0" => None,
-        text => Some(FileTestSpec::parse(text, args.seed).map_err(UsageError)?),
-    };
-    if size == 0 && files.is_none() {
-        return Err(UsageError("--size 0 and -n 0: nothing to run".into()).into());
-    }
-    let (real, mount) = lab::mounts::mount_of(dir).map_err(UsageError)?;
-    let scratch = real.join(format!("Bonnie.{}", std::process::id()));
-    if let Some(f) = &files {
-        eprintln!(
-            "iolab bonnie: file tests in {} on {}: {} files of {} to {} bytes{}",
-            real.display(),
-            mount.describe(),
-            f.files,
-            f.min_bytes,
-            f.max_bytes,
-            if f.dirs > 0 { format!(" in {} directories", f.dirs) } else { String::new() }
-        );
-    }
-    let mut results = Vec::with_capacity(args.repeat as usize);
-    for _ in 0..args.repeat {
-        let mut result = if size > 0 {
-            let once = BonnieArgs { repeat: 1, ..args.clone() };
-            let block = on_target(&once, &scratch, Some(size), chunk, true);
-            let removed = std::fs::remove_file(&scratch)
-                .with_context(|| format!("{}: cannot remove it", scratch.display()));
-            let mut block = block?;
-            removed?;
-            block.remove(0)
-        } else {
-            BonnieResult {
-                target: real.display().to_string(),
-                spec: BonnieSpec {
-                    size_bytes: 0,
-                    chunk_bytes: chunk,
-                    seeks: args.seeks,
-                    seekers: args.seekers,
-                    seed: args.seed,
-                },
-                phases: Vec::new(),
-                files: None,
-            }
-        };
-        if let Some(spec) = &files {
-            std::fs::create_dir(&scratch)
-                .with_context(|| format!("{}: cannot make it", scratch.display()))?;
-            let tested = fsapi::HostFs::new(&scratch)
-                .with_context(|| format!("{}: cannot open it", scratch.display()))
-                .and_then(|fs| run_file_tests(&fs, fsapi::ROOT, spec).map_err(anyhow::Error::from));
-            let removed = std::fs::remove_dir(&scratch)
-                .with_context(|| format!("{}: cannot remove it", scratch.display()));
-            result.files = Some(tested?);
-            removed?;
-        }
-        result.target = real.display().to_string();
-        results.push(result);
-    }
-    Ok(results)
 }
 
 fn report(args: &BonnieArgs, results: &[BonnieResult]) -> anyhow::Result<ExitCode> {

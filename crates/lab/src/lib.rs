@@ -7,6 +7,7 @@
 //!   log, a scratch view), opened bottom-up and closed top-down.
 //! - [`assemble`]: a Vinum-style volume set assembled from drive paths,
 //!   locked as the command's access needs, stripe logs replayed.
+//! - [`bonnie`]: bonnie's phases on a target, bonnie++'s on a directory.
 //! - [`crash`]: the block stacks `iolab crash` builds and checks.
 //! - [`fs`]: iolab's file system on a target: opened (behind its block
 //!   log), made, served through FUSE, mounted in-process for timed work.
@@ -24,6 +25,7 @@
 //! - [`sweep_policies`]: the metadata policies' table, from a checked plan.
 
 pub mod assemble;
+pub mod bonnie;
 pub mod crash;
 mod errors;
 pub mod fs;
