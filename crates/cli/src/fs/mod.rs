@@ -252,7 +252,7 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
         allow_other: args.allow_other,
         direct_io_below_bytes,
     };
-    let mount = lab::fs::runner::Mount {
+    let mount = lab::fs::Mount {
         policy: args.policy,
         cache_bytes,
         direct: args.direct,

@@ -16,7 +16,8 @@ use workloads::tree::{
     extract, load_archive, remove_tree, run_mdtest, Extracted, MdtestPhase, MdtestSpec, Removed,
 };
 
-use lab::fs::runner::{in_directory, in_process, Done, Mount};
+use lab::fs::runner::{in_directory, in_process, Done};
+use lab::fs::Mount;
 
 use crate::UsageError;
 

@@ -27,6 +27,20 @@ pub struct BlockLog {
     pub device: Option<PathBuf>,
 }
 
+/// How the file system is mounted (in-process, or served through FUSE).
+#[derive(Clone, Debug)]
+pub struct Mount {
+    /// The metadata policy.
+    pub policy: ffs::Policy,
+    /// The buffer cache's size.
+    pub cache_bytes: u64,
+    /// Open the target with O_DIRECT.
+    pub direct: bool,
+    /// Mount an image that is not clean as it is, with a warning.
+    pub force: bool,
+    pub log: BlockLog,
+}
+
 /// How a command opens its target.
 #[derive(Clone, Copy, Default)]
 pub struct Access {
@@ -240,7 +254,7 @@ pub fn serve(
 /// it back. Returns what the unmount and the FUSE session counted.
 pub fn mount_and_serve(
     target: &str,
-    mount: &runner::Mount,
+    mount: &Mount,
     mountpoint: &Path,
     cpus: Option<&[usize]>,
     serving: fusefront::Serving,

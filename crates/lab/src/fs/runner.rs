@@ -8,24 +8,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use ffs::{Ffs, MountOptions, Policy};
+use ffs::{Ffs, MountOptions};
 use fsapi::{Errno, FileSystem};
 
-use super::{open, refused, syncer, unclean, Access, BlockLog, Image};
-
-/// How the file system is mounted in-process.
-#[derive(Clone, Debug)]
-pub struct Mount {
-    /// The metadata policy.
-    pub policy: Policy,
-    /// The buffer cache's size.
-    pub cache_bytes: u64,
-    /// Open the target with O_DIRECT.
-    pub direct: bool,
-    /// Mount an image that is not clean as it is, with a warning.
-    pub force: bool,
-    pub log: BlockLog,
-}
+use super::{open, refused, syncer, unclean, Access, Image, Mount};
 
 /// What an in-process run leaves to report.
 pub struct Done {

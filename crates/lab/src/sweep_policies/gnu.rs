@@ -12,7 +12,8 @@ use ffs::Ffs;
 
 use super::programs::run;
 use super::watch::Watch;
-use crate::fs::runner::{mounted, Done, Mount};
+use crate::fs::runner::{mounted, Done};
+use crate::fs::Mount;
 
 /// What GNU tar and rm are given.
 pub struct Work {

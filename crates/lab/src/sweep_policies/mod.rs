@@ -31,8 +31,9 @@ pub use self::kernel::{check_tools, KernelFs, KERNEL_NAMES};
 pub use self::programs::find_program;
 pub use self::sim::SimDisk;
 pub use self::watch::{Run, Watch};
-use crate::fs::runner::{in_process, Done, Mount};
+use crate::fs::runner::{in_process, Done};
 use crate::fs::BlockLog;
+use crate::fs::Mount;
 use crate::UsageError;
 
 /// How iolab's file system is driven.
