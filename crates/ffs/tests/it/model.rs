@@ -77,10 +77,13 @@ proptest! {
 /// Threads at once, as FUSE's workers call: each thread runs its own
 /// operations on a subtree of its own (`/t0`, `/t1`, ...), so that each
 /// call's result is the model's whatever the interleaving; the mount has
-/// its production threads (the log's committer, soft updates' flusher).
-/// Every call agrees with the model; the whole tree, its holes and its
-/// attributes agree after the threads end and after a remount, and fsck
-/// finds nothing.
+/// its production threads (the log's committer, soft updates' flusher),
+/// and a syncer beside them writes back everything dirty as often as it
+/// can (the production syncer's tick with no age to wait for, so its
+/// write-back meets the workers' calls). Every call agrees with the
+/// model, no tick fails; the whole tree, its holes and its attributes
+/// agree after the threads end and after a remount, and fsck finds
+/// nothing.
 fn check_threads(streams: Vec<Vec<[u16; 6]>>, policy: Policy) -> Result<(), TestCaseError> {
     let dev = fresh(32 << 20);
     let model = ModelFs::new();
@@ -95,7 +98,15 @@ fn check_threads(streams: Vec<Vec<[u16; 6]>>, policy: Policy) -> Result<(), Test
             side.forget(made.ino, 1);
         }
     }
-    let disagreed: Vec<String> = std::thread::scope(|s| {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (disagreed, syncer): (Vec<String>, Result<(), ffs::FsError>) = std::thread::scope(|s| {
+        let syncer = s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                fs.tick(std::time::Duration::ZERO)?;
+                std::thread::yield_now();
+            }
+            Ok(())
+        });
         let workers: Vec<_> = streams
             .into_iter()
             .enumerate()
@@ -131,9 +142,12 @@ fn check_threads(streams: Vec<Vec<[u16; 6]>>, policy: Policy) -> Result<(), Test
                 })
             })
             .collect();
-        workers.into_iter().filter_map(|w| w.join().unwrap()).collect()
+        let disagreed = workers.into_iter().filter_map(|w| w.join().unwrap()).collect();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (disagreed, syncer.join().unwrap())
     });
     prop_assert!(disagreed.is_empty(), "{:?}", disagreed);
+    prop_assert!(syncer.is_ok(), "the syncer's tick failed: {:?}", syncer);
     agrees_across_a_remount(&model, fs, &dev, policy)
 }
 
