@@ -14,6 +14,7 @@
 //! - [`host`]: the machine and command behind a run, for every document.
 //! - [`job`]: jobs from flags, iolab's TOML job files and fio's, checked
 //!   into job specs.
+//! - [`log_repair`]: a block log's damaged commits dropped.
 //! - [`mounts`]: which mount a path is on.
 //! - [`mpi`]: this process as one of MPI's ranks (MPI itself with the
 //!   `mpi` feature only).
@@ -32,6 +33,7 @@ pub mod fs;
 pub mod host;
 pub mod job;
 pub mod layout;
+pub mod log_repair;
 pub mod mounts;
 pub mod mpi;
 pub mod power_cut;
