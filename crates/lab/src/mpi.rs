@@ -179,6 +179,18 @@ impl Ranks {
         Some(vec![text])
     }
 
+    /// [`Ranks::gather`] of a value sent as JSON: rank 0 gets every
+    /// rank's (`what`, for the error when one does not arrive whole).
+    pub fn gather_values<T: serde::Serialize + serde::de::DeserializeOwned>(
+        &self,
+        mine: &T,
+        what: &str,
+    ) -> anyhow::Result<Option<Vec<T>>> {
+        let Some(texts) = self.gather(serde_json::to_string(mine)?) else { return Ok(None) };
+        let all = texts.iter().map(|t| serde_json::from_str(t)).collect::<Result<_, _>>();
+        Ok(Some(all.map_err(|e| anyhow::anyhow!("a rank's {what} did not arrive whole: {e}"))?))
+    }
+
     /// Rank 0's `text`, on every rank.
     pub fn broadcast(&self, text: String) -> String {
         #[cfg(feature = "mpi")]

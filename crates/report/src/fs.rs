@@ -1,6 +1,7 @@
 //! The file system's reports: fsck's findings and verdict, the lines
 //! `iolab fs ls` and `stat` print, and what an in-process extraction or
-//! removal did and how it was timed.
+//! removal did and how it was timed, and the line `iolab fs mount`
+//! ends with.
 
 use std::fmt::Write as _;
 
@@ -8,6 +9,7 @@ use device::Medium;
 use ffs::fsck::Report;
 use ffs::{Policy, Unmounted};
 use fsapi::Attr;
+use fusefront::Served;
 use workloads::tree::{Extracted, LoadedArchive, MdtestPhase, MdtestSpec, Removed};
 
 use crate::target::{medium_kind, memory_warnings};
@@ -317,4 +319,84 @@ pub fn mdtest_text(on: &TreeOn, spec: &MdtestSpec, phases: &[MdtestPhase]) -> St
         run.footer(&mut out);
     }
     out
+}
+
+/// The unmount's line: the state written back, the free space, the
+/// writes, the log's commits and fsyncs, and how the requests were served.
+pub fn unmounted_line(target: &str, unmounted: &Unmounted, served: &Served) -> String {
+    let (sb, stats) = (&unmounted.superblock, &unmounted.cache);
+    let mut log = unmounted.log.map(|l| format!(", {} log commits", l.commits)).unwrap_or_default();
+    if let Some(sd) = unmounted.softdep.filter(|sd| sd.file_fsyncs + sd.whole_fsyncs > 0) {
+        log += &format!(
+            ", {} fsyncs of the file's share and {} of the whole cache",
+            sd.file_fsyncs, sd.whole_fsyncs
+        );
+    }
+    let state = match sb.damage {
+        ffs::format::Damage::None => "clean".to_string(),
+        _ => format!("still marked unclean until `iolab fs fsck -p {target}` repairs it"),
+    };
+    format!(
+        "iolab: unmounted; written back and {state} ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes{log}); {}",
+        sb.free_blocks,
+        sb.blocks,
+        stats.blocks_written,
+        stats.write_requests,
+        stats.sync_writes,
+        served_through(served)
+    )
+}
+
+/// How the requests were served, for the unmount's line: the transport,
+/// then the requests by operation, busiest first.
+fn served_through(served: &Served) -> String {
+    let total: u64 = served.requests.iter().map(|&(_, n)| n).sum();
+    let ops: Vec<String> = served.requests.iter().map(|(name, n)| format!("{name} {n}")).collect();
+    let direct = match served.direct_io {
+        Some(d) => {
+            format!("; {} opens for writing went direct (below {} free)", d.opens, human(d.below_bytes))
+        }
+        None => String::new(),
+    };
+    format!("{}{direct}; {total} requests: {}", transport_used(served), ops.join(", "))
+}
+
+fn transport_used(served: &Served) -> String {
+    match &served.ring {
+        None => "served through /dev/fuse".into(),
+        Some(ring) => match &ring.refused {
+            None if ring.queues == 0 => {
+                "served through /dev/fuse (the kernel offered no io_uring at INIT)".into()
+            }
+            None => format!(
+                "served over io_uring ({} queues, {} requests through them)",
+                ring.queues, ring.requests
+            ),
+            Some(why) => {
+                format!("served through /dev/fuse ({why}; {} requests over io_uring)", ring.requests)
+            }
+        },
+    }
+}
+
+/// What `attr`, not a regular file, is: for `cat`'s refusal (`link`: a
+/// symlink's target).
+pub fn not_a_file(attr: &Attr, link: Option<&[u8]>) -> String {
+    use fsapi::FileType;
+    let device = |what: &str| {
+        format!(
+            "a {what} device node ({}:{}; its bytes are the device's)",
+            fsapi::major(attr.rdev),
+            fsapi::minor(attr.rdev)
+        )
+    };
+    match attr.kind {
+        FileType::Symlink => format!("a symlink to {}", String::from_utf8_lossy(link.unwrap_or_default())),
+        FileType::Dir => "a directory".to_string(),
+        FileType::Fifo => "a FIFO (the kernel passes its bytes; none are stored)".to_string(),
+        FileType::Socket => "a socket (the kernel passes its bytes; none are stored)".to_string(),
+        FileType::CharDevice => device("character"),
+        FileType::BlockDevice => device("block"),
+        FileType::File => "a file".to_string(),
+    }
 }

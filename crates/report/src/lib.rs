@@ -28,7 +28,10 @@ mod volumes;
 pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
 pub use charts::{charts, Chart};
 pub use crash::{crash_text, fs_crash_text, CrashRun, FsCrashRun};
-pub use fs::{fsck_text, ls_line, mdtest_text, rm_text, stat_text, untar_text, FsckOutcome, TreeOn, TreeRun};
+pub use fs::{
+    fsck_text, ls_line, mdtest_text, not_a_file, rm_text, stat_text, unmounted_line, untar_text, FsckOutcome,
+    TreeOn, TreeRun,
+};
 pub use html::html_report;
 pub use mpi::{
     aggregate as mpi_aggregate, mpi_phases_table, mpi_table, Aggregate as MpiAggregate, RankPhases, RankRun,

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use ffs::fsck::Repair;
-use ffs::{Ffs, MkfsOptions, Policy};
+use ffs::{MkfsOptions, Policy};
 use fsapi::FileSystem;
 use workloads::spec::parse_bytes;
 
@@ -274,34 +274,8 @@ fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     };
     let (unmounted, served) =
         lab::fs::mount_and_serve(&args.target, &mount, &args.mountpoint, cpus.as_deref(), serving, mounted)?;
-    println!("{}", unmounted_line(&args.target, &unmounted, &served));
+    println!("{}", report::unmounted_line(&args.target, &unmounted, &served));
     Ok(ExitCode::SUCCESS)
-}
-
-/// The unmount's line: the state written back, the free space, the
-/// writes, the log's commits and fsyncs, and how the requests were served.
-fn unmounted_line(target: &str, unmounted: &ffs::Unmounted, served: &fusefront::Served) -> String {
-    let (sb, stats) = (&unmounted.superblock, &unmounted.cache);
-    let mut log = unmounted.log.map(|l| format!(", {} log commits", l.commits)).unwrap_or_default();
-    if let Some(sd) = unmounted.softdep.filter(|sd| sd.file_fsyncs + sd.whole_fsyncs > 0) {
-        log += &format!(
-            ", {} fsyncs of the file's share and {} of the whole cache",
-            sd.file_fsyncs, sd.whole_fsyncs
-        );
-    }
-    let state = match sb.damage {
-        ffs::format::Damage::None => "clean".to_string(),
-        _ => format!("still marked unclean until `iolab fs fsck -p {target}` repairs it"),
-    };
-    format!(
-        "iolab: unmounted; written back and {state} ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes{log}); {}",
-        sb.free_blocks,
-        sb.blocks,
-        stats.blocks_written,
-        stats.write_requests,
-        stats.sync_writes,
-        served_through(served)
-    )
 }
 
 /// The transport a mount asked for: `auto` with `--cpus` is /dev/fuse
@@ -320,40 +294,6 @@ fn transport(arg: TransportArg, cpus: bool) -> Result<fusefront::Transport, Usag
         (TransportArg::Uring, false) => Ok(fusefront::Transport::Uring),
         (TransportArg::Auto, false) => Ok(fusefront::Transport::Auto),
         (TransportArg::Dev, _) | (TransportArg::Auto, true) => Ok(fusefront::Transport::Dev),
-    }
-}
-
-/// How the requests were served, for the unmount's line: the transport,
-/// then the requests by operation, busiest first.
-fn served_through(served: &fusefront::Served) -> String {
-    let total: u64 = served.requests.iter().map(|&(_, n)| n).sum();
-    let ops: Vec<String> = served.requests.iter().map(|(name, n)| format!("{name} {n}")).collect();
-    let direct = match served.direct_io {
-        Some(d) => format!(
-            "; {} opens for writing went direct (below {} free)",
-            d.opens,
-            report::human_bytes(d.below_bytes)
-        ),
-        None => String::new(),
-    };
-    format!("{}{direct}; {total} requests: {}", transport_used(served), ops.join(", "))
-}
-
-fn transport_used(served: &fusefront::Served) -> String {
-    match &served.ring {
-        None => "served through /dev/fuse".into(),
-        Some(ring) => match &ring.refused {
-            None if ring.queues == 0 => {
-                "served through /dev/fuse (the kernel offered no io_uring at INIT)".into()
-            }
-            None => format!(
-                "served over io_uring ({} queues, {} requests through them)",
-                ring.queues, ring.requests
-            ),
-            Some(why) => {
-                format!("served through /dev/fuse ({why}; {} requests over io_uring)", ring.requests)
-            }
-        },
     }
 }
 
@@ -404,27 +344,6 @@ enum Look {
     Cat,
 }
 
-/// What `attr`, not a regular file, is: for `cat`'s refusal.
-fn not_a_file(fs: &Ffs, attr: &fsapi::Attr) -> fsapi::Result<String> {
-    use fsapi::FileType;
-    let device = |what: &str| {
-        format!(
-            "a {what} device node ({}:{}; its bytes are the device's)",
-            fsapi::major(attr.rdev),
-            fsapi::minor(attr.rdev)
-        )
-    };
-    Ok(match attr.kind {
-        FileType::Symlink => format!("a symlink to {}", String::from_utf8_lossy(&fs.readlink(attr.ino)?)),
-        FileType::Dir => "a directory".to_string(),
-        FileType::Fifo => "a FIFO (the kernel passes its bytes; none are stored)".to_string(),
-        FileType::Socket => "a socket (the kernel passes its bytes; none are stored)".to_string(),
-        FileType::CharDevice => device("character"),
-        FileType::BlockDevice => device("block"),
-        FileType::File => "a file".to_string(),
-    })
-}
-
 /// Looks inside an unmounted image without changing it: the file system is
 /// mounted over the stack's scratch view, whose writes stay in memory.
 fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
@@ -433,7 +352,13 @@ fn inspect(args: PathArgs, look: Look) -> anyhow::Result<ExitCode> {
     match look {
         Look::Stat => print!("{}", report::stat_text(&args.path, &attr)),
         Look::Cat if attr.kind != fsapi::FileType::File => {
-            let what = not_a_file(&fs, &attr).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?;
+            let link = match attr.kind {
+                fsapi::FileType::Symlink => {
+                    Some(fs.readlink(attr.ino).map_err(|e| anyhow::anyhow!("{}: {e}", args.path))?)
+                }
+                _ => None,
+            };
+            let what = report::not_a_file(&attr, link.as_deref());
             return Err(UsageError(format!(
                 "{}: {what}; cat prints files (ls and stat show the rest)",
                 args.path

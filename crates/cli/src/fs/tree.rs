@@ -3,20 +3,17 @@
 //! the end of the unmount, so the figure is the file system's own cost
 //! under its policy.
 
-use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Args;
 use ffs::Policy;
-use fsapi::{Errno, FileSystem, Ino, Owner};
+use fsapi::FileSystem;
 use workloads::spec::parse_bytes;
-use workloads::tree::{
-    extract, load_archive, remove_tree, run_mdtest, Extracted, MdtestPhase, MdtestSpec, Removed,
-};
+use workloads::tree::{load_archive, Extracted, MdtestPhase, MdtestSpec, Removed};
 
 use lab::fs::runner::{in_directory, in_process, Done};
+use lab::fs::tree;
 use lab::fs::Mount;
 
 use crate::UsageError;
@@ -96,26 +93,8 @@ pub fn untar(args: UntarArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result
     }
     let mut made = Extracted::default();
     let ran = in_process_interruptible(&args.target, &args.mount, |fs| {
-        let into = make_dirs(fs, &args.into)?;
-        let result = (|| {
-            for copy in 1..=args.copies {
-                let dir = if args.copies == 1 {
-                    into
-                } else {
-                    let name = format!("copy-{copy}");
-                    let d = fs
-                        .mkdir(into, OsStr::new(&name), Owner::root(0o755))
-                        .map_err(|e| anyhow::anyhow!("{}/{name}: mkdir failed: {e}", args.into))?;
-                    fs.forget(d.ino, 1);
-                    d.ino
-                };
-                let one = extract(fs, dir, &archive.tar)?;
-                add(&mut made, one);
-            }
-            Ok(())
-        })();
-        fs.forget(into, 1);
-        result
+        made = tree::extract_copies(fs, &args.into, args.copies, &archive.tar)?;
+        Ok(())
     })?;
     let done = tree_run(&ran, &args.target, &args.mount);
     if let Some(ranks) = ranks {
@@ -130,31 +109,13 @@ pub fn rm(args: RmArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<ExitC
     if let Some(ranks) = ranks {
         image_per_rank(&args.target, ranks)?;
     }
-    let mut parts = Vec::new();
-    for path in &args.paths {
-        let trimmed = path.trim_matches('/');
-        let Some((parent, name)) =
-            trimmed.rsplit_once('/').or(Some(("", trimmed))).filter(|(_, n)| !n.is_empty())
-        else {
-            return Err(
-                UsageError(format!("{path}: the root cannot be removed; name what is under it")).into()
-            );
-        };
-        parts.push((path.clone(), parent.to_string(), name.to_string()));
-    }
+    let removals = tree::removals(&args.paths)?;
     let mut removed = Removed::default();
     if let Some(ranks) = ranks {
         ranks.barrier();
     }
     let ran = in_process_interruptible(&args.target, &args.mount, |fs| {
-        for (path, parent, name) in &parts {
-            let dir = fsapi::resolve(fs, parent).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-            let one = remove_tree(fs, dir.ino, OsStr::new(name), path);
-            fs.forget(dir.ino, 1);
-            let one = one?;
-            removed.unlinked += one.unlinked;
-            removed.dirs += one.dirs;
-        }
+        removed = tree::remove_all(fs, &removals)?;
         Ok(())
     })?;
     let done = tree_run(&ran, &args.target, &args.mount);
@@ -194,12 +155,7 @@ fn phases_to_rank_0(
     on: &str,
 ) -> anyhow::Result<ExitCode> {
     let mine = report::RankPhases { rank: ranks.rank, host: ranks.host.clone(), phases };
-    if let Some(all) = ranks.gather(serde_json::to_string(&mine)?) {
-        let all: Vec<report::RankPhases> = all
-            .iter()
-            .map(|t| serde_json::from_str(t))
-            .collect::<Result<_, _>>()
-            .context("a rank's figures did not arrive whole")?;
+    if let Some(all) = ranks.gather_values(&mine, "figures")? {
         print!("{}", report::mpi_phases_table(&all, on));
     }
     Ok(ExitCode::SUCCESS)
@@ -293,20 +249,17 @@ fn refuse_image_flags(args: &TreeArgs) -> Result<(), UsageError> {
 
 fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> {
     let spec = mdtest_spec(&args)?;
-    let mut phases = Vec::new();
-    let work = |fs: &dyn FileSystem, into: Ino, phases: &mut Vec<MdtestPhase>| -> anyhow::Result<()> {
-        // Under MPI every phase begins together (mdtest's barriers).
-        let barrier = || {
-            if let Some((ranks, _)) = ranks {
-                ranks.barrier();
-            }
-        };
-        barrier();
-        *phases = run_mdtest(fs, into, &spec, &mut |_| barrier())?;
-        if let Some((_, out)) = ranks {
-            *out.borrow_mut() = phases.iter().map(|p| (p.name.to_string(), p.items, p.seconds)).collect();
+    // Under MPI every phase begins together (mdtest's barriers).
+    let mut barrier = || {
+        if let Some((ranks, _)) = ranks {
+            ranks.barrier();
         }
-        Ok(())
+    };
+    let mut phases = Vec::new();
+    let keep = |ran: &[MdtestPhase]| {
+        if let Some((_, out)) = ranks {
+            *out.borrow_mut() = ran.iter().map(|p| (p.name.to_string(), p.items, p.seconds)).collect();
+        }
     };
     if std::path::Path::new(&args.target).is_dir() {
         refuse_image_flags(&args)?;
@@ -314,8 +267,11 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
             Some((r, _)) => format!("iolab-tree-{}-rank{}", std::process::id(), r.rank),
             None => format!("iolab-tree-{}", std::process::id()),
         };
-        let (real, mount) =
-            in_directory(std::path::Path::new(&args.target), &tag, |fs| work(fs, fsapi::ROOT, &mut phases))?;
+        let (real, mount) = in_directory(std::path::Path::new(&args.target), &tag, |fs| {
+            phases = tree::mdtest(fs, fsapi::ROOT, &spec, &mut barrier)?;
+            Ok(())
+        })?;
+        keep(&phases);
         if ranks.is_some() {
             return Ok(ExitCode::SUCCESS);
         }
@@ -340,14 +296,10 @@ fn mdtest_alone(args: TreeArgs, ranks: RankOut<'_>) -> anyhow::Result<ExitCode> 
         log: Default::default(),
     };
     let done = in_process_interruptible(&args.target, &mount, |fs| {
-        let name = OsStr::new("mdtest");
-        let top =
-            fs.mkdir(fsapi::ROOT, name, Owner::root(0o755)).map_err(|e| anyhow::anyhow!("/mdtest: {e}"))?;
-        let worked = work(fs, top.ino, &mut phases);
-        fs.forget(top.ino, 1);
-        let removed = fs.rmdir(fsapi::ROOT, name).map_err(|e| anyhow::anyhow!("/mdtest: rmdir: {e}"));
-        worked.and(removed)
+        phases = tree::mdtest_in_image(fs, &spec, &mut barrier)?;
+        Ok(())
     })?;
+    keep(&phases);
     if ranks.is_some() {
         return Ok(ExitCode::SUCCESS);
     }
@@ -386,36 +338,4 @@ fn in_process_interruptible(
          fsck -p before using it",
     )?;
     in_process(target, &mount, Some(stop), work)
-}
-
-/// The directory at `path`, made with its parents where missing; one
-/// lookup reference held (none for the root).
-fn make_dirs(fs: &dyn FileSystem, path: &str) -> anyhow::Result<Ino> {
-    let mut dir = fsapi::ROOT;
-    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
-        let name = OsStr::new(part);
-        let next = match fs.lookup(dir, name) {
-            Err(Errno::NOENT) => fs.mkdir(dir, name, Owner::root(0o755)),
-            found => found,
-        }
-        .map_err(|e| anyhow::anyhow!("--into {path}: {part}: {e}"))?;
-        fs.forget(dir, 1);
-        if next.kind != fsapi::FileType::Dir {
-            fs.forget(next.ino, 1);
-            return Err(UsageError(format!("--into {path}: {part} is not a directory")).into());
-        }
-        dir = next.ino;
-    }
-    Ok(dir)
-}
-
-fn add(total: &mut Extracted, one: Extracted) {
-    total.entries += one.entries;
-    total.files += one.files;
-    total.dirs += one.dirs;
-    total.symlinks += one.symlinks;
-    total.hard_links += one.hard_links;
-    total.specials += one.specials;
-    total.data_bytes += one.data_bytes;
-    total.skipped.extend(one.skipped);
 }

@@ -23,10 +23,10 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     args.silent = true;
     let (plan, percentiles) = plan(&args, json.as_deref(), ranks, layout)?;
     if layout == MpiLayout::PerRank {
-        let paths = private_paths(&plan);
+        let paths = lab::job::ranks::private_paths(&plan);
         ranks.own_paths(&paths.iter().map(|(f, p)| (*f, p.as_path())).collect::<Vec<_>>())?;
     }
-    let jobs = prepare(&plan, ranks, layout, args.force)?;
+    let jobs = lab::job::ranks::prepare(&plan, ranks, args.force)?;
     let barrier = || ranks.barrier();
     let shown = execute::Shown::new(false, true, args.repeat);
     let runs = Runs { groups: &plan.groups, repeat: args.repeat, barrier: Some(&barrier) };
@@ -45,10 +45,10 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     };
     lab::job::execute::close(jobs)?;
     let own_bad = outcome.bad_blocks();
-    let Some(texts) = ranks.gather(serde_json::to_string(&mine)?) else {
+    let Some(all) = ranks.gather_values(&mine, "results")? else {
         return Ok(crate::exit::found(own_bad > 0));
     };
-    rank_0(&args, json.as_deref(), layout, &texts, outcome.interrupted)
+    rank_0(&args, json.as_deref(), layout, &all, outcome.interrupted)
 }
 
 /// The run's plan, checked on every rank (a rank that refuses it ends
@@ -64,68 +64,35 @@ fn plan(
         let percentiles = percentiles(&args.percentiles)?;
         if let Some(text) = &args.stonewall {
             let wall = workloads::spec::parse_duration("stonewall", text).map_err(UsageError::from)?;
-            for (_, spec) in &mut plan.jobs {
-                spec.runtime = Some(spec.runtime.map_or(wall, |r| r.min(wall)));
-            }
+            lab::job::ranks::stonewall(&mut plan, wall);
         }
-        match layout {
-            MpiLayout::PerRank => {}
-            MpiLayout::Shared => {
-                split_regions(&mut plan, ranks)?;
-                plan.shared_with_ranks = true;
-            }
+        if layout == MpiLayout::Shared {
+            lab::job::ranks::share(&mut plan, ranks)?;
         }
         Ok((plan, percentiles))
     });
     ranks.agreed(checked)
 }
 
-/// Every rank's jobs prepared; on a shared target rank 0 makes it first
-/// and the others then open it.
-fn prepare(
-    plan: &lab::job::Plan,
-    ranks: &Ranks,
-    layout: MpiLayout,
-    force: bool,
-) -> anyhow::Result<Vec<lab::job::Prepared>> {
-    // On a shared target rank 0 makes it first; the others then open it.
-    let jobs = if layout == MpiLayout::Shared && ranks.rank != 0 {
-        ranks.agreed(Ok(()))?;
-        lab::job::prepare::all(plan, force)
-    } else {
-        let jobs = lab::job::prepare::all(plan, force);
-        if layout == MpiLayout::Shared {
-            ranks.agreed(jobs.as_ref().map(|_| ()).map_err(|e| anyhow::anyhow!("{e:#}")))?;
-        }
-        jobs
-    };
-    ranks.agreed(jobs)
-}
-
-/// On rank 0: every rank's results (`texts`) in one table and document,
+/// On rank 0: every rank's results (`all`) in one table and document,
 /// and the run's exit status.
 fn rank_0(
     args: &RunArgs,
     json: Option<&std::path::Path>,
     layout: MpiLayout,
-    texts: &[String],
+    all: &[report::RankRun],
     interrupted: bool,
 ) -> anyhow::Result<ExitCode> {
-    let all: Vec<report::RankRun> = texts
-        .iter()
-        .map(|t| serde_json::from_str(t))
-        .collect::<Result<_, _>>()
-        .context("a rank's results did not arrive whole")?;
     let to_stdout = json.is_none_or(|p| p.as_os_str() != "-");
     if to_stdout {
-        print!("{}", report::mpi_table(&all, &how(layout, args.stonewall.as_deref(), args.mpi_reorder)));
+        print!("{}", report::mpi_table(all, &how(layout, args.stonewall.as_deref(), args.mpi_reorder)));
     }
     if let Some(path) = json {
         let stonewall = args.stonewall.as_deref();
         let doc = report::json::MpiRunDocument::new(
             env!("CARGO_PKG_VERSION"),
             lab::host::wire(),
-            &all,
+            all,
             layout.name(),
             stonewall,
             args.mpi_reorder,
@@ -183,45 +150,6 @@ fn refused(args: &RunArgs, json: Option<&std::path::Path>) -> anyhow::Result<()>
     }
     if let Some(path) = json {
         crate::check_output("json", path, true)?;
-    }
-    Ok(())
-}
-
-/// Per-rank targets: what each rank writes, for [`Ranks::own_paths`].
-/// Memory and simulated targets live in each rank's process.
-fn private_paths(plan: &lab::job::Plan) -> Vec<(&'static str, std::path::PathBuf)> {
-    let mut paths = Vec::new();
-    for (f, _) in &plan.jobs {
-        let target = f.target.clone().filter(|t| !t.starts_with("mem:") && !t.starts_with("sim:"));
-        paths.extend(target.map(|t| ("target", t.into())));
-        paths.extend(f.journal.clone().map(|p| ("journal", p)));
-        paths.extend(f.key_map_dir.clone().map(|p| ("key-map-dir", p)));
-        paths.extend(f.log_device.clone().map(|p| ("log-device", p)));
-    }
-    paths
-}
-
-/// `--mpi-layout shared`: each rank takes its 1/N of every job's region,
-/// in whole blocks of the largest transfer.
-fn split_regions(plan: &mut lab::job::Plan, ranks: &Ranks) -> Result<(), UsageError> {
-    for (_, spec) in &mut plan.jobs {
-        let Some(size) = spec.size_bytes else {
-            return Err(UsageError(format!(
-                "--mpi-layout shared: job {} has no --size; give the region the ranks split",
-                spec.name
-            )));
-        };
-        let unit = spec.bs.max_bytes().max(4096);
-        let slice = size / ranks.size as u64 / unit * unit;
-        if slice == 0 {
-            return Err(UsageError(format!(
-                "--mpi-layout shared: job {}'s region of {size} bytes gives {} ranks less than a {unit}-byte block each; give a larger --size",
-                spec.name, ranks.size
-            )));
-        }
-        // Reordered, a rank takes the part its neighbour wrote (IOR's -C).
-        spec.offset_bytes += ranks.reordered.unwrap_or(ranks.rank) as u64 * slice;
-        spec.size_bytes = Some(slice);
     }
     Ok(())
 }

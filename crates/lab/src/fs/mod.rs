@@ -5,6 +5,7 @@
 
 pub mod cpus;
 pub mod runner;
+pub mod tree;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

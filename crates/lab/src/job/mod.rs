@@ -4,13 +4,14 @@
 //! never drift apart), fio's job files translated into them (`fio.rs`),
 //! the checked job specs made of them (`plan.rs`), and each checked
 //! against its stack and the stack opened (`prepare.rs`), then run
-//! (`execute.rs`).
+//! (`execute.rs`); under MPI's ranks, the plan split (`ranks.rs`).
 
 pub mod execute;
 pub mod fields;
 pub mod fio;
 pub mod plan;
 pub mod prepare;
+pub mod ranks;
 
 pub use fields::{JobFields, JobFile};
 pub use plan::{key_map_spec, load, plan, Plan};
