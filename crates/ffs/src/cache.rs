@@ -4,6 +4,10 @@
 //! if dirty. Write-back is sorted by block number and coalesces runs of
 //! neighbours into one request, as a disk wants it.
 //!
+//! File data goes first when room is needed, while it holds more than an
+//! eighth of the cache: data written once (an extraction's) does not push
+//! out the metadata that every call reads and changes again.
+//!
 //! Dirty buffers are file data or metadata. A full write-back writes the
 //! data first, then the metadata; under the `log` policy data goes in
 //! place outside the log (`Device::write_unlogged`) and metadata joins the
@@ -41,6 +45,8 @@ struct Buf {
     /// When it was first dirtied since it was last written; None: clean.
     dirtied: Option<Duration>,
     tick: u64,
+    /// Last changed as file data (in `Cache::data_lru` too).
+    file_data: bool,
 }
 
 /// Counters, for reports.
@@ -62,6 +68,13 @@ pub struct Cache {
     bufs: HashMap<u64, Buf>,
     /// tick -> block: the least recently used first.
     lru: BTreeMap<u64, u64>,
+    /// The same for the buffers last changed as file data: an eviction
+    /// takes them first while they are more than `DATA_KEPT_SHARE` of
+    /// the cache, so that file data written once (an extraction's) does
+    /// not push out the metadata every call reads and changes again.
+    /// FFS writes a full data block behind at once (`bawrite`) for the
+    /// same reason.
+    data_lru: BTreeMap<u64, u64>,
     /// Dirty metadata and dirty file data, by block.
     dirty: BTreeSet<u64>,
     dirty_data: BTreeSet<u64>,
@@ -86,6 +99,10 @@ pub struct Cache {
     /// (`load`), so a copy here is what both the disk and memory hold.
     peeked: RefCell<HashMap<u64, AlignedBuf>>,
 }
+
+/// File-data buffers go first on eviction while they are more than
+/// 1/this of the cache.
+const DATA_KEPT_SHARE: usize = 8;
 
 /// A buffer used again is moved to the head of the LRU only if it is
 /// not among the last capacity / this many moved there.
@@ -131,6 +148,7 @@ impl Cache {
             dev,
             bufs: HashMap::default(),
             lru: BTreeMap::new(),
+            data_lru: BTreeMap::new(),
             dirty: BTreeSet::new(),
             dirty_data: BTreeSet::new(),
             tick: 0,
@@ -212,6 +230,10 @@ impl Cache {
         let tick = self.tick;
         {
             self.lru.remove(&buf.tick);
+            if buf.file_data {
+                self.data_lru.remove(&buf.tick);
+                self.data_lru.insert(tick, block);
+            }
             buf.tick = tick;
             self.lru.insert(tick, block);
         }
@@ -241,9 +263,19 @@ impl Cache {
             self.dev.read_at(&mut data, block * BLOCK_BYTES as u64)?;
         }
         self.tick += 1;
-        self.bufs.insert(block, Buf { data, dirtied: None, tick: self.tick });
+        self.bufs.insert(block, Buf { data, dirtied: None, tick: self.tick, file_data: false });
         self.lru.insert(self.tick, block);
         Ok(())
+    }
+
+    /// Gives `block`, which the caller knows holds zeros on the disk, a
+    /// clean buffer of zeros without reading it (nothing, if it has a
+    /// buffer).
+    pub fn load_zeros(&mut self, order: &mut Ordering, block: u64) -> device::Result<()> {
+        match self.bufs.contains_key(&block) {
+            true => Ok(()),
+            false => self.load(order, block, true),
+        }
     }
 
     /// The bytes of `block`.
@@ -277,13 +309,29 @@ impl Cache {
         order.data(block);
         self.dirty.remove(&block);
         self.dirty_data.insert(block);
+        self.set_file_data(block, true);
         Ok(self.mark(block))
     }
 
     fn dirty_buf(&mut self, block: u64) -> &mut [u8] {
         self.dirty_data.remove(&block);
         self.dirty.insert(block);
+        self.set_file_data(block, false);
         self.mark(block)
+    }
+
+    /// Whether `block`'s buffer (it has one) is file data's, in
+    /// `data_lru` or not.
+    fn set_file_data(&mut self, block: u64, file_data: bool) {
+        let buf = self.bufs.get_mut(&block).expect("loaded just before");
+        if buf.file_data == file_data {
+            return;
+        }
+        buf.file_data = file_data;
+        match file_data {
+            true => self.data_lru.insert(buf.tick, block),
+            false => self.data_lru.remove(&buf.tick),
+        };
     }
 
     fn mark(&mut self, block: u64) -> &mut [u8] {
@@ -317,6 +365,7 @@ impl Cache {
         // freed block of file data, mostly) is in no set.
         let buf = self.bufs.remove(&block)?;
         self.lru.remove(&buf.tick);
+        self.data_lru.remove(&buf.tick);
         self.dirty.remove(&block);
         self.dirty_data.remove(&block);
         Some(buf)
@@ -549,7 +598,9 @@ impl Cache {
         order.before_room(self)?;
         let mut passed = 0;
         while self.bufs.len() >= self.capacity_blocks {
-            let Some((&tick, &block)) = self.lru.iter().next() else { break };
+            let data_first = self.data_lru.len() > self.capacity_blocks / DATA_KEPT_SHARE;
+            let lru = if data_first { &self.data_lru } else { &self.lru };
+            let Some((&tick, &block)) = lru.iter().next() else { break };
             if order.passes_over(block) {
                 self.touch(block);
                 passed += 1;
@@ -561,8 +612,8 @@ impl Cache {
             if self.is_dirty(block) {
                 // Write a batch of the oldest dirty buffers, sorted and
                 // coalesced, rather than one block per eviction.
-                let mut batch: Vec<u64> = self
-                    .lru
+                let lru = if data_first { &self.data_lru } else { &self.lru };
+                let mut batch: Vec<u64> = lru
                     .values()
                     .filter(|&&b| self.is_dirty(b) && !order.passes_over(b))
                     .take(EVICT_BATCH_BLOCKS)
@@ -576,6 +627,7 @@ impl Cache {
                 }
             }
             self.lru.remove(&tick);
+            self.data_lru.remove(&tick);
             let buf = self.bufs.remove(&block);
             order.evicted(block);
             self.stats.evictions += 1;
@@ -667,5 +719,56 @@ mod tests {
         assert!(cache.cached(0).is_some(), "used again: kept");
         assert!(cache.cached(1).is_none(), "the least recently used: evicted");
         assert!(cache.cached(63).is_some(), "among the most recent: kept");
+    }
+
+    /// File data written once does not push metadata out: while file
+    /// data fills more than an eighth of the cache, an eviction takes it
+    /// first, however recently the metadata was used.
+    #[test]
+    fn file_data_goes_before_metadata_used_longer_ago() {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(1 << 20).unwrap());
+        let mut cache = Cache::new(dev, 64 * BLOCK_BYTES as u64, false, Clock::Wall);
+        let order = &mut Ordering::Async;
+        for b in 0..8 {
+            cache.modify(order, b).unwrap()[0] = 1;
+        }
+        for b in 100..200 {
+            cache.modify_data(order, b).unwrap()[0] = 2;
+        }
+        assert!((0..8).all(|b| cache.cached(b).is_some()), "the metadata stays");
+        assert!(cache.cached(100).is_none(), "the oldest file data went");
+        assert!(cache.cached(199).is_some(), "the newest file data stays");
+    }
+
+    /// With file data down to an eighth of the cache, the least recently
+    /// used buffer goes again, whatever it holds.
+    #[test]
+    fn a_cache_of_mostly_metadata_evicts_the_least_recently_used() {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(1 << 20).unwrap());
+        let mut cache = Cache::new(dev, 64 * BLOCK_BYTES as u64, false, Clock::Wall);
+        let order = &mut Ordering::Async;
+        cache.modify_data(order, 100).unwrap()[0] = 2;
+        for b in 0..64 {
+            cache.modify(order, b).unwrap()[0] = 1;
+        }
+        assert!(cache.cached(100).is_none(), "the least recently used went");
+        assert!(cache.cached(0).is_some(), "metadata used after it stays");
+    }
+
+    /// A block the caller knows is zeros on the disk gets a clean buffer
+    /// of zeros without a read; one with a buffer keeps it as it is.
+    #[test]
+    fn a_block_known_to_be_zeros_is_not_read() {
+        let mem = Arc::new(MemDevice::new(1 << 20).unwrap());
+        let dev: Arc<dyn Device> = mem.clone();
+        let mut cache = Cache::new(Arc::clone(&dev), 1 << 20, false, Clock::Wall);
+        let order = &mut Ordering::Async;
+        cache.load_zeros(order, 7).unwrap();
+        assert_eq!(dev.stats().snapshot().reads, 0, "no read");
+        assert!(cache.read(order, 7).unwrap().iter().all(|&b| b == 0));
+        assert!(!cache.is_dirty(7), "clean: nothing to write");
+        cache.modify(order, 7).unwrap()[0] = 9;
+        cache.load_zeros(order, 7).unwrap();
+        assert_eq!(cache.read(order, 7).unwrap()[0], 9, "a buffer is left as it is");
     }
 }

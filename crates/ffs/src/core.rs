@@ -40,6 +40,12 @@ pub struct Core {
     /// out (`GroupHeader::inodes_initialized`), raised durably before an
     /// inode past them is ([`Core::initialize_through`]).
     pub initialized: Vec<u32>,
+    /// Per group: the first inode-table block (counted from the table's
+    /// start) from which on no block has been touched by this mount, all
+    /// past what the header said at the mount: every slot there is zero
+    /// on the disk (the header's promise, docs/formats.md), so such a
+    /// block is taken as zeros instead of read ([`Core::table_block`]).
+    untouched_from: Vec<u32>,
     pub cache: Cache,
     /// The write-ordering policy and what it keeps, beside the cache
     /// (`policy/`).
@@ -131,11 +137,13 @@ impl Core {
         log: LogState,
     ) -> Core {
         let order = Ordering::new(policy, &sb, cache.capacity_blocks());
+        let untouched_from = initialized.iter().map(|&slots| slots.div_ceil(INODES_PER_BLOCK)).collect();
         Core {
             sb,
             groups,
             groups_dirty: BTreeSet::new(),
             initialized,
+            untouched_from,
             order,
             cache,
             refs: HashMap::default(),
@@ -164,7 +172,7 @@ impl Core {
     /// Inode `ino` as stored; ESTALE when the slot is free, EIO when it is
     /// garbage.
     pub fn inode(&mut self, ino: u32) -> Result<DiskInode, Errno> {
-        let (block, at) = self.sb.inode_place(ino);
+        let (block, at) = self.table_block(ino)?;
         let bytes = match self.cache.read(&mut self.order, block) {
             Ok(b) => b,
             Err(e) => return Err(io_failed(self, e)),
@@ -178,7 +186,7 @@ impl Core {
 
     /// Stores `inode` as inode `ino` (a delayed write); returns its block.
     pub fn put_inode(&mut self, ino: u32, inode: &DiskInode) -> Result<u64, Errno> {
-        let (block, at) = self.sb.inode_place(ino);
+        let (block, at) = self.table_block(ino)?;
         match self.cache.modify(&mut self.order, block) {
             Ok(bytes) => inode.encode(ino, &mut bytes[at..at + INODE_BYTES]),
             Err(e) => return Err(io_failed(self, e)),
@@ -188,12 +196,32 @@ impl Core {
 
     /// Zeroes inode slot `ino` (freed); returns its block.
     pub fn clear_inode(&mut self, ino: u32) -> Result<u64, Errno> {
-        let (block, at) = self.sb.inode_place(ino);
+        let (block, at) = self.table_block(ino)?;
         match self.cache.modify(&mut self.order, block) {
             Ok(bytes) => bytes[at..at + INODE_BYTES].fill(0),
             Err(e) => return Err(io_failed(self, e)),
         }
         Ok(block)
+    }
+
+    /// Where inode `ino` lies (its table block and the byte in it), the
+    /// block given a buffer of zeros, not read, when no slot of it can
+    /// have reached the disk since mkfs (past `untouched_from`): the
+    /// first inodes of a new group cost no reads.
+    fn table_block(&mut self, ino: u32) -> Result<(u64, usize), Errno> {
+        let place = self.sb.inode_place(ino);
+        let slot = (ino - 1) % self.sb.inodes_per_group;
+        let g = ((ino - 1) / self.sb.inodes_per_group) as usize;
+        let index = slot / INODES_PER_BLOCK;
+        if index >= self.untouched_from[g] {
+            // Every block before it is now counted as touched: reading
+            // one later costs a read, never a wrong answer.
+            self.untouched_from[g] = index + 1;
+            if let Err(e) = self.cache.load_zeros(&mut self.order, place.0) {
+                return Err(io_failed(self, e));
+            }
+        }
+        Ok(place)
     }
 
     /// Writes `block` at once and durably, when the policy orders it.
