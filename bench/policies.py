@@ -15,9 +15,24 @@ Usage: bench/policies.py [--archive FILE] [--rounds 5] [--policies async,softdep
                          [--size 1g] [--log-size SIZE] [--dir DIR] [--iolab PATH]
 Default archive: glibc-source's (/usr/src/glibc/glibc-*.tar.xz), else
 /usr/share/doc tarred on the fly; either is decompressed into /dev/shm first.
+
+With --shapes (random,ordered,small,large,deep,flat): the issue-42 table
+instead. For each generated tree shape, one `iolab sweep policies --shape
+S --kernel ext4,ext4-nojournal` (the columns alternating within each
+repeat, GNU tar and rm through the kernel for ext4, in-process for
+iolab), its JSON kept in --out; then one table of every shape: each
+policy's medians' ratio to async in the same sweep (one repeat's run to
+async's, lowest and highest, in brackets), ext4's with its journal to ext4 without, and each
+goal (log <= max(1.05, ext4 journal / no journal), softdep <= 1.15,
+sync >= 3) met or not. Cells whose async median is under a second, or
+whose repeats spread more than 10%, are marked as the sweep marks them.
+
+    bench/policies.py --shapes random,ordered,small,large,deep,flat --copies 40 --repeat 3 \
+        --policies softdep,log,async --out /tmp/shapes
 """
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
@@ -58,7 +73,14 @@ def main():
     ap.add_argument("--log-size", default=None)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--iolab", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "iolab"))
+    ap.add_argument("--shapes", default=None, help="the generated shapes' table (see above)")
+    ap.add_argument("--copies", default="40", help="--shapes: copies per run; SHAPE=N pairs override one shape's")
+    ap.add_argument("--repeat", type=int, default=3, help="--shapes: repeats per sweep")
+    ap.add_argument("--kernel", default="ext4,ext4-nojournal", help="--shapes: the kernel columns")
+    ap.add_argument("--out", default=None, help="--shapes: where each sweep's JSON goes (default: a new temp dir)")
     args = ap.parse_args()
+    if args.shapes:
+        return shapes(args)
     policies = args.policies.split(",")
     work = tempfile.mkdtemp(prefix="iolab-policies-", dir=args.dir)
     shm = tempfile.mkdtemp(prefix="iolab-policies-", dir="/dev/shm")
@@ -96,6 +118,76 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(shm, ignore_errors=True)
+
+
+def copies_for(spec, shape):
+    """--copies: N for every shape, or N plus SHAPE=N pairs."""
+    n = None
+    for part in spec.split(","):
+        name, _, value = part.rpartition("=")
+        if not name:
+            n = int(value)
+        elif name == shape:
+            return int(value)
+    return n or 40
+
+
+def shapes(args):
+    out = args.out or tempfile.mkdtemp(prefix="iolab-shapes-")
+    os.makedirs(out, exist_ok=True)
+    docs = {}
+    for shape in args.shapes.split(","):
+        path = os.path.join(out, f"{shape}.json")
+        cmd = [args.iolab, "sweep", "policies", "--shape", shape, "--copies", str(copies_for(args.copies, shape)),
+               "--repeat", str(args.repeat), "--policies", args.policies, "--json", path]
+        if args.kernel:
+            cmd += ["--kernel", args.kernel]
+        print("$", " ".join(cmd[1:]), file=sys.stderr, flush=True)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(path) as f:
+            docs[shape] = json.load(f)
+    print(shapes_table(docs))
+    print(f"(each sweep's JSON in {out})")
+
+
+def paired(col, base, phase):
+    """The medians' ratio of `col` to `base` (as the sweep's own x), and
+    the lowest and highest of one repeat's run to `base`'s."""
+    ratios = [a["seconds"] / b["seconds"] for a, b in zip(col[phase]["runs"], base[phase]["runs"])]
+    return col[phase]["median_s"] / base[phase]["median_s"], min(ratios), max(ratios)
+
+
+def shapes_table(docs):
+    policies = [c["name"] for c in next(iter(docs.values()))["columns"] if not c["name"].startswith("ext4")]
+    head = ["shape (entries x copies, data)", "phase", "async s"]
+    head += [f"{p} / async" for p in policies if p != "async"] + ["ext4 / ext4-nojournal", "goals"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 3) + "---|"]
+    for shape, doc in docs.items():
+        cols = {c["name"]: c for c in doc["columns"]}
+        what = f"{shape} ({doc['entries']:,} x {doc['copies']}, {doc['data_bytes'] * doc['copies'] / (1 << 20):.0f} MiB)"
+        for phase in ("tar", "rm"):
+            base = cols["async"]
+            marks = "".join(m for m, d in (("*", "under_a_second"), ("~", "spread_over_10_percent"))
+                            if d in base[phase]["doubts"])
+            row = [what, phase, f"{base[phase]['median_s']:.2f}{marks}"]
+            ext4 = None
+            if "ext4" in cols and "ext4-nojournal" in cols:
+                ext4 = paired(cols["ext4"], cols["ext4-nojournal"], phase)
+            goals = []
+            for p in policies:
+                if p == "async":
+                    continue
+                r = paired(cols[p], base, phase)
+                row.append(f"x{r[0]:.2f} ({r[1]:.2f}-{r[2]:.2f})")
+                limit = {"softdep": 1.15, "log": max(1.05, ext4[0]) if ext4 else 1.05}.get(p)
+                if limit:
+                    goals.append(f"{p} {'met' if r[0] <= limit else 'MISSED'} (<= {limit:.2f})")
+                elif p == "sync":
+                    goals.append(f"sync {'met' if r[0] >= 3 else 'MISSED'} (>= 3)")
+            row.append(f"x{ext4[0]:.2f} ({ext4[1]:.2f}-{ext4[2]:.2f})" if ext4 else "-")
+            row.append("; ".join(goals))
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ pub struct PoliciesArgs {
     #[arg(long, value_name = "SIM")]
     pub disk: Option<String>,
     /// Size of a file target to create (default: room for the copies
-    /// twice over, at least 1 GiB).
+    /// twice over, and inodes for their entries, at least 1 GiB).
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
     /// The buffer cache of each mount.

@@ -86,8 +86,7 @@ pub struct Plan {
     pub target: Option<String>,
     /// iolab's file system on a simulated disk instead.
     pub disk: Option<SimDisk>,
-    /// Size of a file target to create; `None`: room for the copies twice
-    /// over, at least 1 GiB.
+    /// Size of a file target to create; `None`: [`default_size`].
     pub size: Option<u64>,
     /// The buffer cache of each mount, and as the user gave it.
     pub cache_bytes: u64,
@@ -96,6 +95,19 @@ pub struct Plan {
     pub mkfs: MkfsOptions,
     /// Make file systems on a target that holds data.
     pub force: bool,
+}
+
+/// Bytes a sweep's file system gets unless told: room for the copies'
+/// data and a block per entry twice over, and inodes for every entry
+/// with a quarter to spare (iolab's mkfs and mke2fs both give an inode
+/// per 16 KiB), at least 1 GiB. A tree of small files runs out of
+/// inodes long before it runs out of blocks.
+pub fn default_size(copies: u32, entries: u64, data_bytes: u64) -> u64 {
+    const BYTES_PER_INODE: u64 = 16 << 10;
+    let copies = u64::from(copies);
+    let blocks = 2 * copies * (data_bytes + 4096 * entries);
+    let inodes = (copies * entries * 5 / 4) * BYTES_PER_INODE;
+    blocks.max(inodes).max(1 << 30)
 }
 
 /// Whether `path` is a block device.
@@ -107,7 +119,7 @@ pub fn is_block_device(path: &str) -> bool {
 /// Runs the sweep `plan` describes, `watch` following.
 pub fn run(plan: &Plan, watch: &dyn Watch) -> anyhow::Result<report::PoliciesSweep> {
     let (entries, data_bytes) = archive_size(&plan.tar).map_err(|e| UsageError(e.to_string()))?;
-    let size = plan.size.unwrap_or((2 * u64::from(plan.copies) * (data_bytes + 4096 * entries)).max(1 << 30));
+    let size = plan.size.unwrap_or_else(|| default_size(plan.copies, entries, data_bytes));
     let temp = tempfile::Builder::new().prefix("iolab-policies-").tempdir()?;
     let target = match &plan.target {
         Some(t) => t.clone(),
@@ -367,5 +379,22 @@ mod tests {
         let orders: Vec<Vec<usize>> = (1..=3).map(|r| super::run_order(3, r).collect()).collect();
         assert_eq!(orders, vec![vec![0, 1, 2], vec![1, 2, 0], vec![2, 0, 1]]);
         assert_eq!(super::run_order(3, 4).collect::<Vec<_>>(), vec![0, 1, 2], "round again");
+    }
+
+    /// 40 copies of a tree of 2,084 small files: the file system made on
+    /// the default size has an inode for every entry (1 GiB had 65,536
+    /// for 83,360 and the sweep ran out of them).
+    #[test]
+    fn the_default_size_holds_an_inode_for_every_entry() {
+        let (copies, entries, data) = (40, 2084, 1_990_000);
+        let size = super::default_size(copies, entries, data);
+        let sb = ffs::geometry(size, 512, &ffs::MkfsOptions::default()).unwrap();
+        assert!(sb.total_inodes() >= u64::from(copies) * entries, "{} inodes", sb.total_inodes());
+    }
+
+    /// A tree of large files is sized by its data.
+    #[test]
+    fn the_default_size_holds_the_data_twice_over() {
+        assert!(super::default_size(3, 9, 125 << 20) >= 2 * 3 * (125 << 20));
     }
 }
