@@ -220,6 +220,9 @@ impl Core {
             if let Err(e) = self.cache.load_zeros(&mut self.order, place.0) {
                 return Err(io_failed(self, e));
             }
+            // Under `softdep`: what the disk holds is known (zeros), so the
+            // first change keeps no copy of it.
+            self.order.fresh(place.0);
         }
         Ok(place)
     }

@@ -101,7 +101,49 @@ impl<T: Copy + Default + PartialEq> Pages<T> {
         }
     }
 
-    /// Removes every block whose value `done` says is done with.
+    /// Removes every block of `range` whose value `done` says is done
+    /// with: only the pages the range covers are looked at.
+    pub(crate) fn remove_where_in(
+        &mut self,
+        range: std::ops::Range<u64>,
+        mut done: impl FnMut(u64, &T) -> bool,
+    ) {
+        if range.is_empty() {
+            return;
+        }
+        for key in range.start / PAGE_BLOCKS..=(range.end - 1) / PAGE_BLOCKS {
+            let Some(page) = self.pages.get_mut(&key) else { continue };
+            let first = key * PAGE_BLOCKS;
+            let from = range.start.max(first) - first;
+            let to = range.end.min(first + PAGE_BLOCKS) - first;
+            for i in from..to {
+                let slot = &mut page.slots[i as usize];
+                if *slot != T::default() && done(first + i, slot) {
+                    *slot = T::default();
+                    page.used -= 1;
+                    self.len -= 1;
+                }
+            }
+            if page.used == 0 {
+                self.pages.remove(&key);
+            }
+        }
+    }
+
+    /// The first block (in no order) whose value `test` holds for: for
+    /// the debug build's checks of what a targeted sweep left.
+    #[cfg(debug_assertions)]
+    pub(crate) fn find(&self, mut test: impl FnMut(u64, &T) -> bool) -> Option<u64> {
+        self.pages.iter().find_map(|(&key, page)| {
+            (page.slots.iter().enumerate())
+                .find(|(i, slot)| **slot != T::default() && test(key * PAGE_BLOCKS + *i as u64, slot))
+                .map(|(i, _)| key * PAGE_BLOCKS + i as u64)
+        })
+    }
+
+    /// Removes every block whose value `done` says is done with (the
+    /// tests' sweep of the whole map).
+    #[cfg(test)]
     pub(crate) fn remove_where(&mut self, mut done: impl FnMut(u64, &T) -> bool) {
         let mut removed = 0;
         self.pages.retain(|&key, page| {
@@ -133,7 +175,7 @@ mod tests {
         /// inserts, removals and sweeps (blocks near one another and far
         /// apart).
         #[test]
-        fn pages_agree_with_a_map(ops in prop::collection::vec((0u8..5, 0u64..5000, 1u64..100), 1..300)) {
+        fn pages_agree_with_a_map(ops in prop::collection::vec((0u8..6, 0u64..5000, 1u64..100), 1..300)) {
             let mut ticks = Ticks::default();
             let mut model = BTreeMap::new();
             for (op, block, tick) in ops {
@@ -147,9 +189,15 @@ mod tests {
                         ticks.remove(block);
                         model.remove(&block);
                     }
-                    _ => {
+                    4 => {
                         ticks.remove_where(|_, &t| t < tick);
                         model.retain(|_, t| *t >= tick);
+                    }
+                    _ => {
+                        // A range of a few pages, from a block anywhere.
+                        let range = block..block + tick * 37;
+                        ticks.remove_where_in(range.clone(), |_, &t| t % 2 == 0);
+                        model.retain(|b, t| !range.contains(b) || *t % 2 != 0);
                     }
                 }
                 prop_assert_eq!(ticks.get(block), model.get(&block).copied());

@@ -521,3 +521,29 @@ fn a_write_that_skips_the_rules_is_stopped_by_the_check() {
     fs.lock().order.softdep_mut().unwrap().ignore_rules = true;
     let _ = fs.sync();
 }
+
+/// Rule 1 settles a new block once both its contents and its group's
+/// block map are on the disk, in either order, and the flush that
+/// settles it forgets it: one that makes only the map durable, after the
+/// contents went earlier, looks at the blocks of the maps it made
+/// durable, not only at the blocks it wrote.
+#[test]
+fn a_new_block_settles_when_its_map_reaches_the_disk_after_its_contents() {
+    let fs = fresh_softdep();
+    let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+    fs.write(f, 0, &[7u8; BLOCK_BYTES]).unwrap();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
+    let block = core.inode(f as u32).unwrap().direct[0];
+    let g = (u64::from(block) - core.sb.first_group_block) / u64::from(core.sb.blocks_per_group);
+    let map = core.sb.group_start(g as u32) + 1;
+    assert!(core.cache.is_dirty_meta(map), "the map is not written yet");
+    core.cache.write_listed(&mut core.order, &[u64::from(block)]).unwrap();
+    core.cache.flush(&mut core.order).unwrap();
+    assert!(!core.order.softdep().unwrap().settled(block), "the contents alone settle nothing");
+    core.cache.write_listed(&mut core.order, &[map]).unwrap();
+    core.cache.flush(&mut core.order).unwrap();
+    let sd = core.order.softdep().unwrap();
+    assert!(sd.settled(block), "the map after the contents settles it");
+    assert!(sd.fresh_blocks.get(u64::from(block)).is_none(), "and the block is no longer fresh");
+}

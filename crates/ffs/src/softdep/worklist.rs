@@ -88,10 +88,12 @@ impl Softdep {
     /// did), and the work that waited on them runs.
     pub fn sealed_flushed(&mut self, blocks: &dyn Blocks) {
         let Some(mut sealed) = self.sealed.take() else { return };
+        let mut bitmaps: Vec<u64> = Vec::with_capacity(sealed.bitmaps.len());
         for (block, at) in sealed.bitmaps.drain(..) {
             if self.last_durable.get(block).is_none_or(|d| d < at) {
                 self.last_durable.insert(block, at);
             }
+            bitmaps.push(block);
         }
         for &block in &sealed.written {
             match sealed.inflight.remove(&block) {
@@ -109,22 +111,66 @@ impl Softdep {
                 }
             }
         }
+        let mut written: Vec<u64> = Vec::with_capacity(sealed.fresh.len());
         for (block, at) in sealed.fresh.drain(..) {
             if let Some(fresh) = self.fresh_blocks.get_mut(block) {
                 if fresh.allocated < at && fresh.durable < at {
                     fresh.durable = at;
                 }
             }
+            written.push(block);
         }
-        let mut fresh_blocks = std::mem::take(&mut self.fresh_blocks);
-        fresh_blocks.remove_where(|block, fresh| self.fresh_settled(block as u32, fresh));
-        self.fresh_blocks = fresh_blocks;
-        let mut fresh_inodes = std::mem::take(&mut self.fresh_inodes);
-        fresh_inodes.remove_where(|ino, &at| self.durable_after(self.inode_bitmap(ino as u32), at));
-        self.fresh_inodes = fresh_inodes;
+        self.settle_fresh(&mut bitmaps, &written);
         self.run_worklist(blocks, Some(&sealed.written));
         if self.names.len() > self.names_mark {
             self.prune_names();
+        }
+    }
+
+    /// The fresh blocks and inodes this flush may have settled, and only
+    /// those (a scan of every fresh one at every flush cost a tar of many
+    /// files a quadratic share of its time): a block whose contents
+    /// (`written`) or whose group's block map (`bitmaps`) the flush made
+    /// durable; an inode whose group's inode map it did. Nothing else
+    /// moves a fresh one on.
+    fn settle_fresh(&mut self, bitmaps: &mut Vec<u64>, written: &[u64]) {
+        let mut fresh_blocks = std::mem::take(&mut self.fresh_blocks);
+        for &block in written {
+            if fresh_blocks.get(block).is_some_and(|fresh| self.fresh_settled(block as u32, &fresh)) {
+                fresh_blocks.remove(block);
+            }
+        }
+        let mut fresh_inodes = std::mem::take(&mut self.fresh_inodes);
+        bitmaps.sort_unstable();
+        bitmaps.dedup();
+        for &bitmap in bitmaps.iter() {
+            let Some(within) = self.within_group(bitmap) else { continue };
+            let g = ((bitmap - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group)) as u32;
+            match within {
+                1 => {
+                    let start = self.sb.group_start(g);
+                    let blocks = start..start + u64::from(self.sb.group_blocks(g));
+                    fresh_blocks
+                        .remove_where_in(blocks, |block, fresh| self.fresh_settled(block as u32, fresh));
+                }
+                2 => {
+                    let per_group = u64::from(self.sb.inodes_per_group);
+                    let inodes = u64::from(g) * per_group + 1..u64::from(g + 1) * per_group + 1;
+                    let inode_map = bitmap;
+                    fresh_inodes.remove_where_in(inodes, |_, &at| self.durable_after(inode_map, at));
+                }
+                _ => {}
+            }
+        }
+        self.fresh_blocks = fresh_blocks;
+        self.fresh_inodes = fresh_inodes;
+        #[cfg(debug_assertions)]
+        {
+            let left = self.fresh_blocks.find(|block, fresh| self.fresh_settled(block as u32, fresh));
+            assert!(left.is_none(), "soft updates: fresh block {left:?} settled but not looked at");
+            let left =
+                self.fresh_inodes.find(|ino, &at| self.durable_after(self.inode_bitmap(ino as u32), at));
+            assert!(left.is_none(), "soft updates: fresh inode {left:?} settled but not looked at");
         }
     }
 
