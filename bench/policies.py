@@ -78,6 +78,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="--shapes: repeats per sweep")
     ap.add_argument("--kernel", default="ext4,ext4-nojournal", help="--shapes: the kernel columns")
     ap.add_argument("--out", default=None, help="--shapes: where each sweep's JSON goes (default: a new temp dir)")
+    ap.add_argument("--target", default=None,
+                    help="--shapes: the file the sweeps make their file systems on (e.g. on /dev/shm: no disk "
+                         "beneath, the policies' own cost; --size sizes it; it is overwritten)")
     args = ap.parse_args()
     if args.shapes:
         return shapes(args)
@@ -142,12 +145,16 @@ def shapes(args):
                "--repeat", str(args.repeat), "--policies", args.policies, "--json", path]
         if args.kernel:
             cmd += ["--kernel", args.kernel]
+        if args.target:
+            cmd += ["--target", args.target, "--size", args.size, "--force"]
         print("$", " ".join(cmd[1:]), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         with open(path) as f:
             docs[shape] = json.load(f)
     print(shapes_table(docs))
     print(f"(each sweep's JSON in {out})")
+    if args.target and os.path.exists(args.target):
+        os.remove(args.target)
 
 
 def paired(col, base, phase):
