@@ -74,12 +74,14 @@ impl TreeShape {
         TreeShape::ALL.into_iter().find(|t| t.name() == s)
     }
 
-    /// Files a tree of this shape has when not told: 2,000, or 8 large
+    /// Files a tree of this shape has when not told: 10,000 (ten copies
+    /// of them hold more than a 64 MiB cache many times over, and even
+    /// async's removal of them takes more than a second), or 8 large
     /// ones (about 120 MiB).
     pub fn default_files(self) -> u32 {
         match self {
             TreeShape::Large => 8,
-            _ => 2000,
+            _ => 10_000,
         }
     }
 }
