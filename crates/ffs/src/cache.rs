@@ -6,8 +6,7 @@
 //!
 //! File data goes first when room is needed, while it holds more than an
 //! eighth of the cache: data written once (an extraction's) does not push
-//! out the metadata that every call reads and changes again (not yet
-//! under `log`: see `make_room`).
+//! out the metadata that every call reads and changes again.
 //!
 //! Dirty buffers are file data or metadata. A full write-back writes the
 //! data first, then the metadata; under the `log` policy data goes in
@@ -599,13 +598,7 @@ impl Cache {
         order.before_room(self)?;
         let mut passed = 0;
         while self.bufs.len() >= self.capacity_blocks {
-            // Not under `log`: there, file data evicted ahead of the
-            // metadata left a crash state with an unattached inode in the
-            // forced-commit crash test (workloads' fscrash
-            // `log_commits_forced_mid_operation...`); plain LRU until
-            // that is understood.
-            let data_first =
-                !order.is_logged() && self.data_lru.len() > self.capacity_blocks / DATA_KEPT_SHARE;
+            let data_first = self.data_lru.len() > self.capacity_blocks / DATA_KEPT_SHARE;
             let lru = if data_first { &self.data_lru } else { &self.lru };
             let Some((&tick, &block)) = lru.iter().next() else { break };
             if order.passes_over(block) {

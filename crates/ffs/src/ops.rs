@@ -295,7 +295,21 @@ fn free_inode(core: &mut Core, ino: u32, mut inode: DiskInode) -> Result<()> {
     if core.sb.orphans != 0 {
         core.unlist_orphan(ino, inode.next_orphan)?;
     }
+    // Under `log`, a removal too large for one transaction commits
+    // between chunks (`shed_in_chunks`) with the entry already gone:
+    // meanwhile the inode is on the orphan list, so that a crash between
+    // leaves it for the next mount to free, as an open file's, never an
+    // inode that nothing names.
+    let listed = core.order.is_logged();
+    if listed {
+        inode.next_orphan = core.sb.orphans;
+        core.sb.orphans = ino;
+    }
     core.shed_in_chunks(ino, &mut inode, 0, FILE_BLOCKS_MAX)?;
+    if listed {
+        core.unlist_orphan(ino, inode.next_orphan)?;
+        inode.next_orphan = 0;
+    }
     let mut freed = core.truncate_blocks(&mut inode, 0)?;
     if inode.xattr != 0 {
         // Metadata, freed with the rest (among `pointers`, which are
