@@ -375,7 +375,10 @@ impl fuser::Filesystem for FuseFront {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.counts.add(wire::op::LOOKUP);
-        self.entry(self.fs.lookup(parent.0, name), reply);
+        match self.fs.lookup(parent.0, name) {
+            Err(fsapi::Errno::NOENT) => self.entry(Ok(wire::NO_ENTRY), reply),
+            found => self.entry(found, reply),
+        }
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -607,7 +610,14 @@ impl fuser::Filesystem for FuseFront {
 
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         self.counts.add(wire::op::OPENDIR);
-        reply.opened(FileHandle(0), FopenFlags::empty());
+        // A directory needs no handle: ENOSYS tells the kernel to stop
+        // sending OPENDIR and RELEASEDIR (two round trips per opendir(3)),
+        // and its default without them is to keep each directory's
+        // entries in its page cache (FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR),
+        // dropped whenever it changes the directory itself or its mtime
+        // moves. Every change on this mount comes through the kernel, so
+        // the cache stays true and a second listing costs no READDIR.
+        reply.error(FuseErrno::ENOSYS);
     }
 
     fn releasedir(

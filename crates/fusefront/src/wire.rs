@@ -231,6 +231,26 @@ fn put_attr(out: &mut Vec<u8>, a: &Attr) {
     }
 }
 
+/// The answer to a LOOKUP of a name that is not there: node 0 with the
+/// entry's time to live, which the kernel keeps as a negative dentry
+/// (ENOENT itself is kept for no time at all, so every stat(2) of a
+/// missing name would ask again). The kernel forgets it when it makes the
+/// name itself, and on this mount every name is made through the kernel.
+pub(crate) const NO_ENTRY: Attr = Attr {
+    ino: 0,
+    kind: FileType::File,
+    perm: 0,
+    nlink: 0,
+    uid: 0,
+    gid: 0,
+    size: 0,
+    blocks: 0,
+    rdev: 0,
+    atime: Time { secs: 0, nanos: 0 },
+    mtime: Time { secs: 0, nanos: 0 },
+    ctime: Time { secs: 0, nanos: 0 },
+};
+
 /// `struct fuse_entry_out` (128 bytes).
 fn put_entry(out: &mut Vec<u8>, a: &Attr) {
     // nodeid, generation, entry_valid, attr_valid, their nanoseconds.
@@ -452,7 +472,10 @@ pub(crate) fn answer_with(
     out.clear();
     let ino = h.nodeid;
     match h.opcode {
-        op::LOOKUP => put_entry(out, &fs.lookup(ino, name(payload)?.0)?),
+        op::LOOKUP => match fs.lookup(ino, name(payload)?.0) {
+            Err(Errno::NOENT) => put_entry(out, &NO_ENTRY),
+            found => put_entry(out, &found?),
+        },
         op::GETATTR => put_attr_out(out, &fs.getattr(ino)?),
         op::SETATTR => {
             let mut changes = setattr_changes(arg)?;
@@ -517,7 +540,8 @@ pub(crate) fn answer_with(
         op::STATFS => put_statfs(out, &fs.statfs()?),
         op::RELEASE => fs.release(ino),
         op::FSYNC | op::FSYNCDIR => fs.fsync(ino, field32(arg, 8)? & FSYNC_FDATASYNC != 0)?,
-        op::OPENDIR => put_open(out, 0),
+        // No OPENDIR (see `opendir` in lib.rs): the kernel stops asking.
+        op::OPENDIR => return Err(Errno::NOSYS),
         op::RELEASEDIR => {}
         op::READDIR => {
             let (offset, limit) = (field64(arg, 8)?, field32(arg, 16)? as usize);
@@ -627,6 +651,35 @@ mod tests {
         assert_eq!(u64::from_ne_bytes(out[0..8].try_into().unwrap()), made);
         let mode = u32::from_ne_bytes(out[40 + 60..40 + 64].try_into().unwrap());
         assert_eq!(mode, libc::S_IFDIR | 0o755);
+    }
+
+    #[test]
+    fn a_lookup_of_a_missing_name_answers_node_0_to_keep_for_the_entry_time() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        answer(&fs, &Direct::default(), &header(op::LOOKUP, fsapi::ROOT), &[], b"none\0", &mut out).unwrap();
+        // fuse_entry_out: nodeid (0), generation (8), entry_valid (16).
+        assert_eq!(out.len(), 128);
+        assert_eq!(u64::from_ne_bytes(out[0..8].try_into().unwrap()), 0);
+        assert_eq!(u64::from_ne_bytes(out[16..24].try_into().unwrap()), TTL_SECS);
+    }
+
+    #[test]
+    fn a_lookup_failing_otherwise_is_that_error() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let long = [vec![b'n'; 300], vec![0]].concat();
+        let got = answer(&fs, &Direct::default(), &header(op::LOOKUP, fsapi::ROOT), &[], &long, &mut out);
+        assert_eq!(got, Err(Errno::NAMETOOLONG));
+    }
+
+    #[test]
+    fn opendir_is_enosys_so_the_kernel_stops_asking_and_caches_listings() {
+        let fs = ModelFs::new();
+        let mut out = Vec::new();
+        let got =
+            answer(&fs, &Direct::default(), &header(op::OPENDIR, fsapi::ROOT), &[0u8; 8], &[], &mut out);
+        assert_eq!(got, Err(Errno::NOSYS));
     }
 
     /// `struct fuse_mknod_in`: mode, rdev, umask, padding.

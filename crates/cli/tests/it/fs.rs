@@ -113,6 +113,18 @@ pub(crate) fn fuse_usable() -> bool {
     )
 }
 
+/// The transports this machine can mount through (none without FUSE).
+pub(crate) fn transports() -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if fuse_usable() {
+        out.push("dev");
+        if fuse_uring_usable() {
+            out.push("uring");
+        }
+    }
+    out
+}
+
 /// Whether FUSE over io_uring can be used here (the fuse module's
 /// `enable_uring`); CI turns it on and sets IOLAB_REQUIRE_FUSE_URING.
 pub(crate) fn fuse_uring_usable() -> bool {

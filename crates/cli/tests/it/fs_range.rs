@@ -8,19 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::cli::{iolab, stderr, stdout};
-use crate::fs::{fuse_uring_usable, fuse_usable, run, Mounted};
-
-/// The transports this machine can mount through (none without FUSE).
-fn transports() -> Vec<&'static str> {
-    let mut out = Vec::new();
-    if fuse_usable() {
-        out.push("dev");
-        if fuse_uring_usable() {
-            out.push("uring");
-        }
-    }
-    out
-}
+use crate::fs::{run, transports, Mounted};
 
 /// A new image in `dir` mounted at `dir/mnt` under softdep through
 /// `transport`.

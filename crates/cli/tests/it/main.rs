@@ -7,6 +7,7 @@ mod fs;
 mod fs_damage;
 mod fs_fsx;
 mod fs_limits;
+mod fs_names;
 mod fs_range;
 mod fs_rename;
 mod fs_suites;
