@@ -90,8 +90,15 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print iolab's manual page (roff): `iolab man | man -l -`.
-    Man,
+    /// Print iolab's manual page (roff): `iolab man | man -l -`; with
+    /// --dir, write a page for every command into DIR instead.
+    Man {
+        /// Write iolab.1 and a page for each subcommand at every level
+        /// (iolab-run.1, iolab-fs-mount.1, ...) into DIR, made if missing;
+        /// `man -M`'s layout wants DIR to be .../man1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 pub fn dispatch(cli: Cli, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<ExitCode> {
@@ -125,9 +132,30 @@ pub fn dispatch(cli: Cli, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<Exi
             clap_complete::generate(shell, &mut Cli::command(), "iolab", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
+        Command::Man { dir: None } => {
             use clap::CommandFactory;
             clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir: Some(dir) } => {
+            use clap::CommandFactory;
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                crate::UsageError(format!(
+                    "--dir: cannot make {}: {e}; name a directory you may write",
+                    dir.display()
+                ))
+            })?;
+            clap_mangen::generate_to(Cli::command(), &dir)
+                .map_err(|e| anyhow::anyhow!("writing the manual pages into {}: {e}", dir.display()))?;
+            let pages = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).filter(|e| {
+                e.file_name().to_str().is_some_and(|n| n.starts_with("iolab") && n.ends_with(".1"))
+            });
+            println!(
+                "iolab: {} manual pages in {}; read one with `man -l {}/iolab-run.1`",
+                pages.count(),
+                dir.display(),
+                dir.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -18,41 +18,41 @@ pub struct RunArgs {
     #[command(flatten)]
     pub job: JobFields,
     /// Run each job N times and report min / median / max.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(help_heading = "Output", long, value_name = "N", default_value_t = 1)]
     pub repeat: u32,
     /// Write the results as JSON to FILE ("-" for standard output).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write every validation error found as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
     pub error_log: Option<PathBuf>,
     /// Write to a target even though it holds a file system, a partition
     /// table or an iolab volume.
-    #[arg(long)]
+    #[arg(help_heading = "Target", long)]
     pub force: bool,
     /// No progress display.
-    #[arg(long, short = 'q')]
+    #[arg(help_heading = "Output", long, short = 'q')]
     pub quiet: bool,
     /// Print the job file as iolab's TOML job file (a fio file translated,
     /// flags applied) and run nothing.
-    #[arg(long, requires = "jobfile")]
+    #[arg(help_heading = "Output", long, requires = "jobfile")]
     pub print_job: bool,
     /// Refuse a fio job file with any option iolab would ignore (instead
     /// of a note for each).
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub strict: bool,
     /// The latency percentiles the JSON document gives for each direction
     /// (in percent, comma-separated).
-    #[arg(long, value_name = "LIST", default_value = "1,10,50,90,99,99.9,99.99")]
+    #[arg(help_heading = "Output", long, value_name = "LIST", default_value = "1,10,50,90,99,99.9,99.99")]
     pub percentiles: String,
     /// Write fio's per-second interval logs into DIR (made if missing):
     /// JOB_bw.N.log, JOB_iops.N.log, JOB_lat.N.log for run N, as fio's
     /// write_bw_log, write_iops_log and write_lat_log with log_avg_msec=1000
     /// (fio2gnuplot and fio-plot read them).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Output", long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
     /// Draw the results' charts as SVG files into DIR (made if missing).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Output", long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// On a simulated target with its journal on a simulated disk: cut
     /// the power this long into the run (virtual time: 5s, 500ms), then
@@ -60,26 +60,29 @@ pub struct RunArgs {
     /// validate after a crash (docs/sim.md). Exit status 3 when the
     /// journal misses writes the target holds, 4 when it is damaged
     /// (records it had made durable lost), 1 when blocks are bad.
-    #[arg(long, value_name = "TIME")]
+    #[arg(help_heading = "Data validation", long, value_name = "TIME")]
     pub power_cut: Option<String>,
     /// What standard output carries: text (the tables) or csv (a header,
     /// then one line per job and run, for scripts).
-    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Text)]
+    #[arg(help_heading = "Output", long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
     /// Under mpirun: each rank on its own target (per-rank, the default:
     /// put {rank} or {host} in its path), or every rank on its own
     /// 1/N of one shared target's region (shared; needs --size).
-    #[arg(long, value_enum, value_name = "LAYOUT")]
+    #[arg(help_heading = "Under mpirun", long, value_enum, value_name = "LAYOUT")]
+    #[cfg_attr(not(feature = "mpi"), arg(hide = true))]
     pub mpi_layout: Option<MpiLayout>,
     /// Under mpirun: every rank stops this long into the measured phase,
     /// done or not (IOR's stonewall, -D), so that no straggler's tail
     /// stretches the aggregate's window.
-    #[arg(long, value_name = "TIME")]
+    #[arg(help_heading = "Under mpirun", long, value_name = "TIME")]
+    #[cfg_attr(not(feature = "mpi"), arg(hide = true))]
     pub stonewall: Option<String>,
     /// Under mpirun: `{rank}` and `{host}` name another rank's (IOR's -C):
     /// the rank as many further as there are ranks on this host, so that
     /// each reads what a rank on another host wrote, past its own cache.
-    #[arg(long)]
+    #[arg(help_heading = "Under mpirun", long)]
+    #[cfg_attr(not(feature = "mpi"), arg(hide = true))]
     pub mpi_reorder: bool,
     /// A rank other than 0 under MPI: nothing on standard output.
     #[arg(skip)]

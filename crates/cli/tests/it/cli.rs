@@ -42,6 +42,81 @@ fn completions_and_the_manual_are_generated_from_the_flags() {
 }
 
 #[test]
+fn run_help_puts_each_flag_under_its_heading() {
+    let out = iolab(&["run", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("no {needle} in:\n{text}"));
+    let headings = [
+        "Target:",
+        "Workload:",
+        "Threads and engine:",
+        "Limits and flushes:",
+        "Data validation:",
+        "Block log:",
+        "Output:",
+    ];
+    let places: Vec<usize> = headings.iter().map(|h| at(&format!("\n{h}\n"))).collect();
+    assert!(places.windows(2).all(|w| w[0] < w[1]), "headings out of order: {places:?}");
+    for (flag, under) in [
+        ("--target", 0),
+        ("--bs <", 1),
+        ("--iodepth <", 2),
+        ("--runtime <", 3),
+        ("--journal <", 4),
+        ("--log <", 5),
+        ("--json <", 6),
+    ] {
+        let place = at(flag);
+        assert!(
+            place > places[under] && places.get(under + 1).is_none_or(|next| place < *next),
+            "{flag} is not under {}",
+            headings[under]
+        );
+    }
+}
+
+#[test]
+fn run_help_shows_the_mpi_flags_only_in_a_build_with_mpi() {
+    let text = stdout(&iolab(&["run", "--help"]));
+    assert_eq!(text.contains("Under mpirun:"), cfg!(feature = "mpi"), "{text}");
+    assert_eq!(text.contains("--mpi-layout"), cfg!(feature = "mpi"), "{text}");
+}
+
+#[test]
+fn man_dir_writes_a_page_for_every_command_each_page_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let man1 = dir.path().join("man/man1");
+    let out = iolab(&["man", "--dir", man1.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = std::fs::read_to_string(man1.join("iolab-run.1")).unwrap();
+    assert!(run.contains(".TH iolab-run 1") && run.contains("\\-\\-journal"), "{run}");
+    let mut named = 0;
+    for page in std::fs::read_dir(&man1).unwrap() {
+        let text = std::fs::read_to_string(page.unwrap().path()).unwrap();
+        for (at, _) in text.match_indices("(1)") {
+            let start = text[..at].rfind(|c: char| c.is_whitespace()).map_or(0, |s| s + 1);
+            let name = text[start..at].replace("\\-", "-");
+            if name.starts_with("iolab") {
+                assert!(man1.join(format!("{name}.1")).exists(), "{name}(1) is named but not written");
+                named += 1;
+            }
+        }
+    }
+    assert!(named >= 30, "only {named} pages named");
+}
+
+#[test]
+fn man_dir_that_cannot_be_made_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"").unwrap();
+    let out = iolab(&["man", "--dir", file.join("man1").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--dir"), "{}", stderr(&out));
+}
+
+#[test]
 fn unknown_subcommand_is_a_usage_error() {
     let out = iolab(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));

@@ -37,65 +37,73 @@ pub struct JobFields {
     /// or sim:ssd[,...] (a simulated disk in modeled time: docs/sim.md), or
     /// a directory (files in it: --nrfiles). A missing file is created
     /// sparse with the region's size. Default: a temporary 1 GiB file.
-    #[arg(long, visible_alias = "filename", short = 't', value_name = "TARGET")]
+    #[arg(help_heading = "Target", long, visible_alias = "filename", short = 't', value_name = "TARGET")]
     pub target: Option<String>,
     /// Name of the job in reports.
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = "Target", long, value_name = "NAME")]
     pub name: Option<String>,
     /// Start of the region used, in bytes (suffixes k, m, g, t; s = sectors).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(help_heading = "Target", long, value_name = "SIZE")]
     pub offset: Option<String>,
     /// Length of the region used; default: to the end of the target.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(help_heading = "Target", long, value_name = "SIZE")]
     pub size: Option<String>,
     /// Access pattern: read, write, randread, randwrite, rw, randrw (default randrw).
-    #[arg(long, value_name = "PATTERN")]
+    #[arg(help_heading = "Workload", long, value_name = "PATTERN")]
     #[serde(default, deserialize_with = "parsed")]
     pub rw: Option<Rw>,
     /// Percentage of reads in a mixed pattern (default 70).
-    #[arg(long, value_name = "PCT")]
+    #[arg(help_heading = "Workload", long, value_name = "PCT")]
     pub rwmixread: Option<u8>,
     /// Percentage of requests placed at random (Vdbench seekpct); the rest
     /// follow on from the previous request. Default: 0 for sequential
     /// patterns, 100 for random ones.
-    #[arg(long, value_name = "PCT")]
+    #[arg(help_heading = "Workload", long, value_name = "PCT")]
     pub seekpct: Option<u8>,
     /// Spread of random offsets: uniform (default), zipf:THETA,
     /// hot:IO%/REGION%, or zoned:IO/REGION:... (fio's zoned: consecutive
     /// zones from the region's start, each taking IO% of the requests).
-    #[arg(long, value_name = "SKEW")]
+    #[arg(help_heading = "Workload", long, value_name = "SKEW")]
     #[serde(default, deserialize_with = "parsed")]
     pub skew: Option<Skew>,
     /// Transfer sizes: 4k; a mix 4k/10:64k/50:32k/40 (the percentage of
     /// requests of each size, adding up to 100); a range 512-64k[/STEP];
     /// or fs, the file-system mix (1-120 sectors, ~8 KiB).
     /// Default: 4k, or fs for the default job.
-    #[arg(long, value_name = "SIZES")]
+    #[arg(help_heading = "Workload", long, value_name = "SIZES")]
     #[serde(default, deserialize_with = "parsed")]
     pub bs: Option<BlockSizes>,
     /// Offsets are multiples of this (default: the transfer size if fixed,
     /// else the sector size).
-    #[arg(long, visible_alias = "blockalign", value_name = "SIZE")]
+    #[arg(help_heading = "Workload", long, visible_alias = "blockalign", value_name = "SIZE")]
     pub bsalign: Option<String>,
     /// Worker threads (default 1).
-    #[arg(long, visible_alias = "numjobs", value_name = "N")]
+    #[arg(help_heading = "Threads and engine", long, visible_alias = "numjobs", value_name = "N")]
     pub threads: Option<u32>,
-    /// Requests in flight per thread, uring or virtual engine (default 1; 16 in the default job).
-    #[arg(long, value_name = "N")]
+    /// Requests in flight per thread, uring or virtual engine (default 1:
+    /// one request at a time, as the default job runs).
+    #[arg(help_heading = "Threads and engine", long, value_name = "N")]
     pub iodepth: Option<u32>,
     /// Requests queued before they are submitted together, uring engine
     /// (fio's iodepth_batch_submit; default 1: each as soon as it is ready).
-    #[arg(long, visible_alias = "iodepth_batch_submit", alias = "iodepth_batch", value_name = "N")]
+    #[arg(
+        help_heading = "Threads and engine",
+        long,
+        visible_alias = "iodepth_batch_submit",
+        alias = "iodepth_batch",
+        value_name = "N"
+    )]
     pub iodepth_batch: Option<u32>,
-    /// How requests are submitted: auto (default: uring for files and block
-    /// devices where the kernel allows it, else sync; sync under a group or
-    /// sync validation journal; virtual on a simulated disk), sync, uring or
-    /// virtual (a sim: target's modeled time, docs/sim.md).
-    #[arg(long, visible_alias = "ioengine", value_name = "ENGINE")]
+    /// How requests are submitted: auto (default: virtual on a simulated
+    /// disk; sync, pread/pwrite as fio's default engine, at --iodepth 1 or
+    /// under a group or sync validation journal; else uring for files and
+    /// block devices where the kernel allows it), sync, uring or virtual (a
+    /// sim: target's modeled time, docs/sim.md).
+    #[arg(help_heading = "Threads and engine", long, visible_alias = "ioengine", value_name = "ENGINE")]
     #[serde(default, deserialize_with = "parsed")]
     pub engine: Option<EngineChoice>,
     /// Bypass the page cache (O_DIRECT) on files and block devices.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(help_heading = "Threads and engine", long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub direct: Option<bool>,
     /// Lay out unwritten parts of the region before the clock starts:
     /// auto (default: when the job reads, as fio lays out its files; holes
@@ -103,22 +111,22 @@ pub struct JobFields {
     /// to measure overwrites) or never (read figures are then marked when
     /// the region has holes). A new file is filled with the job's pattern,
     /// an existing file's holes with zeros (its contents stay as they were).
-    #[arg(long, value_name = "WHEN")]
+    #[arg(help_heading = "Target", long, value_name = "WHEN")]
     #[serde(default, deserialize_with = "parsed")]
     pub layout: Option<LayoutPolicy>,
     /// Buffered runs: keep the target's pages in the page cache between
     /// runs instead of dropping them before each (fio's invalidate=0);
     /// the report then says how much was cached at the start.
-    #[arg(long, num_args = 0, default_missing_value = "true")]
+    #[arg(help_heading = "Target", long, num_args = 0, default_missing_value = "true")]
     pub keep_cache: Option<bool>,
     /// Sector size of a file target: 512 or 4096 (to act as a 4Kn disk).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(help_heading = "Target", long, value_name = "BYTES")]
     pub sector_size: Option<u32>,
     /// With a directory target: the job's region spread over N files in it,
     /// iolab.0.0 ... (fio's directory= and nrfiles=), taken one after
     /// another as one address space (fio's file_service_type=sequential);
     /// missing files made sparse, --size split evenly over them.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Target", long, value_name = "N")]
     pub nrfiles: Option<u32>,
     /// A job-file key: with `concurrent = true`, this job waits for the
     /// jobs before it to end, and starts a new group with the jobs after
@@ -126,56 +134,62 @@ pub struct JobFields {
     #[arg(skip)]
     pub stonewall: Option<bool>,
     /// Flush (fdatasync) after every N writes in each thread.
-    #[arg(long, visible_alias = "fsync", value_name = "N")]
+    #[arg(help_heading = "Limits and flushes", long, visible_alias = "fsync", value_name = "N")]
     pub flush_every: Option<u64>,
     /// Flush once at the end, inside the measurement (fio's end_fsync).
-    #[arg(long, visible_alias = "end_fsync", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(help_heading = "Limits and flushes", long, visible_alias = "end_fsync", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub end_flush: Option<bool>,
     /// Stop after this long (10, 10s, 500ms, 2m).
-    #[arg(long, value_name = "TIME")]
+    #[arg(help_heading = "Limits and flushes", long, value_name = "TIME")]
     pub runtime: Option<String>,
     /// Stop after this many bytes in all threads together.
-    #[arg(long, visible_alias = "io_size", alias = "io_limit", value_name = "SIZE")]
+    #[arg(
+        help_heading = "Limits and flushes",
+        long,
+        visible_alias = "io_size",
+        alias = "io_limit",
+        value_name = "SIZE"
+    )]
     pub io_size: Option<String>,
     /// Stop after exactly this many requests in all threads together.
-    #[arg(long, visible_alias = "number_ios", value_name = "N")]
+    #[arg(help_heading = "Limits and flushes", long, visible_alias = "number_ios", value_name = "N")]
     pub ios: Option<u64>,
     /// Run this long before measuring (warm-up, excluded from results).
-    #[arg(long, visible_alias = "ramp_time", value_name = "TIME")]
+    #[arg(help_heading = "Limits and flushes", long, visible_alias = "ramp_time", value_name = "TIME")]
     pub ramp: Option<String>,
     /// Limit to this many requests per second in all threads together.
-    #[arg(long, visible_alias = "rate_iops", value_name = "N")]
+    #[arg(help_heading = "Limits and flushes", long, visible_alias = "rate_iops", value_name = "N")]
     pub rate_iops: Option<u64>,
     /// Data written: random (default), zeros, or compress:PCT (compresses to PCT%).
-    #[arg(long, value_name = "PATTERN")]
+    #[arg(help_heading = "Workload", long, value_name = "PATTERN")]
     #[serde(default, deserialize_with = "parsed")]
     pub pattern: Option<Pattern>,
     /// Stamp every written block and check every block read (Vdbench-style
     /// data validation; sync or uring engine).
-    #[arg(long, num_args = 0, default_missing_value = "true")]
+    #[arg(help_heading = "Data validation", long, num_args = 0, default_missing_value = "true")]
     pub validate: Option<bool>,
     /// With --validate: do not check a block's old contents before rewriting it.
-    #[arg(long, num_args = 0, default_missing_value = "true")]
+    #[arg(help_heading = "Data validation", long, num_args = 0, default_missing_value = "true")]
     pub no_preread: Option<bool>,
     /// With --validate: read every block back right after writing it.
-    #[arg(long, num_args = 0, default_missing_value = "true")]
+    #[arg(help_heading = "Data validation", long, num_args = 0, default_missing_value = "true")]
     pub reread: Option<bool>,
     /// With --validate: skip the verify phase, which after the run reads
     /// back every block it wrote and checks it (fio's do_verify; outside
     /// the measured run). Without it, a run that only writes may check
     /// nothing, which fails it.
-    #[arg(long, num_args = 0, default_missing_value = "true")]
+    #[arg(help_heading = "Data validation", long, num_args = 0, default_missing_value = "true")]
     pub no_verify: Option<bool>,
     /// With --validate: keep the key map in a crash-safe journal in DIR
     /// (check the target later with `iolab validate --journal DIR`), or on
     /// a simulated disk of its own (sim:hdd[,...]: with a simulated
     /// target, the journal's writes then take modeled time too).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Data validation", long, value_name = "DIR")]
     pub journal: Option<std::path::PathBuf>,
     /// Journal writes: group (durable before each data write, flushes
     /// shared; default), sync (two durable writes per data write, as
     /// Vdbench -j), async (buffered until the end, as Vdbench -jn).
-    #[arg(long, value_name = "MODE")]
+    #[arg(help_heading = "Data validation", long, value_name = "MODE")]
     #[serde(default, deserialize_with = "parsed")]
     pub journal_mode: Option<JournalMode>,
     /// With --journal in group mode: who commits. thread (default): a
@@ -183,7 +197,7 @@ pub struct JobFields {
     /// its own ring (the journal opened with O_DIRECT and O_DSYNC; needs the
     /// uring engine and a file system that takes O_DIRECT, else the thread
     /// commits). The run's journal line counts the commits made in a ring.
-    #[arg(long, value_name = "WHO")]
+    #[arg(help_heading = "Data validation", long, value_name = "WHO")]
     #[serde(default, deserialize_with = "parsed")]
     pub journal_commit: Option<Committer>,
     /// With --validate: where the key map (one byte per key block; a second
@@ -192,20 +206,20 @@ pub struct JobFields {
     /// or file (a sparse scratch file in --key-map-dir, mapped and unlinked
     /// at once: the kernel pages it in and out, so memory stays bounded,
     /// and nothing is left behind however the run ends).
-    #[arg(long, value_name = "WHERE")]
+    #[arg(help_heading = "Data validation", long, value_name = "WHERE")]
     #[serde(default, deserialize_with = "parsed")]
     pub key_map: Option<KeyMapChoice>,
     /// With --validate: the directory of the key map's scratch files
     /// (default: the --journal directory, else the system's temporary
     /// directory). It needs room for a byte per key block, twice with a
     /// journal.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Data validation", long, value_name = "DIR")]
     pub key_map_dir: Option<std::path::PathBuf>,
     /// With --validate: stop after this many bad blocks (default 50).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Data validation", long, value_name = "N")]
     pub max_errors: Option<u64>,
     /// Seed of the request sequence: the same seed gives the same requests (default 1).
-    #[arg(long, visible_alias = "randseed", value_name = "N")]
+    #[arg(help_heading = "Workload", long, visible_alias = "randseed", value_name = "N")]
     pub seed: Option<u64>,
     /// Run through iolab's write-ahead block log in this mode: log (writes
     /// join a transaction committed at each flush; a crash keeps every
@@ -213,19 +227,19 @@ pub struct JobFields {
     /// or sync (each write durable in place). The log sits at the start of
     /// the target (or on --log-device); it is formatted on first use and
     /// replayed whenever the target is opened again.
-    #[arg(long, value_name = "MODE")]
+    #[arg(help_heading = "Block log", long, value_name = "MODE")]
     #[serde(default, deserialize_with = "parsed")]
     pub log: Option<Mode>,
     /// Size of a new log (default: 1 MiB per GiB of target, 1 to 64 MiB).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(help_heading = "Block log", long, value_name = "SIZE")]
     pub log_size: Option<String>,
     /// Keep the log on this file or device instead of inside the target.
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Block log", long, value_name = "PATH")]
     pub log_device: Option<std::path::PathBuf>,
     /// When committed blocks are written in place: checkpoint (default:
     /// kept in memory and written once at the next checkpoint, as WAPBL
     /// delays metadata writes) or commit (right after each commit).
-    #[arg(long, value_name = "WHEN")]
+    #[arg(help_heading = "Block log", long, value_name = "WHEN")]
     #[serde(default, deserialize_with = "parsed")]
     pub log_home: Option<HomeWrites>,
 }
