@@ -51,6 +51,27 @@ pub fn log_line(log: &LogReport) -> String {
 
 /// The heading line of a job: what ran where.
 pub fn job_heading(r: &JobResult) -> String {
+    if let Some(t) = &r.replay {
+        let pace = match t.speed {
+            Some(1.0) => "at the traced times".to_string(),
+            Some(s) => format!("at {s}x the traced pace"),
+            None => "as fast as the queue depth allows".to_string(),
+        };
+        return format!(
+            "{}: replay of {} (fio iolog v{}: {}, {}) {pace}, on {} ({} at offset {}), {} engine, {} x depth {}",
+            r.name,
+            t.source,
+            t.version,
+            crate::counted(t.requests, "request", "requests"),
+            crate::counted(t.flushes, "sync", "syncs"),
+            r.target,
+            units::size(r.region_bytes),
+            units::size(r.region_offset_bytes),
+            r.engine,
+            crate::counted(r.threads, "thread", "threads"),
+            r.iodepth
+        );
+    }
     let mix =
         if r.read.ios > 0 && r.write.ios > 0 || matches!(r.rw, workloads::Rw::Rw | workloads::Rw::RandRw) {
             format!("{} {}% read", r.rw, r.read_pct)

@@ -21,6 +21,8 @@ pub struct Request {
     pub kind: IoKind,
     pub offset: u64,
     pub len: u64,
+    /// A replayed trace syncs after this request: flush once it completes.
+    pub flush_after: bool,
 }
 
 enum SizeGen {
@@ -104,6 +106,12 @@ impl RequestGen {
         }
     }
 
+    /// Where the thread's region starts: a replayed trace's offsets count
+    /// from here.
+    pub fn region_start(&self) -> u64 {
+        self.region.start
+    }
+
     pub fn next_request(&mut self) -> Request {
         let kind = match self.read_pct {
             100 => IoKind::Read,
@@ -124,7 +132,7 @@ impl RequestGen {
         };
         let offset = if seek { self.random_offset(len) } else { self.sequential_offset(len) };
         debug_assert!(offset >= self.region.start && offset + len <= self.region.start + self.region.len);
-        Request { kind, offset, len }
+        Request { kind, offset, len, flush_after: false }
     }
 
     fn next_len(&mut self) -> u64 {

@@ -21,6 +21,7 @@ pub mod gen;
 pub mod journal;
 pub mod layout;
 pub mod recover;
+pub mod replay;
 pub mod spec;
 mod stats;
 pub mod tree;
@@ -29,6 +30,8 @@ pub mod validate;
 pub use choice::{Committer, EngineChoice};
 pub use engine::{data_buffer, run_job, uring_available, JobResult, Progress, ProgressSnapshot};
 pub use error::WorkloadError;
-pub use spec::{BlockSizes, Engine, JobSpec, KeyMapSpec, Pattern, Region, Rw, Skew, SpecError, ValidateSpec};
+pub use spec::{
+    BlockSizes, Engine, JobSpec, KeyMapSpec, Pattern, Region, ReplaySpec, Rw, Skew, SpecError, ValidateSpec,
+};
 pub use stats::{CpuUsage, LatBuckets, Latency, OpSummary, SecondSample};
 pub use validate::{ValidationError, ValidationSummary};

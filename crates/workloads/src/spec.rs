@@ -535,6 +535,20 @@ pub struct JobSpec {
     /// simulated disks under its target (several threads through layers;
     /// `device::VirtualClock`'s world). Not part of a job's description.
     pub clock: device::Clock,
+    /// Replay a trace's requests instead of generating them.
+    pub replay: Option<ReplaySpec>,
+}
+
+/// A trace to replay (`iolab run --replay FILE`): its requests at their
+/// offsets from the region's start, in one thread.
+#[derive(Clone, Debug)]
+pub struct ReplaySpec {
+    /// Where the trace came from, for reports.
+    pub source: String,
+    pub trace: std::sync::Arc<crate::replay::Trace>,
+    /// The trace's times divided by this (2: twice as fast); `None`: as
+    /// fast as the requests complete, keeping only their order.
+    pub speed: Option<f64>,
 }
 
 /// How a job validates.
@@ -615,6 +629,7 @@ impl Default for JobSpec {
             seed: 1,
             validate: None,
             clock: device::Clock::Wall,
+            replay: None,
         }
     }
 }

@@ -349,6 +349,7 @@ impl Validator {
                 kind: crate::gen::IoKind::Read,
                 offset: self.region.start + b * self.key_bytes,
                 len,
+                flush_after: false,
             };
             device.read_at(&mut buf[..len as usize], req.offset)?;
             if !self.check(&req, &buf[..len as usize], CheckedBy::Verify) {

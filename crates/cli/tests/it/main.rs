@@ -19,6 +19,7 @@ mod jobfile;
 mod journal_damage;
 mod log;
 mod mpi;
+mod replay;
 mod run;
 mod sim;
 mod sweep;

@@ -66,6 +66,20 @@ pub struct JobFields {
     #[arg(help_heading = "Workload", long, value_name = "SKEW")]
     #[serde(default, deserialize_with = "parsed")]
     pub skew: Option<Skew>,
+    /// Replay an I/O trace instead of generating requests: a fio iolog
+    /// (version 2 or 3, as fio's write_iolog writes and read_iolog reads),
+    /// every request at its offset from --offset's start of the target,
+    /// in one thread at --iodepth, each sync of the trace a flush after
+    /// the request before it. A missing target is made as large as the
+    /// trace reaches. --replay-speed sets the pace.
+    #[arg(help_heading = "Workload", long, visible_alias = "read_iolog", value_name = "FILE")]
+    pub replay: Option<std::path::PathBuf>,
+    /// With --replay: N, the trace's own times divided by N (default 1:
+    /// as traced, as fio replays; 2: twice as fast), or max: each request
+    /// as soon as the queue depth lets it go (fio's replay_no_stall). A
+    /// version 2 trace is timed only by its wait lines.
+    #[arg(help_heading = "Workload", long, value_name = "N|max")]
+    pub replay_speed: Option<String>,
     /// Transfer sizes: 4k; a mix 4k/10:64k/50:32k/40 (the percentage of
     /// requests of each size, adding up to 100); a range 512-64k[/STEP];
     /// or fs, the file-system mix (1-120 sectors, ~8 KiB).
@@ -248,7 +262,7 @@ pub struct JobFields {
 /// them all (merging, printing as a job file).
 macro_rules! each_field {
     ($then:ident!($($pre:expr),*)) => {
-        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home)
+        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home, replay, replay_speed)
     };
 }
 

@@ -141,6 +141,12 @@ fn check_combinations(f: &JobFields, rw: Rw) -> Result<(), UsageError> {
 }
 
 fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<JobSpec, UsageError> {
+    if let Some(path) = &f.replay {
+        return replay_job(f, index, path);
+    }
+    if f.replay_speed.is_some() {
+        return Err(UsageError("--replay-speed: only applies with --replay FILE".into()));
+    }
     let rw = f.rw.unwrap_or(Rw::RandRw);
     check_combinations(f, rw)?;
     let bs = match &f.bs {
@@ -198,7 +204,70 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         seed: f.seed.unwrap_or(1),
         validate: validate_spec(f)?,
         clock: device::Clock::Wall,
+        replay: None,
     })
+}
+
+/// A job replaying the trace at `path`: the trace gives the requests, so
+/// the flags that shape generated requests are refused.
+fn replay_job(f: &JobFields, index: usize, path: &Path) -> Result<JobSpec, UsageError> {
+    let shaping = [
+        ("rw", f.rw.is_some()),
+        ("rwmixread", f.rwmixread.is_some()),
+        ("seekpct", f.seekpct.is_some()),
+        ("skew", f.skew.is_some()),
+        ("bs", f.bs.is_some()),
+        ("bsalign", f.bsalign.is_some()),
+        ("threads", f.threads.is_some_and(|t| t != 1)),
+        ("rate-iops", f.rate_iops.is_some()),
+        ("ramp", f.ramp.is_some()),
+        ("flush-every", f.flush_every.is_some()),
+        ("nrfiles", f.nrfiles.is_some()),
+        ("validate", f.validate == Some(true)),
+    ];
+    if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
+        return Err(UsageError(format!(
+            "--{flag}: does not apply with --replay, whose trace gives every request (its kind, offset and \
+             size, one thread; --validate is not supported on a replay yet); leave --{flag} out"
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("--replay: cannot read {}: {e}", path.display())))?;
+    let trace = workloads::replay::Trace::parse(&text)
+        .map_err(|e| UsageError(format!("--replay: {}: {e}", path.display())))?;
+    let speed = match f.replay_speed.as_deref() {
+        None => Some(1.0),
+        Some("max") => None,
+        Some(n) => Some(n.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| {
+            UsageError(format!(
+                "--replay-speed: '{n}' is not a positive number or max; give e.g. 1, 2 or max"
+            ))
+        })?),
+    };
+    let align = trace.alignment();
+    let reach = trace.extent().next_multiple_of(align);
+    let size_bytes = match f.size.as_deref().map(|t| parse_bytes("size", t)).transpose()? {
+        Some(size) if size < reach => {
+            return Err(UsageError(format!(
+                "--size: {size} bytes, but the trace reaches {reach}; give at least that, or leave --size out"
+            )))
+        }
+        Some(size) => size,
+        None => reach,
+    };
+    let mut spec =
+        job_from_fields(&JobFields { replay: None, replay_speed: None, ..f.clone() }, index, false)?;
+    spec.rw = Rw::RandRw;
+    spec.read_pct = trace.read_pct();
+    spec.bs = BlockSizes::Fixed(trace.largest());
+    spec.align_bytes = Some(align);
+    spec.size_bytes = Some(size_bytes);
+    if f.name.is_none() {
+        spec.name = format!("replay{}", index + 1);
+    }
+    spec.replay =
+        Some(workloads::ReplaySpec { source: path.display().to_string(), trace: trace.into(), speed });
+    Ok(spec)
 }
 
 fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, UsageError> {

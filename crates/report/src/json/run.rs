@@ -9,7 +9,8 @@ use crate::{CacheState, JobReport, LayoutState, LogReport, OpSpread, RepeatSumma
 pub const SCHEMA: &str = "iolab-run";
 /// 2 added `target` to each job and `reads_from_unwritten` to each run; 3
 /// the distribution (each direction's standard deviation, chosen
-/// percentiles and histogram) and per-second rates and latencies.
+/// percentiles and histogram) and per-second rates and latencies (and,
+/// within 3, `replay` in each run).
 pub const VERSION: u32 = 3;
 
 /// The percentiles a document gives when none are chosen.
@@ -235,6 +236,20 @@ pub struct Run {
     /// The disk model when the target is simulated: every time in the run
     /// is then modeled, virtual; `null` when measured.
     pub modeled: Option<String>,
+    /// The trace replayed (`--replay`); `null` for generated requests.
+    pub replay: Option<Replay>,
+}
+
+/// A replayed trace: its path, its iolog version, its reads and writes,
+/// its syncs (each a flush), and the pace (`null`: as fast as the queue
+/// depth allows; else the trace's times divided by it).
+#[derive(Clone, Debug, Serialize)]
+pub struct Replay {
+    pub source: String,
+    pub version: u8,
+    pub requests: u64,
+    pub flushes: u64,
+    pub speed: Option<f64>,
 }
 
 impl Run {
@@ -261,6 +276,13 @@ impl Run {
             validation: r.validation.as_ref().map(Validation::from),
             reads_from_unwritten: r.reads_from_unwritten,
             modeled: r.modeled.clone(),
+            replay: r.replay.as_ref().map(|t| Replay {
+                source: t.source.clone(),
+                version: t.version,
+                requests: t.requests,
+                flushes: t.flushes,
+                speed: t.speed,
+            }),
         }
     }
 }

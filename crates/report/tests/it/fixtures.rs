@@ -172,6 +172,7 @@ pub fn job_result(
         validation,
         reads_from_unwritten: rw == Rw::RandRead,
         modeled: None,
+        replay: None,
     }
 }
 

@@ -67,6 +67,8 @@ pub struct JobResult {
     /// The disk model, when the target is a simulated disk: every time
     /// (elapsed, latencies, the seconds) is then virtual, modeled.
     pub modeled: Option<String>,
+    /// The trace the job replayed, if it did.
+    pub replay: Option<crate::replay::ReplaySummary>,
 }
 
 /// Runs `job` on `device` and measures it. `progress` is updated as
@@ -418,6 +420,7 @@ impl Run<'_> {
             validation: None,
             reads_from_unwritten: false,
             modeled: None,
+            replay: job.replay.as_ref().map(crate::replay::ReplaySummary::of),
         }
     }
 }

@@ -38,7 +38,7 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
         }
         let done = w.now();
         w.complete(req.kind, req.len, done - start, done, measured);
-        if w.flush_due(req.kind) {
+        if w.flush_due(req) {
             w.device.flush()?;
             w.stats.flushes += 1;
         }
@@ -110,7 +110,7 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
         }
         last_done = w.now();
         w.complete(req.kind, req.len, last_done - start, last_done, measured);
-        if outcome.is_ok() && w.flush_due(req.kind) {
+        if outcome.is_ok() && w.flush_due(req) {
             match w.device.flush() {
                 Ok(()) => w.stats.flushes += 1,
                 Err(e) => outcome = Err(e.into()),

@@ -94,44 +94,51 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
         }
         ring.ring.submit_and_wait(1).map_err(uring_err("submit"))?;
         queued = 0;
-        let flush_now = reap(&mut ring, &mut slots, &mut w, &device_name)?;
-        if flush_now {
-            drain(&mut ring, &mut slots, &mut w, &device_name)?;
-            ring.flush(w.device)?;
-            w.device.stats().record_flush();
-            w.stats.flushes += 1;
+        let due = reap(&mut ring, &mut slots, &mut w, &device_name)?;
+        if due > 0 {
+            let drained = drain(&mut ring, &mut slots, &mut w, &device_name)?;
+            // A replay flushes once for each sync of its trace; --flush-every
+            // once for the writes that completed together.
+            let flushes = if w.replaying() { due + drained } else { 1 };
+            for _ in 0..flushes {
+                ring.flush(w.device)?;
+                w.device.stats().record_flush();
+                w.stats.flushes += 1;
+            }
         }
     }
     Ok(w.stats)
 }
 
-/// Waits for every request in flight (before a flush).
+/// Waits for every request in flight (before a flush); how many more
+/// flushes their completions made due.
 fn drain(
     ring: &mut Ring,
     slots: &mut Slots<Slot>,
     w: &mut Worker<'_>,
     device: &str,
-) -> Result<(), WorkloadError> {
+) -> Result<u32, WorkloadError> {
+    let mut due = 0;
     while slots.in_flight() > 0 {
         ring.ring.submit_and_wait(1).map_err(|source| WorkloadError::Uring {
             device: device.into(),
             what: "submit",
             source,
         })?;
-        reap(ring, slots, w, device)?;
+        due += reap(ring, slots, w, device)?;
     }
-    Ok(())
+    Ok(due)
 }
 
 /// Takes every completion off the ring, frees its slot and measures it.
-/// Returns whether a flush is now due.
+/// Returns how many flushes are now due.
 fn reap(
     ring: &mut Ring,
     slots: &mut Slots<Slot>,
     w: &mut Worker<'_>,
     device: &str,
-) -> Result<bool, WorkloadError> {
-    let mut flush_due = false;
+) -> Result<u32, WorkloadError> {
+    let mut flush_due = 0;
     let done = Instant::now();
     for cqe in ring.ring.completion() {
         let Slot { req, issued, measured } = slots.release(cqe.user_data() as usize);
@@ -141,7 +148,7 @@ fn reap(
             IoKind::Write => w.device.stats().record_writes(1, req.len),
         }
         w.complete(req.kind, req.len, done - issued, done, measured);
-        flush_due |= w.flush_due(req.kind);
+        flush_due += u32::from(w.flush_due(req));
     }
     Ok(flush_due)
 }

@@ -506,7 +506,7 @@ impl Engine<'_> {
         }
         let now = Instant::now();
         w.complete(req.kind, req.len, now - s.at, now, s.measured);
-        self.flush_due |= w.flush_due(req.kind);
+        self.flush_due |= w.flush_due(req);
         Ok(())
     }
 

@@ -144,7 +144,7 @@ fn completed(
                 IoKind::Write => device.stats().record_writes(1, req.len),
             }
             lane.w.complete(req.kind, req.len, Duration::from_nanos(done - issued), done_at, measured);
-            if lane.w.flush_due(req.kind) {
+            if lane.w.flush_due(req) {
                 lane.flushing = true;
             }
         }

@@ -613,7 +613,7 @@ impl<'a> Sim<'a, '_> {
         let start = p.at.max(lane.last_done);
         lane.last_done = now;
         lane.w.complete(p.req.kind, p.req.len, Duration::from_nanos(now - start), instant, p.measured);
-        lane.w.flush_due(p.req.kind)
+        lane.w.flush_due(p.req)
     }
 
     /// After the run: the end flush, when the job has one, then the

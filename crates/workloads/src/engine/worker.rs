@@ -86,6 +86,25 @@ pub(crate) struct Worker<'a> {
     pub writes_since_flush: u64,
     rate_interval: Option<Duration>,
     next_issue: Instant,
+    /// A trace being replayed instead of `gen`'s requests.
+    replay: Option<Replaying<'a>>,
+}
+
+/// Where a replay is: the trace's next request, and when its clock started.
+struct Replaying<'a> {
+    ios: &'a [crate::replay::TracedIo],
+    next: usize,
+    start: Instant,
+    speed: Option<f64>,
+}
+
+impl Replaying<'_> {
+    /// When the next request is due, if the trace times it and the replay
+    /// keeps its times.
+    fn due(&self) -> Option<Instant> {
+        let at = self.ios.get(self.next)?.at?;
+        Some(self.start + at.div_f64(self.speed?))
+    }
 }
 
 impl<'a> Worker<'a> {
@@ -102,8 +121,10 @@ impl<'a> Worker<'a> {
         let share = |total: u64| {
             total / u64::from(job.threads) + u64::from(u64::from(thread) < total % u64::from(job.threads))
         };
-        // Without any end condition a job moves the region's size once, as fio.
-        let no_limit = job.runtime.is_none() && job.ios.is_none() && job.io_bytes.is_none();
+        // Without any end condition a job moves the region's size once, as
+        // fio; a replay ends with its trace.
+        let no_limit =
+            job.runtime.is_none() && job.ios.is_none() && job.io_bytes.is_none() && job.replay.is_none();
         let io_bytes = if no_limit { Some(region.len) } else { job.io_bytes };
         let rate_interval = (job.rate_iops > 0).then(|| {
             let per_thread = (job.rate_iops as f64 / f64::from(job.threads)).max(1e-3);
@@ -123,7 +144,18 @@ impl<'a> Worker<'a> {
             writes_since_flush: 0,
             rate_interval,
             next_issue: limits.time.now(),
+            replay: job.replay.as_ref().map(|r| Replaying {
+                ios: &r.trace.ios,
+                next: 0,
+                start: limits.time.now(),
+                speed: r.speed,
+            }),
         }
+    }
+
+    /// Whether the worker replays a trace.
+    pub fn replaying(&self) -> bool {
+        self.replay.is_some()
     }
 
     /// The job's time now (see [`TimeSource`]).
@@ -135,6 +167,7 @@ impl<'a> Worker<'a> {
     pub fn finished(&self, now: Instant) -> bool {
         self.ios_left == 0
             || self.bytes_left == 0
+            || self.replay.as_ref().is_some_and(|r| r.next == r.ios.len())
             || self.limits.stop.load(Relaxed)
             || self.progress.stop_requested()
             || self.limits.deadline.is_some_and(|d| now >= d)
@@ -161,7 +194,19 @@ impl<'a> Worker<'a> {
         if self.finished(now) {
             return None;
         }
-        let req = self.gen.next_request();
+        let req = match &mut self.replay {
+            Some(r) => {
+                let io = r.ios[r.next];
+                r.next += 1;
+                Request {
+                    kind: io.kind,
+                    offset: self.gen.region_start() + io.offset,
+                    len: io.len,
+                    flush_after: io.flush_after,
+                }
+            }
+            None => self.gen.next_request(),
+        };
         let measured = now >= self.limits.measure_start;
         if measured {
             self.ios_left = self.ios_left.saturating_sub(1);
@@ -177,13 +222,20 @@ impl<'a> Worker<'a> {
 
     /// When rate-limited, how long to wait before the next request.
     pub fn rate_wait(&self, now: Instant) -> Option<Duration> {
+        if let Some(r) = &self.replay {
+            return r.due().filter(|due| *due > now).map(|due| due - now);
+        }
         self.rate_interval?;
         (self.next_issue > now).then(|| self.next_issue - now)
     }
 
-    /// Whether a flush is due after a write completed.
-    pub fn flush_due(&mut self, kind: IoKind) -> bool {
-        if kind != IoKind::Write || self.job.flush_every == 0 {
+    /// Whether a flush is due after `req` completed: the trace's sync
+    /// when replaying, else every --flush-every writes.
+    pub fn flush_due(&mut self, req: Request) -> bool {
+        if self.replay.is_some() {
+            return req.flush_after;
+        }
+        if req.kind != IoKind::Write || self.job.flush_every == 0 {
             return false;
         }
         self.writes_since_flush += 1;

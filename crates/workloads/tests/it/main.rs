@@ -6,6 +6,7 @@ mod gen;
 mod journal_crash;
 mod layout;
 mod recover_fuzz;
+mod replay;
 mod spec;
 mod tree;
 mod validate;

@@ -1,0 +1,166 @@
+//! `iolab run --replay`: fio's I/O logs replayed, one written by fio itself
+//! (`--write_iolog`; CI installs fio), and the refusals.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::cli::{iolab, stderr};
+
+/// A trace fio writes of a short random mixed job with an fsync every 5
+/// writes, on a file in `dir`; its path.
+fn fio_trace(dir: &Path) -> std::path::PathBuf {
+    let trace = dir.join("trace.log");
+    let status = Command::new("fio")
+        .args(["--name=t", "--size=1m", "--rw=randrw", "--bs=4k", "--number_ios=300", "--fsync=5"])
+        .arg(format!("--filename={}", dir.join("fio.img").display()))
+        .arg(format!("--write_iolog={}", trace.display()))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("fio is installed (apt-get install fio)");
+    assert!(status.success());
+    trace
+}
+
+/// (reads, writes, syncs, bytes read, bytes written) in a trace's lines.
+fn counted(trace: &Path) -> (u64, u64, u64, u64, u64) {
+    let text = std::fs::read_to_string(trace).unwrap();
+    let mut c = (0, 0, 0, 0, 0);
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.get(2).copied() {
+            Some("read") => (c.0, c.3) = (c.0 + 1, c.3 + f[4].parse::<u64>().unwrap()),
+            Some("write") => (c.1, c.4) = (c.1 + 1, c.4 + f[4].parse::<u64>().unwrap()),
+            Some("sync" | "datasync") => c.2 += 1,
+            _ => {}
+        }
+    }
+    c
+}
+
+fn json_run(out: &std::process::Output) -> serde_json::Value {
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["jobs"][0]["runs"][0].clone()
+}
+
+#[test]
+fn a_trace_fio_wrote_replays_with_its_requests_sizes_and_syncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = fio_trace(dir.path());
+    let (reads, writes, syncs, read_bytes, write_bytes) = counted(&trace);
+    assert!(reads > 0 && writes > 0 && syncs > 0, "fio's trace: {reads} {writes} {syncs}");
+    let target = dir.path().join("replayed.img");
+    let out = iolab(&[
+        "run",
+        "--replay",
+        trace.to_str().unwrap(),
+        "--target",
+        target.to_str().unwrap(),
+        "--replay-speed",
+        "max",
+        "--json",
+        "-",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = json_run(&out);
+    assert_eq!(run["read"]["ios"], reads);
+    assert_eq!(run["write"]["ios"], writes);
+    assert_eq!(run["read"]["bytes"], read_bytes);
+    assert_eq!(run["write"]["bytes"], write_bytes);
+    assert_eq!(run["flushes"], syncs);
+    assert_eq!(run["replay"]["requests"], reads + writes);
+}
+
+#[test]
+fn a_fio_job_file_with_read_iolog_replays_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = fio_trace(dir.path());
+    let (reads, writes, ..) = counted(&trace);
+    let job = dir.path().join("replay.fio");
+    let target = dir.path().join("replayed.img");
+    std::fs::write(
+        &job,
+        format!(
+            "[replay]\nread_iolog={}\nfilename={}\nreplay_no_stall=1\n",
+            trace.display(),
+            target.display()
+        ),
+    )
+    .unwrap();
+    let out = iolab(&["run", job.to_str().unwrap(), "--json", "-", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = json_run(&out);
+    assert_eq!(run["replay"]["requests"], reads + writes);
+    assert!(run["replay"]["speed"].is_null(), "replay_no_stall: {run}");
+}
+
+#[test]
+fn a_flag_that_shapes_requests_is_refused_beside_a_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.log");
+    std::fs::write(&trace, "fio version 2 iolog\nf write 0 4096\n").unwrap();
+    let out = iolab(&["run", "--replay", trace.to_str().unwrap(), "--target", "mem:1m", "--rw", "randread"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--rw: does not apply with --replay"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_size_short_of_the_traces_reach_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.log");
+    std::fs::write(&trace, "fio version 2 iolog\nf write 1048576 4096\n").unwrap();
+    let target = dir.path().join("t.img");
+    let out = iolab(&[
+        "run",
+        "--replay",
+        trace.to_str().unwrap(),
+        "--target",
+        target.to_str().unwrap(),
+        "--size",
+        "1m",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("the trace reaches 1052672"), "{}", stderr(&out));
+    assert!(!target.exists(), "nothing is made when the run is refused");
+}
+
+#[test]
+fn a_file_that_is_not_an_iolog_is_refused_naming_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.log");
+    std::fs::write(&trace, "fio version 3 iolog\n10 f write 0 4096\n20 f write zero 4096\n").unwrap();
+    let out = iolab(&["run", "--replay", trace.to_str().unwrap(), "--target", "mem:1m"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("line 3: 'zero' is not an offset"), "{}", stderr(&out));
+}
+
+#[test]
+fn replay_speed_without_a_replay_is_refused() {
+    let out = iolab(&["run", "--target", "mem:1m", "--replay-speed", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--replay-speed: only applies with --replay"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_heading_names_the_trace_its_requests_and_its_pace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.log");
+    std::fs::write(&trace, "fio version 3 iolog\n5 f write 0 4096\n6 f sync 0 0\n9 f read 0 4096\n").unwrap();
+    let out = iolab(&[
+        "run",
+        "--replay",
+        trace.to_str().unwrap(),
+        "--target",
+        "mem:1m",
+        "--replay-speed",
+        "4",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = crate::cli::stdout(&out);
+    assert!(
+        text.contains("replay of")
+            && text.contains("(fio iolog v3: 2 requests, 1 sync) at 4x the traced pace"),
+        "{text}"
+    );
+}
