@@ -24,6 +24,8 @@ pub enum WorkloadError {
     Journal(#[from] JournalWriteError),
     #[error(transparent)]
     KeyMap(#[from] validation::KeyMapError),
+    #[error("--write-iolog {path}: {message}")]
+    Iolog { path: String, message: String },
     #[error("a worker thread panicked: {0}")]
     Panic(String),
 }

@@ -30,8 +30,7 @@ pub mod validate;
 pub use choice::{Committer, EngineChoice};
 pub use engine::{data_buffer, run_job, uring_available, JobResult, Progress, ProgressSnapshot};
 pub use error::WorkloadError;
-pub use spec::{
-    BlockSizes, Engine, JobSpec, KeyMapSpec, Pattern, Region, ReplaySpec, Rw, Skew, SpecError, ValidateSpec,
-};
+pub use replay::ReplaySpec;
+pub use spec::{BlockSizes, Engine, JobSpec, KeyMapSpec, Pattern, Region, Rw, Skew, SpecError, ValidateSpec};
 pub use stats::{CpuUsage, LatBuckets, Latency, OpSummary, SecondSample};
 pub use validate::{ValidationError, ValidationSummary};

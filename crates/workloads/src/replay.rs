@@ -11,9 +11,8 @@
 //! timestamp first on every line: microseconds since the traced run
 //! began, as fio 3.33 writes them (`utime_since_now`) and replays them.
 
+use std::sync::Arc;
 use std::time::Duration;
-
-use crate::gen::IoKind;
 
 /// One request of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,7 +21,8 @@ pub struct TracedIo {
     /// and version 2's `wait`s added up); `None` in a version 2 trace
     /// before any wait.
     pub at: Option<Duration>,
-    pub kind: IoKind,
+    /// A write; else a read.
+    pub write: bool,
     pub offset: u64,
     pub len: u64,
     /// The trace syncs after it (a `sync` or `datasync` line next).
@@ -57,8 +57,20 @@ pub struct ReplaySummary {
     pub speed: Option<f64>,
 }
 
+/// A trace to replay (`iolab run --replay FILE`): its requests at their
+/// offsets from the region's start, in one thread.
+#[derive(Clone, Debug)]
+pub struct ReplaySpec {
+    /// Where the trace came from, for reports.
+    pub source: String,
+    pub trace: Arc<Trace>,
+    /// The trace's times divided by this (2: twice as fast); `None`: as
+    /// fast as the requests complete, keeping only their order.
+    pub speed: Option<f64>,
+}
+
 impl ReplaySummary {
-    pub fn of(spec: &crate::spec::ReplaySpec) -> ReplaySummary {
+    pub fn of(spec: &ReplaySpec) -> ReplaySummary {
         ReplaySummary {
             source: spec.source.clone(),
             version: spec.trace.version,
@@ -80,79 +92,81 @@ pub struct TraceError {
 impl Trace {
     /// Reads a trace's text.
     pub fn parse(text: &str) -> Result<Trace, TraceError> {
-        let err = |line: usize, what: String| TraceError { line, what };
         let mut lines = text.lines().enumerate().map(|(n, l)| (n + 1, l.trim()));
         let version = match lines.next() {
             Some((_, "fio version 2 iolog")) => 2,
             Some((_, "fio version 3 iolog")) => 3,
-            Some((n, first)) => {
-                return Err(err(
-                    n,
-                    format!(
+            Some((line, first)) => {
+                return Err(TraceError {
+                    line,
+                    what: format!(
                         "'{first}' is not an iolog's first line (`fio version 2 iolog` or `fio version 3 iolog`; \
                          fio's version 1 logs and blktrace captures are not read)"
                     ),
-                ))
+                })
             }
-            None => return Err(err(1, "the trace is empty".into())),
+            None => return Err(TraceError { line: 1, what: "the trace is empty".into() }),
         };
         let mut trace = Trace { version, ..Trace::default() };
         let mut waited = None::<Duration>;
         for (n, line) in lines.filter(|(_, l)| !l.is_empty()) {
-            let mut fields: Vec<&str> = line.split_whitespace().collect();
-            let mut at = waited;
-            if version == 3 {
-                let stamp = fields.remove(0);
-                let us: u64 = stamp
-                    .parse()
-                    .map_err(|_| err(n, format!("'{stamp}' is not a timestamp in microseconds")))?;
-                at = Some(Duration::from_micros(us));
-            }
-            let number = |field: &str, what: &str| {
-                field.parse::<u64>().map_err(|_| err(n, format!("'{field}' is not {what}")))
-            };
-            match fields[..] {
-                [file, "add" | "open" | "close"] => {
-                    if !trace.files.iter().any(|f| f == file) {
-                        trace.files.push(file.to_string());
-                    }
-                }
-                [_, "wait", micros, ..] if version == 2 => {
-                    let pause = Duration::from_micros(number(micros, "a pause in microseconds")?);
-                    waited = Some(waited.unwrap_or_default() + pause);
-                }
-                [_, "sync" | "datasync", ..] => match trace.ios.last_mut() {
-                    Some(last) => last.flush_after = true,
-                    None => trace.leading_syncs += 1,
-                },
-                [_, "trim", ..] => {
-                    return Err(err(
-                        n,
-                        "a trim: iolab does not trim yet; take the trim lines out to replay the rest".into(),
-                    ))
-                }
-                [file, action @ ("read" | "write"), offset, len] => {
-                    let len = number(len, "a length in bytes")?;
-                    if len == 0 {
-                        return Err(err(n, format!("a {action} of 0 bytes")));
-                    }
-                    if !trace.files.iter().any(|f| f == file) {
-                        trace.files.push(file.to_string());
-                    }
-                    let kind = if action == "read" { IoKind::Read } else { IoKind::Write };
-                    let offset = number(offset, "an offset in bytes")?;
-                    offset
-                        .checked_add(len)
-                        .ok_or_else(|| err(n, format!("offset {offset} + {len} overflows")))?;
-                    trace.ios.push(TracedIo { at, kind, offset, len, flush_after: false });
-                }
-                _ => return Err(err(n, format!("'{line}' is not an iolog version {version} line"))),
-            }
+            trace.take(line, &mut waited).map_err(|what| TraceError { line: n, what })?;
         }
         if trace.ios.is_empty() {
-            return Err(err(text.lines().count().max(1), "the trace has no read or write to replay".into()));
+            let line = text.lines().count().max(1);
+            return Err(TraceError { line, what: "the trace has no read or write to replay".into() });
         }
         Ok(trace)
+    }
+
+    /// Takes one line after the first; `waited` is the time version 2's
+    /// `wait` lines have added up to.
+    fn take(&mut self, line: &str, waited: &mut Option<Duration>) -> Result<(), String> {
+        let mut fields: Vec<&str> = line.split_whitespace().collect();
+        let mut at = *waited;
+        if self.version == 3 {
+            let stamp = fields.remove(0);
+            let us: u64 =
+                stamp.parse().map_err(|_| format!("'{stamp}' is not a timestamp in microseconds"))?;
+            at = Some(Duration::from_micros(us));
+        }
+        let number =
+            |field: &str, what: &str| field.parse::<u64>().map_err(|_| format!("'{field}' is not {what}"));
+        match fields[..] {
+            [file, "add" | "open" | "close"] => self.name(file),
+            [_, "wait", micros, ..] if self.version == 2 => {
+                let pause = Duration::from_micros(number(micros, "a pause in microseconds")?);
+                *waited = Some(waited.unwrap_or_default() + pause);
+            }
+            [_, "sync" | "datasync", ..] => match self.ios.last_mut() {
+                Some(last) => last.flush_after = true,
+                None => self.leading_syncs += 1,
+            },
+            [_, "trim", ..] => {
+                return Err(
+                    "a trim: iolab does not trim yet; take the trim lines out to replay the rest".into()
+                )
+            }
+            [file, action @ ("read" | "write"), offset, len] => {
+                let (offset, len) =
+                    (number(offset, "an offset in bytes")?, number(len, "a length in bytes")?);
+                if len == 0 {
+                    return Err(format!("a {action} of 0 bytes"));
+                }
+                offset.checked_add(len).ok_or_else(|| format!("offset {offset} + {len} overflows"))?;
+                self.name(file);
+                self.ios.push(TracedIo { at, write: action == "write", offset, len, flush_after: false });
+            }
+            _ => return Err(format!("'{line}' is not an iolog version {} line", self.version)),
+        }
+        Ok(())
+    }
+
+    /// Notes a file the trace names.
+    fn name(&mut self, file: &str) {
+        if !self.files.iter().any(|f| f == file) {
+            self.files.push(file.to_string());
+        }
     }
 
     /// The end of the furthest request: the size a target needs.
@@ -178,7 +192,7 @@ impl Trace {
 
     /// Reads among the requests, in percent (rounded).
     pub fn read_pct(&self) -> u8 {
-        let reads = self.ios.iter().filter(|io| io.kind == IoKind::Read).count();
+        let reads = self.ios.iter().filter(|io| !io.write).count();
         ((reads * 100 + self.ios.len() / 2) / self.ios.len()) as u8
     }
 
@@ -187,6 +201,78 @@ impl Trace {
     pub fn flushes(&self) -> u64 {
         self.ios.iter().filter(|io| io.flush_after).count() as u64
     }
+}
+
+/// What one worker thread issued, written as a version 3 iolog as it
+/// goes (`--write-iolog`): each request with its time from the thread's
+/// start in microseconds, each flush as a `sync` line, the file named by
+/// the target's name, so that `--replay` (or fio's `read_iolog`) issues
+/// it again.
+pub(crate) struct IologWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    name: String,
+    start: std::time::Instant,
+    last_offset: u64,
+}
+
+impl IologWriter {
+    /// Creates (or truncates) `path` and writes the header.
+    pub fn create(
+        path: &std::path::Path,
+        name: &str,
+        start: std::time::Instant,
+    ) -> std::io::Result<IologWriter> {
+        use std::io::Write;
+        // A name with spaces would split the line: fio's reader takes the
+        // first word.
+        let name = name.replace(char::is_whitespace, "_");
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(out, "fio version 3 iolog\n0 {name} add\n0 {name} open")?;
+        Ok(IologWriter { out, name, start, last_offset: 0 })
+    }
+
+    fn micros(&self, at: std::time::Instant) -> u128 {
+        at.saturating_duration_since(self.start).as_micros()
+    }
+
+    /// A read or (`write`) a write of `len` bytes at `offset`.
+    pub fn request(
+        &mut self,
+        at: std::time::Instant,
+        write: bool,
+        offset: u64,
+        len: u64,
+    ) -> std::io::Result<()> {
+        use std::io::Write;
+        let action = if write { "write" } else { "read" };
+        self.last_offset = offset;
+        writeln!(self.out, "{} {} {action} {offset} {len}", self.micros(at), self.name)
+    }
+
+    pub fn sync(&mut self, at: std::time::Instant) -> std::io::Result<()> {
+        use std::io::Write;
+        writeln!(self.out, "{} {} sync {} 0", self.micros(at), self.name, self.last_offset)
+    }
+
+    /// The `close` line, and everything written out.
+    pub fn finish(mut self, at: std::time::Instant) -> std::io::Result<()> {
+        use std::io::Write;
+        writeln!(self.out, "{} {} close", self.micros(at), self.name)?;
+        self.out.flush()?;
+        self.out.get_ref().sync_data()
+    }
+}
+
+/// The file thread `thread` of `threads` writes its iolog to: `path`
+/// itself for one thread, `path.N` for each of several (as fio's
+/// `write_iolog=name.$jobnum`), each a trace of its own to replay.
+pub fn thread_iolog_path(path: &std::path::Path, thread: u32, threads: u32) -> std::path::PathBuf {
+    if threads == 1 {
+        return path.to_path_buf();
+    }
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{thread}"));
+    name.into()
 }
 
 #[cfg(test)]
@@ -205,15 +291,11 @@ mod tests {
         let got: Vec<_> = t
             .ios
             .iter()
-            .map(|io| (io.at.unwrap().as_micros(), io.kind, io.offset, io.len, io.flush_after))
+            .map(|io| (io.at.unwrap().as_micros(), io.write, io.offset, io.len, io.flush_after))
             .collect();
         assert_eq!(
             got,
-            [
-                (180, IoKind::Read, 61440, 4096, false),
-                (465, IoKind::Write, 774144, 8192, true),
-                (5203, IoKind::Read, 0, 512, false)
-            ]
+            [(180, false, 61440, 4096, false), (465, true, 774144, 8192, true), (5203, false, 0, 512, false)]
         );
     }
 
@@ -254,6 +336,30 @@ mod tests {
         assert_eq!(e.line, 2);
         let e = Trace::parse("fio version 3 iolog\nten f write 0 4096\n").unwrap_err();
         assert!(e.what.contains("timestamp"), "{e}");
+    }
+
+    #[test]
+    fn what_the_writer_writes_reads_back_as_the_same_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.log");
+        let start = std::time::Instant::now();
+        let mut w = IologWriter::create(&path, "my target", start).unwrap();
+        w.request(start, true, 4096, 8192).unwrap();
+        w.sync(start).unwrap();
+        w.request(start + Duration::from_millis(3), false, 0, 512).unwrap();
+        w.finish(start + Duration::from_millis(4)).unwrap();
+        let t = Trace::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(t.files, ["my_target"]);
+        let got: Vec<_> = t.ios.iter().map(|io| (io.write, io.offset, io.len, io.flush_after)).collect();
+        assert_eq!(got, [(true, 4096, 8192, true), (false, 0, 512, false)]);
+        assert_eq!(t.ios[1].at, Some(Duration::from_millis(3)));
+    }
+
+    #[test]
+    fn several_threads_each_write_a_file_of_their_own() {
+        let p = std::path::Path::new("/x/t.log");
+        assert_eq!(thread_iolog_path(p, 0, 1), p);
+        assert_eq!(thread_iolog_path(p, 1, 3), std::path::Path::new("/x/t.log.1"));
     }
 
     #[test]

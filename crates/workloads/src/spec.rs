@@ -10,6 +10,7 @@ use std::time::Duration;
 use validation::{KeyMapChoice, KeyPlace};
 
 use crate::journal::JournalSpec;
+use crate::replay::ReplaySpec;
 
 /// A workload parameter that cannot be used, with the flag it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -537,18 +538,10 @@ pub struct JobSpec {
     pub clock: device::Clock,
     /// Replay a trace's requests instead of generating them.
     pub replay: Option<ReplaySpec>,
-}
-
-/// A trace to replay (`iolab run --replay FILE`): its requests at their
-/// offsets from the region's start, in one thread.
-#[derive(Clone, Debug)]
-pub struct ReplaySpec {
-    /// Where the trace came from, for reports.
-    pub source: String,
-    pub trace: std::sync::Arc<crate::replay::Trace>,
-    /// The trace's times divided by this (2: twice as fast); `None`: as
-    /// fast as the requests complete, keeping only their order.
-    pub speed: Option<f64>,
+    /// Write every request issued (and every flush) to this file as a
+    /// version 3 iolog (fio's write_iolog); with several threads, one file
+    /// each (`replay::thread_iolog_path`).
+    pub write_iolog: Option<std::path::PathBuf>,
 }
 
 /// How a job validates.
@@ -630,6 +623,7 @@ impl Default for JobSpec {
             validate: None,
             clock: device::Clock::Wall,
             replay: None,
+            write_iolog: None,
         }
     }
 }

@@ -164,3 +164,87 @@ fn the_heading_names_the_trace_its_requests_and_its_pace() {
         "{text}"
     );
 }
+
+/// (reads, writes, flushes, bytes read, bytes written) of a run's JSON.
+fn figures(run: &serde_json::Value) -> [u64; 5] {
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    [
+        n(&run["read"]["ios"]),
+        n(&run["write"]["ios"]),
+        n(&run["flushes"]),
+        n(&run["read"]["bytes"]),
+        n(&run["write"]["bytes"]),
+    ]
+}
+
+#[test]
+fn a_run_written_as_an_iolog_replays_as_the_same_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.iolog");
+    let run = ["run", "--target", "mem:8m", "--bs", "4k/50:16k/50", "--ios", "600", "--flush-every", "7"];
+    let out = iolab(&[&run[..], &["--write-iolog", log.to_str().unwrap(), "--json", "-", "-q"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let first = figures(&json_run(&out));
+    let again = ["run", "--replay", log.to_str().unwrap(), "--target", "mem:8m", "--replay-speed", "max"];
+    let out = iolab(&[&again[..], &["--json", "-", "-q"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(figures(&json_run(&out)), first);
+}
+
+#[test]
+fn fio_replays_the_iolog_a_run_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.iolog");
+    let run = ["run", "--target", "mem:8m", "--ios", "400", "--flush-every", "10", "--json", "-", "-q"];
+    let out = iolab(&[&run[..], &["--write-iolog", log.to_str().unwrap()]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let [reads, writes, flushes, ..] = figures(&json_run(&out));
+    let file = dir.path().join("fio.img");
+    std::fs::File::create(&file).unwrap().set_len(8 << 20).unwrap();
+    let fio = Command::new("fio")
+        .args(["--name=r", "--output-format=json", "--replay_no_stall=1"])
+        .arg(format!("--read_iolog={}", log.display()))
+        .arg(format!("--replay_redirect={}", file.display()))
+        .output()
+        .expect("fio is installed (apt-get install fio)");
+    assert!(fio.status.success(), "{}", String::from_utf8_lossy(&fio.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&fio.stdout).unwrap();
+    let job = &doc["jobs"][0];
+    assert_eq!(job["read"]["total_ios"], reads, "{job}");
+    assert_eq!(job["write"]["total_ios"], writes);
+    assert_eq!(job["sync"]["total_ios"], flushes);
+}
+
+#[test]
+fn an_iolog_in_a_missing_directory_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("no/such/run.iolog");
+    let out = iolab(&["run", "--target", "mem:1m", "--ios", "10", "--write-iolog", log.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--write-iolog:"), "{}", stderr(&out));
+}
+
+#[test]
+fn each_thread_writes_an_iolog_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.iolog");
+    let out = iolab(&[
+        "run",
+        "--target",
+        "mem:8m",
+        "--ios",
+        "100",
+        "--threads",
+        "2",
+        "-q",
+        "--write-iolog",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let requests = |n: u32| {
+        let text = std::fs::read_to_string(dir.path().join(format!("run.iolog.{n}"))).unwrap();
+        text.lines().filter(|l| l.contains(" read ") || l.contains(" write ")).count()
+    };
+    assert_eq!(requests(0) + requests(1), 100);
+    assert!(!log.exists());
+}

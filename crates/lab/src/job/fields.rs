@@ -80,6 +80,12 @@ pub struct JobFields {
     /// version 2 trace is timed only by its wait lines.
     #[arg(help_heading = "Workload", long, value_name = "N|max")]
     pub replay_speed: Option<String>,
+    /// Write every request the job issues, and every flush, to FILE as a
+    /// fio iolog (version 3, times in microseconds; fio's write_iolog), to
+    /// replay elsewhere with --replay or fio's read_iolog. With several
+    /// threads, FILE.0, FILE.1, ... one per thread.
+    #[arg(help_heading = "Output", long, visible_alias = "write_iolog", value_name = "FILE")]
+    pub write_iolog: Option<std::path::PathBuf>,
     /// Transfer sizes: 4k; a mix 4k/10:64k/50:32k/40 (the percentage of
     /// requests of each size, adding up to 100); a range 512-64k[/STEP];
     /// or fs, the file-system mix (1-120 sectors, ~8 KiB).
@@ -262,7 +268,7 @@ pub struct JobFields {
 /// them all (merging, printing as a job file).
 macro_rules! each_field {
     ($then:ident!($($pre:expr),*)) => {
-        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home, replay, replay_speed)
+        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home, replay, replay_speed, write_iolog)
     };
 }
 

@@ -468,6 +468,7 @@ fn place(j: &mut Job, line: &Line<'_>) -> Result<bool, UsageError> {
         }
         "nrfiles" => j.fields.nrfiles = Some(line.number("count")?),
         "read_iolog" => j.fields.replay = Some(PathBuf::from(line.text("a trace file")?)),
+        "write_iolog" => j.fields.write_iolog = Some(PathBuf::from(line.text("a trace file")?)),
         "replay_no_stall" if line.flag() => j.fields.replay_speed = Some("max".into()),
         "filesize" => j.filesize = Some(line.bytes(v)?),
         "name" => j.fields.name = v.map(str::to_string),

@@ -205,6 +205,7 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         validate: validate_spec(f)?,
         clock: device::Clock::Wall,
         replay: None,
+        write_iolog: f.write_iolog.as_deref().map(iolog_path).transpose()?,
     })
 }
 
@@ -268,6 +269,22 @@ fn replay_job(f: &JobFields, index: usize, path: &Path) -> Result<JobSpec, Usage
     spec.replay =
         Some(workloads::ReplaySpec { source: path.display().to_string(), trace: trace.into(), speed });
     Ok(spec)
+}
+
+/// `--write-iolog`'s file, refused before the run when its directory is
+/// missing.
+fn iolog_path(path: &Path) -> Result<PathBuf, UsageError> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(UsageError(format!(
+            "--write-iolog: {} is not a directory; make it, or name a file in a directory that exists",
+            dir.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(UsageError(format!("--write-iolog: {} is a directory; name a file", path.display())));
+    }
+    Ok(path.to_path_buf())
 }
 
 fn validate_spec(f: &JobFields) -> Result<Option<workloads::ValidateSpec>, UsageError> {

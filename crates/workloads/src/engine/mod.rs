@@ -102,12 +102,19 @@ pub fn run_job(
         measure_start,
         stop: AtomicBool::new(false),
         latency: Default::default(),
+        iolog_error: Default::default(),
     };
     progress.set_measuring(job.ramp.is_zero());
     let run = Run { job, device: device.as_ref(), region, limits: &limits, progress, began };
-    match device.virtual_disk().filter(|_| job.engine == Engine::Virtual) {
+    let result = match device.virtual_disk().filter(|_| job.engine == Engine::Virtual) {
         Some(disk) => run.in_virtual_time(validator, disk),
         None => run.threads(validator),
+    };
+    // The workers are gone, their iologs closed: a failure to write one
+    // fails the run (the trace would be short).
+    match limits.iolog_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => result,
     }
 }
 

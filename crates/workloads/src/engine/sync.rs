@@ -40,7 +40,7 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
         w.complete(req.kind, req.len, done - start, done, measured);
         if w.flush_due(req) {
             w.device.flush()?;
-            w.stats.flushes += 1;
+            w.flushed();
         }
     }
     Ok(w.stats)
@@ -112,7 +112,7 @@ fn run_validated(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Worklo
         w.complete(req.kind, req.len, last_done - start, last_done, measured);
         if outcome.is_ok() && w.flush_due(req) {
             match w.device.flush() {
-                Ok(()) => w.stats.flushes += 1,
+                Ok(()) => w.flushed(),
                 Err(e) => outcome = Err(e.into()),
             }
         }

@@ -103,7 +103,7 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
             for _ in 0..flushes {
                 ring.flush(w.device)?;
                 w.device.stats().record_flush();
-                w.stats.flushes += 1;
+                w.flushed();
             }
         }
     }

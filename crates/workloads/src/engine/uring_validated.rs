@@ -194,7 +194,7 @@ impl Engine<'_> {
                 // durable by the worker itself, the others going on.
                 self.flush_due = false;
                 w.device.flush()?;
-                w.stats.flushes += 1;
+                w.flushed();
             }
         }
     }

@@ -151,7 +151,7 @@ fn completed(
         InFlight::Flush { worker } => {
             let lane = &mut lanes[worker];
             device.stats().record_flush();
-            lane.w.stats.flushes += 1;
+            lane.w.flushed();
             (lane.flushing, lane.flush_sent) = (false, false);
         }
     }

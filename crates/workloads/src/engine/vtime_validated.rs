@@ -501,7 +501,7 @@ impl<'a> Sim<'a, '_> {
                 }
                 Step::Flushed => {
                     self.device.stats().record_flush();
-                    lane.w.stats.flushes += 1;
+                    lane.w.flushed();
                 }
             }
         }

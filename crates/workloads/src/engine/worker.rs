@@ -10,9 +10,11 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::progress::Progress;
 use crate::gen::{IoKind, Request, RequestGen};
+use crate::replay::IologWriter;
 use crate::spec::{JobSpec, Pattern, Region};
 use crate::stats::ThreadStats;
 use crate::validate::Validator;
+use crate::WorkloadError;
 
 /// When a worker stops, shared by every worker of a job.
 pub(crate) struct Limits {
@@ -24,6 +26,18 @@ pub(crate) struct Limits {
     pub stop: AtomicBool,
     /// The run's per-second latencies, which the threads fill.
     pub latency: std::sync::Arc<crate::stats::LatSeries>,
+    /// The first failure to write an iolog (`--write-iolog`): the run
+    /// stops and fails with it.
+    pub iolog_error: std::sync::Mutex<Option<WorkloadError>>,
+}
+
+impl Limits {
+    /// Keeps the first iolog failure and stops every worker.
+    fn iolog_failed(&self, path: &std::path::Path, e: std::io::Error) {
+        let mut slot = self.iolog_error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(WorkloadError::Iolog { path: path.display().to_string(), message: e.to_string() });
+        self.stop.store(true, Relaxed);
+    }
 }
 
 /// Where a job reads the time.
@@ -88,6 +102,8 @@ pub(crate) struct Worker<'a> {
     next_issue: Instant,
     /// A trace being replayed instead of `gen`'s requests.
     replay: Option<Replaying<'a>>,
+    /// Where this thread's requests are written (`--write-iolog`).
+    iolog: Option<OpenIolog<'a>>,
 }
 
 /// Where a replay is: the trace's next request, and when its clock started.
@@ -150,6 +166,25 @@ impl<'a> Worker<'a> {
                 start: limits.time.now(),
                 speed: r.speed,
             }),
+            iolog: job.write_iolog.as_deref().and_then(|path| {
+                let path = crate::replay::thread_iolog_path(path, thread, job.threads);
+                match IologWriter::create(&path, device.name(), limits.time.now()) {
+                    Ok(writer) => Some(OpenIolog { path, writer: Some(writer), limits }),
+                    Err(e) => {
+                        limits.iolog_failed(&path, e);
+                        None
+                    }
+                }
+            }),
+        }
+    }
+
+    /// Counts a flush just made, and writes it to the iolog.
+    pub fn flushed(&mut self) {
+        self.stats.flushes += 1;
+        let now = self.now();
+        if let Some(log) = &mut self.iolog {
+            log.sync(now);
         }
     }
 
@@ -199,7 +234,7 @@ impl<'a> Worker<'a> {
                 let io = r.ios[r.next];
                 r.next += 1;
                 Request {
-                    kind: io.kind,
+                    kind: if io.write { IoKind::Write } else { IoKind::Read },
                     offset: self.gen.region_start() + io.offset,
                     len: io.len,
                     flush_after: io.flush_after,
@@ -207,6 +242,9 @@ impl<'a> Worker<'a> {
             }
             None => self.gen.next_request(),
         };
+        if let Some(log) = &mut self.iolog {
+            log.request(now, &req);
+        }
         let measured = now >= self.limits.measure_start;
         if measured {
             self.ios_left = self.ios_left.saturating_sub(1);
@@ -244,6 +282,48 @@ impl<'a> Worker<'a> {
             return true;
         }
         false
+    }
+}
+
+/// A thread's iolog being written: a failure is kept in the job's
+/// limits (stopping the run) and ends the log; dropping it writes the
+/// last line and syncs the file.
+struct OpenIolog<'a> {
+    path: std::path::PathBuf,
+    writer: Option<IologWriter>,
+    limits: &'a Limits,
+}
+
+impl OpenIolog<'_> {
+    fn done(&mut self, written: std::io::Result<()>) {
+        if let Err(e) = written {
+            self.limits.iolog_failed(&self.path, e);
+            self.writer = None;
+        }
+    }
+
+    fn request(&mut self, now: Instant, req: &Request) {
+        if let Some(w) = &mut self.writer {
+            let written = w.request(now, req.kind == IoKind::Write, req.offset, req.len);
+            self.done(written);
+        }
+    }
+
+    fn sync(&mut self, now: Instant) {
+        if let Some(w) = &mut self.writer {
+            let written = w.sync(now);
+            self.done(written);
+        }
+    }
+}
+
+impl Drop for OpenIolog<'_> {
+    fn drop(&mut self) {
+        if let Some(w) = self.writer.take() {
+            if let Err(e) = w.finish(self.limits.time.now()) {
+                self.limits.iolog_failed(&self.path, e);
+            }
+        }
     }
 }
 
