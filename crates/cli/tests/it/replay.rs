@@ -248,3 +248,40 @@ fn each_thread_writes_an_iolog_of_its_own() {
     assert_eq!(requests(0) + requests(1), 100);
     assert!(!log.exists());
 }
+
+#[test]
+fn an_iolog_named_as_the_target_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("data.img");
+    std::fs::write(&target, vec![7u8; 1 << 20]).unwrap();
+    let out = iolab(&[
+        "run",
+        "--target",
+        target.to_str().unwrap(),
+        "--ios",
+        "10",
+        "--write-iolog",
+        target.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("is the target of job"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&target).unwrap(), vec![7u8; 1 << 20]);
+}
+
+#[test]
+fn two_jobs_writing_one_iolog_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("two.toml");
+    let log = dir.path().join("t.log");
+    std::fs::write(
+        &job,
+        format!(
+            "[global]\ntarget = \"mem:8m\"\nios = 10\nwrite-iolog = {:?}\n\n[[job]]\nname = \"a\"\n\n[[job]]\nname = \"b\"\n",
+            log.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let out = iolab(&["run", job.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("jobs 'a' and 'b' would both write their trace"), "{}", stderr(&out));
+}

@@ -53,6 +53,7 @@ pub fn plan(jobfile: Option<&Path>, flags: &JobFields, strict: bool) -> anyhow::
     for group in groups.iter().filter(|g| g.len() > 1) {
         check_validated_regions(&fields[group.clone()], &specs[group.clone()])?;
     }
+    check_iologs(&fields, &specs)?;
     let create_bytes = create_sizes(&fields, &specs);
     Ok(Plan {
         jobs: fields.into_iter().zip(specs).collect(),
@@ -380,6 +381,36 @@ fn check_validated_regions(fields: &[JobFields], specs: &[JobSpec]) -> Result<()
                 )));
             }
         }
+    }
+    Ok(())
+}
+
+/// `--write-iolog` files: never a job's target (the trace would
+/// overwrite its data) nor another job's trace file.
+fn check_iologs(fields: &[JobFields], specs: &[JobSpec]) -> Result<(), UsageError> {
+    let targets: Vec<_> = fields.iter().map(|f| f.target.as_deref().and_then(target_identity)).collect();
+    let mut seen: Vec<(PathBuf, &str)> = Vec::new();
+    for spec in specs {
+        let Some(log) = spec.write_iolog.as_deref().and_then(|p| target_identity(&p.to_string_lossy()))
+        else {
+            continue;
+        };
+        if let Some(i) = targets.iter().position(|t| t.as_ref() == Some(&log)) {
+            return Err(UsageError(format!(
+                "--write-iolog: {} is the target of job '{}'; the trace would overwrite its data, name another file",
+                log.display(),
+                specs[i].name
+            )));
+        }
+        if let Some((_, other)) = seen.iter().find(|(path, _)| *path == log) {
+            return Err(UsageError(format!(
+                "--write-iolog: jobs '{other}' and '{}' would both write their trace to {}; give each job its own \
+                 write-iolog file",
+                spec.name,
+                log.display()
+            )));
+        }
+        seen.push((log, &spec.name));
     }
     Ok(())
 }
