@@ -80,12 +80,6 @@ pub struct JobFields {
     /// version 2 trace is timed only by its wait lines.
     #[arg(help_heading = "Workload", long, value_name = "N|max")]
     pub replay_speed: Option<String>,
-    /// Write every request the job issues, and every flush, to FILE as a
-    /// fio iolog (version 3, times in microseconds; fio's write_iolog), to
-    /// replay elsewhere with --replay or fio's read_iolog. With several
-    /// threads, FILE.0, FILE.1, ... one per thread.
-    #[arg(help_heading = "Output", long, visible_alias = "write_iolog", value_name = "FILE")]
-    pub write_iolog: Option<std::path::PathBuf>,
     /// Transfer sizes: 4k; a mix 4k/10:64k/50:32k/40 (the percentage of
     /// requests of each size, adding up to 100); a range 512-64k[/STEP];
     /// or fs, the file-system mix (1-120 sectors, ~8 KiB).
@@ -262,6 +256,12 @@ pub struct JobFields {
     #[arg(help_heading = "Block log", long, value_name = "WHEN")]
     #[serde(default, deserialize_with = "parsed")]
     pub log_home: Option<HomeWrites>,
+    /// Write every request the job issues, and every flush, to FILE as a
+    /// fio iolog (version 3, times in microseconds; fio's write_iolog), to
+    /// replay elsewhere with --replay or fio's read_iolog. With several
+    /// threads, FILE.0, FILE.1, ... one per thread.
+    #[arg(help_heading = "Output", long, visible_alias = "write_iolog", value_name = "FILE")]
+    pub write_iolog: Option<std::path::PathBuf>,
 }
 
 /// Every field of [`JobFields`], named once for the macros that go over
