@@ -18,7 +18,7 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
     }
     let max = w.job.bs.max_bytes() as usize;
     let align = w.device.buffer_align().max(4096);
-    let write_buf = data_buffer(max, align, w.job.pattern, w.job.seed);
+    let mut write_buf = data_buffer(max, align, w.job.pattern, w.job.seed);
     let mut read_buf = AlignedBuf::zeroed(max, align);
     loop {
         let now = w.now();
@@ -34,7 +34,10 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
         let start = w.now();
         match req.kind {
             IoKind::Read => w.device.read_at(&mut read_buf[..len], req.offset)?,
-            IoKind::Write => w.device.write_at(&write_buf[..len], req.offset)?,
+            IoKind::Write => {
+                w.scramble(&mut write_buf[..len], &req);
+                w.device.write_at(&write_buf[..len], req.offset)?
+            }
         }
         let done = w.now();
         w.complete(req.kind, req.len, done - start, done, measured);

@@ -64,6 +64,9 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
                 req.len as usize,
                 req.offset,
             )?;
+            if req.kind == IoKind::Write {
+                w.scramble(&mut bufs[slot][..req.len as usize], &req);
+            }
             let sqe = ring.entry(&mut bufs[slot], slot, req);
             // Invariant: the ring has more entries than the depth, so a
             // submission slot is always free here.

@@ -97,6 +97,10 @@ pub(crate) struct Worker<'a> {
     pub progress: &'a Progress,
     pub stats: ThreadStats,
     pub measuring: bool,
+    /// This thread's index, and the writes it has made its own
+    /// ([`Worker::scramble`]).
+    thread: u32,
+    scrambled: u64,
     pub writes_since_flush: u64,
     rate_interval: Option<Duration>,
     next_issue: Instant,
@@ -157,6 +161,8 @@ impl<'a> Worker<'a> {
             progress,
             stats: ThreadStats::new(limits.measure_start, std::sync::Arc::clone(&limits.latency)),
             measuring: false,
+            thread,
+            scrambled: 0,
             writes_since_flush: 0,
             rate_interval,
             next_issue: limits.time.now(),
@@ -185,6 +191,31 @@ impl<'a> Worker<'a> {
         let now = self.now();
         if let Some(log) = &mut self.iolog {
             log.sync(now);
+        }
+    }
+
+    /// Makes a write's data its own before it goes out, as fio's
+    /// scramble_buffers does: a thread writes the same buffer over and
+    /// over, which a deduplicating device would store once. The first 16
+    /// bytes of every 512-byte sector (random data) or of every 4 KiB's
+    /// random part (`compress:PCT`, whose zeros stay zeros) get the byte
+    /// offset they land at and a count of this thread's writes, so no two
+    /// sectors a run writes hold the same bytes. Zeros stay zeros.
+    pub fn scramble(&mut self, buf: &mut [u8], req: &Request) {
+        let (every, room) = match self.job.pattern {
+            Pattern::Zeros | Pattern::Compressible { pct: 0 } => return,
+            Pattern::Random => (512, 16),
+            Pattern::Compressible { pct } => (4096, (4096 * usize::from(pct) / 100).min(16)),
+        };
+        self.scrambled += 1;
+        let tag = (u64::from(self.thread) << 48) ^ self.scrambled;
+        for (i, chunk) in buf.chunks_mut(every).enumerate() {
+            let offset = req.offset + (i * every) as u64;
+            let mut stamp = [0u8; 16];
+            stamp[..8].copy_from_slice(&offset.to_le_bytes());
+            stamp[8..].copy_from_slice(&tag.to_le_bytes());
+            let n = room.min(chunk.len());
+            chunk[..n].copy_from_slice(&stamp[..n]);
         }
     }
 

@@ -201,3 +201,59 @@ fn a_uring_job_on_a_poisoned_device_writes_nothing() {
     assert!(err.to_string().contains("refused"), "{err}");
     assert_eq!(device::Device::stats(dev.as_ref()).snapshot().bytes_written, 0);
 }
+
+/// The device's 512-byte sectors after a sequential write of all of it
+/// (64 KiB requests, so every request reuses the thread's buffer 16
+/// times over), and how many distinct ones there are.
+fn sectors_after_writing(
+    dev: Arc<dyn Device>,
+    engine: Engine,
+    pattern: workloads::Pattern,
+) -> (Vec<Vec<u8>>, usize) {
+    let size = dev.size_bytes();
+    let job = JobSpec {
+        rw: Rw::Write,
+        read_pct: 0,
+        seek_pct: 0,
+        bs: BlockSizes::Fixed(64 << 10),
+        engine,
+        pattern,
+        iodepth: if engine == Engine::Uring { 4 } else { 1 },
+        ..JobSpec::default()
+    };
+    run_job(&job, Arc::clone(&dev), &Progress::default()).unwrap();
+    let mut data = vec![0u8; size as usize];
+    dev.read_at(&mut data, 0).unwrap();
+    let sectors: Vec<Vec<u8>> = data.chunks(512).map(<[u8]>::to_vec).collect();
+    let distinct = sectors.iter().collect::<std::collections::HashSet<_>>().len();
+    (sectors, distinct)
+}
+
+#[test]
+fn random_data_differs_in_every_sector_written_so_deduplication_finds_nothing() {
+    let (sectors, distinct) = sectors_after_writing(mem(1 << 20), Engine::Sync, workloads::Pattern::Random);
+    assert_eq!(distinct, sectors.len());
+}
+
+#[test]
+fn random_data_through_io_uring_differs_in_every_sector_written() {
+    if !workloads::uring_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (sectors, distinct) =
+        sectors_after_writing(file(&dir, 1 << 20), Engine::Uring, workloads::Pattern::Random);
+    assert_eq!(distinct, sectors.len());
+}
+
+#[test]
+fn compressible_data_keeps_its_zeros_and_zeros_stay_zeros() {
+    let (sectors, _) =
+        sectors_after_writing(mem(1 << 20), Engine::Sync, workloads::Pattern::Compressible { pct: 25 });
+    // Each 4 KiB: the first quarter random (two sectors), the rest zeros.
+    for (i, s) in sectors.iter().enumerate() {
+        assert_eq!(s.iter().all(|&b| b == 0), i % 8 >= 2, "sector {i}");
+    }
+    let (sectors, _) = sectors_after_writing(mem(1 << 20), Engine::Sync, workloads::Pattern::Zeros);
+    assert!(sectors.iter().all(|s| s.iter().all(|&b| b == 0)));
+}
