@@ -37,6 +37,18 @@ fn counted(trace: &Path) -> (u64, u64, u64, u64, u64) {
     c
 }
 
+/// `iolab run --replay TRACE --target TARGET EXTRA...`.
+fn replay(trace: &Path, target: &str, extra: &[&str]) -> std::process::Output {
+    iolab(&[&["run", "--replay", trace.to_str().unwrap(), "--target", target][..], extra].concat())
+}
+
+/// A trace file of `text` in `dir`.
+fn trace_file(dir: &Path, text: &str) -> std::path::PathBuf {
+    let trace = dir.join("t.log");
+    std::fs::write(&trace, text).unwrap();
+    trace
+}
+
 fn json_run(out: &std::process::Output) -> serde_json::Value {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     doc["jobs"][0]["runs"][0].clone()
@@ -49,18 +61,7 @@ fn a_trace_fio_wrote_replays_with_its_requests_sizes_and_syncs() {
     let (reads, writes, syncs, read_bytes, write_bytes) = counted(&trace);
     assert!(reads > 0 && writes > 0 && syncs > 0, "fio's trace: {reads} {writes} {syncs}");
     let target = dir.path().join("replayed.img");
-    let out = iolab(&[
-        "run",
-        "--replay",
-        trace.to_str().unwrap(),
-        "--target",
-        target.to_str().unwrap(),
-        "--replay-speed",
-        "max",
-        "--json",
-        "-",
-        "-q",
-    ]);
+    let out = replay(&trace, target.to_str().unwrap(), &["--replay-speed", "max", "--json", "-", "-q"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let run = json_run(&out);
     assert_eq!(run["read"]["ios"], reads);
@@ -97,9 +98,8 @@ fn a_fio_job_file_with_read_iolog_replays_the_trace() {
 #[test]
 fn a_flag_that_shapes_requests_is_refused_beside_a_replay() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.log");
-    std::fs::write(&trace, "fio version 2 iolog\nf write 0 4096\n").unwrap();
-    let out = iolab(&["run", "--replay", trace.to_str().unwrap(), "--target", "mem:1m", "--rw", "randread"]);
+    let trace = trace_file(dir.path(), "fio version 2 iolog\nf write 0 4096\n");
+    let out = replay(&trace, "mem:1m", &["--rw", "randread"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--rw: does not apply with --replay"), "{}", stderr(&out));
 }
@@ -107,18 +107,9 @@ fn a_flag_that_shapes_requests_is_refused_beside_a_replay() {
 #[test]
 fn a_size_short_of_the_traces_reach_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.log");
-    std::fs::write(&trace, "fio version 2 iolog\nf write 1048576 4096\n").unwrap();
+    let trace = trace_file(dir.path(), "fio version 2 iolog\nf write 1048576 4096\n");
     let target = dir.path().join("t.img");
-    let out = iolab(&[
-        "run",
-        "--replay",
-        trace.to_str().unwrap(),
-        "--target",
-        target.to_str().unwrap(),
-        "--size",
-        "1m",
-    ]);
+    let out = replay(&trace, target.to_str().unwrap(), &["--size", "1m"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("the trace reaches 1052672"), "{}", stderr(&out));
     assert!(!target.exists(), "nothing is made when the run is refused");
@@ -127,9 +118,8 @@ fn a_size_short_of_the_traces_reach_is_refused() {
 #[test]
 fn a_file_that_is_not_an_iolog_is_refused_naming_its_line() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.log");
-    std::fs::write(&trace, "fio version 3 iolog\n10 f write 0 4096\n20 f write zero 4096\n").unwrap();
-    let out = iolab(&["run", "--replay", trace.to_str().unwrap(), "--target", "mem:1m"]);
+    let trace = trace_file(dir.path(), "fio version 3 iolog\n10 f write 0 4096\n20 f write zero 4096\n");
+    let out = replay(&trace, "mem:1m", &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("line 3: 'zero' is not an offset"), "{}", stderr(&out));
 }
@@ -144,18 +134,9 @@ fn replay_speed_without_a_replay_is_refused() {
 #[test]
 fn the_heading_names_the_trace_its_requests_and_its_pace() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.log");
-    std::fs::write(&trace, "fio version 3 iolog\n5 f write 0 4096\n6 f sync 0 0\n9 f read 0 4096\n").unwrap();
-    let out = iolab(&[
-        "run",
-        "--replay",
-        trace.to_str().unwrap(),
-        "--target",
-        "mem:1m",
-        "--replay-speed",
-        "4",
-        "-q",
-    ]);
+    let trace =
+        trace_file(dir.path(), "fio version 3 iolog\n5 f write 0 4096\n6 f sync 0 0\n9 f read 0 4096\n");
+    let out = replay(&trace, "mem:1m", &["--replay-speed", "4", "-q"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = crate::cli::stdout(&out);
     assert!(
