@@ -133,11 +133,41 @@ pub struct CrashArgs {
     /// commits (fsck and the fsync'd files are).
     #[arg(long, value_name = "N")]
     pub writers: Option<u32>,
+    /// Crash a kernel file system instead: ext4, ext4-nojournal,
+    /// ext4-journal, ext4-sync, xfs or btrfs, made by its own mkfs on an
+    /// image of --size (default 32m; xfs 300m, btrfs 128m) that iolab
+    /// serves through FUSE to a loop device, so that every write and flush
+    /// the file system issues is recorded; the fs-* stacks' mix runs in
+    /// it. Needs root, /dev/fuse, losetup and the file system's tools.
+    #[arg(long, value_name = "FS")]
+    pub kernel: Option<String>,
+    /// --kernel: mount options beyond the file system's defaults (e.g.
+    /// nobarrier), when recording and when checking.
+    #[arg(long, value_name = "OPTIONS")]
+    pub mount_options: Option<String>,
+    /// --kernel: write the image of each state that breaks the promise
+    /// (the first 10) into DIR as state-N.img, as the crash left it, for
+    /// a person to inspect (the kernel's history differs from run to run,
+    /// so --state cannot name a state again).
+    #[arg(long, value_name = "DIR")]
+    pub keep_images: Option<PathBuf>,
+    /// --kernel: the disk's sector size, 512 or 4096: what a torn write
+    /// tears at, and the loop device's logical sector (mkfs sizes its own
+    /// by it).
+    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    pub sector_size: u32,
+    /// --kernel: the recorder answers every fsync without flushing, which
+    /// the check must catch: violations are expected (it proves the check).
+    #[arg(long)]
+    pub drop_flushes: bool,
 }
 
 pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
     crate::check_destinations(args.json.as_deref(), None)?;
     let fs = matches!(args.stack, Stack::FsSync | Stack::FsSoftdep | Stack::FsLog | Stack::FsAsync);
+    if let Some(kernel) = &args.kernel {
+        return run_kernel(&args, kernel);
+    }
     check_disk(&args, fs)?;
     if fs {
         return run_fs(&args);
@@ -327,4 +357,73 @@ fn run_fs(args: &CrashArgs) -> anyhow::Result<ExitCode> {
 
 fn max_blocks(args: &CrashArgs) -> u32 {
     args.max_blocks.unwrap_or(if args.stack.is_raid5() { 1 } else { 4 })
+}
+
+/// `iolab crash --kernel FS`: a kernel file system's promise.
+fn run_kernel(args: &CrashArgs, kernel: &str) -> anyhow::Result<ExitCode> {
+    let fs: lab::kernel_crash::KernelFs = kernel.parse().map_err(UsageError)?;
+    let refused = [
+        (args.disk.is_some(), "--disk"),
+        (args.archive.is_some(), "--archive"),
+        (args.writers.is_some(), "--writers"),
+        (args.max_blocks.is_some(), "--max-blocks"),
+        (args.state.is_some(), "--state (the kernel's history differs from run to run; keep the images of the states that break the promise with --keep-images DIR)"),
+    ];
+    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+        return Err(UsageError(format!(
+            "{flag} does not apply to --kernel: the kernel's file system runs the fs-* stacks' mix by one writer"
+        ))
+        .into());
+    }
+    let size_bytes = match &args.size {
+        Some(size) => parse_bytes("size", size).map_err(UsageError::from)?,
+        None => lab::kernel_crash::default_size(fs),
+    };
+    let crash = lab::kernel_crash::KernelCrash {
+        fs,
+        size_bytes,
+        mount_options: args.mount_options.clone(),
+        operations: args.transactions,
+        fsync_every: args.sync_every,
+        sampled_states: args.states,
+        seed: args.seed,
+        sector_bytes: args.sector_size,
+        keep_images: args.keep_images.clone(),
+        drop_flushes: args.drop_flushes,
+        stop: Some(crate::interrupt::catch(
+            "interrupted: stopping before the next state, undoing its mounts and loop devices (interrupt again \
+             to stop at once, leaving them: see `losetup -a` and /proc/mounts)",
+            "interrupted again: stopping now; a loop device or mount under /dev/shm/iolab-kcrash.* may be left",
+        )?),
+    };
+    let (report, kernel_run) = lab::kernel_crash::crash_kernel(&crash)?;
+    let recheck = report.first_violation.as_ref().map(|v| match &args.keep_images {
+        Some(dir) => format!("its image: {}", dir.join(format!("state-{}.img", v.state)).display()),
+        None => "run again with --keep-images DIR to keep the images of the states that break the promise \
+                 (the kernel's history differs from run to run)"
+            .to_string(),
+    });
+    let run = report::KernelCrashRun {
+        fs: fs.name(),
+        mkfs: &kernel_run.mkfs,
+        mount_options: &kernel_run.mount_options,
+        direct_io: kernel_run.direct_io,
+        drop_flushes: args.drop_flushes,
+        sync_every: args.sync_every,
+        seed: args.seed,
+        record_seconds: kernel_run.record_seconds,
+        check_seconds: kernel_run.check_seconds,
+        recheck,
+    };
+    if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
+        print!("{}", report::kernel_crash_text(&run, &report));
+    }
+    if let Some(path) = &args.json {
+        let stack = format!("kernel-{}", fs.name());
+        crate::write_json(
+            path,
+            &report::json::FsCrashDocument::new(lab::host::wire(), &stack, args.seed, &report).to_json(),
+        )?;
+    }
+    Ok(crate::exit::found(report.violations > 0))
 }

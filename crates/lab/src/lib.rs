@@ -32,6 +32,7 @@ mod errors;
 pub mod fs;
 pub mod host;
 pub mod job;
+pub mod kernel_crash;
 pub mod layout;
 pub mod log_repair;
 pub mod mounts;

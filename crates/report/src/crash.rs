@@ -166,3 +166,85 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
     }
     out
 }
+
+/// How a kernel file system's crash run was set up and how long it took.
+#[derive(Clone, Debug)]
+pub struct KernelCrashRun<'a> {
+    /// The file system as `--kernel` names it (ext4, xfs, ...).
+    pub fs: &'a str,
+    /// mkfs's command line, the image for its device.
+    pub mkfs: &'a str,
+    pub mount_options: &'a str,
+    /// The loop device reached the served image with direct I/O.
+    pub direct_io: bool,
+    /// The recorder answered fsync without flushing (the checker's proof).
+    pub drop_flushes: bool,
+    pub sync_every: u64,
+    pub seed: u64,
+    pub record_seconds: f64,
+    pub check_seconds: f64,
+    /// Where the first violating state's image is, or how to keep it.
+    pub recheck: Option<String>,
+}
+
+/// `iolab crash --kernel FS`'s report: how the history was recorded, the
+/// states checked and how, the violations.
+pub fn kernel_crash_text(run: &KernelCrashRun<'_>, r: &workloads::fscrash::FsCrashReport) -> String {
+    let mut out = format!(
+        "iolab crash: kernel {}, {} file operations with an fsync every {} ({} fsyncs), seed {}\n",
+        run.fs, r.operations, run.sync_every, r.fsyncs, run.seed
+    );
+    let loop_io = if run.direct_io { "direct I/O" } else { "buffered, write-through" };
+    out += &format!(
+        "made: {}; mounted {}; recorded through a loop device ({loop_io}) on iolab's FUSE image{}\n",
+        run.mkfs,
+        run.mount_options,
+        if run.drop_flushes { ", every flush DROPPED by the recorder (violations expected)" } else { "" }
+    );
+    out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);
+    let each = if run.fs == "ext4-nojournal" {
+        "e2fsck -p, e2fsck -fn, mounted, the fsync'd files read"
+    } else {
+        match run.fs {
+            "xfs" => "mounted (the log replayed), the fsync'd files read, unmounted, xfs_repair -n",
+            "btrfs" => "mounted, the fsync'd files read, unmounted, btrfs check --readonly",
+            _ => "mounted (the journal replayed), the fsync'd files read, unmounted, e2fsck -fn",
+        }
+    };
+    out += &format!(
+        "states checked: {} ({} after flushes, {} sampled between them); each: {each}\n",
+        r.states_checked, r.flush_states, r.sampled_states
+    );
+    if let Some(n) = r.damage_found.get("repaired_by_preen") {
+        out += &format!("states e2fsck -p repaired: {n}\n");
+    }
+    let per_state = if r.states_checked > 0 { run.check_seconds / r.states_checked as f64 } else { 0.0 };
+    out += &format!(
+        "time: recording {:.1} s, checking {:.1} s ({:.0} ms a state, {:.1} states a second)\n",
+        run.record_seconds,
+        run.check_seconds,
+        per_state * 1e3,
+        if per_state > 0.0 { 1.0 / per_state } else { 0.0 }
+    );
+    out += &format!(
+        "violations: {} (won't mount {}, fsync'd files lost {}, found by the checker after the replay {}, \
+         left by e2fsck -p {})\n",
+        r.violations, r.unreadable, r.fsync_lost, r.not_clean, r.damage_left
+    );
+    if let Some(v) = &r.first_violation {
+        out += &format!(
+            "first violation: state {} (crash after event {} of {}, {} seed {}): {}: {}\n",
+            v.state,
+            v.after_events,
+            r.events,
+            v.policy,
+            v.seed,
+            v.class.name(),
+            v.detail
+        );
+        if let Some(kept) = &run.recheck {
+            out += &format!("{kept}\n");
+        }
+    }
+    out
+}

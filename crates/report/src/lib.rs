@@ -27,7 +27,7 @@ mod volumes;
 
 pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
 pub use charts::{charts, Chart};
-pub use crash::{crash_text, fs_crash_text, CrashRun, FsCrashRun};
+pub use crash::{crash_text, fs_crash_text, kernel_crash_text, CrashRun, FsCrashRun, KernelCrashRun};
 pub use fs::{
     fsck_text, ls_line, mdtest_text, not_a_file, rm_text, stat_text, unmounted_line, untar_text, FsckOutcome,
     TreeOn, TreeRun,

@@ -419,12 +419,7 @@ fn crash_points(spec: &CrashSpec, events: &[Event], built: usize) -> Vec<(CrashP
 /// event `built` on (what survives a power cut there), and `sampled` more
 /// between flushes with dropped, kept, reordered and torn writes; each
 /// with whether it was sampled. In event order.
-pub(crate) fn crash_points_of(
-    events: &[Event],
-    built: usize,
-    sampled: u64,
-    seed: u64,
-) -> Vec<(CrashPoint, bool)> {
+pub fn crash_points_of(events: &[Event], built: usize, sampled: u64, seed: u64) -> Vec<(CrashPoint, bool)> {
     let mut points: Vec<(CrashPoint, bool)> = events
         .iter()
         .enumerate()
@@ -449,7 +444,7 @@ pub(crate) fn crash_points_of(
     points
 }
 
-pub(crate) fn policy_name(policy: CrashPolicy) -> String {
+pub fn policy_name(policy: CrashPolicy) -> String {
     match policy {
         CrashPolicy::DropUnflushed => "drop-unflushed".into(),
         CrashPolicy::KeepAll => "keep-all".into(),

@@ -338,9 +338,11 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
     }
     let mut steps = Vec::new();
     let logged = spec.policy == Policy::Log;
-    let mut step = |fs: &Ffs| {
+    let ffs = fs;
+    let mut step = |_: &dyn FileSystem| {
         if logged {
-            let tree = shape_of(fs);
+            let tree = shape_of(ffs);
+            let fs = ffs;
             let (sealed, durable) = fs.log_ids().unwrap_or_default();
             steps.push(Step { end: recording.len(), sealed, durable, tree });
         }
@@ -356,8 +358,55 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
         return Ok(Ran { durable: Vec::new(), steps });
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
-    let durable = run_mix(spec, fs, recording, durable_names(1, 0), 0..spec.operations, &mut rng, &mut step)?;
+    let durable = run_mix(
+        spec.fsync_every,
+        fs,
+        recording,
+        durable_names(1, 0),
+        0..spec.operations,
+        &mut rng,
+        &mut step,
+    )?;
     Ok(Ran { durable, steps })
+}
+
+/// What the fsyncs of a mix made durable: each durable file's versions,
+/// with the history's length before each write began and after its fsync
+/// returned (see [`run_mix_on`]).
+pub struct Fsynced(Vec<Durable>);
+
+impl Fsynced {
+    /// How many fsyncs the mix made.
+    pub fn fsyncs(&self) -> u64 {
+        self.0.iter().map(|d| d.versions.len() as u64).sum()
+    }
+
+    /// The first durable file a crash after `after_events` of the history
+    /// lost, on `fs` (the crash state mounted), said as a sentence.
+    pub fn lost(&self, fs: &dyn FileSystem, after_events: usize) -> Option<String> {
+        durable_lost(fs, &self.0, after_events)
+    }
+}
+
+/// The mix of the fs-* stacks (one writer, `operations` numbered from 0,
+/// a durable file in the root rewritten and fsync'd every `fsync_every`)
+/// on any file system: a kernel one through [`fsapi::host::HostFs`],
+/// whose device `recording` records. Errors of the mix's own calls are
+/// part of the mix; an error rewriting a durable file ends it.
+pub fn run_mix_on(
+    fs: &dyn FileSystem,
+    recording: &Recording,
+    operations: u64,
+    fsync_every: u64,
+    seed: u64,
+) -> Result<Fsynced, CrashError> {
+    if operations == 0 || fsync_every == 0 {
+        return Err(CrashError::Spec("--transactions and --sync-every must be at least 1".into()));
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let names = durable_names(1, 0);
+    run_mix(fsync_every, fs, recording, names, 0..operations, &mut rng, &mut |_: &dyn FileSystem| {})
+        .map(Fsynced)
 }
 
 /// The names of writer `w`'s durable files: `keep{k}` with one writer (as
@@ -394,7 +443,15 @@ fn run_writers(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<Ra
         (0..w).for_each(|_| rng.jump());
         let (ops, n) = (spec.operations, u64::from(n));
         let share = ops * u64::from(w) / n..ops * (u64::from(w) + 1) / n;
-        run_mix(spec, fs, recording, durable_names(spec.writers, w), share, &mut rng, &mut |_: &Ffs| {})
+        run_mix(
+            spec.fsync_every,
+            fs,
+            recording,
+            durable_names(spec.writers, w),
+            share,
+            &mut rng,
+            &mut |_: &dyn FileSystem| {},
+        )
     };
     let writer = &writer;
     let results: Vec<Result<Vec<Durable>, CrashError>> = std::thread::scope(|s| {
@@ -415,11 +472,11 @@ fn run_writers(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<Ra
 /// a hole punched) and fsync'd: its new version recorded with the
 /// history's length before the write and after the fsync.
 fn rewrite_durable(
-    fs: &Ffs,
+    fs: &dyn FileSystem,
     durable: &mut [Durable],
     recording: &Recording,
     rng: &mut Xoshiro256PlusPlus,
-    step: &mut impl FnMut(&Ffs),
+    step: &mut impl FnMut(&dyn FileSystem),
 ) -> Result<(), CrashError> {
     let k = rng.random_range(0..DURABLE_FILES);
     let len = rng.random_range(1..20_000usize);
@@ -443,20 +500,20 @@ fn rewrite_durable(
 /// special operations and name their files, so writers' never collide);
 /// returns the versions of its durable files, named `names`.
 fn run_mix(
-    spec: &FsCrashSpec,
-    fs: &Ffs,
+    fsync_every: u64,
+    fs: &dyn FileSystem,
     recording: &Recording,
     names: Vec<String>,
     ops: std::ops::Range<u64>,
     rng: &mut Xoshiro256PlusPlus,
-    step: &mut impl FnMut(&Ffs),
+    step: &mut impl FnMut(&dyn FileSystem),
 ) -> Result<Vec<Durable>, CrashError> {
     let mut durable: Vec<Durable> =
         names.into_iter().map(|name| Durable { name, versions: Vec::new() }).collect();
     // Files held open after their unlink; the crash finds the last ones open.
     let mut held: Vec<u64> = Vec::new();
     for i in ops {
-        if i % spec.fsync_every == spec.fsync_every - 1 {
+        if i % fsync_every == fsync_every - 1 {
             rewrite_durable(fs, &mut durable, recording, rng, step)?;
             continue;
         }
@@ -503,7 +560,7 @@ fn run_mix(
 
 /// A regular file of the mix (never a durable one), picked at random,
 /// with one reference counted for the caller to forget.
-fn a_file_of_the_mix(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) -> Option<fsapi::Attr> {
+fn a_file_of_the_mix(fs: &dyn FileSystem, rng: &mut Xoshiro256PlusPlus) -> Option<fsapi::Attr> {
     let files: Vec<String> = regular_files(fs).into_iter().filter(|p| !p.starts_with("/keep")).collect();
     if files.is_empty() {
         return None;
@@ -515,7 +572,7 @@ fn a_file_of_the_mix(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) -> Option<fsapi::At
 /// single indirect block, or (one time in three) its double one, making
 /// the indirect blocks on the way. Errors (ENOSPC, no file) are part of
 /// the mix.
-fn grow(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) {
+fn grow(fs: &dyn FileSystem, rng: &mut Xoshiro256PlusPlus) {
     let Some(file) = a_file_of_the_mix(fs, rng) else { return };
     let offset = if rng.random_range(0..3) == 0 {
         DOUBLE_INDIRECT_AT + rng.random_range(0..2048) * 4096
@@ -531,7 +588,7 @@ fn grow(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) {
 /// directory, never into itself or below it, under a new name; makes one
 /// in the root when there is none. Errors (another writer moved or
 /// removed one of them) are part of the mix.
-fn move_directory(fs: &Ffs, i: u64, rng: &mut Xoshiro256PlusPlus) {
+fn move_directory(fs: &dyn FileSystem, i: u64, rng: &mut Xoshiro256PlusPlus) {
     let (dirs, _) = dirs_and_files(fs);
     let movable: Vec<&String> = dirs.iter().filter(|d| !d.is_empty()).collect();
     let Some(&src) = movable.get(rng.random_range(0..movable.len().max(1))) else {
@@ -556,7 +613,7 @@ fn move_directory(fs: &Ffs, i: u64, rng: &mut Xoshiro256PlusPlus) {
 
 /// Punches a hole in a file of the mix (see [`PUNCH_EVERY`]), at times
 /// not on a block's edge. Errors (no file) are part of the mix.
-fn punch(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) {
+fn punch(fs: &dyn FileSystem, rng: &mut Xoshiro256PlusPlus) {
     let Some(file) = a_file_of_the_mix(fs, rng) else { return };
     let offset = rng.random_range(0..1100) * 4096 + rng.random_range(0..2) * rng.random_range(0..4096);
     let len = rng.random_range(1..2100) * 4096;
@@ -567,10 +624,10 @@ fn punch(fs: &Ffs, rng: &mut Xoshiro256PlusPlus) {
 /// A directory holding a file, both removed while the directory is still
 /// looked up (as `rm -rf` through the kernel, which forgets it later).
 fn removed_while_looked_up(
-    fs: &Ffs,
+    fs: &dyn FileSystem,
     i: u64,
     rng: &mut Xoshiro256PlusPlus,
-    step: &mut impl FnMut(&Ffs),
+    step: &mut impl FnMut(&dyn FileSystem),
 ) -> Option<u64> {
     let name = format!("held{i}");
     let dir = fs.mkdir(ROOT, OsStr::new(&name), Owner::root(0o755)).ok()?;
@@ -592,10 +649,10 @@ fn removed_while_looked_up(
 /// A file unlinked while still open (as a program's temporary file): on
 /// the orphan list until closed, or a crash.
 fn unlinked_while_open(
-    fs: &Ffs,
+    fs: &dyn FileSystem,
     i: u64,
     rng: &mut Xoshiro256PlusPlus,
-    step: &mut impl FnMut(&Ffs),
+    step: &mut impl FnMut(&dyn FileSystem),
 ) -> Option<u64> {
     let name = format!("open{i}");
     let file = fs.create(ROOT, OsStr::new(&name), Owner::root(0o600)).ok()?;
@@ -749,11 +806,11 @@ impl<F: FnMut() + Send> FileSystem for Observed<'_, F> {
 /// `hole` in it (zeroed in `data` too) and fsyncs it, calling `step`
 /// after each call that changes the tree.
 fn rewrite(
-    fs: &Ffs,
+    fs: &dyn FileSystem,
     name: &str,
     data: &mut [u8],
     hole: Option<std::ops::Range<usize>>,
-    step: &mut impl FnMut(&Ffs),
+    step: &mut impl FnMut(&dyn FileSystem),
 ) -> fsapi::Result<()> {
     let attr = match fs.lookup(ROOT, OsStr::new(name)) {
         Ok(a) => a,
@@ -1032,7 +1089,7 @@ fn check_durable(image: &Arc<dyn Device>, durable: &[Durable], after_events: usi
 }
 
 /// [`check_durable`] on the mounted image.
-fn durable_lost(fs: &Ffs, durable: &[Durable], after_events: usize) -> Option<String> {
+fn durable_lost(fs: &dyn FileSystem, durable: &[Durable], after_events: usize) -> Option<String> {
     for Durable { name, versions } in durable {
         let Some(last) = versions.iter().rposition(|v| v.fsynced <= after_events) else { continue };
         let attr = match fs.lookup(ROOT, OsStr::new(name)) {
@@ -1056,7 +1113,8 @@ fn durable_lost(fs: &Ffs, durable: &[Durable], after_events: usize) -> Option<St
 }
 
 impl FsCrashReport {
-    fn tally(
+    /// Counts one checked state and its verdict (the first violation kept).
+    pub fn tally(
         &mut self,
         state: u64,
         point: &CrashPoint,

@@ -66,12 +66,21 @@ impl KernelFs {
     }
 
     /// The mkfs program and its arguments before the device.
-    fn mkfs(self) -> (&'static str, &'static [&'static str]) {
+    pub(crate) fn mkfs(self) -> (&'static str, &'static [&'static str]) {
         match self {
             KernelFs::Ext4 | KernelFs::Ext4Journal | KernelFs::Ext4Sync => ("mkfs.ext4", &["-q", "-F"]),
             KernelFs::Ext4NoJournal => ("mkfs.ext4", &["-q", "-F", "-O", "^has_journal"]),
             KernelFs::Xfs => ("mkfs.xfs", &["-q", "-f"]),
             KernelFs::Btrfs => ("mkfs.btrfs", &["-q", "-f"]),
+        }
+    }
+
+    /// The type `mount -t` takes.
+    pub(crate) fn fs_type(self) -> &'static str {
+        match self {
+            KernelFs::Xfs => "xfs",
+            KernelFs::Btrfs => "btrfs",
+            _ => "ext4",
         }
     }
 
@@ -84,7 +93,7 @@ impl KernelFs {
     }
 
     /// Mount options beyond the defaults.
-    fn options(self) -> Option<&'static str> {
+    pub(crate) fn options(self) -> Option<&'static str> {
         match self {
             KernelFs::Ext4Journal => Some("data=journal"),
             KernelFs::Ext4Sync => Some("sync"),
@@ -130,18 +139,28 @@ pub fn check_tools(kernel: &[KernelFs], loop_device: bool) -> Result<(), UsageEr
 }
 
 /// A loop device over a file, detached when dropped.
-struct LoopDevice {
-    device: String,
+pub(crate) struct LoopDevice {
+    pub(crate) device: String,
 }
 
 impl LoopDevice {
     /// With direct I/O (no second page cache under the file system's), or
     /// buffered where the file's own file system cannot do direct I/O;
     /// says which.
-    fn attach(file: &Path) -> anyhow::Result<(LoopDevice, bool)> {
-        let file = file.to_str().context("the sweep's file has a name that is not UTF-8")?;
+    pub(crate) fn attach(file: &Path) -> anyhow::Result<(LoopDevice, bool)> {
+        LoopDevice::attach_with(file, None)
+    }
+
+    /// [`LoopDevice::attach`] with logical sectors of `sector_bytes`
+    /// (losetup's default, 512, when `None`).
+    pub(crate) fn attach_with(file: &Path, sector_bytes: Option<u32>) -> anyhow::Result<(LoopDevice, bool)> {
+        let file = file.to_str().context("a loop device's file has a name that is not UTF-8")?;
+        let sector = sector_bytes.map(|n| n.to_string());
         for direct in [true, false] {
             let mut args = vec!["--find", "--show"];
+            if let Some(sector) = &sector {
+                args.extend(["--sector-size", sector]);
+            }
             if direct {
                 args.push("--direct-io=on");
             }
@@ -167,13 +186,18 @@ impl Drop for LoopDevice {
 }
 
 /// A mount, unmounted when dropped (if the run failed before it did).
-struct Mounted<'a> {
+pub(crate) struct Mounted<'a> {
     mountpoint: &'a Path,
     mounted: bool,
 }
 
 impl Mounted<'_> {
-    fn unmount(mut self) -> anyhow::Result<()> {
+    /// The mount at `mountpoint`, made by the caller.
+    pub(crate) fn new(mountpoint: &Path) -> Mounted<'_> {
+        Mounted { mountpoint, mounted: true }
+    }
+
+    pub(crate) fn unmount(mut self) -> anyhow::Result<()> {
         self.mounted = false;
         run("umount", &[&self.mountpoint.display().to_string()])
     }
@@ -286,7 +310,7 @@ fn timed_phase(
         args.extend(["-o", options]);
     }
     run("mount", &args)?;
-    let mounted = Mounted { mountpoint, mounted: true };
+    let mounted = Mounted::new(mountpoint);
     phase(mountpoint)?;
     mounted.unmount()?;
     let seconds = start.elapsed().as_secs_f64();

@@ -12,8 +12,8 @@
 
 mod dir;
 mod gnu;
-mod kernel;
-mod programs;
+pub(crate) mod kernel;
+pub(crate) mod programs;
 mod sim;
 mod watch;
 
