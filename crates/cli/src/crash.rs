@@ -408,6 +408,7 @@ fn run_kernel(args: &CrashArgs, kernel: &str) -> anyhow::Result<ExitCode> {
         mkfs: &kernel_run.mkfs,
         mount_options: &kernel_run.mount_options,
         direct_io: kernel_run.direct_io,
+        sector_bytes: args.sector_size,
         drop_flushes: args.drop_flushes,
         sync_every: args.sync_every,
         seed: args.seed,
@@ -419,10 +420,9 @@ fn run_kernel(args: &CrashArgs, kernel: &str) -> anyhow::Result<ExitCode> {
         print!("{}", report::kernel_crash_text(&run, &report));
     }
     if let Some(path) = &args.json {
-        let stack = format!("kernel-{}", fs.name());
         crate::write_json(
             path,
-            &report::json::FsCrashDocument::new(lab::host::wire(), &stack, args.seed, &report).to_json(),
+            &report::json::KernelCrashDocument::new(lab::host::wire(), &run, &report).to_json(),
         )?;
     }
     Ok(crate::exit::found(report.violations > 0))

@@ -8,7 +8,8 @@
 //! - [`assemble`]: a Vinum-style volume set assembled from drive paths,
 //!   locked as the command's access needs, stripe logs replayed.
 //! - [`bonnie`]: bonnie's phases on a target, bonnie++'s on a directory.
-//! - [`crash`]: the block stacks `iolab crash` builds and checks.
+//! - [`crash`]: the block stacks `iolab crash` builds and checks;
+//!   [`kernel_crash`]: the kernel's file systems crashed from user space.
 //! - [`fs`]: iolab's file system on a target: opened (behind its block
 //!   log), made, served through FUSE, mounted in-process for timed work.
 //! - [`host`]: the machine and command behind a run, for every document.

@@ -177,6 +177,7 @@ pub struct KernelCrashRun<'a> {
     pub mount_options: &'a str,
     /// The loop device reached the served image with direct I/O.
     pub direct_io: bool,
+    pub sector_bytes: u32,
     /// The recorder answered fsync without flushing (the checker's proof).
     pub drop_flushes: bool,
     pub sync_every: u64,
@@ -196,9 +197,11 @@ pub fn kernel_crash_text(run: &KernelCrashRun<'_>, r: &workloads::fscrash::FsCra
     );
     let loop_io = if run.direct_io { "direct I/O" } else { "buffered, write-through" };
     out += &format!(
-        "made: {}; mounted {}; recorded through a loop device ({loop_io}) on iolab's FUSE image{}\n",
+        "made: {}; mounted {}; recorded through a loop device ({loop_io}, {}-byte sectors) on iolab's FUSE \
+         image{}\n",
         run.mkfs,
         run.mount_options,
+        run.sector_bytes,
         if run.drop_flushes { ", every flush DROPPED by the recorder (violations expected)" } else { "" }
     );
     out += &format!("history: {} events ({} writes, {} flushes)\n", r.events, r.writes, r.flushes);

@@ -1,6 +1,7 @@
 mod bonnie;
 mod cli;
 mod crash;
+mod crash_kernel;
 mod errors;
 mod examples;
 mod fs;

@@ -18,7 +18,8 @@ use workloads::crash::crash_points_of;
 use workloads::fscrash::{FsCrashReport, FsViolationClass, Fsynced};
 
 use super::record::{mount, Recorded};
-use super::{KernelCrash, KernelFs};
+use super::spec::{KernelCrash, KEPT_IMAGES};
+use crate::sweep_policies::kernel::KernelFs;
 use crate::sweep_policies::kernel::LoopDevice;
 use crate::sweep_policies::programs::find_program;
 
@@ -69,7 +70,7 @@ pub fn check_states(crash: &KernelCrash, recorded: Recorded, dir: &Path) -> anyh
         }
         let image = replayer.images_at(point)?.remove(0);
         write_image(&image, &blocks, &file)?;
-        let kept = crash.keep_images.as_ref().filter(|_| report.violations < super::KEPT_IMAGES);
+        let kept = crash.keep_images.as_ref().filter(|_| report.violations < KEPT_IMAGES);
         let kept = match kept {
             Some(dir) => {
                 let keep = dir.join(format!("state-{state}.img"));

@@ -13,7 +13,7 @@ use fsapi::FileSystem;
 use workloads::fscrash::{run_mix_on, Fsynced};
 
 use super::image::{ImageFs, IMAGE_NAME};
-use super::KernelCrash;
+use super::spec::{default_size, KernelCrash};
 use crate::sweep_policies::kernel::{LoopDevice, Mounted};
 use crate::sweep_policies::programs::run;
 use crate::UsageError;
@@ -146,7 +146,7 @@ fn make(crash: &KernelCrash, image: &Path) -> anyhow::Result<String> {
         anyhow::Error::from(UsageError(format!(
             "{e}; a larger --size may be what {} needs (default {} MiB)",
             crash.fs.name(),
-            super::default_size(crash.fs) >> 20
+            default_size(crash.fs) >> 20
         )))
     })?;
     Ok(shown)

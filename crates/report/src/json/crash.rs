@@ -234,3 +234,96 @@ impl FsCrashDocument {
         super::pretty(self)
     }
 }
+
+/// `iolab crash --kernel FS --json`: schema `iolab-crash-kernel`, version
+/// 1. The counts have the names the other crash documents give them.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelCrashDocument {
+    pub schema: &'static str,
+    pub version: u32,
+    pub host: super::Host,
+    /// As `--kernel` names it: ext4, ext4-nojournal, xfs, btrfs, ...
+    pub file_system: String,
+    /// mkfs's command line (DEVICE for the loop device).
+    pub mkfs: String,
+    pub mount_options: String,
+    /// The loop device reached the served image with direct I/O (else
+    /// buffered, write-through).
+    pub direct_io: bool,
+    pub sector_bytes: u32,
+    /// The recorder dropped every flush (the checker's proof: violations
+    /// expected).
+    pub drop_flushes: bool,
+    pub seed: u64,
+    pub operations: u64,
+    pub fsyncs: u64,
+    pub events: usize,
+    pub writes: usize,
+    pub flushes: usize,
+    pub states_checked: u64,
+    pub flush_states: u64,
+    pub sampled_states: u64,
+    pub violations: u64,
+    /// States that would not mount.
+    pub unreadable: u64,
+    pub fsync_lost: u64,
+    /// States the file system's checker found anything in after the
+    /// mount's replay.
+    pub not_clean: u64,
+    /// ext4-nojournal: states e2fsck -p left damage in.
+    pub damage_left: u64,
+    /// ext4-nojournal: states e2fsck -p repaired (no violation).
+    pub repaired_by_preen: u64,
+    pub record_seconds: f64,
+    pub check_seconds: f64,
+    pub first_violation: Option<FsViolation>,
+}
+
+impl KernelCrashDocument {
+    pub fn new(
+        host: super::Host,
+        run: &crate::KernelCrashRun<'_>,
+        r: &workloads::fscrash::FsCrashReport,
+    ) -> KernelCrashDocument {
+        KernelCrashDocument {
+            schema: "iolab-crash-kernel",
+            version: 1,
+            host,
+            file_system: run.fs.into(),
+            mkfs: run.mkfs.into(),
+            mount_options: run.mount_options.into(),
+            direct_io: run.direct_io,
+            sector_bytes: run.sector_bytes,
+            drop_flushes: run.drop_flushes,
+            seed: run.seed,
+            operations: r.operations,
+            fsyncs: r.fsyncs,
+            events: r.events,
+            writes: r.writes,
+            flushes: r.flushes,
+            states_checked: r.states_checked,
+            flush_states: r.flush_states,
+            sampled_states: r.sampled_states,
+            violations: r.violations,
+            unreadable: r.unreadable,
+            fsync_lost: r.fsync_lost,
+            not_clean: r.not_clean,
+            damage_left: r.damage_left,
+            repaired_by_preen: r.damage_found.get("repaired_by_preen").copied().unwrap_or(0),
+            record_seconds: run.record_seconds,
+            check_seconds: run.check_seconds,
+            first_violation: r.first_violation.as_ref().map(|v| FsViolation {
+                state: v.state,
+                after_events: v.after_events,
+                policy: v.policy.clone(),
+                seed: v.seed,
+                class: v.class.name(),
+                detail: v.detail.clone(),
+            }),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        super::pretty(self)
+    }
+}
