@@ -147,16 +147,7 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
         r.violations, r.damage_left, r.fsync_lost, r.unreadable, r.not_clean, r.beyond_leaks
     );
     if let Some(v) = &r.first_violation {
-        out += &format!(
-            "first violation: state {} (crash after event {} of {}, {} seed {}): {}: {}\n",
-            v.state,
-            v.after_events,
-            r.events,
-            v.policy,
-            v.seed,
-            v.class.name(),
-            v.detail
-        );
+        out += &first_fs_violation(v, r.events);
         if let Some(command) = &run.recheck {
             out += &format!("check it again: {command}\n");
         } else if several {
@@ -235,19 +226,23 @@ pub fn kernel_crash_text(run: &KernelCrashRun<'_>, r: &workloads::fscrash::FsCra
         r.violations, r.unreadable, r.fsync_lost, r.not_clean, r.damage_left
     );
     if let Some(v) = &r.first_violation {
-        out += &format!(
-            "first violation: state {} (crash after event {} of {}, {} seed {}): {}: {}\n",
-            v.state,
-            v.after_events,
-            r.events,
-            v.policy,
-            v.seed,
-            v.class.name(),
-            v.detail
-        );
+        out += &first_fs_violation(v, r.events);
         if let Some(kept) = &run.recheck {
             out += &format!("{kept}\n");
         }
     }
     out
+}
+
+/// A file-system crash report's line for its first violation.
+fn first_fs_violation(v: &workloads::fscrash::FsViolation, events: usize) -> String {
+    format!(
+        "first violation: state {} (crash after event {} of {events}, {} seed {}): {}: {}\n",
+        v.state,
+        v.after_events,
+        v.policy,
+        v.seed,
+        v.class.name(),
+        v.detail
+    )
 }

@@ -188,6 +188,19 @@ pub struct FsViolation {
     pub detail: String,
 }
 
+impl From<&workloads::fscrash::FsViolation> for FsViolation {
+    fn from(v: &workloads::fscrash::FsViolation) -> FsViolation {
+        FsViolation {
+            state: v.state,
+            after_events: v.after_events,
+            policy: v.policy.clone(),
+            seed: v.seed,
+            class: v.class.name(),
+            detail: v.detail.clone(),
+        }
+    }
+}
+
 impl FsCrashDocument {
     pub fn new(
         host: super::Host,
@@ -219,14 +232,7 @@ impl FsCrashDocument {
             beyond_leaks: r.beyond_leaks,
             marked_for_check: r.marked_for_check,
             damage_found: r.damage_found.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-            first_violation: r.first_violation.as_ref().map(|v| FsViolation {
-                state: v.state,
-                after_events: v.after_events,
-                policy: v.policy.clone(),
-                seed: v.seed,
-                class: v.class.name(),
-                detail: v.detail.clone(),
-            }),
+            first_violation: r.first_violation.as_ref().map(FsViolation::from),
         }
     }
 
@@ -312,14 +318,7 @@ impl KernelCrashDocument {
             repaired_by_preen: r.damage_found.get("repaired_by_preen").copied().unwrap_or(0),
             record_seconds: run.record_seconds,
             check_seconds: run.check_seconds,
-            first_violation: r.first_violation.as_ref().map(|v| FsViolation {
-                state: v.state,
-                after_events: v.after_events,
-                policy: v.policy.clone(),
-                seed: v.seed,
-                class: v.class.name(),
-                detail: v.detail.clone(),
-            }),
+            first_violation: r.first_violation.as_ref().map(FsViolation::from),
         }
     }
 
