@@ -173,6 +173,9 @@ pub struct FsCrashReport {
     pub marked_for_check: u64,
     /// fsck classes found (before repair), by name: in how many states.
     pub damage_found: BTreeMap<&'static str, u64>,
+    /// States the first check found anything in (before any repair):
+    /// what needed a repair beyond the mount's replay, violation or not.
+    pub needed_repair: u64,
     pub first_violation: Option<FsViolation>,
 }
 
@@ -264,7 +267,11 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
             continue;
         }
         let image: Arc<dyn Device> = Arc::new(replayer.images_at(point)?.remove(0));
+        let found_before: u64 = report.damage_found.values().sum();
         let verdict = check_image(spec, &image, &ran, &replayer, point.after_events, &mut report);
+        if report.damage_found.values().sum::<u64>() > found_before {
+            report.needed_repair += 1;
+        }
         report.tally(state, &point, sampled, verdict);
     }
     Ok(report)

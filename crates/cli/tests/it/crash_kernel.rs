@@ -133,3 +133,35 @@ fn what_cannot_apply_to_a_kernel_file_system_is_refused() {
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn a_table_puts_the_kernels_file_systems_beside_iolabs_stacks() {
+    if !usable("ext4") {
+        return;
+    }
+    let (code, text, doc) = crash("ext4", &["--stack", "fs-log,fs-sync"]);
+    assert_eq!(doc["schema"], "iolab-crash-table", "{text}");
+    let rows = doc["rows"].as_array().unwrap();
+    let names: Vec<(&str, bool)> =
+        rows.iter().map(|r| (r["stack"].as_str().unwrap(), r["kernel"].as_bool().unwrap())).collect();
+    assert_eq!(names, [("ext4", true), ("fs-log", false), ("fs-sync", false)], "{text}");
+    for r in rows {
+        assert!(r["states_checked"].as_u64().unwrap() >= 20, "{r}");
+        assert_eq!(r["violations"], 0, "{r}");
+    }
+    assert!(text.contains("ext4 (kernel)"), "{text}");
+    assert_eq!(code, Some(0), "{text}");
+}
+
+#[test]
+fn a_table_refuses_block_stacks_and_one_size_for_all() {
+    for (args, says) in [
+        (&["--stack", "log,fs-log"][..], "--stack log: a table compares file systems"),
+        (&["--stack", "fs-log,fs-sync", "--size", "64m"][..], "each takes its own default"),
+        (&["--stack", "fs-log,fs-sync", "--state", "1"][..], "--state does not apply"),
+    ] {
+        let out = iolab(&[&["crash"][..], args].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+}

@@ -36,7 +36,12 @@ const QUOTED_BYTES: usize = 400;
 type Verdict = Option<(FsViolationClass, String)>;
 
 /// Every crash state of the recording checked (or `only_state`).
-pub fn check_states(crash: &KernelCrash, recorded: Recorded, dir: &Path) -> anyhow::Result<FsCrashReport> {
+pub fn check_states(
+    crash: &KernelCrash,
+    recorded: Recorded,
+    dir: &Path,
+    progress: &dyn Fn(u64, u64),
+) -> anyhow::Result<FsCrashReport> {
     let Recorded { initial, events, fsynced, .. } = recorded;
     let points = crash_points_of(&events, 0, crash.sampled_states, crash.seed);
     let mut report = FsCrashReport {
@@ -51,6 +56,7 @@ pub fn check_states(crash: &KernelCrash, recorded: Recorded, dir: &Path) -> anyh
     let mut blocks = nonzero_blocks(&initial)?;
     let mut replayer = Replayer::new(events, vec![initial]);
     let mut scanned = 0;
+    let total = points.len() as u64;
     let file = dir.join("state.img");
     let mnt = dir.join("mnt");
     for (state, (point, sampled)) in points.into_iter().enumerate() {
@@ -85,6 +91,7 @@ pub fn check_states(crash: &KernelCrash, recorded: Recorded, dir: &Path) -> anyh
             std::fs::remove_file(&keep).with_context(|| format!("cannot remove {}", keep.display()))?;
         }
         report.tally(state, &point, sampled, verdict);
+        progress(report.states_checked, total);
     }
     Ok(report)
 }
@@ -146,7 +153,7 @@ fn check_one(
             return Ok(Some((FsViolationClass::DamageLeft, format!("e2fsck -p (exit {status}): {said}"))));
         }
         if status != 0 {
-            *report.damage_found.entry("repaired_by_preen").or_default() += 1;
+            report.needed_repair += 1;
         }
         if let Some(left) = read_only_check(crash.fs, file)? {
             return Ok(Some((FsViolationClass::DamageLeft, format!("after e2fsck -p, {left}"))));

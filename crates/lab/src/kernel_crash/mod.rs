@@ -49,8 +49,12 @@ pub struct KernelRun {
     pub check_seconds: f64,
 }
 
-/// Records the mix on `crash.fs` and checks every crash state.
-pub fn crash_kernel(crash: &KernelCrash) -> anyhow::Result<(FsCrashReport, KernelRun)> {
+/// Records the mix on `crash.fs` and checks every crash state, telling
+/// `progress` the states checked and their number after each.
+pub fn crash_kernel(
+    crash: &KernelCrash,
+    progress: &dyn Fn(u64, u64),
+) -> anyhow::Result<(FsCrashReport, KernelRun)> {
     check_crash(crash)?;
     let dir = scratch_dir()?;
     let start = Instant::now();
@@ -66,7 +70,7 @@ pub fn crash_kernel(crash: &KernelCrash) -> anyhow::Result<(FsCrashReport, Kerne
         return Err(crate::Interrupted("interrupted after the recording; no state was checked".into()).into());
     }
     let start = Instant::now();
-    let report = check::check_states(crash, recorded, dir.path())?;
+    let report = check::check_states(crash, recorded, dir.path(), progress)?;
     run.check_seconds = start.elapsed().as_secs_f64();
     Ok((report, run))
 }

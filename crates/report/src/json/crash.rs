@@ -173,6 +173,9 @@ pub struct FsCrashDocument {
     pub marked_for_check: u64,
     /// fsck classes found before repair: class -> states.
     pub damage_found: std::collections::BTreeMap<String, u64>,
+    /// States the first fsck found anything in, before any repair
+    /// (added within version 3).
+    pub needed_repair: u64,
     pub first_violation: Option<FsViolation>,
 }
 
@@ -232,6 +235,7 @@ impl FsCrashDocument {
             beyond_leaks: r.beyond_leaks,
             marked_for_check: r.marked_for_check,
             damage_found: r.damage_found.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            needed_repair: r.needed_repair,
             first_violation: r.first_violation.as_ref().map(FsViolation::from),
         }
     }
@@ -315,10 +319,47 @@ impl KernelCrashDocument {
             fsync_lost: r.fsync_lost,
             not_clean: r.not_clean,
             damage_left: r.damage_left,
-            repaired_by_preen: r.damage_found.get("repaired_by_preen").copied().unwrap_or(0),
+            repaired_by_preen: r.needed_repair,
             record_seconds: run.record_seconds,
             check_seconds: run.check_seconds,
             first_violation: r.first_violation.as_ref().map(FsViolation::from),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        super::pretty(self)
+    }
+}
+
+/// `iolab crash --kernel FS,... --stack fs-...,... --json`: schema
+/// `iolab-crash-table`, version 1: the comparison table.
+#[derive(Clone, Debug, Serialize)]
+pub struct CrashTableDocument {
+    pub schema: &'static str,
+    pub version: u32,
+    pub host: super::Host,
+    pub operations: u64,
+    pub sync_every: u64,
+    pub seed: u64,
+    pub sampled_states: u64,
+    pub rows: Vec<crate::CrashTableRow>,
+}
+
+impl CrashTableDocument {
+    pub fn new(
+        host: super::Host,
+        (operations, sync_every, seed, sampled_states): (u64, u64, u64, u64),
+        rows: &[crate::CrashTableRow],
+    ) -> CrashTableDocument {
+        CrashTableDocument {
+            schema: "iolab-crash-table",
+            version: 1,
+            host,
+            operations,
+            sync_every,
+            seed,
+            sampled_states,
+            rows: rows.to_vec(),
         }
     }
 

@@ -27,7 +27,7 @@ pub mod validation;
 pub mod volume;
 
 pub use bonnie::BonnieDocument;
-pub use crash::{CrashDocument, FsCrashDocument, KernelCrashDocument};
+pub use crash::{CrashDocument, CrashTableDocument, FsCrashDocument, KernelCrashDocument};
 pub use fsck::FsckDocument;
 pub use host::Host;
 pub use mpi::MpiRunDocument;
