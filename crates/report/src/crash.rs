@@ -301,7 +301,8 @@ pub fn crash_table_text(
             ms a state: kernel rows mount, read back, unmount and run their checker on an image in /dev/shm, \
             iolab's rows check in-process\n";
     for r in rows.iter().filter(|r| r.first_violation.is_some()) {
-        out += &format!("first violation, {}: {}\n", r.stack, r.first_violation.as_deref().unwrap_or_default());
+        out +=
+            &format!("first violation, {}: {}\n", r.stack, r.first_violation.as_deref().unwrap_or_default());
     }
     out
 }

@@ -28,7 +28,8 @@ mod volumes;
 pub use bonnie::{bonnie_csv, bonnie_csv_103, bonnie_spread, bonnie_table};
 pub use charts::{charts, Chart};
 pub use crash::{
-    crash_table_text, crash_text, fs_crash_text, kernel_crash_text, CrashRun, CrashTableRow, FsCrashRun, KernelCrashRun,
+    crash_table_text, crash_text, fs_crash_text, kernel_crash_text, CrashRun, CrashTableRow, FsCrashRun,
+    KernelCrashRun,
 };
 pub use fs::{
     fsck_text, ls_line, mdtest_text, not_a_file, rm_text, stat_text, unmounted_line, untar_text, FsckOutcome,

@@ -241,4 +241,3 @@ pub(super) fn kernel_crash(args: &CrashArgs, kernel: &str) -> anyhow::Result<lab
     };
     Ok(crash)
 }
-

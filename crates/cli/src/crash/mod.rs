@@ -14,8 +14,8 @@ use crate::UsageError;
 mod args;
 mod table;
 
-pub use self::args::{CrashArgs, Stack};
 use self::args::{fs_spec, kernel_crash};
+pub use self::args::{CrashArgs, Stack};
 
 pub fn run(args: CrashArgs) -> anyhow::Result<ExitCode> {
     crate::check_destinations(args.json.as_deref(), None)?;

@@ -15,7 +15,8 @@ pub fn run(args: &CrashArgs) -> anyhow::Result<ExitCode> {
     check(args)?;
     // Every flag checked (each kernel's name too) before the first run.
     let kernels = args.kernels.iter().map(|k| kernel_crash(args, k)).collect::<anyhow::Result<Vec<_>>>()?;
-    let stacks = args.stacks.iter().map(|&s| Ok((s, fs_spec(args, s)?))).collect::<anyhow::Result<Vec<_>>>()?;
+    let stacks =
+        args.stacks.iter().map(|&s| Ok((s, fs_spec(args, s)?))).collect::<anyhow::Result<Vec<_>>>()?;
     let mut rows = Vec::new();
     for crash in &kernels {
         let bar = super::StatesBar::new(crash.fs.name());
@@ -32,11 +33,17 @@ pub fn run(args: &CrashArgs) -> anyhow::Result<ExitCode> {
     }
     let to_stdout = args.json.as_deref().is_none_or(|p| p.as_os_str() != "-");
     if to_stdout {
-        print!("{}", report::crash_table_text(args.transactions, args.sync_every, args.seed, args.states, &rows));
+        print!(
+            "{}",
+            report::crash_table_text(args.transactions, args.sync_every, args.seed, args.states, &rows)
+        );
     }
     if let Some(path) = &args.json {
         let run = (args.transactions, args.sync_every, args.seed, args.states);
-        crate::write_json(path, &report::json::CrashTableDocument::new(lab::host::wire(), run, &rows).to_json())?;
+        crate::write_json(
+            path,
+            &report::json::CrashTableDocument::new(lab::host::wire(), run, &rows).to_json(),
+        )?;
     }
     Ok(crate::exit::found(rows.iter().any(|r| r.violations > 0)))
 }
