@@ -181,7 +181,7 @@ pub struct FsCrashReport {
 
 /// One version of a durable file: its bytes, when its write began and
 /// when its fsync returned (event counts).
-struct Version {
+pub(crate) struct Version {
     data: Vec<u8>,
     write_began: usize,
     fsynced: usize,
@@ -209,9 +209,9 @@ struct Step {
 }
 
 /// A durable file (in the root) and the versions its fsyncs made.
-struct Durable {
-    name: String,
-    versions: Vec<Version>,
+pub(crate) struct Durable {
+    pub(crate) name: String,
+    pub(crate) versions: Vec<Version>,
 }
 
 /// What the workload leaves to check against.
@@ -377,48 +377,9 @@ fn run_workload(spec: &FsCrashSpec, fs: &Ffs, recording: &Recording) -> Result<R
     Ok(Ran { durable, steps })
 }
 
-/// What the fsyncs of a mix made durable: each durable file's versions,
-/// with the history's length before each write began and after its fsync
-/// returned (see [`run_mix_on`]).
-pub struct Fsynced(Vec<Durable>);
-
-impl Fsynced {
-    /// How many fsyncs the mix made.
-    pub fn fsyncs(&self) -> u64 {
-        self.0.iter().map(|d| d.versions.len() as u64).sum()
-    }
-
-    /// The first durable file a crash after `after_events` of the history
-    /// lost, on `fs` (the crash state mounted), said as a sentence.
-    pub fn lost(&self, fs: &dyn FileSystem, after_events: usize) -> Option<String> {
-        durable_lost(fs, &self.0, after_events)
-    }
-}
-
-/// The mix of the fs-* stacks (one writer, `operations` numbered from 0,
-/// a durable file in the root rewritten and fsync'd every `fsync_every`)
-/// on any file system: a kernel one through [`fsapi::host::HostFs`],
-/// whose device `recording` records. Errors of the mix's own calls are
-/// part of the mix; an error rewriting a durable file ends it.
-pub fn run_mix_on(
-    fs: &dyn FileSystem,
-    recording: &Recording,
-    operations: u64,
-    fsync_every: u64,
-    seed: u64,
-) -> Result<Fsynced, CrashError> {
-    if operations == 0 || fsync_every == 0 {
-        return Err(CrashError::Spec("--transactions and --sync-every must be at least 1".into()));
-    }
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let names = durable_names(1, 0);
-    run_mix(fsync_every, fs, recording, names, 0..operations, &mut rng, &mut |_: &dyn FileSystem| {})
-        .map(Fsynced)
-}
-
 /// The names of writer `w`'s durable files: `keep{k}` with one writer (as
 /// ever), `keep{w}_{k}` with several, so that each writer owns its own.
-fn durable_names(writers: u32, w: u32) -> Vec<String> {
+pub(crate) fn durable_names(writers: u32, w: u32) -> Vec<String> {
     match writers {
         1 => (0..DURABLE_FILES).map(|k| format!("keep{k}")).collect(),
         _ => (0..DURABLE_FILES).map(|k| format!("keep{w}_{k}")).collect(),
@@ -506,7 +467,7 @@ fn rewrite_durable(
 /// One writer's seeded operations, numbered `ops` (the numbers pick the
 /// special operations and name their files, so writers' never collide);
 /// returns the versions of its durable files, named `names`.
-fn run_mix(
+pub(crate) fn run_mix(
     fsync_every: u64,
     fs: &dyn FileSystem,
     recording: &Recording,
@@ -556,8 +517,10 @@ fn run_mix(
         }
         let op = Op::decode(std::array::from_fn(|_| rng.random()));
         let (d, f) = dirs_and_files(fs);
-        // Durable files are never linked, truncated or written by the mix.
+        // Durable files are never linked, truncated or written by the mix,
+        // nor a durable directory (`/keep...`) changed.
         let f: Vec<String> = f.into_iter().filter(|p| !p.starts_with("/keep")).collect();
+        let d: Vec<String> = d.into_iter().filter(|p| !p.starts_with("/keep")).collect();
         // Errors (ENOENT, EEXIST, ...) are part of the mix.
         let _ = apply(fs, &op, &d, &f);
         step(fs);
@@ -597,6 +560,7 @@ fn grow(fs: &dyn FileSystem, rng: &mut Xoshiro256PlusPlus) {
 /// removed one of them) are part of the mix.
 fn move_directory(fs: &dyn FileSystem, i: u64, rng: &mut Xoshiro256PlusPlus) {
     let (dirs, _) = dirs_and_files(fs);
+    let dirs: Vec<String> = dirs.into_iter().filter(|p| !p.starts_with("/keep")).collect();
     let movable: Vec<&String> = dirs.iter().filter(|d| !d.is_empty()).collect();
     let Some(&src) = movable.get(rng.random_range(0..movable.len().max(1))) else {
         if let Ok(made) = fs.mkdir(ROOT, OsStr::new(&format!("moving{i}")), Owner::root(0o755)) {
@@ -1096,7 +1060,7 @@ fn check_durable(image: &Arc<dyn Device>, durable: &[Durable], after_events: usi
 }
 
 /// [`check_durable`] on the mounted image.
-fn durable_lost(fs: &dyn FileSystem, durable: &[Durable], after_events: usize) -> Option<String> {
+pub(crate) fn durable_lost(fs: &dyn FileSystem, durable: &[Durable], after_events: usize) -> Option<String> {
     for Durable { name, versions } in durable {
         let Some(last) = versions.iter().rposition(|v| v.fsynced <= after_events) else { continue };
         let attr = match fs.lookup(ROOT, OsStr::new(name)) {

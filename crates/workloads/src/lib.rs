@@ -19,6 +19,7 @@ mod error;
 pub mod fscrash;
 pub mod gen;
 pub mod journal;
+pub mod kernel_mix;
 pub mod layout;
 pub mod recover;
 pub mod replay;

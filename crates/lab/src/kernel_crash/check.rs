@@ -15,7 +15,8 @@ use std::process::Command;
 use anyhow::Context;
 use device::{Device, Event, Overlay, Replayer};
 use workloads::crash::crash_points_of;
-use workloads::fscrash::{FsCrashReport, FsViolationClass, Fsynced};
+use workloads::fscrash::{FsCrashReport, FsViolationClass};
+use workloads::kernel_mix::Fsynced;
 
 use super::record::{mount, Recorded};
 use super::spec::{KernelCrash, KEPT_IMAGES};

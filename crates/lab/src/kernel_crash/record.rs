@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc};
 use anyhow::{bail, Context};
 use device::{Device, Event, MemDevice, Recording, RecordingDevice};
 use fsapi::FileSystem;
-use workloads::fscrash::{run_mix_on, Fsynced};
+use workloads::kernel_mix::{run_mix_on, Fsynced};
 
 use super::image::{ImageFs, IMAGE_NAME};
 use super::spec::{default_size, KernelCrash};
