@@ -20,6 +20,6 @@ cd "$work"
 # No network, no profile: the flags keep Chromium from reaching out.
 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync \
-    --user-data-dir="$work/profile" --window-size=1200,3200 \
+    --user-data-dir="$work/profile" --window-size=1200,6400 \
     --screenshot="$out" "file://$work/report.html" >/dev/null 2>&1
 echo "wrote $out"

@@ -1,11 +1,12 @@
 //! The charts each kind of result has, made from its JSON document (so
 //! `--plot` during a run and `iolab report` on saved files draw the same):
-//! a run's latency histogram, IOPS and latency over time; a sweep's
+//! a run's latency histogram and percentiles, IOPS, MiB/s and latency
+//! over time, a repeated job's runs over one another; a sweep's
 //! figure per arm, layout or column as bars.
 
 use serde_json::Value;
 
-use crate::plot::{bar_chart, histogram_chart, line_chart, Buckets, Series};
+use crate::plot::{bar_chart, histogram_chart, line_chart, percentile_chart, Buckets, Series};
 
 /// One chart: a file stem for `--plot DIR`, a title, the SVG.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,22 +49,64 @@ pub fn charts(doc: &Value) -> Result<Vec<Chart>, String> {
 fn job_charts(job: &Value) -> Vec<Chart> {
     let runs = array(job, "runs");
     let name = str_of(job, "name");
-    runs.iter()
+    let mut out: Vec<Chart> = runs
+        .iter()
         .enumerate()
         .flat_map(|(i, run)| {
             let label = if runs.len() > 1 { format!("{name}-run{}", i + 1) } else { name.to_string() };
             run_charts(&label, run)
         })
+        .collect();
+    if runs.len() > 1 {
+        out.insert(0, repeats_chart(name, runs));
+    }
+    out
+}
+
+/// The directions a run did requests in.
+fn directions(run: &Value) -> Vec<&'static str> {
+    ["read", "write"].into_iter().filter(|d| run.get(d).is_some_and(|o| f64_of(o, "ios") > 0.0)).collect()
+}
+
+/// `key` of direction `d` in each whole second of `run` (a partial last
+/// second's rates rest on too little time to draw beside whole ones; the
+/// JSON keeps it, marked).
+fn over_time(run: &Value, key: &str, d: &str) -> Vec<(f64, f64)> {
+    array(run, "per_second")
+        .iter()
+        .filter(|s| f64_of(&s[d], "ios") > 0.0 && s.get("partial").and_then(Value::as_bool) != Some(true))
+        .map(|s| (f64_of(s, "start_s") + f64_of(s, "seconds"), f64_of(&s[d], key)))
         .collect()
 }
 
-/// A run's three charts: its latency histogram, IOPS over time, p50 and
-/// p99 latency over time; directions without requests left out.
-pub(crate) fn run_charts(label: &str, run: &Value) -> Vec<Chart> {
-    let dirs: Vec<&str> = ["read", "write"]
-        .into_iter()
-        .filter(|d| run.get(d).is_some_and(|o| f64_of(o, "ios") > 0.0))
+/// Every run of a repeated job over one another: IOPS each second, a
+/// colour per run, writes dashed.
+pub(crate) fn repeats_chart(name: &str, runs: &[Value]) -> Chart {
+    let series: Vec<Series> = runs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, run)| {
+            directions(run).into_iter().map(move |d| Series {
+                name: format!("run {} {d}", i + 1),
+                points: over_time(run, "iops", d),
+                dashed: d == "write",
+                colour: Some(i),
+            })
+        })
         .collect();
+    let title = format!("{name}: IOPS each second, every run");
+    Chart {
+        name: format!("{}-runs-iops", stem(name)),
+        svg: line_chart(&title, "seconds", "IOPS", &series),
+        title,
+    }
+}
+
+/// A run's charts: its latency histogram and percentiles, IOPS, MiB/s
+/// and p50 and p99 latency each second; directions without requests left
+/// out.
+pub(crate) fn run_charts(label: &str, run: &Value) -> Vec<Chart> {
+    let dirs = directions(run);
     let sets: Vec<Buckets> = dirs
         .iter()
         .map(|d| Buckets {
@@ -80,23 +123,22 @@ pub(crate) fn run_charts(label: &str, run: &Value) -> Vec<Chart> {
                 .collect(),
         })
         .collect();
-    let seconds = array(run, "per_second");
-    let over_time = |key: &str, d: &str| -> Vec<(f64, f64)> {
-        seconds
-            .iter()
-            // A partial last second's rates rest on too little time to
-            // draw beside whole ones (the JSON keeps it, marked).
-            .filter(|s| f64_of(&s[d], "ios") > 0.0 && s.get("partial").and_then(Value::as_bool) != Some(true))
-            .map(|s| (f64_of(s, "start_s") + f64_of(s, "seconds"), f64_of(&s[d], key)))
+    let each_second = |key: &str| -> Vec<Series> {
+        dirs.iter()
+            .map(|d| Series { name: (*d).into(), points: over_time(run, key, d), ..Series::default() })
             .collect()
     };
-    let iops: Vec<Series> =
-        dirs.iter().map(|d| Series { name: (*d).into(), points: over_time("iops", d) }).collect();
+    // A colour per direction, p99 dashed beside its p50.
     let latency: Vec<Series> = dirs
         .iter()
-        .flat_map(|d| {
-            [("p50", "lat_p50_us"), ("p99", "lat_p99_us")]
-                .map(|(p, key)| Series { name: format!("{d} {p}"), points: over_time(key, d) })
+        .enumerate()
+        .flat_map(|(i, d)| {
+            [("p50", "lat_p50_us", false), ("p99", "lat_p99_us", true)].map(|(p, key, dashed)| Series {
+                name: format!("{d} {p}"),
+                points: over_time(run, key, d),
+                dashed,
+                colour: Some(i),
+            })
         })
         .collect();
     let chart = |suffix: &str, title: String, svg: String| Chart {
@@ -104,17 +146,28 @@ pub(crate) fn run_charts(label: &str, run: &Value) -> Vec<Chart> {
         title,
         svg,
     };
+    let titled = |what: &str| format!("{label}: {what}");
     vec![
-        chart("latency", format!("{label}: latency"), histogram_chart(&format!("{label}: latency"), &sets)),
+        chart("latency", titled("latency"), histogram_chart(&titled("latency"), &sets)),
+        chart(
+            "latency-cdf",
+            titled("latency percentiles"),
+            percentile_chart(&titled("latency percentiles"), &sets),
+        ),
         chart(
             "iops",
-            format!("{label}: IOPS each second"),
-            line_chart(&format!("{label}: IOPS each second"), "seconds", "IOPS", &iops),
+            titled("IOPS each second"),
+            line_chart(&titled("IOPS each second"), "seconds", "IOPS", &each_second("iops")),
+        ),
+        chart(
+            "bandwidth",
+            titled("MiB/s each second"),
+            line_chart(&titled("MiB/s each second"), "seconds", "MiB/s", &each_second("mib_per_s")),
         ),
         chart(
             "latency-time",
-            format!("{label}: latency each second"),
-            line_chart(&format!("{label}: latency each second"), "seconds", "us", &latency),
+            titled("latency each second (p50 solid, p99 dashed)"),
+            line_chart(&titled("latency each second (p50 solid, p99 dashed)"), "seconds", "us", &latency),
         ),
     ]
 }
@@ -127,7 +180,12 @@ fn journal_charts(doc: &Value) -> Vec<Chart> {
     vec![Chart {
         name: "sweep-journal".into(),
         title: title.into(),
-        svg: bar_chart(title, "IOPS", &categories, &[Series { name: "IOPS".into(), points }]),
+        svg: bar_chart(
+            title,
+            "IOPS",
+            &categories,
+            &[Series { name: "IOPS".into(), points, ..Series::default() }],
+        ),
     }]
 }
 
@@ -148,6 +206,7 @@ fn stripes_charts(doc: &Value) -> Vec<Chart> {
                     Some((i as f64, f64_of(p, "rate")))
                 })
                 .collect(),
+            ..Series::default()
         })
         .filter(|s| !s.points.is_empty())
         .collect();
@@ -168,6 +227,7 @@ fn stripes_charts(doc: &Value) -> Vec<Chart> {
                 .enumerate()
                 .filter_map(|(i, r)| Some((i as f64, f64_of(&array(r, "fs").first()?[d], "iops"))))
                 .collect(),
+            ..Series::default()
         })
         .filter(|s| !s.points.is_empty())
         .collect();
@@ -194,6 +254,7 @@ fn policies_charts(doc: &Value) -> Vec<Chart> {
                 .enumerate()
                 .map(|(i, c)| (i as f64, f64_of(&c[phase], "median_s")))
                 .collect(),
+            ..Series::default()
         })
         .collect();
     let title = "metadata policies: tar and rm (seconds, median)";
@@ -216,6 +277,11 @@ fn bonnie_charts(doc: &Value) -> Vec<Chart> {
     vec![Chart {
         name: "bonnie".into(),
         title: title.into(),
-        svg: bar_chart(title, "KiB/s", &categories, &[Series { name: "KiB/s".into(), points }]),
+        svg: bar_chart(
+            title,
+            "KiB/s",
+            &categories,
+            &[Series { name: "KiB/s".into(), points, ..Series::default() }],
+        ),
     }]
 }

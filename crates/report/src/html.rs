@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::charts::{array, charts, f64_of, run_charts, str_of, Chart};
+use crate::charts::{array, charts, f64_of, repeats_chart, run_charts, str_of, Chart};
 use crate::json::Host;
 use crate::plot::{bar_chart, escape, Series};
 use crate::units;
@@ -42,13 +42,9 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
     out.push_str("</table>\n");
 }
 
+/// A chart, its title inside it (and for screen readers, its label).
 fn figure(out: &mut String, chart: &Chart) {
-    let _ = writeln!(
-        out,
-        "<figure>{}<figcaption class=\"note\">{}</figcaption></figure>",
-        chart.svg,
-        escape(&chart.title)
-    );
+    let _ = writeln!(out, "<figure aria-label=\"{}\">{}</figure>", escape(&chart.title), chart.svg);
 }
 
 fn num(v: f64, decimals: usize) -> String {
@@ -153,45 +149,46 @@ fn shell_word(arg: &str) -> String {
     }
 }
 
-/// Each job of every run document side by side: its first run's figures.
+/// Each job of every run document side by side: its first run's figures,
+/// IOPS and MiB/s (a 4 KiB job and a 1 MiB one compare by bytes, not
+/// requests), "-" for a direction a job did not do.
 fn comparison(out: &mut String, runs: &[(&str, &Value)]) {
     out.push_str("<section><h2>Side by side</h2>\n");
+    let first = |job: &Value| array(job, "runs").first().cloned().unwrap_or_default();
     let rows: Vec<Vec<String>> = runs
         .iter()
         .map(|(file, job)| {
-            let run = array(job, "runs").first().cloned().unwrap_or_default();
-            let iops = |d: &str| units::iops(f64_of(&run[d], "iops"));
-            let p99 = |d: &str| units::latency_us(f64_of(&run[d]["latency"], "p99_us"));
-            vec![
-                format!("{file}: {}", str_of(job, "name")),
-                iops("read"),
-                p99("read"),
-                iops("write"),
-                p99("write"),
-            ]
+            let run = first(job);
+            let mut row = vec![format!("{file}: {}", str_of(job, "name"))];
+            for d in ["read", "write"] {
+                if f64_of(&run[d], "ios") > 0.0 {
+                    row.push(units::iops(f64_of(&run[d], "iops")));
+                    row.push(units::bandwidth_mib(f64_of(&run[d], "mib_per_s")));
+                    row.push(units::latency_us(f64_of(&run[d]["latency"], "p99_us")));
+                } else {
+                    row.extend(["-", "-", "-"].map(String::from));
+                }
+            }
+            row
         })
         .collect();
-    table(out, &["job", "read IOPS", "read p99", "write IOPS", "write p99"], &rows);
+    let header = ["job", "read IOPS", "read MiB/s", "read p99", "write IOPS", "write MiB/s", "write p99"];
+    table(out, &header, &rows);
     let categories: Vec<String> = rows.iter().map(|r| r[0].clone()).collect();
-    let series = ["read", "write"].map(|d| Series {
-        name: format!("{d} IOPS"),
-        points: runs
-            .iter()
-            .enumerate()
-            .map(|(i, (_, job))| {
-                (i as f64, array(job, "runs").first().map_or(0.0, |r| f64_of(&r[d], "iops")))
-            })
-            .collect(),
-    });
-    let title = "IOPS, first run of each job";
-    figure(
-        out,
-        &Chart {
-            name: "compare".into(),
-            title: title.into(),
-            svg: bar_chart(title, "IOPS", &categories, &series),
-        },
-    );
+    for (key, what) in [("iops", "IOPS"), ("mib_per_s", "MiB/s")] {
+        let series = ["read", "write"].map(|d| Series {
+            name: format!("{d} {what}"),
+            points: runs
+                .iter()
+                .enumerate()
+                .map(|(i, (_, job))| (i as f64, f64_of(&first(job)[d], key)))
+                .collect(),
+            ..Series::default()
+        });
+        let title = format!("{what}, first run of each job");
+        let svg = bar_chart(&title, what, &categories, &series);
+        figure(out, &Chart { name: format!("compare-{key}"), title, svg });
+    }
     out.push_str("</section>\n");
 }
 
@@ -208,11 +205,20 @@ fn run_section(out: &mut String, doc: &Value) {
         if let Some(summary) = job.get("summary").filter(|s| !s.is_null()) {
             summary_table(out, summary);
         }
+        // A repeated job: its runs over one another, each run's own
+        // charts folded away below.
+        if runs.len() > 1 {
+            figure(out, &repeats_chart(name, runs));
+            out.push_str("<details><summary>each run's charts</summary>\n");
+        }
         for (i, r) in runs.iter().enumerate() {
             let label = if runs.len() > 1 { format!("{name} run {}", i + 1) } else { name.to_string() };
             for chart in run_charts(&label, r) {
                 figure(out, &chart);
             }
+        }
+        if runs.len() > 1 {
+            out.push_str("</details>\n");
         }
     }
 }
@@ -285,6 +291,11 @@ fn runs_table(out: &mut String, runs: &[Value]) {
             let mut row = vec![format!("run {}{mark}", i + 1), num(f64_of(r, "elapsed_s"), 2)];
             for d in ["read", "write"] {
                 let l = &r[d]["latency"];
+                if f64_of(&r[d], "ios") == 0.0 {
+                    // No request in this direction: nothing to show.
+                    row.extend(std::iter::repeat_n("-".to_string(), 6));
+                    continue;
+                }
                 row.extend([
                     num(f64_of(&r[d], "iops"), 1),
                     num(f64_of(&r[d], "mib_per_s"), 2),
@@ -323,6 +334,11 @@ fn runs_table(out: &mut String, runs: &[Value]) {
 
 /// Over the repeats: median (min-max) of each direction's figures.
 fn summary_table(out: &mut String, summary: &Value) {
+    // One run has no spread: its row above says it all.
+    let runs = summary.get("runs").and_then(Value::as_u64).unwrap_or(0);
+    if runs < 2 {
+        return;
+    }
     let spread = |v: &Value| {
         format!("{} ({}-{})", num(f64_of(v, "median"), 1), num(f64_of(v, "min"), 1), num(f64_of(v, "max"), 1))
     };
@@ -338,11 +354,7 @@ fn summary_table(out: &mut String, summary: &Value) {
             ]
         })
         .collect();
-    let _ = writeln!(
-        out,
-        "<p>Over {} runs: median (min-max)</p>",
-        summary.get("runs").and_then(Value::as_u64).unwrap_or(0)
-    );
+    let _ = writeln!(out, "<p>Over {runs} runs: median (min-max)</p>");
     table(out, &["direction", "IOPS", "MiB/s", "p99 us"], &rows);
 }
 
@@ -494,6 +506,44 @@ mod tests {
             assert!(!page.contains(fetch), "the page fetches something: {fetch}");
         }
         assert_eq!(page.matches("<svg").count(), page.matches("</svg>").count());
+    }
+
+    /// The table of the page's "Side by side" section.
+    fn comparison_table(page: &str) -> &str {
+        let at = page.find("Side by side").unwrap();
+        &page[at..at + page[at..].find("</table>").unwrap()]
+    }
+
+    #[test]
+    fn a_direction_a_job_did_not_do_shows_nothing_beside_one_it_did() {
+        let page =
+            html_report("0.1.0", &[("a.json".into(), run_doc(1234.5)), ("b.json".into(), run_doc(7.0))])
+                .unwrap();
+        let compared = comparison_table(&page);
+        assert!(compared.contains("read MiB/s") && compared.contains("write MiB/s"), "{compared}");
+        assert!(!compared.contains("0ns") && !compared.contains(">0<"), "no write figures: {compared}");
+        assert_eq!(compared.matches("<td>-</td>").count(), 6, "three write cells a job: {compared}");
+    }
+
+    #[test]
+    fn a_run_has_bandwidth_and_percentile_charts() {
+        let page = html_report("0.1.0", &[("a.json".into(), run_doc(1234.5))]).unwrap();
+        for title in ["j&lt;1&gt;: MiB/s each second", "j&lt;1&gt;: latency percentiles"] {
+            assert!(page.contains(title), "{title} missing");
+        }
+    }
+
+    #[test]
+    fn a_repeated_job_gets_one_chart_of_every_run_and_its_runs_folded() {
+        let mut doc = run_doc(100.0);
+        let run = doc["jobs"][0]["runs"][0].clone();
+        doc["jobs"][0]["runs"] = serde_json::json!([run.clone(), run.clone(), run]);
+        let page = html_report("0.1.0", &[("a.json".into(), doc)]).unwrap();
+        assert!(page.contains("IOPS each second, every run"));
+        for run in 1..=3 {
+            assert!(page.contains(&format!("run {run} read")), "run {run} missing from the overlay");
+        }
+        assert!(page.contains("<details><summary>each run's charts</summary>"));
     }
 
     #[test]

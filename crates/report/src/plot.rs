@@ -5,7 +5,8 @@
 
 use plotters::prelude::*;
 
-const SIZE: (u32, u32) = (720, 380);
+/// Wide enough to fill the page's column (1,100 pixels less its margins).
+const SIZE: (u32, u32) = (1040, 400);
 
 /// The colours series take, in turn.
 const COLOURS: [RGBColor; 6] = [
@@ -26,6 +27,54 @@ fn colour(i: usize) -> RGBColor {
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (a line chart's second figure of one direction, p99
+    /// beside p50).
+    pub dashed: bool,
+    /// Its colour's index (series that belong together share one); `None`:
+    /// its place among the series.
+    pub colour: Option<usize>,
+}
+
+/// A tick's label: three figures at most, no trailing zeros, k, M and G
+/// for thousands (`50k`, `1.5M`), so that an axis reads at a glance.
+pub fn tick(v: f64) -> String {
+    let mut x = v.abs();
+    let mut unit = "";
+    for next in ["k", "M", "G", "T"] {
+        if x < 999.5 {
+            break;
+        }
+        x /= 1000.0;
+        unit = next;
+    }
+    let decimals = if x >= 100.0 {
+        0
+    } else if x >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let mut text = format!("{x:.decimals$}");
+    if text.contains('.') {
+        text = text.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    let sign = if v < 0.0 && text != "0" { "-" } else { "" };
+    format!("{sign}{text}{unit}")
+}
+
+/// A latency tick given in microseconds, in the unit that fits (`100ns`,
+/// `1us`, `2.5ms`).
+pub fn latency_tick(us: f64) -> String {
+    let mut x = us * 1000.0;
+    let mut unit = "ns";
+    for next in ["us", "ms", "s"] {
+        if x < 999.5 {
+            break;
+        }
+        x /= 1000.0;
+        unit = next;
+    }
+    format!("{}{unit}", tick(x))
 }
 
 /// A named histogram: (lowest, highest, count) buckets, values in µs.
@@ -71,9 +120,11 @@ fn frame<'a, 'b>(
     builder
 }
 
-/// The legend, boxed, where plotters puts it (top right).
+/// The legend, boxed: top left over lines (which start a second in, and
+/// whose latencies rise from the left), top right over bars.
 fn legend<'a, 'b: 'a, X, Y>(
     chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>,
+    at: SeriesLabelPosition,
 ) -> Result<(), String>
 where
     X: Ranged,
@@ -81,6 +132,7 @@ where
 {
     chart
         .configure_series_labels()
+        .position(at)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
@@ -88,6 +140,8 @@ where
 }
 
 /// Lines over a shared x axis (seconds, say); an empty chart says so.
+/// Earlier series are drawn wider, so that a line another one covers
+/// (the same values) still shows at its edges.
 pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
     let points = series.iter().flat_map(|s| s.points.iter());
     let x_max = points.clone().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
@@ -95,16 +149,89 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
     svg(|root| {
         let mut chart =
             frame(root, title, 70).build_cartesian_2d(0f64..x_max, 0f64..y_max).map_err(|e| e.to_string())?;
-        chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .x_label_formatter(&|x| tick(*x))
+            .y_label_formatter(&|y| tick(*y))
+            .draw()
+            .map_err(|e| e.to_string())?;
         for (i, s) in series.iter().enumerate() {
-            let c = colour(i);
-            chart
-                .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(s.name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            draw_line(&mut chart, s, i, series.len())?;
         }
-        legend(&mut chart)
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
+    })
+}
+
+/// One series of a line chart, solid or dashed, wider the earlier it is.
+fn draw_line<'a, 'b: 'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>,
+    s: &Series,
+    i: usize,
+    of: usize,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let c = colour(s.colour.unwrap_or(i));
+    let width = 1 + (of - i).min(3) as u32;
+    let style = c.stroke_width(width);
+    let drawn = if s.dashed {
+        chart.draw_series(DashedLineSeries::new(s.points.iter().copied(), 8, 5, style))
+    } else {
+        chart.draw_series(LineSeries::new(s.points.iter().copied(), style))
+    };
+    let dashed = s.dashed;
+    drawn.map_err(|e| e.to_string())?.label(s.name.as_str()).legend(move |(x, y)| {
+        let end = if dashed { x + 8 } else { x + 20 };
+        PathElement::new(vec![(x, y), (end, y)], c.stroke_width(width))
+    });
+    Ok(())
+}
+
+/// Latency percentiles: for each set, the share of its requests at or
+/// under each latency (the histogram summed up to each bucket's top), on
+/// a log axis of latency; a curve that rises late has a long tail.
+pub fn percentile_chart(title: &str, sets: &[Buckets]) -> String {
+    let curves: Vec<Series> = sets
+        .iter()
+        .map(|set| {
+            let total: u64 = set.buckets.iter().map(|b| b.2).sum();
+            let mut sum = 0;
+            let points = set
+                .buckets
+                .iter()
+                .filter(|b| b.2 > 0)
+                .map(|&(_, hi, count)| {
+                    sum += count;
+                    (hi.max(0.001), 100.0 * sum as f64 / total.max(1) as f64)
+                })
+                .collect();
+            Series { name: set.name.clone(), points, ..Series::default() }
+        })
+        .collect();
+    let xs = curves.iter().flat_map(|c| c.points.iter().map(|p| p.0));
+    let lo = xs.clone().fold(f64::INFINITY, f64::min);
+    let hi = xs.fold(0.0, f64::max);
+    let (lo, hi) = if lo.is_finite() && hi > lo { (lo / 1.5, hi * 1.5) } else { (0.1, 10.0) };
+    svg(|root| {
+        let mut chart = frame(root, title, 60)
+            .build_cartesian_2d((lo..hi).log_scale(), 0f64..100.0)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("latency (log scale)")
+            .y_desc("% of requests at or under")
+            .x_label_formatter(&|x| latency_tick(*x))
+            .y_label_formatter(&|y| tick(*y))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (i, s) in curves.iter().enumerate() {
+            draw_line(&mut chart, s, i, curves.len())?;
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     })
 }
 
@@ -128,8 +255,10 @@ pub fn histogram_chart(title: &str, sets: &[Buckets]) -> String {
             .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
-            .x_desc("latency (us, log scale)")
+            .x_desc("latency (log scale)")
             .y_desc("% of requests")
+            .x_label_formatter(&|x| latency_tick(*x))
+            .y_label_formatter(&|y| tick(*y))
             .draw()
             .map_err(|e| e.to_string())?;
         for (i, set) in sets.iter().enumerate() {
@@ -146,7 +275,7 @@ pub fn histogram_chart(title: &str, sets: &[Buckets]) -> String {
                 .label(set.name.as_str())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.mix(0.55).filled()));
         }
-        legend(&mut chart)
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     })
 }
 
@@ -172,6 +301,7 @@ pub fn bar_chart(title: &str, y_label: &str, categories: &[String], series: &[Se
             .disable_x_mesh()
             .x_labels(categories.len() * 2 + 1)
             .x_label_formatter(&label)
+            .y_label_formatter(&|y| tick(*y))
             .y_desc(y_label)
             .draw()
             .map_err(|e| e.to_string())?;
@@ -187,7 +317,7 @@ pub fn bar_chart(title: &str, y_label: &str, categories: &[String], series: &[Se
                 .label(s.name.as_str())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
         }
-        legend(&mut chart)
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
     })
 }
 
@@ -202,19 +332,41 @@ mod tests {
 
     #[test]
     fn each_chart_is_a_whole_svg_document() {
-        let line = Series { name: "read".into(), points: vec![(0.0, 1.0), (1.0, 3.0)] };
+        let line = Series { name: "read".into(), points: vec![(0.0, 1.0), (1.0, 3.0)], ..Series::default() };
         well_formed(&line_chart("IOPS", "s", "IOPS", std::slice::from_ref(&line)));
         let hist = Buckets { name: "read".into(), buckets: vec![(1.0, 1.1, 10), (2.0, 2.2, 5)] };
         well_formed(&histogram_chart("latency", &[hist]));
-        let bars = Series { name: "tar".into(), points: vec![(0.0, 3.0), (1.0, 5.0)] };
+        let bars = Series { name: "tar".into(), points: vec![(0.0, 3.0), (1.0, 5.0)], ..Series::default() };
         well_formed(&bar_chart("policies", "s", &["sync".into(), "async".into()], &[bars]));
     }
 
     #[test]
     fn names_are_escaped_for_xml() {
-        let line = Series { name: "a<b & \"c\"".into(), points: vec![(0.0, 1.0), (1.0, 2.0)] };
+        let line =
+            Series { name: "a<b & \"c\"".into(), points: vec![(0.0, 1.0), (1.0, 2.0)], ..Series::default() };
         let svg = line_chart("t", "x", "y", &[line]);
         assert!(!svg.contains("a<b"), "{svg}");
+    }
+
+    #[test]
+    fn ticks_read_at_a_glance() {
+        let cases =
+            [(0.0, "0"), (0.5, "0.5"), (7.0, "7"), (12.5, "12.5"), (50_000.0, "50k"), (1_500_000.0, "1.5M")];
+        for (v, text) in cases {
+            assert_eq!(tick(v), text, "{v}");
+        }
+        assert_eq!(tick(999_999.0), "1M");
+        assert_eq!(latency_tick(0.1), "100ns");
+        assert_eq!(latency_tick(1.0), "1us");
+        assert_eq!(latency_tick(2500.0), "2.5ms");
+    }
+
+    #[test]
+    fn a_percentile_curve_rises_to_all_the_requests() {
+        let set = Buckets { name: "read".into(), buckets: vec![(1.0, 2.0, 3), (2.0, 4.0, 0), (4.0, 8.0, 1)] };
+        let svg = percentile_chart("p", &[set]);
+        well_formed(&svg);
+        assert!(svg.contains("% of requests at or under"), "{svg}");
     }
 
     #[test]
