@@ -32,6 +32,9 @@ pub use choice::{Committer, EngineChoice};
 pub use engine::{data_buffer, run_job, uring_available, JobResult, Progress, ProgressSnapshot};
 pub use error::WorkloadError;
 pub use replay::ReplaySpec;
-pub use spec::{BlockSizes, Engine, JobSpec, KeyMapSpec, Pattern, Region, Rw, Skew, SpecError, ValidateSpec};
+pub use spec::{
+    BlockSizes, Dedupe, Engine, JobSpec, KeyMapSpec, Pattern, Region, Rw, Skew, SpecError, ValidateSpec,
+    DEDUPE_SETS,
+};
 pub use stats::{CpuUsage, LatBuckets, Latency, OpSummary, SecondSample};
 pub use validate::{ValidationError, ValidationSummary};

@@ -213,7 +213,7 @@ impl BlockSizes {
     }
 
     /// Every size a request may have (ranges give their step instead).
-    fn each_size(&self) -> Vec<u64> {
+    pub fn each_size(&self) -> Vec<u64> {
         match self {
             BlockSizes::Fixed(n) => vec![*n],
             BlockSizes::Split { sizes, .. } => sizes.iter().map(|s| s.0).collect(),
@@ -529,6 +529,9 @@ pub struct JobSpec {
     /// Total requests per second across threads; 0 = unlimited.
     pub rate_iops: u64,
     pub pattern: Pattern,
+    /// Duplicate units among the writes (Vdbench's dedupratio and
+    /// dedupunit); `None`: every sector written is its own.
+    pub dedupe: Option<Dedupe>,
     pub seed: u64,
     /// Stamp every write and check every read (see `validate.rs`).
     pub validate: Option<ValidateSpec>,
@@ -619,12 +622,36 @@ impl Default for JobSpec {
             ramp: Duration::ZERO,
             rate_iops: 0,
             pattern: Pattern::Random,
+            dedupe: None,
             seed: 1,
             validate: None,
             clock: device::Clock::Wall,
             replay: None,
             write_iolog: None,
         }
+    }
+}
+
+/// Duplicate data among a job's writes, as Vdbench's `dedupratio` and
+/// `dedupunit` make it: of the units written, one in `ratio` is its own
+/// (stamped with where it lands and the thread's write count), the rest
+/// are copies of a few shared units ([`DEDUPE_SETS`]), the same in every
+/// thread, so a deduplicating device stores about one unit in `ratio`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dedupe {
+    /// Units written for each distinct one (R:1), at least 1.
+    pub ratio: f64,
+    /// The unit duplicates are whole in: a multiple of 512 bytes that
+    /// divides every transfer size.
+    pub unit_bytes: usize,
+}
+
+/// How many distinct units the duplicates are copies of.
+pub const DEDUPE_SETS: usize = 16;
+
+impl std::fmt::Display for Dedupe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:1 in {}-byte units", self.ratio, self.unit_bytes)
     }
 }
 

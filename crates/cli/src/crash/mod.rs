@@ -12,6 +12,7 @@ use workloads::spec::parse_bytes;
 use crate::UsageError;
 
 mod args;
+mod bar;
 mod table;
 
 use self::args::{fs_spec, kernel_crash};
@@ -196,7 +197,7 @@ fn max_blocks(args: &CrashArgs) -> u32 {
 fn run_kernel(args: &CrashArgs, kernel: &str) -> anyhow::Result<ExitCode> {
     let crash = kernel_crash(args, kernel)?;
     let fs = crash.fs;
-    let bar = StatesBar::new(fs.name());
+    let bar = bar::StatesBar::new(fs.name());
     let (report, kernel_run) = lab::kernel_crash::crash_kernel(&crash, &|done, total| bar.show(done, total))?;
     bar.done();
     let recheck = report.first_violation.as_ref().map(|v| match &args.keep_images {
@@ -228,29 +229,4 @@ fn run_kernel(args: &CrashArgs, kernel: &str) -> anyhow::Result<ExitCode> {
         )?;
     }
     Ok(crate::exit::found(report.violations > 0))
-}
-
-/// A bar on standard error while crash states are checked (hidden when
-/// that is not a terminal): states checked of all, and the time left.
-pub(crate) struct StatesBar(indicatif::ProgressBar);
-
-impl StatesBar {
-    pub(crate) fn new(what: &str) -> StatesBar {
-        let bar = indicatif::ProgressBar::hidden();
-        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        let template = format!("{what} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} states, ETA {{eta}}");
-        if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
-            bar.set_style(style);
-        }
-        StatesBar(bar)
-    }
-
-    pub(crate) fn show(&self, done: u64, total: u64) {
-        self.0.set_length(total);
-        self.0.set_position(done);
-    }
-
-    pub(crate) fn done(&self) {
-        self.0.finish_and_clear();
-    }
 }

@@ -19,7 +19,7 @@ pub fn run(args: &CrashArgs) -> anyhow::Result<ExitCode> {
         args.stacks.iter().map(|&s| Ok((s, fs_spec(args, s)?))).collect::<anyhow::Result<Vec<_>>>()?;
     let mut rows = Vec::new();
     for crash in &kernels {
-        let bar = super::StatesBar::new(crash.fs.name());
+        let bar = super::bar::StatesBar::new(crash.fs.name());
         let (report, run) = lab::kernel_crash::crash_kernel(crash, &|done, total| bar.show(done, total))?;
         bar.done();
         let per_state = run.check_seconds / report.states_checked.max(1) as f64;

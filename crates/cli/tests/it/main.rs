@@ -2,6 +2,7 @@ mod bonnie;
 mod cli;
 mod crash;
 mod crash_kernel;
+mod data;
 mod errors;
 mod examples;
 mod fs;

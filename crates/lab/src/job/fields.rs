@@ -178,6 +178,19 @@ pub struct JobFields {
     #[arg(help_heading = "Workload", long, value_name = "PATTERN")]
     #[serde(default, deserialize_with = "parsed")]
     pub pattern: Option<Pattern>,
+    /// Data a deduplicating device stores R:1 (Vdbench's dedupratio): of
+    /// the units written, one in R is its own, the rest copies of a few
+    /// shared units (not with --validate).
+    #[arg(help_heading = "Workload", long, visible_alias = "dedupratio", value_name = "R")]
+    pub dedupe_ratio: Option<f64>,
+    /// With --dedupe-ratio: the unit duplicates are whole in (default 4k;
+    /// Vdbench's dedupunit); it must divide every transfer size.
+    #[arg(help_heading = "Workload", long, visible_alias = "dedupunit", value_name = "SIZE")]
+    pub dedupe_unit: Option<String>,
+    /// Data zlib (level 6) compresses about R:1 (Vdbench's compratio): the
+    /// compress:PCT pattern with PCT = 100/R.
+    #[arg(help_heading = "Workload", long, visible_alias = "compratio", value_name = "R")]
+    pub compress_ratio: Option<f64>,
     /// Stamp every written block and check every block read (Vdbench-style
     /// data validation; sync or uring engine).
     #[arg(help_heading = "Data validation", long, num_args = 0, default_missing_value = "true")]
@@ -268,7 +281,7 @@ pub struct JobFields {
 /// them all (merging, printing as a job file).
 macro_rules! each_field {
     ($then:ident!($($pre:expr),*)) => {
-        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home, replay, replay_speed, write_iolog)
+        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, dedupe_ratio, dedupe_unit, compress_ratio, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home, replay, replay_speed, write_iolog)
     };
 }
 
@@ -310,6 +323,12 @@ macro_rules! toml_quoted {
     ($($t:ty),*) => { $(impl TomlValue for $t { fn toml(&self) -> String { format!("{:?}", self.to_string()) } })* };
 }
 toml_as_is!(u8, u32, u64, bool);
+impl TomlValue for f64 {
+    /// With its point (`2.0`), so that TOML reads it back as a float.
+    fn toml(&self) -> String {
+        format!("{self:?}")
+    }
+}
 toml_quoted!(
     String,
     Rw,

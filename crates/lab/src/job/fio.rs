@@ -547,6 +547,14 @@ fn pattern(j: &mut Job, line: &Line<'_>, notes: &mut Vec<String>) -> Result<bool
             j.percentage_random = Some((pcts[0], pcts.get(1).copied().unwrap_or(pcts[0])));
         }
         "zero_buffers" => j.fields.pattern = Some(line.parsed("zeros")?),
+        "dedupe_percentage" => {
+            let pct: u8 = line.number("percentage")?;
+            if pct >= 100 {
+                return Err(line.bad("100% identical buffers has no ratio; give less than 100"));
+            }
+            // fio's percentage of identical buffers, as Vdbench's ratio.
+            j.fields.dedupe_ratio = (pct > 0).then(|| 100.0 / f64::from(100 - pct));
+        }
         "buffer_compress_percentage" => {
             let pct: u8 = line.number("percentage")?;
             j.fields.pattern = Some(line.parsed(&format!("compress:{}", 100u8.saturating_sub(pct).max(1)))?);

@@ -179,6 +179,7 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
                 .into(),
         ));
     }
+    let dedupe = dedupe(f, &bs)?;
     Ok(JobSpec {
         name,
         offset_bytes: bytes("offset", &f.offset)?.unwrap_or(0),
@@ -201,13 +202,79 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         ios: f.ios,
         ramp: time("ramp", &f.ramp)?.unwrap_or(Duration::ZERO),
         rate_iops: f.rate_iops.unwrap_or(0),
-        pattern: f.pattern.unwrap_or(Pattern::Random),
+        pattern: pattern(f)?,
+        dedupe,
         seed: f.seed.unwrap_or(1),
         validate: validate_spec(f)?,
         clock: device::Clock::Wall,
         replay: None,
         write_iolog: f.write_iolog.as_deref().map(iolog_path).transpose()?,
     })
+}
+
+/// What zlib (level 6) adds to a 4 KiB block of compress:PCT beyond its
+/// random part: its header, the random part's stored-block framing and the
+/// run of zeros (measured: 65 to 72 bytes for PCT from 25 to 50).
+const ZLIB_BLOCK_OVERHEAD: f64 = 68.0;
+
+/// The data pattern: `--pattern`, or `--compress-ratio R` as the
+/// compress:PCT pattern zlib (level 6) shrinks about R:1, 4 KiB at a time.
+fn pattern(f: &JobFields) -> Result<Pattern, UsageError> {
+    match (f.pattern, f.compress_ratio) {
+        (Some(p), Some(_)) => Err(UsageError(format!(
+            "--compress-ratio with --pattern {p}: each chooses the data; give one of them"
+        ))),
+        // Past 10:1 a whole percent of random bytes is too coarse a step
+        // to keep the ratio within a few percent.
+        (_, Some(r)) if !(r.is_finite() && (1.0..=10.0).contains(&r)) => {
+            Err(UsageError(format!("--compress-ratio {r}: give a ratio from 1 (incompressible) to 10")))
+        }
+        (_, Some(r)) if r <= 1.0 => Ok(Pattern::Random),
+        (_, Some(r)) => {
+            // zlib stores a 4 KiB block of compress:PCT in its random part
+            // and about ZLIB_BLOCK_OVERHEAD bytes more (measured).
+            let random = 4096.0 / r - ZLIB_BLOCK_OVERHEAD;
+            Ok(Pattern::Compressible { pct: (100.0 * random / 4096.0).round().clamp(1.0, 100.0) as u8 })
+        }
+        (p, None) => Ok(p.unwrap_or(Pattern::Random)),
+    }
+}
+
+/// `--dedupe-ratio` and `--dedupe-unit` checked against the job.
+fn dedupe(f: &JobFields, bs: &workloads::BlockSizes) -> Result<Option<workloads::Dedupe>, UsageError> {
+    let Some(ratio) = f.dedupe_ratio else {
+        return match f.dedupe_unit {
+            Some(_) => Err(UsageError("--dedupe-unit only applies with --dedupe-ratio".into())),
+            None => Ok(None),
+        };
+    };
+    if !(ratio.is_finite() && ratio >= 1.0) {
+        return Err(UsageError(format!("--dedupe-ratio {ratio}: give a ratio of 1 or more (2 stores half)")));
+    }
+    let why = if f.validate == Some(true) {
+        Some("--validate stamps every sector with its own key and address, so no two can be equal")
+    } else if f.pattern == Some(Pattern::Zeros) {
+        Some("zeros are all duplicates already")
+    } else if f.target.as_deref().is_some_and(|t| t.starts_with("sim:")) {
+        Some("a simulated disk keeps no data to deduplicate")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return Err(UsageError(format!("--dedupe-ratio cannot apply here: {why}; leave it out")));
+    }
+    let unit = match &f.dedupe_unit {
+        Some(text) => parse_bytes("dedupe-unit", text)?,
+        None => 4096,
+    };
+    let sizes = bs.each_size();
+    if unit == 0 || unit % 512 != 0 || sizes.iter().any(|&s| s % unit != 0) {
+        return Err(UsageError(format!(
+            "--dedupe-unit {unit}: give a multiple of 512 bytes that divides every transfer size ({})",
+            sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(Some(workloads::Dedupe { ratio, unit_bytes: unit as usize }))
 }
 
 /// A job replaying the trace at `path`: the trace gives the requests, so

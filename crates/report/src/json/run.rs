@@ -222,6 +222,10 @@ pub struct Run {
     pub region_offset_bytes: u64,
     pub region_bytes: u64,
     pub seed: u64,
+    /// The data written: `random`, `zeros` or `compress:PCT`.
+    pub pattern: String,
+    /// Duplicate units among the writes; `null`: every sector its own.
+    pub dedupe: Option<Dedupe>,
     pub elapsed_s: f64,
     pub read: Op,
     pub write: Op,
@@ -238,6 +242,14 @@ pub struct Run {
     pub modeled: Option<String>,
     /// The trace replayed (`--replay`); `null` for generated requests.
     pub replay: Option<Replay>,
+}
+
+/// `--dedupe-ratio` and `--dedupe-unit`: units written for each distinct
+/// one, and the unit.
+#[derive(Clone, Debug, Serialize)]
+pub struct Dedupe {
+    pub ratio: f64,
+    pub unit_bytes: usize,
 }
 
 /// A replayed trace: its path, its iolog version, its reads and writes,
@@ -266,6 +278,8 @@ impl Run {
             region_offset_bytes: r.region_offset_bytes,
             region_bytes: r.region_bytes,
             seed: r.seed,
+            pattern: r.pattern.clone(),
+            dedupe: r.dedupe.map(|d| Dedupe { ratio: d.ratio, unit_bytes: d.unit_bytes }),
             elapsed_s: r.elapsed_s,
             read: Op::new(&r.read, &r.latency[0], percentiles),
             write: Op::new(&r.write, &r.latency[1], percentiles),

@@ -152,6 +152,8 @@ pub fn job_result(
         region_offset_bytes: 1 << 20,
         region_bytes: 16 << 20,
         seed: 42,
+        pattern: "random".into(),
+        dedupe: None,
         elapsed_s: 1.25,
         read: op(reads),
         write: op(ios - reads),

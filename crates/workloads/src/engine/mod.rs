@@ -42,6 +42,10 @@ pub struct JobResult {
     pub region_offset_bytes: u64,
     pub region_bytes: u64,
     pub seed: u64,
+    /// The data written: its pattern (`random`, `zeros`, `compress:PCT`)
+    /// and its duplicates, if any.
+    pub pattern: String,
+    pub dedupe: Option<crate::Dedupe>,
     /// Measured time: from the end of the warm-up to the last completion.
     pub elapsed_s: f64,
     pub read: OpSummary,
@@ -411,6 +415,8 @@ impl Run<'_> {
             region_offset_bytes: region.start,
             region_bytes: region.len,
             seed: job.seed,
+            pattern: job.pattern.to_string(),
+            dedupe: job.dedupe,
             elapsed_s: elapsed.as_secs_f64(),
             read: stats::summarize(t.read.0, t.read.1, &t.read_hist, elapsed),
             write: stats::summarize(t.write.0, t.write.1, &t.write_hist, elapsed),

@@ -101,6 +101,11 @@ pub(crate) struct Worker<'a> {
     /// ([`Worker::scramble`]).
     thread: u32,
     scrambled: u64,
+    /// Under `--dedupe-ratio`: the shared units copies are of, made at
+    /// the first write.
+    dedupe_units: Option<Vec<u8>>,
+    /// Under `--dedupe-ratio`: the units this thread has written.
+    dedupe_count: u64,
     pub writes_since_flush: u64,
     rate_interval: Option<Duration>,
     next_issue: Instant,
@@ -163,6 +168,8 @@ impl<'a> Worker<'a> {
             measuring: false,
             thread,
             scrambled: 0,
+            dedupe_units: None,
+            dedupe_count: 0,
             writes_since_flush: 0,
             rate_interval,
             next_issue: limits.time.now(),
@@ -202,6 +209,10 @@ impl<'a> Worker<'a> {
     /// offset they land at and a count of this thread's writes, so no two
     /// sectors a run writes hold the same bytes. Zeros stay zeros.
     pub fn scramble(&mut self, buf: &mut [u8], req: &Request) {
+        if let Some(dedupe) = self.job.dedupe {
+            self.scrambled += 1;
+            return self.scramble_deduped(buf, req, dedupe);
+        }
         let (every, room) = match self.job.pattern {
             Pattern::Zeros | Pattern::Compressible { pct: 0 } => return,
             Pattern::Random => (512, 16),
@@ -216,6 +227,41 @@ impl<'a> Worker<'a> {
             stamp[8..].copy_from_slice(&tag.to_le_bytes());
             let n = room.min(chunk.len());
             chunk[..n].copy_from_slice(&stamp[..n]);
+        }
+    }
+
+    /// [`Worker::scramble`] under `--dedupe-ratio`: of the units this
+    /// thread writes, exactly one in `ratio` is its own (stamped as
+    /// `scramble` stamps), the others each a copy of one of the job's
+    /// shared units (the same in every thread), which by a hash of where
+    /// it lands and this write's count.
+    fn scramble_deduped(&mut self, buf: &mut [u8], req: &Request, dedupe: crate::Dedupe) {
+        let tag = (u64::from(self.thread) << 48) ^ self.scrambled;
+        let unit = dedupe.unit_bytes;
+        let (every, room) = match self.job.pattern {
+            Pattern::Compressible { pct } => (4096, (4096 * usize::from(pct) / 100).clamp(1, 16)),
+            _ => (512, 16),
+        };
+        let shared = self.dedupe_units.get_or_insert_with(|| dedupe_units(self.job, unit));
+        for (i, chunk) in buf.chunks_mut(unit).enumerate() {
+            let offset = req.offset + (i * unit) as u64;
+            // Of this thread's units, exactly one in `ratio` is its own:
+            // the one where n / ratio passes a whole number.
+            let n = self.dedupe_count as f64;
+            self.dedupe_count += 1;
+            if ((n + 1.0) / dedupe.ratio).floor() == (n / dedupe.ratio).floor() {
+                let k = (mix(offset ^ tag.rotate_left(29) ^ self.job.seed) % crate::spec::DEDUPE_SETS as u64)
+                    as usize;
+                chunk.copy_from_slice(&shared[k * unit..k * unit + chunk.len()]);
+                continue;
+            }
+            for (j, sector) in chunk.chunks_mut(every).enumerate() {
+                let mut stamp = [0u8; 16];
+                stamp[..8].copy_from_slice(&(offset + (j * every) as u64).to_le_bytes());
+                stamp[8..].copy_from_slice(&tag.to_le_bytes());
+                let n = room.min(sector.len());
+                sector[..n].copy_from_slice(&stamp[..n]);
+            }
         }
     }
 
@@ -356,6 +402,24 @@ impl Drop for OpenIolog<'_> {
             }
         }
     }
+}
+
+/// The units a deduplicated job's copies are of: [`crate::spec::DEDUPE_SETS`]
+/// units of its pattern, from its seed (so every thread has the same).
+fn dedupe_units(job: &crate::JobSpec, unit: usize) -> Vec<u8> {
+    let pattern = match job.pattern {
+        Pattern::Zeros => Pattern::Random,
+        other => other,
+    };
+    data_buffer(unit * crate::spec::DEDUPE_SETS, 1, pattern, job.seed ^ 0xd3d0_9e5e_75ab_1e55).to_vec()
+}
+
+/// A 64-bit mix (splitmix64's finaliser): where a unit lands, hashed.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// Fills a buffer for writes according to the job's data pattern.

@@ -210,8 +210,21 @@ fn sectors_after_writing(
     engine: Engine,
     pattern: workloads::Pattern,
 ) -> (Vec<Vec<u8>>, usize) {
+    written(dev, engine, pattern, None, 512)
+}
+
+/// The target's `unit`-byte units after a sequential write of it all,
+/// and how many distinct ones there are.
+fn written(
+    dev: Arc<dyn Device>,
+    engine: Engine,
+    pattern: workloads::Pattern,
+    dedupe: Option<workloads::Dedupe>,
+    unit: usize,
+) -> (Vec<Vec<u8>>, usize) {
     let size = dev.size_bytes();
     let job = JobSpec {
+        dedupe,
         rw: Rw::Write,
         read_pct: 0,
         seek_pct: 0,
@@ -224,9 +237,55 @@ fn sectors_after_writing(
     run_job(&job, Arc::clone(&dev), &Progress::default()).unwrap();
     let mut data = vec![0u8; size as usize];
     dev.read_at(&mut data, 0).unwrap();
-    let sectors: Vec<Vec<u8>> = data.chunks(512).map(<[u8]>::to_vec).collect();
-    let distinct = sectors.iter().collect::<std::collections::HashSet<_>>().len();
-    (sectors, distinct)
+    let units: Vec<Vec<u8>> = data.chunks(unit).map(<[u8]>::to_vec).collect();
+    let distinct = units.iter().collect::<std::collections::HashSet<_>>().len();
+    (units, distinct)
+}
+
+/// Units written for each distinct one, after a sequential write of a
+/// 16 MiB target under `--dedupe-ratio ratio` in 4 KiB units.
+fn dedupe_ratio_written(engine: Engine, dev: Arc<dyn Device>, ratio: f64) -> f64 {
+    let dedupe = workloads::Dedupe { ratio, unit_bytes: 4096 };
+    let (units, distinct) = written(dev, engine, workloads::Pattern::Random, Some(dedupe), 4096);
+    units.len() as f64 / distinct as f64
+}
+
+#[test]
+fn a_dedupe_ratio_is_the_ratio_of_units_written_to_distinct_ones() {
+    for ratio in [1.0, 2.0, 3.0, 5.0] {
+        let got = dedupe_ratio_written(Engine::Sync, mem(16 << 20), ratio);
+        assert!((got / ratio - 1.0).abs() < 0.05, "asked {ratio}:1, wrote {got:.3}:1");
+    }
+}
+
+#[test]
+fn a_dedupe_ratio_holds_through_io_uring() {
+    if !workloads::uring_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let got = dedupe_ratio_written(Engine::Uring, file(&dir, 16 << 20), 4.0);
+    assert!((got / 4.0 - 1.0).abs() < 0.05, "asked 4:1, wrote {got:.3}:1");
+}
+
+#[test]
+fn duplicates_are_the_same_units_in_every_thread() {
+    // Two threads each writing half: the shared units are one set.
+    let dev = mem(16 << 20);
+    let job = JobSpec {
+        rw: Rw::Write,
+        read_pct: 0,
+        seek_pct: 0,
+        threads: 2,
+        bs: BlockSizes::Fixed(64 << 10),
+        dedupe: Some(workloads::Dedupe { ratio: 1e9, unit_bytes: 4096 }),
+        ..JobSpec::default()
+    };
+    run_job(&job, Arc::clone(&dev), &Progress::default()).unwrap();
+    let mut data = vec![0u8; 16 << 20];
+    dev.read_at(&mut data, 0).unwrap();
+    let distinct = data.chunks(4096).collect::<std::collections::HashSet<_>>().len();
+    assert!(distinct <= workloads::DEDUPE_SETS, "{distinct} distinct units");
 }
 
 #[test]
