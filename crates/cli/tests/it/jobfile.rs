@@ -173,6 +173,67 @@ fn fio_job_files_translate_as_their_golden_files_say() {
     }
 }
 
+/// Each Vdbench parameter file under golden/vdbench, translated by `iolab
+/// run FILE --print-job`, against its `.expected`. IOLAB_BLESS rewrites
+/// the expectations.
+#[test]
+fn vdbench_parameter_files_translate_as_their_golden_files_say() {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden/vdbench");
+    let mut cases: Vec<_> = std::fs::read_dir(&golden)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "vdb"))
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 5, "{cases:?}");
+    for case in cases {
+        let out = iolab(&["run", case.to_str().unwrap(), "--print-job"]);
+        let text = format!(
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            out.status.code().unwrap_or(-1),
+            stdout(&out),
+            stderr(&out)
+        )
+        .replace(golden.to_str().unwrap(), "GOLDEN");
+        let expected = case.with_extension("expected");
+        if std::env::var_os("IOLAB_BLESS").is_some() {
+            std::fs::write(&expected, &text).unwrap();
+        }
+        let want =
+            std::fs::read_to_string(&expected).unwrap_or_else(|e| panic!("{}: {e}", expected.display()));
+        assert!(text == want, "{} differs from {}:\n{text}", case.display(), expected.display());
+    }
+}
+
+#[test]
+fn a_vdbench_parameter_file_runs_its_runs_one_after_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lun, json) = (dir.path().join("lun.img"), dir.path().join("r.json"));
+    let params = dir.path().join("params.vdb");
+    std::fs::write(
+        &params,
+        format!(
+            "sd=sd1,lun={},size=4m,threads=2\nwd=wd1,sd=sd1,xfersize=4k,rdpct=50\n\
+             rd=rd1,wd=wd1,iorate=200,elapsed=1,forxfersize=(4k,8k)\n",
+            lun.display()
+        ),
+    )
+    .unwrap();
+    let out = iolab(&["run", params.to_str().unwrap(), "--json", json.to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let names: Vec<&str> =
+        doc["jobs"].as_array().unwrap().iter().map(|j| j["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["rd1.xfersize=4k.wd1.sd1", "rd1.xfersize=8k.wd1.sd1"]);
+    for job in doc["jobs"].as_array().unwrap() {
+        let run = &job["runs"][0];
+        assert_eq!(run["threads"], 2, "{run}");
+        // 200 requests a second for a second, give or take the edges.
+        let ios = run["read"]["ios"].as_u64().unwrap() + run["write"]["ios"].as_u64().unwrap();
+        assert!((150..=260).contains(&ios), "{ios} requests: {run}");
+    }
+}
+
 #[test]
 fn strict_refuses_a_fio_file_with_options_iolab_would_ignore() {
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden/fio/unknown.fio");

@@ -64,16 +64,19 @@ pub fn plan(jobfile: Option<&Path>, flags: &JobFields, strict: bool) -> anyhow::
     })
 }
 
-/// A job file: iolab's TOML, or fio's (recognised by its content,
-/// whatever the name), translated; what the translation ignored is said
+/// A job file: iolab's TOML, or fio's or a Vdbench parameter file
+/// (recognised by their content, whatever the name), translated; what the translation ignored is said
 /// through [`crate::say`], or with `strict` refused.
 pub fn load(path: &Path, strict: bool) -> anyhow::Result<JobFile> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("{}: cannot read the job file: {e}", path.display())))?;
-    if !super::fio::looks_like_fio(&text) {
+    let translated = if super::vdbench::looks_like_vdbench(&text) {
+        super::vdbench::translate(path, strict)?
+    } else if super::fio::looks_like_fio(&text) {
+        super::fio::translate(path, strict)?
+    } else {
         return JobFile::load(path);
-    }
-    let translated = super::fio::translate(path, strict)?;
+    };
     for note in &translated.notes {
         crate::say::info(format!("{}: {note}", path.display()));
     }
