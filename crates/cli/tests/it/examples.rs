@@ -43,6 +43,7 @@ fn every_job_file_runs() {
         ("oltp.toml", &["--runtime", "1", "--size", "16m"][..]),
         ("validated.toml", &["--runtime", "1", "--size", "16m"][..]),
         ("job.fio", &["--runtime", "1", "--size", "16m"][..]),
+        ("params.vdb", &["--runtime", "1", "--size", "16m"][..]),
         ("--replay=app.iolog", &["--target", "app.img"][..]),
     ] {
         let out = iolab_in(dir.path(), &[&["run", file, "-q"][..], extra].concat());
