@@ -132,21 +132,48 @@ fn concurrent_validated_jobs_on_disjoint_regions_of_a_new_file_run_clean() {
     assert_eq!(std::fs::metadata(&target).unwrap().len(), 2 << 20, "created for both regions");
 }
 
+/// The files ending in `.ext` under golden/DIR, sorted, and that
+/// directory.
+fn golden_cases(dir: &str, ext: &str) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden").join(dir);
+    let mut cases: Vec<_> = std::fs::read_dir(&golden)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    cases.sort();
+    (golden, cases)
+}
+
+/// What `out` printed (with `paths` replaced by their names) against
+/// `case`'s `.expected`; IOLAB_BLESS rewrites it.
+fn check_golden(case: &std::path::Path, out: &std::process::Output, paths: &[(&std::path::Path, &str)]) {
+    let mut text = format!(
+        "exit {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().unwrap_or(-1),
+        stdout(out),
+        stderr(out)
+    );
+    for (path, name) in paths {
+        text = text.replace(path.to_str().unwrap(), name);
+    }
+    let expected = case.with_extension("expected");
+    if std::env::var_os("IOLAB_BLESS").is_some() {
+        std::fs::write(&expected, &text).unwrap();
+    }
+    let want = std::fs::read_to_string(&expected).unwrap_or_else(|e| panic!("{}: {e}", expected.display()));
+    assert!(text == want, "{} differs from {}:\n{text}", case.display(), expected.display());
+}
+
 /// Each fio job file under golden/fio, translated by `iolab run FILE
 /// --print-job`, against its `.expected` (exit status, the TOML, the notes).
 /// IOLAB_BLESS rewrites the expectations.
 #[test]
 fn fio_job_files_translate_as_their_golden_files_say() {
-    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden/fio");
+    let (golden, cases) = golden_cases("fio", "fio");
     let temp = tempfile::tempdir().unwrap();
     let target = temp.path().join("t.img");
     std::fs::write(&target, vec![0u8; 1 << 20]).unwrap();
-    let mut cases: Vec<_> = std::fs::read_dir(&golden)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "fio"))
-        .collect();
-    cases.sort();
     assert!(cases.len() >= 10, "{cases:?}");
     for case in cases {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
@@ -155,21 +182,7 @@ fn fio_job_files_translate_as_their_golden_files_say() {
             .env("IOLAB_FIO_SIZE", "8m")
             .output()
             .unwrap();
-        let text = format!(
-            "exit {}\n--- stdout\n{}--- stderr\n{}",
-            out.status.code().unwrap_or(-1),
-            stdout(&out),
-            stderr(&out)
-        )
-        .replace(golden.to_str().unwrap(), "GOLDEN")
-        .replace(target.to_str().unwrap(), "TARGET");
-        let expected = case.with_extension("expected");
-        if std::env::var_os("IOLAB_BLESS").is_some() {
-            std::fs::write(&expected, &text).unwrap();
-        }
-        let want =
-            std::fs::read_to_string(&expected).unwrap_or_else(|e| panic!("{}: {e}", expected.display()));
-        assert!(text == want, "{} differs from {}:\n{text}", case.display(), expected.display());
+        check_golden(&case, &out, &[(&golden, "GOLDEN"), (&target, "TARGET")]);
     }
 }
 
@@ -178,30 +191,11 @@ fn fio_job_files_translate_as_their_golden_files_say() {
 /// the expectations.
 #[test]
 fn vdbench_parameter_files_translate_as_their_golden_files_say() {
-    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden/vdbench");
-    let mut cases: Vec<_> = std::fs::read_dir(&golden)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "vdb"))
-        .collect();
-    cases.sort();
+    let (golden, cases) = golden_cases("vdbench", "vdb");
     assert!(cases.len() >= 5, "{cases:?}");
     for case in cases {
         let out = iolab(&["run", case.to_str().unwrap(), "--print-job"]);
-        let text = format!(
-            "exit {}\n--- stdout\n{}--- stderr\n{}",
-            out.status.code().unwrap_or(-1),
-            stdout(&out),
-            stderr(&out)
-        )
-        .replace(golden.to_str().unwrap(), "GOLDEN");
-        let expected = case.with_extension("expected");
-        if std::env::var_os("IOLAB_BLESS").is_some() {
-            std::fs::write(&expected, &text).unwrap();
-        }
-        let want =
-            std::fs::read_to_string(&expected).unwrap_or_else(|e| panic!("{}: {e}", expected.display()));
-        assert!(text == want, "{} differs from {}:\n{text}", case.display(), expected.display());
+        check_golden(&case, &out, &[(&golden, "GOLDEN")]);
     }
 }
 

@@ -316,20 +316,8 @@ fn job(rd: &Def, wd: &Def, sd: &Def, sharing: u32, notes: &mut Vec<String>) -> R
             wd.name
         ));
     }
-    let random = seekpct > 0;
-    f.rw = Some(match rdpct {
-        100 if random => workloads::Rw::RandRead,
-        100 => workloads::Rw::Read,
-        0 if random => workloads::Rw::RandWrite,
-        0 => workloads::Rw::Write,
-        _ if random => workloads::Rw::RandRw,
-        _ => workloads::Rw::Rw,
-    });
-    if !(1..100).contains(&rdpct) {
-        f.rwmixread = None;
-    } else {
-        f.rwmixread = Some(rdpct);
-    }
+    f.rw = Some(rw(rdpct, seekpct > 0));
+    f.rwmixread = (1..100).contains(&rdpct).then_some(rdpct);
     f.seekpct = Some(seekpct);
     f.bs = Some(xfersize(wd, rd.get("xfersize").or(wd.get("xfersize")).unwrap_or("4k"))?);
     let threads: u32 = match rd.get("threads").or(sd.get("threads")) {
@@ -342,6 +330,13 @@ fn job(rd: &Def, wd: &Def, sd: &Def, sharing: u32, notes: &mut Vec<String>) -> R
     if let Some(w) = rd.get("warmup") {
         f.ramp = Some(format!("{}s", w.parse::<u64>().map_err(|_| bad(rd, "warmup"))?));
     }
+    note_unknown(rd, wd, sd, notes);
+    Ok(f)
+}
+
+/// Notes each parameter of `rd`, `wd` and `sd` iolab has no setting for,
+/// and those it takes otherwise than Vdbench does.
+fn note_unknown(rd: &Def, wd: &Def, sd: &Def, notes: &mut Vec<String>) {
     for (kind, def, known) in [
         (
             "rd",
@@ -363,7 +358,18 @@ fn job(rd: &Def, wd: &Def, sd: &Def, sharing: u32, notes: &mut Vec<String>) -> R
     if wd.get("skew").is_some() {
         notes.push(format!("wd={}: skew: the run's iorate is shared equally among its workloads", wd.name));
     }
-    Ok(f)
+}
+
+/// iolab's pattern for Vdbench's `rdpct`, random or not (`seekpct` over 0).
+fn rw(rdpct: u8, random: bool) -> workloads::Rw {
+    match rdpct {
+        100 if random => workloads::Rw::RandRead,
+        100 => workloads::Rw::Read,
+        0 if random => workloads::Rw::RandWrite,
+        0 => workloads::Rw::Write,
+        _ if random => workloads::Rw::RandRw,
+        _ => workloads::Rw::Rw,
+    }
 }
 
 fn bad(def: &Def, key: &str) -> UsageError {
