@@ -173,6 +173,8 @@ pub struct KernelCrashRun<'a> {
     pub drop_flushes: bool,
     pub sync_every: u64,
     pub seed: u64,
+    /// The archive extracted instead of the mix.
+    pub archive: Option<&'a str>,
     pub record_seconds: f64,
     pub check_seconds: f64,
     /// Where the first violating state's image is, or how to keep it.
@@ -182,10 +184,15 @@ pub struct KernelCrashRun<'a> {
 /// `iolab crash --kernel FS`'s report: how the history was recorded, the
 /// states checked and how, the violations.
 pub fn kernel_crash_text(run: &KernelCrashRun<'_>, r: &workloads::fscrash::FsCrashReport) -> String {
-    let mut out = format!(
-        "iolab crash: kernel {}, {} file operations with an fsync every {} ({} fsyncs), seed {}\n",
-        run.fs, r.operations, run.sync_every, r.fsyncs, run.seed
-    );
+    let mut out = match run.archive {
+        Some(archive) => {
+            format!("iolab crash: kernel {}, {archive} extracted as GNU tar does, then syncfs\n", run.fs)
+        }
+        None => format!(
+            "iolab crash: kernel {}, {} file operations with an fsync every {} ({} fsyncs), seed {}\n",
+            run.fs, r.operations, run.sync_every, r.fsyncs, run.seed
+        ),
+    };
     let loop_io = if run.direct_io { "direct I/O" } else { "buffered, write-through" };
     out += &format!(
         "made: {}; mounted {}; recorded through a loop device ({loop_io}, {}-byte sectors) on iolab's FUSE \
@@ -204,6 +211,10 @@ pub fn kernel_crash_text(run: &KernelCrashRun<'_>, r: &workloads::fscrash::FsCra
             "btrfs" => "mounted, the fsync'd files read, unmounted, btrfs check --readonly",
             _ => "mounted (the journal replayed), the fsync'd files read, unmounted, e2fsck -fn",
         }
+    };
+    let each = match run.archive {
+        Some(_) => each.replace("the fsync'd files read", "the tree the archive made read back"),
+        None => each.to_string(),
     };
     out += &format!(
         "states checked: {} ({} after flushes, {} sampled between them); each: {each}\n",

@@ -120,9 +120,10 @@ pub struct CrashArgs {
     /// disk's cache decides what survives (docs/sim.md).
     #[arg(long, value_name = "SIM")]
     pub disk: Option<String>,
-    /// fs-* stacks: instead of the mix of operations, extract this tar
-    /// archive (plain, gzip or xz; kept small: the tree is taken after
-    /// every call) as GNU tar does, then sync.
+    /// fs-* stacks and --kernel: instead of the mix of operations,
+    /// extract this tar archive (plain, gzip or xz; kept small: the tree
+    /// is taken after every call) as GNU tar does, then sync; under
+    /// --kernel, once the sync returned every path it made must be whole.
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,
     /// fs-* stacks: threads running the workload at once on the one file
@@ -207,7 +208,6 @@ pub(super) fn kernel_crash(args: &CrashArgs, kernel: &str) -> anyhow::Result<lab
     let fs: lab::kernel_crash::KernelFs = kernel.parse().map_err(UsageError)?;
     let refused = [
         (args.disk.is_some(), "--disk"),
-        (args.archive.is_some(), "--archive"),
         (args.writers.is_some(), "--writers"),
         (args.max_blocks.is_some(), "--max-blocks"),
         (args.state.is_some(), "--state (the kernel's history differs from run to run; keep the images of the states that break the promise with --keep-images DIR)"),
@@ -233,6 +233,13 @@ pub(super) fn kernel_crash(args: &CrashArgs, kernel: &str) -> anyhow::Result<lab
         sector_bytes: args.sector_size,
         keep_images: args.keep_images.clone(),
         drop_flushes: args.drop_flushes,
+        archive: match &args.archive {
+            Some(path) => {
+                let loaded = workloads::tree::load_archive(path).map_err(|e| UsageError(e.to_string()))?;
+                Some(std::sync::Arc::new(loaded.tar))
+            }
+            None => None,
+        },
         stop: Some(crate::interrupt::catch(
             "interrupted: stopping before the next state, undoing its mounts and loop devices (interrupt again \
              to stop at once, leaving them: see `losetup -a` and /proc/mounts)",

@@ -77,7 +77,7 @@ fn block_crash(args: &CrashArgs) -> Result<BlockCrash<'static>, UsageError> {
     }
     if args.archive.is_some() {
         return Err(UsageError(
-            "--archive: only the fs-sync, fs-softdep, fs-log and fs-async stacks extract archives".into(),
+            "--archive: only the fs-sync, fs-softdep, fs-log and fs-async stacks and --kernel extract archives".into(),
         ));
     }
     let data_bytes = parse_bytes("size", args.size.as_deref().unwrap_or("1m")).map_err(UsageError::from)?;
@@ -200,6 +200,7 @@ fn run_kernel(args: &CrashArgs, kernel: &str) -> anyhow::Result<ExitCode> {
     let bar = bar::StatesBar::new(fs.name());
     let (report, kernel_run) = lab::kernel_crash::crash_kernel(&crash, &|done, total| bar.show(done, total))?;
     bar.done();
+    let archive = args.archive.as_ref().map(|p| p.display().to_string());
     let recheck = report.first_violation.as_ref().map(|v| match &args.keep_images {
         Some(dir) => format!("its image: {}", dir.join(format!("state-{}.img", v.state)).display()),
         None => "run again with --keep-images DIR to keep the images of the states that break the promise \
@@ -215,6 +216,7 @@ fn run_kernel(args: &CrashArgs, kernel: &str) -> anyhow::Result<ExitCode> {
         drop_flushes: args.drop_flushes,
         sync_every: args.sync_every,
         seed: args.seed,
+        archive: archive.as_deref(),
         record_seconds: kernel_run.record_seconds,
         check_seconds: kernel_run.check_seconds,
         recheck,

@@ -165,3 +165,34 @@ fn a_table_refuses_block_stacks_and_one_size_for_all() {
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// A small archive GNU tar made: a directory of a few files, a symlink.
+fn small_archive(dir: &Path) -> std::path::PathBuf {
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    for (i, size) in [100usize, 5000, 70_000].iter().enumerate() {
+        std::fs::write(src.join("sub").join(format!("f{i}")), vec![i as u8 + 1; *size]).unwrap();
+    }
+    std::os::unix::fs::symlink("sub/f1", src.join("link")).unwrap();
+    let tar = dir.join("a.tar");
+    let made = std::process::Command::new("tar").arg("-cf").arg(&tar).arg("-C").arg(&src).arg(".").status();
+    assert!(made.unwrap().success());
+    tar
+}
+
+#[test]
+fn an_archive_synced_on_ext4_is_whole_in_every_state_after_the_sync() {
+    if !usable("ext4") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tar = small_archive(dir.path());
+    let (code, text, doc) = crash("ext4", &["--archive", tar.to_str().unwrap()]);
+    assert_eq!(doc["violations"], 0, "{text}");
+    assert_eq!(doc["fsyncs"], 1, "the one sync: {text}");
+    assert!(text.contains("extracted as GNU tar does, then syncfs"), "{text}");
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text, doc) = crash("ext4", &["--archive", tar.to_str().unwrap(), "--drop-flushes"]);
+    assert!(doc["fsync_lost"].as_u64().unwrap() > 0, "the tree is lost without flushes: {text}");
+    assert_eq!(code, Some(1), "{text}");
+}

@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc};
 use anyhow::{bail, Context};
 use device::{Device, Event, MemDevice, Recording, RecordingDevice};
 use fsapi::FileSystem;
-use workloads::kernel_mix::{run_mix_on, Fsynced};
+use workloads::kernel_mix::{run_archive_on, run_mix_on, Fsynced};
 
 use super::image::{ImageFs, IMAGE_NAME};
 use super::spec::{default_size, KernelCrash};
@@ -103,8 +103,11 @@ fn run_in_mount(
     let (lo, direct) = LoopDevice::attach_with(image, Some(crash.sector_bytes))?;
     let mounted = mount(crash, &lo.device, mnt)?;
     let host = fsapi::HostFs::new(mnt).with_context(|| format!("cannot open {}", mnt.display()))?;
-    let fsynced = run_mix_on(&host, recording, crash.operations, crash.fsync_every, crash.seed)
-        .map_err(|e| anyhow::anyhow!("the mix on {}: {e}", crash.fs.name()))?;
+    let fsynced = match &crash.archive {
+        Some(tar) => run_archive_on(&host, recording, tar),
+        None => run_mix_on(&host, recording, crash.operations, crash.fsync_every, crash.seed),
+    }
+    .map_err(|e| anyhow::anyhow!("the workload on {}: {e}", crash.fs.name()))?;
     drop(host);
     mounted.unmount()?;
     drop(lo);

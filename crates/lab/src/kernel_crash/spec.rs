@@ -17,6 +17,9 @@ pub struct KernelCrash {
     /// this many, and the seed (of the mix and of the sampled states).
     pub operations: u64,
     pub fsync_every: u64,
+    /// Instead of the mix: this tar archive (uncompressed, in memory)
+    /// extracted as GNU tar does, then the file system synced.
+    pub archive: Option<std::sync::Arc<Vec<u8>>>,
     pub sampled_states: u64,
     pub seed: u64,
     /// The disk's sector: the unit a torn write tears at, and the loop
