@@ -127,6 +127,7 @@ fn what_cannot_apply_to_a_kernel_file_system_is_refused() {
         (&["--kernel", "ext4", "--writers", "2"][..], "--writers"),
         (&["--kernel", "ext4", "--sector-size", "1000"][..], "512 or 4096"),
         (&["--kernel", "ext4", "--keep-images", "/nonexistent/dir"][..], "not a directory"),
+        (&["--kernel", "ext4", "--drop-flushes", "--states", "0"][..], "no crash state was checked"),
     ] {
         let out = iolab(&[&["crash"][..], args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));

@@ -74,6 +74,7 @@ fn data_options_that_cannot_apply_are_refused() {
         (&["--dedupe-ratio", "0.5"][..], "a ratio of 1 or more"),
         (&["--dedupe-ratio", "2", "--dedupe-unit", "3k"][..], "divides every transfer size"),
         (&["--dedupe-unit", "8k"][..], "only applies with --dedupe-ratio"),
+        (&["--dedupe-ratio", "2", "--rw", "randread"][..], "the job writes nothing"),
         (&["--compress-ratio", "2", "--pattern", "random"][..], "give one of them"),
         (&["--compress-ratio", "0.5"][..], "from 1 (incompressible) to 10"),
     ] {

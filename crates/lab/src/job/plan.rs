@@ -254,7 +254,10 @@ fn dedupe(f: &JobFields, bs: &workloads::BlockSizes) -> Result<Option<workloads:
     if !(ratio.is_finite() && ratio >= 1.0) {
         return Err(UsageError(format!("--dedupe-ratio {ratio}: give a ratio of 1 or more (2 stores half)")));
     }
-    let why = if f.validate == Some(true) {
+    let reads_only = matches!(f.rw, Some(workloads::Rw::Read | workloads::Rw::RandRead));
+    let why = if reads_only {
+        Some("the job writes nothing (its --rw reads only)")
+    } else if f.validate == Some(true) {
         Some("--validate stamps every sector with its own key and address, so no two can be equal")
     } else if f.pattern == Some(Pattern::Zeros) {
         Some("zeros are all duplicates already")

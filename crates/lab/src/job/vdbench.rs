@@ -270,7 +270,12 @@ fn run_jobs(
         let mut f = job(rd, wd, sd, sharing, notes)?;
         f.name = Some(format!("{}{suffix}.{}.{}", rd.name, wd.name, sd.name));
         f.rate_iops = rate.filter(|&r| r > 0);
-        jobs.push(f.over(general));
+        let mut f = f.over(general);
+        if matches!(f.rw, Some(workloads::Rw::Read | workloads::Rw::RandRead)) {
+            // Duplicates are a property of what is written.
+            (f.dedupe_ratio, f.dedupe_unit) = (None, None);
+        }
+        jobs.push(f);
     }
     Ok(())
 }

@@ -94,6 +94,14 @@ pub fn check_states(
         report.tally(state, &point, sampled, verdict);
         progress(report.states_checked, total);
     }
+    // A run that checked nothing passes nothing.
+    if report.states_checked == 0 {
+        return Err(crate::UsageError(
+            "no crash state was checked: the history holds no flush and --states is 0; give --states N"
+                .into(),
+        )
+        .into());
+    }
     Ok(report)
 }
 
