@@ -6,13 +6,30 @@
 use fsapi::Errno;
 
 use crate::core::{io_failed, Core};
-use crate::format::{pointer_at, set_pointer, DiskInode, DIRECT_POINTERS, POINTERS_PER_BLOCK};
+use crate::format::{
+    block_of, is_unwritten, pointer_at, set_pointer, DiskInode, DIRECT_POINTERS, POINTERS_PER_BLOCK,
+    UNWRITTEN,
+};
 
 const DIRECT: u64 = DIRECT_POINTERS as u64;
 const SINGLE_END: u64 = DIRECT + POINTERS_PER_BLOCK;
 const DOUBLE_END: u64 = SINGLE_END + POINTERS_PER_BLOCK * POINTERS_PER_BLOCK;
 /// 512-byte units in a block, for `blocks_512`.
 const UNITS: u64 = 8;
+
+/// What a mapping of a file block asks for ([`Core::map`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Want {
+    /// The block to read: a hole or an unwritten block is None.
+    Read,
+    /// A block to write: a hole gets a new block and an unwritten block
+    /// loses its mark, each zeroed in the cache.
+    Written,
+    /// A block allocated (fallocate): a hole gets a block marked
+    /// unwritten, which no write touches; any other block is left as it
+    /// is.
+    Unwritten,
+}
 
 /// What a truncation leaves to do once the pointers to the freed blocks
 /// are gone from the inode and its indirect blocks.
@@ -81,8 +98,9 @@ impl Core {
         Ok(block)
     }
 
-    /// The pointer in indirect block `*holder` at `index`, allocating the
-    /// indirect block (when `alloc`) if it is a hole.
+    /// The pointer in indirect block `holder` at `index` to another
+    /// indirect block, allocating one (zeroed, when `alloc`) if it is a
+    /// hole.
     fn through(
         &mut self,
         inode: &mut DiskInode,
@@ -90,39 +108,77 @@ impl Core {
         index: u64,
         alloc: bool,
         hint: u64,
-        indirect: bool,
     ) -> Result<Option<u32>, Errno> {
         let p = self.pointer(holder, index)?;
         if p != 0 || !alloc {
             return Ok((p != 0).then_some(p));
         }
-        let block = if indirect { self.new_indirect(inode, hint)? } else { self.new_block(inode, hint)? };
+        let block = self.new_indirect(inode, hint)?;
         self.set(holder, index, block)?;
         Ok(Some(block))
     }
 
-    /// The device block of file block `n` of inode `ino`; with `alloc`, a
-    /// hole is filled with a new zeroed block (returned as new). None: a
-    /// hole left as it is.
-    pub fn bmap(
+    /// What data pointer `p` (0: a hole) becomes for `want`, allocating
+    /// near `hint`: the pointer to store (None: unchanged) and what the
+    /// caller gets.
+    fn data_pointer(
+        &mut self,
+        inode: &mut DiskInode,
+        p: u32,
+        want: Want,
+        hint: u64,
+    ) -> Result<(Option<u32>, Option<(u32, bool)>), Errno> {
+        Ok(match (p, want) {
+            (0, Want::Read) => (None, None),
+            (0, Want::Written) => {
+                let block = self.new_block(inode, hint)?;
+                (Some(block), Some((block, true)))
+            }
+            (0, Want::Unwritten) => {
+                let block = self.alloc_block(hint)?;
+                self.order.allocated_unwritten(block);
+                inode.blocks_512 += UNITS;
+                (Some(block | UNWRITTEN), Some((block, true)))
+            }
+            (p, Want::Read) if is_unwritten(p) => (None, None),
+            (p, Want::Written) if is_unwritten(p) => {
+                // Its first write: zeros in the cache, without a read, and
+                // from here on a new block's (each policy orders its
+                // contents before the pointer without the mark).
+                let block = block_of(p);
+                if let Err(e) = self.cache.fresh(&mut self.order, u64::from(block)) {
+                    return Err(io_failed(self, e));
+                }
+                self.order.converted(block);
+                (Some(block), Some((block, true)))
+            }
+            (p, Want::Unwritten) => (None, Some((block_of(p), false))),
+            (p, _) => (None, Some((p, false))),
+        })
+    }
+
+    /// The device block of file block `n` of inode `ino` for `want`
+    /// (see [`Want`]), and whether it was allocated (or, for
+    /// `Want::Written`, its unwritten mark cleared) by this call. None: a
+    /// hole, or for `Want::Read` an unwritten block, left as it is.
+    pub fn map(
         &mut self,
         ino: u32,
         inode: &mut DiskInode,
         n: u64,
-        alloc: bool,
+        want: Want,
     ) -> Result<Option<(u32, bool)>, Errno> {
         if n >= DOUBLE_END {
             return Err(Errno::FBIG);
         }
         let hint = self.hint(ino, inode, n)?;
+        let alloc = want != Want::Read;
         if n < DIRECT {
-            let p = inode.direct[n as usize];
-            if p != 0 || !alloc {
-                return Ok((p != 0).then_some((p, false)));
+            let (store, got) = self.data_pointer(inode, inode.direct[n as usize], want, hint)?;
+            if let Some(p) = store {
+                inode.direct[n as usize] = p;
             }
-            let block = self.new_block(inode, hint)?;
-            inode.direct[n as usize] = block;
-            return Ok(Some((block, true)));
+            return Ok(got);
         }
         let (holder, index) = if n < SINGLE_END {
             if inode.single == 0 && alloc {
@@ -137,9 +193,7 @@ impl Core {
                 return Ok(None);
             }
             let m = n - SINGLE_END;
-            let Some(single) =
-                self.through(inode, inode.double, m / POINTERS_PER_BLOCK, alloc, hint, true)?
-            else {
+            let Some(single) = self.through(inode, inode.double, m / POINTERS_PER_BLOCK, alloc, hint)? else {
                 return Ok(None);
             };
             (single, m % POINTERS_PER_BLOCK)
@@ -147,15 +201,34 @@ impl Core {
         if holder == 0 {
             return Ok(None);
         }
-        let existed = self.pointer(holder, index)? != 0;
-        Ok(self.through(inode, holder, index, alloc, hint, false)?.map(|b| (b, !existed)))
+        let p = self.pointer(holder, index)?;
+        let (store, got) = self.data_pointer(inode, p, want, hint)?;
+        if let Some(p) = store {
+            self.set(holder, index, p)?;
+        }
+        Ok(got)
+    }
+
+    /// The device block of file block `n` of inode `ino`; with `alloc`, a
+    /// hole is filled with a new zeroed block, and an unwritten block
+    /// becomes a written one holding zeros (either returned as new).
+    /// None: a hole (or, without `alloc`, an unwritten block: it reads as
+    /// zeros) left as it is.
+    pub fn bmap(
+        &mut self,
+        ino: u32,
+        inode: &mut DiskInode,
+        n: u64,
+        alloc: bool,
+    ) -> Result<Option<(u32, bool)>, Errno> {
+        self.map(ino, inode, n, if alloc { Want::Written } else { Want::Read })
     }
 
     /// Where block `n` of a file should go: after block `n - 1`, else at
     /// the start of its inode's group's data.
     fn hint(&mut self, ino: u32, inode: &mut DiskInode, n: u64) -> Result<u64, Errno> {
         if n > 0 && n <= DIRECT {
-            let previous = inode.direct[(n - 1) as usize];
+            let previous = block_of(inode.direct[(n - 1) as usize]);
             if previous != 0 {
                 return Ok(u64::from(previous) + 1);
             }
@@ -177,7 +250,7 @@ impl Core {
         for i in first.min(DIRECT)..end.min(DIRECT) {
             let p = std::mem::take(&mut inode.direct[i as usize]);
             if p != 0 {
-                freed.blocks.push(p);
+                freed.blocks.push(block_of(p));
             }
         }
         if inode.single != 0 && first < SINGLE_END && end > DIRECT {
@@ -227,7 +300,7 @@ impl Core {
                 self.clear_indirect(p, 1, from, to, freed)?
             };
             if empty {
-                freed.blocks.push(p);
+                freed.blocks.push(block_of(p));
                 if level == 2 {
                     freed.pointers.push(p);
                 }
@@ -344,7 +417,9 @@ impl Core {
     /// holding its pointer, which is read anyway.
     pub fn mapped_blocks(&mut self, inode: &DiskInode) -> Result<Mapped, Errno> {
         let mut mapped = Mapped::default();
-        mapped.contents.extend(inode.direct.iter().filter(|&&p| p != 0).map(|&p| u64::from(p)));
+        // An unwritten block has no buffer to look for: nothing wrote it.
+        let written = |p: &u32| *p != 0 && !is_unwritten(*p);
+        mapped.contents.extend(inode.direct.iter().filter(|p| written(p)).map(|&p| u64::from(p)));
         if inode.single != 0 {
             self.mapped_under(inode.single, &mut mapped)?;
         }
@@ -365,7 +440,7 @@ impl Core {
     fn mapped_under(&mut self, single: u32, mapped: &mut Mapped) -> Result<(), Errno> {
         mapped.pointers.push(u64::from(single));
         let pointers = self.pointers(single, 0)?;
-        mapped.contents.extend(pointers.into_iter().filter(|&p| p != 0).map(u64::from));
+        mapped.contents.extend(pointers.into_iter().filter(|&p| p != 0 && !is_unwritten(p)).map(u64::from));
         Ok(())
     }
 }

@@ -32,8 +32,8 @@ fn layout(device_bytes: u64, sector_bytes: u32, options: &MkfsOptions) -> Result
     let blocks = device_bytes / BLOCK_BYTES as u64;
     if blocks > BLOCKS_MAX {
         return Err(FsError::Invalid(format!(
-            "{device_bytes} bytes is more than a file system with u32 block numbers holds: give --size at most \
-             {} bytes (16 TiB)",
+            "{device_bytes} bytes is more than a file system with 31-bit block numbers holds: give --size at most \
+             {} bytes (8 TiB)",
             BLOCKS_MAX * BLOCK_BYTES as u64
         )));
     }

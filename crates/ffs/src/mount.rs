@@ -196,9 +196,9 @@ impl Ffs {
         };
         let mut sb = read_superblock(&dev)?;
         let (groups, initialized) = group_counts(&dev, &mut sb)?;
-        // From this mount on the image may hold special files and record
-        // damage, which a reader of version 1 would take for garbage: it
-        // says version 2.
+        // From this mount on the image may hold special files, record
+        // damage and mark blocks unwritten, which a reader of an older
+        // version would take for garbage: it says the version this writes.
         sb.version = VERSION;
         sb.clean = false;
         // What it may hold stays recorded through this mount's unmount:

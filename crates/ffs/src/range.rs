@@ -3,14 +3,16 @@
 //! in each policy's order (truncation and punched holes), and holes
 //! found for SEEK_DATA and SEEK_HOLE.
 //!
-//! Blocks fallocate allocates are zeroed in the buffer cache and written
-//! as file data, as a write of zeros would be: the format has no
-//! "allocated, unwritten" mark, and every policy's rule for a new block's
-//! first contents (softdep's, log's data-before-commit) then covers them
-//! (docs/fs.md, "fallocate").
+//! Blocks fallocate allocates are marked unwritten in their pointers
+//! (`format::UNWRITTEN`): nothing is written to them, they read as zeros,
+//! and a write's first touch clears the mark and makes the block a new
+//! one, whose contents every policy orders before its pointer as for a
+//! block a write allocates (softdep's rule 1, log's data before the
+//! commit). docs/fs.md, "fallocate".
 
 use fsapi::{Errno, Fallocate, Result, Whence};
 
+use crate::bmap::Want;
 use crate::core::{io_failed, Core};
 use crate::format::{DiskInode, BLOCK_BYTES, FILE_BYTES_MAX};
 use crate::softdep::{FreedFrom, Wait};
@@ -28,7 +30,7 @@ enum What<'a> {
     Data(&'a [u8]),
     /// Zeros, every block allocated.
     Zeros,
-    /// Nothing: only the holes get blocks, zeroed.
+    /// Nothing: only the holes get blocks, marked unwritten.
     Holes,
 }
 
@@ -85,21 +87,33 @@ impl Core {
                 }
             }
             let part = (B - within as u64).min(len - fill.done) as usize;
-            let (block, new) = self.bmap(ino, inode, n, true)?.ok_or(Errno::IO)?;
-            if new && matches!(fill.what, What::Holes) {
-                fill.new.push(n);
-            }
-            if new || !matches!(fill.what, What::Holes) {
-                // A new block becomes file data (zeroed already).
-                let bytes = match self.cache.modify_data(&mut self.order, u64::from(block)) {
-                    Ok(bytes) => &mut bytes[within..within + part],
-                    Err(e) => return Err(io_failed(self, e)),
-                };
-                match fill.what {
-                    What::Data(data) => bytes.copy_from_slice(&data[fill.done as usize..][..part]),
-                    What::Zeros => bytes.fill(0),
-                    What::Holes => {}
+            let want = match fill.what {
+                What::Data(_) => Want::Written,
+                // Every block of the range is allocated by now (`allocate`):
+                // None is an unwritten block, zeros already.
+                What::Zeros => Want::Read,
+                What::Holes => Want::Unwritten,
+            };
+            let mapped = self.map(ino, inode, n, want)?;
+            match (fill.what, mapped) {
+                (What::Data(data), Some((block, _))) => {
+                    // A new block is zeroed already.
+                    match self.cache.modify_data(&mut self.order, u64::from(block)) {
+                        Ok(bytes) => {
+                            bytes[within..within + part].copy_from_slice(&data[fill.done as usize..][..part])
+                        }
+                        Err(e) => return Err(io_failed(self, e)),
+                    }
                 }
+                (What::Zeros, Some((block, _))) => {
+                    match self.cache.modify_data(&mut self.order, u64::from(block)) {
+                        Ok(bytes) => bytes[within..within + part].fill(0),
+                        Err(e) => return Err(io_failed(self, e)),
+                    }
+                }
+                (What::Holes, Some((_, true))) => fill.new.push(n),
+                (What::Data(_) | What::Holes, None) => return Err(Errno::IO),
+                (What::Zeros, None) | (What::Holes, Some((_, false))) => {}
             }
             fill.done += part as u64;
         }

@@ -458,7 +458,11 @@ fn rewrite_durable(
     // before the write began and after the fsync returned.
     let file = &mut durable[k as usize];
     let write_began = recording.len();
-    rewrite(fs, &file.name, &mut data, hole, step)
+    // One rewrite in four goes into blocks fallocate allocated first
+    // (marked unwritten), told from the fill so that the seeded stream
+    // of choices stays as it was.
+    let preallocate = fill % 4 == 0;
+    rewrite(fs, &file.name, &mut data, hole, preallocate, step)
         .map_err(|e| CrashError::Build(format!("rewriting a durable file: {e}")))?;
     file.versions.push(Version { data, write_began, fsynced: recording.len() });
     Ok(())
@@ -775,12 +779,15 @@ impl<F: FnMut() + Send> FileSystem for Observed<'_, F> {
 
 /// Writes `data` as the whole of the file `name` in the root, punches
 /// `hole` in it (zeroed in `data` too) and fsyncs it, calling `step`
-/// after each call that changes the tree.
+/// after each call that changes the tree. With `preallocate`, the file
+/// is first emptied and given blocks past `data`'s end with fallocate,
+/// which the write then fills.
 fn rewrite(
     fs: &dyn FileSystem,
     name: &str,
     data: &mut [u8],
     hole: Option<std::ops::Range<usize>>,
+    preallocate: bool,
     step: &mut impl FnMut(&dyn FileSystem),
 ) -> fsapi::Result<()> {
     let attr = match fs.lookup(ROOT, OsStr::new(name)) {
@@ -792,6 +799,13 @@ fn rewrite(
         }
         Err(e) => return Err(e),
     };
+    if preallocate {
+        fs.setattr(attr.ino, &SetAttr { size: Some(0), ..SetAttr::default() })?;
+        step(fs);
+        let grow = fsapi::Fallocate::Allocate { keep_size: false };
+        fs.fallocate(attr.ino, grow, 0, data.len() as u64 + 8192)?;
+        step(fs);
+    }
     fs.write(attr.ino, 0, data)?;
     step(fs);
     fs.setattr(attr.ino, &SetAttr { size: Some(data.len() as u64), ..SetAttr::default() })?;

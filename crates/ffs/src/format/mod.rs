@@ -22,8 +22,11 @@ pub const BLOCK_BYTES: usize = 4096;
 /// take for garbage inodes, and extended attribute blocks (an inode's
 /// last four bytes), which it would count as no inode's. Version 1, whose byte 106 is reserved
 /// and zero (no damage recorded), is read as well, and a mount or a
-/// repairing fsck rewrites it as version 2.
-pub const VERSION: u32 = 2;
+/// repairing fsck rewrites it as version 3. Version 3 adds the unwritten
+/// mark ([`UNWRITTEN`]) on a regular file's data pointers, which a reader
+/// of version 2 would take for pointers outside the device; a version 2
+/// image holds none, and is read as it is.
+pub const VERSION: u32 = 3;
 /// The oldest superblock version this iolab reads.
 pub const VERSION_OLDEST: u32 = 1;
 /// The group header's format version: 2 records how many of the group's
@@ -274,11 +277,12 @@ impl DiskInode {
         INODE_FRAME.seal(&ino.to_le_bytes(), out);
     }
 
-    /// The block pointers (direct, single, double, then the extended
-    /// attribute block) of an encoded inode, read in place.
+    /// The blocks the pointers (direct, single, double, then the extended
+    /// attribute block) of an encoded inode name, read in place (an
+    /// unwritten mark aside).
     pub fn pointers_in(b: &[u8]) -> impl Iterator<Item = u32> + '_ {
         let r = LeReader::new(b);
-        let at = move |at: usize| r.u32(at).unwrap_or(0);
+        let at = move |at: usize| block_of(r.u32(at).unwrap_or(0));
         (0..DIRECT_POINTERS).map(move |i| at(88 + 4 * i)).chain([at(136), at(140), at(252)])
     }
 
@@ -492,6 +496,23 @@ impl DirRecord {
         w.put_u32(at, self.ino).put_u16(at + 4, self.reclen);
         w.put_u8(at + 6, self.name.len() as u8).put_u8(at + 7, self.kind).put_bytes(at + 8, &self.name);
     }
+}
+
+/// The top bit of a regular file's data pointer (a direct one, or one in
+/// a single indirect block): the block is allocated and reads as zeros,
+/// whatever it holds, until a write clears the mark (fallocate's blocks;
+/// ext4's unwritten extents). Never on an indirect block's own pointer,
+/// nor in a directory, a symlink or an attribute block's.
+pub const UNWRITTEN: u32 = 1 << 31;
+
+/// The block a pointer names, its unwritten mark aside.
+pub fn block_of(pointer: u32) -> u32 {
+    pointer & !UNWRITTEN
+}
+
+/// Whether a (nonzero) pointer carries the unwritten mark.
+pub fn is_unwritten(pointer: u32) -> bool {
+    pointer & UNWRITTEN != 0
 }
 
 /// Block numbers in an indirect block.

@@ -22,8 +22,10 @@ pub const HEADER_BYTES: usize = 512;
 /// microsecond would take two thousand years to reach it, so a larger one
 /// is damage, and the generations after it cannot overflow.
 pub const GENERATION_MAX: u64 = 1 << 56;
-/// The most blocks a file system has: block numbers are `u32`.
-pub const BLOCKS_MAX: u64 = 1 << 32;
+/// The most blocks a file system has: block numbers are `u32`, and a
+/// data pointer's top bit marks its block unwritten (version 3,
+/// [`super::UNWRITTEN`]), so numbers stop below 2^31 (8 TiB).
+pub const BLOCKS_MAX: u64 = 1 << 31;
 /// The most inodes a file system has: inode numbers are `u32`, from 1.
 pub const INODES_MAX: u64 = u32::MAX as u64;
 /// Sector sizes a superblock may record: a power of two in this range (a
@@ -72,7 +74,7 @@ const RESERVED: [(usize, usize); 2] = [(107, 1), (148, HEADER_BYTES - 148)];
 /// The superblock (docs/formats.md, "Superblock").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Superblock {
-    /// The format version it was read with (1 or 2), written back as it
+    /// The format version it was read with (1 to 3), written back as it
     /// is; a mount raises it to [`super::VERSION`].
     pub version: u32,
     pub generation: u64,
@@ -208,7 +210,7 @@ impl Slot<'_> {
             || {
                 format!(
                     "at most the device's {device_blocks} blocks ({device_bytes} bytes; a device smaller than at \
-                     mkfs was cut short) and 2^32 (block numbers are u32)"
+                     mkfs was cut short) and 2^31 (block numbers are u32, their top bit the unwritten mark)"
                 )
             },
         )?;

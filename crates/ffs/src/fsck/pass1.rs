@@ -264,8 +264,12 @@ impl Checker {
                 self.reclaim_dir_block(ino, u64::from(inode.direct[i]))?;
             }
         }
+        // A regular file's data pointers may carry the unwritten mark
+        // (fallocate's blocks); anywhere else a marked pointer names no
+        // block of the device, and is a bad pointer.
+        let file = inode.kind_bits() == S_IFREG;
         for i in 0..DIRECT_POINTERS {
-            let pointer = u64::from(inode.direct[i]);
+            let pointer = u64::from(data_block(inode.direct[i], file));
             if pointer != 0 && self.claim(ino, pointer, &mut claimed, true) == Pointer::Cut {
                 inode.direct[i] = 0;
                 changed = true;
@@ -276,7 +280,7 @@ impl Checker {
                 continue;
             }
             let keep = match self.claim(ino, u64::from(slot), &mut claimed, false) {
-                Pointer::Claimed => self.claim_indirect(ino, slot, level, &mut claimed)?,
+                Pointer::Claimed => self.claim_indirect(ino, slot, level, file, &mut claimed)?,
                 Pointer::Left => true,
                 Pointer::Cut => false,
             };
@@ -398,8 +402,10 @@ impl Checker {
         block: u64,
         to: u32,
     ) -> Result<bool, FsError> {
-        if let Some(p) = inode.direct.iter_mut().find(|p| u64::from(**p) == block) {
-            *p = to;
+        // An unwritten block keeps its mark where it moves to.
+        let moved = |p: u32| if to == 0 { 0 } else { to | (p & UNWRITTEN) };
+        if let Some(p) = inode.direct.iter_mut().find(|p| u64::from(block_of(**p)) == block) {
+            *p = moved(*p);
             return Ok(true);
         }
         let mut holders = Vec::new();
@@ -413,10 +419,11 @@ impl Checker {
         }
         for holder in holders {
             let bytes = self.read(holder)?;
-            if let Some(i) =
-                (0..POINTERS_PER_BLOCK as usize).find(|&i| u64::from(pointer_at(&bytes, i)) == block)
+            if let Some(i) = (0..POINTERS_PER_BLOCK as usize)
+                .find(|&i| u64::from(block_of(pointer_at(&bytes, i))) == block)
             {
-                set_pointer(self.core.cache.modify(&mut self.core.order, holder)?, i, to);
+                let p = moved(pointer_at(&bytes, i));
+                set_pointer(self.core.cache.modify(&mut self.core.order, holder)?, i, p);
                 return Ok(true);
             }
         }
@@ -468,6 +475,7 @@ impl Checker {
         ino: u32,
         block: u32,
         level: u32,
+        file: bool,
         claimed: &mut u64,
     ) -> Result<bool, FsError> {
         let bytes = self.read(u64::from(block))?;
@@ -478,8 +486,9 @@ impl Checker {
             if p == 0 {
                 continue;
             }
-            let ok = match self.claim(ino, u64::from(p), claimed, level == 1) {
-                Pointer::Claimed => level == 1 || self.claim_indirect(ino, p, 1, claimed)?,
+            let named = if level == 1 { data_block(p, file) } else { p };
+            let ok = match self.claim(ino, u64::from(named), claimed, level == 1) {
+                Pointer::Claimed => level == 1 || self.claim_indirect(ino, p, 1, file, claimed)?,
                 Pointer::Left => true,
                 Pointer::Cut => false,
             };
@@ -623,5 +632,16 @@ impl Checker {
             }
         }
         Ok(None)
+    }
+}
+
+/// The block data pointer `p` names: a regular file's (`file`) without
+/// its unwritten mark; any other's as it is (a mark there makes it name
+/// no block of the device: a bad pointer).
+fn data_block(p: u32, file: bool) -> u32 {
+    if file {
+        block_of(p)
+    } else {
+        p
     }
 }

@@ -159,6 +159,22 @@ impl Ordering {
         }
     }
 
+    /// `block`, allocated (`allocated_block` was called), is pointed to
+    /// marked unwritten: no contents of its own need reach the disk first.
+    pub fn allocated_unwritten(&mut self, block: u32) {
+        if let Some(sd) = self.softdep_mut() {
+            sd.allocated_unwritten(block);
+        }
+    }
+
+    /// Unwritten `block` takes its first write: its pointer loses the
+    /// mark once its contents are on the disk.
+    pub fn converted(&mut self, block: u32) {
+        if let Some(sd) = self.softdep_mut() {
+            sd.converted(block);
+        }
+    }
+
     pub fn allocated_inode(&mut self, ino: u32) {
         if let Some(sd) = self.softdep_mut() {
             sd.allocated_inode(ino);

@@ -125,7 +125,8 @@ impl Softdep {
         Ok(())
     }
 
-    fn block_bit_on_disk(&self, blocks: &dyn Blocks, block: u32) -> bool {
+    fn block_bit_on_disk(&self, blocks: &dyn Blocks, pointer: u32) -> bool {
+        let block = block_of(pointer);
         let Some(within) = self.within_group(u64::from(block)) else { return false };
         self.bit_on_disk(blocks, self.block_bitmap(block), within as u32)
     }

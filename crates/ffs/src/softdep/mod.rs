@@ -57,9 +57,9 @@ pub use held::Wait;
 use smallvec::SmallVec;
 
 use crate::format::{
-    all_zero, known_kind, pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, RecordRef, Superblock,
-    BLOCK_BYTES, DIRECT_POINTERS, DIR_CHUNK_BYTES, DT_DIR, INLINE_SYMLINK_BYTES, INODES_PER_BLOCK,
-    INODE_BYTES, POINTERS_PER_BLOCK, S_IFDIR, S_IFLNK,
+    all_zero, block_of, known_kind, pointer_at, set_pointer, DirRecord, DiskInode, InodeSlot, RecordRef,
+    Superblock, BLOCK_BYTES, DIRECT_POINTERS, DIR_CHUNK_BYTES, DT_DIR, INLINE_SYMLINK_BYTES,
+    INODES_PER_BLOCK, INODE_BYTES, POINTERS_PER_BLOCK, S_IFDIR, S_IFLNK, UNWRITTEN,
 };
 use crate::pages::Pages;
 
@@ -260,13 +260,21 @@ impl Epoch {
 type Ticks = Pages<u64>;
 
 /// A block allocated and not yet settled (rule 1): when it was
-/// allocated, when its contents were last written, and when a write of
-/// them was last made durable (sequence numbers; 0 is never).
+/// allocated (or, unwritten, took its first write), when its contents
+/// were last written, and when a write of them was last made durable
+/// (sequence numbers; 0 is never).
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 struct FreshBlock {
     allocated: u64,
     written: u64,
     durable: u64,
+    /// When its bit was set in its group's block map, which must be
+    /// durable after it: `allocated`, or for an unwritten block's first
+    /// write the allocation's (0: durable already).
+    mapped: u64,
+    /// Pointed to marked unwritten: it reads as zeros whatever it holds,
+    /// so no write of its contents is waited for.
+    unwritten: bool,
 }
 
 /// The disk's image of a block: a copy, or zeros for a block newly
@@ -485,7 +493,26 @@ impl Softdep {
 
     pub fn allocated_block(&mut self, block: u32) {
         let at = self.tick();
-        self.fresh_blocks.insert(u64::from(block), FreshBlock { allocated: at, written: 0, durable: 0 });
+        let fresh = FreshBlock { allocated: at, mapped: at, ..FreshBlock::default() };
+        self.fresh_blocks.insert(u64::from(block), fresh);
+    }
+
+    /// `block`, just allocated, is pointed to marked unwritten: it settles
+    /// once its bit is on the disk.
+    pub fn allocated_unwritten(&mut self, block: u32) {
+        if let Some(fresh) = self.fresh_blocks.get_mut(u64::from(block)) {
+            fresh.unwritten = true;
+        }
+    }
+
+    /// Unwritten `block` takes its first write: from now its pointer
+    /// without the mark waits for those contents, as a new block's does
+    /// (and for its bit, if that is not on the disk yet).
+    pub fn converted(&mut self, block: u32) {
+        let at = self.tick();
+        let mapped = self.fresh_blocks.get(u64::from(block)).map_or(0, |f| f.mapped);
+        let fresh = FreshBlock { allocated: at, mapped, ..FreshBlock::default() };
+        self.fresh_blocks.insert(u64::from(block), fresh);
     }
 
     pub fn allocated_inode(&mut self, ino: u32) {
@@ -626,7 +653,10 @@ impl Softdep {
     }
 
     /// Rule 1: the block's bit and its contents are on the disk.
-    fn settled(&self, block: u32) -> bool {
+    /// Whether what pointer `p` names may be pointed to on the disk: its
+    /// block settled (an unwritten one once its bit is there).
+    fn settled(&self, p: u32) -> bool {
+        let block = block_of(p);
         match self.fresh_blocks.get(u64::from(block)) {
             None => true,
             Some(fresh) => self.fresh_settled(block, &fresh),
@@ -634,7 +664,8 @@ impl Softdep {
     }
 
     fn fresh_settled(&self, block: u32, fresh: &FreshBlock) -> bool {
-        fresh.durable > fresh.allocated && self.durable_after(self.block_bitmap(block), fresh.allocated)
+        (fresh.unwritten || fresh.durable > fresh.allocated)
+            && (fresh.mapped == 0 || self.durable_after(self.block_bitmap(block), fresh.mapped))
     }
 
     /// Where `block` is within its group (None outside the groups).
@@ -651,7 +682,7 @@ impl Softdep {
     /// Whether `block` was allocated and its contents not written since:
     /// what points to it waits for a first write, rolled back or not.
     pub fn unwritten_since_allocated(&self, block: u64) -> bool {
-        self.fresh_blocks.get(block).is_some_and(|f| f.written < f.allocated)
+        self.fresh_blocks.get(block).is_some_and(|f| !f.unwritten && f.written < f.allocated)
     }
 
     /// A fresh block's contents were written (event `at`).

@@ -188,8 +188,9 @@ impl Softdep {
         w.nlink = u16::try_from(u32::from(m.nlink) + pending).unwrap_or(u16::MAX);
         let was = |now: u32, then: Option<u32>| now != 0 && then != Some(now) && !self.settled(now);
         for k in 0..DIRECT_POINTERS {
-            if was(m.direct[k], d.as_ref().map(|d| d.direct[k])) {
-                w.direct[k] = 0;
+            let then = d.as_ref().map(|d| d.direct[k]);
+            if was(m.direct[k], then) {
+                w.direct[k] = rolled_back(m.direct[k], then.unwrap_or(0));
             }
         }
         if was(m.single, d.as_ref().map(|d| d.single)) {
@@ -313,10 +314,23 @@ impl Softdep {
         let mut out: Option<AlignedBuf> = None;
         for k in 0..POINTERS_PER_BLOCK as usize {
             let p = pointer_at(memory, k);
-            if p != 0 && p != pointer_at(disk, k) && !self.settled(p) {
-                set_pointer(out.get_or_insert_with(|| block_copy(memory)), k, 0);
+            let then = pointer_at(disk, k);
+            if p != 0 && p != then && !self.settled(p) {
+                set_pointer(out.get_or_insert_with(|| block_copy(memory)), k, rolled_back(p, then));
             }
         }
         out
+    }
+}
+
+/// What a data pointer `now` not yet settled is written as, where the
+/// disk holds `then`: the same block still marked unwritten when that is
+/// what the disk has (its first write not on the disk yet: the block
+/// stays allocated, reading as zeros), else a hole.
+fn rolled_back(now: u32, then: u32) -> u32 {
+    if then == now | UNWRITTEN {
+        then
+    } else {
+        0
     }
 }

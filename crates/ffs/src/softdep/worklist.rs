@@ -346,7 +346,9 @@ impl Softdep {
                 links(slot).is_some() && DiskInode::pointers_in(slot).any(|p| contains(&p))
             }
             Wait::Indirect(block) => match self.on_disk(blocks, block) {
-                Some(disk) => (0..POINTERS_PER_BLOCK as usize).any(|k| contains(&pointer_at(&disk, k))),
+                Some(disk) => {
+                    (0..POINTERS_PER_BLOCK as usize).any(|k| contains(&block_of(pointer_at(&disk, k))))
+                }
                 None => true,
             },
         }

@@ -15,4 +15,5 @@ mod rename;
 mod special;
 mod superblock;
 mod unclean;
+mod unwritten;
 mod xattr;

@@ -270,14 +270,14 @@ fn write_both_slots(dev: &Arc<dyn Device>, sb: &Superblock) {
 }
 
 #[test]
-fn a_version_1_image_is_read_and_its_first_mount_makes_it_version_2() {
+fn a_version_1_image_is_read_and_its_first_mount_makes_it_the_newest() {
     let dev = fresh(16 << 20);
     let fs = mount(&dev, Policy::Sync);
     let f = fs.create(ROOT, OsStr::new("old"), Owner::root(0o644)).unwrap();
     fs.write(f.ino, 0, b"version 1 data").unwrap();
     fs.unmount().unwrap();
     let mut sb = ffs::read_superblock(&dev).unwrap();
-    assert_eq!(sb.version, 2, "mkfs makes version 2");
+    assert_eq!(sb.version, ffs::format::VERSION, "mkfs makes the newest version");
     sb.version = 1;
     write_both_slots(&dev, &sb);
     assert_eq!(ffs::read_superblock(&dev).unwrap().version, 1);
@@ -289,18 +289,22 @@ fn a_version_1_image_is_read_and_its_first_mount_makes_it_version_2() {
     assert_eq!(&buf, b"version 1 data");
     fs.mknod(ROOT, OsStr::new("p"), FileType::Fifo, 0, Owner::root(0o644)).unwrap();
     fs.unmount().unwrap();
-    assert_eq!(ffs::read_superblock(&dev).unwrap().version, 2, "what may hold a FIFO says version 2");
+    assert_eq!(
+        ffs::read_superblock(&dev).unwrap().version,
+        ffs::format::VERSION,
+        "what may hold a FIFO says the newest version"
+    );
 }
 
 #[test]
-fn a_version_past_2_is_refused_naming_the_versions_read() {
+fn a_version_past_3_is_refused_naming_the_versions_read() {
     let dev = fresh(16 << 20);
     let mut sb = ffs::read_superblock(&dev).unwrap();
-    sb.version = 3;
+    sb.version = 4;
     write_both_slots(&dev, &sb);
     let err = ffs::read_superblock(&dev).unwrap_err();
-    assert!(matches!(err, FsError::Version { found: 3, oldest: 1, newest: 2 }), "{err}");
-    assert!(err.to_string().contains("versions 1 to 2"), "{err}");
+    assert!(matches!(err, FsError::Version { found: 4, oldest: 1, newest: 3 }), "{err}");
+    assert!(err.to_string().contains("versions 1 to 3"), "{err}");
 }
 
 /// A character device's inode, byte for byte as docs/formats.md ("Inode")

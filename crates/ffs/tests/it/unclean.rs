@@ -172,9 +172,9 @@ fn a_check_that_leaves_damage_records_it_and_mounts_refuse() {
 }
 
 /// A version 1 superblock (before `damage`) reads as recording none; its
-/// byte 106 is reserved there, and a mount writes version 2.
+/// byte 106 is reserved there, and a mount writes the newest version.
 #[test]
-fn a_version_1_superblock_is_read_and_rewritten_as_version_2() {
+fn a_version_1_superblock_is_read_and_rewritten_as_the_newest() {
     let dev = fresh(8 << 20);
     let version_1 = |dev: &Arc<dyn Device>, byte_106: u8| {
         for slot in 0..2u64 {
@@ -195,7 +195,7 @@ fn a_version_1_superblock_is_read_and_rewritten_as_version_2() {
     let mut block = vec![0u8; 4096];
     let newest = ffs::read_superblock_slots(&dev).unwrap().slot;
     dev.read_at(&mut block, u64::from(newest) * 4096).unwrap();
-    assert_eq!(block[8..12], 2u32.to_le_bytes(), "rewritten as version 2");
+    assert_eq!(block[8..12], ffs::format::VERSION.to_le_bytes(), "rewritten as the newest version");
     version_1(&dev, 1);
     let err = ffs::read_superblock(&dev).unwrap_err().to_string();
     assert!(err.contains("reserved"), "{err}");

@@ -1,0 +1,215 @@
+//! Blocks fallocate allocates are marked unwritten in their pointers
+//! (`format::UNWRITTEN`): nothing is written to them, they read as zeros
+//! whatever the device holds there, and a write's first touch makes them
+//! ordinary blocks, whose contents each policy orders as a new block's.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use device::{CrashPoint, CrashPolicy, Device, Event, MemDevice, Recording, RecordingDevice, Replayer};
+use ffs::format::{BLOCK_BYTES, UNWRITTEN};
+use ffs::fsck::{fsck, Class, Repair};
+use ffs::{mkfs, Ffs, MkfsOptions, MountOptions, Policy};
+use fsapi::{Fallocate, FileSystem, Owner, ROOT};
+
+use crate::common::{assert_checks_clean, mount, stored};
+
+const B: u64 = BLOCK_BYTES as u64;
+const POLICIES: [Policy; 4] = [Policy::Async, Policy::Sync, Policy::Softdep, Policy::Log];
+const GROW: Fallocate = Fallocate::Allocate { keep_size: false };
+/// What every free block of [`garbage_filled`]'s device holds.
+const GARBAGE: u8 = 0xee;
+
+/// A file system on `bytes` whose every free block holds [`GARBAGE`] (a
+/// removed file's data), as a used disk's do.
+fn garbage_filled(bytes: u64) -> (Arc<MemDevice>, Arc<dyn Device>) {
+    let mem = Arc::new(MemDevice::new(bytes).unwrap());
+    let dev: Arc<dyn Device> = mem.clone();
+    mkfs(&dev, &MkfsOptions::default()).unwrap();
+    let fs = mount(&dev, Policy::Async);
+    let f = fs.create(ROOT, OsStr::new("filler"), Owner::root(0o644)).unwrap().ino;
+    let free = fs.statfs().unwrap().blocks_free;
+    // Less than every free block: the filler's indirect blocks take some.
+    fs.write(f, 0, &vec![GARBAGE; ((free - free / 512 - 8) * B) as usize]).unwrap();
+    fs.forget(f, 1);
+    fs.unlink(ROOT, OsStr::new("filler")).unwrap();
+    fs.unmount().unwrap();
+    (mem, dev)
+}
+
+fn read(fs: &dyn FileSystem, ino: u64, offset: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let n = fs.read(ino, offset, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn bytes_written(events: &[Event]) -> u64 {
+    events.iter().map(|e| if let Event::Write { data, .. } = e { data.len() as u64 } else { 0 }).sum()
+}
+
+#[test]
+fn fallocate_writes_none_of_the_blocks_it_allocates() {
+    for policy in POLICIES {
+        let mem = Arc::new(MemDevice::new(64 << 20).unwrap());
+        let dev: Arc<dyn Device> = mem;
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let recording = Recording::new();
+        let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
+        let fs = Ffs::mount(recorded, &MountOptions { policy, cache_bytes: 1 << 20, ..Default::default() })
+            .unwrap();
+        let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+        fs.fallocate(f, GROW, 0, 32 << 20).unwrap();
+        assert_eq!(fs.getattr(f).unwrap().blocks, (32 << 20) / 512 + 9 * 8, "{policy:?}");
+        fs.fsync(f, false).unwrap();
+        fs.unmount().unwrap();
+        let written = bytes_written(&recording.events());
+        // The maps, the indirect blocks (9 of them), the inode, the
+        // superblock and the log: far from the 32 MiB allocated.
+        assert!(written < 2 << 20, "{policy:?}: {written} bytes written for 32 MiB allocated");
+    }
+}
+
+#[test]
+fn unwritten_blocks_read_as_zeros_over_old_data_and_a_write_keeps_zeros_around_it() {
+    for policy in POLICIES {
+        let (_, dev) = garbage_filled(16 << 20);
+        let fs = mount(&dev, policy);
+        let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+        fs.fallocate(f, GROW, 0, 2 << 20).unwrap();
+        assert!(read(&fs, f, 0, 2 << 20).iter().all(|&b| b == 0), "{policy:?}: zeros before a write");
+        // Into a direct block and one under the single indirect block,
+        // neither on a block's edge.
+        fs.write(f, 100, b"first").unwrap();
+        fs.write(f, 40 * B + 4000, b"across an edge").unwrap();
+        fs.forget(f, 1);
+        fs.unmount().unwrap();
+        assert_checks_clean(&dev, &format!("{policy:?}"));
+        let fs = mount(&dev, policy);
+        let f = fs.lookup(ROOT, OsStr::new("f")).unwrap().ino;
+        let all = read(&fs, f, 0, 2 << 20);
+        assert_eq!(all.len(), 2 << 20, "{policy:?}");
+        assert_eq!(&all[100..105], b"first", "{policy:?}");
+        assert_eq!(&all[(40 * B + 4000) as usize..][..14], b"across an edge", "{policy:?}");
+        let zeros = all.iter().filter(|&&b| b == 0).count();
+        assert_eq!(zeros, (2 << 20) - 5 - 14, "{policy:?}: zeros everywhere else");
+        fs.unmount().unwrap();
+    }
+}
+
+#[test]
+fn zeroing_a_range_of_unwritten_blocks_writes_none_of_them() {
+    let (_, dev) = garbage_filled(16 << 20);
+    let recording = Recording::new();
+    let fs = mount(&dev, Policy::Softdep);
+    let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+    fs.fallocate(f, GROW, 0, 4 << 20).unwrap();
+    fs.unmount().unwrap();
+    let recorded: Arc<dyn Device> =
+        Arc::new(RecordingDevice::new(Arc::clone(&dev), 0, Arc::clone(&recording)));
+    let fs = Ffs::mount(recorded, &MountOptions { policy: Policy::Softdep, ..Default::default() }).unwrap();
+    fs.fallocate(f, Fallocate::ZeroRange { keep_size: true }, 0, 4 << 20).unwrap();
+    assert!(read(&fs, f, 0, 4 << 20).iter().all(|&b| b == 0));
+    fs.unmount().unwrap();
+    let written = bytes_written(&recording.events());
+    assert!(written < 1 << 20, "{written} bytes written to zero 4 MiB of unwritten blocks");
+}
+
+/// A file of 40 blocks is allocated and fsync'd, then written in part and
+/// fsync'd, then written more without one while another file's fsync
+/// writes the inode block they share. Every state a crash leaves
+/// (each write since the last flush kept or not) reads, once checked
+/// (`-y`, which also replays the log), as zeros or the bytes written,
+/// never what the blocks held before (`GARBAGE`), with what the second
+/// fsync covered in place. Returns how many states held the file.
+fn no_crash_shows_old_data_through_an_unwritten_block(policy: Policy) -> usize {
+    let (mem, dev) = garbage_filled(8 << 20);
+    let initial = MemDevice::from_bytes("initial", &mem.to_vec(), dev.sector_bytes()).unwrap();
+    let recording = Recording::new();
+    let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
+    let fs =
+        Ffs::mount(recorded, &MountOptions { policy, cache_bytes: 1 << 20, ..Default::default() }).unwrap();
+    let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+    fs.fallocate(f, GROW, 0, 40 * B).unwrap();
+    fs.fsync(f, false).unwrap();
+    fs.fsync(ROOT, false).unwrap();
+    fs.write(f, 3 * B + 10, &[0x11; 100]).unwrap();
+    fs.write(f, 20 * B, &[0x22; 2 * B as usize]).unwrap();
+    fs.fsync(f, false).unwrap();
+    recording.mark(1);
+    fs.write(f, 5 * B, &[0x33; 600]).unwrap();
+    fs.write(f, 30 * B + 4090, &[0x44; 20]).unwrap();
+    // Another file's fsync writes the inode block both inodes are in,
+    // while the first file's new data is still only in memory.
+    let g = fs.create(ROOT, OsStr::new("g"), Owner::root(0o644)).unwrap().ino;
+    fs.write(g, 0, b"g").unwrap();
+    fs.fsync(g, false).unwrap();
+    fs.forget(f, 1);
+    fs.forget(g, 1);
+    fs.unmount().unwrap();
+    let events = recording.events();
+    let synced = events.iter().position(|e| matches!(e, Event::Mark(1))).unwrap();
+    let mut replayer = Replayer::new(events.clone(), vec![initial]);
+    let mut held = 0;
+    for at in 0..=events.len() {
+        for (crash, seed) in
+            [(CrashPolicy::KeepAll, 0), (CrashPolicy::KeepSubset, at as u64), (CrashPolicy::DropUnflushed, 0)]
+        {
+            let point = CrashPoint { after_events: at, policy: crash, seed };
+            let image: Arc<dyn Device> = Arc::new(replayer.images_at(point).unwrap().remove(0));
+            fsck(&image, Repair::Yes).unwrap();
+            let fs = mount(&image, policy);
+            let Ok(attr) = fs.lookup(ROOT, OsStr::new("f")) else {
+                assert!(at < synced, "{policy:?}, {crash:?} after event {at}: the file is fsync'd");
+                continue;
+            };
+            held += 1;
+            let all = read(&fs, attr.ino, 0, 40 * B as usize);
+            let what = format!("{policy:?}, {crash:?} after event {at}");
+            assert!(!all.contains(&GARBAGE), "{what}: old data shows through");
+            if at >= synced {
+                assert_eq!(all.len(), 40 * B as usize, "{what}");
+                assert_eq!(&all[(3 * B + 10) as usize..][..100], &[0x11; 100], "{what}");
+                assert_eq!(&all[(20 * B) as usize..][..2 * B as usize], &[0x22; 2 * B as usize], "{what}");
+            }
+            fs.unmount().unwrap();
+        }
+    }
+    held
+}
+
+#[test]
+fn under_softdep_no_crash_shows_old_data_through_an_unwritten_block() {
+    assert!(no_crash_shows_old_data_through_an_unwritten_block(Policy::Softdep) > 0);
+}
+
+#[test]
+fn under_log_no_crash_shows_old_data_through_an_unwritten_block() {
+    assert!(no_crash_shows_old_data_through_an_unwritten_block(Policy::Log) > 0);
+}
+
+/// A directory's pointer carrying the unwritten mark names no block: fsck
+/// finds a bad block pointer (a file's is its own block, clean).
+#[test]
+fn fsck_finds_an_unwritten_mark_on_a_directory_pointer() {
+    let dev = crate::common::fresh(8 << 20);
+    let fs = mount(&dev, Policy::Sync);
+    let d = fs.mkdir(ROOT, OsStr::new("d"), Owner::root(0o755)).unwrap().ino;
+    let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+    fs.fallocate(f, GROW, 0, 8 * B).unwrap();
+    fs.forget(d, 1);
+    fs.forget(f, 1);
+    fs.unmount().unwrap();
+    assert_checks_clean(&dev, "a file's unwritten blocks");
+    let file = stored(&dev, f);
+    assert!(file.direct[..8].iter().all(|&p| p & UNWRITTEN != 0), "fallocate's pointers carry the mark");
+    let mut dir = stored(&dev, d);
+    dir.direct[0] |= UNWRITTEN;
+    let (block, at) = ffs::read_superblock(&dev).unwrap().inode_place(d as u32);
+    let mut buf = vec![0u8; BLOCK_BYTES];
+    dev.read_at(&mut buf, block * B).unwrap();
+    dir.encode(d as u32, &mut buf[at..at + 256]);
+    dev.write_at(&buf, block * B).unwrap();
+    let report = fsck(&dev, Repair::No).unwrap();
+    assert!(report.findings.iter().any(|x| x.class == Class::BadBlockPointer), "{:?}", report.findings);
+}
