@@ -143,6 +143,78 @@ impl Core {
         Err(Errno::NOSPC)
     }
 
+    /// Up to `want` free blocks near `hint`, as many as one group's map
+    /// gives from the first free one on (changed once for all of them),
+    /// in block order; at least one, else ENOSPC (as [`Core::alloc_block`],
+    /// which it falls back to when that group has none to give at once).
+    pub fn alloc_blocks(&mut self, hint: u64, want: usize) -> Result<Vec<u32>, Errno> {
+        let taken = self.alloc_run_once(hint, want)?;
+        if taken.is_empty() {
+            return Ok(vec![self.alloc_block(hint)?]);
+        }
+        for &block in &taken {
+            self.order.allocated_block(block);
+        }
+        Ok(taken)
+    }
+
+    /// The free blocks of the first group from `hint`'s on that has any,
+    /// up to `want`, taken in its map (none when no free block can be
+    /// taken now: the caller's fallback commits or waits as it must).
+    fn alloc_run_once(&mut self, hint: u64, want: usize) -> Result<Vec<u32>, Errno> {
+        let groups = self.sb.groups;
+        let hint = hint.clamp(self.sb.first_group_block, self.sb.blocks - 1);
+        let first = ((hint - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group)) as u32;
+        let durable = if self.log.freed.is_empty() { u64::MAX } else { self.log.durable() };
+        for k in 0..groups {
+            let g = (first + k) % groups;
+            if self.groups[g as usize].free_blocks == 0 {
+                continue;
+            }
+            let start = self.sb.group_start(g);
+            let from = if k == 0 { (hint - start) as u32 } else { 0 };
+            let limit = self.sb.group_blocks(g);
+            let map_block = start + BLOCK_BITMAP;
+            let found = match self.cache.read(&mut self.order, map_block) {
+                Ok(map) => {
+                    let floor = rotor_of(&mut self.rotors, map_block, map, limit);
+                    let freed = &self.log.freed;
+                    find_clear(map, from, limit, floor, |i| {
+                        freed.waits((start + u64::from(i)) as u32, durable)
+                    })
+                    .map(|i| (i, floor))
+                }
+                Err(e) => return Err(io_failed(self, e)),
+            };
+            let Some((first_free, floor)) = found else { continue };
+            let map = match self.cache.modify(&mut self.order, map_block) {
+                Ok(map) => map,
+                Err(e) => return Err(io_failed(self, e)),
+            };
+            let freed = &self.log.freed;
+            let skip = |i: u32| freed.waits((start + u64::from(i)) as u32, durable);
+            let mut bits = Vec::with_capacity(want);
+            let mut next = Some(first_free);
+            // Each bit taken is set at once, so the search (which wraps
+            // round to the map's start) never finds it again.
+            while let Some(i) = next {
+                map[(i / 8) as usize] |= 1 << (i % 8);
+                bits.push(i);
+                if bits.len() == want {
+                    break;
+                }
+                next = find_clear(map, i + 1, limit, floor, skip);
+            }
+            let taken = bits.len() as u32;
+            self.groups[g as usize].free_blocks -= taken;
+            self.groups_dirty.insert(g);
+            self.sb.free_blocks -= u64::from(taken);
+            bits.sort_unstable();
+            return Ok(bits.into_iter().map(|i| (start + u64::from(i)) as u32).collect());
+        }
+        Ok(Vec::new())
+    }
+
     /// Returns `blocks`, no longer pointed to in memory, to the free maps.
     /// Under `softdep` they stay taken until `waits` hold (the pointers
     /// gone from the disk too); the other policies order their own writes.

@@ -209,6 +209,89 @@ impl Core {
         Ok(got)
     }
 
+    /// Allocates, marked unwritten, the holes among file blocks `n..end`
+    /// that share `n`'s holder (the direct pointers, or one single
+    /// indirect block, made first if it is missing), the blocks taken a
+    /// run at a time and the holder changed once; pushes each file block
+    /// it allocated to `new` (so that a failure part way leaves them to be
+    /// given back) and returns the first block past the run.
+    pub fn allocate_unwritten(
+        &mut self,
+        ino: u32,
+        inode: &mut DiskInode,
+        n: u64,
+        end: u64,
+        new: &mut Vec<u64>,
+    ) -> Result<u64, Errno> {
+        if n >= DOUBLE_END {
+            return Err(Errno::FBIG);
+        }
+        if n < DIRECT {
+            let stop = end.min(DIRECT);
+            for k in n..stop {
+                if let Some((_, true)) = self.map(ino, inode, k, Want::Unwritten)? {
+                    new.push(k);
+                }
+            }
+            return Ok(stop);
+        }
+        let hint = self.hint(ino, inode, n)?;
+        let (holder, base, span_end) = if n < SINGLE_END {
+            if inode.single == 0 {
+                inode.single = self.new_indirect(inode, hint)?;
+            }
+            (inode.single, DIRECT, SINGLE_END)
+        } else {
+            if inode.double == 0 {
+                inode.double = self.new_indirect(inode, hint)?;
+            }
+            let outer = (n - SINGLE_END) / POINTERS_PER_BLOCK;
+            let single = self.through(inode, inode.double, outer, true, hint)?.ok_or(Errno::IO)?;
+            let base = SINGLE_END + outer * POINTERS_PER_BLOCK;
+            (single, base, base + POINTERS_PER_BLOCK)
+        };
+        let stop = end.min(span_end);
+        let pointers = self.pointers(holder, n - base)?;
+        let holes: Vec<u64> = (n..stop).filter(|&k| pointers[(k - n) as usize] == 0).collect();
+        // Next to the block before the first hole, when it has one.
+        let before =
+            holes.first().and_then(|&k| k.checked_sub(n + 1)).map(|i| block_of(pointers[i as usize]));
+        let mut near = before.filter(|&b| b != 0).map_or(hint, |b| u64::from(b) + 1);
+        let mut taken: Vec<(u64, u32)> = Vec::with_capacity(holes.len());
+        let mut failed = None;
+        while taken.len() < holes.len() {
+            match self.alloc_blocks(near, holes.len() - taken.len()) {
+                Ok(blocks) => {
+                    near = u64::from(blocks[blocks.len() - 1]) + 1;
+                    for block in blocks {
+                        self.order.allocated_unwritten(block);
+                        taken.push((holes[taken.len()], block));
+                    }
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if !taken.is_empty() {
+            self.order.set_kind(u64::from(holder), crate::softdep::Kind::Indirect);
+            let bytes = match self.cache.modify(&mut self.order, u64::from(holder)) {
+                Ok(bytes) => bytes,
+                Err(e) => return Err(io_failed(self, e)),
+            };
+            for &(k, block) in &taken {
+                set_pointer(bytes, (k - base) as usize, block | UNWRITTEN);
+            }
+            inode.blocks_512 += UNITS * taken.len() as u64;
+            new.extend(taken.iter().map(|&(k, _)| k));
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(stop),
+        }
+    }
+
     /// The device block of file block `n` of inode `ino`; with `alloc`, a
     /// hole is filled with a new zeroed block, and an unwritten block
     /// becomes a written one holding zeros (either returned as new).

@@ -30,8 +30,6 @@ enum What<'a> {
     Data(&'a [u8]),
     /// Zeros, every block allocated.
     Zeros,
-    /// Nothing: only the holes get blocks, marked unwritten.
-    Holes,
 }
 
 /// A fill in progress: what it puts, and how far it got.
@@ -39,19 +37,16 @@ pub struct Fill<'a> {
     what: What<'a>,
     /// Bytes of the range covered so far.
     pub done: u64,
-    /// The file blocks an allocation of holes allocated, in order
-    /// (fallocate gives them back when it fails; a write keeps none).
-    pub new: Vec<u64>,
 }
 
 impl<'a> Fill<'a> {
     /// A write of `data`: the size follows it.
     pub fn data(data: &'a [u8]) -> Fill<'a> {
-        Fill { what: What::Data(data), done: 0, new: Vec::new() }
+        Fill { what: What::Data(data), done: 0 }
     }
 
     fn of(what: What<'a>) -> Fill<'a> {
-        Fill { what, done: 0, new: Vec::new() }
+        Fill { what, done: 0 }
     }
 
     fn grows(&self) -> bool {
@@ -92,7 +87,6 @@ impl Core {
                 // Every block of the range is allocated by now (`allocate`):
                 // None is an unwritten block, zeros already.
                 What::Zeros => Want::Read,
-                What::Holes => Want::Unwritten,
             };
             let mapped = self.map(ino, inode, n, want)?;
             match (fill.what, mapped) {
@@ -111,9 +105,8 @@ impl Core {
                         Err(e) => return Err(io_failed(self, e)),
                     }
                 }
-                (What::Holes, Some((_, true))) => fill.new.push(n),
-                (What::Data(_) | What::Holes, None) => return Err(Errno::IO),
-                (What::Zeros, None) | (What::Holes, Some((_, false))) => {}
+                (What::Data(_), None) => return Err(Errno::IO),
+                (What::Zeros, None) => {}
             }
             fill.done += part as u64;
         }
@@ -194,9 +187,9 @@ impl Core {
     ) -> Result<()> {
         let (first, last) = (offset / B, end.div_ceil(B));
         self.ensure_room(inode, first, last)?;
-        let mut holes = Fill::of(What::Holes);
-        if let Err(e) = self.fill(ino, inode, offset, end - offset, &mut holes) {
-            for run in holes.new.chunk_by(|a, b| b == &(a + 1)) {
+        let mut new = Vec::new();
+        if let Err(e) = self.fill_holes(ino, inode, first, last, &mut new) {
+            for run in new.chunk_by(|a, b| b == &(a + 1)) {
                 self.shed_in_chunks(ino, inode, run[0], run[run.len() - 1] + 1)?;
                 self.release_blocks(ino, inode, run[0], run[run.len() - 1] + 1)?;
             }
@@ -211,6 +204,31 @@ impl Core {
             inode.size = inode.size.max(end);
         }
         self.put_inode(ino, inode)?;
+        Ok(())
+    }
+
+    /// Gives each hole among file blocks `first..end` a block marked
+    /// unwritten, a holder's run at a time; pushes to `new` the file
+    /// blocks it allocated. Under `log`, between runs, a full transaction
+    /// is committed before it goes on (so that it stays whole).
+    fn fill_holes(
+        &mut self,
+        ino: u32,
+        inode: &mut DiskInode,
+        first: u64,
+        end: u64,
+        new: &mut Vec<u64>,
+    ) -> Result<()> {
+        let mut n = first;
+        while n < end {
+            if n > first && self.commit_due() {
+                self.put_inode(ino, inode)?;
+                if let Err(e) = self.commit_behind() {
+                    return Err(io_failed(self, e));
+                }
+            }
+            n = self.allocate_unwritten(ino, inode, n, end, new)?;
+        }
         Ok(())
     }
 
