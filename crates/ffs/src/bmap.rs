@@ -17,6 +17,10 @@ const DOUBLE_END: u64 = SINGLE_END + POINTERS_PER_BLOCK * POINTERS_PER_BLOCK;
 /// 512-byte units in a block, for `blocks_512`.
 const UNITS: u64 = 8;
 
+/// A file block's device block and whether this call allocated it (or
+/// cleared its unwritten mark); None: a hole, or unwritten to a reader.
+type BlockOf = Option<(u32, bool)>;
+
 /// What a mapping of a file block asks for ([`Core::map`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Want {
@@ -127,7 +131,7 @@ impl Core {
         p: u32,
         want: Want,
         hint: u64,
-    ) -> Result<(Option<u32>, Option<(u32, bool)>), Errno> {
+    ) -> Result<(Option<u32>, BlockOf), Errno> {
         Ok(match (p, want) {
             (0, Want::Read) => (None, None),
             (0, Want::Written) => {
