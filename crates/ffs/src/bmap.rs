@@ -260,24 +260,9 @@ impl Core {
         // Next to the block before the first hole, when it has one.
         let before =
             holes.first().and_then(|&k| k.checked_sub(n + 1)).map(|i| block_of(pointers[i as usize]));
-        let mut near = before.filter(|&b| b != 0).map_or(hint, |b| u64::from(b) + 1);
-        let mut taken: Vec<(u64, u32)> = Vec::with_capacity(holes.len());
-        let mut failed = None;
-        while taken.len() < holes.len() {
-            match self.alloc_blocks(near, holes.len() - taken.len()) {
-                Ok(blocks) => {
-                    near = u64::from(blocks[blocks.len() - 1]) + 1;
-                    for block in blocks {
-                        self.order.allocated_unwritten(block);
-                        taken.push((holes[taken.len()], block));
-                    }
-                }
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
+        let near = before.filter(|&b| b != 0).map_or(hint, |b| u64::from(b) + 1);
+        let (blocks, failed) = self.take_unwritten(near, holes.len());
+        let taken: Vec<(u64, u32)> = holes.into_iter().zip(blocks).collect();
         if !taken.is_empty() {
             self.order.set_kind(u64::from(holder), crate::softdep::Kind::Indirect);
             let bytes = match self.cache.modify(&mut self.order, u64::from(holder)) {
@@ -294,6 +279,25 @@ impl Core {
             Some(e) => Err(e),
             None => Ok(stop),
         }
+    }
+
+    /// Up to `count` blocks near `near`, a run at a time, each to be
+    /// pointed to marked unwritten; with the error that stopped it short.
+    fn take_unwritten(&mut self, mut near: u64, count: usize) -> (Vec<u32>, Option<Errno>) {
+        let mut taken = Vec::with_capacity(count);
+        while taken.len() < count {
+            match self.alloc_blocks(near, count - taken.len()) {
+                Ok(blocks) => {
+                    near = u64::from(blocks[blocks.len() - 1]) + 1;
+                    for &block in &blocks {
+                        self.order.allocated_unwritten(block);
+                    }
+                    taken.extend(blocks);
+                }
+                Err(e) => return (taken, Some(e)),
+            }
+        }
+        (taken, None)
     }
 
     /// The device block of file block `n` of inode `ino`; with `alloc`, a
