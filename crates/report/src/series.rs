@@ -82,15 +82,16 @@ pub fn fio_logs(r: &JobResult) -> [(&'static str, String); 3] {
     [("bw", bw), ("iops", iops), ("lat", lat)]
 }
 
-/// The header of `--output-format csv`.
-pub const RUN_CSV_HEADER: &str = "job,target,engine,threads,iodepth,rw,bs,elapsed_s,\
+/// The header of `--output-format csv`: `run` numbers a job's repeats
+/// from 1.
+pub const RUN_CSV_HEADER: &str = "job,run,target,engine,threads,iodepth,rw,bs,elapsed_s,\
 read_ios,read_iops,read_mib_s,read_lat_mean_us,read_lat_p50_us,read_lat_p99_us,read_lat_max_us,\
 write_ios,write_iops,write_mib_s,write_lat_mean_us,write_lat_p50_us,write_lat_p99_us,write_lat_max_us,\
 flushes,cpu_pct";
 
-/// One run as a line of `--output-format csv` (fields as the header; a
-/// field holding a comma is quoted).
-pub fn run_csv_line(job: &str, r: &JobResult) -> String {
+/// Run `run` (from 1) of a job as a line of `--output-format csv` (fields
+/// as the header; a field holding a comma is quoted).
+pub fn run_csv_line(job: &str, run: usize, r: &JobResult) -> String {
     let quote = |s: &str| {
         if s.contains([',', '"']) {
             format!("\"{}\"", s.replace('"', "\"\""))
@@ -106,8 +107,9 @@ pub fn run_csv_line(job: &str, r: &JobResult) -> String {
         )
     };
     format!(
-        "{},{},{},{},{},{},{},{:.3},{},{},{},{:.1}",
+        "{},{},{},{},{},{},{},{},{:.3},{},{},{},{:.1}",
         quote(job),
+        run,
         quote(&r.target),
         r.engine,
         r.threads,

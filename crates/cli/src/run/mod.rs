@@ -156,8 +156,8 @@ fn write_results(args: &RunArgs, outcome: &Outcome, percentiles: &[f64]) -> anyh
     if args.output_format == OutputFormat::Csv {
         println!("{}", report::RUN_CSV_HEADER);
         for job in &outcome.reports {
-            for run in &job.runs {
-                println!("{}", report::run_csv_line(&job.name, run));
+            for (n, run) in (1..).zip(&job.runs) {
+                println!("{}", report::run_csv_line(&job.name, n, run));
             }
         }
     }

@@ -54,6 +54,34 @@ fn missing_file_without_size_says_how_to_create_it() {
     assert!(!path.exists(), "nothing is created without a size");
 }
 
+/// A missing name under /dev is a device that is not there: no file is
+/// offered, with or without --size.
+#[test]
+fn a_missing_device_is_named_and_no_file_is_made_in_dev() {
+    for extra in [&[][..], &["--size", "1m"][..]] {
+        let mut args = vec!["run", "--target", "/dev/iolab-no-such-device", "--runtime", "1"];
+        args.extend(extra);
+        let out = iolab(&args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(stderr(&out).contains("no such device"), "{}", stderr(&out));
+        assert!(!std::path::Path::new("/dev/iolab-no-such-device").exists(), "{extra:?}");
+    }
+}
+
+/// A directory of files iolab did not make says so, rather than asking
+/// for a size as if it were empty.
+#[test]
+fn a_directory_of_other_files_says_they_are_not_iolabs() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["a", "b", "c"] {
+        std::fs::write(dir.path().join(name), b"x").unwrap();
+    }
+    let out = iolab(&["run", "--target", dir.path().to_str().unwrap(), "--runtime", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("the 3 files it holds are not iolab's") && err.contains("--nrfiles"), "{err}");
+}
+
 #[test]
 fn missing_file_with_size_is_created_sparse() {
     let dir = tempfile::tempdir().unwrap();
@@ -154,7 +182,7 @@ fn the_distribution_goes_out_as_asked() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let lines: Vec<String> = stdout(&out).lines().map(String::from).collect();
     assert_eq!(lines.len(), 2, "{lines:?}");
-    assert!(lines[0].starts_with("job,target,") && lines[1].starts_with("j,mem:16m,"), "{lines:?}");
+    assert!(lines[0].starts_with("job,run,target,") && lines[1].starts_with("j,1,mem:16m,"), "{lines:?}");
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let pcts = &doc["jobs"][0]["runs"][0]["read"]["latency"]["percentiles"];
     assert_eq!((pcts[0]["pct"].as_f64(), pcts[1]["pct"].as_f64()), (Some(50.0), Some(99.5)), "{pcts}");
@@ -163,6 +191,30 @@ fn the_distribution_goes_out_as_asked() {
     }
     let out = iolab(&["run", "--target", "mem:16m", "--ios", "10", "--percentiles", "0"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// With `--repeat 2`, the CSV has a line per run, numbered in its `run`
+/// column.
+#[test]
+fn csv_numbers_each_repeat_of_a_job() {
+    let out = iolab(&[
+        "run",
+        "--target",
+        "mem:8m",
+        "--ios",
+        "200",
+        "--name",
+        "j",
+        "--repeat",
+        "2",
+        "--output-format",
+        "csv",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let runs: Vec<String> =
+        stdout(&out).lines().skip(1).map(|l| l.split(',').take(2).collect::<Vec<_>>().join(",")).collect();
+    assert_eq!(runs, ["j,1", "j,2"]);
 }
 
 #[test]

@@ -390,6 +390,15 @@ fn a_disk_cache_that_ignores_flushes_breaks_the_block_logs_promise() {
     assert!(!text.contains("violations: 0"), "{text}");
 }
 
+/// A log lost with the power cut is the harness's own: the report says
+/// it did not survive, not "format one first".
+#[test]
+fn a_log_the_power_cut_lost_is_named_as_the_harness_own() {
+    let (_, text) = crash_on("log", "sim:hdd,flush=ignore", "40");
+    assert!(!text.contains("format one first"), "{text}");
+    assert!(text.contains("did not survive the crash"), "{text}");
+}
+
 #[test]
 fn writes_in_place_on_a_cached_disk_tear_transactions_and_in_order_ones_do_not() {
     let (code, text) = crash_on("async", "sim:hdd", "200");

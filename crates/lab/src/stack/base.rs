@@ -223,6 +223,15 @@ impl Stack {
 fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
     let spec = path.display();
     let exists = path.exists();
+    if !exists && path.starts_with("/dev") {
+        // A name under /dev is a device's: --size would make a plain file
+        // there, which no device is.
+        return Err(UsageError(format!(
+            "--target: {spec} does not exist: no such device (lsblk lists the block devices; a file target \
+             belongs outside /dev)"
+        ))
+        .into());
+    }
     if !exists && options.create_bytes.is_none() {
         return Err(UsageError(format!(
             "--target: {spec} does not exist; give --size to create it as a sparse file of that size"
@@ -266,13 +275,29 @@ fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
 /// made of that size (which must be at least 4 KiB).
 fn check_member(dir: &Path, name: &Path, files: u32, per_file: Option<u64>) -> Result<(), UsageError> {
     let length = std::fs::metadata(name).map(|m| m.len()).ok();
+    let the_files = match files {
+        1 => "the file".to_string(),
+        n => format!("the {n} files"),
+    };
     match (name.exists(), per_file) {
-        (false, None) => Err(UsageError(format!(
-            "--target {}: {} does not exist; give --size to make the {files} files sparse (the size split over \
-             them)",
-            dir.display(),
-            name.display()
-        ))),
+        (false, None) => {
+            // Files already there that are not iolab's are not taken for
+            // its own (a directory target runs on files it names).
+            let others = std::fs::read_dir(dir).map_or(0, |entries| {
+                entries.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with("iolab.")).count()
+            });
+            let held = match others {
+                0 => String::new(),
+                1 => " (the one file it holds is not one of iolab's, which are named iolab.T.N)".to_string(),
+                n => format!(" (the {n} files it holds are not iolab's, which are named iolab.T.N)"),
+            };
+            Err(UsageError(format!(
+                "--target {}: {} does not exist{held}; give --size to make {the_files} sparse (the size split \
+                 over them), and --nrfiles for more than one",
+                dir.display(),
+                name.display()
+            )))
+        }
         (_, Some(0)) => Err(UsageError(format!("--size: too small for {files} files of at least 4 KiB each"))),
         (true, Some(want)) if length != Some(want) => Err(UsageError(format!(
             "{}: holds {} bytes, not the {want} that --size gives each of {files} files; remove it or give the \

@@ -231,7 +231,15 @@ pub fn reopen_log_over(
     log: Option<Arc<dyn Device>>,
     mode: Mode,
 ) -> Result<LoggedDevice, String> {
-    LoggedDevice::open(data, log, mode).map_err(|e| e.to_string())
+    LoggedDevice::open(data, log, mode).map_err(|e| match e {
+        // Inside a crash harness, which made the log itself: what a user
+        // would do to a target without one does not apply.
+        blocklog::LogError::NoLog { device } => format!(
+            "{device}: no iolab block log on this image: the log the harness formatted before the first \
+             transaction did not survive the crash (a disk whose write cache ignores flushes can lose it)"
+        ),
+        e => e.to_string(),
+    })
 }
 
 fn report_replay(logged: &LoggedDevice, holder: &str) {

@@ -254,11 +254,11 @@ fn fio_logs_read_back_as_fio_writes_them() {
 #[test]
 fn a_run_as_csv_has_the_headers_fields() {
     let r = fixtures::job_result(workloads::Rw::RandRw, workloads::Engine::Uring, 1000, None);
-    let line = report::run_csv_line("a job", &r);
+    let line = report::run_csv_line("a job", 1, &r);
     assert_eq!(line.split(',').count(), report::RUN_CSV_HEADER.split(',').count(), "{line}");
     assert!(
-        line.starts_with("a job,target.img,uring,2,4,randrw,\"4k/10:64k/90\"")
-            || line.starts_with("a job,target.img,uring,2,4,randrw,4k/10:64k/90"),
+        line.starts_with("a job,1,target.img,uring,2,4,randrw,\"4k/10:64k/90\"")
+            || line.starts_with("a job,1,target.img,uring,2,4,randrw,4k/10:64k/90"),
         "{line}"
     );
 }
