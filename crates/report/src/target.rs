@@ -33,7 +33,17 @@ pub struct LayoutState {
     /// Existing files get zeros (their contents unchanged), new ones the
     /// job's pattern.
     pub zeros: bool,
+    /// Whether the job reads at all: holes left in a region it only
+    /// writes are never read, so nothing is warned of or marked.
+    pub reads: bool,
     pub report: LayoutReport,
+}
+
+impl LayoutState {
+    /// The job's reads may hit holes left as they were.
+    fn reads_holes(&self) -> bool {
+        self.reads && self.report.reads_unwritten()
+    }
 }
 
 /// The target of a job, for the heading lines and the JSON.
@@ -75,7 +85,7 @@ impl TargetReport {
                 ));
             }
         }
-        if layout.report.reads_unwritten() {
+        if layout.reads_holes() {
             warnings.push(format!(
                 "{} of the region was never written and was not laid out (--layout never): reads of it are \
                  marked, they measure the file system's holes, not the medium",
@@ -87,7 +97,7 @@ impl TargetReport {
 
     /// Reads of the job may have hit never-written blocks.
     pub fn reads_from_unwritten(&self) -> bool {
-        self.layout.report.reads_unwritten()
+        self.layout.reads_holes()
     }
 }
 

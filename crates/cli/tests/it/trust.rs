@@ -78,6 +78,23 @@ fn layout_never_marks_reads_of_holes_in_the_json() {
     assert_eq!(doc["jobs"][0]["target"]["layout"]["unwritten_bytes"], 8 << 20);
 }
 
+/// A job that only writes reads no hole: no warning of holes read, no
+/// mark in the JSON (with --layout never or the default alike).
+#[test]
+fn a_write_only_job_is_not_warned_of_holes_it_never_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.img");
+    for layout in ["auto", "never"] {
+        let args =
+            ["run", "--target", path.to_str().unwrap(), "--size", "8m", "--rw", "randwrite", "--ios", "10"];
+        let out = iolab(&[&args[..], &["--layout", layout, "--json", "-"]].concat());
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(!stderr(&out).contains("was never written"), "{layout}: {}", stderr(&out));
+        assert_eq!(json(&out)["jobs"][0]["runs"][0]["reads_from_unwritten"], false, "{layout}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
 #[test]
 fn a_write_only_job_leaves_holes_unless_asked() {
     let dir = tempfile::tempdir().unwrap();

@@ -193,8 +193,14 @@ fn lay_out(job: &Prepared, watch: &dyn Watch) -> anyhow::Result<report::TargetRe
         watch.laid_out(name);
     }
     let layout = job.layout;
-    let state =
-        report::LayoutState { policy: layout.policy, wanted: layout.write, zeros: layout.zeros, report };
+    let reads = job.spec.read_pct > 0;
+    let state = report::LayoutState {
+        policy: layout.policy,
+        wanted: layout.write,
+        zeros: layout.zeros,
+        reads,
+        report,
+    };
     // The media as the first run finds them: after the layout, cache dropped.
     start_cold(job)?;
     Ok(report::TargetReport::new(device.name().to_string(), device.media(), job.keep_cache, state))

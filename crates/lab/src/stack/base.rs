@@ -223,9 +223,10 @@ impl Stack {
 fn open_file(path: &Path, options: &OpenOptions) -> anyhow::Result<Stack> {
     let spec = path.display();
     let exists = path.exists();
-    if !exists && path.starts_with("/dev") {
-        // A name under /dev is a device's: --size would make a plain file
-        // there, which no device is.
+    if !exists && path.starts_with("/dev") && !path.starts_with("/dev/shm") {
+        // A name under /dev (but in /dev/shm, the tmpfs for files) is a
+        // device's: --size would make a plain file there, which no device
+        // is.
         return Err(UsageError(format!(
             "--target: {spec} does not exist: no such device (lsblk lists the block devices; a file target \
              belongs outside /dev)"

@@ -202,7 +202,7 @@ pub fn layout_report(unwritten_bytes: u64, laid_out_bytes: u64) -> LayoutReport 
 }
 
 pub fn layout_state(policy: LayoutPolicy, report: LayoutReport) -> report::LayoutState {
-    report::LayoutState { policy, wanted: policy != LayoutPolicy::Never, zeros: true, report }
+    report::LayoutState { policy, wanted: policy != LayoutPolicy::Never, zeros: true, reads: true, report }
 }
 
 fn subdisk(name: &str, drive: &str, state: State, seed: u64) -> SubdiskReport {
