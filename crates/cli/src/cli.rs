@@ -55,7 +55,7 @@ pub enum Command {
     /// The six bonnie phases (per-character and block output, rewrite,
     /// per-character and block input, random seeks) in bonnie's table.
     Bonnie(crate::bonnie::BonnieArgs),
-    /// The seeds' comparison tables.
+    /// Comparison tables: stripe sizes, journal modes, metadata policies.
     #[command(subcommand)]
     Sweep(crate::sweep::SweepCommand),
     /// Build and manage Vinum-style volumes (concat, striped, RAID-5,
