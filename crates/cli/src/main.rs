@@ -16,6 +16,7 @@ mod logs;
 mod output;
 mod report_cmd;
 mod run;
+mod steps;
 mod sweep;
 mod sweep_journal;
 mod sweep_policies;

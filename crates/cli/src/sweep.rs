@@ -125,7 +125,9 @@ pub fn run(command: SweepCommand) -> anyhow::Result<ExitCode> {
         SweepWorkload::Fs => Workload::Fs { runtime },
     };
     let plan = Plan { workload, size, repeat: args.repeat, simulated };
-    let rows = lab::sweep_stripes::run(&plan, &drives, &layouts)?;
+    let steps = crate::steps::Steps::new(layouts.len() as u64 * u64::from(args.repeat), "sweep stripes");
+    let rows = lab::sweep_stripes::run(&plan, &drives, &layouts, &|done, label| steps.begin(done, label))?;
+    drop(steps);
     drop(drives);
     for stack in stacks {
         stack.close()?;

@@ -143,7 +143,9 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         runtime,
         simulated,
     };
-    let sweeps = sweep_journal::run(&plan, target.device())?;
+    let steps = crate::steps::Steps::new(plan.runs(), "sweep journal");
+    let sweeps = sweep_journal::run(&plan, target.device(), &|done, label| steps.begin(done, label))?;
+    drop(steps);
     print_sweeps(&args, &sweeps)?;
     target.close()?;
     Ok(ExitCode::SUCCESS)

@@ -67,10 +67,34 @@ pub struct Plan {
 
 /// Runs the sweeps `plan` describes on `device` (laid out where the
 /// pre-read arms read); one table's figures per journal place.
-pub fn run(plan: &Plan, device: &Arc<dyn device::Device>) -> anyhow::Result<Vec<report::JournalSweep>> {
+impl Plan {
+    /// Runs at one journal place: each arm's repeats, and the power cut's.
+    pub fn runs_per_place(&self) -> u64 {
+        self.arms.len() as u64 * u64::from(self.repeat) + u64::from(self.power_cut.is_some())
+    }
+
+    /// Runs in all.
+    pub fn runs(&self) -> u64 {
+        self.journals.len() as u64 * self.runs_per_place()
+    }
+}
+
+/// `step(done, label)` is called as each run begins (`done` of
+/// [`Plan::runs`] over).
+pub fn run(
+    plan: &Plan,
+    device: &Arc<dyn device::Device>,
+    step: &dyn Fn(u64, &str),
+) -> anyhow::Result<Vec<report::JournalSweep>> {
     let mut sweeps = Vec::new();
-    for journals in &plan.journals {
-        let measured = run_arms(plan, device, journals)?;
+    for (k, journals) in plan.journals.iter().enumerate() {
+        let before = k as u64 * plan.runs_per_place();
+        let measured = run_arms(plan, device, journals, &|done, label| step(before + done, label))?;
+        if let Some(after) = plan.power_cut {
+            let done = before + plan.runs_per_place() - 1;
+            let at = after.as_secs_f64();
+            step(done, &format!("sweep: power cut at {at:.3} s into a run of the sync arm"));
+        }
         let power_cut = match plan.power_cut {
             Some(after) => Some(cut_power(plan, journals, after)?),
             None => None,
@@ -108,7 +132,6 @@ fn cut_power(
     journals: &Journals,
     after: std::time::Duration,
 ) -> anyhow::Result<report::SweepPowerCut> {
-    crate::say::info(format!("sweep: power cut at {:.3} s into a run of the sync arm", after.as_secs_f64()));
     let job = &plan.job;
     // Invariant: ARMS has a sync arm.
     let sync = ARMS.iter().find(|a| a.name == "sync").expect("the sync arm");
@@ -154,11 +177,14 @@ fn run_arms(
     plan: &Plan,
     device: &Arc<dyn device::Device>,
     journals: &Journals,
+    step: &dyn Fn(u64, &str),
 ) -> anyhow::Result<Vec<(&'static str, report::ArmRuns)>> {
     let mut runs: Vec<report::ArmRuns> = plan.arms.iter().map(|_| Vec::new()).collect();
+    let mut done = 0;
     for r in 0..plan.repeat {
         for (arm, runs) in plan.arms.iter().zip(&mut runs) {
-            crate::say::info(format!("sweep: {} ({}/{})", arm.name, r + 1, plan.repeat));
+            step(done, &format!("sweep: {} ({}/{})", arm.name, r + 1, plan.repeat));
+            done += 1;
             runs.push(run_arm(&plan.job, arm, device, journals)?);
         }
     }

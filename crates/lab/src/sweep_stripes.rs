@@ -35,15 +35,21 @@ pub struct Plan {
 
 /// Each layout (a name, and the plex's organisation; none: the first
 /// drive alone) measured over `drives`, in order.
+/// `step(done, label)` is called as each run of a layout begins (`done`
+/// of the `layouts.len() * plan.repeat` runs over).
 pub fn run(
     plan: &Plan,
     drives: &[Arc<dyn Device>],
     layouts: &[(String, Option<String>)],
+    step: &dyn Fn(u64, &str),
 ) -> anyhow::Result<Vec<StripesRow>> {
     let mut rows = Vec::with_capacity(layouts.len());
-    for (name, org) in layouts {
-        crate::say::info(format!("sweep: {name}"));
-        rows.push(measure(plan, drives, name, org.as_deref())?);
+    for (k, (name, org)) in layouts.iter().enumerate() {
+        let at = |r: u32| {
+            let done = k as u64 * u64::from(plan.repeat) + u64::from(r);
+            step(done, &format!("sweep: {name} ({}/{})", r + 1, plan.repeat));
+        };
+        rows.push(measure(plan, drives, name, org.as_deref(), &at)?);
     }
     Ok(rows)
 }
@@ -55,6 +61,7 @@ fn measure(
     drives: &[Arc<dyn Device>],
     name: &str,
     org: Option<&str>,
+    at: &dyn Fn(u32),
 ) -> anyhow::Result<StripesRow> {
     let size = plan.size;
     let (target, vol): (Arc<dyn Device>, Option<Arc<volume::Volume>>) = match org {
@@ -83,7 +90,8 @@ fn measure(
         .into());
     }
     let mut row = StripesRow { layout: name.into(), bonnie: Vec::new(), fs: Vec::new(), plex: None };
-    for _ in 0..plan.repeat {
+    for r in 0..plan.repeat {
+        at(r);
         if let Some(vol) = &vol {
             vol.reset_stats();
         }

@@ -217,6 +217,19 @@ fn seed_sweep(disks: &[&str], arms: &str, extra: &[&str]) -> std::process::Outpu
     iolab(&args)
 }
 
+/// Off a terminal, each run of the sweep is a line as it begins, in
+/// order, the power cut's last.
+#[test]
+fn the_journal_sweep_says_each_run_as_it_begins() {
+    let out = seed_sweep(&["sim:hdd"], "off,sync", &["--power-cut", "500ms"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said: Vec<String> =
+        stderr(&out).lines().filter(|l| l.starts_with("iolab: sweep: ")).map(String::from).collect();
+    assert_eq!(said.len(), 3, "{said:?}");
+    assert_eq!(said[..2], ["iolab: sweep: off (1/1)", "iolab: sweep: sync (1/1)"]);
+    assert!(said[2].starts_with("iolab: sweep: power cut at 0.500 s"), "{said:?}");
+}
+
 #[test]
 fn the_journal_sweep_on_simulated_disks_prints_the_same_bytes_every_run() {
     let sweep = || seed_sweep(&["sim:hdd,flush=ignore"], "validate,sync,group", &["--json", "-"]);
