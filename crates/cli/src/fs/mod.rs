@@ -319,7 +319,9 @@ fn check(args: &FsckArgs) -> anyhow::Result<ExitCode> {
     } else {
         Repair::No
     };
-    let report = lab::fs::fsck(&args.target, repair, &args.log.plan())?;
+    let bar = FsckBar::new();
+    let report = lab::fs::fsck(&args.target, repair, &args.log.plan(), &|step| bar.tell(step))?;
+    drop(bar);
     if args.json {
         println!(
             "{}",
@@ -335,6 +337,45 @@ fn check(args: &FsckArgs) -> anyhow::Result<ExitCode> {
         print!("{}", report::fsck_text(&args.target, &report, repair == Repair::No));
     }
     Ok(ExitCode::from(crate::exit::fsck(report::FsckOutcome::of(&report))))
+}
+
+/// fsck's progress on a terminal: the pass under way and, in pass 1 (the
+/// inode tables, the longest), the groups done with the time left;
+/// nothing elsewhere.
+struct FsckBar(Option<indicatif::ProgressBar>);
+
+impl FsckBar {
+    fn new() -> FsckBar {
+        use std::io::IsTerminal;
+        FsckBar(std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(1);
+            let template = "fsck {msg:32} [{elapsed_precise}] {bar:25} {pos}/{len} ETA {eta}";
+            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.enable_steady_tick(std::time::Duration::from_millis(500));
+            bar
+        }))
+    }
+
+    fn tell(&self, step: ffs::fsck::Step) {
+        let Some(bar) = &self.0 else { return };
+        if step.done == 0 {
+            bar.reset();
+            bar.set_length(step.total);
+            let passes = ffs::fsck::PASSES.len();
+            bar.set_message(format!("pass {} of {passes}: {}", step.pass, step.name));
+        }
+        bar.set_position(step.done);
+    }
+}
+
+impl Drop for FsckBar {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 #[derive(Clone, Copy)]

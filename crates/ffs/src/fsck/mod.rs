@@ -466,11 +466,30 @@ impl Checker {
     }
 }
 
+/// Where a check is: pass `pass` of [`PASSES`] (`name`), `done` of
+/// `total` steps of it (pass 1 steps by group, the others are one step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub pass: u8,
+    pub name: &'static str,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// The passes a check makes, in order.
+pub const PASSES: [&str; 5] =
+    ["inodes and blocks", "entries", "connectivity", "link counts", "maps and counts"];
+
 /// Checks the file system on `dev` (not mounted) and repairs as `repair`
 /// allows. Unrecoverable: no superblock slot that passes its checks
 /// ([`FsError::Superblock`]; one that fails while the other passes is a
 /// finding, `bad_superblock_slot`).
 pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
+    fsck_telling(dev, repair, &|_| {})
+}
+
+/// [`fsck`], telling `tell` each step as it begins.
+pub fn fsck_telling(dev: &Dev, repair: Repair, tell: &dyn Fn(Step)) -> Result<Report, FsError> {
     // As fsck_ffs with WAPBL: what the log committed is replayed home
     // first (a check that only reads is given a scratch view to replay on).
     let (read, replayed) = replayed_or_log_damage(dev)?;
@@ -491,16 +510,22 @@ pub fn fsck(dev: &Dev, repair: Repair) -> Result<Report, FsError> {
         }
     }
     c.orphans = c.core.listed_orphans().into_iter().collect();
-    c.pass1_inodes()?;
+    let groups = u64::from(c.core.sb.groups);
+    c.pass1_inodes(&|g| tell(Step { pass: 1, name: PASSES[0], done: g, total: groups }))?;
     c.copy_shared_blocks()?;
     if !c.roots_present()? {
         // Nothing else can be judged from a tree with no root: report it
         // as the damage it is (`-y` makes the root again).
         return Ok(c.report);
     }
+    let begin = |pass: u8| tell(Step { pass, name: PASSES[usize::from(pass) - 1], done: 0, total: 1 });
+    begin(2);
     c.pass2_entries()?;
+    begin(3);
     c.pass3_connectivity()?;
+    begin(4);
     c.pass4_link_counts()?;
+    begin(5);
     c.pass5_maps()?;
     if repair != Repair::No && c.report.findings.iter().any(|f| f.repaired) {
         c.write_repairs()?;

@@ -6,7 +6,8 @@ use super::*;
 
 impl Checker {
     // Pass 1: every inode slot; the blocks allocated inodes claim.
-    pub(super) fn pass1_inodes(&mut self) -> Result<(), FsError> {
+    /// `group(g)` is told as each group's slots begin.
+    pub(super) fn pass1_inodes(&mut self, group: &dyn Fn(u64)) -> Result<(), FsError> {
         // Each group's slots as far as its header says inodes were handed
         // out, its table read many blocks to a request past the cache, as
         // e2fsck reads it (each block is read once here; a repair writes
@@ -26,6 +27,7 @@ impl Checker {
             self.will_need(first, u64::from(blocks));
         }
         for g in 0..self.core.sb.groups {
+            group(u64::from(g));
             let slots = self.core.initialized[g as usize];
             let first = self.core.sb.inode_place(g * self.core.sb.inodes_per_group + 1).0;
             let end = first + u64::from(slots.div_ceil(INODES_PER_BLOCK));

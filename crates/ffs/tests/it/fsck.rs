@@ -1072,3 +1072,20 @@ fn a_block_a_file_shares_with_a_later_directory_stays_the_files_and_the_file_rea
     assert_checks_clean(&dev, "after -y");
     assert!(reads_whole(&dev, f));
 }
+
+/// A check tells each pass as it begins, in order, and pass 1 each group
+/// of the inode tables.
+#[test]
+fn a_check_tells_each_pass_and_each_group_of_pass_1() {
+    let dev = fresh(300 << 20);
+    let groups = u64::from(sb(&dev).groups);
+    assert!(groups > 1, "several groups");
+    let told = std::sync::Mutex::new(Vec::new());
+    ffs::fsck::fsck_telling(&dev, Repair::No, &|step| told.lock().unwrap().push(step)).unwrap();
+    let told = told.into_inner().unwrap();
+    let first: Vec<u64> = told.iter().filter(|s| s.pass == 1).map(|s| s.done).collect();
+    assert_eq!(first, (0..groups).collect::<Vec<_>>());
+    assert!(told.iter().all(|s| s.pass != 1 || s.total == groups));
+    let passes: Vec<u8> = told.iter().map(|s| s.pass).filter(|&p| p > 1).collect();
+    assert_eq!(passes, [2, 3, 4, 5]);
+}

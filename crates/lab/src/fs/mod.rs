@@ -297,10 +297,16 @@ pub fn mount_and_serve(
 /// fsck of the file system on `target` (behind its block log as `log`
 /// says), repairing as `repair` allows; a check that only reads changes
 /// nothing (its log replay goes to a scratch view).
-pub fn fsck(target: &str, repair: ffs::fsck::Repair, log: &BlockLog) -> anyhow::Result<ffs::fsck::Report> {
+/// `tell` hears each step of the check as it begins.
+pub fn fsck(
+    target: &str,
+    repair: ffs::fsck::Repair,
+    log: &BlockLog,
+    tell: &dyn Fn(ffs::fsck::Step),
+) -> anyhow::Result<ffs::fsck::Report> {
     let read_only = repair == ffs::fsck::Repair::No;
     let stack = open(target, Access { read_only, ..Access::default() }, log)?;
-    let report = ffs::fsck::fsck(stack.device(), repair);
+    let report = ffs::fsck::fsck_telling(stack.device(), repair, tell);
     stack.close()?;
     Ok(report?)
 }
