@@ -349,10 +349,6 @@ impl FsckBar {
         use std::io::IsTerminal;
         FsckBar(std::io::stderr().is_terminal().then(|| {
             let bar = indicatif::ProgressBar::new(1);
-            let template = "fsck {msg:32} [{elapsed_precise}] {bar:25} {pos}/{len} ETA {eta}";
-            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
-                bar.set_style(style.progress_chars("=> "));
-            }
             bar.enable_steady_tick(std::time::Duration::from_millis(500));
             bar
         }))
@@ -361,6 +357,15 @@ impl FsckBar {
     fn tell(&self, step: ffs::fsck::Step) {
         let Some(bar) = &self.0 else { return };
         if step.done == 0 {
+            // A bar and the time left where the pass has steps to count;
+            // the time it has taken alone where it is one step.
+            let template = match step.total {
+                1 => "fsck {msg:32} [{elapsed_precise}]",
+                _ => "fsck {msg:32} [{elapsed_precise}] {bar:25} {pos}/{len} ETA {eta}",
+            };
+            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+                bar.set_style(style.progress_chars("=> "));
+            }
             bar.reset();
             bar.set_length(step.total);
             let passes = ffs::fsck::PASSES.len();
