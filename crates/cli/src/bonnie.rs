@@ -112,7 +112,9 @@ pub fn run(args: BonnieArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The progress line of a bonnie run on a terminal: which of the six
-/// phases runs, and for how long (nothing when stderr is not a terminal).
+/// phases runs, how far through the file it is and the time it has left
+/// (the seeks: for how long they run); nothing when stderr is not a
+/// terminal.
 #[derive(Default)]
 struct PhaseLine(std::sync::Mutex<Option<indicatif::ProgressBar>>);
 
@@ -121,12 +123,7 @@ impl Watch for PhaseLine {
         if !std::io::stderr().is_terminal() {
             return;
         }
-        let bar = indicatif::ProgressBar::new_spinner();
-        if let Ok(style) =
-            indicatif::ProgressStyle::with_template("{prefix} [{elapsed_precise}] {spinner} {msg}")
-        {
-            bar.set_style(style);
-        }
+        let bar = indicatif::ProgressBar::new(1);
         bar.set_prefix(if rounds > 1 { format!("bonnie {}/{rounds}", round + 1) } else { "bonnie".into() });
         bar.enable_steady_tick(std::time::Duration::from_millis(250));
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar);
@@ -134,7 +131,23 @@ impl Watch for PhaseLine {
 
     fn phase(&self, k: usize) {
         if let Some(bar) = &*self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            // The seeks are told only as they begin: no bar to fill.
+            let template = match PHASES[k] {
+                "seeks" => "{prefix} [{elapsed_precise}] {msg}",
+                _ => "{prefix} [{elapsed_precise}] {msg:28} {bar:25} {percent:>3}% ETA {eta}",
+            };
+            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.reset();
             bar.set_message(format!("phase {} of {}: {}", k + 1, PHASES.len(), PHASES[k]));
+        }
+    }
+
+    fn advanced(&self, done: u64, total: u64) {
+        if let Some(bar) = &*self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            bar.set_length(total.max(1));
+            bar.set_position(done);
         }
     }
 

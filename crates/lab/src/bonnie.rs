@@ -36,6 +36,9 @@ pub trait Watch: Sync {
     fn round(&self, round: u32, rounds: u32);
     /// Phase `k` of the six begins.
     fn phase(&self, k: usize);
+    /// The phase under way is `done` of `total` steps through (chunks of
+    /// the file, or seeks).
+    fn advanced(&self, done: u64, total: u64);
     /// The round ended.
     fn round_done(&self);
 }
@@ -77,7 +80,13 @@ fn on_target(plan: &Plan, target: &Path, made: bool, watch: &dyn Watch) -> anyho
     let mut results = Vec::with_capacity(plan.repeat as usize);
     for round in 0..plan.repeat {
         watch.round(round, plan.repeat);
-        let result = run_bonnie_telling(dev, &spec, &|k| watch.phase(k));
+        let tell = |k, done, total| {
+            if done == 0 {
+                watch.phase(k);
+            }
+            watch.advanced(done, total);
+        };
+        let result = run_bonnie_telling(dev, &spec, &tell);
         watch.round_done();
         results.push(result?);
     }

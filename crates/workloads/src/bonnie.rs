@@ -157,15 +157,21 @@ fn get_char(buf: &[u8], pos: &mut usize) -> u8 {
 
 /// Runs the six phases on the first `spec.size_bytes` of `dev`.
 pub fn run_bonnie(dev: &dyn Device, spec: &BonnieSpec) -> Result<BonnieResult, WorkloadError> {
-    run_bonnie_telling(dev, spec, &|_| {})
+    run_bonnie_telling(dev, spec, &|_, _, _| {})
 }
 
-/// [`run_bonnie`], telling `starting` the index in [`PHASES`] of each
-/// phase as it begins (for a caller's progress line).
+/// How often a phase tells how far it got: every this many chunks.
+const TELL_EVERY: u64 = 256;
+
+/// [`run_bonnie`], telling `tell(k, done, total)` where it is: phase `k`
+/// of [`PHASES`] as it begins (`done` 0), then every [`TELL_EVERY`] chunks
+/// of the five phases that go through the file (`done` of `total`
+/// chunks; the seeks are told only as they begin), for a caller's
+/// progress line.
 pub fn run_bonnie_telling(
     dev: &dyn Device,
     spec: &BonnieSpec,
-    starting: &dyn Fn(usize),
+    tell: &dyn Fn(usize, u64, u64),
 ) -> Result<BonnieResult, WorkloadError> {
     spec.check(dev)?;
     let chunk = spec.chunk_bytes as usize;
@@ -174,29 +180,35 @@ pub fn run_bonnie_telling(
     let mut buf = AlignedBuf::zeroed(chunk, align);
     let mut phases = Vec::with_capacity(6);
 
-    starting(0);
+    let through = |k: usize, c: u64| {
+        if c % TELL_EVERY == 0 {
+            tell(k, c, chunks);
+        }
+    };
     let mut m = Meter::start(dev);
     let (mut pos, mut offset) = (0usize, 0u64);
+    through(0, 0);
     for i in 0..spec.size_bytes {
         if put_char(&mut buf, &mut pos, black_box((i & 0x7f) as u8)) {
             m.timed(|| dev.write_at(&buf, offset))?;
             offset += spec.chunk_bytes;
             pos = 0;
+            through(0, offset / spec.chunk_bytes);
         }
     }
     phases.push(m.finish(dev, "putc", spec.size_bytes, true));
 
-    starting(1);
     let mut m = Meter::start(dev);
     for c in 0..chunks {
+        through(1, c);
         buf[0] = c as u8;
         m.timed(|| dev.write_at(&buf, c * spec.chunk_bytes))?;
     }
     phases.push(m.finish(dev, "put_block", spec.size_bytes, true));
 
-    starting(2);
     let mut m = Meter::start(dev);
     for c in 0..chunks {
+        through(2, c);
         let at = c * spec.chunk_bytes;
         m.timed(|| dev.read_at(&mut buf, at))?;
         buf[0] = buf[0].wrapping_add(1);
@@ -204,10 +216,10 @@ pub fn run_bonnie_telling(
     }
     phases.push(m.finish(dev, "rewrite", spec.size_bytes, true));
 
-    starting(3);
     let mut m = Meter::start(dev);
     let mut sum = 0u64;
     for c in 0..chunks {
+        through(3, c);
         m.timed(|| dev.read_at(&mut buf, c * spec.chunk_bytes))?;
         let mut pos = 0;
         while pos < chunk {
@@ -217,14 +229,14 @@ pub fn run_bonnie_telling(
     black_box(sum);
     phases.push(m.finish(dev, "getc", spec.size_bytes, true));
 
-    starting(4);
     let mut m = Meter::start(dev);
     for c in 0..chunks {
+        through(4, c);
         m.timed(|| dev.read_at(&mut buf, c * spec.chunk_bytes))?;
     }
     phases.push(m.finish(dev, "get_block", spec.size_bytes, true));
 
-    starting(5);
+    tell(5, 0, spec.seeks);
     phases.push(seeks(dev, spec, chunks, align)?);
     Ok(BonnieResult { target: dev.name().to_string(), spec: *spec, phases, files: None })
 }

@@ -51,8 +51,33 @@ fn size_larger_than_the_target_is_refused() {
 fn each_phase_is_told_as_it_begins_in_order() {
     let dev = MemDevice::new(1 << 20).unwrap();
     let told = std::sync::Mutex::new(Vec::new());
-    let result =
-        workloads::bonnie::run_bonnie_telling(&dev, &spec(), &|k| told.lock().unwrap().push(k)).unwrap();
+    let tell = |k, done, _| {
+        if done == 0 {
+            told.lock().unwrap().push(k)
+        }
+    };
+    let result = workloads::bonnie::run_bonnie_telling(&dev, &spec(), &tell).unwrap();
     assert_eq!(*told.lock().unwrap(), (0..PHASES.len()).collect::<Vec<_>>());
     assert_eq!(result.phases.len(), PHASES.len());
+}
+
+/// Within each phase through the file, what is told grows toward the
+/// chunks of the file and never passes them.
+#[test]
+fn each_phase_tells_how_far_it_got() {
+    let dev = MemDevice::new(16 << 20).unwrap();
+    let told = std::sync::Mutex::new(Vec::new());
+    let spec = BonnieSpec { size_bytes: 16 << 20, ..spec() };
+    workloads::bonnie::run_bonnie_telling(&dev, &spec, &|k, done, total| {
+        told.lock().unwrap().push((k, done, total))
+    })
+    .unwrap();
+    let told = told.into_inner().unwrap();
+    let chunks = spec.size_bytes / spec.chunk_bytes;
+    for k in 0..5 {
+        let done: Vec<u64> = told.iter().filter(|t| t.0 == k).map(|t| t.1).collect();
+        assert!(done.len() > 1, "phase {k}: {done:?}");
+        assert!(done.windows(2).all(|w| w[0] < w[1]), "phase {k}: {done:?}");
+        assert!(told.iter().filter(|t| t.0 == k).all(|t| t.1 <= chunks && t.2 == chunks), "phase {k}");
+    }
 }
