@@ -85,23 +85,12 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
         return Err(UsageError("--repeat: must be at least 1".into()).into());
     }
     let arms = parse_arms(&args.arms)?;
-    let size = args.size.as_deref().map(|s| parse_bytes("size", s)).transpose().map_err(UsageError::from)?;
     let runtime = parse_duration("runtime", &args.runtime).map_err(UsageError::from)?;
     let bs = BlockSizes::parse(&args.bs).map_err(UsageError::from)?;
     let simulated = args.target.starts_with("sim:");
-    if args.target.contains(':') && !simulated {
-        return Err(UsageError(format!(
-            "--target: {} is not a file or device (or a simulated disk); the sweep measures a disk",
-            args.target
-        ))
-        .into());
-    }
+    let size = target_size(&args, simulated)?;
     let journals = journals(&args, simulated)?;
     let power_cut = power_cut(&args, simulated, runtime)?;
-    let size = match (size, simulated) {
-        (None, true) => Some(1 << 30),
-        (size, _) => size,
-    };
     let target = open_target(&args, size)?;
     let (engine, threads, iodepth) = engine(&args, simulated, target.device().raw_fd().is_some())?;
     if let [Journals::Dir(dir)] = journals.as_slice() {
@@ -149,6 +138,23 @@ pub fn run(args: JournalArgs) -> anyhow::Result<ExitCode> {
     print_sweeps(&args, &sweeps)?;
     target.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--size`, after `--target` is checked to be a file, a device or a
+/// simulated disk (which is 1 GiB unless `--size` says).
+fn target_size(args: &JournalArgs, simulated: bool) -> anyhow::Result<Option<u64>> {
+    if args.target.contains(':') && !simulated {
+        return Err(UsageError(format!(
+            "--target: {} is not a file or device (or a simulated disk); the sweep measures a disk",
+            args.target
+        ))
+        .into());
+    }
+    let size = args.size.as_deref().map(|s| parse_bytes("size", s)).transpose().map_err(UsageError::from)?;
+    Ok(match (size, simulated) {
+        (None, true) => Some(1 << 30),
+        (size, _) => size,
+    })
 }
 
 /// The target, opened (a missing file made sparse of `size`) and

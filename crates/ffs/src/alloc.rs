@@ -108,39 +108,7 @@ impl Core {
     }
 
     fn alloc_block_once(&mut self, hint: u64) -> Result<u32, Errno> {
-        let groups = self.sb.groups;
-        let hint = hint.clamp(self.sb.first_group_block, self.sb.blocks - 1);
-        let first = ((hint - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group)) as u32;
-        // Read once a call, and only when a freed block may be waiting.
-        let durable = if self.log.freed.is_empty() { u64::MAX } else { self.log.durable() };
-        for k in 0..groups {
-            let g = (first + k) % groups;
-            if self.groups[g as usize].free_blocks == 0 {
-                continue;
-            }
-            let start = self.sb.group_start(g);
-            let from = if k == 0 { (hint - start) as u32 } else { 0 };
-            let limit = self.sb.group_blocks(g);
-            let map_block = start + BLOCK_BITMAP;
-            let found = match self.cache.read(&mut self.order, map_block) {
-                Ok(map) => {
-                    let floor = rotor_of(&mut self.rotors, map_block, map, limit);
-                    let freed = &self.log.freed;
-                    find_clear(map, from, limit, floor, |i| {
-                        freed.waits((start + u64::from(i)) as u32, durable)
-                    })
-                }
-                Err(e) => return Err(io_failed(self, e)),
-            };
-            if let Some(i) = found {
-                self.set_bit(map_block, i)?;
-                self.groups[g as usize].free_blocks -= 1;
-                self.groups_dirty.insert(g);
-                self.sb.free_blocks -= 1;
-                return Ok((start + u64::from(i)) as u32);
-            }
-        }
-        Err(Errno::NOSPC)
+        self.alloc_run_once(hint, 1)?.pop().ok_or(Errno::NOSPC)
     }
 
     /// Up to `want` free blocks near `hint`, as many as one group's map
@@ -161,10 +129,13 @@ impl Core {
     /// The free blocks of the first group from `hint`'s on that has any,
     /// up to `want`, taken in its map (none when no free block can be
     /// taken now: the caller's fallback commits or waits as it must).
+    /// Under `log`, a block freed since the last durable commit is passed
+    /// over.
     fn alloc_run_once(&mut self, hint: u64, want: usize) -> Result<Vec<u32>, Errno> {
         let groups = self.sb.groups;
         let hint = hint.clamp(self.sb.first_group_block, self.sb.blocks - 1);
         let first = ((hint - self.sb.first_group_block) / u64::from(self.sb.blocks_per_group)) as u32;
+        // Read once a call, and only when a freed block may be waiting.
         let durable = if self.log.freed.is_empty() { u64::MAX } else { self.log.durable() };
         for k in 0..groups {
             let g = (first + k) % groups;

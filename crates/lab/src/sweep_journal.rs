@@ -90,15 +90,13 @@ pub fn run(
     for (k, journals) in plan.journals.iter().enumerate() {
         let before = k as u64 * plan.runs_per_place();
         let measured = run_arms(plan, device, journals, &|done, label| step(before + done, label))?;
-        if let Some(after) = plan.power_cut {
-            let done = before + plan.runs_per_place() - 1;
-            let at = after.as_secs_f64();
-            step(done, &format!("sweep: power cut at {at:.3} s into a run of the sync arm"));
-        }
-        let power_cut = match plan.power_cut {
-            Some(after) => Some(cut_power(plan, journals, after)?),
-            None => None,
+        let cut = |after: Duration| {
+            let label =
+                format!("sweep: power cut at {:.3} s into a run of the sync arm", after.as_secs_f64());
+            step(before + plan.runs_per_place() - 1, &label);
+            cut_power(plan, journals, after)
         };
+        let power_cut = plan.power_cut.map(cut).transpose()?;
         let modeled = plan.simulated.then(|| {
             format!(
                 "{} and journals on {} (a new one each run); the engine in their virtual time, a request at a time \

@@ -180,11 +180,7 @@ pub fn run_bonnie_telling(
     let mut buf = AlignedBuf::zeroed(chunk, align);
     let mut phases = Vec::with_capacity(6);
 
-    let through = |k: usize, c: u64| {
-        if c % TELL_EVERY == 0 {
-            tell(k, c, chunks);
-        }
-    };
+    let through = |k: usize, c: u64| (c % TELL_EVERY == 0).then(|| tell(k, c, chunks));
     let mut m = Meter::start(dev);
     let (mut pos, mut offset) = (0usize, 0u64);
     through(0, 0);

@@ -187,7 +187,8 @@ impl Stack {
             }
             return Err(e);
         }
-        let set = Concat::new(format!("{} ({files} files)", dir.display()), members)?;
+        let set =
+            Concat::new(format!("{} ({})", dir.display(), report::counted(files, "file", "files")), members)?;
         let origin = Origin {
             created: made.len() == names.len(),
             read_only: options.read_only && made.is_empty(),
@@ -299,12 +300,16 @@ fn check_member(dir: &Path, name: &Path, files: u32, per_file: Option<u64>) -> R
                 name.display()
             )))
         }
-        (_, Some(0)) => Err(UsageError(format!("--size: too small for {files} files of at least 4 KiB each"))),
+        (_, Some(0)) => Err(UsageError(format!(
+            "--size: too small for {} of at least 4 KiB each",
+            report::counted(files, "file", "files")
+        ))),
         (true, Some(want)) if length != Some(want) => Err(UsageError(format!(
-            "{}: holds {} bytes, not the {want} that --size gives each of {files} files; remove it or give the \
+            "{}: holds {} bytes, not the {want} that --size gives each of {}; remove it or give the \
              size the files have",
             name.display(),
-            length.unwrap_or(0)
+            length.unwrap_or(0),
+            report::counted(files, "file", "files")
         ))),
         _ => Ok(()),
     }
