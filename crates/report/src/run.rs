@@ -57,11 +57,14 @@ pub fn job_heading(r: &JobResult) -> String {
             Some(s) => format!("at {s}x the traced pace"),
             None => "as fast as the queue depth allows".to_string(),
         };
+        let format = match t.format {
+            workloads::replay::Format::Iolog => format!("fio iolog v{}", t.version),
+            workloads::replay::Format::Blktrace => "blktrace".to_string(),
+        };
         return format!(
-            "{}: replay of {} (fio iolog v{}: {}, {}) {pace}, on {} ({} at offset {}), {} engine, {} x depth {}",
+            "{}: replay of {} ({format}: {}, {}) {pace}, on {} ({} at offset {}), {} engine, {} x depth {}",
             r.name,
             t.source,
-            t.version,
             crate::counted(t.requests, "request", "requests"),
             crate::counted(t.flushes, "sync", "syncs"),
             r.target,

@@ -266,3 +266,206 @@ fn two_jobs_writing_one_iolog_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("jobs 'a' and 'b' would both write their trace"), "{}", stderr(&out));
 }
+
+/// What blkparse (blktrace's own reader; CI installs blktrace) finds
+/// queued in a capture: (reads, writes, flushes, bytes read, bytes
+/// written), a flush counted after each request a preflush follows or a
+/// FUA write ends, as a replay issues them.
+fn blkparse_counts(capture: &Path) -> (u64, u64, u64, u64, u64) {
+    let out = Command::new("blkparse")
+        .args(["-q", "-i", "-", "-f", "%a %d %N\n"])
+        .stdin(std::fs::File::open(capture).unwrap())
+        .output()
+        .expect("blkparse is installed (apt-get install blktrace)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (mut c, mut flush_pending, mut any) = ((0, 0, 0, 0, 0), false, false);
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [action, rwbs, bytes] = f[..] else { continue };
+        if action != "Q" {
+            continue;
+        }
+        // RWBS: F first is a preflush, F after the direction is FUA.
+        let (preflush, rest) = rwbs.strip_prefix('F').map_or((false, rwbs), |r| (true, r));
+        if preflush && any {
+            flush_pending = true;
+        }
+        let bytes: u64 = bytes.parse().unwrap();
+        let (dir, fua) = (rest.chars().next(), rest.get(1..2) == Some("F"));
+        if bytes == 0 || !matches!(dir, Some('R' | 'W')) {
+            continue;
+        }
+        c.2 += u64::from(std::mem::take(&mut flush_pending));
+        match dir {
+            Some('R') => (c.0, c.3) = (c.0 + 1, c.3 + bytes),
+            _ => (c.1, c.4) = (c.1 + 1, c.4 + bytes),
+        }
+        flush_pending = fua;
+        any = true;
+    }
+    c.2 += u64::from(flush_pending);
+    c
+}
+
+/// Replays `capture` on a file in `dir` as fast as it goes: its JSON run.
+fn replayed(capture: &Path, dir: &Path) -> serde_json::Value {
+    let target = dir.join("replayed.img");
+    let out = replay(capture, target.to_str().unwrap(), &["--replay-speed", "max", "--json", "-", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    json_run(&out)
+}
+
+#[test]
+fn a_blktrace_capture_of_ext4_on_a_loop_device_replays_as_blkparse_reads_it() {
+    // examples/ext4.blktrace: the kernel's blk tracer on a loop device
+    // while ext4 was mounted on it, fio's docs copied in, a file written
+    // and fsync'd and read back, and unmounted (bench/blkcapture.py).
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ext4.blktrace");
+    let (reads, writes, flushes, read_bytes, write_bytes) = blkparse_counts(&capture);
+    assert!(reads > 0 && writes > 0 && flushes > 0, "blkparse: {reads} {writes} {flushes}");
+    let dir = tempfile::tempdir().unwrap();
+    let run = replayed(&capture, dir.path());
+    assert_eq!(figures(&run), [reads, writes, flushes, read_bytes, write_bytes], "{run}");
+    assert_eq!(
+        (run["replay"]["format"].as_str(), run["replay"]["version"].as_u64()),
+        (Some("blktrace"), Some(7))
+    );
+}
+
+#[test]
+fn a_fio_job_file_may_name_a_blktrace_capture_as_its_read_iolog() {
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ext4.blktrace");
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("replay.fio");
+    let target = dir.path().join("replayed.img");
+    let text =
+        format!("[r]\nread_iolog={}\nfilename={}\nreplay_no_stall=1\n", capture.display(), target.display());
+    std::fs::write(&job, text).unwrap();
+    let out = iolab(&["run", job.to_str().unwrap(), "--json", "-", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (reads, writes, ..) = blkparse_counts(&capture);
+    assert_eq!(json_run(&out)["replay"]["requests"], reads + writes);
+}
+
+#[test]
+fn a_damaged_blktrace_capture_is_refused_naming_the_record() {
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ext4.blktrace");
+    let mut bytes = std::fs::read(&capture).unwrap();
+    // The second record's magic: after the first's 48 bytes and payload.
+    let second = 48 + usize::from(u16::from_le_bytes([bytes[46], bytes[47]]));
+    bytes[second + 1] ^= 0xff;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("bad.blktrace");
+    std::fs::write(&trace, bytes).unwrap();
+    let out = replay(&trace, "mem:16m", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = stderr(&out);
+    assert!(text.contains(&format!("record 2 (byte {second}): no blk_io_trace magic")), "{text}");
+}
+
+/// The kernel's `blk` tracer on a loop device, set up as
+/// bench/blkcapture.py does and undone on drop (a panic included).
+struct BlkTracer {
+    loop_dev: String,
+    pipe: std::fs::File,
+}
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+impl BlkTracer {
+    /// Traces a new loop device over `image`; `None` (a skip said on
+    /// standard error) where there is no root, losetup or tracefs, unless
+    /// IOLAB_REQUIRE_BLKTRACE is set (CI), where that fails the test.
+    fn start(image: &Path) -> Option<BlkTracer> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if root && !Path::new(TRACEFS).join("trace_pipe").exists() {
+            let _ = Command::new("mount").args(["-t", "tracefs", "nodev", TRACEFS]).status();
+        }
+        let tracer = Path::new(TRACEFS).join("available_tracers");
+        let usable = root && std::fs::read_to_string(tracer).is_ok_and(|t| t.contains("blk"));
+        if !usable {
+            assert!(
+                std::env::var_os("IOLAB_REQUIRE_BLKTRACE").is_none(),
+                "IOLAB_REQUIRE_BLKTRACE is set but the blk tracer cannot be used here (root, tracefs)"
+            );
+            eprintln!("skipped: capturing a loop device needs root and the kernel's blk tracer in tracefs");
+            return None;
+        }
+        let out = Command::new("losetup")
+            .args(["-f", "--show", "--direct-io=on"])
+            .arg(image)
+            .output()
+            .expect("losetup is installed");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let loop_dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let name = loop_dev.trim_start_matches("/dev/");
+        let set =
+            |file: &str, value: &str| std::fs::write(file, value).unwrap_or_else(|e| panic!("{file}: {e}"));
+        set(&format!("{TRACEFS}/tracing_on"), "0");
+        set(&format!("{TRACEFS}/current_tracer"), "blk");
+        set(&format!("/sys/block/{name}/trace/enable"), "1");
+        set(&format!("{TRACEFS}/trace_options"), "bin");
+        set(&format!("{TRACEFS}/trace_options"), "nocontext-info");
+        set(&format!("{TRACEFS}/trace"), "");
+        let pipe = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(format!("{TRACEFS}/trace_pipe"))
+            .unwrap();
+        set(&format!("{TRACEFS}/tracing_on"), "1");
+        Some(BlkTracer { loop_dev, pipe })
+    }
+
+    /// Stops tracing: every record the buffer holds.
+    fn records(&mut self) -> Vec<u8> {
+        use std::io::Read;
+        let _ = std::fs::write(format!("{TRACEFS}/tracing_on"), "0");
+        let mut out = Vec::new();
+        let mut chunk = vec![0u8; 1 << 16];
+        loop {
+            match self.pipe.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("trace_pipe: {e}"),
+            }
+        }
+        out
+    }
+}
+
+impl Drop for BlkTracer {
+    fn drop(&mut self) {
+        let name = self.loop_dev.trim_start_matches("/dev/");
+        let _ = std::fs::write(format!("{TRACEFS}/tracing_on"), "0");
+        let _ = std::fs::write(format!("/sys/block/{name}/trace/enable"), "0");
+        let _ = std::fs::write(format!("{TRACEFS}/trace_options"), "nobin");
+        let _ = std::fs::write(format!("{TRACEFS}/trace_options"), "context-info");
+        let _ = std::fs::write(format!("{TRACEFS}/current_tracer"), "nop");
+        let _ = Command::new("losetup").args(["-d", &self.loop_dev]).status();
+    }
+}
+
+#[test]
+fn a_capture_of_a_loop_device_made_now_replays_as_blkparse_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("loop.img");
+    std::fs::File::create(&image).unwrap().set_len(16 << 20).unwrap();
+    let Some(mut tracer) = BlkTracer::start(&image) else { return };
+    let run =
+        ["run", "--target", &tracer.loop_dev, "--bs", "4k/50:64k/50", "--ios", "300", "--flush-every", "10"];
+    let out = iolab(&[&run[..], &["--direct", "--json", "-", "-q"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let [reads, writes, ..] = figures(&json_run(&out));
+    let capture = dir.path().join("capture.blktrace");
+    std::fs::write(&capture, tracer.records()).unwrap();
+    drop(tracer);
+    let traced = blkparse_counts(&capture);
+    // What the run issued is there (the kernel may add its own reads:
+    // udev probing a new loop device).
+    assert!(traced.0 >= reads && traced.1 >= writes && traced.2 >= 1, "{traced:?} for {reads} {writes}");
+    let replayed = figures(&replayed(&capture, dir.path()));
+    assert_eq!(replayed, [traced.0, traced.1, traced.2, traced.3, traced.4]);
+}

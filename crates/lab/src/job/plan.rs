@@ -306,9 +306,9 @@ fn replay_job(f: &JobFields, index: usize, path: &Path) -> Result<JobSpec, Usage
              size, one thread; --validate is not supported on a replay yet); leave --{flag} out"
         )));
     }
-    let text = std::fs::read_to_string(path)
+    let bytes = std::fs::read(path)
         .map_err(|e| UsageError(format!("--replay: cannot read {}: {e}", path.display())))?;
-    let trace = workloads::replay::Trace::parse(&text)
+    let trace = workloads::replay::Trace::read(&bytes)
         .map_err(|e| UsageError(format!("--replay: {}: {e}", path.display())))?;
     let speed = match f.replay_speed.as_deref() {
         None => Some(1.0),

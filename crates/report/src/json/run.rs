@@ -252,12 +252,14 @@ pub struct Dedupe {
     pub unit_bytes: usize,
 }
 
-/// A replayed trace: its path, its iolog version, its reads and writes,
+/// A replayed trace: its path, its format and version, its reads and writes,
 /// its syncs (each a flush), and the pace (`null`: as fast as the queue
 /// depth allows; else the trace's times divided by it).
 #[derive(Clone, Debug, Serialize)]
 pub struct Replay {
     pub source: String,
+    /// `iolog` or `blktrace`.
+    pub format: &'static str,
     pub version: u8,
     pub requests: u64,
     pub flushes: u64,
@@ -292,6 +294,7 @@ impl Run {
             modeled: r.modeled.clone(),
             replay: r.replay.as_ref().map(|t| Replay {
                 source: t.source.clone(),
+                format: t.format.name(),
                 version: t.version,
                 requests: t.requests,
                 flushes: t.flushes,

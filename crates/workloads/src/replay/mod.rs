@@ -1,3 +1,6 @@
+//! Traces read for replay: fio's I/O logs here, the kernel's block-layer
+//! traces in `blktrace.rs`.
+//!
 //! fio's I/O logs (`write_iolog`, `read_iolog`), versions 2 and 3, read
 //! for replay: the reads and writes in their order, each sync or datasync
 //! as a flush after the request before it, and in version 3 each
@@ -13,6 +16,8 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+
+mod blktrace;
 
 /// One request of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +37,8 @@ pub struct TracedIo {
 /// A trace read for replay.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Trace {
-    /// 2 or 3.
+    pub format: Format,
+    /// An iolog's version, 2 or 3; a blktrace record's, 7.
     pub version: u8,
     pub ios: Vec<TracedIo>,
     /// The files the trace names, in the order it names them.
@@ -46,7 +52,8 @@ pub struct Trace {
 pub struct ReplaySummary {
     /// The trace's path as given.
     pub source: String,
-    /// The iolog version, 2 or 3.
+    pub format: Format,
+    /// The iolog version, 2 or 3; blktrace's record version, 7.
     pub version: u8,
     /// Reads and writes in the trace.
     pub requests: u64,
@@ -73,6 +80,7 @@ impl ReplaySummary {
     pub fn of(spec: &ReplaySpec) -> ReplaySummary {
         ReplaySummary {
             source: spec.source.clone(),
+            format: spec.trace.format,
             version: spec.trace.version,
             requests: spec.trace.ios.len() as u64,
             flushes: spec.trace.flushes(),
@@ -81,40 +89,88 @@ impl ReplaySummary {
     }
 }
 
-/// Why a trace cannot be replayed, naming the line.
+/// Why a trace cannot be replayed, naming where in it: an iolog's line,
+/// a blktrace capture's record.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("line {line}: {what}")]
+#[error("{place}: {what}")]
 pub struct TraceError {
-    pub line: usize,
+    /// `line N` or `record N (byte B)`.
+    pub place: String,
     pub what: String,
 }
 
+impl TraceError {
+    fn line(line: usize, what: String) -> TraceError {
+        TraceError { place: format!("line {line}"), what }
+    }
+}
+
+/// What a trace was read from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// fio's I/O log (`write_iolog`), text.
+    #[default]
+    Iolog,
+    /// The kernel's block-layer trace records (`blk_io_trace`), as
+    /// `blktrace -o -`, `blkparse -d` or the `blk` tracer's binary output
+    /// write them.
+    Blktrace,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Iolog => "iolog",
+            Format::Blktrace => "blktrace",
+        }
+    }
+}
+
 impl Trace {
-    /// Reads a trace's text.
+    /// Reads a trace of either format, told apart by its first bytes: a
+    /// blktrace record's magic, or an iolog's header line.
+    pub fn read(bytes: &[u8]) -> Result<Trace, TraceError> {
+        if blktrace::is_blktrace(bytes) {
+            return blktrace::parse(bytes);
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            TraceError::line(
+                1,
+                format!(
+                    "neither an iolog (text: byte {} is not UTF-8) nor a blktrace capture (no blk_io_trace \
+                     magic in the first record)",
+                    e.valid_up_to()
+                ),
+            )
+        })?;
+        Trace::parse(text)
+    }
+
+    /// Reads an iolog's text.
     pub fn parse(text: &str) -> Result<Trace, TraceError> {
         let mut lines = text.lines().enumerate().map(|(n, l)| (n + 1, l.trim()));
         let version = match lines.next() {
             Some((_, "fio version 2 iolog")) => 2,
             Some((_, "fio version 3 iolog")) => 3,
             Some((line, first)) => {
-                return Err(TraceError {
+                return Err(TraceError::line(
                     line,
-                    what: format!(
+                    format!(
                         "'{first}' is not an iolog's first line (`fio version 2 iolog` or `fio version 3 iolog`; \
-                         fio's version 1 logs and blktrace captures are not read)"
+                         fio's version 1 logs are not read) nor a blktrace capture's first record"
                     ),
-                })
+                ))
             }
-            None => return Err(TraceError { line: 1, what: "the trace is empty".into() }),
+            None => return Err(TraceError::line(1, "the trace is empty".into())),
         };
         let mut trace = Trace { version, ..Trace::default() };
         let mut waited = None::<Duration>;
         for (n, line) in lines.filter(|(_, l)| !l.is_empty()) {
-            trace.take(line, &mut waited).map_err(|what| TraceError { line: n, what })?;
+            trace.take(line, &mut waited).map_err(|what| TraceError::line(n, what))?;
         }
         if trace.ios.is_empty() {
             let line = text.lines().count().max(1);
-            return Err(TraceError { line, what: "the trace has no read or write to replay".into() });
+            return Err(TraceError::line(line, "the trace has no read or write to replay".into()));
         }
         Ok(trace)
     }
@@ -320,20 +376,20 @@ mod tests {
     #[test]
     fn a_first_line_that_is_not_an_iolog_header_is_refused() {
         let e = Trace::parse("0,4096,4096\n").unwrap_err();
-        assert_eq!(e.line, 1);
+        assert_eq!(e.place, "line 1");
         assert!(e.what.contains("fio version 2 iolog"), "{e}");
     }
 
     #[test]
     fn a_trim_is_refused_naming_its_line() {
         let e = Trace::parse("fio version 2 iolog\nf write 0 4096\nf trim 0 4096\n").unwrap_err();
-        assert_eq!(e.line, 3);
+        assert_eq!(e.place, "line 3");
     }
 
     #[test]
     fn a_line_of_another_shape_is_refused_naming_its_line() {
         let e = Trace::parse("fio version 3 iolog\n10 f write 0\n").unwrap_err();
-        assert_eq!(e.line, 2);
+        assert_eq!(e.place, "line 2");
         let e = Trace::parse("fio version 3 iolog\nten f write 0 4096\n").unwrap_err();
         assert!(e.what.contains("timestamp"), "{e}");
     }
