@@ -81,8 +81,13 @@ pub fn job_heading(r: &JobResult) -> String {
         } else {
             r.rw.to_string()
         };
+    let skip = match r.skip_bytes {
+        0 => String::new(),
+        s if s < 0 => format!(", skip -{} (backwards)", units::size(s.unsigned_abs())),
+        s => format!(", skip {}", units::size(s.unsigned_abs())),
+    };
     format!(
-        "{}: {} on {} ({} at offset {}), bs {}, {} engine, {} x depth {}",
+        "{}: {} on {} ({} at offset {}), bs {}{skip}, {} engine, {} x depth {}",
         r.name,
         mix,
         r.target,

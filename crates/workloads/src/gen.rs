@@ -53,7 +53,10 @@ pub struct RequestGen {
     /// The part of the region this thread walks sequentially.
     seq_start: u64,
     seq_len: u64,
-    cursor: u64,
+    /// Where the thread's last request ended (aligned up); `None` before
+    /// the first.
+    last_end: Option<u64>,
+    skip: i64,
     read_pct: u8,
     seek_pct: u8,
     sizes: SizeGen,
@@ -98,7 +101,8 @@ impl RequestGen {
             region,
             seq_start,
             seq_len,
-            cursor: seq_start,
+            last_end: None,
+            skip: job.skip_bytes,
             read_pct: job.read_pct,
             seek_pct: job.seek_pct,
             sizes,
@@ -145,13 +149,25 @@ impl RequestGen {
         }
     }
 
+    /// The request after the last one, `skip` bytes past its end (fio's
+    /// `rw=read:N`): forward from the slice's start, wrapping to it past
+    /// the end; with a negative skip backward from the slice's end,
+    /// wrapping to it past the start (as fio).
     fn sequential_offset(&mut self, len: u64) -> u64 {
-        let end = self.seq_start + self.seq_len;
-        if self.cursor + len > end {
-            self.cursor = self.seq_start;
-        }
-        let offset = self.cursor;
-        self.cursor = offset + len.next_multiple_of(self.region.align);
+        let (start, end) = (self.seq_start, self.seq_start + self.seq_len);
+        let next = match self.last_end {
+            None if self.skip < 0 => end.checked_add_signed(self.skip),
+            None => Some(start),
+            Some(last) => last.checked_add_signed(self.skip),
+        };
+        let offset = match next {
+            Some(o) if o >= start && o + len <= end => o,
+            // Invariant (JobSpec::check_skip): a negative skip is at least
+            // the largest transfer and smaller than the region.
+            _ if self.skip < 0 => end.saturating_add_signed(self.skip).max(start),
+            _ => start,
+        };
+        self.last_end = Some(offset + len.next_multiple_of(self.region.align));
         offset
     }
 
@@ -181,7 +197,7 @@ impl RequestGen {
         };
         let offset = self.region.start + slot * align;
         // Random placement continues sequentially from here when seekpct < 100.
-        self.cursor = (offset + len.next_multiple_of(align)).min(self.seq_start + self.seq_len);
+        self.last_end = Some((offset + len.next_multiple_of(align)).min(self.seq_start + self.seq_len));
         offset
     }
 }

@@ -504,6 +504,11 @@ pub struct JobSpec {
     /// Percent of requests placed at random (Vdbench's seekpct); the rest
     /// continue where the thread's previous request ended.
     pub seek_pct: u8,
+    /// Bytes skipped after each sequential request (fio's `rw=read:8k`):
+    /// the next starts this far past the end of the one before; negative
+    /// walks backwards, the next starting this far before the previous
+    /// one's end (fio's `rw=read:-8k`). 0: one after another.
+    pub skip_bytes: i64,
     pub skew: Skew,
     pub bs: BlockSizes,
     /// Offsets are multiples of this (fio's blockalign); `None` = the fixed
@@ -607,6 +612,7 @@ impl Default for JobSpec {
             rw: Rw::RandRw,
             read_pct: 70,
             seek_pct: 100,
+            skip_bytes: 0,
             skew: Skew::Uniform,
             bs: BlockSizes::Fixed(4096),
             align_bytes: None,
@@ -779,7 +785,48 @@ impl JobSpec {
             ));
         }
         self.check_fit(len, align, sector)?;
+        self.check_skip(len - len % align, align)?;
         Ok(Region { start: self.offset_bytes, len: len - len % align, align })
+    }
+
+    /// A skip keeps offsets aligned, walks backwards only by at least a
+    /// transfer (less would go forward over overlapping ranges), fits in
+    /// the region, and has sequential requests to apply to.
+    fn check_skip(&self, len: u64, align: u64) -> Result<(), SpecError> {
+        let skip = self.skip_bytes;
+        if skip == 0 {
+            return Ok(());
+        }
+        if self.seek_pct == 100 {
+            return Err(spec_error(
+                "skip",
+                "applies to sequential requests, and every request of this job is placed at random; use a \
+                 sequential pattern (read, write, rw) or --seekpct below 100",
+            ));
+        }
+        if skip.unsigned_abs() % align != 0 {
+            return Err(spec_error(
+                "skip",
+                format!("{skip} is not a multiple of the {align}-byte alignment (--bsalign, or the transfer size)"),
+            ));
+        }
+        let max = self.bs.max_bytes();
+        if skip < 0 && skip.unsigned_abs() < max {
+            return Err(spec_error(
+                "skip",
+                format!(
+                    "{skip} walks back less than a {max}-byte transfer, so requests would overlap going \
+                     forward; give -{max} or more to read backwards"
+                ),
+            ));
+        }
+        if skip.unsigned_abs() >= len {
+            return Err(spec_error(
+                "skip",
+                format!("{skip} bytes is as large as the region ({len} bytes); give a smaller skip or a larger --size"),
+            ));
+        }
+        Ok(())
     }
 
     /// The largest transfer fits the region of `len` bytes, and still does

@@ -104,18 +104,26 @@ impl Validator {
         target: &std::sync::Arc<dyn device::Device>,
     ) -> Result<Validator, crate::WorkloadError> {
         let sector_bytes = target.sector_bytes();
-        let key_bytes = job.bs.min_bytes();
+        // The key block: the smallest transfer, or less where the region
+        // starts or --bsalign steps between its multiples (fio's verify
+        // takes any aligned offset): every request is then whole key
+        // blocks. A default alignment finer than the smallest transfer
+        // (the sector, for mixed sizes) is refused below rather than
+        // shrinking the key block to a sector unasked.
+        let min = job.bs.min_bytes();
+        let key_bytes = gcd(gcd(min, region.start), job.align_bytes.unwrap_or(min));
         let sizes_ok = match &job.bs {
             crate::BlockSizes::Fixed(_) => true,
             crate::BlockSizes::Split { sizes, .. } => sizes.iter().all(|(s, _)| s % key_bytes == 0),
             crate::BlockSizes::Range { step, .. } => step % key_bytes == 0,
         };
-        if !sizes_ok || region.align % key_bytes != 0 || region.start % key_bytes != 0 {
+        if !sizes_ok || region.align % key_bytes != 0 {
             return Err(crate::WorkloadError::Spec(spec_error(
                 "validate",
                 format!(
-                    "every transfer size and offset must be a multiple of the smallest transfer ({key_bytes} bytes, \
-                     the key block); use sizes that are multiples of it and --bsalign {key_bytes} or more"
+                    "every transfer size and offset must be a multiple of the key block ({key_bytes} bytes: \
+                     the smallest transfer, or what it has in common with --offset and --bsalign); use sizes \
+                     that are multiples of it and --bsalign {key_bytes}"
                 ),
             )));
         }
@@ -499,5 +507,14 @@ fn classify(verdict: BlockVerdict, sectors: u32) -> (&'static str, Vec<Finding>)
             (class, findings)
         }
         _ => ("corrupt", Vec::new()),
+    }
+}
+
+/// The greatest common divisor; `gcd(n, 0)` is `n`.
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }

@@ -333,3 +333,30 @@ fn plots_and_a_report_page_come_from_a_run() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("not a JSON document"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_backward_skip_is_said_in_the_heading_and_the_json_and_issued_backwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.iolog");
+    let run = ["run", "--target", "mem:1m", "--rw", "read", "--bs", "4k", "--skip", "-8k", "--ios", "3"];
+    let out = iolab(&[&run[..], &["--write-iolog", log.to_str().unwrap()]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("bs 4k, skip -8KiB (backwards)"), "{}", stdout(&out));
+    let offsets: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" read "))
+        .map(|l| l.split_whitespace().nth(3).unwrap().to_string())
+        .collect();
+    assert_eq!(offsets, ["1040384", "1036288", "1032192"]);
+    let out = iolab(&[&run[..], &["--json", "-", "-q"]].concat());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["jobs"][0]["runs"][0]["skip_bytes"], -8192);
+}
+
+#[test]
+fn a_skip_on_a_random_pattern_is_a_usage_error_naming_the_flag() {
+    let out = iolab(&["run", "--target", "mem:1m", "--rw", "randread", "--skip", "8k"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--skip: applies to sequential requests"), "{}", stderr(&out));
+}

@@ -60,6 +60,13 @@ pub struct JobFields {
     /// patterns, 100 for random ones.
     #[arg(help_heading = "Workload", long, value_name = "PCT")]
     pub seekpct: Option<u8>,
+    /// Sequential patterns: bytes skipped after each request (fio's
+    /// rw=write:64k: a request, then a gap). Negative walks backwards, each
+    /// request starting SIZE before the previous one ended (fio's
+    /// rw=read:-8k with bs=4k reads every other 4 KiB from the end down):
+    /// at least the largest transfer, and a multiple of the alignment.
+    #[arg(help_heading = "Workload", long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub skip: Option<String>,
     /// Spread of random offsets: uniform (default), zipf:THETA,
     /// hot:IO%/REGION%, or zoned:IO/REGION:... (fio's zoned: consecutive
     /// zones from the region's start, each taking IO% of the requests).
@@ -281,7 +288,7 @@ pub struct JobFields {
 /// them all (merging, printing as a job file).
 macro_rules! each_field {
     ($then:ident!($($pre:expr),*)) => {
-        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, dedupe_ratio, dedupe_unit, compress_ratio, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home, replay, replay_speed, write_iolog)
+        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skip, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, dedupe_ratio, dedupe_unit, compress_ratio, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home, replay, replay_speed, write_iolog)
     };
 }
 

@@ -504,12 +504,10 @@ fn pattern(j: &mut Job, line: &Line<'_>, notes: &mut Vec<String>) -> Result<bool
                     line.bad("iolab does not trim; use read, write, randread, randwrite, rw or randrw")
                 );
             }
-            j.fields.rw = Some(line.parsed(pattern)?);
-            if suffix.is_some() {
-                line.ignore(
-                    notes,
-                    "the :N suffix ignored (sequential runs between random offsets): see --seekpct",
-                );
+            let rw: workloads::Rw = line.parsed(pattern)?;
+            j.fields.rw = Some(rw);
+            if let Some(suffix) = suffix {
+                rw_suffix(j, line, rw, suffix, notes)?;
             }
         }
         "rwmixread" => j.fields.rwmixread = Some(line.number("percentage")?),
@@ -755,6 +753,39 @@ fn rate(j: &mut Job, notes: &mut Vec<String>) -> Result<(), String> {
         "{}: rate={rate}: capped at {iops} requests a second ({rate} bytes a second in {bs}-byte requests)",
         j.name
     ));
+    Ok(())
+}
+
+/// fio's `rw=PATTERN:N`. Sequential: N bytes skipped after each request,
+/// negative to walk backwards (`--skip`). Random: a new random offset
+/// every N requests, the others following on, which iolab's `--seekpct`
+/// gives on average (100/N percent placed at random).
+fn rw_suffix(
+    j: &mut Job,
+    line: &Line<'_>,
+    rw: workloads::Rw,
+    suffix: &str,
+    notes: &mut Vec<String>,
+) -> Result<(), UsageError> {
+    if rw.default_seek_pct() < 100 {
+        let (sign, size) = suffix.strip_prefix('-').map_or(("", suffix), |rest| ("-", rest));
+        j.fields.skip = Some(format!("{sign}{}", line.bytes(Some(size))?));
+        return Ok(());
+    }
+    let every: u32 = suffix.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+        line.bad(&format!(
+            "'{suffix}' after a random pattern is a count of requests per random offset, as in :8"
+        ))
+    })?;
+    let pct = ((100 + every / 2) / every).max(1) as u8;
+    j.fields.seekpct = Some(pct);
+    line.ignore(
+        notes,
+        &format!(
+            "runs as --seekpct {pct}: a new random offset every {every} requests on average (fio: exactly \
+             every {every})"
+        ),
+    );
     Ok(())
 }
 

@@ -190,6 +190,7 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         rw,
         read_pct,
         seek_pct: f.seekpct.unwrap_or(rw.default_seek_pct()),
+        skip_bytes: skip(f)?,
         skew: f.skew.clone().unwrap_or(Skew::Uniform),
         bs,
         align_bytes: bytes("bsalign", &f.bsalign)?,
@@ -213,6 +214,16 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         replay: None,
         write_iolog: f.write_iolog.as_deref().map(iolog_path).transpose()?,
     })
+}
+
+/// `--skip`: a size, negative to walk backwards.
+fn skip(f: &JobFields) -> Result<i64, UsageError> {
+    let Some(text) = f.skip.as_deref() else { return Ok(0) };
+    let (sign, size) = text.strip_prefix('-').map_or((1, text), |rest| (-1, rest));
+    let bytes = parse_bytes("skip", size)?;
+    i64::try_from(bytes)
+        .map(|b| sign * b)
+        .map_err(|_| UsageError(format!("--skip: {text} is too large; give a size under 8 EiB")))
 }
 
 /// What zlib (level 6) adds to a 4 KiB block of compress:PCT beyond its
@@ -290,6 +301,7 @@ fn replay_job(f: &JobFields, index: usize, path: &Path) -> Result<JobSpec, Usage
         ("rw", f.rw.is_some()),
         ("rwmixread", f.rwmixread.is_some()),
         ("seekpct", f.seekpct.is_some()),
+        ("skip", f.skip.is_some()),
         ("skew", f.skew.is_some()),
         ("bs", f.bs.is_some()),
         ("bsalign", f.bsalign.is_some()),

@@ -219,6 +219,8 @@ pub struct Run {
     pub read_pct: u8,
     /// As given: "4k", "fs", "4k/10:64k/90".
     pub bs: String,
+    /// Bytes skipped after each sequential request; negative: backwards.
+    pub skip_bytes: i64,
     pub region_offset_bytes: u64,
     pub region_bytes: u64,
     pub seed: u64,
@@ -277,6 +279,7 @@ impl Run {
             rw: r.rw.into(),
             read_pct: r.read_pct,
             bs: r.bs.clone(),
+            skip_bytes: r.skip_bytes,
             region_offset_bytes: r.region_offset_bytes,
             region_bytes: r.region_bytes,
             seed: r.seed,

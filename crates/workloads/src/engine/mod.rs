@@ -39,6 +39,8 @@ pub struct JobResult {
     pub rw: crate::spec::Rw,
     pub read_pct: u8,
     pub bs: String,
+    /// Bytes skipped after each sequential request (`JobSpec::skip_bytes`).
+    pub skip_bytes: i64,
     pub region_offset_bytes: u64,
     pub region_bytes: u64,
     pub seed: u64,
@@ -412,6 +414,7 @@ impl Run<'_> {
             rw: job.rw,
             read_pct: job.read_pct,
             bs: job.bs.to_string(),
+            skip_bytes: job.skip_bytes,
             region_offset_bytes: region.start,
             region_bytes: region.len,
             seed: job.seed,

@@ -129,6 +129,51 @@ fn seekpct_zero_on_a_random_pattern_is_sequential() {
     assert_eq!(reqs[1].offset, reqs[0].offset + 4096);
 }
 
+/// The first `n` offsets of one thread's stream, in KiB.
+fn offsets_kib(j: &JobSpec, target_bytes: u64, n: usize) -> Vec<u64> {
+    let region = j.region(target_bytes, 512).unwrap();
+    let mut gen = RequestGen::new(j, region, 0, 1);
+    (0..n).map(|_| gen.next_request().offset / 1024).collect()
+}
+
+#[test]
+fn a_skip_leaves_a_gap_after_each_sequential_request_and_wraps_at_the_end() {
+    let j = JobSpec { skip_bytes: 112 << 10, ..job(Rw::Write, "16k") };
+    assert_eq!(offsets_kib(&j, 1 << 20, 10), [0, 128, 256, 384, 512, 640, 768, 896, 0, 128]);
+}
+
+#[test]
+fn a_negative_skip_walks_back_from_the_end_and_wraps_to_it() {
+    // fio's rw=read:-8k with bs=4k: each request starts 8k before the
+    // previous one ended.
+    let j = JobSpec { skip_bytes: -(8 << 10), size_bytes: Some(32 << 10), ..job(Rw::Read, "4k") };
+    assert_eq!(offsets_kib(&j, 1 << 20, 9), [24, 20, 16, 12, 8, 4, 0, 24, 20]);
+}
+
+#[test]
+fn a_skip_applies_after_a_random_request_too() {
+    let j = JobSpec { skip_bytes: -(8 << 10), seek_pct: 50, ..job(Rw::Read, "4k") };
+    let region = j.region(1 << 20, 512).unwrap();
+    let mut gen = RequestGen::new(&j, region, 0, 1);
+    let reqs: Vec<_> = (0..200).map(|_| gen.next_request()).collect();
+    // Whenever a request lies 4k below the one before, it followed on.
+    let followed = reqs.windows(2).filter(|w| w[1].offset + 4096 == w[0].offset).count();
+    assert!(followed > 50, "{followed} of 199 followed on backwards");
+}
+
+#[test]
+fn a_skip_that_cannot_apply_is_refused_naming_why() {
+    let refused = |j: JobSpec| j.region(1 << 20, 512).unwrap_err().to_string();
+    let random = JobSpec { skip_bytes: 4096, ..job(Rw::RandRead, "4k") };
+    assert!(refused(random).contains("every request of this job is placed at random"));
+    let misaligned = JobSpec { skip_bytes: 1024, ..job(Rw::Read, "4k") };
+    assert!(refused(misaligned).contains("not a multiple of the 4096-byte alignment"));
+    let overlapping = JobSpec { skip_bytes: -4096, align_bytes: Some(4096), ..job(Rw::Read, "8k") };
+    assert!(refused(overlapping).contains("walks back less than a 8192-byte transfer"));
+    let too_large = JobSpec { skip_bytes: 1 << 20, ..job(Rw::Read, "4k") };
+    assert!(refused(too_large).contains("as large as the region"));
+}
+
 #[test]
 fn same_seed_gives_the_same_stream_and_another_seed_does_not() {
     let j = job(Rw::RandRw, "fs");
@@ -148,22 +193,35 @@ proptest! {
         bs in prop::sample::select(vec!["512", "4k", "fs", "4k/10:64k/50:32k/40", "1k-96k/1k", "12k"]),
         rw in prop::sample::select(vec![Rw::Read, Rw::Write, Rw::RandRw, Rw::RandRead]),
         seek_pct in 0u8..=100,
+        skip_blocks in -8i64..8,
         threads in 1u32..5,
         skew in prop::sample::select(vec![Skew::Uniform, Skew::Zipf { theta: 0.8 }, Skew::Hot { io_pct: 80, region_pct: 20 }, Skew::Zoned { zones: vec![(60, 1), (40, 99)] }]),
         seed: u64,
     ) {
+        let bs = BlockSizes::parse(bs).unwrap();
+        // A skip of whole 96 KiB units: a multiple of every alignment here,
+        // and backwards at least the largest transfer.
+        let skip_bytes = if seek_pct < 100 { skip_blocks * (96 << 10) } else { 0 };
         let j = JobSpec {
             offset_bytes: offset_sectors * 512,
             size_bytes: Some(len_sectors * 512),
             rw,
             seek_pct,
+            skip_bytes,
             skew,
             threads,
-            bs: BlockSizes::parse(bs).unwrap(),
+            bs,
             seed,
             ..JobSpec::default()
         };
-        let region = j.region(8 << 20, 512).unwrap();
+        let region = match j.region(8 << 20, 512) {
+            Ok(region) => region,
+            // Only a skip as large as the region is refused here.
+            Err(e) => {
+                prop_assert!(e.to_string().contains("as large as the region"), "{}", e);
+                return Ok(());
+            }
+        };
         for t in 0..threads {
             let mut gen = RequestGen::new(&j, region, t, threads);
             for _ in 0..300 {

@@ -458,3 +458,25 @@ mod flush_every {
         assert_eq!(flushes(Engine::Virtual, target, None), 40);
     }
 }
+
+#[test]
+fn a_region_starting_between_transfers_validates_in_smaller_key_blocks() {
+    // fio's cross-stripe verify: 16 KiB writes from 120 KiB, 112 KiB apart.
+    let j = JobSpec {
+        rw: Rw::Write,
+        read_pct: 0,
+        seek_pct: 0,
+        offset_bytes: 120 << 10,
+        size_bytes: Some(512 << 10),
+        skip_bytes: 112 << 10,
+        bs: BlockSizes::Fixed(16 << 10),
+        align_bytes: Some(8 << 10),
+        ios: Some(40),
+        validate: Some(VALIDATE.clone()),
+        ..JobSpec::default()
+    };
+    let summary = run(Arc::new(MemDevice::new(1 << 20).unwrap()), &j);
+    assert_eq!(summary.key_block_bytes, 8 << 10);
+    assert_eq!(summary.errors, 0, "{:?}", summary.error_list);
+    assert!(summary.blocks_checked > 0);
+}
