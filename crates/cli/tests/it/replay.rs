@@ -469,3 +469,20 @@ fn a_capture_of_a_loop_device_made_now_replays_as_blkparse_reads_it() {
     let replayed = figures(&replayed(&capture, dir.path()));
     assert_eq!(replayed, [traced.0, traced.1, traced.2, traced.3, traced.4]);
 }
+
+#[test]
+fn a_validated_replay_through_io_uring_checks_its_blocks_and_flushes_once_for_each_sync() {
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ext4.blktrace");
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("replayed.img");
+    let flags =
+        ["--replay-speed", "max", "--validate", "--engine", "uring", "--iodepth", "8", "--json", "-", "-q"];
+    let out = replay(&capture, target.to_str().unwrap(), &flags);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = json_run(&out);
+    let (reads, writes, flushes, read_bytes, write_bytes) = blkparse_counts(&capture);
+    assert_eq!(figures(&run), [reads, writes, flushes, read_bytes, write_bytes], "{run}");
+    let validation = &run["validation"];
+    assert_eq!(validation["errors"], 0, "{validation}");
+    assert!(validation["blocks_checked"].as_u64().unwrap() > 0, "{validation}");
+}

@@ -310,12 +310,11 @@ fn replay_job(f: &JobFields, index: usize, path: &Path) -> Result<JobSpec, Usage
         ("ramp", f.ramp.is_some()),
         ("flush-every", f.flush_every.is_some()),
         ("nrfiles", f.nrfiles.is_some()),
-        ("validate", f.validate == Some(true)),
     ];
     if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
         return Err(UsageError(format!(
             "--{flag}: does not apply with --replay, whose trace gives every request (its kind, offset and \
-             size, one thread; --validate is not supported on a replay yet); leave --{flag} out"
+             size, one thread); leave --{flag} out"
         )));
     }
     let bytes = std::fs::read(path)

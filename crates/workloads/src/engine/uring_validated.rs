@@ -97,8 +97,9 @@ struct Engine<'v> {
     /// For the read-back of a write (`reread`).
     scratch: AlignedBuf,
     device_name: String,
-    /// `--flush-every`: a flush of the target is due after the reaping.
-    flush_due: bool,
+    /// Flushes of the target due after the reaping: `--flush-every`'s
+    /// (one covers them all), or a replay's (one for each sync traced).
+    flush_due: u32,
 }
 
 /// A journal commit in the ring: its completions still to come (the
@@ -151,7 +152,7 @@ pub(super) fn run(mut w: Worker<'_>, v: &Validator) -> Result<ThreadStats, Workl
         commit: None,
         scratch: AlignedBuf::zeroed(max, align),
         device_name,
-        flush_due: false,
+        flush_due: 0,
     };
     e.ring.register(&mut e.bufs);
     let outcome = e.run(&mut w);
@@ -189,10 +190,11 @@ impl Engine<'_> {
             }
             self.ring.ring.submit_and_wait(1).map_err(self.uring_err("submit"))?;
             self.reap(w)?;
-            if self.flush_due {
-                // `--flush-every`: the writes completed so far, made
-                // durable by the worker itself, the others going on.
-                self.flush_due = false;
+            // The writes completed so far, made durable by the worker
+            // itself, the others going on.
+            let due = std::mem::take(&mut self.flush_due);
+            let flushes = if w.replaying() { due } else { due.min(1) };
+            for _ in 0..flushes {
                 w.device.flush()?;
                 w.flushed();
             }
@@ -506,7 +508,7 @@ impl Engine<'_> {
         }
         let now = Instant::now();
         w.complete(req.kind, req.len, now - s.at, now, s.measured);
-        self.flush_due |= w.flush_due(req);
+        self.flush_due += u32::from(w.flush_due(req));
         Ok(())
     }
 
