@@ -63,7 +63,7 @@ pub struct JobFields {
     /// Sequential patterns: bytes skipped after each request (fio's
     /// rw=write:64k: a request, then a gap). Negative walks backwards, each
     /// request starting SIZE before the previous one ended (fio's
-    /// rw=read:-8k with bs=4k reads every other 4 KiB from the end down):
+    /// rw=read:-8k with bs=4k reads each 4 KiB block from the end down):
     /// at least the largest transfer, and a multiple of the alignment.
     #[arg(help_heading = "Workload", long, value_name = "SIZE", allow_hyphen_values = true)]
     pub skip: Option<String>,
@@ -74,7 +74,8 @@ pub struct JobFields {
     #[serde(default, deserialize_with = "parsed")]
     pub skew: Option<Skew>,
     /// Replay an I/O trace instead of generating requests: a fio iolog
-    /// (version 2 or 3, as fio's write_iolog writes and read_iolog reads),
+    /// (version 2 or 3, as fio's write_iolog writes and read_iolog reads)
+    /// or a blktrace capture (`blktrace -o -`, its requests as queued),
     /// every request at its offset from --offset's start of the target,
     /// in one thread at --iodepth, each sync of the trace a flush after
     /// the request before it. A missing target is made as large as the
