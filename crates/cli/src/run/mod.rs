@@ -30,10 +30,11 @@ pub fn run(args: RunArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<Exi
     if let Some(dir) = &args.plot {
         crate::check_plot_dir(dir)?;
     }
-    if args.log_dir.as_deref().is_some_and(|d| d.exists() && !d.is_dir()) {
+    let mut plan = args.plan()?;
+    let log_dir = args.log_dir.clone().or(plan.log_dir.take());
+    if log_dir.as_deref().is_some_and(|d| d.exists() && !d.is_dir()) {
         return Err(UsageError("--log-dir: names a file; give a directory (made if missing)".into()).into());
     }
-    let mut plan = args.plan()?;
     if args.power_cut.is_some() {
         // The cut's images are what is checked, as `iolab validate` would.
         for (_, spec) in &mut plan.jobs {
@@ -51,7 +52,7 @@ pub fn run(args: RunArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<Exi
     let shown = execute::Shown::new(args.to_stdout(), args.quiet, args.repeat);
     let runs = Runs { groups: &plan.groups, repeat: args.repeat, barrier: None };
     let outcome = lab::job::execute::all(&jobs, &runs, &shown)?;
-    write_results(&args, &outcome, &percentiles)?;
+    write_results(&args, log_dir.as_deref(), &outcome, &percentiles)?;
     let closed = lab::job::execute::close(jobs)?;
     if args.to_stdout() {
         execute::show_closed(closed);
@@ -83,6 +84,7 @@ fn print_job(args: &RunArgs, path: &std::path::Path) -> anyhow::Result<ExitCode>
     let file = lab::job::load(path, args.strict)?;
     let merged = lab::job::JobFile {
         concurrent: file.concurrent,
+        log_dir: args.log_dir.clone().or(file.log_dir),
         global: Default::default(),
         jobs: file.jobs.iter().map(|job| args.job.over(&job.over(&file.global))).collect(),
     };
@@ -139,8 +141,13 @@ fn verdict(
 
 /// The error log, the JSON document, fio's logs and the CSV lines, where
 /// asked for.
-fn write_results(args: &RunArgs, outcome: &Outcome, percentiles: &[f64]) -> anyhow::Result<()> {
-    if let Some(dir) = &args.log_dir {
+fn write_results(
+    args: &RunArgs,
+    log_dir: Option<&std::path::Path>,
+    outcome: &Outcome,
+    percentiles: &[f64],
+) -> anyhow::Result<()> {
+    if let Some(dir) = log_dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot make the log directory", dir.display()))?;
         for job in &outcome.reports {

@@ -61,6 +61,14 @@ fn plan(
 ) -> anyhow::Result<(lab::job::Plan, Vec<f64>)> {
     let checked = refused(args, json).and_then(|()| {
         let mut plan = args.plan()?;
+        if plan.log_dir.is_some() {
+            return Err(UsageError(
+                "the job file asks for fio's interval logs (write_bw_log, log-dir), which a run under mpirun \
+                 does not write yet; take them out"
+                    .into(),
+            )
+            .into());
+        }
         let percentiles = percentiles(&args.percentiles)?;
         if let Some(text) = &args.stonewall {
             let wall = workloads::spec::parse_duration("stonewall", text).map_err(UsageError::from)?;

@@ -259,3 +259,25 @@ fn a_fio_job_file_runs_its_jobs_with_a_note_per_ignored_option() {
         "the two jobs ran at once, each named:\n{table}"
     );
 }
+
+#[test]
+fn a_fio_file_asking_for_interval_logs_gets_every_jobs_logs_in_the_prefixs_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let text = format!(
+        "[global]\nfilename={}\nsize=8m\nruntime=1\ntime_based\nwrite_bw_log={}/app\n[reader]\nrw=randread\n",
+        dir.path().join("t.img").display(),
+        logs.display()
+    );
+    let job = write_jobfile(&dir, &text);
+    let out = iolab(&["run", &job, "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for kind in ["bw", "iops", "lat"] {
+        let log = std::fs::read_to_string(logs.join(format!("reader_{kind}.1.log"))).unwrap();
+        // fio's format: time (ms), value, direction (0 read), bs, offset.
+        assert!(log.lines().next().is_some_and(|l| l.ends_with(", 0, 0, 0")), "{kind}: {log}");
+    }
+    // The same file as iolab's TOML keeps the directory.
+    let out = iolab(&["run", &job, "--print-job"]);
+    assert!(stdout(&out).contains(&format!("log-dir = \"{}\"", logs.display())), "{}", stdout(&out));
+}

@@ -313,6 +313,11 @@ pub struct JobFile {
     /// Run the jobs at the same time instead of one after the other.
     #[serde(default)]
     pub concurrent: bool,
+    /// fio's interval logs of every job into this directory, as
+    /// `--log-dir` (which overrides it); a fio file's `write_bw_log=` and
+    /// kin set it.
+    #[serde(default, rename = "log-dir")]
+    pub log_dir: Option<std::path::PathBuf>,
     #[serde(default)]
     pub global: JobFields,
     #[serde(default, rename = "job")]
@@ -379,6 +384,9 @@ impl JobFile {
     /// The file as iolab's TOML job file reads.
     pub fn to_toml(&self) -> String {
         let mut out = format!("concurrent = {}\n", self.concurrent);
+        if let Some(dir) = &self.log_dir {
+            out += &format!("log-dir = {}\n", dir.display().to_string().toml());
+        }
         let global = self.global.toml_lines();
         if !global.is_empty() {
             out += &format!("\n[global]\n{}\n", global.join("\n"));

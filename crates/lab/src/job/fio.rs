@@ -179,6 +179,9 @@ struct Job {
     /// fio's `rate` (bytes a second, reads and writes together): a cap
     /// on requests a second once the transfer size is known.
     rate_bytes: Option<u64>,
+    /// fio's `write_bw_log=PREFIX` (or iops, lat): the prefix of the
+    /// first such option, the job's name when given bare.
+    log_prefix: Option<(String, String)>,
 }
 
 impl Job {
@@ -265,6 +268,7 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
     if jobs.is_empty() {
         return Err(UsageError(format!("{}: holds no job section (only [global])", path.display())));
     }
+    let log_dir = log_dir(&jobs, &mut notes);
     // Finished before --strict looks: finishing notes things too (numjobs).
     let names: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
     let jobs = jobs.into_iter().map(|j| finish(j, &mut notes)).collect();
@@ -276,8 +280,23 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
             notes.join("\n  ")
         )));
     }
-    let file = JobFile { concurrent: true, global: JobFields::default(), jobs };
+    let file = JobFile { concurrent: true, log_dir, global: JobFields::default(), jobs };
     Ok(Translated { file, notes })
+}
+
+/// fio's `write_bw_log=PREFIX` (and `write_iops_log`, `write_lat_log`):
+/// iolab writes all three logs of every job, into the directory of the
+/// first job's PREFIX (as `--log-dir`), named after the job rather than
+/// the prefix; said once.
+fn log_dir(jobs: &[Job], notes: &mut Vec<String>) -> Option<PathBuf> {
+    let (key, prefix) = jobs.iter().find_map(|j| j.log_prefix.clone())?;
+    let dir = Path::new(&prefix).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    notes.push(format!(
+        "{key}={prefix}: fio's bw, iops and lat logs of every job written into {} as --log-dir does, named \
+         JOB_bw.N.log, JOB_iops.N.log, JOB_lat.N.log (N the run; fio: PREFIX_bw.N.log, N the job)",
+        dir.display()
+    ));
+    Some(dir.to_path_buf())
 }
 
 /// Each note once: what several jobs share (an option of `[global]`)
@@ -414,6 +433,7 @@ fn job(name: &str, options: &[(String, Option<String>)], notes: &mut Vec<String>
         loops: 1,
         null_engine: false,
         rate_bytes: None,
+        log_prefix: None,
     };
     let kb_base = options
         .iter()
@@ -709,6 +729,12 @@ fn checks(j: &mut Job, line: &Line<'_>, notes: &mut Vec<String>) -> Result<bool,
         "verify_interval" | "verify_pattern" | "verify_offset" => {
             line.ignore(notes, "iolab stamps every sector with its own header")
         }
+        "write_bw_log" | "write_iops_log" | "write_lat_log" => {
+            let prefix = line.v.filter(|v| !v.is_empty()).unwrap_or(&j.name);
+            j.log_prefix.get_or_insert_with(|| (line.key.to_string(), prefix.to_string()));
+        }
+        "log_avg_msec" if line.v == Some("1000") => {}
+        "log_avg_msec" => line.ignore(notes, "iolab's interval logs average each second (log_avg_msec=1000)"),
         "fsync" | "fdatasync" => j.fields.flush_every = Some(line.number("count")?),
         "end_fsync" => j.fields.end_flush = Some(line.flag()),
         _ => return Ok(false),

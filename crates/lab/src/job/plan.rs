@@ -31,19 +31,21 @@ pub struct Plan {
     /// Under `mpirun ... --mpi-layout shared`: the other processes on the
     /// targets are this run's other ranks, each on its own part.
     pub shared_with_ranks: bool,
+    /// The job file's directory for fio's interval logs (`log-dir`).
+    pub log_dir: Option<PathBuf>,
 }
 
 /// The jobs of a run: `flags` over the sections of `jobfile` (each over
 /// its `[global]`), or `flags` alone; `strict` refuses a fio job file with
 /// an option iolab would ignore.
 pub fn plan(jobfile: Option<&Path>, flags: &JobFields, strict: bool) -> anyhow::Result<Plan> {
-    let (fields, concurrent) = match jobfile {
+    let (fields, concurrent, log_dir) = match jobfile {
         Some(path) => {
             let file = load(path, strict)?;
             let jobs = file.jobs.iter().map(|job| flags.over(&job.over(&file.global))).collect();
-            (jobs, file.concurrent)
+            (jobs, file.concurrent, file.log_dir)
         }
-        None => (vec![flags.clone()], false),
+        None => (vec![flags.clone()], false, None),
     };
     let groups = groups(&fields, concurrent);
     let default_job = jobfile.is_none() && flags.target.is_none();
@@ -61,6 +63,7 @@ pub fn plan(jobfile: Option<&Path>, flags: &JobFields, strict: bool) -> anyhow::
         default_job,
         create_bytes,
         shared_with_ranks: false,
+        log_dir,
     })
 }
 

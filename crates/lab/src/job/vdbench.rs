@@ -192,7 +192,7 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
             notes.join("\n  ")
         )));
     }
-    let file = JobFile { concurrent: true, global: JobFields::default(), jobs };
+    let file = JobFile { concurrent: true, log_dir: None, global: JobFields::default(), jobs };
     Ok(Translated { file, notes })
 }
 
