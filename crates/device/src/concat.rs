@@ -42,7 +42,15 @@ impl Concat {
             sector_bytes: sector,
             buffer_align: members.iter().map(|m| m.buffer_align()).max().unwrap_or(1),
         };
-        Ok(Concat { front: Front::new(name, geometry), members, starts })
+        let mut front = Front::new(name, geometry);
+        // One member is the whole device at the same offsets: a direct
+        // submitter (io_uring) may use its descriptor, as on the member
+        // itself (a directory target of one file).
+        if let ([only], Some(fd)) = (&members[..], first.raw_fd()) {
+            debug_assert_eq!(only.size_bytes(), geometry.size_bytes);
+            front = front.with_fd(fd);
+        }
+        Ok(Concat { front, members, starts })
     }
 
     /// The members.
@@ -99,6 +107,19 @@ impl Backend for Concat {
             }
         }
         first
+    }
+
+    fn discard_raw(&self, offset: u64, len: u64, _: Checked) -> Result<()> {
+        // Invariant: the front checked the range against this device, whose
+        // size is the members' together, and a usize holds it.
+        for (i, at, range) in self.pieces(offset, len as usize) {
+            self.members[i].discard(at, range.len() as u64)?;
+        }
+        Ok(())
+    }
+
+    fn discards_raw(&self) -> bool {
+        self.members.iter().all(|m| m.discards())
     }
 
     fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<Range<u64>>>> {

@@ -8,6 +8,8 @@ pub enum Op {
     Read,
     Write,
     Flush,
+    /// A discard (fio's trim): the range's contents given up.
+    Trim,
 }
 
 impl fmt::Display for Op {
@@ -16,6 +18,7 @@ impl fmt::Display for Op {
             Op::Read => "read",
             Op::Write => "write",
             Op::Flush => "flush",
+            Op::Trim => "trim",
         })
     }
 }

@@ -77,7 +77,7 @@ impl FaultyDevice {
             Fault::Range { range, reads, writes } => {
                 let wanted = match op {
                     Op::Read => *reads,
-                    Op::Write => *writes,
+                    Op::Write | Op::Trim => *writes,
                     Op::Flush => false,
                 };
                 wanted && offset < range.end && range.start < offset + len

@@ -72,6 +72,8 @@ impl<B: Backend> sealed::Sealed for B {}
 ///     fn will_need(&self, _: u64, _: u64) {}
 ///     fn max_request_bytes(&self) -> u64 { u64::MAX }
 ///     fn virtual_disk(&self) -> Option<&dyn device::VirtualDisk> { None }
+///     fn discard(&self, _: u64, _: u64) -> Result<()> { Ok(()) }
+///     fn discards(&self) -> bool { false }
 /// }
 /// ```
 pub trait Device: sealed::Sealed + Send + Sync {
@@ -163,6 +165,18 @@ pub trait Device: sealed::Sealed + Send + Sync {
     /// does (see [`Device::raw_fd`]): it checks each request with
     /// [`check_request`] and records it in [`Device::stats`] itself.
     fn virtual_disk(&self) -> Option<&dyn crate::VirtualDisk>;
+
+    /// Discards `len` bytes at `offset` (a trim, fio's `rw=trim`): the
+    /// device may forget them. A file punches a hole (the range then reads
+    /// as zeros), a block device is sent BLKDISCARD (what it then reads is
+    /// the device's choice), memory zeros the range. Whole sectors inside
+    /// the device; refused on a poisoned device, as a write is, and on a
+    /// device that does not take discards ([`Device::discards`]).
+    fn discard(&self, offset: u64, len: u64) -> Result<()>;
+
+    /// Whether [`Device::discard`] is taken: files, block devices, memory
+    /// and `null:`; not iolab's volumes, block logs or simulated disks.
+    fn discards(&self) -> bool;
 }
 
 /// Raw I/O under the front. A backend keeps a [`Front`] (its name,
@@ -233,6 +247,18 @@ pub trait Backend: Send + Sync {
     /// See [`Device::virtual_disk`].
     fn virtual_disk_raw(&self) -> Option<&dyn crate::VirtualDisk> {
         None
+    }
+
+    /// See [`Device::discard`]; called only where [`Backend::discards_raw`]
+    /// is true.
+    fn discard_raw(&self, offset: u64, len: u64, _: Checked) -> Result<()> {
+        let _ = (offset, len);
+        Err(DeviceError::Invalid(format!("{}: does not take trims", self.front().name())))
+    }
+
+    /// See [`Device::discards`].
+    fn discards_raw(&self) -> bool {
+        false
     }
 }
 
@@ -412,6 +438,33 @@ impl<B: Backend> Device for B {
 
     fn stats(&self) -> &Stats {
         &self.front().stats
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        let front = self.front();
+        let checked = front.check_poison(Op::Trim).and_then(|()| {
+            let len = usize::try_from(len).map_err(|_| DeviceError::OutOfRange {
+                device: front.name.clone(),
+                op: Op::Trim,
+                offset,
+                len,
+                size: front.geometry.size_bytes,
+            })?;
+            // No buffer: only the range is checked.
+            front.check(Op::Trim, 0, len, offset)
+        });
+        let checked = checked.and_then(|()| match self.discards_raw() {
+            true => Ok(()),
+            false => Err(DeviceError::Invalid(format!(
+                "{}: does not take trims (files, block devices, mem: and null: targets do)",
+                front.name
+            ))),
+        });
+        front.stats.track(checked.and_then(|()| self.discard_raw(offset, len, Checked(()))))
+    }
+
+    fn discards(&self) -> bool {
+        self.discards_raw()
     }
 
     fn raw_fd(&self) -> Option<RawFd> {

@@ -144,6 +144,29 @@ impl Backend for MemDevice {
         Ok(())
     }
 
+    /// The range reads as zeros after, as a punched hole.
+    fn discard_raw(&self, offset: u64, len: u64, _: Checked) -> Result<()> {
+        let mut done = 0u64;
+        while done < len {
+            let pos = offset + done;
+            let index = (pos / CHUNK_BYTES as u64) as usize;
+            let within = (pos % CHUNK_BYTES as u64) as usize;
+            let n = ((CHUNK_BYTES - within) as u64).min(len - done) as usize;
+            let mut guard = self.chunks[index].write().unwrap_or_else(|e| e.into_inner());
+            if within == 0 && n == self.chunk_len(index) {
+                *guard = None;
+            } else if let Some(chunk) = guard.as_deref_mut() {
+                chunk[within..within + n].fill(0);
+            }
+            done += n as u64;
+        }
+        Ok(())
+    }
+
+    fn discards_raw(&self) -> bool {
+        true
+    }
+
     /// Chunks never written are unallocated and read as zeros.
     fn unwritten_raw(&self, start: u64, end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         let chunk = CHUNK_BYTES as u64;

@@ -36,6 +36,14 @@ impl Backend for NullDevice {
         Ok(())
     }
 
+    fn discard_raw(&self, _offset: u64, _len: u64, _: Checked) -> Result<()> {
+        Ok(())
+    }
+
+    fn discards_raw(&self) -> bool {
+        true
+    }
+
     /// Nothing to lay out: a null device holds no data to read.
     fn unwritten_raw(&self, _start: u64, _end: u64, _: Checked) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         Ok(Some(Vec::new()))

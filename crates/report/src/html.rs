@@ -277,8 +277,11 @@ fn parameters_table(out: &mut String, first: &Value) {
     );
 }
 
-/// A row per run (a `*` on one whose reads may have met holes).
+/// A row per run (a `*` on one whose reads may have met holes); trim
+/// columns where a run discarded.
 fn runs_table(out: &mut String, runs: &[Value]) {
+    let trims = runs.iter().any(|r| f64_of(&r["trim"], "ios") > 0.0);
+    let dirs: &[&str] = if trims { &["read", "write", "trim"] } else { &["read", "write"] };
     let rows: Vec<Vec<String>> = runs
         .iter()
         .enumerate()
@@ -289,16 +292,16 @@ fn runs_table(out: &mut String, runs: &[Value]) {
                 ""
             };
             let mut row = vec![format!("run {}{mark}", i + 1), num(f64_of(r, "elapsed_s"), 2)];
-            for d in ["read", "write"] {
-                let l = &r[d]["latency"];
-                if f64_of(&r[d], "ios") == 0.0 {
+            for d in dirs {
+                let l = &r[*d]["latency"];
+                if f64_of(&r[*d], "ios") == 0.0 {
                     // No request in this direction: nothing to show.
                     row.extend(std::iter::repeat_n("-".to_string(), 6));
                     continue;
                 }
                 row.extend([
-                    num(f64_of(&r[d], "iops"), 1),
-                    num(f64_of(&r[d], "mib_per_s"), 2),
+                    num(f64_of(&r[*d], "iops"), 1),
+                    num(f64_of(&r[*d], "mib_per_s"), 2),
                     num(f64_of(l, "mean_us"), 1),
                     num(f64_of(l, "p50_us"), 1),
                     num(f64_of(l, "p99_us"), 1),
@@ -309,23 +312,14 @@ fn runs_table(out: &mut String, runs: &[Value]) {
             row
         })
         .collect();
-    let header = [
-        "run",
-        "seconds",
-        "read IOPS",
-        "read MiB/s",
-        "read mean us",
-        "read p50 us",
-        "read p99 us",
-        "read max us",
-        "write IOPS",
-        "write MiB/s",
-        "write mean us",
-        "write p50 us",
-        "write p99 us",
-        "write max us",
-        "CPU %",
-    ];
+    let mut header = vec!["run".to_string(), "seconds".to_string()];
+    for d in dirs {
+        for what in ["IOPS", "MiB/s", "mean us", "p50 us", "p99 us", "max us"] {
+            header.push(format!("{d} {what}"));
+        }
+    }
+    header.push("CPU %".to_string());
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
     table(out, &header, &rows);
     if runs.iter().any(|r| r.get("reads_from_unwritten").and_then(Value::as_bool).unwrap_or(false)) {
         out.push_str("<p class=\"warn\">* reads may have met never-written blocks (holes): their figures do not measure the medium</p>\n");

@@ -118,7 +118,7 @@ pub fn run_table(r: &JobResult) -> String {
     out.push('\n');
     let _ = run_row!(out, "", "ios", "IOPS", "BW", "lat mean", "p50", "p90", "p99", "p99.9", "max");
     let read_label = if r.reads_from_unwritten { "read*" } else { "read" };
-    for (label, op) in [(read_label, &r.read), ("write", &r.write)] {
+    for (label, op) in [(read_label, &r.read), ("write", &r.write), ("trim", &r.trim)] {
         if op.ios == 0 {
             continue;
         }

@@ -8,12 +8,14 @@ use rand::{Rng, SeedableRng};
 use rand_distr::Zipf;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::spec::{BlockSizes, JobSpec, Region, Skew};
+use crate::spec::{BlockSizes, JobSpec, Region, Skew, Trimming};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoKind {
     Read,
     Write,
+    /// A discard of the range (`Device::discard`).
+    Trim,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +59,9 @@ pub struct RequestGen {
     /// the first.
     last_end: Option<u64>,
     skip: i64,
+    trimming: Trimming,
+    /// Under `trimwrite`: the block just discarded, written next.
+    write_next: Option<(u64, u64)>,
     read_pct: u8,
     seek_pct: u8,
     sizes: SizeGen,
@@ -103,6 +108,8 @@ impl RequestGen {
             seq_len,
             last_end: None,
             skip: job.skip_bytes,
+            trimming: job.rw.trimming(),
+            write_next: None,
             read_pct: job.read_pct,
             seek_pct: job.seek_pct,
             sizes,
@@ -117,6 +124,9 @@ impl RequestGen {
     }
 
     pub fn next_request(&mut self) -> Request {
+        if let Some((offset, len)) = self.write_next.take() {
+            return Request { kind: IoKind::Write, offset, len, flush_after: false };
+        }
         let kind = match self.read_pct {
             100 => IoKind::Read,
             0 => IoKind::Write,
@@ -136,6 +146,14 @@ impl RequestGen {
         };
         let offset = if seek { self.random_offset(len) } else { self.sequential_offset(len) };
         debug_assert!(offset >= self.region.start && offset + len <= self.region.start + self.region.len);
+        let kind = match self.trimming {
+            Trimming::None => kind,
+            Trimming::All => IoKind::Trim,
+            Trimming::ThenWrite => {
+                self.write_next = Some((offset, len));
+                IoKind::Trim
+            }
+        };
         Request { kind, offset, len, flush_after: false }
     }
 

@@ -78,6 +78,22 @@ pub enum Rw {
     RandWrite,
     Rw,
     RandRw,
+    /// Every request a discard, in order (fio's `trim`).
+    Trim,
+    /// Every request a discard at random (fio's `randtrim`).
+    RandTrim,
+    /// Each block discarded, then written (fio's `trimwrite`), in order.
+    TrimWrite,
+}
+
+/// What a pattern discards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trimming {
+    None,
+    /// Every request.
+    All,
+    /// Each block just before it is written.
+    ThenWrite,
 }
 
 impl Rw {
@@ -89,11 +105,15 @@ impl Rw {
             "randwrite" => Rw::RandWrite,
             "rw" | "readwrite" => Rw::Rw,
             "randrw" => Rw::RandRw,
+            "trim" => Rw::Trim,
+            "randtrim" => Rw::RandTrim,
+            "trimwrite" => Rw::TrimWrite,
             _ => {
                 return Err(spec_error(
                     "rw",
                     format!(
-                    "'{text}' is not an access pattern; use read, write, randread, randwrite, rw or randrw"
+                    "'{text}' is not an access pattern; use read, write, randread, randwrite, rw, randrw, trim, \
+                     randtrim or trimwrite"
                 ),
                 ))
             }
@@ -103,8 +123,8 @@ impl Rw {
     /// Percentage of requests that seek (are placed at random).
     pub fn default_seek_pct(self) -> u8 {
         match self {
-            Rw::Read | Rw::Write | Rw::Rw => 0,
-            Rw::RandRead | Rw::RandWrite | Rw::RandRw => 100,
+            Rw::Read | Rw::Write | Rw::Rw | Rw::Trim | Rw::TrimWrite => 0,
+            Rw::RandRead | Rw::RandWrite | Rw::RandRw | Rw::RandTrim => 100,
         }
     }
 
@@ -112,8 +132,17 @@ impl Rw {
     pub fn default_read_pct(self) -> u8 {
         match self {
             Rw::Read | Rw::RandRead => 100,
-            Rw::Write | Rw::RandWrite => 0,
+            Rw::Write | Rw::RandWrite | Rw::Trim | Rw::RandTrim | Rw::TrimWrite => 0,
             Rw::Rw | Rw::RandRw => 50,
+        }
+    }
+
+    /// What the pattern discards.
+    pub fn trimming(self) -> Trimming {
+        match self {
+            Rw::Trim | Rw::RandTrim => Trimming::All,
+            Rw::TrimWrite => Trimming::ThenWrite,
+            _ => Trimming::None,
         }
     }
 
@@ -131,6 +160,9 @@ impl fmt::Display for Rw {
             Rw::RandWrite => "randwrite",
             Rw::Rw => "rw",
             Rw::RandRw => "randrw",
+            Rw::Trim => "trim",
+            Rw::RandTrim => "randtrim",
+            Rw::TrimWrite => "trimwrite",
         })
     }
 }
@@ -670,6 +702,11 @@ pub struct Region {
 }
 
 impl JobSpec {
+    /// Whether the job discards: a trim pattern, or a trace with trims.
+    pub fn trims(&self) -> bool {
+        self.rw.trimming() != Trimming::None || self.replay.as_ref().is_some_and(|r| r.trace.trims())
+    }
+
     /// Checks the job's parameters on their own.
     pub fn check(&self) -> Result<(), SpecError> {
         if self.read_pct > 100 {
@@ -731,6 +768,16 @@ impl JobSpec {
             if align == 0 {
                 return Err(spec_error("bsalign", "must be positive"));
             }
+        }
+        if self.trims() && self.validate.is_some() {
+            return Err(spec_error(
+                "validate",
+                "the job discards (trims), and a discarded block's contents are the device's to choose, so no \
+                 stamp can be checked there; validate a read or write pattern (or a trace without trims)",
+            ));
+        }
+        if self.trims() && self.engine == Engine::Virtual {
+            return Err(spec_error("rw", "the job discards (trims), which simulated disks do not model"));
         }
         let ring = self.validate.as_ref().and_then(|v| v.journal.as_ref()).is_some_and(|j| j.ring);
         if ring && self.engine == Engine::Sync {

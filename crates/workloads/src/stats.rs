@@ -155,6 +155,8 @@ pub(crate) type LatSeries = std::sync::Mutex<Vec<[LatBuckets; 2]>>;
 pub(crate) struct ThreadStats {
     pub read: OpStats,
     pub write: OpStats,
+    /// Discards: counted and timed, not in the per-second series.
+    pub trim: OpStats,
     pub flushes: u64,
     pub series: Vec<SecondSample>,
     /// The second the thread's completions are in, and its latencies.
@@ -168,6 +170,7 @@ impl ThreadStats {
         ThreadStats {
             read: OpStats::new(),
             write: OpStats::new(),
+            trim: OpStats::new(),
             flushes: 0,
             series: Vec::new(),
             current: None,
@@ -190,6 +193,13 @@ impl ThreadStats {
 
     pub fn record(&mut self, kind: IoKind, bytes: u64, latency: Duration, done_at: Instant) {
         let ns = (latency.as_nanos() as u64).clamp(1, LATENCY_NS_MAX);
+        if kind == IoKind::Trim {
+            self.trim.ios += 1;
+            self.trim.bytes += bytes;
+            // Invariant: ns was clamped into the histogram's range.
+            self.trim.hist.record(ns).expect("latency within histogram bounds");
+            return;
+        }
         let second = done_at.saturating_duration_since(self.measure_start).as_secs() as usize;
         if self.series.len() <= second {
             self.series.resize(second + 1, SecondSample::default());
@@ -213,6 +223,7 @@ impl ThreadStats {
                 lat[1].record(ns);
                 &mut self.write
             }
+            IoKind::Trim => unreachable!("trims are counted above"),
         };
         op.ios += 1;
         op.bytes += bytes;

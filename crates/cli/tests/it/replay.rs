@@ -486,3 +486,20 @@ fn a_validated_replay_through_io_uring_checks_its_blocks_and_flushes_once_for_ea
     assert_eq!(validation["errors"], 0, "{validation}");
     assert!(validation["blocks_checked"].as_u64().unwrap() > 0, "{validation}");
 }
+
+/// fio 3.33 skips an iolog's trim lines when it replays one (its writes
+/// replay, its trims do not), so only iolab's replay is checked here.
+#[test]
+fn trims_a_run_recorded_replay_as_trims() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.iolog");
+    let run = ["run", "--target", "mem:8m", "--rw", "trimwrite", "--bs", "64k", "--ios", "40"];
+    let out = iolab(&[&run[..], &["--write-iolog", log.to_str().unwrap(), "-q"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let file = dir.path().join("replayed.img");
+    std::fs::File::create(&file).unwrap().set_len(8 << 20).unwrap();
+    let out = replay(&log, file.to_str().unwrap(), &["--replay-speed", "max", "--json", "-", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = json_run(&out);
+    assert_eq!((run["trim"]["ios"].as_u64(), run["write"]["ios"].as_u64()), (Some(20), Some(20)), "{run}");
+}

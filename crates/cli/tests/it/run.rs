@@ -360,3 +360,70 @@ fn a_skip_on_a_random_pattern_is_a_usage_error_naming_the_flag() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--skip: applies to sequential requests"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_random_trim_punches_holes_in_a_file_and_is_reported_as_trims() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("t.img");
+    let target = image.to_str().unwrap();
+    let fill = iolab(&[
+        "run", "--target", target, "--size", "16m", "--rw", "write", "--bs", "1m", "--ios", "16", "-q",
+    ]);
+    assert_eq!(fill.status.code(), Some(0), "{}", stderr(&fill));
+    let before = std::fs::metadata(&image).unwrap().blocks();
+    let out = iolab(&[
+        "run", "--target", target, "--rw", "randtrim", "--bs", "64k", "--ios", "64", "--json", "-", "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = &doc["jobs"][0]["runs"][0];
+    assert_eq!((run["trim"]["ios"].as_u64(), run["write"]["ios"].as_u64()), (Some(64), Some(0)), "{run}");
+    assert_eq!(run["rw"], "randtrim");
+    assert!(std::fs::metadata(&image).unwrap().blocks() < before, "no hole was punched");
+}
+
+#[test]
+fn trimwrite_records_a_trim_then_a_write_of_each_block_in_its_iolog() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.iolog");
+    let run = ["run", "--target", "mem:1m", "--rw", "trimwrite", "--bs", "4k", "--ios", "4"];
+    let out = iolab(&[&run[..], &["--write-iolog", log.to_str().unwrap(), "-q"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("trim "), "{}", stdout(&out));
+    let lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" trim ") || l.contains(" write "))
+        .map(|l| l.split_whitespace().skip(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(lines, ["trim 0 4096", "write 0 4096", "trim 4096 4096", "write 4096 4096"]);
+}
+
+#[test]
+fn a_trim_pattern_is_refused_with_validation_and_on_a_simulated_disk() {
+    let out = iolab(&["run", "--target", "mem:1m", "--rw", "trim", "--validate"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("discarded block's contents are the device's to choose"),
+        "{}",
+        stderr(&out)
+    );
+    let out = iolab(&["run", "--target", "sim:ssd", "--rw", "randtrim", "--ios", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("simulated disks do not model"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_timed_trim_job_through_io_uring_ends_at_its_runtime() {
+    // Trims complete at once in the uring engine, leaving its slots free:
+    // the job must still see its deadline (it once looped forever).
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("t.img");
+    let target = image.to_str().unwrap();
+    let run = ["run", "--target", target, "--size", "8m", "--rw", "randtrim", "--engine", "uring"];
+    let out = iolab(&[&run[..], &["--iodepth", "4", "--runtime", "300ms", "--json", "-", "-q"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["jobs"][0]["runs"][0]["trim"]["ios"].as_u64().unwrap() > 0);
+}

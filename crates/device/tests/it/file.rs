@@ -158,3 +158,22 @@ fn a_sparse_file_holds_no_data_until_written_there() {
     assert!(dev.holds_no_data(2 << 20, 1 << 20), "past the write");
     assert!(!dev.holds_no_data(0, 2 << 20), "a range around the write");
 }
+
+#[test]
+fn a_discard_on_a_file_punches_a_hole_that_reads_as_zeros() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.img");
+    let dev =
+        FileDevice::open(&path, &FileOptions { create_bytes: Some(4 << 20), ..Default::default() }).unwrap();
+    dev.write_at(&vec![9u8; 4 << 20], 0).unwrap();
+    dev.flush().unwrap();
+    let before = std::fs::metadata(&path).unwrap().blocks();
+    dev.discard(1 << 20, 2 << 20).unwrap();
+    let mut buf = vec![1u8; 4 << 20];
+    dev.read_at(&mut buf, 0).unwrap();
+    assert!(buf[1 << 20..3 << 20].iter().all(|&b| b == 0) && buf[..1 << 20].iter().all(|&b| b == 9));
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(meta.len(), 4 << 20, "the size is kept");
+    assert!(meta.blocks() < before, "the blocks were given back: {} of {before}", meta.blocks());
+}

@@ -89,6 +89,15 @@ impl Backend for Spy {
     fn will_need_raw(&self, offset: u64, len: u64) {
         self.note(format!("will_need {offset}+{len}"));
     }
+
+    fn discard_raw(&self, offset: u64, len: u64, _: device::Checked) -> device::Result<()> {
+        self.note(format!("discard {offset}+{len}"));
+        Ok(())
+    }
+
+    fn discards_raw(&self) -> bool {
+        true
+    }
 }
 
 fn is_refusal(err: &DeviceError) -> bool {
@@ -323,4 +332,25 @@ fn a_read_ahead_hint_reaches_the_backend_cut_to_the_device_through_a_slice_and_a
         "will_need 0+512".into(),
     ];
     assert_eq!(spy.calls(), expected);
+}
+
+#[test]
+fn a_discard_reaches_the_backend_only_when_it_is_whole_sectors_inside_and_unpoisoned() {
+    let spy = Spy::new(Geometry::new(SIZE_BYTES, 512), Some(1));
+    for (len, offset) in BAD {
+        assert!(is_refusal(&spy.discard(offset, len as u64).unwrap_err()), "discard {len} at {offset}");
+    }
+    spy.discard(1024, 2048).unwrap();
+    assert!(spy.flush().is_err());
+    assert!(matches!(spy.discard(0, 512).unwrap_err(), DeviceError::Poisoned { op: Op::Trim, .. }));
+    assert_eq!(spy.calls(), ["discard 1024+2048", "flush"]);
+}
+
+#[test]
+fn a_device_that_does_not_take_discards_refuses_them_saying_so() {
+    let mem: Arc<dyn Device> = Arc::new(MemDevice::new(SIZE_BYTES).unwrap());
+    let faulty = FaultyDevice::new(Arc::clone(&mem), Vec::new());
+    assert!(mem.discards() && !faulty.discards());
+    let err = faulty.discard(0, 512).unwrap_err();
+    assert!(err.to_string().contains("does not take trims"), "{err}");
 }

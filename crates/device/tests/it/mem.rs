@@ -96,3 +96,17 @@ fn chunks_never_written_are_unwritten() {
     let holes = device::Device::unwritten(&dev, 0, 4 << 20).unwrap().unwrap();
     assert_eq!(holes, vec![0..2 << 20, 3 << 20..4 << 20]);
 }
+
+#[test]
+fn a_discard_zeros_its_range_and_frees_whole_chunks() {
+    let dev = MemDevice::new(4 << 20).unwrap();
+    dev.write_at(&vec![7u8; 3 << 20], 0).unwrap();
+    // Part of the first chunk, all of the second.
+    dev.discard(512 << 10, (1 << 20) + (512 << 10)).unwrap();
+    let mut buf = vec![0u8; 3 << 20];
+    dev.read_at(&mut buf, 0).unwrap();
+    assert!(buf[..512 << 10].iter().all(|&b| b == 7));
+    assert!(buf[512 << 10..2 << 20].iter().all(|&b| b == 0));
+    assert!(buf[2 << 20..].iter().all(|&b| b == 7));
+    assert_eq!(dev.allocated_bytes(), 2 << 20, "the second chunk was given back");
+}

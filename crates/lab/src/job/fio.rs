@@ -519,10 +519,8 @@ fn pattern(j: &mut Job, line: &Line<'_>, notes: &mut Vec<String>) -> Result<bool
         "rw" | "readwrite" => {
             let text = line.text("a pattern")?;
             let (pattern, suffix) = text.split_once(':').map_or((text, None), |(p, s)| (p, Some(s)));
-            if matches!(pattern, "trim" | "randtrim" | "trimwrite" | "randtrimwrite") {
-                return Err(
-                    line.bad("iolab does not trim; use read, write, randread, randwrite, rw or randrw")
-                );
+            if pattern == "randtrimwrite" {
+                return Err(line.bad("iolab trims then writes in order only; use trimwrite, or randtrim"));
             }
             let rw: workloads::Rw = line.parsed(pattern)?;
             j.fields.rw = Some(rw);

@@ -231,6 +231,8 @@ pub struct Run {
     pub elapsed_s: f64,
     pub read: Op,
     pub write: Op,
+    /// Discards (`--rw trim`, `randtrim`, `trimwrite`); not in `per_second`.
+    pub trim: Op,
     pub flushes: u64,
     pub cpu: Cpu,
     pub per_second: Vec<Second>,
@@ -288,6 +290,7 @@ impl Run {
             elapsed_s: r.elapsed_s,
             read: Op::new(&r.read, &r.latency[0], percentiles),
             write: Op::new(&r.write, &r.latency[1], percentiles),
+            trim: Op::new(&r.trim, &r.trim_latency, percentiles),
             flushes: r.flushes,
             cpu: Cpu::from(&r.cpu),
             per_second: crate::seconds(r).iter().map(Second::from).collect(),
@@ -334,6 +337,9 @@ pub enum Rw {
     RandWrite,
     Rw,
     RandRw,
+    Trim,
+    RandTrim,
+    TrimWrite,
 }
 
 impl From<workloads::Rw> for Rw {
@@ -345,6 +351,9 @@ impl From<workloads::Rw> for Rw {
             workloads::Rw::RandWrite => Rw::RandWrite,
             workloads::Rw::Rw => Rw::Rw,
             workloads::Rw::RandRw => Rw::RandRw,
+            workloads::Rw::Trim => Rw::Trim,
+            workloads::Rw::RandTrim => Rw::RandTrim,
+            workloads::Rw::TrimWrite => Rw::TrimWrite,
         }
     }
 }

@@ -158,6 +158,7 @@ pub fn job_result(
         elapsed_s: 1.25,
         read: op(reads),
         write: op(ios - reads),
+        trim: op(0),
         flushes: 3,
         cpu: CpuUsage { user_s: 0.5, system_s: 0.25, pct: 60.0 },
         per_second: vec![
@@ -171,6 +172,7 @@ pub fn job_result(
         ],
         per_second_latency: vec![second, Default::default()],
         latency,
+        trim_latency: histogram(),
         device: stats(ios),
         validation,
         reads_from_unwritten: rw == Rw::RandRead,

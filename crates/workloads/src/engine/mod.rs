@@ -52,6 +52,9 @@ pub struct JobResult {
     pub elapsed_s: f64,
     pub read: OpSummary,
     pub write: OpSummary,
+    /// Discards (`--rw trim`, `randtrim`, `trimwrite`): not in the
+    /// per-second series.
+    pub trim: OpSummary,
     pub flushes: u64,
     pub cpu: CpuUsage,
     /// Requests and bytes completed in each second of the measured phase
@@ -62,6 +65,8 @@ pub struct JobResult {
     /// Every request's latency, reads and writes (nanoseconds, full
     /// precision).
     pub latency: [Histogram<u64>; 2],
+    /// Every discard's latency (nanoseconds).
+    pub trim_latency: Histogram<u64>,
     /// The target's own counters over the whole run, warm-up included.
     pub device: StatsSnapshot,
     /// What validation saw, when the job validated.
@@ -85,6 +90,16 @@ pub fn run_job(
     progress: &Progress,
 ) -> Result<JobResult, WorkloadError> {
     let region = job.region(device.size_bytes(), u64::from(device.sector_bytes()))?;
+    if job.trims() && !device.discards() {
+        return Err(WorkloadError::Spec(crate::spec::spec_error(
+            "rw",
+            format!(
+                "the job discards (trims), and {} does not take discards; files, block devices, mem: and \
+                 null: targets do (iolab's volumes and block log do not yet)",
+                device.name()
+            ),
+        )));
+    }
     let validator =
         job.validate.clone().map(|spec| Validator::new(job, spec, region, &device)).transpose()?;
     check_engine(job, device.as_ref(), validator.is_some())?;
@@ -352,8 +367,10 @@ fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
 struct Totals {
     read_hist: Histogram<u64>,
     write_hist: Histogram<u64>,
+    trim_hist: Histogram<u64>,
     read: (u64, u64),
     write: (u64, u64),
+    trim: (u64, u64),
     flushes: u64,
     series: Vec<SecondSample>,
 }
@@ -363,8 +380,10 @@ impl Totals {
         let mut t = Totals {
             read_hist: stats::new_histogram(),
             write_hist: stats::new_histogram(),
+            trim_hist: stats::new_histogram(),
             read: (0, 0),
             write: (0, 0),
+            trim: (0, 0),
             flushes: 0,
             series: Vec::new(),
         };
@@ -375,6 +394,8 @@ impl Totals {
             // Invariant: every histogram has the same bounds, so adding cannot fail.
             t.read_hist.add(&thread.read.hist).expect("same histogram bounds");
             t.write_hist.add(&thread.write.hist).expect("same histogram bounds");
+            t.trim_hist.add(&thread.trim.hist).expect("same histogram bounds");
+            t.trim = (t.trim.0 + thread.trim.ios, t.trim.1 + thread.trim.bytes);
             t.read = (t.read.0 + thread.read.ios, t.read.1 + thread.read.bytes);
             t.write = (t.write.0 + thread.write.ios, t.write.1 + thread.write.bytes);
             t.flushes += thread.flushes;
@@ -423,6 +444,7 @@ impl Run<'_> {
             elapsed_s: elapsed.as_secs_f64(),
             read: stats::summarize(t.read.0, t.read.1, &t.read_hist, elapsed),
             write: stats::summarize(t.write.0, t.write.1, &t.write_hist, elapsed),
+            trim: stats::summarize(t.trim.0, t.trim.1, &t.trim_hist, elapsed),
             flushes: t.flushes,
             cpu: CpuUsage {
                 user_s: user.as_secs_f64(),
@@ -432,6 +454,7 @@ impl Run<'_> {
             per_second: t.series,
             per_second_latency: lat_series,
             latency: [t.read_hist, t.write_hist],
+            trim_latency: t.trim_hist,
             device: device.stats().snapshot().since(&self.began.before),
             validation: None,
             reads_from_unwritten: false,

@@ -38,6 +38,7 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
                 w.scramble(&mut write_buf[..len], &req);
                 w.device.write_at(&write_buf[..len], req.offset)?
             }
+            IoKind::Trim => w.device.discard(req.offset, req.len)?,
         }
         let done = w.now();
         w.complete(req.kind, req.len, done - start, done, measured);
@@ -186,7 +187,8 @@ fn prepare(
     let len = req.len as usize;
     let mut go_on = true;
     let write = match req.kind {
-        IoKind::Read => None,
+        // JobSpec::check refuses trims with validation.
+        IoKind::Read | IoKind::Trim => None,
         IoKind::Write => {
             if v.spec().preread {
                 w.device.read_at(&mut read_buf[..len], req.offset)?;

@@ -478,7 +478,8 @@ impl Engine<'_> {
         let s = self.slots.release(slot);
         let (req, len) = (s.req, s.req.len as usize);
         match io.kind {
-            IoKind::Read => w.device.stats().record_reads(1, req.len),
+            // JobSpec::check keeps trims from validated runs and simulated disks.
+            IoKind::Read | IoKind::Trim => w.device.stats().record_reads(1, req.len),
             IoKind::Write => w.device.stats().record_writes(1, req.len),
         }
         let go_on = match s.stage {

@@ -140,7 +140,8 @@ fn completed(
             let lane = &mut lanes[worker];
             lane.in_flight -= 1;
             match req.kind {
-                IoKind::Read => device.stats().record_reads(1, req.len),
+                // JobSpec::check keeps trims from validated runs and simulated disks.
+                IoKind::Read | IoKind::Trim => device.stats().record_reads(1, req.len),
                 IoKind::Write => device.stats().record_writes(1, req.len),
             }
             lane.w.complete(req.kind, req.len, Duration::from_nanos(done - issued), done_at, measured);
@@ -185,12 +186,12 @@ fn fill(
         };
         let len = req.len as usize;
         let buf = match req.kind {
-            IoKind::Read => read_buf.as_ptr(),
+            IoKind::Read | IoKind::Trim => read_buf.as_ptr(),
             IoKind::Write => lane.write_buf.as_ptr(),
         };
         check_request(lane.w.device, op_of(req.kind), buf as usize, len, req.offset)?;
         let data = match req.kind {
-            IoKind::Read => VData::Read(&mut read_buf[..len]),
+            IoKind::Read | IoKind::Trim => VData::Read(&mut read_buf[..len]),
             IoKind::Write => VData::Write(&lane.write_buf[..len]),
         };
         let id = disk.submit(now, req.offset, data)?;

@@ -534,7 +534,7 @@ impl<'a> Sim<'a, '_> {
                 return Ok(true);
             }
             let write = match req.kind {
-                IoKind::Read => None,
+                IoKind::Read | IoKind::Trim => None,
                 IoKind::Write => {
                     let keys = self.v.assign(&req);
                     match self.v.journal_queue_before(&req, &keys) {
@@ -568,7 +568,7 @@ impl<'a> Sim<'a, '_> {
         let lane = &mut self.lanes[i];
         let len = req.len as usize;
         let data = match req.kind {
-            IoKind::Read => VData::Read(&mut lane.read_buf[..len]),
+            IoKind::Read | IoKind::Trim => VData::Read(&mut lane.read_buf[..len]),
             IoKind::Write => VData::Write(&lane.write_buf[..len]),
         };
         let buf = match &data {
@@ -579,7 +579,8 @@ impl<'a> Sim<'a, '_> {
         check_request(self.device, op_of(req.kind), buf as usize, len, req.offset)?;
         let id = self.target.submit(self.now, req.offset, data)?;
         match req.kind {
-            IoKind::Read => self.device.stats().record_reads(1, req.len),
+            // JobSpec::check keeps trims from validated runs and simulated disks.
+            IoKind::Read | IoKind::Trim => self.device.stats().record_reads(1, req.len),
             IoKind::Write => self.device.stats().record_writes(1, req.len),
         }
         self.flight.insert((TARGET, id), InFlight::Lane(i));

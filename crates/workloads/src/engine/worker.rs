@@ -311,7 +311,7 @@ impl<'a> Worker<'a> {
                 let io = r.ios[r.next];
                 r.next += 1;
                 Request {
-                    kind: if io.write { IoKind::Write } else { IoKind::Read },
+                    kind: io.kind,
                     offset: self.gen.region_start() + io.offset,
                     len: io.len,
                     flush_after: io.flush_after,
@@ -381,7 +381,7 @@ impl OpenIolog<'_> {
 
     fn request(&mut self, now: Instant, req: &Request) {
         if let Some(w) = &mut self.writer {
-            let written = w.request(now, req.kind == IoKind::Write, req.offset, req.len);
+            let written = w.request(now, req.kind, req.offset, req.len);
             self.done(written);
         }
     }

@@ -23,13 +23,15 @@
 //! and notes (`BLK_TC_NOTIFY`) are skipped. A queued request with the
 //! category `BLK_TC_FLUSH` (preflush) flushes before it (after the request
 //! before it); one of no bytes is a flush alone; `BLK_TC_FUA` flushes after
-//! it. A discard (`BLK_TC_DISCARD`) is refused: iolab does not trim yet.
+//! it. A discard (`BLK_TC_DISCARD`, written with the write category) is
+//! replayed as a discard.
 //! Records are taken in time order (blktrace writes each CPU's buffer as
 //! it fills, so a capture is not sorted).
 
 use std::time::Duration;
 
 use super::{Format, Trace, TraceError, TracedIo};
+use crate::gen::IoKind;
 
 const MAGIC: u32 = 0x6561_7400;
 const VERSION: u8 = 7;
@@ -149,20 +151,13 @@ fn take(trace: &mut Trace, r: &Record, start: u64) -> Result<(), String> {
         return Ok(());
     }
     let sector = r.sector;
-    if category & TC_DISCARD != 0 {
-        return Err(format!(
-            "a discard of {} bytes at sector {sector}: iolab does not trim yet; capture without discards \
-             (blktrace -a read -a write -a flush -a fua -a queue)",
-            r.bytes
-        ));
-    }
     if category & TC_FLUSH != 0 {
         match trace.ios.last_mut() {
             Some(last) => last.flush_after = true,
             None => trace.leading_syncs += 1,
         }
     }
-    if r.bytes == 0 || category & (TC_READ | TC_WRITE) == 0 {
+    if r.bytes == 0 || category & (TC_READ | TC_WRITE | TC_DISCARD) == 0 {
         return Ok(());
     }
     let offset = sector.checked_mul(512).ok_or_else(|| format!("sector {sector} is past any device"))?;
@@ -172,7 +167,13 @@ fn take(trace: &mut Trace, r: &Record, start: u64) -> Result<(), String> {
     trace.name(&device);
     trace.ios.push(TracedIo {
         at: Some(Duration::from_nanos(r.time - start)),
-        write: category & TC_WRITE != 0,
+        kind: if category & TC_DISCARD != 0 {
+            IoKind::Trim
+        } else if category & TC_WRITE != 0 {
+            IoKind::Write
+        } else {
+            IoKind::Read
+        },
         offset,
         len,
         flush_after: category & TC_FUA != 0,
@@ -237,7 +238,9 @@ mod tests {
             let got: Vec<_> = t
                 .ios
                 .iter()
-                .map(|io| (io.at.unwrap().as_nanos(), io.write, io.offset, io.len, io.flush_after))
+                .map(|io| {
+                    (io.at.unwrap().as_nanos(), io.kind == IoKind::Write, io.offset, io.len, io.flush_after)
+                })
                 .collect();
             assert_eq!(
                 got,
@@ -257,15 +260,14 @@ mod tests {
     }
 
     #[test]
-    fn a_discard_is_refused_naming_its_record() {
+    fn a_discard_is_replayed_as_a_trim() {
         let bytes = [
             record(true, 1, 0, 4096, TC_WRITE << 16 | Q, &[]),
             record(true, 2, 8, 4096, (TC_WRITE | TC_DISCARD) << 16 | Q, &[]),
         ]
         .concat();
-        let e = Trace::read(&bytes).unwrap_err();
-        assert_eq!(e.place, "record 2 (byte 48)");
-        assert!(e.what.contains("does not trim"), "{e}");
+        let t = Trace::read(&bytes).unwrap();
+        assert_eq!(t.ios.iter().map(|io| io.kind).collect::<Vec<_>>(), [IoKind::Write, IoKind::Trim]);
     }
 
     #[test]

@@ -17,6 +17,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::gen::IoKind;
+
 mod blktrace;
 
 /// One request of a trace.
@@ -26,8 +28,8 @@ pub struct TracedIo {
     /// and version 2's `wait`s added up); `None` in a version 2 trace
     /// before any wait.
     pub at: Option<Duration>,
-    /// A write; else a read.
-    pub write: bool,
+    /// A read, a write or a trim (a discard).
+    pub kind: IoKind,
     pub offset: u64,
     pub len: u64,
     /// The trace syncs after it (a `sync` or `datasync` line next).
@@ -198,12 +200,7 @@ impl Trace {
                 Some(last) => last.flush_after = true,
                 None => self.leading_syncs += 1,
             },
-            [_, "trim", ..] => {
-                return Err(
-                    "a trim: iolab does not trim yet; take the trim lines out to replay the rest".into()
-                )
-            }
-            [file, action @ ("read" | "write"), offset, len] => {
+            [file, action @ ("read" | "write" | "trim"), offset, len] => {
                 let (offset, len) =
                     (number(offset, "an offset in bytes")?, number(len, "a length in bytes")?);
                 if len == 0 {
@@ -211,7 +208,12 @@ impl Trace {
                 }
                 offset.checked_add(len).ok_or_else(|| format!("offset {offset} + {len} overflows"))?;
                 self.name(file);
-                self.ios.push(TracedIo { at, write: action == "write", offset, len, flush_after: false });
+                let kind = match action {
+                    "read" => IoKind::Read,
+                    "write" => IoKind::Write,
+                    _ => IoKind::Trim,
+                };
+                self.ios.push(TracedIo { at, kind, offset, len, flush_after: false });
             }
             _ => return Err(format!("'{line}' is not an iolog version {} line", self.version)),
         }
@@ -248,8 +250,13 @@ impl Trace {
 
     /// Reads among the requests, in percent (rounded).
     pub fn read_pct(&self) -> u8 {
-        let reads = self.ios.iter().filter(|io| !io.write).count();
+        let reads = self.ios.iter().filter(|io| io.kind == IoKind::Read).count();
         ((reads * 100 + self.ios.len() / 2) / self.ios.len()) as u8
+    }
+
+    /// Whether the trace discards anything.
+    pub fn trims(&self) -> bool {
+        self.ios.iter().any(|io| io.kind == IoKind::Trim)
     }
 
     /// How many flushes a replay issues: one after each request the
@@ -295,12 +302,16 @@ impl IologWriter {
     pub fn request(
         &mut self,
         at: std::time::Instant,
-        write: bool,
+        kind: IoKind,
         offset: u64,
         len: u64,
     ) -> std::io::Result<()> {
         use std::io::Write;
-        let action = if write { "write" } else { "read" };
+        let action = match kind {
+            IoKind::Read => "read",
+            IoKind::Write => "write",
+            IoKind::Trim => "trim",
+        };
         self.last_offset = offset;
         writeln!(self.out, "{} {} {action} {offset} {len}", self.micros(at), self.name)
     }
@@ -347,7 +358,9 @@ mod tests {
         let got: Vec<_> = t
             .ios
             .iter()
-            .map(|io| (io.at.unwrap().as_micros(), io.write, io.offset, io.len, io.flush_after))
+            .map(|io| {
+                (io.at.unwrap().as_micros(), io.kind == IoKind::Write, io.offset, io.len, io.flush_after)
+            })
             .collect();
         assert_eq!(
             got,
@@ -381,9 +394,10 @@ mod tests {
     }
 
     #[test]
-    fn a_trim_is_refused_naming_its_line() {
-        let e = Trace::parse("fio version 2 iolog\nf write 0 4096\nf trim 0 4096\n").unwrap_err();
-        assert_eq!(e.place, "line 3");
+    fn a_trim_is_read_as_a_discard() {
+        let t = Trace::parse("fio version 2 iolog\nf write 0 4096\nf trim 0 4096\n").unwrap();
+        assert_eq!(t.ios[1].kind, IoKind::Trim);
+        assert!(t.trims());
     }
 
     #[test]
@@ -400,13 +414,14 @@ mod tests {
         let path = dir.path().join("t.log");
         let start = std::time::Instant::now();
         let mut w = IologWriter::create(&path, "my target", start).unwrap();
-        w.request(start, true, 4096, 8192).unwrap();
+        w.request(start, IoKind::Write, 4096, 8192).unwrap();
         w.sync(start).unwrap();
-        w.request(start + Duration::from_millis(3), false, 0, 512).unwrap();
+        w.request(start + Duration::from_millis(3), IoKind::Read, 0, 512).unwrap();
         w.finish(start + Duration::from_millis(4)).unwrap();
         let t = Trace::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(t.files, ["my_target"]);
-        let got: Vec<_> = t.ios.iter().map(|io| (io.write, io.offset, io.len, io.flush_after)).collect();
+        let got: Vec<_> =
+            t.ios.iter().map(|io| (io.kind == IoKind::Write, io.offset, io.len, io.flush_after)).collect();
         assert_eq!(got, [(true, 4096, 8192, true), (false, 0, 512, false)]);
         assert_eq!(t.ios[1].at, Some(Duration::from_millis(3)));
     }

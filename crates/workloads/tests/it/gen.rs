@@ -233,3 +233,19 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_trim_pattern_discards_every_request_and_trimwrite_writes_each_block_after_discarding_it() {
+    let kinds = |rw: Rw, n: usize| {
+        let j = job(rw, "4k");
+        let region = j.region(1 << 20, 512).unwrap();
+        let mut gen = RequestGen::new(&j, region, 0, 1);
+        (0..n).map(|_| gen.next_request()).map(|r| (r.kind, r.offset / 4096)).collect::<Vec<_>>()
+    };
+    assert!(kinds(Rw::RandTrim, 50).iter().all(|(k, _)| *k == IoKind::Trim));
+    assert_eq!(kinds(Rw::Trim, 3), [(IoKind::Trim, 0), (IoKind::Trim, 1), (IoKind::Trim, 2)]);
+    assert_eq!(
+        kinds(Rw::TrimWrite, 4),
+        [(IoKind::Trim, 0), (IoKind::Write, 0), (IoKind::Trim, 1), (IoKind::Write, 1)]
+    );
+}
