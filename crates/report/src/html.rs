@@ -520,6 +520,17 @@ mod tests {
     }
 
     #[test]
+    fn trim_columns_show_only_where_a_run_discarded() {
+        let plain = html_report("0.1.0", &[("a.json".into(), run_doc(10.0))]).unwrap();
+        assert!(!plain.contains("trim IOPS"));
+        let mut doc = run_doc(10.0);
+        doc["jobs"][0]["runs"][0]["trim"] =
+            serde_json::json!({ "ios": 64, "iops": 4321.0, "mib_per_s": 2.0, "latency": { "p99_us": 3.0 } });
+        let page = html_report("0.1.0", &[("a.json".into(), doc)]).unwrap();
+        assert!(page.contains("trim IOPS") && page.contains("4321.0"), "the trims are shown");
+    }
+
+    #[test]
     fn a_run_has_bandwidth_and_percentile_charts() {
         let page = html_report("0.1.0", &[("a.json".into(), run_doc(1234.5))]).unwrap();
         for title in ["j&lt;1&gt;: MiB/s each second", "j&lt;1&gt;: latency percentiles"] {

@@ -10,13 +10,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::spec::{BlockSizes, JobSpec, Region, Skew, Trimming};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IoKind {
-    Read,
-    Write,
-    /// A discard of the range (`Device::discard`).
-    Trim,
-}
+pub use crate::kind::IoKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {

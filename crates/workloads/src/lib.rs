@@ -20,6 +20,7 @@ pub mod fscrash;
 pub mod gen;
 pub mod journal;
 pub mod kernel_mix;
+mod kind;
 pub mod layout;
 pub mod recover;
 pub mod replay;

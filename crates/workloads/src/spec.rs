@@ -764,21 +764,10 @@ impl JobSpec {
         if self.runtime == Some(Duration::ZERO) {
             return Err(spec_error("runtime", "must be positive"));
         }
-        if let Some(align) = self.align_bytes {
-            if align == 0 {
-                return Err(spec_error("bsalign", "must be positive"));
-            }
+        if self.align_bytes == Some(0) {
+            return Err(spec_error("bsalign", "must be positive"));
         }
-        if self.trims() && self.validate.is_some() {
-            return Err(spec_error(
-                "validate",
-                "the job discards (trims), and a discarded block's contents are the device's to choose, so no \
-                 stamp can be checked there; validate a read or write pattern (or a trace without trims)",
-            ));
-        }
-        if self.trims() && self.engine == Engine::Virtual {
-            return Err(spec_error("rw", "the job discards (trims), which simulated disks do not model"));
-        }
+        self.check_trims()?;
         let ring = self.validate.as_ref().and_then(|v| v.journal.as_ref()).is_some_and(|j| j.ring);
         if ring && self.engine == Engine::Sync {
             return Err(spec_error(
@@ -834,6 +823,21 @@ impl JobSpec {
         self.check_fit(len, align, sector)?;
         self.check_skip(len - len % align, align)?;
         Ok(Region { start: self.offset_bytes, len: len - len % align, align })
+    }
+
+    /// Discards are neither validated nor modeled.
+    fn check_trims(&self) -> Result<(), SpecError> {
+        if self.trims() && self.validate.is_some() {
+            return Err(spec_error(
+                "validate",
+                "the job discards (trims), and a discarded block's contents are the device's to choose, so no \
+                 stamp can be checked there; validate a read or write pattern (or a trace without trims)",
+            ));
+        }
+        if self.trims() && self.engine == Engine::Virtual {
+            return Err(spec_error("rw", "the job discards (trims), which simulated disks do not model"));
+        }
+        Ok(())
     }
 
     /// A skip keeps offsets aligned, walks backwards only by at least a

@@ -161,10 +161,7 @@ fn job_from_fields(f: &JobFields, index: usize, default_job: bool) -> Result<Job
         None if default_job => BlockSizes::parse("fs")?,
         None => BlockSizes::Fixed(4096),
     };
-    let read_pct = match rw.is_mixed() {
-        true => f.rwmixread.unwrap_or(70),
-        false => rw.default_read_pct(),
-    };
+    let read_pct = if rw.is_mixed() { f.rwmixread.unwrap_or(70) } else { rw.default_read_pct() };
     let bytes = |flag, v: &Option<String>| v.as_deref().map(|t| parse_bytes(flag, t)).transpose();
     let time = |flag, v: &Option<String>| v.as_deref().map(|t| parse_duration(flag, t)).transpose();
     let mut runtime = time("runtime", &f.runtime)?;

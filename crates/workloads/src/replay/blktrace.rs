@@ -30,8 +30,8 @@
 
 use std::time::Duration;
 
-use super::{Format, Trace, TraceError, TracedIo};
-use crate::gen::IoKind;
+use super::trace::{Format, Trace, TraceError, TracedIo};
+use crate::kind::IoKind;
 
 const MAGIC: u32 = 0x6561_7400;
 const VERSION: u8 = 7;

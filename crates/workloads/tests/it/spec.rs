@@ -72,7 +72,7 @@ fn zero_transfer_size_is_refused() {
 fn access_patterns_parse_and_unknown_ones_list_the_choices() {
     assert_eq!(Rw::parse("randrw"), Ok(Rw::RandRw));
     let err = Rw::parse("random").unwrap_err();
-    assert!(err.to_string().contains("use read, write, randread, randwrite, rw or randrw"), "{err}");
+    assert!(err.to_string().contains("use read, write, randread, randwrite, rw, randrw, trim,"), "{err}");
 }
 
 #[test]
