@@ -368,9 +368,13 @@ fn a_damaged_blktrace_capture_is_refused_naming_the_record() {
 struct BlkTracer {
     loop_dev: String,
     pipe: std::fs::File,
+    /// tracefs's tracer and buffer are the machine's: one capture at a time.
+    _only: std::sync::MutexGuard<'static, ()>,
 }
 
 const TRACEFS: &str = "/sys/kernel/tracing";
+
+static TRACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl BlkTracer {
     /// Traces a new loop device over `image`; `None` (a skip said on
@@ -393,6 +397,7 @@ impl BlkTracer {
             eprintln!("skipped: capturing a loop device needs root and the kernel's blk tracer in tracefs");
             return None;
         }
+        let only = TRACING.lock().unwrap_or_else(|e| e.into_inner());
         let out = Command::new("losetup")
             .args(["-f", "--show", "--direct-io=on"])
             .arg(image)
@@ -415,7 +420,7 @@ impl BlkTracer {
             .open(format!("{TRACEFS}/trace_pipe"))
             .unwrap();
         set(&format!("{TRACEFS}/tracing_on"), "1");
-        Some(BlkTracer { loop_dev, pipe })
+        Some(BlkTracer { loop_dev, pipe, _only: only })
     }
 
     /// Stops tracing: every record the buffer holds.
@@ -502,4 +507,32 @@ fn trims_a_run_recorded_replay_as_trims() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let run = json_run(&out);
     assert_eq!((run["trim"]["ios"].as_u64(), run["write"]["ios"].as_u64()), (Some(20), Some(20)), "{run}");
+}
+
+#[test]
+fn discards_sent_to_a_loop_device_are_captured_and_replayed_as_trims() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("loop.img");
+    let made = Command::new("fallocate").args(["-l", "16m"]).arg(&image).status().unwrap();
+    assert!(made.success());
+    let Some(mut tracer) = BlkTracer::start(&image) else { return };
+    let run = ["run", "--target", &tracer.loop_dev, "--rw", "randtrim", "--bs", "64k", "--ios", "20", "-q"];
+    let out = iolab(&run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let capture = dir.path().join("capture.blktrace");
+    std::fs::write(&capture, tracer.records()).unwrap();
+    drop(tracer);
+    // blkparse's RWBS starts with D for a discard.
+    let parsed = Command::new("blkparse")
+        .args(["-q", "-i", "-", "-f", "%a %d %N\n"])
+        .stdin(std::fs::File::open(&capture).unwrap())
+        .output()
+        .expect("blkparse is installed (apt-get install blktrace)");
+    let discards = String::from_utf8(parsed.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("Q D") && !l.ends_with(" 0"))
+        .count() as u64;
+    assert_eq!(discards, 20, "the kernel saw the run's 20 discards");
+    assert_eq!(replayed(&capture, dir.path())["trim"]["ios"].as_u64(), Some(discards));
 }
