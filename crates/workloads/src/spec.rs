@@ -795,6 +795,18 @@ impl JobSpec {
             ));
         }
         let len = self.size_bytes.unwrap_or(target_bytes - self.offset_bytes);
+        if let (Some(replay), Some(end)) = (&self.replay, self.offset_bytes.checked_add(len)) {
+            if end > target_bytes {
+                return Err(spec_error(
+                    "replay",
+                    format!(
+                        "{}: the trace reaches {end} bytes into the target, which has {target_bytes}; replay onto \
+                         a larger target, or name a missing file (it is made as large as the trace reaches)",
+                        replay.source
+                    ),
+                ));
+            }
+        }
         if self.offset_bytes.checked_add(len).is_none_or(|end| end > target_bytes) {
             return Err(spec_error(
                 "size",

@@ -536,3 +536,15 @@ fn discards_sent_to_a_loop_device_are_captured_and_replayed_as_trims() {
     assert_eq!(discards, 20, "the kernel saw the run's 20 discards");
     assert_eq!(replayed(&capture, dir.path())["trim"]["ios"].as_u64(), Some(discards));
 }
+
+#[test]
+fn a_target_smaller_than_the_traces_reach_is_refused_naming_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = trace_file(dir.path(), "fio version 2 iolog\nf write 1048576 4096\n");
+    let target = dir.path().join("small.img");
+    std::fs::File::create(&target).unwrap().set_len(1 << 20).unwrap();
+    let out = replay(&trace, target.to_str().unwrap(), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = stderr(&out);
+    assert!(text.contains("the trace reaches 1052672 bytes into the target, which has 1048576"), "{text}");
+}
