@@ -548,3 +548,17 @@ fn a_target_smaller_than_the_traces_reach_is_refused_naming_the_trace() {
     let text = stderr(&out);
     assert!(text.contains("the trace reaches 1052672 bytes into the target, which has 1048576"), "{text}");
 }
+
+#[test]
+fn a_sync_traced_after_a_trim_is_a_flush_on_every_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "fio version 2 iolog\nf write 0 4096\nf trim 4096 4096\nf sync 0 0\nf write 8192 4096\n";
+    let trace = trace_file(dir.path(), text);
+    for engine in [&["--engine", "sync"][..], &["--engine", "uring", "--iodepth", "2"]] {
+        let target = dir.path().join(format!("{}.img", engine[1]));
+        let flags = [&["--replay-speed", "max", "--json", "-", "-q"][..], engine].concat();
+        let out = replay(&trace, target.to_str().unwrap(), &flags);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(json_run(&out)["flushes"], 1, "{engine:?}");
+    }
+}

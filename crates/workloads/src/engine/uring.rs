@@ -65,9 +65,11 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
                 w.device.discard(req.offset, req.len)?;
                 let done = Instant::now();
                 w.complete(req.kind, req.len, done - issued, done, measured);
+                let due = u32::from(w.flush_due(req));
+                flush_after(&mut ring, &mut slots, &mut w, &device_name, due)?;
                 // The slot stays free: the next request is taken at the
                 // time this one ended, so the deadline is seen.
-                now = done;
+                now = Instant::now();
                 continue;
             }
             check_request(
@@ -111,19 +113,32 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
         ring.ring.submit_and_wait(1).map_err(uring_err("submit"))?;
         queued = 0;
         let due = reap(&mut ring, &mut slots, &mut w, &device_name)?;
-        if due > 0 {
-            let drained = drain(&mut ring, &mut slots, &mut w, &device_name)?;
-            // A replay flushes once for each sync of its trace; --flush-every
-            // once for the writes that completed together.
-            let flushes = if w.replaying() { due + drained } else { 1 };
-            for _ in 0..flushes {
-                ring.flush(w.device)?;
-                w.device.stats().record_flush();
-                w.flushed();
-            }
-        }
+        flush_after(&mut ring, &mut slots, &mut w, &device_name, due)?;
     }
     Ok(w.stats)
+}
+
+/// With `due` flushes due after completions: waits for the requests in
+/// flight, then flushes; a replay once for each sync of its trace,
+/// --flush-every once for the writes that completed together.
+fn flush_after(
+    ring: &mut Ring,
+    slots: &mut Slots<Slot>,
+    w: &mut Worker<'_>,
+    device: &str,
+    due: u32,
+) -> Result<(), WorkloadError> {
+    if due == 0 {
+        return Ok(());
+    }
+    let drained = drain(ring, slots, w, device)?;
+    let flushes = if w.replaying() { due + drained } else { 1 };
+    for _ in 0..flushes {
+        ring.flush(w.device)?;
+        w.device.stats().record_flush();
+        w.flushed();
+    }
+    Ok(())
 }
 
 /// Waits for every request in flight (before a flush); how many more
