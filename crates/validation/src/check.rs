@@ -8,7 +8,7 @@
 //! older than what a durable record promises, this run's older key or an
 //! older run's block.
 
-use crate::stamp::{read_stamp, Stamp, StampError};
+use crate::stamp::{read_stamp, Duplicates, Stamp, StampError};
 
 /// What a block's stamps are judged against besides the key it should
 /// hold: the run, and (after a crash) what its journal knows.
@@ -32,6 +32,14 @@ pub struct RunContext {
     /// settles the block: whatever this run may have left in it is
     /// unverifiable.
     pub snapshot_lost: bool,
+    /// The run wrote duplicate units (`--dedupe-ratio`; key block = unit).
+    pub duplicates: Option<Duplicates>,
+    /// The journal may lack writes that reached the target (its records
+    /// were not durable before their writes went out: async mode). A
+    /// duplicate unit carries no write id to tell such a write by, so a
+    /// duplicate this run wrote that is neither the old nor the new
+    /// contents is unverifiable rather than lost.
+    pub journal_behind: bool,
 }
 
 impl RunContext {
@@ -121,16 +129,24 @@ impl BlockVerdict {
     }
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum SectorState {
     /// A stamp of this run: its key and write sequence number.
     Key(u8, u64),
+    /// A sector of a duplicate unit of this run, in its place in the
+    /// unit: the shared unit's set and version.
+    Duplicate {
+        set: u8,
+        version: u8,
+    },
     Zeros,
     /// A stamp of this address from another run.
     OtherRun(Stamp),
     Wrong(FindingKind),
 }
 
-fn sector_state(sector: &[u8], address: u64, run_id: u64) -> SectorState {
+/// What one sector at `address`, in the key block at `block`, holds.
+fn sector_state(sector: &[u8], address: u64, block: u64, run_id: u64) -> SectorState {
     match read_stamp(sector) {
         Err(StampError::Zeros) => SectorState::Zeros,
         Err(StampError::NoMagic) => SectorState::Wrong(FindingKind::Corrupt { reason: "no stamp" }),
@@ -143,6 +159,11 @@ fn sector_state(sector: &[u8], address: u64, run_id: u64) -> SectorState {
         Err(StampError::Checksum { .. }) => {
             SectorState::Wrong(FindingKind::Corrupt { reason: "checksum mismatch" })
         }
+        Ok(stamp) if stamp.set != 0 && stamp.run_id != run_id => SectorState::OtherRun(stamp),
+        Ok(stamp) if stamp.set != 0 && stamp.address != address - block => {
+            SectorState::Wrong(FindingKind::Corrupt { reason: "duplicate unit's sector out of place" })
+        }
+        Ok(stamp) if stamp.set != 0 => SectorState::Duplicate { set: stamp.set, version: stamp.key },
         Ok(stamp) if stamp.address != address => {
             SectorState::Wrong(FindingKind::Misdirected { found_address: stamp.address })
         }
@@ -151,9 +172,44 @@ fn sector_state(sector: &[u8], address: u64, run_id: u64) -> SectorState {
     }
 }
 
+/// Whether a sector's state is what the key block at `block` holds at
+/// `key`: that key's own stamp, or, where the run's duplicates make the
+/// block a copy at that key, the shared unit's sector at its version.
+fn holds(state: &SectorState, key: u8, block: u64, run: &RunContext) -> bool {
+    let set = run.duplicates.and_then(|d| d.set_of(block, key, run.run_id));
+    match (*state, set) {
+        (SectorState::Key(k, _), None) => k == key,
+        (SectorState::Duplicate { set: s, version }, Some(set)) => {
+            s == set && version == Duplicates::version(key)
+        }
+        _ => false,
+    }
+}
+
+/// For a duplicate's sector that is not what the block should hold: the
+/// nearest key before `expected` at which the block held it (0: none).
+fn older_key_holding(state: &SectorState, expected: u8, block: u64, run: &RunContext) -> u8 {
+    let mut key = expected;
+    for _ in 1..255 {
+        key = crate::keys::previous_key(key);
+        if holds(state, key, block, run) {
+            return key;
+        }
+    }
+    0
+}
+
 /// What a sector that is neither the old nor the new contents is.
-fn finding(state: SectorState, expected_key: u8, run: &RunContext) -> FindingKind {
+fn finding(state: SectorState, expected_key: u8, block: u64, run: &RunContext) -> FindingKind {
     match state {
+        SectorState::Duplicate { .. } => {
+            let found_key = older_key_holding(&state, expected_key, block, run);
+            if run.snapshot_lost || run.lost_ids.is_some() || run.journal_behind {
+                FindingKind::Unverifiable { expected_key, found_key }
+            } else {
+                FindingKind::LostWrite { expected_key, found_key, found_run_id: None }
+            }
+        }
         SectorState::Key(found_key, sequence) if run.lost(sequence) => {
             FindingKind::Unverifiable { expected_key, found_key }
         }
@@ -166,7 +222,9 @@ fn finding(state: SectorState, expected_key: u8, run: &RunContext) -> FindingKin
         SectorState::Key(found_key, _) => {
             FindingKind::LostWrite { expected_key, found_key, found_run_id: None }
         }
-        SectorState::OtherRun(stamp) if run.started_ns.is_some_and(|started| stamp.time_ns < started) => {
+        SectorState::OtherRun(stamp)
+            if stamp.set == 0 && run.started_ns.is_some_and(|started| stamp.time_ns < started) =>
+        {
             FindingKind::LostWrite { expected_key, found_key: stamp.key, found_run_id: Some(stamp.run_id) }
         }
         SectorState::OtherRun(stamp) => FindingKind::ForeignRun { found_run_id: stamp.run_id },
@@ -203,23 +261,22 @@ pub fn check_block_in(
         .enumerate()
         .map(|(i, s)| {
             let address = offset + (i * sector_bytes) as u64;
-            (address, sector_state(s, address, run.run_id))
+            (address, sector_state(s, address, offset, run.run_id))
         })
         .collect();
     let (old, new) = match expect {
         Expect::Key(k) => (None, k),
         Expect::OldOrNew { old, new } => (Some(old), new),
     };
-    let is_new = |s: &SectorState| match (s, old) {
-        (SectorState::Key(k, _), Some(o)) => key_in_chain(*k, o, new),
-        (SectorState::Key(k, _), None) => *k == new,
-        _ => false,
+    let is_new = |s: &SectorState| match old {
+        Some(o) => keys_in_chain(o, new).any(|k| holds(s, k, offset, run)),
+        None => holds(s, new, offset, run),
     };
     // A block this run never wrote (old key 0) holds what the target held
     // before the run: zeros, another run's stamps, or data that is no
     // stamp at all; only this run's stamps (and damaged ones) say more.
     let is_old = |s: &SectorState| match (s, old) {
-        (SectorState::Key(k, _), Some(o)) => *k == o && o != 0,
+        (SectorState::Key(..) | SectorState::Duplicate { .. }, Some(o)) => o != 0 && holds(s, o, offset, run),
         (SectorState::Zeros | SectorState::OtherRun(_), Some(0)) => true,
         (SectorState::Wrong(kind), Some(0)) => {
             matches!(kind, FindingKind::Corrupt { reason: "no stamp" | "unknown stamp version" })
@@ -229,9 +286,12 @@ pub fn check_block_in(
     let new_count = states.iter().filter(|(_, s)| is_new(s)).count() as u32;
     let old_count = states.iter().filter(|(_, s)| is_old(s)).count() as u32;
     let total = states.len() as u32;
-    let one_key = states
-        .windows(2)
-        .all(|w| matches!(w, [(_, SectorState::Key(a, _)), (_, SectorState::Key(b, _))] if a == b));
+    // Every sector from one write: one key, or one shared unit's version.
+    let one_key = states.windows(2).all(|w| match (&w[0].1, &w[1].1) {
+        (SectorState::Key(a, _), SectorState::Key(b, _)) => a == b,
+        (a @ SectorState::Duplicate { .. }, b) => a == b,
+        _ => false,
+    });
     if new_count == total && one_key {
         return if old.is_some() { BlockVerdict::PendingNew } else { BlockVerdict::Ok };
     }
@@ -244,20 +304,19 @@ pub fn check_block_in(
     let findings = states
         .into_iter()
         .filter(|(_, s)| !is_new(s) && !is_old(s))
-        .map(|(address, s)| Finding { address, kind: finding(s, new, run) })
+        .map(|(address, s)| Finding { address, kind: finding(s, new, offset, run) })
         .collect();
     BlockVerdict::Bad { findings }
 }
 
-/// Whether `key` is one of the keys after `old` up to `new`, in the order
-/// rewrites give them (`next_key`, wrapping past 255 to 1).
-fn key_in_chain(key: u8, old: u8, new: u8) -> bool {
+/// The keys after `old` up to `new`, in the order rewrites give them
+/// (`next_key`, wrapping past 255 to 1).
+fn keys_in_chain(old: u8, new: u8) -> impl Iterator<Item = u8> {
     let mut k = old;
-    while k != new {
-        k = crate::keys::next_key(k);
-        if k == key {
-            return true;
-        }
-    }
-    false
+    std::iter::from_fn(move || {
+        (k != new).then(|| {
+            k = crate::keys::next_key(k);
+            k
+        })
+    })
 }

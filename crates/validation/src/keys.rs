@@ -34,6 +34,15 @@ pub fn next_key(key: u8) -> u8 {
     }
 }
 
+/// The key before `key` (1..=255) in the order rewrites give them.
+pub(crate) fn previous_key(key: u8) -> u8 {
+    if key <= 1 {
+        u8::MAX
+    } else {
+        key - 1
+    }
+}
+
 /// Where the user asked key maps to live.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KeyMapChoice {

@@ -22,6 +22,6 @@ pub use keys::{
     KEY_NEVER_WRITTEN,
 };
 pub use stamp::{
-    fill_block, fill_data, fill_data_baseline, read_stamp, seal_sectors_baseline, Stamp, StampError,
-    STAMP_HEADER_BYTES, STAMP_MAGIC, STAMP_VERSION,
+    fill_block, fill_data, fill_data_baseline, fill_duplicate, read_stamp, seal_sectors_baseline, Duplicates,
+    Stamp, StampError, DUPLICATE_SETS, STAMP_HEADER_BYTES, STAMP_MAGIC, STAMP_VERSION,
 };

@@ -10,14 +10,24 @@
 //! 32  time_ns   u64      write time, ns since the Unix epoch
 //! 40  run_id    u64      identifies the validation run (and the target)
 //! 48  key       u8       1..=255, the block's key at this write
-//! 49  reserved  [u8; 15] zero
-//! 64  data      words derived from (address, key, run_id)
+//! 49  set       u8       version 2: 0 own, else the shared unit copied
+//! 50  reserved  [u8; 14] zero
+//! 64  data      words derived from (address, key, run_id, set)
 //! ```
+//!
+//! A sector of a duplicate unit (`--dedupe-ratio` under validation) is a
+//! copy of one of [`DUPLICATE_SETS`] shared units, the same wherever it
+//! lands, so its fields cannot say where or when it was written: its
+//! `address` is its offset inside the unit, `sequence` and `time_ns` are
+//! zero, and `key` is the unit's version (1 + the block's key mod 3),
+//! enough to tell a rewrite from the write before it.
 
 use codec::{Frame, FrameError, LeReader, LeWriter, OutOfBounds};
 
 pub const STAMP_MAGIC: &[u8; 8] = b"IOLABSTP";
-pub const STAMP_VERSION: u32 = 1;
+/// The version a stamp with a `set` is written with; a sector's own
+/// stamp (set 0) is written as version 1, byte for byte as before.
+pub const STAMP_VERSION: u32 = 2;
 pub const STAMP_HEADER_BYTES: usize = 64;
 /// A sector's checksum: at byte 12, over the whole sector with the field
 /// zero.
@@ -31,6 +41,9 @@ pub struct Stamp {
     pub time_ns: u64,
     pub run_id: u64,
     pub key: u8,
+    /// 0: the sector's own stamp; 1..=[`DUPLICATE_SETS`]: a sector of a
+    /// duplicate unit, a copy of shared unit `set` (version 2).
+    pub set: u8,
 }
 
 /// Why a sector does not hold a valid stamp.
@@ -60,8 +73,8 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn data_seed(address: u64, key: u8, run_id: u64) -> u64 {
-    mix(address ^ mix(run_id ^ u64::from(key).rotate_left(56)))
+fn data_seed(address: u64, key: u8, run_id: u64, set: u8) -> u64 {
+    mix(address ^ mix(run_id ^ u64::from(key).rotate_left(56) ^ u64::from(set).rotate_left(48)))
 }
 
 /// The data words after a sector's header: word `i` is `mix(seed + i)`.
@@ -99,18 +112,20 @@ pub fn fill_data_baseline(words: &mut [u8], seed: u64) {
 /// Writes one stamped sector into `sector` (whose length is the sector size).
 fn fill_sector(sector: &mut [u8], stamp: &Stamp) {
     debug_assert!(sector.len() >= STAMP_HEADER_BYTES && sector.len() % 8 == 0);
-    let seed = data_seed(stamp.address, stamp.key, stamp.run_id);
+    let seed = data_seed(stamp.address, stamp.key, stamp.run_id, stamp.set);
     fill_data(&mut sector[STAMP_HEADER_BYTES..], seed);
+    let version = if stamp.set == 0 { 1 } else { STAMP_VERSION };
     LeWriter::new(sector)
         .put_bytes(0, STAMP_MAGIC)
-        .put_u32(8, STAMP_VERSION)
+        .put_u32(8, version)
         .put_u32(12, 0)
         .put_u64(16, stamp.address)
         .put_u64(24, stamp.sequence)
         .put_u64(32, stamp.time_ns)
         .put_u64(40, stamp.run_id)
         .put_u8(48, stamp.key)
-        .put_bytes(49, &[0; 15]);
+        .put_u8(49, stamp.set)
+        .put_bytes(50, &[0; 14]);
 }
 
 /// Sets each sector's checksum (computed with the field zero, as
@@ -178,10 +193,75 @@ pub fn fill_block(
     debug_assert!(buf.len() % sector_bytes == 0 && key != 0);
     for (i, sector) in buf.chunks_exact_mut(sector_bytes).enumerate() {
         let address = offset + (i * sector_bytes) as u64;
-        fill_sector(sector, &Stamp { address, sequence, time_ns, run_id, key });
+        fill_sector(sector, &Stamp { address, sequence, time_ns, run_id, key, set: 0 });
     }
     seal_sectors(buf, sector_bytes);
 }
+
+/// Fills `buf` (one whole duplicate unit) with the sectors of shared unit
+/// `set` at the version of `key` (see [`Duplicates`]): the same bytes
+/// wherever the unit lands.
+pub fn fill_duplicate(buf: &mut [u8], sector_bytes: usize, set: u8, key: u8, run_id: u64) {
+    debug_assert!(buf.len() % sector_bytes == 0 && key != 0 && (1..=DUPLICATE_SETS).contains(&set));
+    let version = Duplicates::version(key);
+    for (i, sector) in buf.chunks_exact_mut(sector_bytes).enumerate() {
+        let address = (i * sector_bytes) as u64;
+        fill_sector(sector, &Stamp { address, sequence: 0, time_ns: 0, run_id, key: version, set });
+    }
+    seal_sectors(buf, sector_bytes);
+}
+
+/// How many shared units the duplicates of a validated run copy.
+pub const DUPLICATE_SETS: u8 = 16;
+
+/// Which key blocks of a validated run with `--dedupe-ratio` are copies
+/// of a shared unit rather than their own, decided from where the block
+/// is, its key and the run, so that a check knows without being told:
+/// one block in `ratio` is its own on average, the others each a copy of
+/// one of [`DUPLICATE_SETS`] units (docs/formats.md, "Validation stamp").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Duplicates {
+    /// A block is its own when the top 53 bits of its hash are below this.
+    own_below: u64,
+    /// The ratio's bits (f64), as given.
+    ratio_bits: u64,
+}
+
+impl Duplicates {
+    /// Duplicates at `ratio`:1 (at least 1; None otherwise).
+    pub fn new(ratio: f64) -> Option<Duplicates> {
+        let own_below = ((1u64 << 53) as f64 / ratio) as u64;
+        (ratio.is_finite() && ratio >= 1.0).then_some(Duplicates { own_below, ratio_bits: ratio.to_bits() })
+    }
+
+    pub fn ratio(&self) -> f64 {
+        f64::from_bits(self.ratio_bits)
+    }
+
+    /// The shared unit (1..=[`DUPLICATE_SETS`]) the key block at byte
+    /// `address` holds a copy of at `key`, or None when it holds its own
+    /// stamps: `h = splitmix64(address ^ splitmix64(run_id ^ key << 56 ^
+    /// DUPLICATE_SALT))`; its own when the top 53 bits of `h` are below
+    /// floor(2^53 / ratio); else set 1 + splitmix64(h) mod 16.
+    pub fn set_of(&self, address: u64, key: u8, run_id: u64) -> Option<u8> {
+        let h = mix(address ^ mix(run_id ^ u64::from(key).rotate_left(56) ^ DUPLICATE_SALT));
+        if h >> 11 < self.own_below {
+            return None;
+        }
+        Some(1 + (mix(h) % u64::from(DUPLICATE_SETS)) as u8)
+    }
+
+    /// The version a duplicate unit written at `key` carries in its
+    /// stamps' key field: 1 + key mod 3. Keys go 1, 2, …, 255, 1, and 255
+    /// is a multiple of 3, so a block's version changes at every rewrite.
+    pub fn version(key: u8) -> u8 {
+        1 + key % 3
+    }
+}
+
+/// Mixed into the choice of duplicates so it does not follow the data's
+/// own seeds.
+const DUPLICATE_SALT: u64 = 0xd0b1_e5e7_5a17_0001;
 
 /// Reads and checks the stamp of one sector.
 pub fn read_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
@@ -193,11 +273,19 @@ pub fn read_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
     }
     // Every field lies inside the header just checked: no read fails.
     let Ok((version, stamp)) = stamp_fields(LeReader::new(sector)) else { return Err(StampError::NoMagic) };
-    if version != STAMP_VERSION {
+    if !(1..=STAMP_VERSION).contains(&version) {
         return Err(StampError::Version(version));
     }
     match STAMP_FRAME.verify(&[], sector) {
         Ok(()) if stamp.key == 0 => Err(StampError::Field { field: "key", value: 0 }),
+        // Version 1 had the byte reserved, zero; a duplicate is version 2
+        // and its version is 1..=3.
+        Ok(()) if stamp.set > DUPLICATE_SETS || (stamp.set != 0 && version == 1) => {
+            Err(StampError::Field { field: "set", value: u64::from(stamp.set) })
+        }
+        Ok(()) if stamp.set != 0 && stamp.key > 3 => {
+            Err(StampError::Field { field: "key", value: u64::from(stamp.key) })
+        }
         Ok(()) if stamp.address % STAMP_ADDRESS_ALIGN != 0 => {
             Err(StampError::Field { field: "address", value: stamp.address })
         }
@@ -218,6 +306,7 @@ fn stamp_fields(r: LeReader<'_>) -> Result<(u32, Stamp), OutOfBounds> {
         time_ns: r.u64(32)?,
         run_id: r.u64(40)?,
         key: r.u8(48)?,
+        set: r.u8(49)?,
     };
     Ok((r.u32(8)?, stamp))
 }

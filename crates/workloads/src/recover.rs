@@ -391,6 +391,8 @@ pub fn recover_watched_with(
         run_id: h.run_id,
         ahead_from: replayed.ahead_from,
         started_ns: (h.created_ns != 0).then_some(h.created_ns),
+        duplicates: h.duplicates,
+        journal_behind: !h.mode.host_crash_safe(),
         ..RunContext::default()
     };
     // For a block whose expected contents a lost record may have changed.

@@ -15,8 +15,8 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use validation::{
-    check_block, fill_block, next_key, BlockVerdict, Expect, Finding, KeyBytes, KeyMap, KeyPlace,
-    KEY_NEVER_WRITTEN,
+    check_block_in, fill_block, fill_duplicate, next_key, BlockVerdict, Duplicates, Expect, Finding,
+    KeyBytes, KeyMap, KeyPlace, RunContext, KEY_NEVER_WRITTEN,
 };
 
 use crate::busy::BusyTable;
@@ -84,6 +84,8 @@ pub(crate) struct Validator {
     key_bytes: u64,
     sector_bytes: usize,
     keys: KeyMap,
+    /// Under `--dedupe-ratio`: which key blocks (units) are copies.
+    duplicates: Option<Duplicates>,
     busy: BusyTable,
     sequence: AtomicU64,
     written: AtomicU64,
@@ -109,30 +111,24 @@ impl Validator {
         // takes any aligned offset): every request is then whole key
         // blocks. A default alignment finer than the smallest transfer
         // (the sector, for mixed sizes) is refused below rather than
-        // shrinking the key block to a sector unasked.
+        // shrinking the key block to a sector unasked. Under duplicates a
+        // key block is a unit, a copy or its own as a whole.
         let min = job.bs.min_bytes();
-        let key_bytes = gcd(gcd(min, region.start), job.align_bytes.unwrap_or(min));
-        let sizes_ok = match &job.bs {
-            crate::BlockSizes::Fixed(_) => true,
-            crate::BlockSizes::Split { sizes, .. } => sizes.iter().all(|(s, _)| s % key_bytes == 0),
-            crate::BlockSizes::Range { step, .. } => step % key_bytes == 0,
+        let key_bytes = match job.dedupe {
+            Some(dedupe) => dedupe.unit_bytes as u64,
+            None => gcd(gcd(min, region.start), job.align_bytes.unwrap_or(min)),
         };
-        if !sizes_ok || region.align % key_bytes != 0 {
-            return Err(crate::WorkloadError::Spec(spec_error(
-                "validate",
-                format!(
-                    "every transfer size and offset must be a multiple of the key block ({key_bytes} bytes: \
-                     the smallest transfer, or what it has in common with --offset and --bsalign); use sizes \
-                     that are multiples of it and --bsalign {key_bytes}"
-                ),
-            )));
-        }
+        check_key_block(job, region, key_bytes)?;
+        let duplicates = job.dedupe.and_then(|d| Duplicates::new(d.ratio));
         let blocks = region.len / key_bytes;
         let place = key_place(&spec, blocks)?;
         let keys = KeyMap::with_bytes(KeyBytes::zeroed(blocks, &place)?, key_bytes);
         let journal = match &spec.journal {
             None => None,
-            Some(journal) => Some(open_journal(job, &spec, journal, region, key_bytes, target, &place)?),
+            Some(journal) => {
+                let layout = KeyLayout { region, key_bytes, duplicates };
+                Some(open_journal(job, &spec, journal, layout, target, &place)?)
+            }
         };
         Ok(Validator {
             spec,
@@ -140,6 +136,7 @@ impl Validator {
             key_bytes,
             sector_bytes: sector_bytes as usize,
             keys,
+            duplicates,
             busy: BusyTable::new(blocks),
             sequence: AtomicU64::new(0),
             written: AtomicU64::new(0),
@@ -182,7 +179,9 @@ impl Validator {
             let at = i * self.key_bytes as usize;
             let block = &buf[at..at + self.key_bytes as usize];
             let offset = self.region.start + b * self.key_bytes;
-            let verdict = check_block(block, self.sector_bytes, offset, Expect::Key(key), self.spec.run_id);
+            let run =
+                RunContext { run_id: self.spec.run_id, duplicates: self.duplicates, ..RunContext::default() };
+            let verdict = check_block_in(block, self.sector_bytes, offset, Expect::Key(key), &run);
             if verdict != BlockVerdict::Ok {
                 self.record(offset, key, by, verdict);
             }
@@ -223,7 +222,12 @@ impl Validator {
             let at = i * self.key_bytes as usize;
             let offset = self.region.start + b * self.key_bytes;
             let block = &mut buf[at..at + self.key_bytes as usize];
-            fill_block(block, self.sector_bytes, offset, key, sequence, time_ns, self.spec.run_id);
+            match self.duplicates.and_then(|d| d.set_of(offset, key, self.spec.run_id)) {
+                Some(set) => fill_duplicate(block, self.sector_bytes, set, key, self.spec.run_id),
+                None => {
+                    fill_block(block, self.sector_bytes, offset, key, sequence, time_ns, self.spec.run_id)
+                }
+            }
         }
     }
 
@@ -406,6 +410,40 @@ fn lookahead(job: &JobSpec, journal: Option<&crate::journal::JournalWriter>) -> 
     }
 }
 
+/// Where a run's key blocks lie and what they hold, as its journal's
+/// header records them.
+struct KeyLayout {
+    region: Region,
+    key_bytes: u64,
+    duplicates: Option<Duplicates>,
+}
+
+/// The key block chosen for `job` (see [`Validator::new`]) refused unless
+/// every request is whole key blocks.
+fn check_key_block(job: &JobSpec, region: Region, key_bytes: u64) -> Result<(), crate::WorkloadError> {
+    let sizes_ok = match &job.bs {
+        crate::BlockSizes::Fixed(size) => size % key_bytes == 0,
+        crate::BlockSizes::Split { sizes, .. } => sizes.iter().all(|(s, _)| s % key_bytes == 0),
+        crate::BlockSizes::Range { step, .. } => step % key_bytes == 0,
+    };
+    if sizes_ok && region.align % key_bytes == 0 && region.start % key_bytes == 0 {
+        return Ok(());
+    }
+    let why = match job.dedupe {
+        Some(_) => format!(
+            "under --dedupe-ratio a key block is a dedupe unit ({key_bytes} bytes), copied or its own as a \
+             whole: every transfer size and offset must be a multiple of it; use --bsalign {key_bytes} (and an \
+             --offset that is a multiple of it) or a smaller --dedupe-unit"
+        ),
+        None => format!(
+            "every transfer size and offset must be a multiple of the key block ({key_bytes} bytes: the \
+             smallest transfer, or what it has in common with --offset and --bsalign); use sizes that are \
+             multiples of it and --bsalign {key_bytes}"
+        ),
+    };
+    Err(crate::WorkloadError::Spec(spec_error("validate", why)))
+}
+
 /// The journal of a validated run, created where `journal` says, its
 /// header naming the run; under a group journal on the uring engine its
 /// file is opened a second time for commits through the workers' rings.
@@ -413,12 +451,12 @@ fn open_journal(
     job: &JobSpec,
     spec: &ValidateSpec,
     journal: &crate::journal::JournalSpec,
-    region: Region,
-    key_bytes: u64,
+    layout: KeyLayout,
     target: &std::sync::Arc<dyn device::Device>,
     place: &KeyPlace,
 ) -> Result<crate::journal::JournalWriter, crate::WorkloadError> {
     use crate::journal::{create_file, journal_record_bytes, JournalWriter};
+    let KeyLayout { region, key_bytes, duplicates } = layout;
     let blocks = region.len / key_bytes;
     let header = validation::journal::JournalHeader {
         run_id: spec.run_id,
@@ -431,6 +469,7 @@ fn open_journal(
         generation: 0,
         write_ids_end: 0,
         created_ns: now_ns(),
+        duplicates,
     };
     // The writer's copy of the map, from which it writes compacted starts.
     let mirror = KeyBytes::zeroed(blocks, place)?;

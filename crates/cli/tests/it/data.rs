@@ -59,6 +59,18 @@ fn a_dedupe_ratio_is_what_the_units_written_show() {
 }
 
 #[test]
+fn a_validated_dedupe_ratio_is_what_the_units_written_show_and_checks_clean() {
+    let (data, doc) = write_all(&["--dedupe-ratio", "3", "--validate"]);
+    let units = data.len() / 4096;
+    let distinct = data.chunks(4096).collect::<std::collections::HashSet<_>>().len();
+    let got = units as f64 / distinct as f64;
+    assert!((got / 3.0 - 1.0).abs() < 0.10, "asked 3:1, wrote {got:.3}:1");
+    let validation = &doc["jobs"][0]["runs"][0]["validation"];
+    assert_eq!(validation["errors"], 0, "{validation}");
+    assert_eq!(validation["blocks_verified"], 4096, "{validation}");
+}
+
+#[test]
 fn without_a_dedupe_ratio_every_unit_is_its_own() {
     let (data, doc) = write_all(&[]);
     let distinct = data.chunks(4096).collect::<std::collections::HashSet<_>>().len();
@@ -69,7 +81,6 @@ fn without_a_dedupe_ratio_every_unit_is_its_own() {
 #[test]
 fn data_options_that_cannot_apply_are_refused() {
     for (args, says) in [
-        (&["--dedupe-ratio", "2", "--validate"][..], "--validate stamps every sector"),
         (&["--dedupe-ratio", "2", "--pattern", "zeros"][..], "zeros are all duplicates"),
         (&["--dedupe-ratio", "0.5"][..], "a ratio of 1 or more"),
         (&["--dedupe-ratio", "2", "--dedupe-unit", "3k"][..], "divides every transfer size"),

@@ -67,6 +67,33 @@ fn clean_target_validates_in_every_journal_mode() {
 }
 
 #[test]
+fn a_target_of_duplicates_validates_clean_in_every_journal_mode() {
+    for mode in ["group", "sync", "async"] {
+        assert_validates_clean(&["--journal-mode", mode, "--dedupe-ratio", "2"]);
+    }
+}
+
+#[test]
+fn an_older_version_of_a_block_among_duplicates_is_reported_lost() {
+    // Two passes at 4:1: every block ends at key 2. Put back what block 0
+    // held at key 1, its own stamps or a shared unit's copy.
+    let dir = tempfile::tempdir().unwrap();
+    let (target, journal) = journaled_with(&dir, &["--io-size", "2m", "--dedupe-ratio", "4"]);
+    let journal_file = std::path::Path::new(&journal).join("iolab.journal");
+    let header = validation::journal::replay(&std::fs::read(journal_file).unwrap()).unwrap().header;
+    let duplicates = header.duplicates.expect("the journal records the ratio");
+    let mut image = std::fs::read(&target).unwrap();
+    match duplicates.set_of(0, 1, header.run_id) {
+        Some(set) => validation::fill_duplicate(&mut image[..4096], 512, set, 1, header.run_id),
+        None => validation::fill_block(&mut image[..4096], 512, 0, 1, 0, 0, header.run_id),
+    }
+    std::fs::write(&target, &image).unwrap();
+    let out = validate(&target, &journal);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("1 lost"), "{}", stdout(&out));
+}
+
+#[test]
 fn flipped_byte_after_the_run_is_reported_corrupt() {
     let dir = tempfile::tempdir().unwrap();
     let (target, journal) = journaled(&dir, "group");
@@ -232,7 +259,17 @@ fn killed_run_validates_without_errors() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("t.img").to_str().unwrap().to_string();
     let journal = dir.path().join("j");
-    run_and_kill(&target, &journal);
+    run_and_kill(&target, &journal, &[]);
+    let out = validate(&target, journal.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+}
+
+#[test]
+fn a_killed_run_of_duplicates_validates_without_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img").to_str().unwrap().to_string();
+    let journal = dir.path().join("j");
+    run_and_kill(&target, &journal, &["--dedupe-ratio", "3"]);
     let out = validate(&target, journal.to_str().unwrap());
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
 }
@@ -245,14 +282,14 @@ fn killed_run_on_a_used_target_validates_without_errors() {
     let dir = tempfile::tempdir().unwrap();
     let (target, _) = journaled(&dir, "group");
     let journal = dir.path().join("j2");
-    run_and_kill(&target, &journal);
+    run_and_kill(&target, &journal, &[]);
     let out = validate(&target, journal.to_str().unwrap());
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
 }
 
-/// Starts a journaled 4-thread random-write run on `target` and kills it
-/// (SIGKILL) once its journal holds 200 records.
-fn run_and_kill(target: &str, journal: &std::path::Path) {
+/// Starts a journaled 4-thread random-write run on `target` with `extra`
+/// flags and kills it (SIGKILL) once its journal holds 200 records.
+fn run_and_kill(target: &str, journal: &std::path::Path, extra: &[&str]) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
         .args(["run", "--target", target, "--size", "1m", "--rw", "randwrite", "--bs", "4k", "--force"])
         .args([
@@ -265,6 +302,7 @@ fn run_and_kill(target: &str, journal: &std::path::Path) {
             journal.to_str().unwrap(),
             "-q",
         ])
+        .args(extra)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -268,8 +268,6 @@ fn dedupe(f: &JobFields, bs: &workloads::BlockSizes) -> Result<Option<workloads:
     let reads_only = matches!(f.rw, Some(workloads::Rw::Read | workloads::Rw::RandRead));
     let why = if reads_only {
         Some("the job writes nothing (its --rw reads only)")
-    } else if f.validate == Some(true) {
-        Some("--validate stamps every sector with its own key and address, so no two can be equal")
     } else if f.pattern == Some(Pattern::Zeros) {
         Some("zeros are all duplicates already")
     } else if f.target.as_deref().is_some_and(|t| t.starts_with("sim:")) {

@@ -7,10 +7,12 @@ use codec::{Frame, LeReader, LeWriter, OutOfBounds};
 use crate::keys::KeyMap;
 
 pub const JOURNAL_MAGIC: &[u8; 8] = b"IOLABJNL";
-/// Version 5 adds mark records (kind 3), which say how much of the slot's
-/// records were durable when they were written, so that replay tells
-/// damage from a torn tail.
-pub const JOURNAL_VERSION: u32 = 5;
+/// Version 6 adds the run's duplicate ratio (`--dedupe-ratio` under
+/// validation), without which its duplicate units cannot be checked.
+pub const JOURNAL_VERSION: u32 = 6;
+/// Version 5 journals read as 6 without duplicates. Version 5 added mark
+/// records (kind 3), which say how much of the slot's records were durable
+/// when they were written, so that replay tells damage from a torn tail.
 /// Versions 2 to 4 journals read the same, without mark records; before
 /// version 4, without `write_ids_end` and `created_ns` (read as 0) and
 /// without write ids in record order; in version 2, a `before` on a block
@@ -21,6 +23,8 @@ pub const JOURNAL_VERSION_MIN: u32 = 2;
 pub(super) const ORDERED_WRITE_IDS_VERSION: u32 = 4;
 /// The first version with mark records.
 pub(super) const MARKS_VERSION: u32 = 5;
+/// The first version with the duplicate ratio.
+const DUPLICATES_VERSION: u32 = 6;
 const SECTOR_BYTES_AT: usize = 48;
 const KEY_BLOCK_BYTES_AT: usize = 32;
 const BLOCKS_AT: usize = 40;
@@ -32,6 +36,7 @@ const CARRIED_AT: usize = 320;
 const START_CRC_AT: usize = 324;
 const WRITE_IDS_END_AT: usize = 328;
 const CREATED_AT: usize = 336;
+const DUPLICATES_AT: usize = 344;
 pub const JOURNAL_HEADER_BYTES: usize = 4096;
 pub(super) const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"JREC");
 /// A header's checksum: at byte 12, over the header with the field zero.
@@ -111,6 +116,9 @@ pub struct JournalHeader {
     /// When the journal was created (ns since the Unix epoch; 0: unknown):
     /// a stamp of another run written before it is an older run's.
     pub created_ns: u64,
+    /// The run's duplicate units (`--dedupe-ratio`; its key block is the
+    /// unit), without which they cannot be checked.
+    pub duplicates: Option<crate::Duplicates>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -258,6 +266,7 @@ fn encode_header(header: &JournalHeader, carried_bytes: u32, start_crc: u32) -> 
         .put_u64(GENERATION_AT, header.generation)
         .put_u64(WRITE_IDS_END_AT, header.write_ids_end)
         .put_u64(CREATED_AT, header.created_ns)
+        .put_u64(DUPLICATES_AT, header.duplicates.map_or(0, |d| d.ratio().to_bits()))
         .put_u32(CARRIED_AT, carried_bytes)
         .put_u32(START_CRC_AT, start_crc);
     HEADER_FRAME.seal(&[], &mut buf);
@@ -351,6 +360,19 @@ pub(super) fn decode_header(buf: &[u8], at: u64) -> Result<(JournalHeader, u32),
         .ok_or_else(|| field(at, MODE_AT, "mode", mode.into(), "not 1 (sync), 2 (async) or 3 (group)"))?;
     // Reserved (zero) before version 4.
     let since_4 = |at| if version >= ORDERED_WRITE_IDS_VERSION { head.u64(at) } else { Ok(0) };
+    let ratio = if version >= DUPLICATES_VERSION { head.u64(DUPLICATES_AT)? } else { 0 };
+    let duplicates = match ratio {
+        0 => None,
+        bits => Some(crate::Duplicates::new(f64::from_bits(bits)).ok_or_else(|| {
+            field(
+                at,
+                DUPLICATES_AT,
+                "duplicate_ratio",
+                bits,
+                "not the bits of a ratio of 1 or more (or 0: none)",
+            )
+        })?),
+    };
     let header = JournalHeader {
         run_id: head.u64(16)?,
         region_start: geometry.region_start,
@@ -362,6 +384,7 @@ pub(super) fn decode_header(buf: &[u8], at: u64) -> Result<(JournalHeader, u32),
         generation: head.u64(GENERATION_AT)?,
         write_ids_end: since_4(WRITE_IDS_END_AT)?,
         created_ns: since_4(CREATED_AT)?,
+        duplicates,
     };
     Ok((header, version))
 }

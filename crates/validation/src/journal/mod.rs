@@ -17,6 +17,7 @@
 //! 312 generation u64   320 carried_bytes u32  324 start_crc u32 (snapshot and carried records)
 //! 328 write_ids_end u64 (1 + the highest write id of a `before` record written before this start)
 //! 336 created_ns u64 (when the run's journal was created, ns since the Unix epoch; 0 unknown)
+//! 344 duplicate_ratio u64 (version 6: the bits of the run's --dedupe-ratio as an f64; 0 none)
 //! snapshot: `blocks` bytes of keys, padded with zeros to a multiple of 4096
 //! records (the first `carried_bytes` of them written with the start), each:
 //!   0 magic "JREC" (u32 0x4345524a)  4 length u32 (whole record)

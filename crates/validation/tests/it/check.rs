@@ -1,6 +1,9 @@
 //! Every class of fault, injected, is reported as that class.
 
-use validation::{check_block, check_block_in, fill_block, BlockVerdict, Expect, FindingKind, RunContext};
+use validation::{
+    check_block, check_block_in, fill_block, fill_duplicate, BlockVerdict, Duplicates, Expect, FindingKind,
+    RunContext,
+};
 
 const RUN: u64 = 77;
 
@@ -146,6 +149,8 @@ const AFTER_A_CRASH: RunContext = RunContext {
     started_ns: Some(1000),
     lost_ids: None,
     snapshot_lost: false,
+    duplicates: None,
+    journal_behind: false,
 };
 
 /// A block of this run's key `key` written by write `sequence`.
@@ -208,4 +213,96 @@ fn sectors_ahead_of_the_journal_do_not_hide_a_damaged_one() {
     let v = check_block_in(&buf, 512, 8192, Expect::Key(4), &AFTER_A_CRASH);
     let class = v.class_finding().map(|f| (f.address, f.kind));
     assert_eq!(class, Some((8192 + 5 * 512, FindingKind::Corrupt { reason: "checksum mismatch" })));
+}
+
+/// A run with duplicates at 2:1 (4 KiB units, the key block).
+fn deduped() -> RunContext {
+    RunContext { run_id: RUN, duplicates: Duplicates::new(2.0), ..RunContext::default() }
+}
+
+/// The key block at `offset` as the run writes it at `key`: a shared
+/// unit's copy or its own stamps, as the run's duplicates choose.
+fn dedup_block(offset: u64, key: u8) -> Vec<u8> {
+    let mut buf = vec![0; 4096];
+    match deduped().duplicates.and_then(|d| d.set_of(offset, key, RUN)) {
+        Some(set) => fill_duplicate(&mut buf, 512, set, key, RUN),
+        None => fill_block(&mut buf, 512, offset, key, 1, 1, RUN),
+    }
+    buf
+}
+
+/// A block offset whose unit is a duplicate at `key` and at the key after.
+fn duplicate_twice(key: u8) -> u64 {
+    let d = deduped().duplicates.unwrap();
+    (0..1000u64)
+        .map(|i| i * 4096)
+        .find(|&at| d.set_of(at, key, RUN).is_some() && d.set_of(at, key + 1, RUN).is_some())
+        .expect("half the units are duplicates")
+}
+
+#[test]
+fn a_duplicate_unit_at_its_key_checks_ok() {
+    let at = duplicate_twice(4);
+    let v = check_block_in(&dedup_block(at, 4), 512, at, Expect::Key(4), &deduped());
+    assert_eq!(v, BlockVerdict::Ok);
+}
+
+#[test]
+fn a_lost_rewrite_of_a_duplicate_unit_is_a_lost_write_of_the_key_before() {
+    let at = duplicate_twice(4);
+    let v = check_block_in(&dedup_block(at, 4), 512, at, Expect::Key(5), &deduped());
+    assert_eq!(
+        first_finding(v),
+        FindingKind::LostWrite { expected_key: 5, found_key: 4, found_run_id: None }
+    );
+}
+
+#[test]
+fn a_duplicate_unit_where_its_own_stamps_belong_is_not_ok() {
+    // At key 4 the unit is a copy: the block's own stamps of key 4 were
+    // never written there.
+    let at = duplicate_twice(4);
+    let v = check_block_in(&block(at, 4), 512, at, Expect::Key(4), &deduped());
+    assert!(matches!(v, BlockVerdict::Bad { .. }), "{v:?}");
+}
+
+#[test]
+fn a_duplicate_units_sectors_swapped_are_out_of_place() {
+    let at = duplicate_twice(4);
+    let mut buf = dedup_block(at, 4);
+    let (first, rest) = buf.split_at_mut(512);
+    first.swap_with_slice(&mut rest[..512]);
+    let v = check_block_in(&buf, 512, at, Expect::Key(4), &deduped());
+    assert_eq!(first_finding(v), FindingKind::Corrupt { reason: "duplicate unit's sector out of place" });
+}
+
+#[test]
+fn a_pending_rewrite_of_a_duplicate_unit_may_hold_either_version_or_a_tear() {
+    let at = duplicate_twice(4);
+    let pending = Expect::OldOrNew { old: 4, new: 5 };
+    let (old, new) = (dedup_block(at, 4), dedup_block(at, 5));
+    assert_eq!(check_block_in(&old, 512, at, pending, &deduped()), BlockVerdict::PendingOld);
+    assert_eq!(check_block_in(&new, 512, at, pending, &deduped()), BlockVerdict::PendingNew);
+    let mut torn = old.clone();
+    torn[2048..].copy_from_slice(&new[2048..]);
+    let v = check_block_in(&torn, 512, at, pending, &deduped());
+    assert_eq!(v, BlockVerdict::Torn { new_sectors: 4, old_sectors: 4 });
+}
+
+#[test]
+fn a_stale_duplicate_behind_an_async_journal_is_unverifiable() {
+    let at = duplicate_twice(4);
+    let behind = RunContext { journal_behind: true, ..deduped() };
+    let v = check_block_in(&dedup_block(at, 4), 512, at, Expect::Key(5), &behind);
+    assert_eq!(first_finding(v), FindingKind::Unverifiable { expected_key: 5, found_key: 4 });
+}
+
+#[test]
+fn another_runs_duplicate_is_from_another_run_whatever_its_time() {
+    let at = duplicate_twice(4);
+    let mut buf = vec![0; 4096];
+    fill_duplicate(&mut buf, 512, 3, 4, RUN + 1);
+    let crashed = RunContext { started_ns: Some(1000), ..deduped() };
+    let v = check_block_in(&buf, 512, at, Expect::Key(4), &crashed);
+    assert_eq!(first_finding(v), FindingKind::ForeignRun { found_run_id: RUN + 1 });
 }

@@ -16,5 +16,6 @@ pub fn header(blocks: u64) -> JournalHeader {
         generation: 0,
         write_ids_end: 0,
         created_ns: 0,
+        duplicates: None,
     }
 }

@@ -79,6 +79,7 @@ fn within_bounds(h: &JournalHeader) -> bool {
         && h.blocks != 0
         && h.region_start % sector == 0
         && h.blocks.checked_mul(h.key_block_bytes).and_then(|l| l.checked_add(h.region_start)).is_some()
+        && h.duplicates.is_none_or(|d| d.ratio().is_finite() && d.ratio() >= 1.0)
 }
 
 /// The value of a header field of `len` bytes: near the bounds, at them,
@@ -99,7 +100,7 @@ fn field_value(len: usize) -> impl Strategy<Value = u64> {
 }
 
 /// (offset, length) of the header's fields with bounds.
-const FIELDS: [(usize, usize); 7] = [(8, 4), (24, 8), (32, 8), (40, 8), (48, 4), (52, 2), (310, 1)];
+const FIELDS: [(usize, usize); 8] = [(8, 4), (24, 8), (32, 8), (40, 8), (48, 4), (52, 2), (310, 1), (344, 8)];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(600))]

@@ -8,7 +8,7 @@ use validation::journal::{
     append_mark, encode_after, encode_before, encode_start_carrying, read_header, replay, JournalHeader,
     JournalMode,
 };
-use validation::{fill_block, read_stamp, Stamp};
+use validation::{fill_block, fill_duplicate, read_stamp, Stamp};
 
 const RUN_ID: u64 = 0x0102_0304_0506_0708;
 
@@ -30,8 +30,34 @@ fn a_stamp_is_byte_for_byte_the_documented_one() {
         ],
     );
     assert_eq!(hex(&sector[64..96]), "64bb68e31fdc75fc768d10dd873073e13b4dcd7e2ca98fbf6b5342adba194bfc");
-    let stamp = Stamp { address: 0x1000, sequence: 0x2a, time_ns: 0x3e8, run_id: RUN_ID, key: 7 };
+    let stamp = Stamp { address: 0x1000, sequence: 0x2a, time_ns: 0x3e8, run_id: RUN_ID, key: 7, set: 0 };
     assert_eq!(read_stamp(&sector), Ok(stamp));
+}
+
+#[test]
+fn a_duplicate_units_stamp_is_byte_for_byte_the_documented_one() {
+    let mut unit = vec![0u8; 1024];
+    fill_duplicate(&mut unit, 512, 5, 7, RUN_ID);
+    assert_layout(
+        &unit[512..512 + 64],
+        &[
+            (0, "494f4c4142535450"),  // magic "IOLABSTP"
+            (8, "02000000"),          // version 2
+            (12, "921a63cc"),         // crc32c of the sector with this field zero
+            (16, "0002000000000000"), // address: the sector's offset in its unit
+            (24, "0000000000000000"), // sequence: none
+            (32, "0000000000000000"), // time_ns: none
+            (40, "0807060504030201"), // run_id
+            (48, "02"),               // key: the version, 1 + 7 mod 3
+            (49, "05"),               // set
+        ],
+    );
+    assert_eq!(
+        hex(&unit[512 + 64..512 + 96]),
+        "6dae159d8618f5018e30b8d9a9772ff0154163fe7b097fcd8873bc234ddaad37"
+    );
+    let stamp = Stamp { address: 512, sequence: 0, time_ns: 0, run_id: RUN_ID, key: 2, set: 5 };
+    assert_eq!(read_stamp(&unit[512..]), Ok(stamp));
 }
 
 fn header() -> JournalHeader {
@@ -46,6 +72,7 @@ fn header() -> JournalHeader {
         generation: 3,
         write_ids_end: 0x11,
         created_ns: 0x1234,
+        duplicates: validation::Duplicates::new(2.0),
     }
 }
 
@@ -58,8 +85,8 @@ fn a_journal_start_is_byte_for_byte_the_documented_one() {
         &start[..4096],
         &[
             (0, "494f4c41424a4e4c"),   // magic "IOLABJNL"
-            (8, "05000000"),           // version 5
-            (12, "e76a2f07"),          // crc32c of the header with this field zero
+            (8, "06000000"),           // version 6
+            (12, "3738cdb4"),          // crc32c of the header with this field zero
             (16, "0807060504030201"),  // run_id
             (24, "0000100000000000"),  // region_start
             (32, "0010000000000000"),  // key_block_bytes
@@ -73,6 +100,7 @@ fn a_journal_start_is_byte_for_byte_the_documented_one() {
             (324, "12143ddf"),         // start_crc
             (328, "1100000000000000"), // write_ids_end
             (336, "3412000000000000"), // created_ns
+            (344, "0000000000000040"), // duplicate_ratio: 2.0 as an f64
         ],
     );
     assert_layout(&start[4096..8192], &[(0, "0102030005")]);

@@ -86,6 +86,17 @@ fn version_2_journal_is_read() {
 }
 
 #[test]
+fn a_version_5_journal_is_read_without_duplicates_whatever_its_reserved_bytes() {
+    let mut j = start();
+    j[8..12].copy_from_slice(&5u32.to_le_bytes());
+    j[344..352].copy_from_slice(&2.0f64.to_bits().to_le_bytes());
+    j[12..16].fill(0);
+    let crc = crc32c::crc32c(&j[..4096]);
+    j[12..16].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(replay(&dev(&j)).unwrap().header.duplicates, None);
+}
+
+#[test]
 fn truncated_record_ends_the_journal_and_says_where() {
     let mut j = start();
     j.extend(encode_before(0, 1, &[(3, 10)]));

@@ -282,6 +282,19 @@ fn an_unknown_mode_is_refused_by_name() {
 }
 
 #[test]
+fn a_duplicate_ratio_below_1_or_not_a_number_is_refused_by_name() {
+    for bad in [0.5f64, f64::NAN, f64::INFINITY, -2.0] {
+        assert_eq!(refused_field(344, 8, bad.to_bits()), "duplicate_ratio", "{bad}");
+    }
+}
+
+#[test]
+fn a_duplicate_ratio_is_read_back() {
+    let d = with_field(344, 8, 3.0f64.to_bits());
+    assert_eq!(replay(&d).unwrap().header.duplicates.map(|d| d.ratio()), Some(3.0));
+}
+
+#[test]
 fn the_largest_key_block_is_accepted() {
     let d = with_field(32, 8, 64 << 20);
     assert_eq!(replay(&d).unwrap().header.key_block_bytes, 64 << 20);

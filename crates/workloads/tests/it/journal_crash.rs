@@ -568,6 +568,7 @@ fn group_header(blocks: u64) -> validation::journal::JournalHeader {
         generation: 0,
         write_ids_end: 0,
         created_ns: 0,
+        duplicates: None,
     }
 }
 

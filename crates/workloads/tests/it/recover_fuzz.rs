@@ -35,6 +35,7 @@ fn journal() -> Vec<u8> {
         generation: 0,
         write_ids_end: 0,
         created_ns: 0,
+        duplicates: None,
     };
     let mut d = encode_start_carrying(&header, &[0; BLOCKS as usize], &[]);
     let mut records = Vec::new();

@@ -480,3 +480,55 @@ fn a_region_starting_between_transfers_validates_in_smaller_key_blocks() {
     assert_eq!(summary.errors, 0, "{:?}", summary.error_list);
     assert!(summary.blocks_checked > 0);
 }
+
+/// [`job`] whose writes are duplicates at `ratio`:1 in 4 KiB units.
+fn deduped(ios: u64, ratio: f64) -> JobSpec {
+    JobSpec { dedupe: Some(workloads::Dedupe { ratio, unit_bytes: 4096 }), ..job(ios) }
+}
+
+#[test]
+fn a_clean_run_with_duplicates_finds_nothing() {
+    let j = JobSpec { threads: 3, ..deduped(3000, 2.0) };
+    let summary = run(Arc::new(MemDevice::new(1 << 20).unwrap()), &j);
+    assert_eq!(summary.errors, 0, "{:?}", summary.error_list.first());
+    assert!(summary.blocks_checked > 1000, "{} checked", summary.blocks_checked);
+}
+
+#[test]
+fn a_lost_write_under_duplicates_is_reported_as_lost() {
+    // At 16:1 nearly every unit is a copy: the write lost is one, and so
+    // is what it left in place; only the version tells them apart.
+    let summary = run(faulty(Fault::LoseWrite { n: 20 }), &deduped(500, 16.0));
+    assert!(classes(&summary).contains(&"lost_write"), "{:?}", summary.error_list);
+}
+
+#[test]
+fn a_misdirected_duplicate_is_found() {
+    // At 16:1 nearly every unit is a copy: the write sent astray is one,
+    // and where it lands is not what that block should hold.
+    let summary = run(faulty(Fault::MisdirectWrite { n: 20, to_offset: 8192 }), &deduped(500, 16.0));
+    assert!(summary.errors > 0, "nothing found");
+}
+
+#[test]
+fn under_duplicates_the_key_block_is_the_unit() {
+    let j = JobSpec {
+        bs: BlockSizes::Fixed(16384),
+        dedupe: Some(workloads::Dedupe { ratio: 2.0, unit_bytes: 8192 }),
+        ..job(200)
+    };
+    let summary = run(Arc::new(MemDevice::new(1 << 20).unwrap()), &j);
+    assert_eq!((summary.key_block_bytes, summary.errors), (8192, 0));
+}
+
+#[test]
+fn offsets_finer_than_the_dedupe_unit_are_refused_under_validation() {
+    let j = JobSpec {
+        bs: BlockSizes::Fixed(8192),
+        align_bytes: Some(4096),
+        dedupe: Some(workloads::Dedupe { ratio: 2.0, unit_bytes: 8192 }),
+        ..job(10)
+    };
+    let err = run_job(&j, Arc::new(MemDevice::new(1 << 20).unwrap()), &Progress::default()).unwrap_err();
+    assert!(err.to_string().contains("a key block is a dedupe unit (8192 bytes)"), "{err}");
+}
