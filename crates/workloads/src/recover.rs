@@ -165,8 +165,9 @@ impl std::fmt::Display for BadBlock {
                 "unverifiable: holds no stamp of this run where the damaged snapshot gives key {expected_key}"
             ),
             FindingKind::Unverifiable { expected_key, found_key } => format!(
-                "unverifiable: key {found_key} of a write the damaged part of the journal may have recorded \
-                 (key {expected_key} before the damage)"
+                "unverifiable: key {found_key} where the journal gives {expected_key}, of a write it may not \
+                 hold (in a damaged part of it; or, for a shared unit's copy, which carries no write id, \
+                 after an async journal's last durable record)"
             ),
         };
         let sectors = self.bad_sectors.unwrap_or(1);

@@ -113,8 +113,9 @@ pub enum FindingKind {
         reason: String,
     },
     UnexpectedZeros,
-    /// A write the damaged part of the journal may have recorded
-    /// (`found_key` 0: no stamp of this run, under a damaged snapshot).
+    /// A write the damaged part of the journal may have recorded, or a
+    /// shared unit's copy behind an async journal (`found_key` 0: no
+    /// stamp of this run, under a damaged snapshot).
     Unverifiable {
         expected_key: u8,
         found_key: u8,
