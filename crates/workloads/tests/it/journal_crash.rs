@@ -215,17 +215,9 @@ fn policies(
     ]
 }
 
-/// Runs the job, stopping it every few requests; at each stop recovers
-/// every pair of crash images. Returns the verdicts with what made them.
-fn crash_everywhere(
-    mode: JournalMode,
-    seed: u64,
-    record_bytes: u64,
-) -> Vec<(u64, (CrashPolicy, CrashPolicy), Verdict)> {
-    crash_everywhere_with(mode, seed, record_bytes, |job| job)
-}
-
-/// [`crash_everywhere`] with the job [`job`] makes changed by `shape`.
+/// Runs the job [`job`] makes, changed by `shape`, stopping it every few
+/// requests; at each stop recovers every pair of crash images. Returns
+/// the verdicts with what made them.
 fn crash_everywhere_with(
     mode: JournalMode,
     seed: u64,
