@@ -61,8 +61,12 @@ pub fn job_heading(r: &JobResult) -> String {
             workloads::replay::Format::Iolog => format!("fio iolog v{}", t.version),
             workloads::replay::Format::Blktrace => "blktrace".to_string(),
         };
+        let files = match t.files.len() {
+            0 | 1 => String::new(),
+            n => format!(", {n} files laid end to end"),
+        };
         return format!(
-            "{}: replay of {} ({format}: {}, {}) {pace}, on {} ({} at offset {}), {} engine, {} x depth {}",
+            "{}: replay of {} ({format}: {}, {}{files}) {pace}, on {} ({} at offset {}), {} engine, {} x depth {}",
             r.name,
             t.source,
             crate::counted(t.requests, "request", "requests"),

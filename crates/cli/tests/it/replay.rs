@@ -146,6 +146,68 @@ fn the_heading_names_the_trace_its_requests_and_its_pace() {
     );
 }
 
+/// A trace fio writes of a job over two files (`nrfiles=2`), each 1 MiB.
+fn fio_two_file_trace(dir: &Path) -> std::path::PathBuf {
+    let trace = dir.join("two.log");
+    let status = Command::new("fio")
+        .args(["--name=t", "--size=2m", "--nrfiles=2", "--rw=randwrite", "--bs=4k", "--number_ios=200"])
+        .arg(format!("--directory={}", dir.display()))
+        .arg(format!("--write_iolog={}", trace.display()))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("fio is installed (apt-get install fio)");
+    assert!(status.success());
+    trace
+}
+
+#[test]
+fn the_files_of_a_trace_fio_wrote_are_laid_end_to_end_on_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = fio_two_file_trace(dir.path());
+    let target = dir.path().join("replayed.img");
+    let out = replay(&trace, target.to_str().unwrap(), &["--replay-speed", "max", "--json", "-", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let files = json_run(&out)["replay"]["files"].clone();
+    let offsets: Vec<u64> =
+        files.as_array().unwrap().iter().map(|f| f["offset_bytes"].as_u64().unwrap()).collect();
+    assert_eq!(offsets, [0, 1 << 20], "{files}");
+    assert!(files[1]["name"].as_str().unwrap().ends_with("t.0.1"), "{files}");
+    // The second file's writes landed in the second MiB, not on the first's.
+    let image = std::fs::read(&target).unwrap();
+    assert_eq!(image.len(), 2 << 20);
+    assert!(image[1 << 20..].chunks(4096).any(|b| b.iter().any(|&x| x != 0)), "nothing in the second MiB");
+}
+
+#[test]
+fn two_files_in_an_iolog_never_land_on_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "fio version 3 iolog\n1 a write 0 4096\n2 b write 0 4096\n3 a write 1572864 4096\n";
+    let trace = trace_file(dir.path(), text);
+    let target = dir.path().join("t.img");
+    let recorded = dir.path().join("again.log");
+    let out = replay(
+        &trace,
+        target.to_str().unwrap(),
+        &["--replay-speed", "max", "--write-iolog", recorded.to_str().unwrap(), "-q"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let offsets: Vec<String> = std::fs::read_to_string(&recorded)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" write "))
+        .map(|l| l.split_whitespace().nth(3).unwrap().to_string())
+        .collect();
+    // a reaches 1.5 MiB, so b begins at 2 MiB.
+    assert_eq!(offsets, ["0", "2097152", "1572864"]);
+    let heading =
+        iolab(&["run", "--replay", trace.to_str().unwrap(), "--target", "mem:4m", "--replay-speed", "max"]);
+    assert!(
+        crate::cli::stdout(&heading).contains("2 files laid end to end"),
+        "{}",
+        crate::cli::stdout(&heading)
+    );
+}
+
 /// (reads, writes, flushes, bytes read, bytes written) of a run's JSON.
 fn figures(run: &serde_json::Value) -> [u64; 5] {
     let n = |v: &serde_json::Value| v.as_u64().unwrap();

@@ -268,6 +268,16 @@ pub struct Replay {
     pub requests: u64,
     pub flushes: u64,
     pub speed: Option<f64>,
+    /// The files (a capture's devices) the trace names, each where it was
+    /// laid on the target.
+    pub files: Vec<ReplayFile>,
+}
+
+/// A file a trace names and the offset its requests were moved to.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayFile {
+    pub name: String,
+    pub offset_bytes: u64,
 }
 
 impl Run {
@@ -305,6 +315,11 @@ impl Run {
                 requests: t.requests,
                 flushes: t.flushes,
                 speed: t.speed,
+                files: t
+                    .files
+                    .iter()
+                    .map(|(name, offset)| ReplayFile { name: name.clone(), offset_bytes: *offset })
+                    .collect(),
             }),
         }
     }

@@ -91,6 +91,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Trace, TraceError> {
                 .into(),
         });
     }
+    trace.lay_out_files()?;
     Ok(trace)
 }
 
@@ -164,7 +165,7 @@ fn take(trace: &mut Trace, r: &Record, start: u64) -> Result<(), String> {
     let len = u64::from(r.bytes);
     offset.checked_add(len).ok_or_else(|| format!("sector {sector} + {len} bytes overflows"))?;
     let device = format!("{},{}", r.device >> 20, r.device & 0xf_ffff);
-    trace.name(&device);
+    let file = trace.name(&device);
     trace.ios.push(TracedIo {
         at: Some(Duration::from_nanos(r.time - start)),
         kind: if category & TC_DISCARD != 0 {
@@ -177,6 +178,7 @@ fn take(trace: &mut Trace, r: &Record, start: u64) -> Result<(), String> {
         offset,
         len,
         flush_after: category & TC_FUA != 0,
+        file,
     });
     Ok(())
 }

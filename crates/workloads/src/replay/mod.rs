@@ -36,6 +36,9 @@ pub struct ReplaySummary {
     pub requests: u64,
     /// Syncs in the trace that follow a request (each a flush).
     pub flushes: u64,
+    /// The files (or a capture's devices) the trace names, each with the
+    /// offset it was laid at on the target.
+    pub files: Vec<(String, u64)>,
     /// The pace: the trace's times divided by this; `None`: as fast as the
     /// queue depth allows.
     pub speed: Option<f64>,
@@ -61,6 +64,7 @@ impl ReplaySummary {
             version: spec.trace.version,
             requests: spec.trace.ios.len() as u64,
             flushes: spec.trace.flushes(),
+            files: spec.trace.files.iter().cloned().zip(spec.trace.file_offsets.iter().copied()).collect(),
             speed: spec.speed,
         }
     }
@@ -112,6 +116,7 @@ impl Trace {
             let line = text.lines().count().max(1);
             return Err(TraceError::line(line, "the trace has no read or write to replay".into()));
         }
+        trace.lay_out_files()?;
         Ok(trace)
     }
 
@@ -129,7 +134,9 @@ impl Trace {
         let number =
             |field: &str, what: &str| field.parse::<u64>().map_err(|_| format!("'{field}' is not {what}"));
         match fields[..] {
-            [file, "add" | "open" | "close"] => self.name(file),
+            [file, "add" | "open" | "close"] => {
+                self.name(file);
+            }
             [_, "wait", micros, ..] if self.version == 2 => {
                 let pause = Duration::from_micros(number(micros, "a pause in microseconds")?);
                 *waited = Some(waited.unwrap_or_default() + pause);
@@ -145,13 +152,13 @@ impl Trace {
                     return Err(format!("a {action} of 0 bytes"));
                 }
                 offset.checked_add(len).ok_or_else(|| format!("offset {offset} + {len} overflows"))?;
-                self.name(file);
+                let file = self.name(file);
                 let kind = match action {
                     "read" => IoKind::Read,
                     "write" => IoKind::Write,
                     _ => IoKind::Trim,
                 };
-                self.ios.push(TracedIo { at, kind, offset, len, flush_after: false });
+                self.ios.push(TracedIo { at, kind, offset, len, flush_after: false, file });
             }
             _ => return Err(format!("'{line}' is not an iolog version {} line", self.version)),
         }
@@ -329,5 +336,19 @@ mod tests {
     #[test]
     fn a_trace_without_requests_is_refused() {
         assert!(Trace::parse("fio version 2 iolog\nf add\nf open\nf close\n").is_err());
+    }
+
+    #[test]
+    fn files_laid_end_to_end_past_2_to_the_64_are_refused() {
+        let text = "fio version 3 iolog\n1 a write 18446744073709543424 4096\n2 b write 0 4096\n";
+        let err = Trace::parse(text).unwrap_err();
+        assert_eq!(err.place, "the trace");
+        assert!(err.what.contains("past 2^64"), "{err}");
+    }
+
+    #[test]
+    fn one_file_keeps_its_offsets_and_begins_at_0() {
+        let t = Trace::parse("fio version 3 iolog\n1 a write 8192 4096\n").unwrap();
+        assert_eq!((t.ios[0].offset, &t.file_offsets[..]), (8192, &[0][..]));
     }
 }

@@ -19,6 +19,8 @@ pub struct TracedIo {
     pub len: u64,
     /// The trace syncs after it (a `sync` or `datasync` line next).
     pub flush_after: bool,
+    /// Which of the trace's files (an index into [`Trace::files`]).
+    pub file: u32,
 }
 
 /// A trace read for replay.
@@ -28,8 +30,14 @@ pub struct Trace {
     /// An iolog's version, 2 or 3; a blktrace record's, 7.
     pub version: u8,
     pub ios: Vec<TracedIo>,
-    /// The files the trace names, in the order it names them.
+    /// The files the trace names, in the order it names them (a
+    /// capture's devices, as `major,minor`).
     pub files: Vec<String>,
+    /// Where each of [`Trace::files`] begins on the one target the trace
+    /// is replayed on: one file at 0; several laid end to end, each at the
+    /// first MiB past the furthest byte the one before reaches
+    /// ([`Trace::lay_out_files`]). Requests' offsets include it.
+    pub file_offsets: Vec<u64>,
     /// Syncs with no request before them to follow (at the start).
     pub leading_syncs: u64,
 }
@@ -71,12 +79,50 @@ impl Format {
     }
 }
 
+/// Files of a trace laid end to end start on a boundary of this.
+const FILE_ALIGN: u64 = 1 << 20;
+
 impl Trace {
-    /// Notes a file the trace names.
-    pub(super) fn name(&mut self, file: &str) {
-        if !self.files.iter().any(|f| f == file) {
-            self.files.push(file.to_string());
+    /// Notes a file the trace names; returns its index in
+    /// [`Trace::files`].
+    pub(super) fn name(&mut self, file: &str) -> u32 {
+        match self.files.iter().position(|f| f == file) {
+            Some(i) => i as u32,
+            None => {
+                self.files.push(file.to_string());
+                (self.files.len() - 1) as u32
+            }
         }
+    }
+
+    /// Gives each file the trace names its own part of the one target:
+    /// laid end to end in the order the trace names them, each from the
+    /// first MiB boundary past the reach of the one before, so that the
+    /// requests of two files never land on each other (fio replays each
+    /// file on its own; its `replay_redirect` would put them all at
+    /// their own offsets on one device, on top of each other).
+    pub(super) fn lay_out_files(&mut self) -> Result<(), TraceError> {
+        let mut reach = vec![0u64; self.files.len()];
+        for io in &self.ios {
+            let r = &mut reach[io.file as usize];
+            *r = (*r).max(io.offset + io.len);
+        }
+        let mut at = 0u64;
+        let mut offsets = Vec::with_capacity(reach.len());
+        for r in reach {
+            offsets.push(at);
+            at = at.checked_add(r).and_then(|end| end.checked_next_multiple_of(FILE_ALIGN)).ok_or_else(
+                || TraceError {
+                    place: "the trace".into(),
+                    what: "its files laid end to end reach past 2^64 bytes".into(),
+                },
+            )?;
+        }
+        for io in &mut self.ios {
+            io.offset += offsets[io.file as usize];
+        }
+        self.file_offsets = offsets;
+        Ok(())
     }
 
     /// The end of the furthest request: the size a target needs.
