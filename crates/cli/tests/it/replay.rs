@@ -96,6 +96,20 @@ fn a_fio_job_file_with_read_iolog_replays_the_trace() {
 }
 
 #[test]
+fn a_fio_job_files_replay_redirect_is_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = trace_file(dir.path(), "fio version 3 iolog\n1 /dev/sdz write 0 4096\n");
+    let job = dir.path().join("replay.fio");
+    let target = dir.path().join("redirected.img");
+    let text = format!("[r]\nread_iolog={}\nreplay_redirect={}\n", trace.display(), target.display());
+    std::fs::write(&job, text).unwrap();
+    let out = iolab(&["run", job.to_str().unwrap(), "--json", "-", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json_run(&out)["write"]["ios"], 1);
+    assert_eq!(std::fs::metadata(&target).unwrap().len(), 4096);
+}
+
+#[test]
 fn a_flag_that_shapes_requests_is_refused_beside_a_replay() {
     let dir = tempfile::tempdir().unwrap();
     let trace = trace_file(dir.path(), "fio version 2 iolog\nf write 0 4096\n");

@@ -490,6 +490,9 @@ fn place(j: &mut Job, line: &Line<'_>) -> Result<bool, UsageError> {
         "read_iolog" => j.fields.replay = Some(PathBuf::from(line.text("a trace file")?)),
         "write_iolog" => j.fields.write_iolog = Some(PathBuf::from(line.text("a trace file")?)),
         "replay_no_stall" if line.flag() => j.fields.replay_speed = Some("max".into()),
+        // Every request of the trace to this device: iolab's one target
+        // (a trace of several files is laid end to end on it).
+        "replay_redirect" => j.fields.target = Some(line.text("a device or file")?.to_string()),
         "filesize" => j.filesize = Some(line.bytes(v)?),
         "name" => j.fields.name = v.map(str::to_string),
         "size" | "offset" => {
