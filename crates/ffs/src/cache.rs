@@ -56,6 +56,8 @@ pub struct CacheStats {
     pub misses: u64,
     /// Blocks written back (delayed writes), in how many requests.
     pub blocks_written: u64,
+    /// Of those, blocks of file data.
+    pub data_blocks_written: u64,
     pub write_requests: u64,
     /// Synchronous writes: a block written and the device flushed at once.
     pub sync_writes: u64,
@@ -579,7 +581,9 @@ impl Cache {
                 self.dirty.remove(&b);
                 self.dirty_data.remove(&b);
             }
-            if !data {
+            if data {
+                self.stats.data_blocks_written += run as u64;
+            } else {
                 self.meta_since_flush += run;
             }
             self.stats.blocks_written += run as u64;

@@ -325,7 +325,17 @@ pub fn mdtest_text(on: &TreeOn, spec: &MdtestSpec, phases: &[MdtestPhase]) -> St
 /// writes, the log's commits and fsyncs, and how the requests were served.
 pub fn unmounted_line(target: &str, unmounted: &Unmounted, served: &Served) -> String {
     let (sb, stats) = (&unmounted.superblock, &unmounted.cache);
-    let mut log = unmounted.log.map(|l| format!(", {} log commits", l.commits)).unwrap_or_default();
+    let mut log = unmounted
+        .log
+        .map(|l| {
+            format!(
+                ", {} log commits writing {} to the log, {} checkpoints",
+                l.commits,
+                crate::units::size(l.log_bytes_written),
+                l.checkpoints
+            )
+        })
+        .unwrap_or_default();
     if let Some(sd) = unmounted.softdep.filter(|sd| sd.file_fsyncs + sd.whole_fsyncs > 0) {
         log += &format!(
             ", {} fsyncs of the file's share and {} of the whole cache",
@@ -337,10 +347,11 @@ pub fn unmounted_line(target: &str, unmounted: &Unmounted, served: &Served) -> S
         _ => format!("still marked unclean until `iolab fs fsck -p {target}` repairs it"),
     };
     format!(
-        "iolab: unmounted; written back and {state} ({} of {} blocks free; {} blocks written in {} requests, {} synchronous writes{log}); {}",
+        "iolab: unmounted; written back and {state} ({} of {} blocks free; {} blocks written ({} of file data) in {} requests, {} synchronous writes{log}); {}",
         sb.free_blocks,
         sb.blocks,
         stats.blocks_written,
+        stats.data_blocks_written,
         stats.write_requests,
         stats.sync_writes,
         served_through(served)
