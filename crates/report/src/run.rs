@@ -231,7 +231,7 @@ pub fn repeat_table(s: &RepeatSummary) -> String {
     let row = |out: &mut String, label: &str, sp: &Spread, f: &dyn Fn(f64) -> String| {
         let _ = writeln!(out, "  {label:<22} {:>10} {:>10} {:>10}", f(sp.min), f(sp.median), f(sp.max));
     };
-    for (dir, op) in [("read", &s.read), ("write", &s.write)] {
+    for (dir, op) in [("read", &s.read), ("write", &s.write), ("trim", &s.trim)] {
         let Some(op) = op else { continue };
         row(&mut out, &format!("{dir} IOPS"), &op.iops, &units::iops);
         row(&mut out, &format!("{dir} BW"), &op.mib_per_s, &units::bandwidth_mib);

@@ -26,6 +26,8 @@ pub struct SecondFigures {
     pub partial: bool,
     pub read: SecondOpFigures,
     pub write: SecondOpFigures,
+    /// Discards, in a run that made any (`None` otherwise).
+    pub trim: Option<SecondOpFigures>,
 }
 
 /// Every second of `r`.
@@ -52,6 +54,7 @@ pub fn seconds(r: &JobResult) -> Vec<SecondFigures> {
                 partial: covered < 0.999,
                 read: op(s.read_ios, s.read_bytes, lat.map_or(&empty, |l| &l[0])),
                 write: op(s.write_ios, s.write_bytes, lat.map_or(&empty, |l| &l[1])),
+                trim: (r.trim.ios > 0).then(|| op(s.trim_ios, s.trim_bytes, lat.map_or(&empty, |l| &l[2]))),
             }
         })
         .collect()
@@ -62,17 +65,16 @@ pub fn seconds(r: &JobResult) -> Vec<SecondFigures> {
 /// its text). A line per second and direction with requests: the time at
 /// the end of the interval (ms), the value (bandwidth in KiB/s, IOPS, mean
 /// latency in ns), the direction (0 read, 1 write), block size and offset
-/// (0: averaged). fio2gnuplot and fio-plot read them.
+/// (0: averaged); discards are direction 2, as fio logs them.
+/// fio2gnuplot and fio-plot read them.
 pub fn fio_logs(r: &JobResult) -> [(&'static str, String); 3] {
     let mut bw = String::new();
     let mut iops = String::new();
     let mut lat = String::new();
     for s in seconds(r) {
         let ms = ((s.start_s as f64 + s.seconds) * 1000.0).round() as u64;
-        for (dir, o) in [(0, &s.read), (1, &s.write)] {
-            if o.ios == 0 {
-                continue;
-            }
+        for (dir, o) in [(0, Some(&s.read)), (1, Some(&s.write)), (2, s.trim.as_ref())] {
+            let Some(o) = o.filter(|o| o.ios > 0) else { continue };
             let kib_s = (o.bytes as f64 / 1024.0 / s.seconds).round() as u64;
             bw.push_str(&format!("{ms}, {kib_s}, {dir}, 0, 0\n"));
             iops.push_str(&format!("{ms}, {}, {dir}, 0, 0\n", o.iops.round() as u64));
@@ -87,7 +89,8 @@ pub fn fio_logs(r: &JobResult) -> [(&'static str, String); 3] {
 pub const RUN_CSV_HEADER: &str = "job,run,target,engine,threads,iodepth,rw,bs,elapsed_s,\
 read_ios,read_iops,read_mib_s,read_lat_mean_us,read_lat_p50_us,read_lat_p99_us,read_lat_max_us,\
 write_ios,write_iops,write_mib_s,write_lat_mean_us,write_lat_p50_us,write_lat_p99_us,write_lat_max_us,\
-flushes,cpu_pct";
+flushes,cpu_pct,\
+trim_ios,trim_iops,trim_mib_s,trim_lat_mean_us,trim_lat_p50_us,trim_lat_p99_us,trim_lat_max_us";
 
 /// Run `run` (from 1) of a job as a line of `--output-format csv` (fields
 /// as the header; a field holding a comma is quoted).
@@ -107,7 +110,7 @@ pub fn run_csv_line(job: &str, run: usize, r: &JobResult) -> String {
         )
     };
     format!(
-        "{},{},{},{},{},{},{},{},{:.3},{},{},{},{:.1}",
+        "{},{},{},{},{},{},{},{},{:.3},{},{},{},{:.1},{}",
         quote(job),
         run,
         quote(&r.target),
@@ -120,6 +123,7 @@ pub fn run_csv_line(job: &str, run: usize, r: &JobResult) -> String {
         op(&r.read),
         op(&r.write),
         r.flushes,
-        r.cpu.pct
+        r.cpu.pct,
+        op(&r.trim)
     )
 }

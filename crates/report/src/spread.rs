@@ -43,6 +43,7 @@ pub struct RepeatSummary {
     pub runs: usize,
     pub read: Option<OpSpread>,
     pub write: Option<OpSpread>,
+    pub trim: Option<OpSpread>,
     pub cpu_pct: Spread,
 }
 
@@ -73,6 +74,7 @@ pub fn summarize(runs: &[JobResult]) -> Option<RepeatSummary> {
         runs: runs.len(),
         read: op_spread(runs, |r| &r.read),
         write: op_spread(runs, |r| &r.write),
+        trim: op_spread(runs, |r| &r.trim),
         cpu_pct: Spread::of(&cpu)?,
     })
 }

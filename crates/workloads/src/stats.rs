@@ -34,6 +34,8 @@ pub struct SecondSample {
     pub write_ios: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    pub trim_ios: u64,
+    pub trim_bytes: u64,
 }
 
 /// A latency distribution in log-linear buckets, sixteen to each power of
@@ -149,18 +151,18 @@ impl LatBuckets {
 /// Each second's latencies of a run, reads then writes, the threads'
 /// merged: a thread hands a second over when its completions move on to
 /// the next, so what a run holds grows with its seconds, not its threads.
-pub(crate) type LatSeries = std::sync::Mutex<Vec<[LatBuckets; 2]>>;
+pub(crate) type LatSeries = std::sync::Mutex<Vec<[LatBuckets; 3]>>;
 
 /// What one worker thread measured.
 pub(crate) struct ThreadStats {
     pub read: OpStats,
     pub write: OpStats,
-    /// Discards: counted and timed, not in the per-second series.
+    /// Discards.
     pub trim: OpStats,
     pub flushes: u64,
     pub series: Vec<SecondSample>,
     /// The second the thread's completions are in, and its latencies.
-    current: Option<(usize, [LatBuckets; 2])>,
+    current: Option<(usize, [LatBuckets; 3])>,
     sink: std::sync::Arc<LatSeries>,
     pub measure_start: Instant,
 }
@@ -186,20 +188,14 @@ impl ThreadStats {
             if series.len() <= second {
                 series.resize(second + 1, Default::default());
             }
-            series[second][0].merge(&lat[0]);
-            series[second][1].merge(&lat[1]);
+            for (into, from) in series[second].iter_mut().zip(&lat) {
+                into.merge(from);
+            }
         }
     }
 
     pub fn record(&mut self, kind: IoKind, bytes: u64, latency: Duration, done_at: Instant) {
         let ns = (latency.as_nanos() as u64).clamp(1, LATENCY_NS_MAX);
-        if kind == IoKind::Trim {
-            self.trim.ios += 1;
-            self.trim.bytes += bytes;
-            // Invariant: ns was clamped into the histogram's range.
-            self.trim.hist.record(ns).expect("latency within histogram bounds");
-            return;
-        }
         let second = done_at.saturating_duration_since(self.measure_start).as_secs() as usize;
         if self.series.len() <= second {
             self.series.resize(second + 1, SecondSample::default());
@@ -223,7 +219,12 @@ impl ThreadStats {
                 lat[1].record(ns);
                 &mut self.write
             }
-            IoKind::Trim => unreachable!("trims are counted above"),
+            IoKind::Trim => {
+                sample.trim_ios += 1;
+                sample.trim_bytes += bytes;
+                lat[2].record(ns);
+                &mut self.trim
+            }
         };
         op.ios += 1;
         op.bytes += bytes;

@@ -384,6 +384,39 @@ fn a_random_trim_punches_holes_in_a_file_and_is_reported_as_trims() {
 }
 
 #[test]
+fn trims_are_in_the_per_second_series_the_csv_and_the_repeat_spread() {
+    let run =
+        ["run", "--target", "mem:4m", "--rw", "randtrim", "--bs", "64k", "--ios", "50", "--repeat", "2"];
+    let out = iolab(&[&run[..], &["--json", "-", "-q"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let job = &doc["jobs"][0];
+    let per_second: u64 = job["runs"][0]["per_second"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["trim"]["ios"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_second, 50, "{}", job["runs"][0]["per_second"]);
+    assert!(job["summary"]["trim"]["iops"]["median"].as_f64().unwrap() > 0.0, "{}", job["summary"]);
+    let csv = iolab(&[&run[..], &["--output-format", "csv", "-q"]].concat());
+    let text = stdout(&csv);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let first: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = header.iter().position(|h| *h == "trim_ios").expect("a trim_ios column");
+    assert_eq!(first[at], "50", "{text}");
+}
+
+#[test]
+fn a_run_without_trims_has_none_in_its_per_second_series() {
+    let out = iolab(&["run", "--target", "mem:4m", "--rw", "randwrite", "--ios", "50", "--json", "-", "-q"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let second = &doc["jobs"][0]["runs"][0]["per_second"][0];
+    assert!(second.get("trim").is_none(), "{second}");
+}
+
+#[test]
 fn trimwrite_records_a_trim_then_a_write_of_each_block_in_its_iolog() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("run.iolog");

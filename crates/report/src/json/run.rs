@@ -231,7 +231,7 @@ pub struct Run {
     pub elapsed_s: f64,
     pub read: Op,
     pub write: Op,
-    /// Discards (`--rw trim`, `randtrim`, `trimwrite`); not in `per_second`.
+    /// Discards (`--rw trim`, `randtrim`, `trimwrite`).
     pub trim: Op,
     pub flushes: u64,
     pub cpu: Cpu,
@@ -472,6 +472,9 @@ pub struct Second {
     pub partial: bool,
     pub read: SecondOp,
     pub write: SecondOp,
+    /// Discards, only in a run that made any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trim: Option<SecondOp>,
 }
 
 /// One direction in one second; rates over the part of it measured.
@@ -503,6 +506,7 @@ impl From<&crate::SecondFigures> for Second {
             partial: s.partial,
             read: op(&s.read),
             write: op(&s.write),
+            trim: s.trim.as_ref().map(op),
         }
     }
 }
@@ -514,6 +518,7 @@ pub struct Summary {
     /// `null` when no run did that direction.
     pub read: Option<Spreads>,
     pub write: Option<Spreads>,
+    pub trim: Option<Spreads>,
     pub cpu_pct: Spread,
 }
 
@@ -523,6 +528,7 @@ impl From<&RepeatSummary> for Summary {
             runs: s.runs as u64,
             read: s.read.as_ref().map(Spreads::from),
             write: s.write.as_ref().map(Spreads::from),
+            trim: s.trim.as_ref().map(Spreads::from),
             cpu_pct: s.cpu_pct.into(),
         }
     }

@@ -132,7 +132,7 @@ pub fn job_result(
     let reads = ios * u64::from(read_pct) / 100;
     // Latencies 100 us, 200 us, ... for reads; twice that for writes.
     let mut latency = [histogram(), histogram()];
-    let mut second = [workloads::LatBuckets::default(), workloads::LatBuckets::default()];
+    let mut second: [workloads::LatBuckets; 3] = Default::default();
     for (dir, n) in [(0usize, reads), (1, ios - reads)] {
         for i in 0..n {
             let ns = (i % 10 + 1) * 100_000 * (dir as u64 + 1);
@@ -167,6 +167,7 @@ pub fn job_result(
                 write_ios: ios - reads,
                 read_bytes: reads * 4096,
                 write_bytes: 0,
+                ..SecondSample::default()
             },
             SecondSample::default(),
         ],

@@ -251,6 +251,18 @@ fn fio_logs_read_back_as_fio_writes_them() {
     }
 }
 
+/// Discards are direction 2 in fio's logs, as fio writes them.
+#[test]
+fn fio_logs_give_discards_direction_2() {
+    let mut r = fixtures::job_result(workloads::Rw::RandRw, workloads::Engine::Uring, 1000, None);
+    r.trim.ios = 7;
+    r.per_second[0].trim_ios = 7;
+    r.per_second[0].trim_bytes = 7 << 16;
+    let [_, (_, iops), _] = report::fio_logs(&r);
+    let last = iops.lines().last().unwrap();
+    assert_eq!(last, "1000, 7, 2, 0, 0", "{iops}");
+}
+
 #[test]
 fn a_run_as_csv_has_the_headers_fields() {
     let r = fixtures::job_result(workloads::Rw::RandRw, workloads::Engine::Uring, 1000, None);

@@ -52,16 +52,16 @@ pub struct JobResult {
     pub elapsed_s: f64,
     pub read: OpSummary,
     pub write: OpSummary,
-    /// Discards (`--rw trim`, `randtrim`, `trimwrite`): not in the
-    /// per-second series.
+    /// Discards (`--rw trim`, `randtrim`, `trimwrite`).
     pub trim: OpSummary,
     pub flushes: u64,
     pub cpu: CpuUsage,
     /// Requests and bytes completed in each second of the measured phase
     /// (the last second partial: see `elapsed_s`).
     pub per_second: Vec<SecondSample>,
-    /// Each second's latencies, reads then writes (log-linear buckets).
-    pub per_second_latency: Vec<[LatBuckets; 2]>,
+    /// Each second's latencies: reads, writes, discards (log-linear
+    /// buckets).
+    pub per_second_latency: Vec<[LatBuckets; 3]>,
     /// Every request's latency, reads and writes (nanoseconds, full
     /// precision).
     pub latency: [Histogram<u64>; 2],
@@ -407,6 +407,8 @@ impl Totals {
                 total.write_ios += s.write_ios;
                 total.read_bytes += s.read_bytes;
                 total.write_bytes += s.write_bytes;
+                total.trim_ios += s.trim_ios;
+                total.trim_bytes += s.trim_bytes;
             }
         }
         t
@@ -422,7 +424,7 @@ impl Run<'_> {
         let (user, system) = (user - self.began.cpu.0, system - self.began.cpu.1);
         let wall = Instant::now() - self.began.start;
         let t = Totals::of(&mut per_thread);
-        let lat_series: Vec<[LatBuckets; 2]> =
+        let lat_series: Vec<[LatBuckets; 3]> =
             std::mem::take(&mut *self.limits.latency.lock().unwrap_or_else(|e| e.into_inner()));
         let elapsed = end.saturating_duration_since(self.limits.measure_start);
         let cpu_secs = (user + system).as_secs_f64();
