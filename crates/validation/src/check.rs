@@ -206,6 +206,9 @@ fn finding(state: SectorState, expected_key: u8, block: u64, run: &RunContext) -
             let found_key = older_key_holding(&state, expected_key, block, run);
             if run.snapshot_lost || run.lost_ids.is_some() || run.journal_behind {
                 FindingKind::Unverifiable { expected_key, found_key }
+            } else if found_key == 0 {
+                // A copy no write of this block made: one sent astray.
+                FindingKind::Corrupt { reason: "a duplicate unit no write of this block made" }
             } else {
                 FindingKind::LostWrite { expected_key, found_key, found_run_id: None }
             }

@@ -306,3 +306,27 @@ fn another_runs_duplicate_is_from_another_run_whatever_its_time() {
     let v = check_block_in(&buf, 512, at, Expect::Key(4), &crashed);
     assert_eq!(first_finding(v), FindingKind::ForeignRun { found_run_id: RUN + 1 });
 }
+
+#[test]
+fn a_copy_no_older_key_of_the_block_made_is_corrupt_not_lost() {
+    // Every unit a copy; find a block and a set and version that no key
+    // of it makes (about one block in five has one).
+    let run = RunContext { run_id: RUN, duplicates: Duplicates::new(1e9), ..RunContext::default() };
+    let d = run.duplicates.unwrap();
+    let missing = |at: u64| {
+        let made: Vec<(u8, u8)> =
+            (1..=255u8).filter_map(|k| d.set_of(at, k, RUN).map(|s| (s, Duplicates::version(k)))).collect();
+        (1..=validation::DUPLICATE_SETS)
+            .flat_map(|s| [1u8, 2, 3].map(|k| (s, k)))
+            .find(|&(s, k)| !made.contains(&(s, Duplicates::version(k))))
+            .map(|found| (at, found))
+    };
+    let (at, (set, key)) = (0..1000u64).find_map(|i| missing(i * 4096)).expect("some block misses one");
+    let mut buf = vec![0; 4096];
+    fill_duplicate(&mut buf, 512, set, key, RUN);
+    let v = check_block_in(&buf, 512, at, Expect::Key(5), &run);
+    assert_eq!(
+        first_finding(v),
+        FindingKind::Corrupt { reason: "a duplicate unit no write of this block made" }
+    );
+}
