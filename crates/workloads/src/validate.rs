@@ -119,6 +119,15 @@ impl Validator {
             None => gcd(gcd(min, region.start), job.align_bytes.unwrap_or(min)),
         };
         check_key_block(job, region, key_bytes)?;
+        if key_bytes % u64::from(sector_bytes) != 0 {
+            return Err(crate::WorkloadError::Spec(spec_error(
+                "dedupe-unit",
+                format!(
+                    "{key_bytes} bytes: under --validate a unit is stamped sector by sector, and the target's \
+                     sectors are {sector_bytes} bytes; give a multiple of {sector_bytes}"
+                ),
+            )));
+        }
         let duplicates = job.dedupe.and_then(|d| Duplicates::new(d.ratio));
         let blocks = region.len / key_bytes;
         let place = key_place(&spec, blocks)?;

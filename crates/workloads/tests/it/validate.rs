@@ -532,3 +532,15 @@ fn offsets_finer_than_the_dedupe_unit_are_refused_under_validation() {
     let err = run_job(&j, Arc::new(MemDevice::new(1 << 20).unwrap()), &Progress::default()).unwrap_err();
     assert!(err.to_string().contains("a key block is a dedupe unit (8192 bytes)"), "{err}");
 }
+
+#[test]
+fn a_dedupe_unit_smaller_than_the_targets_sector_is_refused_under_validation() {
+    let j = JobSpec {
+        bs: BlockSizes::Fixed(8192),
+        dedupe: Some(workloads::Dedupe { ratio: 2.0, unit_bytes: 512 }),
+        ..job(10)
+    };
+    let dev = Arc::new(MemDevice::with_sector("m", 1 << 20, 4096).unwrap());
+    let err = run_job(&j, dev, &Progress::default()).unwrap_err();
+    assert!(err.to_string().contains("the target's sectors are 4096 bytes"), "{err}");
+}
