@@ -65,7 +65,10 @@ fn job_charts(job: &Value) -> Vec<Chart> {
 
 /// The directions a run did requests in.
 fn directions(run: &Value) -> Vec<&'static str> {
-    ["read", "write"].into_iter().filter(|d| run.get(d).is_some_and(|o| f64_of(o, "ios") > 0.0)).collect()
+    ["read", "write", "trim"]
+        .into_iter()
+        .filter(|d| run.get(d).is_some_and(|o| f64_of(o, "ios") > 0.0))
+        .collect()
 }
 
 /// `key` of direction `d` in each whole second of `run` (a partial last

@@ -329,10 +329,10 @@ pub fn unmounted_line(target: &str, unmounted: &Unmounted, served: &Served) -> S
         .log
         .map(|l| {
             format!(
-                ", {} log commits writing {} to the log, {} checkpoints",
-                l.commits,
+                ", {} writing {} to the log, {}",
+                crate::counted(l.commits, "log commit", "log commits"),
                 crate::units::size(l.log_bytes_written),
-                l.checkpoints
+                crate::counted(l.checkpoints, "checkpoint", "checkpoints")
             )
         })
         .unwrap_or_default();
