@@ -31,3 +31,22 @@ fn a_document_without_host_shows_no_run_block() {
     doc.as_object_mut().unwrap().remove("host");
     assert!(!page(doc).contains(">Run</caption>"));
 }
+
+/// A run that discarded draws its discards each second beside the
+/// other directions.
+#[test]
+fn a_run_that_discarded_charts_its_discards() {
+    let mut doc = run_document();
+    let run = &mut doc["jobs"][0]["runs"][0];
+    run["trim"]["ios"] = 9.into();
+    for second in run["per_second"].as_array_mut().unwrap() {
+        second["trim"] = serde_json::json!({ "ios": 9, "bytes": 9 << 16, "iops": 9.0, "mib_per_s": 0.6,
+            "lat_mean_us": 3.0, "lat_p50_us": 3.0, "lat_p99_us": 4.0 });
+        second["partial"] = false.into();
+    }
+    let charts = report::charts(&doc).unwrap();
+    let names: Vec<&str> = charts.iter().map(|c| c.name.as_str()).collect();
+    let iops = charts.iter().find(|c| c.name.ends_with("-iops") && !c.name.contains("-runs-")).expect("IOPS");
+    let legend = |d: &str| iops.svg.contains(&format!(">\n{d}\n<"));
+    assert!(legend("read") && legend("trim"), "no trim series in {} (of {names:?})", iops.name);
+}
