@@ -88,6 +88,8 @@ fn data_options_that_cannot_apply_are_refused() {
         (&["--dedupe-ratio", "2", "--rw", "randread"][..], "the job writes nothing"),
         (&["--compress-ratio", "2", "--pattern", "random"][..], "give one of them"),
         (&["--compress-ratio", "0.5"][..], "from 1 (incompressible) to 10"),
+        (&["--compress-ratio", "2", "--validate"][..], "--compress-ratio 2 cannot apply with --validate"),
+        (&["--pattern", "zeros", "--validate"][..], "--pattern zeros cannot apply with --validate"),
     ] {
         let out = iolab(&[&["run", "--target", "mem:16m", "--ios", "10", "-q"][..], args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));

@@ -234,6 +234,20 @@ const ZLIB_BLOCK_OVERHEAD: f64 = 68.0;
 /// The data pattern: `--pattern`, or `--compress-ratio R` as the
 /// compress:PCT pattern zlib (level 6) shrinks about R:1, 4 KiB at a time.
 fn pattern(f: &JobFields) -> Result<Pattern, UsageError> {
+    if f.validate == Some(true) {
+        // A validated write's data is its stamps: the pattern is not used.
+        let asked = match (f.pattern, f.compress_ratio) {
+            (_, Some(r)) if r > 1.0 => Some(format!("--compress-ratio {r}")),
+            (Some(p), _) if p != Pattern::Random => Some(format!("--pattern {p}")),
+            _ => None,
+        };
+        if let Some(asked) = asked {
+            return Err(UsageError(format!(
+                "{asked} cannot apply with --validate: every validated sector holds its stamp and data \
+                 derived from it (random, incompressible); leave one of them out"
+            )));
+        }
+    }
     match (f.pattern, f.compress_ratio) {
         (Some(p), Some(_)) => Err(UsageError(format!(
             "--compress-ratio with --pattern {p}: each chooses the data; give one of them"
