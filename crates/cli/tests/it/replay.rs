@@ -9,10 +9,16 @@ use crate::cli::{iolab, stderr};
 /// A trace fio writes of a short random mixed job with an fsync every 5
 /// writes, on a file in `dir`; its path.
 fn fio_trace(dir: &Path) -> std::path::PathBuf {
-    let trace = dir.join("trace.log");
+    let file = format!("--filename={}", dir.join("fio.img").display());
+    fio_writes_trace(dir, "trace.log", &["--size=1m", "--rw=randrw", "--number_ios=300", "--fsync=5", &file])
+}
+
+/// The trace `name` in `dir` fio writes of a 4 KiB job with `args`.
+fn fio_writes_trace(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+    let trace = dir.join(name);
     let status = Command::new("fio")
-        .args(["--name=t", "--size=1m", "--rw=randrw", "--bs=4k", "--number_ios=300", "--fsync=5"])
-        .arg(format!("--filename={}", dir.join("fio.img").display()))
+        .args(["--name=t", "--bs=4k"])
+        .args(args)
         .arg(format!("--write_iolog={}", trace.display()))
         .stdout(std::process::Stdio::null())
         .status()
@@ -162,16 +168,12 @@ fn the_heading_names_the_trace_its_requests_and_its_pace() {
 
 /// A trace fio writes of a job over two files (`nrfiles=2`), each 1 MiB.
 fn fio_two_file_trace(dir: &Path) -> std::path::PathBuf {
-    let trace = dir.join("two.log");
-    let status = Command::new("fio")
-        .args(["--name=t", "--size=2m", "--nrfiles=2", "--rw=randwrite", "--bs=4k", "--number_ios=200"])
-        .arg(format!("--directory={}", dir.display()))
-        .arg(format!("--write_iolog={}", trace.display()))
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("fio is installed (apt-get install fio)");
-    assert!(status.success());
-    trace
+    let directory = format!("--directory={}", dir.display());
+    fio_writes_trace(
+        dir,
+        "two.log",
+        &["--size=2m", "--nrfiles=2", "--rw=randwrite", "--number_ios=200", &directory],
+    )
 }
 
 #[test]
