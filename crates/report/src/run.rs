@@ -90,8 +90,12 @@ pub fn job_heading(r: &JobResult) -> String {
         s if s < 0 => format!(", skip -{} (backwards)", units::size(s.unsigned_abs())),
         s => format!(", skip {}", units::size(s.unsigned_abs())),
     };
+    let rate = match r.rate_iops {
+        0 => String::new(),
+        n => format!(", held to {n} IOPS"),
+    };
     format!(
-        "{}: {} on {} ({} at offset {}), bs {}{skip}, {} engine, {} x depth {}",
+        "{}: {} on {} ({} at offset {}), bs {}{skip}{rate}, {} engine, {} x depth {}",
         r.name,
         mix,
         r.target,
@@ -157,7 +161,27 @@ pub fn run_table(r: &JobResult) -> String {
     if r.reads_from_unwritten && r.read.ios > 0 {
         out.push_str(UNWRITTEN_MARK);
     }
+    if let Some(line) = rate_short(r) {
+        out.push_str(&line);
+    }
     out
+}
+
+/// A line under a run held to a rate it fell more than a tenth short of:
+/// what it did against what was asked.
+fn rate_short(r: &JobResult) -> Option<String> {
+    let done = r.read.iops + r.write.iops + r.trim.iops;
+    let asked = r.rate_iops as f64;
+    (r.rate_iops > 0 && done < 0.9 * asked).then(|| {
+        format!(
+            "rate: {} of the {} asked ({:.0}%): the target, or iolab's pacing of {} at such a rate, \
+             could not keep up\n",
+            units::iops(done),
+            units::iops(asked),
+            100.0 * done / asked,
+            crate::counted(u64::from(r.threads), "thread", "threads")
+        )
+    })
 }
 
 /// The line under a run on a simulated disk, before the model.

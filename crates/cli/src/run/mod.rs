@@ -50,7 +50,7 @@ pub fn run(args: RunArgs, ranks: Option<&lab::mpi::Ranks>) -> anyhow::Result<Exi
         }
     };
     let shown = execute::Shown::new(args.to_stdout(), args.quiet, args.repeat);
-    let runs = Runs { groups: &plan.groups, repeat: args.repeat, barrier: None };
+    let runs = Runs { groups: &plan.groups, repeat: args.repeat, barrier: None, rate_of: &plan.rate_of };
     let outcome = lab::job::execute::all(&jobs, &runs, &shown)?;
     write_results(&args, log_dir.as_deref(), &outcome, &percentiles)?;
     let closed = lab::job::execute::close(jobs)?;

@@ -29,7 +29,8 @@ pub fn run(mut args: RunArgs, ranks: &Ranks) -> anyhow::Result<ExitCode> {
     let jobs = lab::job::ranks::prepare(&plan, ranks, args.force)?;
     let barrier = || ranks.barrier();
     let shown = execute::Shown::new(false, true, args.repeat);
-    let runs = Runs { groups: &plan.groups, repeat: args.repeat, barrier: Some(&barrier) };
+    let runs =
+        Runs { groups: &plan.groups, repeat: args.repeat, barrier: Some(&barrier), rate_of: &plan.rate_of };
     let outcome = lab::job::execute::all(&jobs, &runs, &shown)?;
     let doc = report::json::RunDocument::new(
         env!("CARGO_PKG_VERSION"),

@@ -229,6 +229,44 @@ fn a_vdbench_parameter_file_runs_its_runs_one_after_another() {
 }
 
 #[test]
+fn a_vdbench_curve_holds_each_point_to_its_share_of_the_max_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lun, json) = (dir.path().join("lun.img"), dir.path().join("r.json"));
+    let params = dir.path().join("curve.vdb");
+    let text = format!(
+        "sd=sd1,lun={},size=4m,threads=1\nwd=wd1,sd=sd1,xfersize=4k\n\
+         rd=rd1,wd=wd1,iorate=curve,curve=(10,50),elapsed=1\n",
+        lun.display()
+    );
+    std::fs::write(&params, text).unwrap();
+    let out = iolab(&["run", params.to_str().unwrap(), "--json", json.to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let jobs = doc["jobs"].as_array().unwrap();
+    let names: Vec<&str> = jobs.iter().map(|j| j["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["rd1.iorate=max.wd1.sd1", "rd1.iorate=10%.wd1.sd1", "rd1.iorate=50%.wd1.sd1"]);
+    let run = |i: usize| &jobs[i]["runs"][0];
+    assert!(run(0)["rate_iops"].is_null(), "the max run is held to nothing");
+    let max = run(0)["read"]["iops"].as_f64().unwrap();
+    for (i, share) in [(1, 0.1), (2, 0.5)] {
+        let held = run(i)["rate_iops"].as_f64().unwrap();
+        assert!((held - (max * share).round()).abs() <= 1.0, "{share}: held to {held} of {max}");
+    }
+}
+
+#[test]
+fn a_rate_of_naming_no_earlier_job_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jobs.toml");
+    let jobs = "[[job]]\nname = \"a\"\ntarget = \"mem:1m\"\nios = 10\nrate-of = \"b:50%\"\n\n\
+                [[job]]\nname = \"b\"\ntarget = \"mem:1m\"\nios = 10\n";
+    std::fs::write(&file, jobs).unwrap();
+    let out = iolab(&["run", file.to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("names no job that runs before this one"), "{}", stderr(&out));
+}
+
+#[test]
 fn strict_refuses_a_fio_file_with_options_iolab_would_ignore() {
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/golden/fio/unknown.fio");
     let out = iolab(&["run", golden.to_str().unwrap(), "--print-job", "--strict"]);

@@ -448,6 +448,23 @@ fn a_trim_pattern_is_refused_with_validation_and_on_a_simulated_disk() {
 }
 
 #[test]
+fn a_rate_limited_job_through_io_uring_runs_to_its_runtime() {
+    // At a high rate the wait for the next request can pass between the
+    // engine's two looks at it: the job once ended there, early.
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("t.img");
+    let target = image.to_str().unwrap();
+    let run = ["run", "--target", target, "--size", "8m", "--rw", "randread", "--engine", "uring"];
+    let limit = ["--iodepth", "4", "--rate-iops", "200000", "--runtime", "1", "--json", "-", "-q"];
+    let out = iolab(&[&run[..], &limit[..]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = &doc["jobs"][0]["runs"][0];
+    assert!(run["elapsed_s"].as_f64().unwrap() >= 0.99, "ended early: {}", run["elapsed_s"]);
+    assert_eq!(run["rate_iops"], 200000);
+}
+
+#[test]
 fn a_timed_trim_job_through_io_uring_ends_at_its_runtime() {
     // Trims complete at once in the uring engine, leaving its slots free:
     // the job must still see its deadline (it once looped forever).

@@ -39,6 +39,8 @@ pub struct Runs<'a> {
     pub repeat: u32,
     /// Under MPI: called before and after each group, every rank together.
     pub barrier: Option<&'a dyn Fn()>,
+    /// Per job: the rate it takes from an earlier job's (`Plan::rate_of`).
+    pub rate_of: &'a [Option<super::plan::RateOf>],
 }
 
 /// What a run produced.
@@ -134,8 +136,19 @@ fn repeat(
         if let Some(barrier) = runs_of.barrier {
             barrier();
         }
+        // A job whose rate is a share of an earlier one's (Vdbench's
+        // curve) takes it from what that one did in this repeat.
+        let rates: Vec<Option<u64>> = group
+            .clone()
+            .map(|j| {
+                let of = runs_of.rate_of.get(j).copied().flatten()?;
+                let r = results.get(of.job).map(|r: &JobResult| r.read.iops + r.write.iops + r.trim.iops)?;
+                Some(of.rate(r))
+            })
+            .collect();
         let start = Instant::now();
-        let together = run_together(&jobs[group.clone()], index, runs_of.repeat, interrupted, watch)?;
+        let group_jobs = &jobs[group.clone()];
+        let together = run_together(group_jobs, &rates, index, runs_of.repeat, interrupted, watch)?;
         let end = start.elapsed().as_secs_f64();
         if let Some(barrier) = runs_of.barrier {
             barrier();
@@ -235,6 +248,7 @@ fn catch_interrupts() -> anyhow::Result<Arc<AtomicBool>> {
 /// following them on a thread of its own.
 fn run_together(
     jobs: &[Prepared],
+    rates: &[Option<u64>],
     index: u32,
     repeats: u32,
     interrupted: &AtomicBool,
@@ -252,9 +266,12 @@ fn run_together(
                 std::thread::park_timeout(Duration::from_millis(50));
             }
         });
-        let handles: Vec<_> = (jobs.iter().zip(&progress))
-            .map(|(job, p)| {
-                scope.spawn(move || workloads::run_job(&job.spec, Arc::clone(job.stack.device()), p))
+        let handles: Vec<_> = (jobs.iter().zip(&progress).zip(rates))
+            .map(|((job, p), rate)| {
+                scope.spawn(move || {
+                    let rated = rate.map(|rate_iops| JobSpec { rate_iops, ..job.spec.clone() });
+                    workloads::run_job(rated.as_ref().unwrap_or(&job.spec), Arc::clone(job.stack.device()), p)
+                })
             })
             .collect();
         let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();

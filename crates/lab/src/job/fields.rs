@@ -182,6 +182,11 @@ pub struct JobFields {
     /// Limit to this many requests per second in all threads together.
     #[arg(help_heading = "Limits and flushes", long, visible_alias = "rate_iops", value_name = "N")]
     pub rate_iops: Option<u64>,
+    /// A job-file key, `"JOB:PCT%"`: limit this job to PCT% of the
+    /// requests a second job JOB (an earlier group's) did in the same
+    /// repeat (Vdbench's `iorate=curve`).
+    #[arg(skip)]
+    pub rate_of: Option<String>,
     /// Data written: random (default), zeros, or compress:PCT (compresses to PCT%).
     #[arg(help_heading = "Workload", long, value_name = "PATTERN")]
     #[serde(default, deserialize_with = "parsed")]
@@ -289,7 +294,7 @@ pub struct JobFields {
 /// them all (merging, printing as a job file).
 macro_rules! each_field {
     ($then:ident!($($pre:expr),*)) => {
-        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skip, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, pattern, dedupe_ratio, dedupe_unit, compress_ratio, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home, replay, replay_speed, write_iolog)
+        $then!($($pre),*, target, name, offset, size, rw, rwmixread, seekpct, skip, skew, bs, bsalign, threads, iodepth, iodepth_batch, engine, direct, layout, keep_cache, sector_size, nrfiles, stonewall, flush_every, end_flush, runtime, io_size, ios, ramp, rate_iops, rate_of, pattern, dedupe_ratio, dedupe_unit, compress_ratio, validate, no_preread, reread, no_verify, journal, journal_mode, journal_commit, key_map, key_map_dir, max_errors, seed, log, log_size, log_device, log_home, replay, replay_speed, write_iolog)
     };
 }
 

@@ -33,6 +33,25 @@ pub struct Plan {
     pub shared_with_ranks: bool,
     /// The job file's directory for fio's interval logs (`log-dir`).
     pub log_dir: Option<PathBuf>,
+    /// Per job: the rate it takes from an earlier job's (`rate-of`).
+    pub rate_of: Vec<Option<RateOf>>,
+}
+
+/// A job's rate as a share of what an earlier group's job did in the same
+/// repeat (`rate-of = "JOB:PCT%"`, Vdbench's `iorate=curve`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateOf {
+    /// The job's index in the plan.
+    pub job: usize,
+    pub pct: f64,
+}
+
+impl RateOf {
+    /// The rate for a job whose reference did `iops` requests a second
+    /// (reads, writes and discards): at least 1.
+    pub fn rate(&self, iops: f64) -> u64 {
+        (iops * self.pct / 100.0).round().max(1.0) as u64
+    }
 }
 
 /// The jobs of a run: `flags` over the sections of `jobfile` (each over
@@ -56,6 +75,7 @@ pub fn plan(jobfile: Option<&Path>, flags: &JobFields, strict: bool) -> anyhow::
         check_validated_regions(&fields[group.clone()], &specs[group.clone()])?;
     }
     check_iologs(&fields, &specs)?;
+    let rate_of = rates_of(&fields, &specs, &groups)?;
     let create_bytes = create_sizes(&fields, &specs);
     Ok(Plan {
         jobs: fields.into_iter().zip(specs).collect(),
@@ -64,7 +84,44 @@ pub fn plan(jobfile: Option<&Path>, flags: &JobFields, strict: bool) -> anyhow::
         create_bytes,
         shared_with_ranks: false,
         log_dir,
+        rate_of,
     })
+}
+
+/// Each job's `rate-of` resolved: the latest job of that name in an
+/// earlier group, and the share of its rate.
+fn rates_of(
+    fields: &[JobFields],
+    specs: &[JobSpec],
+    groups: &[Range<usize>],
+) -> Result<Vec<Option<RateOf>>, UsageError> {
+    let group_of = |job: usize| groups.iter().position(|g| g.contains(&job));
+    let mut out = Vec::with_capacity(fields.len());
+    for (i, f) in fields.iter().enumerate() {
+        let Some(text) = &f.rate_of else {
+            out.push(None);
+            continue;
+        };
+        let name = &specs[i].name;
+        let bad = |why: &str| UsageError(format!("job {name}: rate-of = {text:?}: {why}"));
+        if f.rate_iops.is_some() {
+            return Err(bad("give rate-iops or rate-of, not both"));
+        }
+        let (of, pct) = text.rsplit_once(':').ok_or_else(|| bad("give JOB:PCT%, as \"max.run:50%\""))?;
+        let pct: f64 = pct
+            .trim_end_matches('%')
+            .parse()
+            .ok()
+            .filter(|p: &f64| p.is_finite() && *p > 0.0 && *p <= 1000.0)
+            .ok_or_else(|| bad("the share is not a percentage above 0 (at most 1000)"))?;
+        let job = (0..i)
+            .rev()
+            .find(|&k| specs[k].name == of)
+            .filter(|&k| group_of(k) < group_of(i))
+            .ok_or_else(|| bad("names no job that runs before this one (in an earlier group)"))?;
+        out.push(Some(RateOf { job, pct }));
+    }
+    Ok(out)
 }
 
 /// A job file: iolab's TOML, or fio's or a Vdbench parameter file

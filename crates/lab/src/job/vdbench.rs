@@ -3,11 +3,13 @@
 //! (`rd=`), with their `default` entries, value lists in parentheses,
 //! wildcards in names, and the `for` loops of a run (`forxfersize=`,
 //! `forthreads=`, `forrdpct=`, `forseekpct=`), each combination a run of
-//! its own. A run's workloads go at the same time, one iolab job for each
+//! its own, and `iorate=curve` (a run at the most it can do, then one at
+//! each share of that rate `curve=` lists, 10, 50, 70, 80, 90 and 100% by
+//! default). A run's workloads go at the same time, one iolab job for each
 //! of a workload's storage definitions; runs go one after another. What
 //! iolab does not do as Vdbench does is noted (or refused with
-//! `--strict`); what it cannot do at all (file system definitions,
-//! `iorate=curve`, hosts) is refused.
+//! `--strict`); what it cannot do at all (file system definitions, hosts)
+//! is refused.
 
 use std::path::Path;
 
@@ -15,9 +17,20 @@ use super::fields::{JobFields, JobFile};
 use super::fio::Translated;
 use crate::UsageError;
 
-/// Vdbench's defaults: an sd's threads, an rd's elapsed seconds.
+/// Vdbench's defaults: an sd's threads, an rd's elapsed seconds, the
+/// shares of the max rate an `iorate=curve` runs at.
 const SD_THREADS: u32 = 8;
 const ELAPSED_S: u64 = 30;
+const CURVE: [f64; 6] = [10.0, 50.0, 70.0, 80.0, 90.0, 100.0];
+
+/// One run of an rd: its name suffix (which loop values, which point of
+/// a curve), its parameters, and for a point of a curve the suffix of the
+/// curve's max run and the share of its rate.
+struct Step {
+    suffix: String,
+    rd: Def,
+    curve: Option<(String, f64)>,
+}
 
 /// One `sd=`, `wd=` or `rd=` line: its name and its other parameters.
 #[derive(Clone, Debug)]
@@ -169,9 +182,9 @@ pub fn translate(path: &Path, strict: bool) -> Result<Translated, UsageError> {
     let general = general(&parsed.general, &mut notes)?;
     let mut jobs = Vec::new();
     for rd in &parsed.rds {
-        for (suffix, run) in expand_loops(rd)? {
+        for step in expand_loops(rd)? {
             let before = jobs.len();
-            run_jobs(path, &parsed, &run, &suffix, &general, &mut jobs, &mut notes)?;
+            run_jobs(path, &parsed, &step, &general, &mut jobs, &mut notes)?;
             if let Some(first) = jobs.get_mut(before) {
                 first.stonewall = Some(true);
             }
@@ -214,8 +227,9 @@ fn general(params: &[(String, String)], notes: &mut Vec<String>) -> Result<JobFi
 }
 
 /// An rd's `for` loops expanded: each combination of their values, with
-/// a name suffix saying which (none without loops).
-fn expand_loops(rd: &Def) -> Result<Vec<(String, Def)>, UsageError> {
+/// a name suffix saying which (none without loops); under `iorate=curve`
+/// each combination a max run and its curve's points.
+fn expand_loops(rd: &Def) -> Result<Vec<Step>, UsageError> {
     let mut runs = vec![(String::new(), rd.clone())];
     for (key, value) in rd.params.iter().filter(|(k, _)| k.starts_with("for")) {
         let param = &key[3..];
@@ -236,7 +250,46 @@ fn expand_loops(rd: &Def) -> Result<Vec<(String, Def)>, UsageError> {
             })
             .collect();
     }
-    Ok(runs)
+    if rd.get("iorate") != Some("curve") {
+        if rd.get("curve").is_some() {
+            return Err(UsageError(format!("rd={}: curve= applies only with iorate=curve", rd.name)));
+        }
+        return Ok(runs.into_iter().map(|(suffix, rd)| Step { suffix, rd, curve: None }).collect());
+    }
+    let points = curve_points(rd)?;
+    let mut steps = Vec::with_capacity(runs.len() * (points.len() + 1));
+    for (suffix, mut run) in runs {
+        run.params.push(("iorate".into(), "max".into()));
+        let max = format!("{suffix}.iorate=max");
+        for &p in &points {
+            let point = Step {
+                suffix: format!("{suffix}.iorate={p}%"),
+                rd: run.clone(),
+                curve: Some((max.clone(), p)),
+            };
+            steps.push(point);
+        }
+        let at = steps.len() - points.len();
+        steps.insert(at, Step { suffix: max, rd: run, curve: None });
+    }
+    Ok(steps)
+}
+
+/// The shares of the max rate an `iorate=curve` runs at: `curve=`'s, or
+/// Vdbench's default.
+fn curve_points(rd: &Def) -> Result<Vec<f64>, UsageError> {
+    let Some(list) = rd.get("curve") else { return Ok(CURVE.to_vec()) };
+    items(list)
+        .iter()
+        .map(|p| {
+            p.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0 && *v <= 1000.0).ok_or_else(|| {
+                UsageError(format!(
+                    "rd={}: curve={list}: {p} is not a percentage above 0 (at most 1000)",
+                    rd.name
+                ))
+            })
+        })
+        .collect()
 }
 
 /// The jobs of one run: for each of its workloads, one per storage
@@ -244,12 +297,12 @@ fn expand_loops(rd: &Def) -> Result<Vec<(String, Def)>, UsageError> {
 fn run_jobs(
     path: &Path,
     parsed: &Parsed,
-    rd: &Def,
-    suffix: &str,
+    step: &Step,
     general: &JobFields,
     jobs: &mut Vec<JobFields>,
     notes: &mut Vec<String>,
 ) -> Result<(), UsageError> {
+    let (rd, suffix) = (&step.rd, &step.suffix);
     let wds = matching(&parsed.wds, rd.get("wd").unwrap_or("*"));
     if wds.is_empty() {
         return Err(UsageError(format!("{}: rd={}: its wd= names no workload", path.display(), rd.name)));
@@ -270,6 +323,10 @@ fn run_jobs(
         let mut f = job(rd, wd, sd, sharing, notes)?;
         f.name = Some(format!("{}{suffix}.{}.{}", rd.name, wd.name, sd.name));
         f.rate_iops = rate.filter(|&r| r > 0);
+        if let Some((max, share)) = &step.curve {
+            // The same workload on the same storage in the curve's max run.
+            f.rate_of = Some(format!("{}{max}.{}.{}:{share}%", rd.name, wd.name, sd.name));
+        }
         let mut f = f.over(general);
         if matches!(f.rw, Some(workloads::Rw::Read | workloads::Rw::RandRead)) {
             // Duplicates are a property of what is written.
@@ -284,11 +341,6 @@ fn run_jobs(
 fn rate(rd: &Def) -> Result<Option<u64>, UsageError> {
     match rd.get("iorate").unwrap_or("max") {
         "max" => Ok(None),
-        "curve" => Err(UsageError(format!(
-            "rd={}: iorate=curve is not supported; give iorate=max or a rate (or several runs with \
-             iorate=N each)",
-            rd.name
-        ))),
         n => n
             .parse::<f64>()
             .map(|r| Some(r as u64))
@@ -346,7 +398,10 @@ fn note_unknown(rd: &Def, wd: &Def, sd: &Def, notes: &mut Vec<String>) {
         (
             "rd",
             rd,
-            &["wd", "iorate", "elapsed", "interval", "warmup", "threads", "xfersize", "rdpct", "seekpct"][..],
+            &[
+                "wd", "iorate", "curve", "elapsed", "interval", "warmup", "threads", "xfersize", "rdpct",
+                "seekpct",
+            ][..],
         ),
         ("wd", wd, &["sd", "xfersize", "rdpct", "seekpct", "skew"][..]),
         ("sd", sd, &["lun", "size", "offset", "threads", "openflags"][..]),

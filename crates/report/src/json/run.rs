@@ -221,6 +221,9 @@ pub struct Run {
     pub bs: String,
     /// Bytes skipped after each sequential request; negative: backwards.
     pub skip_bytes: i64,
+    /// The requests a second the job was held to; `null`: as many as it
+    /// could (`--rate-iops`, a rate-of share).
+    pub rate_iops: Option<u64>,
     pub region_offset_bytes: u64,
     pub region_bytes: u64,
     pub seed: u64,
@@ -292,6 +295,7 @@ impl Run {
             read_pct: r.read_pct,
             bs: r.bs.clone(),
             skip_bytes: r.skip_bytes,
+            rate_iops: (r.rate_iops > 0).then_some(r.rate_iops),
             region_offset_bytes: r.region_offset_bytes,
             region_bytes: r.region_bytes,
             seed: r.seed,

@@ -150,6 +150,7 @@ pub fn job_result(
         read_pct,
         bs: "4k/10:64k/90".into(),
         skip_bytes: 0,
+        rate_iops: 0,
         region_offset_bytes: 1 << 20,
         region_bytes: 16 << 20,
         seed: 42,

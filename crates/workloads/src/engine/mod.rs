@@ -41,6 +41,9 @@ pub struct JobResult {
     pub bs: String,
     /// Bytes skipped after each sequential request (`JobSpec::skip_bytes`).
     pub skip_bytes: i64,
+    /// The requests a second the job was held to (`JobSpec::rate_iops`;
+    /// 0: as many as it could).
+    pub rate_iops: u64,
     pub region_offset_bytes: u64,
     pub region_bytes: u64,
     pub seed: u64,
@@ -438,6 +441,7 @@ impl Run<'_> {
             read_pct: job.read_pct,
             bs: job.bs.to_string(),
             skip_bytes: job.skip_bytes,
+            rate_iops: job.rate_iops,
             region_offset_bytes: region.start,
             region_bytes: region.len,
             seed: job.seed,

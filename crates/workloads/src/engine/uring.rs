@@ -102,13 +102,17 @@ pub(super) fn run(mut w: Worker<'_>) -> Result<ThreadStats, WorkloadError> {
             }
         }
         if slots.in_flight() == 0 {
-            match w.rate_wait(Instant::now()) {
-                Some(wait) if !w.finished(now) => {
-                    std::thread::sleep(wait);
-                    continue;
-                }
-                _ => break,
+            // Nothing in flight: the job is done, or its rate held the
+            // next request back (and may no longer: the wait can pass
+            // between the two looks, which once ended the job early).
+            let now = Instant::now();
+            if w.finished(now) {
+                break;
             }
+            if let Some(wait) = w.rate_wait(now) {
+                std::thread::sleep(wait);
+            }
+            continue;
         }
         ring.ring.submit_and_wait(1).map_err(uring_err("submit"))?;
         queued = 0;

@@ -328,9 +328,12 @@ impl<'a> Worker<'a> {
             self.bytes_left = self.bytes_left.saturating_sub(req.len.min(self.bytes_left));
         }
         if let Some(interval) = self.rate_interval {
-            // At most one interval of lag is made up, so a stall is not
-            // followed by a burst.
-            self.next_issue = self.next_issue.max(now.checked_sub(interval).unwrap_or(now)) + interval;
+            // Lag of up to RATE_SLACK (or one interval, when longer) is
+            // made up: a sleep overshoots its few microseconds by tens, so
+            // at tens of thousands a second a thread would fall far short
+            // of its rate; a longer stall is not followed by a burst.
+            let slack = interval.max(RATE_SLACK);
+            self.next_issue = self.next_issue.max(now.checked_sub(slack).unwrap_or(now)) + interval;
         }
         Some((req, measured))
     }
@@ -403,6 +406,9 @@ impl Drop for OpenIolog<'_> {
         }
     }
 }
+
+/// The lag behind its rate a rate-limited thread makes up at most.
+const RATE_SLACK: Duration = Duration::from_millis(2);
 
 /// The units a deduplicated job's copies are of: [`crate::spec::DEDUPE_SETS`]
 /// units of its pattern, from its seed (so every thread has the same).
