@@ -329,9 +329,11 @@ impl<'a> Worker<'a> {
         }
         if let Some(interval) = self.rate_interval {
             // Lag of up to RATE_SLACK (or one interval, when longer) is
-            // made up: a sleep overshoots its few microseconds by tens, so
-            // at tens of thousands a second a thread would fall far short
-            // of its rate; a longer stall is not followed by a burst.
+            // made up, as fio and Vdbench make theirs up (their rate is
+            // the run's average): a sleep overshoots its few microseconds
+            // by tens, so at tens of thousands a second a thread would
+            // fall far short of its rate. A longer stall (a device's) is
+            // not followed by a burst of more than a second's requests.
             let slack = interval.max(RATE_SLACK);
             self.next_issue = self.next_issue.max(now.checked_sub(slack).unwrap_or(now)) + interval;
         }
@@ -408,7 +410,7 @@ impl Drop for OpenIolog<'_> {
 }
 
 /// The lag behind its rate a rate-limited thread makes up at most.
-const RATE_SLACK: Duration = Duration::from_millis(2);
+const RATE_SLACK: Duration = Duration::from_secs(1);
 
 /// The units a deduplicated job's copies are of: [`crate::spec::DEDUPE_SETS`]
 /// units of its pattern, from its seed (so every thread has the same).
