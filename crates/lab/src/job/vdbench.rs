@@ -219,11 +219,36 @@ fn general(params: &[(String, String)], notes: &mut Vec<String>) -> Result<JobFi
             "dedupratio" => f.dedupe_ratio = Some(ratio()?),
             "dedupunit" => f.dedupe_unit = Some(v.clone()),
             "compratio" => f.compress_ratio = Some(ratio()?),
-            "validate" if matches!(v.as_str(), "yes" | "y" | "true") => f.validate = Some(true),
+            "validate" => validate(v, &mut f, notes)?,
             _ => notes.push(format!("{k}={v}: ignored (no such setting in iolab)")),
         }
     }
     Ok(f)
+}
+
+/// Vdbench's `validate=`: `yes`, or one or more of `read_after_write`
+/// (`-vr`: read each block back after writing it), `no_preread` (`-vw`:
+/// no read before a rewrite) and `time` (`-vt`: keep each write's time,
+/// which every stamp does anyway), in a list or alone; `no` for none.
+fn validate(value: &str, f: &mut JobFields, notes: &mut Vec<String>) -> Result<(), UsageError> {
+    if matches!(value, "no" | "n" | "false") {
+        return Ok(());
+    }
+    for item in items(value) {
+        match item.as_str() {
+            "yes" | "y" | "true" => {}
+            "read_after_write" => f.reread = Some(true),
+            "no_preread" => f.no_preread = Some(true),
+            "time" => notes.push("validate=time: every stamp holds its write's time already".into()),
+            other => {
+                return Err(UsageError(format!(
+                    "validate={value}: {other} is not yes, read_after_write, no_preread or time"
+                )))
+            }
+        }
+    }
+    f.validate = Some(true);
+    Ok(())
 }
 
 /// An rd's `for` loops expanded: each combination of their values, with
