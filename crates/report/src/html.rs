@@ -269,12 +269,21 @@ fn parameters_table(out: &mut String, first: &Value) {
         p("region_offset_bytes"),
         p("region_bytes"),
         p("seed"),
+        first.get("rate_iops").and_then(Value::as_u64).map_or("-".into(), |r| r.to_string()),
     ]];
-    table(
-        out,
-        &["engine", "threads", "iodepth", "rw", "read %", "bs", "region offset", "region bytes", "seed"],
-        &params,
-    );
+    let heads = [
+        "engine",
+        "threads",
+        "iodepth",
+        "rw",
+        "read %",
+        "bs",
+        "region offset",
+        "region bytes",
+        "seed",
+        "held to IOPS",
+    ];
+    table(out, &heads, &params);
 }
 
 /// A row per run (a `*` on one whose reads may have met holes); trim

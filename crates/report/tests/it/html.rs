@@ -50,3 +50,11 @@ fn a_run_that_discarded_charts_its_discards() {
     let legend = |d: &str| iops.svg.contains(&format!(">\n{d}\n<"));
     assert!(legend("read") && legend("trim"), "no trim series in {} (of {names:?})", iops.name);
 }
+
+#[test]
+fn a_run_held_to_a_rate_shows_it_among_its_parameters() {
+    let mut doc = run_document();
+    doc["jobs"][0]["runs"][0]["rate_iops"] = 4321.into();
+    let html = page(doc);
+    assert!(html.contains(">held to IOPS<") && html.contains(">4321<"), "no rate in the parameters");
+}
