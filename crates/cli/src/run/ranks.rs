@@ -70,6 +70,14 @@ fn plan(
             )
             .into());
         }
+        if plan.jobs.iter().any(|(_, spec)| spec.trims()) {
+            return Err(UsageError(
+                "discards (--rw trim, randtrim, trimwrite, or a trace's) under mpirun: the ranks' aggregate \
+                 counts reads and writes only; run discards without mpirun"
+                    .into(),
+            )
+            .into());
+        }
         let percentiles = percentiles(&args.percentiles)?;
         if let Some(text) = &args.stonewall {
             let wall = workloads::spec::parse_duration("stonewall", text).map_err(UsageError::from)?;

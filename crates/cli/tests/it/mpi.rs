@@ -293,6 +293,13 @@ mod ranks {
     }
 
     #[test]
+    fn discards_are_refused_under_mpirun() {
+        let out = mpirun(2, &["run", "--target", "mem:4m", "--rw", "randtrim", "--ios", "10"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("counts reads and writes only"), "{}", stderr(&out));
+    }
+
+    #[test]
     fn other_commands_are_refused_under_mpirun() {
         let out = mpirun(2, &["fs", "ls", "no-such.img"]);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
