@@ -266,6 +266,21 @@ fn a_directory_target_spreads_the_job_over_nrfiles_files() {
 }
 
 #[test]
+fn fio_jobs_sharing_a_directory_each_get_files_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("two.fio");
+    let text = format!(
+        "[global]\ndirectory={}\nrw=randrw\nbs=4k\nnumber_ios=50\n[a]\nsize=1m\n[b]\nsize=2m\n",
+        dir.path().display()
+    );
+    std::fs::write(&job, text).unwrap();
+    let out = iolab(&["run", job.to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let len = |name: &str| std::fs::metadata(dir.path().join(name)).map(|m| m.len()).ok();
+    assert_eq!((len("a.0.0"), len("b.0.0"), len("iolab.0.0")), (Some(1 << 20), Some(2 << 20), None));
+}
+
+#[test]
 fn a_directory_target_names_what_does_not_fit() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("iolab.0.0"), vec![1u8; 4096]).unwrap();

@@ -305,6 +305,13 @@ macro_rules! overlay {
 }
 
 impl JobFields {
+    /// What a directory target's files are named after for this job, as
+    /// fio names them (`JOBNAME.0.N`): its name, or `iolab` when it has
+    /// none; a `/` in it becomes `_`.
+    pub fn dir_file_prefix(&self) -> String {
+        self.name.as_deref().unwrap_or("iolab").replace('/', "_")
+    }
+
     /// `self` where set, else `base`.
     pub fn over(&self, base: &JobFields) -> JobFields {
         each_field!(overlay!(self, base))

@@ -506,7 +506,7 @@ pub fn key_map_spec(
 /// paths (a file still to be created, by its directory's).
 fn check_validated_regions(fields: &[JobFields], specs: &[JobSpec]) -> Result<(), UsageError> {
     let place = |f: &JobFields, spec: &JobSpec| {
-        let path = target_identity(f.target.as_deref()?)?;
+        let path = job_target_identity(f)?;
         let end = spec.size_bytes.map_or(u64::MAX, |len| spec.offset_bytes.saturating_add(len));
         Some((path, spec.offset_bytes, end))
     };
@@ -541,7 +541,7 @@ fn check_validated_regions(fields: &[JobFields], specs: &[JobSpec]) -> Result<()
 /// `--write-iolog` files: never a job's target (the trace would
 /// overwrite its data) nor another job's trace file.
 fn check_iologs(fields: &[JobFields], specs: &[JobSpec]) -> Result<(), UsageError> {
-    let targets: Vec<_> = fields.iter().map(|f| f.target.as_deref().and_then(target_identity)).collect();
+    let targets: Vec<_> = fields.iter().map(job_target_identity).collect();
     let mut seen: Vec<(PathBuf, &str)> = Vec::new();
     for spec in specs {
         let Some(log) = spec.write_iolog.as_deref().and_then(|p| target_identity(&p.to_string_lossy()))
@@ -571,6 +571,13 @@ fn check_iologs(fields: &[JobFields], specs: &[JobSpec]) -> Result<(), UsageErro
 /// The canonical path of a target (a file, a device or a volume
 /// configuration), or of the file it would create; None for `mem:` and
 /// `null:` targets, each its own.
+/// What a job runs on, as [`target_identity`] gives it; for a directory
+/// target, the job's own files in it (each job has its own, as in fio).
+fn job_target_identity(f: &JobFields) -> Option<PathBuf> {
+    let id = target_identity(f.target.as_deref()?)?;
+    Some(if id.is_dir() { id.join(format!("{}.0", f.dir_file_prefix())) } else { id })
+}
+
 fn target_identity(target: &str) -> Option<PathBuf> {
     let path = Path::new(target);
     if let Ok(path) = std::fs::canonicalize(path) {
@@ -587,7 +594,7 @@ fn target_identity(target: &str) -> Option<PathBuf> {
 /// the furthest region any job gives that file, so that the first job to
 /// open it makes room for the others.
 fn create_sizes(fields: &[JobFields], specs: &[JobSpec]) -> Vec<Option<u64>> {
-    let ids: Vec<_> = fields.iter().map(|f| f.target.as_deref().and_then(target_identity)).collect();
+    let ids: Vec<_> = fields.iter().map(job_target_identity).collect();
     let end = |spec: &JobSpec| spec.size_bytes.map(|len| len.saturating_add(spec.offset_bytes));
     (ids.iter().zip(specs))
         .map(|(id, spec)| match id {

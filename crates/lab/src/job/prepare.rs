@@ -336,7 +336,9 @@ fn open_stack(
     };
     let path = Path::new(spec);
     match f.nrfiles {
-        _ if path.is_dir() => Stack::open_directory(path, f.nrfiles.unwrap_or(1), &options),
+        _ if path.is_dir() => {
+            Stack::open_directory(path, f.nrfiles.unwrap_or(1), &f.dir_file_prefix(), &options)
+        }
         Some(_) => Err(UsageError(format!(
             "--nrfiles: only applies to a directory target (fio's directory=); {spec} is not a directory"
         ))

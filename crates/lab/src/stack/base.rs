@@ -147,17 +147,22 @@ impl Stack {
         open_file(path, options)
     }
 
-    /// `files` files in directory `dir`, `iolab.0.0` ... (fio's names for
-    /// job 0), one after another as one device (fio's
+    /// `files` files in directory `dir`, `PREFIX.0.0` ... (fio's names
+    /// for job 0 of a job named PREFIX), one after another as one device (fio's
     /// `file_service_type=sequential`). Missing files are made sparse,
     /// `create_bytes` split evenly over them (in 4 KiB); existing ones are
     /// taken as they are, but must have that size when it is given.
-    pub fn open_directory(dir: &Path, files: u32, options: &OpenOptions) -> anyhow::Result<Stack> {
+    pub fn open_directory(
+        dir: &Path,
+        files: u32,
+        prefix: &str,
+        options: &OpenOptions,
+    ) -> anyhow::Result<Stack> {
         if files == 0 {
             return Err(UsageError("--nrfiles: give at least 1".into()).into());
         }
         let per_file = options.create_bytes.map(|b| b / u64::from(files) / 4096 * 4096);
-        let names: Vec<PathBuf> = (0..files).map(|n| dir.join(format!("iolab.0.{n}"))).collect();
+        let names: Vec<PathBuf> = (0..files).map(|n| dir.join(format!("{prefix}.0.{n}"))).collect();
         let mut members: Vec<Arc<dyn Device>> = Vec::with_capacity(names.len());
         let mut made = Vec::new();
         let opened = (|| -> anyhow::Result<()> {
