@@ -275,6 +275,23 @@ fn expand_loops(rd: &Def) -> Result<Vec<Step>, UsageError> {
             })
             .collect();
     }
+    // A list of rates (`iorate=(100,200,max)`) is a run at each, in turn.
+    let rates = items(rd.get("iorate").unwrap_or("max"));
+    if rates.len() > 1 {
+        if rates.iter().any(|r| r == "curve") {
+            return Err(UsageError(format!("rd={}: iorate=curve goes alone, not in a list", rd.name)));
+        }
+        runs = runs
+            .into_iter()
+            .flat_map(|(suffix, run)| {
+                rates.iter().map(move |r| {
+                    let mut run = run.clone();
+                    run.params.push(("iorate".into(), r.clone()));
+                    (format!("{suffix}.iorate={r}"), run)
+                })
+            })
+            .collect();
+    }
     if rd.get("iorate") != Some("curve") {
         if rd.get("curve").is_some() {
             return Err(UsageError(format!("rd={}: curve= applies only with iorate=curve", rd.name)));
