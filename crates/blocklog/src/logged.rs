@@ -678,9 +678,13 @@ impl LoggedDevice {
         if committer.end + bytes - committer.header.tail > area {
             self.checkpoint_locked(committer)?;
         }
-        if unlogged && self.separate {
-            // Unlogged writes this commit revokes must be durable first;
-            // the flush makes the home writes done so far durable too.
+        if unlogged {
+            // Unlogged writes (file data the commit's metadata may name,
+            // writes it revokes) must be durable before it: ordered data.
+            // With the log inside the data device one flush after the
+            // header would cover both, and a crash could keep the header
+            // without the data. The flush makes the home writes done so
+            // far durable too.
             let done = committer.home_head;
             self.data.flush()?;
             committer.home_durable = done;
