@@ -6,8 +6,9 @@
 use fsapi::Errno;
 
 use crate::core::{io_failed, Core};
+use crate::delayed::Owner;
 use crate::format::{
-    block_of, is_unwritten, pointer_at, set_pointer, DiskInode, DIRECT_POINTERS, POINTERS_PER_BLOCK,
+    block_of, is_unwritten, pointer_at, set_pointer, DiskInode, DIRECT_POINTERS, POINTERS_PER_BLOCK, S_IFREG,
     UNWRITTEN,
 };
 
@@ -124,20 +125,33 @@ impl Core {
 
     /// What data pointer `p` (0: a hole) becomes for `want`, allocating
     /// near `hint`: the pointer to store (None: unchanged) and what the
-    /// caller gets.
+    /// caller gets. `delay`: the owner of a new block that is to stay
+    /// marked unwritten until its data is written back (under `log`, a
+    /// regular file's: `delayed.rs`).
     fn data_pointer(
         &mut self,
         inode: &mut DiskInode,
         p: u32,
         want: Want,
         hint: u64,
+        delay: Option<Owner>,
     ) -> Result<(Option<u32>, BlockOf), Errno> {
+        let delayed =
+            |core: &Core, p: u32| is_unwritten(p) && core.cache.delayed.contains(u64::from(block_of(p)));
         Ok(match (p, want) {
             (0, Want::Read) => (None, None),
             (0, Want::Written) => {
                 let block = self.new_block(inode, hint)?;
-                (Some(block), Some((block, true)))
+                match delay {
+                    Some(owner) => {
+                        self.cache.delayed.delay(u64::from(block), owner);
+                        (Some(block | UNWRITTEN), Some((block, true)))
+                    }
+                    None => (Some(block), Some((block, true))),
+                }
             }
+            // Its data is in the cache, or written and not yet settled.
+            (p, Want::Read | Want::Written) if delayed(self, p) => (None, Some((block_of(p), false))),
             (0, Want::Unwritten) => {
                 let block = self.alloc_block(hint)?;
                 self.order.allocated_unwritten(block);
@@ -153,12 +167,45 @@ impl Core {
                 if let Err(e) = self.cache.fresh(&mut self.order, u64::from(block)) {
                     return Err(io_failed(self, e));
                 }
+                if let Some(owner) = delay {
+                    // The mark stays until the data is written back.
+                    self.cache.delayed.delay(u64::from(block), owner);
+                    return Ok((None, Some((block, true))));
+                }
                 self.order.converted(block);
                 (Some(block), Some((block, true)))
             }
             (p, Want::Unwritten) => (None, Some((block_of(p), false))),
             (p, _) => (None, Some((p, false))),
         })
+    }
+
+    /// Clears the unwritten mark of file block `n` if it points to
+    /// `block` marked (a delayed block whose data is written back:
+    /// `Core::settle_delayed`); true when the change is in `inode` itself
+    /// (a direct pointer), for the caller to put back.
+    pub fn clear_mark(&mut self, inode: &mut DiskInode, n: u64, block: u32) -> Result<bool, Errno> {
+        let marked = block | UNWRITTEN;
+        if n < DIRECT {
+            let p = &mut inode.direct[n as usize];
+            let mine = *p == marked;
+            if mine {
+                *p = block;
+            }
+            return Ok(mine);
+        }
+        let (holder, index) = if n < SINGLE_END {
+            (inode.single, n - DIRECT)
+        } else if inode.double == 0 {
+            return Ok(false);
+        } else {
+            let m = n - SINGLE_END;
+            (self.pointer(inode.double, m / POINTERS_PER_BLOCK)?, m % POINTERS_PER_BLOCK)
+        };
+        if holder != 0 && self.pointer(holder, index)? == marked {
+            self.set(holder, index, block)?;
+        }
+        Ok(false)
     }
 
     /// The device block of file block `n` of inode `ino` for `want`
@@ -177,8 +224,9 @@ impl Core {
         }
         let hint = self.hint(ino, inode, n)?;
         let alloc = want != Want::Read;
+        let delay = (self.order.is_logged() && inode.kind_bits() == S_IFREG).then_some(Owner { ino, n });
         if n < DIRECT {
-            let (store, got) = self.data_pointer(inode, inode.direct[n as usize], want, hint)?;
+            let (store, got) = self.data_pointer(inode, inode.direct[n as usize], want, hint, delay)?;
             if let Some(p) = store {
                 inode.direct[n as usize] = p;
             }
@@ -206,7 +254,7 @@ impl Core {
             return Ok(None);
         }
         let p = self.pointer(holder, index)?;
-        let (store, got) = self.data_pointer(inode, p, want, hint)?;
+        let (store, got) = self.data_pointer(inode, p, want, hint, delay)?;
         if let Some(p) = store {
             self.set(holder, index, p)?;
         }
@@ -508,9 +556,11 @@ impl Core {
     /// holding its pointer, which is read anyway.
     pub fn mapped_blocks(&mut self, inode: &DiskInode) -> Result<Mapped, Errno> {
         let mut mapped = Mapped::default();
-        // An unwritten block has no buffer to look for: nothing wrote it.
-        let written = |p: &u32| *p != 0 && !is_unwritten(*p);
-        mapped.contents.extend(inode.direct.iter().filter(|p| written(p)).map(|&p| u64::from(p)));
+        // An unwritten block has no buffer to look for (nothing wrote it),
+        // unless it is delayed: its data is in the cache.
+        let delayed = &self.cache.delayed;
+        let written = |p: &u32| *p != 0 && (!is_unwritten(*p) || delayed.contains(u64::from(block_of(*p))));
+        mapped.contents.extend(inode.direct.iter().filter(|p| written(p)).map(|&p| u64::from(block_of(p))));
         if inode.single != 0 {
             self.mapped_under(inode.single, &mut mapped)?;
         }
@@ -531,7 +581,9 @@ impl Core {
     fn mapped_under(&mut self, single: u32, mapped: &mut Mapped) -> Result<(), Errno> {
         mapped.pointers.push(u64::from(single));
         let pointers = self.pointers(single, 0)?;
-        mapped.contents.extend(pointers.into_iter().filter(|&p| p != 0 && !is_unwritten(p)).map(u64::from));
+        let delayed = &self.cache.delayed;
+        let written = |p: &u32| *p != 0 && (!is_unwritten(*p) || delayed.contains(u64::from(block_of(*p))));
+        mapped.contents.extend(pointers.into_iter().filter(written).map(|p| u64::from(block_of(p))));
         Ok(())
     }
 }

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use device::{AlignedBuf, Clock, Device};
 
+use crate::delayed::DelayedBlocks;
 use crate::format::BLOCK_BYTES;
 use crate::policy::{Ordering, Plan, Waiting};
 use crate::softdep::Blocks;
@@ -100,6 +101,9 @@ pub struct Cache {
     /// Only blocks with no buffer are here: one leaves when it gets one
     /// (`load`), so a copy here is what both the disk and memory hold.
     peeked: RefCell<HashMap<u64, AlignedBuf>>,
+    /// Under `log`: file data pointed to marked unwritten until written
+    /// back (`delayed.rs`).
+    pub delayed: DelayedBlocks,
 }
 
 /// File-data buffers go first on eviction while they are more than
@@ -161,6 +165,7 @@ impl Cache {
             clock,
             staging,
             peeked: RefCell::new(HashMap::default()),
+            delayed: DelayedBlocks::default(),
         }
     }
 
@@ -363,6 +368,7 @@ impl Cache {
 
     /// `block`'s buffer, out of the cache (dirty or not).
     fn take(&mut self, block: u64) -> Option<Buf> {
+        self.delayed.forget(block);
         // Dirty buffers are all in `bufs`: a block without a buffer (a
         // freed block of file data, mostly) is in no set.
         let buf = self.bufs.remove(&block)?;
@@ -459,11 +465,18 @@ impl Cache {
     }
 
     /// Under `log`: the dirty metadata into the open transaction, the
-    /// file data left dirty (the commit writes it, and flushes it, before
-    /// the records that point at it).
+    /// file data left dirty (a new block's pointer carries the unwritten
+    /// mark until its data is written back: `delayed.rs`).
     pub fn write_back_meta(&mut self, order: &mut Ordering) -> device::Result<()> {
         let meta: Vec<u64> = self.dirty.iter().copied().collect();
         self.write_blocks(order, &meta, Waiting::RollBack)
+    }
+
+    /// Every dirty file-data buffer, in block order (a sync's first step
+    /// under `log`); no flush.
+    pub fn write_back_data(&mut self, order: &mut Ordering) -> device::Result<()> {
+        let data: Vec<u64> = self.dirty_data.iter().copied().collect();
+        self.write_blocks(order, &data, Waiting::RollBack)
     }
 
     /// Writes the buffers dirty for longer than `age` (the syncer's pass).
@@ -582,6 +595,9 @@ impl Cache {
                 self.dirty_data.remove(&b);
             }
             if data {
+                for &b in &blocks[i..i + run] {
+                    self.delayed.wrote(b);
+                }
                 self.stats.data_blocks_written += run as u64;
             } else {
                 self.meta_since_flush += run;

@@ -23,6 +23,7 @@ mod bmap;
 mod cache;
 mod commits;
 mod core;
+mod delayed;
 mod dir;
 mod fault;
 pub mod format;

@@ -179,6 +179,10 @@ impl Ffs {
             });
             core
         });
+        if core.cache.delayed.any_written() && core.failed.is_none() {
+            // Between calls: no call holds an inode apart from the table.
+            let _ = core.settle_delayed();
+        }
         if core.commit_due() {
             if let Err(e) = core.commit_behind() {
                 io_failed(&mut core, e);

@@ -203,9 +203,8 @@ impl Ffs {
                 core.softdep_sync_file(ino)
             }
             Ordering::Log => {
-                core.inode(ino)?;
-                drop(core);
-                fsapi::FileSystem::sync(self)
+                core.check_alive()?;
+                core.sync_logged_file(ino)
             }
         }
     }

@@ -44,14 +44,18 @@ impl Core {
         Ok(())
     }
 
-    /// Under `log`: commits everything changed so far as one transaction
-    /// (the file data in place first, then the metadata with the group
-    /// headers and the superblock through the log, then the commit).
+    /// Under `log`: commits the metadata changed so far, with the group
+    /// headers and the superblock, as one transaction, durable when this
+    /// returns. File data stays dirty: a new block's pointer carries the
+    /// unwritten mark until its data is written back (`delayed.rs`), and
+    /// the commit's records wait behind a flush of the data written
+    /// outside the log so far (the block log's ordered data).
     pub fn commit(&mut self) -> device::Result<()> {
         self.stage_group_headers()?;
         let (sb, slot) = self.next_superblock(1);
         self.cache.modify(&mut self.order, slot)?.copy_from_slice(&sb);
-        self.cache.write_back(&mut self.order, true)?;
+        self.cache.write_back_meta(&mut self.order)?;
+        self.cache.flush(&mut self.order)?;
         self.log.freed.clear();
         self.log.last_commit = self.cache.now();
         Ok(())
@@ -59,8 +63,8 @@ impl Core {
 
     /// Under `log`, a commit that need not be durable when it returns (the
     /// one a full transaction forces, the syncer's): the group headers,
-    /// the superblock, the file data in place and the metadata into the
-    /// transaction, sealed; the mount's committer thread then writes it to
+    /// the superblock and the metadata into the transaction, sealed (the
+    /// file data stays dirty, as [`Core::commit`]'s); the mount's committer thread then writes it to
     /// the log and flushes while the calls after it go on, into the next
     /// transaction, as a journal's commit thread lets them. One commit at
     /// most is in flight: a second waits for the first. Without a
@@ -73,7 +77,7 @@ impl Core {
         self.stage_group_headers()?;
         let (sb, slot) = self.next_superblock(1);
         self.cache.modify(&mut self.order, slot)?.copy_from_slice(&sb);
-        self.cache.write_back(&mut self.order, false)?;
+        self.cache.write_back_meta(&mut self.order)?;
         self.cache.meta_since_flush = 0;
         self.cache.stats.flushes += 1;
         self.log.last_commit = self.cache.now();
@@ -86,6 +90,55 @@ impl Core {
         let durable = dev.durable_id();
         self.log.freed.durable(durable);
         Ok(())
+    }
+
+    /// Under `log`: clears the unwritten mark of every delayed block a
+    /// write-back has written since (`delayed.rs`), in the open
+    /// transaction, whose commit flushes that data before its header.
+    /// Called between calls only (`Ffs::lock`, a sync, the syncer): a
+    /// call in progress holds its inode apart from the table, and would
+    /// put the mark back.
+    pub fn settle_delayed(&mut self) -> Result<(), Errno> {
+        while self.cache.delayed.any_written() {
+            let mut written = self.cache.delayed.take_written();
+            written.sort_unstable_by_key(|&(_, owner)| (owner.ino, owner.n));
+            for group in written.chunk_by(|a, b| a.1.ino == b.1.ino) {
+                let ino = group[0].1.ino;
+                // Its blocks freed with it: nothing left to settle.
+                let Ok(mut inode) = self.inode(ino) else { continue };
+                let mut changed = false;
+                for &(block, owner) in group {
+                    changed |= self.clear_mark(&mut inode, owner.n, block)?;
+                }
+                if changed {
+                    self.put_inode(ino, &inode)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Under `log`, a sync: every dirty file-data buffer written, their
+    /// marks cleared, then one commit. Durable when this returns.
+    pub fn sync_logged(&mut self) -> Result<(), Errno> {
+        if let Err(e) = self.cache.write_back_data(&mut self.order) {
+            return Err(io_failed(self, e));
+        }
+        self.settle_delayed()?;
+        self.commit().map_err(|e| io_failed(self, e))
+    }
+
+    /// Under `log`, an fsync of `ino`: its own dirty blocks written (not
+    /// another file's data), their marks cleared, then one commit of the
+    /// whole transaction (jbd2's fsync). Durable when this returns.
+    pub fn sync_logged_file(&mut self, ino: u32) -> Result<(), Errno> {
+        let inode = self.inode(ino)?;
+        let mapped = self.mapped_blocks(&inode)?;
+        if let Err(e) = self.cache.write_listed(&mut self.order, &mapped.contents) {
+            return Err(io_failed(self, e));
+        }
+        self.settle_delayed()?;
+        self.commit().map_err(|e| io_failed(self, e))
     }
 
     /// Under `log`, whether the open transaction is full enough that the

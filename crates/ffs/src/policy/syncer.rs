@@ -48,7 +48,7 @@ impl Ffs {
         let mut core = self.lock();
         core.check_alive().map_err(|_| self.failure_of(&core))?;
         match core.order {
-            Ordering::Log => return core.commit().map_err(|e| self.failed(core, e)),
+            Ordering::Log => return core.sync_logged().map_err(|_| self.failure_of(&core)),
             Ordering::Softdep(_) => return self.softdep_sync_all(core),
             Ordering::Sync | Ordering::Async => {}
         }
@@ -98,10 +98,23 @@ impl Ffs {
     pub fn tick(&self, age: Duration) -> Result<(), FsError> {
         let mut core = self.lock();
         core.check_alive().map_err(|_| self.failure_of(&core))?;
-        let pending = core.cache.dirty_meta() > 0 || core.cache.meta_since_flush > 0;
-        let since_commit = core.cache.now().saturating_sub(core.log.last_commit);
-        if core.order.is_logged() && pending && since_commit >= Duration::from_secs(1) {
-            core.commit_behind().map_err(|e| self.failed(core, e))?;
+        if core.order.is_logged() {
+            // File data dirty for `age` goes out (its marks cleared in the
+            // transaction), as under `async`; the metadata is committed
+            // if the last commit is a second old, as WAPBL's.
+            let written = {
+                let core = &mut *core;
+                core.cache.write_back_older(&mut core.order, age)
+            };
+            if let Err(e) = written {
+                return Err(self.failed(core, e));
+            }
+            core.settle_delayed().map_err(|_| self.failure_of(&core))?;
+            let pending = core.cache.dirty_meta() > 0 || core.cache.meta_since_flush > 0;
+            let since_commit = core.cache.now().saturating_sub(core.log.last_commit);
+            if pending && since_commit >= Duration::from_secs(1) {
+                core.commit_behind().map_err(|e| self.failed(core, e))?;
+            }
             return Ok(());
         }
         if core.order.holds_back() {
