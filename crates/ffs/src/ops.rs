@@ -714,6 +714,15 @@ impl FileSystem for Ffs {
         core.check_alive()?;
         let (parent, new_parent) = (core.valid_ino(parent)?, core.valid_ino(new_parent)?);
         let (name, new_name) = (name.as_bytes(), new_name.as_bytes());
+        if core.order.is_logged() && mode == RenameMode::Replace {
+            // A name that is not there, or not a directory, is the
+            // rename's own error to give.
+            if let Err(e) = core.write_back_replacing(parent, name, new_parent, new_name) {
+                if core.failed.is_some() {
+                    return Err(e);
+                }
+            }
+        }
         match mode {
             RenameMode::Exchange => exchange(&mut core, parent, name, new_parent, new_name),
             _ => rename(&mut core, parent, name, new_parent, new_name, mode == RenameMode::NoReplace),

@@ -204,7 +204,17 @@ impl Ffs {
             }
             Ordering::Log => {
                 core.check_alive()?;
-                core.sync_logged_file(ino)
+                let Some((log, id)) = core.seal_logged_file(ino)? else { return Ok(()) };
+                drop(core);
+                let committed = log.commit_sealed();
+                if committed.is_ok() && log.durable_id() >= id {
+                    return Ok(());
+                }
+                let mut core = self.lock();
+                let e = committed.err().unwrap_or_else(|| {
+                    device::DeviceError::Invalid(format!("transaction {id} sealed for an fsync was not committed"))
+                });
+                Err(crate::core::io_failed(&mut core, e))
             }
         }
     }

@@ -5,10 +5,13 @@
 //! nothing takes again before they are. The log's records and replay
 //! are in the `blocklog` crate and `wapbl.rs`.
 
+use std::sync::Arc;
+
+use blocklog::LoggedDevice;
 use fsapi::Errno;
 
 use crate::core::{io_failed, Core};
-use crate::format::{DiskInode, BLOCK_BYTES};
+use crate::format::{DiskInode, BLOCK_BYTES, S_IFREG};
 
 impl Core {
     /// Under `log`, gives up the file's blocks `first..end` from the end
@@ -129,16 +132,57 @@ impl Core {
     }
 
     /// Under `log`, an fsync of `ino`: its own dirty blocks written (not
-    /// another file's data), their marks cleared, then one commit of the
-    /// whole transaction (jbd2's fsync). Durable when this returns.
-    pub fn sync_logged_file(&mut self, ino: u32) -> Result<(), Errno> {
+    /// another file's data), their marks cleared, and the whole
+    /// transaction sealed (jbd2's fsync). Returns the log and the number
+    /// sealed: durable once [`LoggedDevice::commit_sealed`] returns, which
+    /// the caller waits for with the lock let go, so that the other calls
+    /// go on into the next transaction meanwhile and fsyncs arriving
+    /// together share commits. None: committed here (no log beneath).
+    pub fn seal_logged_file(&mut self, ino: u32) -> Result<Option<(Arc<LoggedDevice>, u64)>, Errno> {
         let inode = self.inode(ino)?;
         let mapped = self.mapped_blocks(&inode)?;
         if let Err(e) = self.cache.write_listed(&mut self.order, &mapped.contents) {
             return Err(io_failed(self, e));
         }
         self.settle_delayed()?;
-        self.commit().map_err(|e| io_failed(self, e))
+        let Some(dev) = self.log.dev.clone() else {
+            return self.commit().map(|()| None).map_err(|e| io_failed(self, e));
+        };
+        self.commit_behind().map_err(|e| io_failed(self, e))?;
+        let id = dev.sealed_id();
+        Ok(Some((dev, id)))
+    }
+
+    /// Under `log`, before a rename of `name` in `parent` over an
+    /// existing regular file `new_name` in `new_parent`: the renamed
+    /// file's data written back and its marks cleared, so that the commit
+    /// that makes the rename durable holds its data too (ext4's
+    /// `auto_da_alloc`: a file written and renamed over another without
+    /// an fsync is found after a crash with its data, or the old file is,
+    /// never zeros in its place). Called at the start of the call, with
+    /// no inode held.
+    pub fn write_back_replacing(
+        &mut self,
+        parent: u32,
+        name: &[u8],
+        new_parent: u32,
+        new_name: &[u8],
+    ) -> Result<(), Errno> {
+        let regular = |core: &mut Core, dir: u32, name: &[u8]| -> Result<Option<DiskInode>, Errno> {
+            let mut dir_inode = core.inode(dir)?;
+            let Some(found) = core.dir_lookup(dir, &mut dir_inode, name)? else { return Ok(None) };
+            let inode = core.inode(found.ino)?;
+            Ok((inode.kind_bits() == S_IFREG).then_some(inode))
+        };
+        if regular(self, new_parent, new_name)?.is_none() {
+            return Ok(());
+        }
+        let Some(source) = regular(self, parent, name)? else { return Ok(()) };
+        let mapped = self.mapped_blocks(&source)?;
+        if let Err(e) = self.cache.write_listed(&mut self.order, &mapped.contents) {
+            return Err(io_failed(self, e));
+        }
+        self.settle_delayed()
     }
 
     /// Under `log`, whether the open transaction is full enough that the

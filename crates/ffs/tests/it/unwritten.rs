@@ -316,3 +316,36 @@ fn under_log_an_fsync_writes_the_files_own_data_not_anothers() {
     let stored = stored(&dev, big);
     assert!(stored.direct.iter().all(|&p| p != 0 && p & UNWRITTEN == 0), "written back: the marks cleared");
 }
+
+/// Under `log`, a file written and renamed over another without an fsync
+/// (an editor's save) reaches the disk with its data in the commit that
+/// makes the rename durable (ext4's `auto_da_alloc`): a crash after that
+/// commit finds the new contents under the name, not zeros.
+#[test]
+fn under_log_a_file_renamed_over_another_is_committed_with_its_data() {
+    let mem = Arc::new(MemDevice::new(16 << 20).unwrap());
+    let dev: Arc<dyn Device> = mem.clone();
+    mkfs(&dev, &MkfsOptions::default()).unwrap();
+    let initial = MemDevice::from_bytes("initial", &mem.to_vec(), dev.sector_bytes()).unwrap();
+    let recording = Recording::new();
+    let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
+    let fs = Ffs::mount(recorded, &MountOptions { policy: Policy::Log, ..Default::default() }).unwrap();
+    let old = fs.create(ROOT, OsStr::new("doc"), Owner::root(0o644)).unwrap().ino;
+    // The old contents, durable.
+    fs.write(old, 0, &[0x0a; 5000]).unwrap();
+    fs.fsync(old, false).unwrap();
+    let new = fs.create(ROOT, OsStr::new("doc.tmp"), Owner::root(0o644)).unwrap().ino;
+    fs.write(new, 0, &[0x0b; 9000]).unwrap();
+    fs.rename2(ROOT, OsStr::new("doc.tmp"), ROOT, OsStr::new("doc"), fsapi::RenameMode::Replace).unwrap();
+    // Another file's fsync commits the rename.
+    let other = fs.create(ROOT, OsStr::new("other"), Owner::root(0o644)).unwrap().ino;
+    fs.fsync(other, false).unwrap();
+    let events = recording.events();
+    let point = CrashPoint { after_events: events.len(), policy: CrashPolicy::DropUnflushed, seed: 0 };
+    let image: Arc<dyn Device> =
+        Arc::new(Replayer::new(events, vec![initial]).images_at(point).unwrap().remove(0));
+    assert_checks_clean(&image, "the log replayed");
+    let fs = mount(&image, Policy::Log);
+    let doc = fs.lookup(ROOT, OsStr::new("doc")).unwrap();
+    assert_eq!(read(&fs, doc.ino, 0, 9000), vec![0x0b; 9000], "the renamed file's data, not zeros");
+}
