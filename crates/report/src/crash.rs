@@ -141,9 +141,14 @@ pub fn fs_crash_text(run: &FsCrashRun<'_>, r: &workloads::fscrash::FsCrashReport
     } else {
         r.not_committed.to_string()
     };
+    let old_data = match run.stack {
+        "fs-softdep" | "fs-log" => r.old_data.to_string(),
+        _ => "not checked".to_string(),
+    };
     out += &format!(
         "violations: {} (damage preen leaves {}, fsync'd files lost {}, unreadable {}, \
-         found after the log's replay {}, a tree no commit made {not_committed}, more than leaks {})\n",
+         found after the log's replay {}, a tree no commit made {not_committed}, more than leaks {}, \
+         old data in a file {old_data})\n",
         r.violations, r.damage_left, r.fsync_lost, r.unreadable, r.not_clean, r.beyond_leaks
     );
     if let Some(v) = &r.first_violation {

@@ -18,7 +18,10 @@
 //! replay alone leaves nothing for fsck to find, every fsync'd file is
 //! whole and (with one writer, whose every step's tree is taken) the tree
 //! is one a commit made; under `async`, nothing is promised, and the
-//! check shows the damage found.
+//! check shows the damage found. Under `softdep` and `log` no file may
+//! show what its blocks held before it (the free space is filled with
+//! [`OLD_DATA`] before the run: a sector of it in a file is a block
+//! whose pointer reached the disk before its contents).
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -122,7 +125,15 @@ pub enum FsViolationClass {
     NotCommitted,
     /// Under `softdep`: fsck found damage other than leaks.
     BeyondLeaks,
+    /// Under `softdep` and `log`: a file shows what its blocks held
+    /// before it ([`OLD_DATA`]): a pointer durable before the contents.
+    OldData,
 }
+
+/// What every free block holds before a crash run: no write of the mix
+/// makes a sector of it (the mix's fills are odd bytes, its patterns
+/// vary byte to byte).
+pub const OLD_DATA: u8 = 0xee;
 
 impl FsViolationClass {
     pub fn name(self) -> &'static str {
@@ -133,6 +144,7 @@ impl FsViolationClass {
             FsViolationClass::NotClean => "not_clean",
             FsViolationClass::NotCommitted => "not_committed",
             FsViolationClass::BeyondLeaks => "beyond_leaks",
+            FsViolationClass::OldData => "old_data",
         }
     }
 }
@@ -167,6 +179,8 @@ pub struct FsCrashReport {
     pub not_clean: u64,
     pub not_committed: u64,
     pub beyond_leaks: u64,
+    /// Under `softdep` and `log`: states where a file showed [`OLD_DATA`].
+    pub old_data: u64,
     /// Under `softdep`: states whose superblock said a directory was
     /// moving between directories, which every mount refuses until
     /// `fsck -p` has seen them (held to preen's promise, not leaks only).
@@ -227,9 +241,10 @@ struct Ran {
 pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
     check_spec(spec)?;
     let recording = Recording::new();
-    let mem: Arc<dyn Device> = Arc::new(MemDevice::new(spec.device_bytes)?);
+    let initial = old_data_filled(spec.device_bytes)?;
+    let mem: Arc<dyn Device> =
+        Arc::new(MemDevice::from_bytes("fs", &initial.to_vec(), initial.sector_bytes())?);
     let dev: Arc<dyn Device> = Arc::new(RecordingDevice::new(mem, 0, Arc::clone(&recording)));
-    ffs::mkfs(&dev, &MkfsOptions::default()).map_err(|e| CrashError::Spec(format!("--size: {e}")))?;
     // Under `log`, commits deferred to the next seal: the calls that go on
     // while a sealed commit waits for the committer thread, in an order
     // the same from run to run (the thread itself would change it).
@@ -260,7 +275,7 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
         flushes: events.iter().filter(|e| matches!(e, Event::Flush { .. })).count(),
         ..FsCrashReport::default()
     };
-    let mut replayer = Replayer::new(events, vec![MemDevice::new(spec.device_bytes)?]);
+    let mut replayer = Replayer::new(events, vec![initial]);
     for (state, (point, sampled)) in points.into_iter().enumerate() {
         let state = state as u64;
         if spec.only_state.is_some_and(|only| only != state) {
@@ -275,6 +290,60 @@ pub fn enumerate(spec: &FsCrashSpec) -> Result<FsCrashReport, CrashError> {
         report.tally(state, &point, sampled, verdict);
     }
     Ok(report)
+}
+
+/// A new file system of `bytes` whose free blocks all hold
+/// [`OLD_DATA`], as a used disk's hold a removed file's data: written
+/// through a file filling the free space, then removed.
+fn old_data_filled(bytes: u64) -> Result<MemDevice, CrashError> {
+    let mem = Arc::new(MemDevice::new(bytes)?);
+    let dev: Arc<dyn Device> = mem.clone();
+    ffs::mkfs(&dev, &MkfsOptions::default()).map_err(|e| CrashError::Spec(format!("--size: {e}")))?;
+    let built = |e: &dyn std::fmt::Display| CrashError::Build(format!("filling the free space: {e}"));
+    let fs = Ffs::mount(Arc::clone(&dev), &MountOptions { policy: Policy::Async, ..Default::default() })
+        .map_err(|e| built(&e))?;
+    let filler = fs.create(ROOT, OsStr::new("filler"), Owner::root(0o644)).map_err(|e| built(&e))?;
+    let chunk = vec![OLD_DATA; 1 << 20];
+    let mut at = 0;
+    // Until the file system is full: the filler's indirect blocks take
+    // what the data leaves.
+    while fs.write(filler.ino, at, &chunk).is_ok_and(|n| n == chunk.len()) {
+        at += chunk.len() as u64;
+    }
+    // Written before the removal, which drops dirty buffers unwritten.
+    fs.fsync(filler.ino, false).map_err(|e| built(&e))?;
+    fs.forget(filler.ino, 1);
+    fs.unlink(ROOT, OsStr::new("filler")).map_err(|e| built(&e))?;
+    fs.unmount().map_err(|e| built(&e))?;
+    Ok(MemDevice::from_bytes("initial", &mem.to_vec(), mem.sector_bytes())?)
+}
+
+/// The first regular file on `fs` holding a sector of [`OLD_DATA`], and
+/// where: a block its pointer names whose contents never reached the
+/// disk. Only the file's data is read (holes skipped).
+pub(crate) fn old_data_shown(fs: &dyn FileSystem) -> Option<String> {
+    for path in regular_files(fs) {
+        let Ok(attr) = fsapi::resolve(fs, &path) else { continue };
+        let mut at = 0u64;
+        let mut buf = vec![0u8; 1 << 16];
+        while at < attr.size {
+            let Ok(data) = fs.lseek(attr.ino, at, fsapi::Whence::Data) else { break };
+            let Ok(n) = fs.read(attr.ino, data, &mut buf) else { break };
+            if n == 0 {
+                break;
+            }
+            if let Some(k) = buf[..n].chunks_exact(512).position(|s| s.iter().all(|&b| b == OLD_DATA)) {
+                fs.forget(attr.ino, 1);
+                return Some(format!(
+                    "{path} shows old data (a sector of {OLD_DATA:#04x}) at byte {}",
+                    data + k as u64 * 512
+                ));
+            }
+            at = data + n as u64;
+        }
+        fs.forget(attr.ino, 1);
+    }
+    None
 }
 
 /// The flags a file-system crash run refuses, before anything is made.
@@ -329,10 +398,10 @@ fn check_image(
         // refusal of it asks for (`Core::mark_moving`).
         Policy::Softdep if marked_for_check(image) => {
             report.marked_for_check += 1;
-            check_state(image, Repair::Preen, &ran.durable, after_events, &mut report.damage_found)
+            check_state(image, Repair::Preen, &ran.durable, after_events, &mut report.damage_found, true)
         }
         Policy::Softdep => check_softdep_state(image, &ran.durable, after_events, &mut report.damage_found),
-        _ => check_state(image, Repair::Preen, &ran.durable, after_events, &mut report.damage_found),
+        _ => check_state(image, Repair::Preen, &ran.durable, after_events, &mut report.damage_found, false),
     }
 }
 
@@ -947,6 +1016,7 @@ fn check_state(
     durable: &[Durable],
     after_events: usize,
     found: &mut BTreeMap<&'static str, u64>,
+    old_data: bool,
 ) -> Option<(FsViolationClass, String)> {
     let preened = match fsck_counted(image, repair, found) {
         Ok(r) => r,
@@ -966,7 +1036,7 @@ fn check_state(
         }
         Err(e) => return Some((FsViolationClass::Unreadable, e.to_string())),
     }
-    check_durable(image, durable, after_events).map(|d| (FsViolationClass::FsyncLost, d))
+    check_durable(image, durable, after_events, old_data)
 }
 
 /// Whether the superblock of `image` says that only `fsck -p` may see it
@@ -991,7 +1061,7 @@ fn check_softdep_state(
     if let Some(f) = checked.findings.iter().find(|f| !f.class.is_leak()) {
         return Some((FsViolationClass::BeyondLeaks, format!("{}: {}", f.class.name(), f.detail)));
     }
-    check_state(image, Repair::Leaks, durable, after_events, &mut BTreeMap::new())
+    check_state(image, Repair::Leaks, durable, after_events, &mut BTreeMap::new(), true)
 }
 
 /// Under `log` the promise is whole: fsck, which replays the log as a
@@ -1012,8 +1082,8 @@ fn check_logged_state(
     if let Some(f) = checked.findings.first() {
         return Some((FsViolationClass::NotClean, format!("{}: {}", f.class.name(), f.detail)));
     }
-    if let Some(lost) = check_durable(image, &ran.durable, after_events) {
-        return Some((FsViolationClass::FsyncLost, lost));
+    if let Some(broken) = check_durable(image, &ran.durable, after_events, true) {
+        return Some(broken);
     }
     let window = window?;
     let fs = match Ffs::mount(Arc::clone(image), &MountOptions::default()) {
@@ -1056,21 +1126,30 @@ fn count_classes(report: &ffs::fsck::Report, found: &mut BTreeMap<&'static str, 
 }
 
 /// Every durable file whose fsync returned before the crash holds that
-/// version, or a later one, or anything at all once a later write began.
-fn check_durable(image: &Arc<dyn Device>, durable: &[Durable], after_events: usize) -> Option<String> {
+/// version, or a later one, or anything at all once a later write began;
+/// with `old_data`, no file shows what its blocks held before it.
+fn check_durable(
+    image: &Arc<dyn Device>,
+    durable: &[Durable],
+    after_events: usize,
+    old_data: bool,
+) -> Option<(FsViolationClass, String)> {
+    let lost = |d: String| (FsViolationClass::FsyncLost, d);
     // The checked image mounts as it is: repaired by preen, or (under
     // `log`) replayed, which is its check.
     let fs = match Ffs::mount(Arc::clone(image), &MountOptions::default()) {
         Ok(fs) => fs,
-        Err(e) => return Some(format!("the checked image does not mount: {e}")),
+        Err(e) => return Some(lost(format!("the checked image does not mount: {e}"))),
     };
-    let lost = durable_lost(&fs, durable, after_events);
+    let broken = durable_lost(&fs, durable, after_events)
+        .map(lost)
+        .or_else(|| old_data.then(|| old_data_shown(&fs)).flatten().map(|d| (FsViolationClass::OldData, d)));
     // Unmounted, so that what follows finds the image as the check left
     // it: clean (a mount dropped would leave it for fsck).
     if let Err(e) = fs.unmount() {
-        return Some(format!("the checked image does not unmount: {e}"));
+        return Some(lost(format!("the checked image does not unmount: {e}")));
     }
-    lost
+    broken
 }
 
 /// [`check_durable`] on the mounted image.
@@ -1121,6 +1200,7 @@ impl FsCrashReport {
             FsViolationClass::NotClean => self.not_clean += 1,
             FsViolationClass::NotCommitted => self.not_committed += 1,
             FsViolationClass::BeyondLeaks => self.beyond_leaks += 1,
+            FsViolationClass::OldData => self.old_data += 1,
         }
         if self.first_violation.is_none() {
             self.first_violation = Some(FsViolation {
@@ -1138,6 +1218,36 @@ impl FsCrashReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The check of old data catches a file whose pointer names a block
+    /// nothing wrote (a fallocate'd block's mark taken off on the disk:
+    /// what a pointer written before its block's contents leaves), and
+    /// takes neither a written block nor one still marked for old data.
+    #[test]
+    fn a_block_nothing_wrote_shows_as_old_data() {
+        use ffs::format::{DiskInode, InodeSlot, INODE_BYTES, UNWRITTEN};
+        let dev: Arc<dyn Device> = Arc::new(old_data_filled(8 << 20).unwrap());
+        let options = MountOptions { policy: Policy::Async, ..Default::default() };
+        let fs = Ffs::mount(Arc::clone(&dev), &options).unwrap();
+        let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+        fs.fallocate(f, fsapi::Fallocate::Allocate { keep_size: false }, 0, 3 * 4096).unwrap();
+        fs.write(f, 0, b"written").unwrap();
+        assert_eq!(old_data_shown(&fs), None, "a written block and marked ones");
+        fs.forget(f, 1);
+        fs.unmount().unwrap();
+        let (block, at) = ffs::read_superblock(&dev).unwrap().inode_place(f as u32);
+        let mut buf = vec![0u8; 4096];
+        dev.read_at(&mut buf, block * 4096).unwrap();
+        let InodeSlot::Used(mut inode) = DiskInode::decode(f as u32, &buf[at..at + INODE_BYTES]) else {
+            panic!("inode {f} in use")
+        };
+        inode.direct[2] &= !UNWRITTEN;
+        inode.encode(f as u32, &mut buf[at..at + INODE_BYTES]);
+        dev.write_at(&buf, block * 4096).unwrap();
+        let fs = Ffs::mount(dev, &options).unwrap();
+        let shown = old_data_shown(&fs).expect("the block nothing wrote");
+        assert!(shown.starts_with("/f shows old data") && shown.ends_with("at byte 8192"), "{shown}");
+    }
 
     /// The mix's tree after a seed's 400 operations under `async`.
     fn mixed_tree() -> Tree {

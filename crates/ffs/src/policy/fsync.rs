@@ -212,7 +212,9 @@ impl Ffs {
                 }
                 let mut core = self.lock();
                 let e = committed.err().unwrap_or_else(|| {
-                    device::DeviceError::Invalid(format!("transaction {id} sealed for an fsync was not committed"))
+                    device::DeviceError::Invalid(format!(
+                        "transaction {id} sealed for an fsync was not committed"
+                    ))
                 });
                 Err(crate::core::io_failed(&mut core, e))
             }

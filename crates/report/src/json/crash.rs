@@ -167,6 +167,10 @@ pub struct FsCrashDocument {
     pub not_committed: u64,
     /// Under `softdep`: states fsck found more than leaks in.
     pub beyond_leaks: u64,
+    /// Under `softdep` and `log`: states where a file showed what its
+    /// blocks held before it (added within version 3; 0 and not checked
+    /// under `sync` and `async`).
+    pub old_data: u64,
     /// Under `softdep`: states whose superblock said a directory was
     /// moving between directories, held to preen's promise (added within
     /// version 3).
@@ -186,7 +190,7 @@ pub struct FsViolation {
     pub policy: String,
     pub seed: u64,
     /// `unreadable`, `damage_left`, `fsync_lost`, `not_clean`,
-    /// `not_committed` or `beyond_leaks`.
+    /// `not_committed`, `beyond_leaks` or `old_data`.
     pub class: &'static str,
     pub detail: String,
 }
@@ -233,6 +237,7 @@ impl FsCrashDocument {
             not_clean: r.not_clean,
             not_committed: r.not_committed,
             beyond_leaks: r.beyond_leaks,
+            old_data: r.old_data,
             marked_for_check: r.marked_for_check,
             damage_found: r.damage_found.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             needed_repair: r.needed_repair,

@@ -196,7 +196,9 @@ fn extraction(policy: Policy) -> FsCrashSpec {
 #[test]
 fn every_crash_state_of_a_tar_extraction_under_log_is_one_a_commit_made() {
     let report = enumerate(&extraction(Policy::Log)).unwrap();
-    assert!(report.flushes > 4 && report.states_checked > 300, "{report:?}");
+    // Commits of metadata only (file data goes by eviction, its marks
+    // cleared in the next transaction): a full transaction's, the sync's.
+    assert!(report.flushes >= 4 && report.states_checked > 300, "{report:?}");
     assert_eq!(report.violations, 0, "{:?}", report.first_violation);
 }
 
