@@ -3,6 +3,9 @@
 //! `softdep`, that and what the rules make it wait on; under `log`, one
 //! commit (jbd2's).
 
+use std::sync::Arc;
+
+use device::Device;
 use fsapi::Errno;
 use rustc_hash::FxHashSet as HashSet;
 
@@ -34,23 +37,22 @@ impl Core {
     /// of a file made since the last sync may still be unwritten (FFS
     /// `-o async` promises nothing after a crash). The bitmaps and
     /// summary counts stay behind, as a full sync's would be repaired by
-    /// preen anyway. Returns the blocks written.
-    pub fn sync_file(&mut self, ino: u32) -> Result<usize, Errno> {
+    /// preen anyway. Writes them and counts the flush; returns the device
+    /// to flush, which the caller does with the mount's lock let go (the
+    /// writes are done: a flush issued by anyone after them covers them),
+    /// so that the other calls go on meanwhile.
+    pub fn write_file_for_fsync(&mut self, ino: u32) -> Result<Arc<dyn Device>, Errno> {
         debug_assert!(matches!(self.order, Ordering::Sync | Ordering::Async), "the others sync whole");
         let inode = self.inode(ino)?;
         let mapped = self.mapped_blocks(&inode)?;
         let (inode_block, _) = self.sb.inode_place(ino);
-        let mut written = 0;
         for blocks in [&mapped.contents, &mapped.pointers, &vec![inode_block]] {
-            match self.cache.write_listed(&mut self.order, blocks) {
-                Ok(n) => written += n,
-                Err(e) => return Err(io_failed(self, e)),
+            if let Err(e) = self.cache.write_listed(&mut self.order, blocks) {
+                return Err(io_failed(self, e));
             }
         }
-        if let Err(e) = self.cache.flush(&mut self.order) {
-            return Err(io_failed(self, e));
-        }
-        Ok(written)
+        self.cache.stats.flushes += 1;
+        Ok(Arc::clone(self.cache.device()))
     }
 
     /// Under `softdep`, an fsync: what the file's durability needs,
@@ -196,7 +198,11 @@ impl Ffs {
         match core.order {
             Ordering::Sync | Ordering::Async => {
                 core.check_alive()?;
-                core.sync_file(ino).map(|_| ())
+                let dev = core.write_file_for_fsync(ino)?;
+                drop(core);
+                let Err(e) = dev.flush() else { return Ok(()) };
+                let mut core = self.lock();
+                Err(io_failed(&mut core, e))
             }
             Ordering::Softdep(_) => {
                 core.check_alive()?;
@@ -216,7 +222,7 @@ impl Ffs {
                         "transaction {id} sealed for an fsync was not committed"
                     ))
                 });
-                Err(crate::core::io_failed(&mut core, e))
+                Err(io_failed(&mut core, e))
             }
         }
     }
