@@ -210,19 +210,28 @@ impl Ffs {
             }
             Ordering::Log => {
                 core.check_alive()?;
-                let Some((log, id)) = core.seal_logged_file(ino)? else { return Ok(()) };
-                drop(core);
-                let committed = log.commit_sealed();
-                if committed.is_ok() && log.durable_id() >= id {
-                    return Ok(());
+                let Some((log, need)) = core.write_logged_file(ino)? else { return Ok(()) };
+                // Group commit: while a commit is in flight the changes go
+                // on gathering in the open transaction, and the first
+                // fsync to find the log idle seals it for all of them.
+                while log.durable_id() < need {
+                    if log.sealed_id() < need && log.sealed_waiting() == 0 {
+                        if let Err(e) = core.commit_behind() {
+                            return Err(io_failed(&mut core, e));
+                        }
+                        if log.sealed_id() < need {
+                            break; // nothing was left to seal
+                        }
+                    }
+                    drop(core);
+                    let committed = log.commit_sealed();
+                    core = self.lock();
+                    if let Err(e) = committed {
+                        return Err(io_failed(&mut core, e));
+                    }
+                    core.check_alive()?;
                 }
-                let mut core = self.lock();
-                let e = committed.err().unwrap_or_else(|| {
-                    device::DeviceError::Invalid(format!(
-                        "transaction {id} sealed for an fsync was not committed"
-                    ))
-                });
-                Err(io_failed(&mut core, e))
+                Ok(())
             }
         }
     }

@@ -131,14 +131,13 @@ impl Core {
         self.commit().map_err(|e| io_failed(self, e))
     }
 
-    /// Under `log`, an fsync of `ino`: its own dirty blocks written (not
-    /// another file's data), their marks cleared, and the whole
-    /// transaction sealed (jbd2's fsync). Returns the log and the number
-    /// sealed: durable once [`LoggedDevice::commit_sealed`] returns, which
-    /// the caller waits for with the lock let go, so that the other calls
-    /// go on into the next transaction meanwhile and fsyncs arriving
-    /// together share commits. None: committed here (no log beneath).
-    pub fn seal_logged_file(&mut self, ino: u32) -> Result<Option<(Arc<LoggedDevice>, u64)>, Errno> {
+    /// Under `log`, an fsync of `ino`'s first step: its own dirty blocks
+    /// written (not another file's data) and their marks cleared, all in
+    /// the open transaction. Returns the log and that transaction's
+    /// number, for the caller to see committed ([`Ffs::fsync_file`]: with
+    /// the lock let go, so fsyncs arriving together share a commit, as
+    /// jbd2's). None: committed here (no log beneath).
+    pub fn write_logged_file(&mut self, ino: u32) -> Result<Option<(Arc<LoggedDevice>, u64)>, Errno> {
         let inode = self.inode(ino)?;
         let mapped = self.mapped_blocks(&inode)?;
         if let Err(e) = self.cache.write_listed(&mut self.order, &mapped.contents) {
@@ -148,9 +147,8 @@ impl Core {
         let Some(dev) = self.log.dev.clone() else {
             return self.commit().map(|()| None).map_err(|e| io_failed(self, e));
         };
-        self.commit_behind().map_err(|e| io_failed(self, e))?;
-        let id = dev.sealed_id();
-        Ok(Some((dev, id)))
+        let open = dev.sealed_id() + 1;
+        Ok(Some((dev, open)))
     }
 
     /// Under `log`, before a rename of `name` in `parent` over an
