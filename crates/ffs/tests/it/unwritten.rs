@@ -115,6 +115,48 @@ fn zeroing_a_range_of_unwritten_blocks_writes_none_of_them() {
     assert!(written < 1 << 20, "{written} bytes written to zero 4 MiB of unwritten blocks");
 }
 
+/// A file system on a device of old data ([`garbage_filled`]) mounted
+/// under `policy` over a recording device, with the initial image the
+/// recording replays onto.
+fn recorded_on_garbage(policy: Policy, cache_bytes: u64) -> (Ffs, Arc<Recording>, MemDevice) {
+    let (mem, dev) = garbage_filled(8 << 20);
+    let initial = MemDevice::from_bytes("initial", &mem.to_vec(), dev.sector_bytes()).unwrap();
+    let recording = Recording::new();
+    let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
+    let fs = Ffs::mount(recorded, &MountOptions { policy, cache_bytes, ..Default::default() }).unwrap();
+    (fs, recording, initial)
+}
+
+/// Every crash state of `recording` (after each event: every write since
+/// the last flush kept, none, and `subsets` random subsets), checked
+/// with `fsck -y` (which also replays the log) and mounted under
+/// `policy` for `check`, with the event it came after, whether that is
+/// past the mark 1 and a name for assertions.
+fn each_crash_state(
+    recording: &Recording,
+    initial: MemDevice,
+    policy: Policy,
+    subsets: usize,
+    mut check: impl FnMut(&Ffs, bool, &str),
+) {
+    let events = recording.events();
+    let synced = events.iter().position(|e| matches!(e, Event::Mark(1))).unwrap();
+    let mut replayer = Replayer::new(events.clone(), vec![initial]);
+    for at in 0..=events.len() {
+        let some = (0..subsets).map(|k| (CrashPolicy::KeepSubset, (at * subsets + k) as u64));
+        for (crash, seed) in
+            [(CrashPolicy::KeepAll, 0), (CrashPolicy::DropUnflushed, 0)].into_iter().chain(some)
+        {
+            let point = CrashPoint { after_events: at, policy: crash, seed };
+            let image: Arc<dyn Device> = Arc::new(replayer.images_at(point).unwrap().remove(0));
+            fsck(&image, Repair::Yes).unwrap();
+            let fs = mount(&image, policy);
+            check(&fs, at >= synced, &format!("{policy:?}, {crash:?} after event {at}"));
+            fs.unmount().unwrap();
+        }
+    }
+}
+
 /// A file of 40 blocks is allocated and fsync'd, then written in part and
 /// fsync'd, then written more without one while another file's fsync
 /// writes the inode block they share. Every state a crash leaves
@@ -123,12 +165,7 @@ fn zeroing_a_range_of_unwritten_blocks_writes_none_of_them() {
 /// never what the blocks held before (`GARBAGE`), with what the second
 /// fsync covered in place. Returns how many states held the file.
 fn no_crash_shows_old_data_through_an_unwritten_block(policy: Policy) -> usize {
-    let (mem, dev) = garbage_filled(8 << 20);
-    let initial = MemDevice::from_bytes("initial", &mem.to_vec(), dev.sector_bytes()).unwrap();
-    let recording = Recording::new();
-    let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
-    let fs =
-        Ffs::mount(recorded, &MountOptions { policy, cache_bytes: 1 << 20, ..Default::default() }).unwrap();
+    let (fs, recording, initial) = recorded_on_garbage(policy, 1 << 20);
     let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
     fs.fallocate(f, GROW, 0, 40 * B).unwrap();
     fs.fsync(f, false).unwrap();
@@ -147,34 +184,21 @@ fn no_crash_shows_old_data_through_an_unwritten_block(policy: Policy) -> usize {
     fs.forget(f, 1);
     fs.forget(g, 1);
     fs.unmount().unwrap();
-    let events = recording.events();
-    let synced = events.iter().position(|e| matches!(e, Event::Mark(1))).unwrap();
-    let mut replayer = Replayer::new(events.clone(), vec![initial]);
     let mut held = 0;
-    for at in 0..=events.len() {
-        for (crash, seed) in
-            [(CrashPolicy::KeepAll, 0), (CrashPolicy::KeepSubset, at as u64), (CrashPolicy::DropUnflushed, 0)]
-        {
-            let point = CrashPoint { after_events: at, policy: crash, seed };
-            let image: Arc<dyn Device> = Arc::new(replayer.images_at(point).unwrap().remove(0));
-            fsck(&image, Repair::Yes).unwrap();
-            let fs = mount(&image, policy);
-            let Ok(attr) = fs.lookup(ROOT, OsStr::new("f")) else {
-                assert!(at < synced, "{policy:?}, {crash:?} after event {at}: the file is fsync'd");
-                continue;
-            };
-            held += 1;
-            let all = read(&fs, attr.ino, 0, 40 * B as usize);
-            let what = format!("{policy:?}, {crash:?} after event {at}");
-            assert!(!all.contains(&GARBAGE), "{what}: old data shows through");
-            if at >= synced {
-                assert_eq!(all.len(), 40 * B as usize, "{what}");
-                assert_eq!(&all[(3 * B + 10) as usize..][..100], &[0x11; 100], "{what}");
-                assert_eq!(&all[(20 * B) as usize..][..2 * B as usize], &[0x22; 2 * B as usize], "{what}");
-            }
-            fs.unmount().unwrap();
+    each_crash_state(&recording, initial, policy, 1, |fs, synced, what| {
+        let Ok(attr) = fs.lookup(ROOT, OsStr::new("f")) else {
+            assert!(!synced, "{what}: the file is fsync'd");
+            return;
+        };
+        held += 1;
+        let all = read(fs, attr.ino, 0, 40 * B as usize);
+        assert!(!all.contains(&GARBAGE), "{what}: old data shows through");
+        if synced {
+            assert_eq!(all.len(), 40 * B as usize, "{what}");
+            assert_eq!(&all[(3 * B + 10) as usize..][..100], &[0x11; 100], "{what}");
+            assert_eq!(&all[(20 * B) as usize..][..2 * B as usize], &[0x22; 2 * B as usize], "{what}");
         }
-    }
+    });
     held
 }
 
@@ -224,12 +248,8 @@ fn fsck_finds_an_unwritten_mark_on_a_directory_pointer() {
 /// blocks held before, and the fsync'd file whole. Returns how many
 /// states held the first file with some of its data.
 fn no_crash_shows_old_data_through_a_new_block(policy: Policy) -> usize {
-    let (mem, dev) = garbage_filled(8 << 20);
-    let initial = MemDevice::from_bytes("initial", &mem.to_vec(), dev.sector_bytes()).unwrap();
-    let recording = Recording::new();
-    let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
     // A cache of 64 blocks: the 90 blocks written below evict some.
-    let fs = Ffs::mount(recorded, &MountOptions { policy, cache_bytes: 0, ..Default::default() }).unwrap();
+    let (fs, recording, initial) = recorded_on_garbage(policy, 0);
     let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
     fs.write(f, 0, &[0x11; 3 * B as usize]).unwrap();
     let g = fs.create(ROOT, OsStr::new("g"), Owner::root(0o644)).unwrap().ino;
@@ -242,37 +262,23 @@ fn no_crash_shows_old_data_through_a_new_block(policy: Policy) -> usize {
     fs.forget(f, 1);
     fs.forget(g, 1);
     fs.unmount().unwrap();
-    let events = recording.events();
-    let synced = events.iter().position(|e| matches!(e, Event::Mark(1))).unwrap();
-    let mut replayer = Replayer::new(events.clone(), vec![initial]);
     let mut held = 0;
-    for at in 0..=events.len() {
-        let subsets = (0..4).map(|k| (CrashPolicy::KeepSubset, (at * 4 + k) as u64));
-        for (crash, seed) in
-            [(CrashPolicy::KeepAll, 0), (CrashPolicy::DropUnflushed, 0)].into_iter().chain(subsets)
-        {
-            let point = CrashPoint { after_events: at, policy: crash, seed };
-            let image: Arc<dyn Device> = Arc::new(replayer.images_at(point).unwrap().remove(0));
-            fsck(&image, Repair::Yes).unwrap();
-            let fs = mount(&image, policy);
-            let what = format!("{policy:?}, {crash:?} after event {at}");
-            if let Ok(attr) = fs.lookup(ROOT, OsStr::new("f")) {
-                let all = read(&fs, attr.ino, 0, attr.size as usize);
-                assert!(!all.contains(&GARBAGE), "{what}: old data shows through f");
-                held += usize::from(all.iter().any(|&b| b != 0));
-            }
-            if let Ok(attr) = fs.lookup(ROOT, OsStr::new("g")) {
-                let all = read(&fs, attr.ino, 0, attr.size as usize);
-                assert!(!all.contains(&GARBAGE), "{what}: old data shows through g");
-                if at >= synced {
-                    assert_eq!(all[..2 * B as usize], [0x22; 2 * B as usize], "{what}");
-                }
-            } else {
-                assert!(at < synced, "{what}: g is fsync'd");
-            }
-            fs.unmount().unwrap();
+    each_crash_state(&recording, initial, policy, 4, |fs, synced, what| {
+        if let Ok(attr) = fs.lookup(ROOT, OsStr::new("f")) {
+            let all = read(fs, attr.ino, 0, attr.size as usize);
+            assert!(!all.contains(&GARBAGE), "{what}: old data shows through f");
+            held += usize::from(all.iter().any(|&b| b != 0));
         }
-    }
+        let Ok(attr) = fs.lookup(ROOT, OsStr::new("g")) else {
+            assert!(!synced, "{what}: g is fsync'd");
+            return;
+        };
+        let all = read(fs, attr.ino, 0, attr.size as usize);
+        assert!(!all.contains(&GARBAGE), "{what}: old data shows through g");
+        if synced {
+            assert_eq!(all[..2 * B as usize], [0x22; 2 * B as usize], "{what}");
+        }
+    });
     held
 }
 
