@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use ffs::{MkfsOptions, Policy};
 use lab::sweep_policies::{self as sweep, check_tools, find_program, Column, KernelFs, Plan, UserDir};
 use workloads::spec::parse_bytes;
-use workloads::tree::{archive_size, load_archive, tree_archive, TreeShape};
+use workloads::tree::{archive_size, load_archive, tree_archive, TreeShape, LARGE_FILES_MAX};
 
 use self::progress::Progress;
 use crate::UsageError;
@@ -216,6 +216,14 @@ fn plan(args: &PoliciesArgs) -> anyhow::Result<Plan> {
         None => {
             let shape = TreeShape::parse(&args.shape).expect("clap took only the shapes' names");
             let files = args.files.unwrap_or(shape.default_files());
+            if shape == TreeShape::Large && files > LARGE_FILES_MAX {
+                return Err(UsageError(format!(
+                    "--files {files} with --shape large: its files are 1 to 64 MiB (15 MiB on average) and the \
+                     tree is made in memory, so at most {LARGE_FILES_MAX} files (about 1 GiB); give more \
+                     --copies for a larger working set"
+                ))
+                .into());
+            }
             let what = match shape {
                 TreeShape::Random => "a generated source-like tree".to_string(),
                 shape => format!("a generated tree of shape {}", shape.name()),

@@ -257,6 +257,7 @@ fn policies_sweep_names_what_is_wrong_with_its_columns() {
         (&["--archive", "/nonexistent/t.tar", "--shape", "deep"][..], "--archive replaces it"),
         (&["--archive", "/nonexistent/t.tar", "--files", "10"][..], "--archive replaces it"),
         (&["--shape", "bushy"][..], "possible values"),
+        (&["--shape", "large", "--files", "2000"][..], "at most 64 files"),
     ] {
         let out = iolab(&[&["sweep", "policies"][..], args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));

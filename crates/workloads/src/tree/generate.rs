@@ -105,6 +105,10 @@ enum Entry {
     HardLink(String),
 }
 
+/// The most files a tree of shape `large` is made with: each is 1 to 64
+/// MiB, and the archive is made in memory.
+pub const LARGE_FILES_MAX: u32 = 64;
+
 /// A tar archive of a generated tree of `shape` with `files` files (and
 /// links), the same for the same shape, seed and count.
 pub fn tree_archive(shape: TreeShape, seed: u64, files: u32) -> Vec<u8> {

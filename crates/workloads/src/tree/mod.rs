@@ -17,7 +17,7 @@ use fsapi::Errno;
 
 pub use self::archive::{archive_size, load_archive, Compression, LoadedArchive};
 pub use self::files::{run_file_tests, FilePhase, FileTestSpec, FileTests, FILE_PHASES};
-pub use self::generate::{source_archive, tree_archive, TreeShape};
+pub use self::generate::{source_archive, tree_archive, TreeShape, LARGE_FILES_MAX};
 pub use self::mdtest::{run_mdtest, MdtestPhase, MdtestSpec, MDTEST_PHASES};
 pub use self::rm::{remove_tree, remove_tree_observed, Removed};
 pub use self::tar::{extract, extract_observed, Extracted, RECORD_BYTES};
