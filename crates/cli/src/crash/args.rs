@@ -32,11 +32,13 @@ pub enum Stack {
     FsSync,
     /// iolab's file system under the `log` policy (WAPBL): after each
     /// crash the log's replay alone must leave nothing for fsck, every
-    /// fsync'd file whole, and the tree one that a commit made.
+    /// fsync'd file whole, no file showing its blocks' old data, and the
+    /// tree one that a commit made.
     FsLog,
     /// The same under `softdep` (soft updates): after each crash fsck -n
     /// must find nothing but leaks, fsck -B (leaks only) must repair them,
-    /// and every fsync'd file must hold what was fsync'd.
+    /// every fsync'd file must hold what was fsync'd, and no file show its
+    /// blocks' old data.
     FsSoftdep,
     /// The same under `async`: nothing is promised; the report shows the
     /// damage a crash leaves.
