@@ -355,3 +355,45 @@ fn under_log_a_file_renamed_over_another_is_committed_with_its_data() {
     let doc = fs.lookup(ROOT, OsStr::new("doc")).unwrap();
     assert_eq!(read(&fs, doc.ino, 0, 9000), vec![0x0b; 9000], "the renamed file's data, not zeros");
 }
+
+/// Under `log` the syncer writes file data once it has been dirty for its
+/// age (30 s), clears the marks, and commits them a second after the last
+/// commit: a crash after that finds the data of a file nobody fsync'd;
+/// a crash before the age finds zeros in its place (never old data).
+#[test]
+fn under_log_the_syncer_writes_data_past_its_age_and_commits_its_pointers() {
+    let clock = device::VirtualClock::new();
+    let (mem, dev) = garbage_filled(8 << 20);
+    let initial = MemDevice::from_bytes("initial", &mem.to_vec(), dev.sector_bytes()).unwrap();
+    let recording = Recording::new();
+    let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
+    let options = MountOptions {
+        policy: Policy::Log,
+        clock: device::Clock::Virtual(Arc::clone(&clock)),
+        commits: ffs::Commits::Caller,
+        ..Default::default()
+    };
+    let fs = Ffs::mount(recorded, &options).unwrap();
+    let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+    fs.write(f, 0, &[0x5a; 3 * B as usize]).unwrap();
+    clock.advance_to(2_000_000_000);
+    fs.tick(ffs::SYNCER_AGE).unwrap();
+    assert_eq!(fs.cache_stats().data_blocks_written, 0, "younger than the syncer's age");
+    let young = recording.len();
+    clock.advance_to(40_000_000_000);
+    fs.tick(ffs::SYNCER_AGE).unwrap();
+    assert_eq!(fs.cache_stats().data_blocks_written, 3, "past the syncer's age");
+    let old = recording.len();
+    fs.forget(f, 1);
+    let events = recording.events();
+    let mut replayer = Replayer::new(events, vec![initial]);
+    for (at, want) in [(young, 0u8), (old, 0x5a)] {
+        let point = CrashPoint { after_events: at, policy: CrashPolicy::DropUnflushed, seed: 0 };
+        let image: Arc<dyn Device> = Arc::new(replayer.images_at(point).unwrap().remove(0));
+        assert_checks_clean(&image, "the log replayed");
+        let fs = mount(&image, Policy::Log);
+        let attr = fs.lookup(ROOT, OsStr::new("f")).unwrap();
+        assert_eq!(read(&fs, attr.ino, 0, 3 * B as usize), vec![want; 3 * B as usize], "after event {at}");
+        fs.unmount().unwrap();
+    }
+}
