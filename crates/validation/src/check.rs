@@ -286,8 +286,11 @@ pub fn check_block_in(
         }
         _ => false,
     };
+    // Each sector counted once: a copy can be the same bytes at the old
+    // key and at a newer one (one shared unit at one version, three keys
+    // apart), and then it counts as new.
     let new_count = states.iter().filter(|(_, s)| is_new(s)).count() as u32;
-    let old_count = states.iter().filter(|(_, s)| is_old(s)).count() as u32;
+    let old_count = states.iter().filter(|(_, s)| !is_new(s) && is_old(s)).count() as u32;
     let total = states.len() as u32;
     // Every sector from one write: one key, or one shared unit's version.
     let one_key = states.windows(2).all(|w| match (&w[0].1, &w[1].1) {
@@ -298,7 +301,7 @@ pub fn check_block_in(
     if new_count == total && one_key {
         return if old.is_some() { BlockVerdict::PendingNew } else { BlockVerdict::Ok };
     }
-    if old.is_some() && old_count == total {
+    if old.is_some() && states.iter().all(|(_, s)| is_old(s)) {
         return BlockVerdict::PendingOld;
     }
     if new_count + old_count == total {
