@@ -67,11 +67,13 @@ impl Core {
     /// Under `log`, a commit that need not be durable when it returns (the
     /// one a full transaction forces, the syncer's): the group headers,
     /// the superblock and the metadata into the transaction, sealed (the
-    /// file data stays dirty, as [`Core::commit`]'s); the mount's committer thread then writes it to
-    /// the log and flushes while the calls after it go on, into the next
-    /// transaction, as a journal's commit thread lets them. One commit at
-    /// most is in flight: a second waits for the first. Without a
-    /// committer thread (or under another policy), [`Core::commit`].
+    /// file data stays dirty, as [`Core::commit`]'s); the mount's
+    /// committer thread then writes it to the log and flushes while the
+    /// calls after it go on, into the next transaction, as a journal's
+    /// commit thread lets them. One commit at most is in flight: a second
+    /// waits for the first (an fsync waits for it with the lock let go:
+    /// `Ffs::fsync_file`). Without a committer thread (or under another
+    /// policy), [`Core::commit`].
     pub fn commit_behind(&mut self) -> device::Result<()> {
         let Some(dev) = self.log.dev.clone() else { return self.commit() };
         if dev.sealed_waiting() > 0 {
