@@ -23,6 +23,11 @@ pub enum Behind {
     /// on as beside a flusher thread, in an order the same from run to
     /// run, and a crash between finds the flush done.
     Deferred,
+    /// Issued by a caller with the mount's lock let go (a softdep fsync's
+    /// pass), the seal numbered: the caller runs what waited on it when it
+    /// returns, unless a call that needed it done first flushed again and
+    /// ran it (a flush issued after the seal covers the same writes).
+    Caller(u64),
 }
 
 pub struct Checkpoints {
@@ -42,6 +47,8 @@ pub struct Checkpoints {
     /// checkpoint's rounds left.
     pub flushes_by: Commits,
     pub behind: Behind,
+    /// Seals for a caller's flush so far (`Behind::Caller`'s numbers).
+    pub caller_seals: u64,
     pub rounds: usize,
     pub rounds_by: Commits,
     /// Shadows past this many start a checkpoint.
@@ -57,6 +64,7 @@ impl Checkpoints {
             retiring: None,
             flushes_by: Commits::Caller,
             behind: Behind::Idle,
+            caller_seals: 0,
             rounds: 0,
             rounds_by: Commits::Caller,
             shadow_mark: capacity_blocks / 2,

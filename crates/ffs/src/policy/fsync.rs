@@ -25,6 +25,15 @@ const PASSES_MAX: usize = 8;
 /// named, its directory, and the directory block holding the entry.
 type NewName = (u32, u32, u64);
 
+/// What a softdep fsync of a file writes in each pass, and what it
+/// checks on the disk after each flush.
+pub struct SoftdepFsync {
+    ino: u32,
+    mapped: Mapped,
+    names: Vec<NewName>,
+    listed: Vec<u64>,
+}
+
 impl Core {
     /// Under `sync` and `async`, an fsync's write-back: the dirty blocks
     /// of file `ino` (its contents, then its indirect blocks), then the
@@ -75,24 +84,60 @@ impl Core {
     /// Every write goes as the rules allow (rolled back where they must),
     /// so nothing is ever written out of order; what a pass could not
     /// write complete goes in the next, after the flush its dependencies
-    /// needed. If the file is not on the disk after `PASSES_MAX` passes
-    /// (a wait on a block outside these, such as a removal elsewhere),
-    /// the whole cache is synced, as before: always right, only slower.
-    pub fn softdep_sync_file(&mut self, ino: u32) -> Result<(), Errno> {
+    /// needed. Each pass's flush goes with the mount's lock let go
+    /// ([`Ffs::fsync_file`]): the other calls go on meanwhile, and one
+    /// that needs the flush done first flushes again itself. If the file
+    /// is not on the disk after `PASSES_MAX` passes (a wait on a block
+    /// outside these, such as a removal elsewhere), the whole cache is
+    /// synced, as before: always right, only slower.
+    pub fn softdep_fsync_plan(&mut self, ino: u32) -> Result<SoftdepFsync, Errno> {
         debug_assert!(self.order.holds_back());
         let inode = self.inode(ino)?;
         let mapped = self.mapped_blocks(&inode)?;
         let names = self.new_names(ino);
         let listed = self.fsync_listed(ino, &inode, &mapped, &names)?;
-        for _ in 0..PASSES_MAX {
-            self.listed_pass(&listed)?;
-            if self.file_on_disk(ino, &mapped, &names) {
-                if let Some(sd) = self.order.softdep_mut() {
-                    sd.stats.file_fsyncs += 1;
-                }
-                return self.lower_moving_mark();
-            }
+        Ok(SoftdepFsync { ino, mapped, names, listed })
+    }
+
+    /// A pass of a softdep fsync up to its flush: the listed blocks that
+    /// are dirty written as the rules allow, and sealed. Returns the device
+    /// to flush and the seal, for [`Core::softdep_fsync_flushed`].
+    pub fn softdep_fsync_write(&mut self, plan: &SoftdepFsync) -> Result<(Arc<dyn Device>, u64), Errno> {
+        let sealed = self.cache.write_listed(&mut self.order, &plan.listed);
+        match sealed.and_then(|_| self.order.seal_for_caller(&mut self.cache)) {
+            Ok(seal) => Ok((Arc::clone(self.cache.device()), seal)),
+            Err(e) => Err(io_failed(self, e)),
         }
+    }
+
+    /// A pass's flush returned (`flushed`): what waited on it run, the
+    /// blocks it released cleared in the maps. Returns whether the file
+    /// is on the disk now.
+    pub fn softdep_fsync_flushed(
+        &mut self,
+        plan: &SoftdepFsync,
+        seal: u64,
+        flushed: device::Result<()>,
+    ) -> Result<bool, Errno> {
+        if let Err(e) = flushed {
+            return Err(io_failed(self, e));
+        }
+        self.check_alive()?;
+        self.order.caller_flushed(&mut self.cache, seal);
+        self.apply_released()?;
+        if !self.file_on_disk(plan.ino, &plan.mapped, &plan.names) {
+            return Ok(false);
+        }
+        if let Some(sd) = self.order.softdep_mut() {
+            sd.stats.file_fsyncs += 1;
+        }
+        self.lower_moving_mark()?;
+        Ok(true)
+    }
+
+    /// A softdep fsync whose passes did not get the file on the disk: the
+    /// whole cache synced.
+    pub fn softdep_fsync_whole(&mut self) -> Result<(), Errno> {
         if let Some(sd) = self.order.softdep_mut() {
             sd.stats.whole_fsyncs += 1;
         }
@@ -206,7 +251,17 @@ impl Ffs {
             }
             Ordering::Softdep(_) => {
                 core.check_alive()?;
-                core.softdep_sync_file(ino)
+                let plan = core.softdep_fsync_plan(ino)?;
+                for _ in 0..PASSES_MAX {
+                    let (dev, seal) = core.softdep_fsync_write(&plan)?;
+                    drop(core);
+                    let flushed = dev.flush();
+                    core = self.lock();
+                    if core.softdep_fsync_flushed(&plan, seal, flushed)? {
+                        return Ok(());
+                    }
+                }
+                core.softdep_fsync_whole()
             }
             Ordering::Log => {
                 core.check_alive()?;

@@ -275,8 +275,43 @@ impl Ordering {
                 })
             })?,
             Behind::Deferred => {}
+            // The caller flushing has not returned: a flush now covers its
+            // writes as well.
+            Behind::Caller(_) => {
+                cache.stats.flushes += 1;
+                cache.device().flush()?
+            }
         }
         self.behind_flushed(cache)
+    }
+
+    /// Before a flush its caller issues with the mount's lock let go: the
+    /// flush in flight done with, and the writes so far sealed apart from
+    /// those the other calls make meanwhile. Returns the seal's number
+    /// for [`Ordering::caller_flushed`]. Under the other policies, 0.
+    pub fn seal_for_caller(&mut self, cache: &mut Cache) -> device::Result<u64> {
+        self.before_flush(cache)?;
+        let Some(io) = self.io_mut() else { return Ok(0) };
+        io.caller_seals += 1;
+        let seal = io.caller_seals;
+        io.behind = Behind::Caller(seal);
+        self.seal();
+        cache.stats.flushes += 1;
+        Ok(seal)
+    }
+
+    /// The flush issued after seal `seal` returned: what waited on the
+    /// writes before the seal runs, as after any flush, unless a call
+    /// did so already.
+    pub fn caller_flushed(&mut self, cache: &mut Cache, seal: u64) {
+        let Some(io) = self.io_mut() else { return };
+        if !matches!(io.behind, Behind::Caller(s) if s == seal) {
+            return;
+        }
+        io.behind = Behind::Idle;
+        io.rolled.clear();
+        self.sealed_flushed(cache);
+        self.rounds_done(cache.capacity_blocks());
     }
 
     /// The flush in flight, if one is and it returned, done with (what
