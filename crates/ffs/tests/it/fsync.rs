@@ -57,16 +57,23 @@ fn under_sync_and_async_an_fsync_writes_the_files_own_blocks_not_anothers() {
     }
 }
 
-/// Runs `work` on a new file system under `policy` over a recording
-/// device, then crashes just after it (every write not flushed lost),
-/// preens the image (asserting that preen leaves nothing) and mounts it.
-fn crash_after(policy: Policy, work: impl FnOnce(&Ffs)) -> Ffs {
+/// A new file system on a recording device: the device, the image
+/// before any event, and the recording.
+fn recorded_new() -> (Arc<dyn Device>, MemDevice, Arc<Recording>) {
     let mem = Arc::new(MemDevice::new(64 << 20).unwrap());
     let dev: Arc<dyn Device> = mem.clone();
     mkfs(&dev, &MkfsOptions::default()).unwrap();
     let initial = MemDevice::from_bytes("initial", &mem.to_vec(), dev.sector_bytes()).unwrap();
     let recording = Recording::new();
     let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
+    (recorded, initial, recording)
+}
+
+/// Runs `work` on a new file system under `policy` over a recording
+/// device, then crashes just after it (every write not flushed lost),
+/// preens the image (asserting that preen leaves nothing) and mounts it.
+fn crash_after(policy: Policy, work: impl FnOnce(&Ffs)) -> Ffs {
+    let (recorded, initial, recording) = recorded_new();
     work(&mount_roomy(recorded, policy));
     let events = recording.events();
     let point = CrashPoint { after_events: events.len(), policy: CrashPolicy::DropUnflushed, seed: 0 };
@@ -265,14 +272,9 @@ impl device::Backend for HeldFlush {
 /// leaves only leaks; one at the end keeps the file with its bytes.
 #[test]
 fn under_softdep_an_fsync_flushes_with_the_lock_let_go_and_a_call_meanwhile_finishes_its_seal() {
-    use device::{Event, Recording, RecordingDevice};
+    use device::Event;
     use std::sync::atomic::Ordering::SeqCst;
-    let mem = Arc::new(MemDevice::new(64 << 20).unwrap());
-    let dev: Arc<dyn Device> = mem.clone();
-    mkfs(&dev, &MkfsOptions::default()).unwrap();
-    let initial = MemDevice::from_bytes("initial", &mem.to_vec(), dev.sector_bytes()).unwrap();
-    let recording = Recording::new();
-    let recorded: Arc<dyn Device> = Arc::new(RecordingDevice::new(dev, 0, Arc::clone(&recording)));
+    let (recorded, initial, recording) = recorded_new();
     let (entered_tx, entered) = std::sync::mpsc::channel();
     let (release, release_rx) = std::sync::mpsc::channel();
     let gate = Arc::new(HeldFlush {
