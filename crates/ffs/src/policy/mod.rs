@@ -362,13 +362,6 @@ impl Ordering {
         }
     }
 
-    /// Every write so far is durable: what waited on them runs.
-    pub fn flushed(&mut self, blocks: &dyn Blocks) {
-        if let Some(sd) = self.softdep_mut() {
-            sd.flushed(blocks);
-        }
-    }
-
     /// A flush is issued behind the calls: the writes before it are
     /// sealed apart from those after.
     pub fn seal(&mut self) {

@@ -180,9 +180,19 @@ impl Ordering {
     /// After a flush: every write so far is durable, and the work that
     /// waited on them runs.
     pub fn after_flush(&mut self, cache: &Cache) {
+        if self.io().is_none() {
+            return;
+        }
+        self.seal();
+        self.sealed_done(cache);
+    }
+
+    /// The flush issued at the last seal returned, with no checkpoint's
+    /// rounds to go on with: what waited on the writes before it runs.
+    fn sealed_done(&mut self, cache: &Cache) {
         let Some(io) = self.io_mut() else { return };
         io.rolled.clear();
-        self.flushed(cache);
+        self.sealed_flushed(cache);
         self.rounds_done(cache.capacity_blocks());
     }
 
@@ -309,9 +319,7 @@ impl Ordering {
             return;
         }
         io.behind = Behind::Idle;
-        io.rolled.clear();
-        self.sealed_flushed(cache);
-        self.rounds_done(cache.capacity_blocks());
+        self.sealed_done(cache);
     }
 
     /// The flush in flight, if one is and it returned, done with (what

@@ -64,13 +64,6 @@ impl Softdep {
         }
     }
 
-    /// A flush made the writes before it durable: the shadows move on,
-    /// and the work that waited on them runs.
-    pub fn flushed(&mut self, blocks: &dyn Blocks) {
-        self.seal();
-        self.sealed_flushed(blocks);
-    }
-
     /// A flush is issued: the writes so far are what it makes durable
     /// (`sealed_flushed` once it returns). One is in flight at most.
     pub fn seal(&mut self) {
