@@ -75,6 +75,10 @@ def main():
     ap.add_argument("--iolab", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "iolab"))
     ap.add_argument("--shapes", default=None, help="the generated shapes' table (see above)")
     ap.add_argument("--copies", default="40", help="--shapes: copies per run; SHAPE=N pairs override one shape's")
+    ap.add_argument("--files", default="2000",
+                    help="--shapes: files in each generated tree (the table's 2,000; the sweep's own default, "
+                         "10,000, at 40 copies does not fit --size 4g); SHAPE=N pairs override one shape's; "
+                         "`large` keeps the sweep's 8 unless named")
     ap.add_argument("--repeat", type=int, default=3, help="--shapes: repeats per sweep")
     ap.add_argument("--kernel", default="ext4,ext4-nojournal", help="--shapes: the kernel columns")
     ap.add_argument("--out", default=None, help="--shapes: where each sweep's JSON goes (default: a new temp dir)")
@@ -123,16 +127,16 @@ def main():
         shutil.rmtree(shm, ignore_errors=True)
 
 
-def copies_for(spec, shape):
-    """--copies: N for every shape, or N plus SHAPE=N pairs."""
-    n = None
+def per_shape(spec, shape, default=None):
+    """--copies, --files: N for every shape, or N plus SHAPE=N pairs."""
+    n = default
     for part in spec.split(","):
         name, _, value = part.rpartition("=")
         if not name:
             n = int(value)
         elif name == shape:
             return int(value)
-    return n or 40
+    return n
 
 
 def shapes(args):
@@ -141,8 +145,11 @@ def shapes(args):
     docs = {}
     for shape in args.shapes.split(","):
         path = os.path.join(out, f"{shape}.json")
-        cmd = [args.iolab, "sweep", "policies", "--shape", shape, "--copies", str(copies_for(args.copies, shape)),
+        cmd = [args.iolab, "sweep", "policies", "--shape", shape, "--copies", str(per_shape(args.copies, shape, 40)),
                "--repeat", str(args.repeat), "--policies", args.policies, "--json", path]
+        files = per_shape(args.files, shape) if shape != "large" or "large=" in args.files else None
+        if files:
+            cmd += ["--files", str(files)]
         if args.kernel:
             cmd += ["--kernel", args.kernel]
         if args.target:

@@ -268,9 +268,10 @@ impl Core {
     /// so a check that reads the table only that far never misses an
     /// inode. Under `log` the header goes in the same transaction as the
     /// inode or an earlier one (every commit stages the changed headers);
-    /// under the other policies it is written and flushed now, whatever
-    /// their order for the rest: a few writes a group, since each raise
-    /// at least doubles the count.
+    /// under `softdep` the inode waits for the header on the disk as for
+    /// its bit (`Softdep::raised_header`); under `sync` and `async` it is
+    /// written and flushed now, whatever their order for the rest: a few
+    /// writes a group, since each raise at least doubles the count.
     pub fn initialize_through(&mut self, g: u32, slot: u32) -> Result<(), Errno> {
         let now = self.initialized[g as usize];
         if slot < now {
@@ -280,6 +281,14 @@ impl Core {
         self.groups_dirty.insert(g);
         if self.order.is_logged() {
             return Ok(());
+        }
+        if let Some(sd) = self.order.softdep_mut() {
+            // Soft updates order it as a bit: the header, changed now in
+            // memory, goes with the next write-back, and a new inode past
+            // `now` waits for it on the disk (a flush here would wait for
+            // the flush behind the calls, a checkpoint's whole).
+            sd.raised_header(g, now);
+            return self.stage_group_headers().map_err(|e| io_failed(self, e));
         }
         let start = self.sb.group_start(g);
         let staged = self.stage_group_headers().and_then(|()| self.cache.write_now(&mut self.order, start));

@@ -73,7 +73,8 @@ impl Core {
     /// - its contents and indirect blocks, and its inode as memory holds
     ///   it (no pointer rolled back: each block's bitmap and contents are
     ///   on the disk, rule 1), with its attribute block;
-    /// - every group's bitmaps (what rules 1 and 2 wait on);
+    /// - every group's bitmaps (what rules 1 and 2 wait on), and the
+    ///   header of a group whose count of inode slots was raised;
     /// - each of its names made since they were last on the disk, and,
     ///   up the tree, the names of new directories on the way (rule 3:
     ///   each waits for its inode, and a directory's for its parent's
@@ -181,6 +182,10 @@ impl Core {
         for g in 0..self.sb.groups {
             let start = self.sb.group_start(g);
             listed.extend([start + 1, start + 2]);
+        }
+        // A header a new inode waits for (its count of slots raised).
+        if let Some(sd) = self.order.softdep() {
+            listed.extend(sd.raised_groups().map(|g| self.sb.group_start(g)));
         }
         for &(child, dir, block) in names {
             listed.push(block);

@@ -9,7 +9,8 @@
 //!   block's) names a block whose bit is set in the bitmap on the disk;
 //! - rule 2: an inode new to the disk has its bit set in the inode bitmap
 //!   on the disk, and a new directory's (or long symbolic link's) first
-//!   block has its bit set there too;
+//!   block has its bit set there too; and its slot lies within the ones
+//!   its group's header on the disk counts (`inodes_initialized`);
 //! - rule 3: an entry new to the disk (other than `.` and `..`) names an
 //!   inode the disk holds, with a link count of at least one.
 //!
@@ -65,6 +66,10 @@ impl Softdep {
                 let bit = (ino - 1) % self.sb.inodes_per_group;
                 if !self.bit_on_disk(blocks, self.inode_bitmap(ino), bit) {
                     let what = format!("inode {ino} written before its bit in group {g}'s inode bitmap");
+                    return Err(Broken { rule: 2, what });
+                }
+                if !self.slot_counted_on_disk(blocks, g, bit) {
+                    let what = format!("inode {ino} written past the slots group {g}'s header on the disk counts");
                     return Err(Broken { rule: 2, what });
                 }
                 let long_link = w.kind_bits() == S_IFLNK && w.size as usize > INLINE_SYMLINK_BYTES;
@@ -132,6 +137,13 @@ impl Softdep {
     }
 
     /// Whether bit `bit` of bitmap `map` is set in the disk's copy.
+    /// Whether group `g`'s header on the disk counts inode slot `slot` (a
+    /// header that fails its checks counts every slot, as fsck reads it).
+    fn slot_counted_on_disk(&self, blocks: &dyn Blocks, g: u32, slot: u32) -> bool {
+        let Some(b) = self.on_disk(blocks, self.sb.group_start(g)) else { return true };
+        crate::format::GroupHeader::decode(&b, g, &self.sb, "").map_or(true, |h| slot < h.inodes_initialized)
+    }
+
     fn bit_on_disk(&self, blocks: &dyn Blocks, map: u64, bit: u32) -> bool {
         self.on_disk(blocks, map).is_some_and(|b| b[(bit / 8) as usize] & (1 << (bit % 8)) != 0)
     }

@@ -137,7 +137,7 @@ pub struct SoftdepStats {
     /// Freed blocks and inodes released after their pointers were gone.
     pub released_blocks: u64,
     pub released_inodes: u64,
-    /// fsyncs that wrote what their file needs alone (`Core::softdep_sync_file`),
+    /// fsyncs that wrote what their file needs alone (`Ffs::fsync_file`),
     /// and those that wrote the whole cache instead (its dependencies did
     /// not settle within the passes it takes).
     pub file_fsyncs: u64,
@@ -166,6 +166,11 @@ pub struct Softdep {
     fresh_blocks: Pages<FreshBlock>,
     /// Inodes allocated, not yet settled: when.
     fresh_inodes: Ticks,
+    /// Groups whose header was raised to count more inode slots
+    /// (`Core::initialize_through`) and not yet written durably since:
+    /// the first slot the raise added, and when. A new inode in a slot
+    /// past it waits for that header as for its bit.
+    raised: HashMap<u32, (u32, u64)>,
     /// Removals waiting, by the block whose copy on the disk they watch.
     removals: HashMap<u64, Vec<Removal>>,
     removal_count: usize,
@@ -407,6 +412,7 @@ impl Softdep {
             kinds: HashMap::default(),
             fresh_blocks: Pages::default(),
             fresh_inodes: Ticks::default(),
+            raised: HashMap::default(),
             removals: HashMap::default(),
             removal_count: 0,
             pending: Pages::default(),
@@ -513,6 +519,21 @@ impl Softdep {
         let mapped = self.fresh_blocks.get(u64::from(block)).map_or(0, |f| f.mapped);
         let fresh = FreshBlock { allocated: at, mapped, ..FreshBlock::default() };
         self.fresh_blocks.insert(u64::from(block), fresh);
+    }
+
+    /// Group `g`'s header now counts inode slots from `from` on (it did
+    /// not before): a new inode in one of them waits until a write of the
+    /// header made after now is on the disk, as it waits for its bit
+    /// (fsck reads no slot past what the header on the disk counts).
+    pub fn raised_header(&mut self, g: u32, from: u32) {
+        let at = self.tick();
+        let raise = self.raised.entry(g).or_insert((from, at));
+        *raise = (raise.0.min(from), at);
+    }
+
+    /// The groups whose header a new inode may be waiting on.
+    pub fn raised_groups(&self) -> impl Iterator<Item = u32> + '_ {
+        self.raised.keys().copied()
     }
 
     pub fn allocated_inode(&mut self, ino: u32) {
@@ -652,6 +673,22 @@ impl Softdep {
         self.sb.group_start((ino - 1) / self.sb.inodes_per_group) + 2
     }
 
+    /// Whether new inode `ino`, allocated at `at`, may go to the disk as
+    /// far as its group's maps go: its bit is on the disk (rule 2), and
+    /// so is a header counting its slot.
+    fn inode_maps_durable(&self, ino: u32, at: u64) -> bool {
+        self.durable_after(self.inode_bitmap(ino), at) && self.header_counts(ino)
+    }
+
+    /// Whether the header on the disk counts inode `ino`'s slot.
+    fn header_counts(&self, ino: u32) -> bool {
+        let (g, slot) = ((ino - 1) / self.sb.inodes_per_group, (ino - 1) % self.sb.inodes_per_group);
+        match self.raised.get(&g) {
+            Some(&(from, at)) => slot < from || self.durable_after(self.sb.group_start(g), at),
+            None => true,
+        }
+    }
+
     /// Rule 1: the block's bit and its contents are on the disk.
     /// Whether what pointer `p` names may be pointed to on the disk: its
     /// block settled (an unwritten one once its bit is there).
@@ -675,8 +712,10 @@ impl Softdep {
             .then(|| (block - self.sb.first_group_block) % u64::from(self.sb.blocks_per_group))
     }
 
-    fn is_bitmap(&self, block: u64) -> bool {
-        matches!(self.within_group(block), Some(1 | 2))
+    /// A group's header or one of its bitmaps: what the rules ask to be
+    /// durable after an event (`last_durable`).
+    fn is_group_map(&self, block: u64) -> bool {
+        matches!(self.within_group(block), Some(0..=2))
     }
 
     /// Whether `block` was allocated and its contents not written since:

@@ -170,7 +170,7 @@ impl Softdep {
         // The commonest wait, told without decoding: a new inode whose
         // bitmap bit is not on the disk yet.
         if let Some(at) = self.fresh_inodes.get(u64::from(ino)) {
-            if slot_is_free(disk) && !self.durable_after(self.inode_bitmap(ino), at) {
+            if slot_is_free(disk) && !self.inode_maps_durable(ino, at) {
                 return disk;
             }
         }
@@ -218,7 +218,7 @@ impl Softdep {
     /// Rule 2 for a new inode.
     pub(super) fn ready(&self, ino: u32, m: &DiskInode) -> bool {
         if let Some(at) = self.fresh_inodes.get(u64::from(ino)) {
-            if !self.durable_after(self.inode_bitmap(ino), at) {
+            if !self.inode_maps_durable(ino, at) {
                 return false;
             }
         }

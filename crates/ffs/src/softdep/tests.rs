@@ -547,3 +547,77 @@ fn a_new_block_settles_when_its_map_reaches_the_disk_after_its_contents() {
     assert!(sd.settled(block), "the map after the contents settles it");
     assert!(sd.fresh_blocks.get(u64::from(block)).is_none(), "and the block is no longer fresh");
 }
+
+/// Files made in the root until one takes a slot past the ones its
+/// group's header counted (the count raised for it): that inode, its
+/// group, and the first slot the raise added. No flush is in flight
+/// after (one behind the calls waited for), so a test's own seal covers
+/// what it says was written.
+fn past_the_counted_slots(fs: &Ffs) -> (u32, u32, u32) {
+    for i in 0..4096 {
+        let before = fs.lock().initialized.clone();
+        let ino = fs.create(ROOT, OsStr::new(&format!("f{i}")), Owner::root(0o644)).unwrap().ino as u32;
+        let mut guard = fs.lock();
+        let core = &mut *guard;
+        let (g, slot) = ((ino - 1) / core.sb.inodes_per_group, (ino - 1) % core.sb.inodes_per_group);
+        if core.initialized[g as usize] != before[g as usize] {
+            assert!(slot >= before[g as usize], "the raise is for this slot");
+            core.order.before_flush(&mut core.cache).unwrap();
+            return (ino, g, before[g as usize]);
+        }
+    }
+    panic!("4,096 files and no slot past the counted ones");
+}
+
+/// A new inode in a slot its group's header on the disk does not count
+/// waits for the raised header as it waits for its bit: with the bitmap
+/// flushed alone it is still rolled back (fsck would not read its slot),
+/// and once the header is flushed too it goes as memory holds it. No
+/// synchronous write was made for the raise.
+#[test]
+fn a_new_inode_past_the_slots_its_header_counts_waits_for_the_header() {
+    let fs = fresh_softdep();
+    fs.sync().unwrap();
+    let sync_writes = fs.lock().cache.stats.sync_writes;
+    let (a, g, _) = past_the_counted_slots(&fs);
+    let mut guard = fs.lock();
+    let core = &mut *guard;
+    assert_eq!(core.cache.stats.sync_writes, sync_writes, "the raise wrote nothing at once");
+    let (block, _) = core.sb.inode_place(a);
+    let start = core.sb.group_start(g);
+    let memory = core.cache.read(&mut core.order, block).unwrap().to_vec();
+    let (sd, cache) = parts(core);
+    sd.written(start + 2, None);
+    sd.seal();
+    sd.sealed_flushed(&*cache);
+    let held = sd.image(&*cache, block, &memory);
+    sd.written(start, None);
+    sd.seal();
+    sd.sealed_flushed(&*cache);
+    let ready = sd.image(&*cache, block, &memory);
+    assert_ne!(held, Image::Memory, "the inode written before its group's header counts its slot");
+    assert_eq!(ready, Image::Memory, "the inode waits once the raised header is flushed");
+}
+
+/// The write check catches a new inode written past the slots its
+/// group's header on the disk counts, its bit there or not.
+#[test]
+fn the_write_check_catches_a_new_inode_past_the_slots_its_header_counts() {
+    let fs = fresh_softdep();
+    fs.sync().unwrap();
+    let (a, g, _) = past_the_counted_slots(&fs);
+    let block = {
+        let mut guard = fs.lock();
+        let core = &mut *guard;
+        let start = core.sb.group_start(g);
+        let (sd, cache) = parts(core);
+        sd.written(start + 2, None);
+        sd.seal();
+        sd.sealed_flushed(&*cache);
+        core.sb.inode_place(a).0
+    };
+    let broken = check_memory(&fs, block).expect_err("the header on the disk does not count the slot");
+    assert!(broken.to_string().contains("header"), "{broken}");
+    fs.sync().unwrap();
+    assert_eq!(check_memory(&fs, block), Ok(()), "the raised header is on the disk now");
+}

@@ -31,7 +31,7 @@ impl Softdep {
     /// some update back; without, what memory holds.
     pub fn written(&mut self, block: u64, rolled_back: Option<AlignedBuf>) {
         let at = self.tick();
-        if self.is_bitmap(block) {
+        if self.is_group_map(block) {
             self.open.bitmaps.push((block, at));
         }
         self.fresh_written(block, at);
@@ -146,11 +146,13 @@ impl Softdep {
                     fresh_blocks
                         .remove_where_in(blocks, |block, fresh| self.fresh_settled(block as u32, fresh));
                 }
-                2 => {
+                0 | 2 => {
+                    if within == 0 && self.raised.get(&g).is_some_and(|&(_, at)| self.durable_after(bitmap, at)) {
+                        self.raised.remove(&g);
+                    }
                     let per_group = u64::from(self.sb.inodes_per_group);
                     let inodes = u64::from(g) * per_group + 1..u64::from(g + 1) * per_group + 1;
-                    let inode_map = bitmap;
-                    fresh_inodes.remove_where_in(inodes, |_, &at| self.durable_after(inode_map, at));
+                    fresh_inodes.remove_where_in(inodes, |ino, &at| self.inode_maps_durable(ino as u32, at));
                 }
                 _ => {}
             }
@@ -162,7 +164,7 @@ impl Softdep {
             let left = self.fresh_blocks.find(|block, fresh| self.fresh_settled(block as u32, fresh));
             assert!(left.is_none(), "soft updates: fresh block {left:?} settled but not looked at");
             let left =
-                self.fresh_inodes.find(|ino, &at| self.durable_after(self.inode_bitmap(ino as u32), at));
+                self.fresh_inodes.find(|ino, &at| self.inode_maps_durable(ino as u32, at));
             assert!(left.is_none(), "soft updates: fresh inode {left:?} settled but not looked at");
         }
     }
