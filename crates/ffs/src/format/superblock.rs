@@ -458,6 +458,14 @@ impl Superblock {
         self.first_group_block + u64::from(group) * u64::from(self.blocks_per_group)
     }
 
+    /// The group block `block` lies in, if any (not the superblocks and
+    /// log before the first group, nor past the end).
+    pub fn group_of(&self, block: u64) -> Option<u32> {
+        (self.first_group_block..self.blocks)
+            .contains(&block)
+            .then(|| ((block - self.first_group_block) / u64::from(self.blocks_per_group)) as u32)
+    }
+
     /// Blocks in group `group` (the last one may be shorter).
     pub fn group_blocks(&self, group: u32) -> u32 {
         (self.blocks - self.group_start(group)).min(u64::from(self.blocks_per_group)) as u32

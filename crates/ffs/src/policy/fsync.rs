@@ -73,14 +73,16 @@ impl Core {
     /// - its contents and indirect blocks, and its inode as memory holds
     ///   it (no pointer rolled back: each block's bitmap and contents are
     ///   on the disk, rule 1), with its attribute block;
-    /// - every group's bitmaps (what rules 1 and 2 wait on), and the
-    ///   header of a group whose count of inode slots was raised;
     /// - each of its names made since they were last on the disk, and,
     ///   up the tree, the names of new directories on the way (rule 3:
     ///   each waits for its inode, and a directory's for its parent's
     ///   count);
     /// - for a directory, the inodes its new entries name, so that every
-    ///   entry goes.
+    ///   entry goes;
+    /// - the bitmaps of every group the blocks and inodes above lie in
+    ///   (what rules 1 and 2 wait on; another group's are no business of
+    ///   this file's), and the header of such a group whose count of
+    ///   inode slots was raised.
     ///
     /// Every write goes as the rules allow (rolled back where they must),
     /// so nothing is ever written out of order; what a pass could not
@@ -179,14 +181,6 @@ impl Core {
     ) -> Result<Vec<u64>, Errno> {
         let mut listed: Vec<u64> = mapped.contents.iter().chain(&mapped.pointers).copied().collect();
         listed.extend(self.inode_needs(ino, inode));
-        for g in 0..self.sb.groups {
-            let start = self.sb.group_start(g);
-            listed.extend([start + 1, start + 2]);
-        }
-        // A header a new inode waits for (its count of slots raised).
-        if let Some(sd) = self.order.softdep() {
-            listed.extend(sd.raised_groups().map(|g| self.sb.group_start(g)));
-        }
         for &(child, dir, block) in names {
             listed.push(block);
             let child_inode = self.inode(child)?;
@@ -207,6 +201,22 @@ impl Core {
                 if let Ok(x_inode) = self.inode(x) {
                     listed.extend(self.inode_needs(x, &x_inode));
                 }
+            }
+        }
+        // The bitmaps of every group the blocks and inodes above lie in
+        // (rules 1 and 2 wait on them; another group's are no business of
+        // this file's), and a header a new inode waits for (its count of
+        // slots raised).
+        let mut groups: Vec<u32> = listed.iter().filter_map(|&b| self.sb.group_of(b)).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let raised: Vec<u32> =
+            self.order.softdep().map(|sd| sd.raised_groups().collect()).unwrap_or_default();
+        for g in groups {
+            let start = self.sb.group_start(g);
+            listed.extend([start + 1, start + 2]);
+            if raised.contains(&g) {
+                listed.push(start);
             }
         }
         listed.sort_unstable();

@@ -69,7 +69,8 @@ impl Softdep {
                     return Err(Broken { rule: 2, what });
                 }
                 if !self.slot_counted_on_disk(blocks, g, bit) {
-                    let what = format!("inode {ino} written past the slots group {g}'s header on the disk counts");
+                    let what =
+                        format!("inode {ino} written past the slots group {g}'s header on the disk counts");
                     return Err(Broken { rule: 2, what });
                 }
                 let long_link = w.kind_bits() == S_IFLNK && w.size as usize > INLINE_SYMLINK_BYTES;

@@ -621,3 +621,33 @@ fn the_write_check_catches_a_new_inode_past_the_slots_its_header_counts() {
     fs.sync().unwrap();
     assert_eq!(check_memory(&fs, block), Ok(()), "the raised header is on the disk now");
 }
+
+/// An fsync writes the bitmaps of the groups its file's blocks and inode
+/// lie in, not another group's, which the other writers of a busy mount
+/// keep dirty: a file in a directory of another group, written and not
+/// synced, keeps its group's bitmaps dirty through the first's fsync.
+#[test]
+fn an_fsync_leaves_the_bitmaps_of_a_group_its_file_is_not_in() {
+    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(400 << 20).unwrap());
+    mkfs(&dev, &MkfsOptions::default()).unwrap();
+    let fs = Ffs::mount(dev, &MountOptions { policy: Policy::Softdep, ..Default::default() }).unwrap();
+    let dir = |name: &str| fs.mkdir(ROOT, OsStr::new(name), Owner::root(0o755)).unwrap().ino;
+    let (a, b) = (dir("a"), dir("b"));
+    fs.sync().unwrap();
+    let file = |parent, byte| {
+        let f = fs.create(parent, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+        fs.write(f, 0, &[byte; 8192]).unwrap();
+        f
+    };
+    let (fa, fb) = (file(a, 1), file(b, 2));
+    let sb = fs.lock().sb.clone();
+    let group = |ino: u64| (ino as u32 - 1) / sb.inodes_per_group;
+    assert_ne!(group(fa), group(fb), "the two directories' files lie in two groups");
+    let (a_start, b_start) = (sb.group_start(group(fa)), sb.group_start(group(fb)));
+    assert!(fs.lock().cache.is_dirty(b_start + 2), "b's file made its group's inode bitmap dirty");
+    fs.fsync(fa, false).unwrap();
+    let core = fs.lock();
+    let dirty = |start: u64| [start + 1, start + 2].map(|b| core.cache.is_dirty(b));
+    assert_eq!(dirty(b_start), [true, true], "b's group's bitmaps left for later");
+    assert_eq!(dirty(a_start), [false, false], "a's group's bitmaps written");
+}

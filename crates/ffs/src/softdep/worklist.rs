@@ -147,7 +147,9 @@ impl Softdep {
                         .remove_where_in(blocks, |block, fresh| self.fresh_settled(block as u32, fresh));
                 }
                 0 | 2 => {
-                    if within == 0 && self.raised.get(&g).is_some_and(|&(_, at)| self.durable_after(bitmap, at)) {
+                    if within == 0
+                        && self.raised.get(&g).is_some_and(|&(_, at)| self.durable_after(bitmap, at))
+                    {
                         self.raised.remove(&g);
                     }
                     let per_group = u64::from(self.sb.inodes_per_group);
@@ -163,8 +165,7 @@ impl Softdep {
         {
             let left = self.fresh_blocks.find(|block, fresh| self.fresh_settled(block as u32, fresh));
             assert!(left.is_none(), "soft updates: fresh block {left:?} settled but not looked at");
-            let left =
-                self.fresh_inodes.find(|ino, &at| self.inode_maps_durable(ino as u32, at));
+            let left = self.fresh_inodes.find(|ino, &at| self.inode_maps_durable(ino as u32, at));
             assert!(left.is_none(), "soft updates: fresh inode {left:?} settled but not looked at");
         }
     }
