@@ -569,6 +569,13 @@ fn past_the_counted_slots(fs: &Ffs) -> (u32, u32, u32) {
     panic!("4,096 files and no slot past the counted ones");
 }
 
+/// `block` written as memory holds it and flushed (no flush in flight).
+fn written_and_flushed(sd: &mut Softdep, cache: &Cache, block: u64) {
+    sd.written(block, None);
+    sd.seal();
+    sd.sealed_flushed(cache);
+}
+
 /// A new inode in a slot its group's header on the disk does not count
 /// waits for the raised header as it waits for its bit: with the bitmap
 /// flushed alone it is still rolled back (fsck would not read its slot),
@@ -587,13 +594,9 @@ fn a_new_inode_past_the_slots_its_header_counts_waits_for_the_header() {
     let start = core.sb.group_start(g);
     let memory = core.cache.read(&mut core.order, block).unwrap().to_vec();
     let (sd, cache) = parts(core);
-    sd.written(start + 2, None);
-    sd.seal();
-    sd.sealed_flushed(&*cache);
+    written_and_flushed(sd, cache, start + 2);
     let held = sd.image(&*cache, block, &memory);
-    sd.written(start, None);
-    sd.seal();
-    sd.sealed_flushed(&*cache);
+    written_and_flushed(sd, cache, start);
     let ready = sd.image(&*cache, block, &memory);
     assert_ne!(held, Image::Memory, "the inode written before its group's header counts its slot");
     assert_eq!(ready, Image::Memory, "the inode waits once the raised header is flushed");
@@ -611,9 +614,7 @@ fn the_write_check_catches_a_new_inode_past_the_slots_its_header_counts() {
         let core = &mut *guard;
         let start = core.sb.group_start(g);
         let (sd, cache) = parts(core);
-        sd.written(start + 2, None);
-        sd.seal();
-        sd.sealed_flushed(&*cache);
+        written_and_flushed(sd, cache, start + 2);
         core.sb.inode_place(a).0
     };
     let broken = check_memory(&fs, block).expect_err("the header on the disk does not count the slot");
