@@ -11,7 +11,7 @@ use rustc_hash::FxHashSet as HashSet;
 
 use crate::bmap::Mapped;
 use crate::core::{io_failed, Core};
-use crate::format::{DiskInode, INLINE_SYMLINK_BYTES, ROOT_INO, S_IFDIR, S_IFLNK, S_IFREG};
+use crate::format::{DiskInode, INLINE_SYMLINK_BYTES, ROOT_INO, S_IFDIR, S_IFLNK};
 use crate::policy::Ordering;
 use crate::softdep::Blocks;
 use crate::Ffs;
@@ -29,9 +29,6 @@ type NewName = (u32, u32, u64);
 /// checks on the disk after each flush.
 pub struct SoftdepFsync {
     ino: u32,
-    /// A regular file (a directory's inode block holds the inodes its
-    /// new entries wait for too).
-    regular: bool,
     mapped: Mapped,
     names: Vec<NewName>,
     listed: Vec<u64>,
@@ -102,32 +99,14 @@ impl Core {
         let mapped = self.mapped_blocks(&inode)?;
         let names = self.new_names(ino);
         let listed = self.fsync_listed(ino, &inode, &mapped, &names)?;
-        Ok(SoftdepFsync { ino, regular: inode.kind_bits() == S_IFREG, mapped, names, listed })
+        Ok(SoftdepFsync { ino, mapped, names, listed })
     }
 
     /// A pass of a softdep fsync up to its flush: the listed blocks that
     /// are dirty written as the rules allow, and sealed. Returns the device
     /// to flush and the seal, for [`Core::softdep_fsync_flushed`].
-    ///
-    /// A regular file's inode table block waits for the next pass when
-    /// the file has no new name to make durable and its inode would go with an
-    /// update rolled back (a pointer to a block this pass writes, or whose
-    /// bit it does): that write would be made again whole in the next
-    /// pass, and nothing else in this fsync waits on it.
     pub fn softdep_fsync_write(&mut self, plan: &SoftdepFsync) -> Result<(Arc<dyn Device>, u64), Errno> {
-        let inode_block = self.sb.inode_place(plan.ino).0;
-        let waits = plan.regular
-            && plan.names.is_empty()
-            && self.cache.is_dirty(inode_block)
-            && self.order.softdep().is_some_and(|sd| !sd.inode_goes_as_memory(&self.cache, plan.ino));
-        let listed: Vec<u64>;
-        let listed = if waits {
-            listed = plan.listed.iter().copied().filter(|&b| b != inode_block).collect();
-            &listed
-        } else {
-            &plan.listed
-        };
-        let sealed = self.cache.write_listed(&mut self.order, listed);
+        let sealed = self.cache.write_listed(&mut self.order, &plan.listed);
         match sealed.and_then(|_| self.order.seal_for_caller(&mut self.cache)) {
             Ok(seal) => Ok((Arc::clone(self.cache.device()), seal)),
             Err(e) => Err(io_failed(self, e)),

@@ -156,19 +156,6 @@ impl Softdep {
         }
     }
 
-    /// Whether a write of inode `ino`'s table block now would carry the
-    /// inode as memory holds it (none of its updates rolled back).
-    pub fn inode_goes_as_memory(&self, blocks: &dyn Blocks, ino: u32) -> bool {
-        let (block, at) = self.sb.inode_place(ino);
-        let Some(disk) = self.durable.get(&block).map(Shadow::bytes) else { return true };
-        let Some(memory) = blocks.memory(block) else { return true };
-        let range = at..at + INODE_BYTES;
-        let mut slot = [0u8; INODE_BYTES];
-        let pending = self.pending(ino);
-        *self.inode_slot(blocks, ino, &memory[range.clone()], &disk[range.clone()], pending, &mut slot)
-            == memory[range]
-    }
-
     /// The copy of inode `ino` the disk may take now: `memory`, `disk`,
     /// or one made in `slot`.
     pub(super) fn inode_slot<'a>(

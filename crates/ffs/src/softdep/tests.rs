@@ -652,23 +652,3 @@ fn an_fsync_leaves_the_bitmaps_of_a_group_its_file_is_not_in() {
     assert_eq!(dirty(b_start), [true, true], "b's group's bitmaps left for later");
     assert_eq!(dirty(a_start), [false, false], "a's group's bitmaps written");
 }
-
-/// An fsync of a file given new blocks writes its inode once, whole,
-/// after the flush that put the blocks and their bits on the disk: not
-/// first with the new pointers rolled back (a write the next pass makes
-/// again).
-#[test]
-fn an_fsync_writes_the_inode_of_a_file_with_new_blocks_once_whole() {
-    let fs = fresh_softdep();
-    let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
-    fs.sync().unwrap();
-    fs.write(f, 0, &[5u8; 3 * BLOCK_BYTES]).unwrap();
-    let rollbacks = |fs: &Ffs| fs.lock().order.softdep().unwrap().stats.rollbacks;
-    let before = rollbacks(&fs);
-    fs.fsync(f, false).unwrap();
-    assert_eq!(rollbacks(&fs), before, "no copy of the inode's block written rolled back");
-    let core = fs.lock();
-    let block = core.sb.inode_place(f as u32).0;
-    assert!(!core.cache.is_dirty(block), "the inode's block written");
-    assert!(core.order.softdep().unwrap().inode_on_disk(&core.cache, f as u32), "the inode on the disk whole");
-}
