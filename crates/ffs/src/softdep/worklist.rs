@@ -147,9 +147,12 @@ impl Softdep {
                         .remove_where_in(blocks, |block, fresh| self.fresh_settled(block as u32, fresh));
                 }
                 0 | 2 => {
-                    if within == 0
-                        && self.raised.get(&g).is_some_and(|&(_, at)| self.durable_after(bitmap, at))
-                    {
+                    // A header settles inodes only when it ends a raise's
+                    // wait (most of its writes carry counts alone).
+                    if within == 0 {
+                        if !self.raised.get(&g).is_some_and(|&(_, at)| self.durable_after(bitmap, at)) {
+                            continue;
+                        }
                         self.raised.remove(&g);
                     }
                     let per_group = u64::from(self.sb.inodes_per_group);
