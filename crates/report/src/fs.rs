@@ -347,13 +347,14 @@ pub fn unmounted_line(target: &str, unmounted: &Unmounted, served: &Served) -> S
         _ => format!("still marked unclean until `iolab fs fsck -p {target}` repairs it"),
     };
     format!(
-        "iolab: unmounted; written back and {state} ({} of {} blocks free; {} blocks written ({} of file data) in {} requests, {} synchronous writes{log}); {}",
+        "iolab: unmounted; written back and {state} ({} of {} blocks free; {} blocks written ({} of file data) in {} requests, {} synchronous writes, {}{log}); {}",
         sb.free_blocks,
         sb.blocks,
         stats.blocks_written,
         stats.data_blocks_written,
         stats.write_requests,
         stats.sync_writes,
+        crate::counted(stats.flushes, "flush", "flushes"),
         served_through(served)
     )
 }

@@ -3,7 +3,7 @@
 //! `softdep`, that and what the rules make it wait on; under `log`, one
 //! commit (jbd2's).
 
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 use device::Device;
 use fsapi::Errno;
@@ -12,7 +12,7 @@ use rustc_hash::FxHashSet as HashSet;
 use crate::bmap::Mapped;
 use crate::core::{io_failed, Core};
 use crate::format::{DiskInode, INLINE_SYMLINK_BYTES, ROOT_INO, S_IFDIR, S_IFLNK};
-use crate::policy::Ordering;
+use crate::policy::{CallerFlush, Ordering};
 use crate::softdep::Blocks;
 use crate::Ffs;
 
@@ -103,31 +103,29 @@ impl Core {
     }
 
     /// A pass of a softdep fsync up to its flush: the listed blocks that
-    /// are dirty written as the rules allow, and sealed. Returns the device
-    /// to flush and the seal, for [`Core::softdep_fsync_flushed`].
-    pub fn softdep_fsync_write(&mut self, plan: &SoftdepFsync) -> Result<(Arc<dyn Device>, u64), Errno> {
-        let sealed = self.cache.write_listed(&mut self.order, &plan.listed);
-        match sealed.and_then(|_| self.order.seal_for_caller(&mut self.cache)) {
-            Ok(seal) => Ok((Arc::clone(self.cache.device()), seal)),
+    /// are dirty written as the rules allow. Returns the seal that covers
+    /// them, for [`Ffs::flushed_through`].
+    pub fn softdep_fsync_write(&mut self, plan: &SoftdepFsync) -> Result<u64, Errno> {
+        match self.cache.write_listed(&mut self.order, &plan.listed) {
+            Ok(_) => Ok(self.order.next_seal()),
             Err(e) => Err(io_failed(self, e)),
         }
     }
 
-    /// A pass's flush returned (`flushed`): what waited on it run, the
-    /// blocks it released cleared in the maps. Returns whether the file
-    /// is on the disk now.
-    pub fn softdep_fsync_flushed(
-        &mut self,
-        plan: &SoftdepFsync,
-        seal: u64,
-        flushed: device::Result<()>,
-    ) -> Result<bool, Errno> {
+    /// A caller's flush after seal `seal` returned (`flushed`): what
+    /// waited on it run (unless a call did so already), the blocks it
+    /// released cleared in the maps.
+    fn caller_flushed(&mut self, seal: u64, flushed: device::Result<()>) -> Result<(), Errno> {
         if let Err(e) = flushed {
             return Err(io_failed(self, e));
         }
         self.check_alive()?;
         self.order.caller_flushed(&mut self.cache, seal);
-        self.apply_released()?;
+        self.apply_released()
+    }
+
+    /// After a pass's flush: whether the file is on the disk now.
+    pub fn softdep_fsync_done(&mut self, plan: &SoftdepFsync) -> Result<bool, Errno> {
         if !self.file_on_disk(plan.ino, &plan.mapped, &plan.names) {
             return Ok(false);
         }
@@ -251,6 +249,59 @@ impl Core {
 }
 
 impl Ffs {
+    /// Under `softdep`: returns once a flush issued after seal `need`
+    /// returned and what waited on it ran, every flush with the mount's
+    /// lock let go, so that the other calls go on meanwhile. One is in
+    /// flight at most: a call whose writes it does not cover waits for it
+    /// (without the lock, writing nothing), and the first to take the
+    /// lock after it seals its own writes and those of every call that
+    /// wrote meanwhile under the next, which the others wait for in turn
+    /// (group commit, as jbd2's). Before, such a call flushed again with
+    /// the lock held, every other call waiting behind it.
+    fn flushed_through<'a>(
+        &'a self,
+        mut core: MutexGuard<'a, Core>,
+        need: u64,
+    ) -> Result<MutexGuard<'a, Core>, Errno> {
+        loop {
+            core.check_alive()?;
+            match core.order.caller_flush(need) {
+                CallerFlush::Done => return Ok(core),
+                CallerFlush::InFlight(seal, told) => {
+                    drop(core);
+                    let ok = told.wait(seal);
+                    core = self.lock();
+                    if !ok {
+                        // Its issuer marks the file system failed.
+                        return Err(Errno::IO);
+                    }
+                    core.caller_flushed(seal, Ok(()))?;
+                }
+                CallerFlush::Behind => {
+                    let c = &mut *core;
+                    if let Err(e) = c.order.before_flush(&mut c.cache) {
+                        return Err(io_failed(c, e));
+                    }
+                }
+                CallerFlush::Needed => {
+                    let c = &mut *core;
+                    let (seal, told) = match c.order.seal_for_caller(&mut c.cache) {
+                        Ok(sealed) => sealed,
+                        Err(e) => return Err(io_failed(c, e)),
+                    };
+                    let dev = Arc::clone(c.cache.device());
+                    drop(core);
+                    let flushed = dev.flush();
+                    if let Some(told) = told {
+                        told.returned(seal, flushed.is_ok());
+                    }
+                    core = self.lock();
+                    core.caller_flushed(seal, flushed)?;
+                }
+            }
+        }
+    }
+
     /// An fsync of `ino` as the policy has it (`FileSystem::fsync`).
     pub(crate) fn fsync_file(&self, ino: u64) -> fsapi::Result<()> {
         let mut core = self.lock();
@@ -268,11 +319,9 @@ impl Ffs {
                 core.check_alive()?;
                 let plan = core.softdep_fsync_plan(ino)?;
                 for _ in 0..PASSES_MAX {
-                    let (dev, seal) = core.softdep_fsync_write(&plan)?;
-                    drop(core);
-                    let flushed = dev.flush();
-                    core = self.lock();
-                    if core.softdep_fsync_flushed(&plan, seal, flushed)? {
+                    let need = core.softdep_fsync_write(&plan)?;
+                    core = self.flushed_through(core, need)?;
+                    if core.softdep_fsync_done(&plan)? {
                         return Ok(());
                     }
                 }

@@ -35,6 +35,7 @@ use device::AlignedBuf;
 use crate::format::{Policy, Superblock};
 use crate::softdep::{block_copy, Blocks, FreedFrom, Gone, Image, Kind, Move, Softdep, SoftdepStats, Wait};
 
+pub use checkpoint::CallerFlush;
 use checkpoint::Checkpoints;
 pub use log_state::LogState;
 pub use syncer::SYNCER_AGE;
@@ -365,15 +366,18 @@ impl Ordering {
     /// A flush is issued behind the calls: the writes before it are
     /// sealed apart from those after.
     pub fn seal(&mut self) {
-        if let Some(sd) = self.softdep_mut() {
-            sd.seal();
+        if let Ordering::Softdep(s) = self {
+            if s.deps.seal() {
+                s.io.seals += 1;
+            }
         }
     }
 
     /// The flush issued at the last seal returned.
     pub fn sealed_flushed(&mut self, blocks: &dyn Blocks) {
-        if let Some(sd) = self.softdep_mut() {
-            sd.sealed_flushed(blocks);
+        if let Ordering::Softdep(s) = self {
+            s.deps.sealed_flushed(blocks);
+            s.io.seals_flushed = s.io.seals;
         }
     }
 

@@ -12,7 +12,7 @@ use device::DeviceError;
 
 use crate::cache::{write_runs, Cache, EVICT_BATCH_BLOCKS};
 use crate::commits::Commits;
-use crate::policy::checkpoint::{Behind, Checkpoints, ROUNDS_MAX};
+use crate::policy::checkpoint::{Behind, CallerFlush, CallerFlushes, Checkpoints, ROUNDS_MAX};
 use crate::policy::{Ordering, Waiting};
 
 impl Ordering {
@@ -295,19 +295,41 @@ impl Ordering {
         self.behind_flushed(cache)
     }
 
+    /// The seal that will cover a write made now (the next).
+    pub fn next_seal(&self) -> u64 {
+        self.io().map_or(0, |io| io.seals + 1)
+    }
+
+    /// Where the flush stands that writes covered by seal `need` wait
+    /// for ([`Ordering::next_seal`] when they were made).
+    pub fn caller_flush(&self, need: u64) -> CallerFlush {
+        let Some(io) = self.io() else { return CallerFlush::Done };
+        if io.seals_flushed >= need {
+            return CallerFlush::Done;
+        }
+        match io.behind {
+            Behind::Idle => CallerFlush::Needed,
+            Behind::Caller(seal) => CallerFlush::InFlight(seal, Arc::clone(&io.caller_flushes)),
+            Behind::Thread(_) | Behind::Deferred => CallerFlush::Behind,
+        }
+    }
+
     /// Before a flush its caller issues with the mount's lock let go: the
     /// flush in flight done with, and the writes so far sealed apart from
     /// those the other calls make meanwhile. Returns the seal's number
-    /// for [`Ordering::caller_flushed`]. Under the other policies, 0.
-    pub fn seal_for_caller(&mut self, cache: &mut Cache) -> device::Result<u64> {
+    /// for [`Ordering::caller_flushed`] and whom to tell when the flush
+    /// returns. Under the other policies, 0 and no one.
+    pub fn seal_for_caller(
+        &mut self,
+        cache: &mut Cache,
+    ) -> device::Result<(u64, Option<Arc<CallerFlushes>>)> {
         self.before_flush(cache)?;
-        let Some(io) = self.io_mut() else { return Ok(0) };
-        io.caller_seals += 1;
-        let seal = io.caller_seals;
-        io.behind = Behind::Caller(seal);
         self.seal();
+        let Some(io) = self.io_mut() else { return Ok((0, None)) };
+        let seal = io.seals;
+        io.behind = Behind::Caller(seal);
         cache.stats.flushes += 1;
-        Ok(seal)
+        Ok((seal, Some(Arc::clone(&io.caller_flushes))))
     }
 
     /// The flush issued after seal `seal` returned: what waited on the

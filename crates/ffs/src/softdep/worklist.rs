@@ -66,14 +66,17 @@ impl Softdep {
 
     /// A flush is issued: the writes so far are what it makes durable
     /// (`sealed_flushed` once it returns). One is in flight at most.
-    pub fn seal(&mut self) {
+    /// Returns whether it sealed.
+    pub fn seal(&mut self) -> bool {
         debug_assert!(self.sealed.is_none(), "one flush in flight at most");
         // Never so: the cache waits for one before it issues the next.
         // Were it so, the writes since stay open: they count as durable
         // only after a later seal's flush, never too early.
-        if self.sealed.is_none() {
-            self.sealed = Some(std::mem::take(&mut self.open));
+        if self.sealed.is_some() {
+            return false;
         }
+        self.sealed = Some(std::mem::take(&mut self.open));
+        true
     }
 
     /// The flush issued at the last `seal` returned: what the writes

@@ -229,16 +229,54 @@ fn under_softdep_an_fsync_of_a_directory_makes_its_new_entries_durable() {
 }
 
 /// A device whose first flush once armed says so and then waits to be
-/// let through (a flush a test can hold in flight).
+/// let through (a flush a test can hold in flight); while it is held,
+/// each write says so too. It counts the flushes, and notes any issued
+/// while another is in flight.
 struct HeldFlush {
     front: device::Front,
     inner: Arc<dyn Device>,
     armed: std::sync::atomic::AtomicBool,
+    holding: std::sync::atomic::AtomicBool,
     entered: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+    wrote: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
     release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
     /// Set if the held flush was never let through: the guard that keeps
     /// a lock held across the flush a failure instead of a hang.
     gave_up: std::sync::atomic::AtomicBool,
+    flushes: std::sync::atomic::AtomicUsize,
+    in_flight: std::sync::atomic::AtomicUsize,
+    overlapped: std::sync::atomic::AtomicBool,
+    /// The held flush fails once let through.
+    fail_held: std::sync::atomic::AtomicBool,
+}
+
+/// The channels a test holds a flush with: entered (the flush is held),
+/// a write while it is, and the release.
+struct Gate {
+    entered: std::sync::mpsc::Receiver<()>,
+    wrote: std::sync::mpsc::Receiver<()>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+fn held_flush(inner: Arc<dyn Device>) -> (Arc<HeldFlush>, Gate) {
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (wrote_tx, wrote) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let dev = HeldFlush {
+        front: device::Front::new(inner.name(), device::Geometry::of(inner.as_ref())),
+        inner,
+        armed: false.into(),
+        holding: false.into(),
+        entered: entered_tx.into(),
+        wrote: wrote_tx.into(),
+        release: release_rx.into(),
+        gave_up: false.into(),
+        flushes: 0.into(),
+        in_flight: 0.into(),
+        overlapped: false.into(),
+        fail_held: false.into(),
+    };
+    (Arc::new(dev), Gate { entered, wrote, release })
 }
 
 impl device::Backend for HeldFlush {
@@ -249,18 +287,34 @@ impl device::Backend for HeldFlush {
         self.inner.read_at(buf, offset)
     }
     fn write_raw(&self, buf: &[u8], offset: u64, _: device::Checked) -> device::Result<()> {
+        if self.holding.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = self.wrote.lock().unwrap().send(());
+        }
         self.inner.write_at(buf, offset)
     }
     fn flush_raw(&self, _: device::Checked) -> device::Result<()> {
         use std::sync::atomic::Ordering::SeqCst;
+        self.flushes.fetch_add(1, SeqCst);
+        if self.in_flight.fetch_add(1, SeqCst) > 0 {
+            self.overlapped.store(true, SeqCst);
+        }
         if self.armed.swap(false, SeqCst) {
+            self.holding.store(true, SeqCst);
             self.entered.lock().unwrap().send(()).unwrap();
             let guard = std::time::Duration::from_secs(120);
             if self.release.lock().unwrap().recv_timeout(guard).is_err() {
                 self.gave_up.store(true, SeqCst);
             }
+            self.holding.store(false, SeqCst);
+            if self.fail_held.load(SeqCst) {
+                self.in_flight.fetch_sub(1, SeqCst);
+                let source = std::io::Error::other("the held flush fails");
+                return Err(device::DeviceError::Flush { device: "held".into(), source });
+            }
         }
-        self.inner.flush()
+        let flushed = self.inner.flush();
+        self.in_flight.fetch_sub(1, SeqCst);
+        flushed
     }
 }
 
@@ -275,16 +329,7 @@ fn under_softdep_an_fsync_flushes_with_the_lock_let_go_and_a_call_meanwhile_fini
     use device::Event;
     use std::sync::atomic::Ordering::SeqCst;
     let (recorded, initial, recording) = recorded_new();
-    let (entered_tx, entered) = std::sync::mpsc::channel();
-    let (release, release_rx) = std::sync::mpsc::channel();
-    let gate = Arc::new(HeldFlush {
-        front: device::Front::new(recorded.name(), device::Geometry::of(recorded.as_ref())),
-        inner: recorded,
-        armed: false.into(),
-        entered: entered_tx.into(),
-        release: release_rx.into(),
-        gave_up: false.into(),
-    });
+    let (gate, Gate { entered, release, .. }) = held_flush(recorded);
     let fs = mount_roomy(Arc::clone(&gate) as Arc<dyn Device>, Policy::Softdep);
     let data = pattern(9_000, 4);
     let a = fs.create(ROOT, OsStr::new("a"), Owner::root(0o644)).unwrap().ino;
@@ -318,6 +363,94 @@ fn under_softdep_an_fsync_flushes_with_the_lock_let_go_and_a_call_meanwhile_fini
     let after = Ffs::mount(image, &MountOptions::default()).unwrap();
     let f = after.lookup(ROOT, OsStr::new("a")).unwrap();
     assert!(read_at(&after, f.ino, 0, data.len()) == data, "the bytes fsync'd");
+}
+
+/// Under `softdep`, fsyncs that write while another's flush is in
+/// flight wait for it with the mount's lock let go (a call meanwhile goes
+/// on), issue no flush beside it, and then share one: the first to take
+/// the lock seals the writes of both.
+#[test]
+fn under_softdep_fsyncs_during_anothers_flush_wait_without_the_lock_and_share_the_next() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mem: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
+    mkfs(&mem, &MkfsOptions::default()).unwrap();
+    let (gate, Gate { entered, wrote, release }) = held_flush(mem);
+    let fs = mount_roomy(Arc::clone(&gate) as Arc<dyn Device>, Policy::Softdep);
+    let files: Vec<u64> = ["a", "b", "c"]
+        .iter()
+        .map(|name| fs.create(ROOT, OsStr::new(name), Owner::root(0o644)).unwrap().ino)
+        .collect();
+    for (k, &f) in files.iter().enumerate() {
+        fs.write(f, 0, &pattern(4096, k as u8)).unwrap();
+    }
+    fs.sync().unwrap();
+    // Each rewritten in place: one pass of the file's own blocks.
+    for (k, &f) in files.iter().enumerate() {
+        fs.write(f, 0, &pattern(4096, 10 + k as u8)).unwrap();
+    }
+    let before = gate.flushes.load(SeqCst);
+    gate.armed.store(true, SeqCst);
+    let fs = &fs;
+    std::thread::scope(|s| {
+        let first = s.spawn(|| fs.fsync(files[0], false));
+        entered.recv().unwrap();
+        let mut others = Vec::new();
+        for &f in &files[1..] {
+            others.push(s.spawn(move || fs.fsync(f, false)));
+            // Its writes are on the device; a call that needs the lock
+            // gets it (it waits with the lock let go).
+            wrote.recv().unwrap();
+            fs.getattr(ROOT).unwrap();
+        }
+        release.send(()).unwrap();
+        first.join().unwrap().unwrap();
+        for other in others {
+            other.join().unwrap().unwrap();
+        }
+    });
+    assert!(!gate.gave_up.load(SeqCst), "the held flush was never let through");
+    assert!(!gate.overlapped.load(SeqCst), "a flush was issued beside the one in flight");
+    let flushes = gate.flushes.load(SeqCst) - before;
+    assert_eq!(flushes, 2, "the held flush, and one for the two fsyncs that waited for it");
+    let stats = fs.softdep_stats().unwrap();
+    assert_eq!((stats.file_fsyncs, stats.whole_fsyncs), (3, 0), "each file alone, no fallback");
+}
+
+/// Under `softdep`, an fsync waiting for another's flush in flight
+/// (with the lock let go) that then fails reports the failure too, rather
+/// than flushing again as if it had not happened, and the file system
+/// takes no more changes.
+#[test]
+fn under_softdep_an_fsync_waiting_for_anothers_failed_flush_fails() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mem: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
+    mkfs(&mem, &MkfsOptions::default()).unwrap();
+    let (gate, Gate { entered, wrote, release }) = held_flush(mem);
+    let fs = mount_roomy(Arc::clone(&gate) as Arc<dyn Device>, Policy::Softdep);
+    let a = fs.create(ROOT, OsStr::new("a"), Owner::root(0o644)).unwrap().ino;
+    let b = fs.create(ROOT, OsStr::new("b"), Owner::root(0o644)).unwrap().ino;
+    fs.sync().unwrap();
+    fs.write(a, 0, &pattern(4096, 1)).unwrap();
+    fs.write(b, 0, &pattern(4096, 2)).unwrap();
+    gate.fail_held.store(true, SeqCst);
+    gate.armed.store(true, SeqCst);
+    let before = gate.flushes.load(SeqCst);
+    let fs = &fs;
+    let (first, second) = std::thread::scope(|s| {
+        let first = s.spawn(|| fs.fsync(a, false));
+        entered.recv().unwrap();
+        let second = s.spawn(|| fs.fsync(b, false));
+        wrote.recv().unwrap();
+        fs.getattr(ROOT).unwrap();
+        release.send(()).unwrap();
+        (first.join().unwrap(), second.join().unwrap())
+    });
+    assert!(!gate.gave_up.load(SeqCst), "the held flush was never let through");
+    assert_eq!(first.unwrap_err(), fsapi::Errno::IO, "the fsync whose flush failed");
+    assert_eq!(second.unwrap_err(), fsapi::Errno::IO, "the fsync that waited for it");
+    assert_eq!(gate.flushes.load(SeqCst) - before, 1, "no flush after the failed one");
+    let err = fs.create(ROOT, OsStr::new("late"), Owner::root(0o644)).unwrap_err();
+    assert_eq!(err, fsapi::Errno::IO);
 }
 
 /// Under `softdep`, an fsync whose flush (issued with the lock let go)
