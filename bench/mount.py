@@ -13,6 +13,10 @@ data=ordered) on a loop device. Workloads (--workloads):
   sync-file  stress-ng --sync-file 1 --sync-file-bytes B for SECS (ftruncate,
              fdatasync, fallocate of B and sync_file_range, three times an
              op); bogo ops a second, higher is better
+  fsync4     fio, four writers at once, each writing 4 KiB at random in a
+             32 MiB file of its own and fsyncing after every write, for
+             SECS; IOPS, higher is better (how concurrent fsyncs share
+             flushes)
 
 Prints, per workload and arm, the median of the rounds (min-max) and
 the ratio to ext4's median in the same run (for tar, time / ext4's; for
@@ -20,13 +24,14 @@ the others, ext4's / iolab's: above 1 is slower than ext4 either way),
 and for iolab the FUSE requests the kernel sent per second, from the
 server's unmount line.
 
-Usage: bench/mount.py [--workloads tar,dbench,sync-file] [--policies softdep,log,async,sync]
+Usage: bench/mount.py [--workloads tar,dbench,sync-file,fsync4] [--policies softdep,log,async,sync]
                       [--rounds 3] [--secs 10] [--sync-file-bytes 1g] [--size 2g]
                       [--archive FILE] [--dir DIR] [--iolab PATH]
-Needs root (loop mounts), /dev/fuse, dbench, stress-ng, and a release
+Needs root (loop mounts), /dev/fuse, dbench, stress-ng, fio, and a release
 build (cargo build --release).
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -38,7 +43,7 @@ import time
 
 from fs import default_archive, into_memory  # bench/fs.py: the archive, decompressed into memory
 
-WORKLOADS = ["tar", "dbench", "sync-file"]
+WORKLOADS = ["tar", "dbench", "sync-file", "fsync4"]
 POLICIES = ["softdep", "log", "async", "sync"]
 
 
@@ -59,6 +64,12 @@ def run_workload(workload, mnt, archive, secs, sync_bytes):
         if not m:
             sys.exit(f"dbench said: {out[-500:]}")
         return float(m.group(1))
+    if workload == "fsync4":
+        out = subprocess.run(["fio", "--name=fsync4", f"--directory={mnt}", "--rw=randwrite", "--bs=4k",
+                              "--size=32m", "--numjobs=4", "--fsync=1", f"--runtime={secs}", "--time_based",
+                              "--group_reporting", "--output-format=json"], check=True, capture_output=True,
+                             text=True).stdout
+        return float(json.loads(out)["jobs"][0]["write"]["iops"])
     out = subprocess.run(["stress-ng", "--sync-file", "1", "--sync-file-bytes", sync_bytes, "-t", f"{secs}s",
                           "--temp-path", mnt, "--metrics-brief"], check=True, capture_output=True, text=True)
     m = re.search(r"sync-file\s+(\d+)\s+([0-9.]+)", out.stderr + out.stdout)
@@ -105,7 +116,7 @@ def main():
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--secs", type=int, default=10, help="how long dbench and stress-ng run")
+    ap.add_argument("--secs", type=int, default=10, help="how long dbench, stress-ng and fio run")
     ap.add_argument("--sync-file-bytes", default="1g", help="stress-ng's --sync-file-bytes")
     ap.add_argument("--size", default="2g", help="each image's size")
     ap.add_argument("--archive", default=default_archive())
@@ -120,7 +131,8 @@ def main():
     for p in policies:
         if p not in POLICIES:
             sys.exit(f"--policies: unknown policy {p}; choose from {','.join(POLICIES)}")
-    for program in ["dbench"] * ("dbench" in workloads) + ["stress-ng"] * ("sync-file" in workloads):
+    needs = {"dbench": "dbench", "sync-file": "stress-ng", "fsync4": "fio"}
+    for program in [needs[w] for w in workloads if w in needs]:
         if shutil.which(program) is None:
             sys.exit(f"{program} is not installed: apt-get install {program}")
     work = tempfile.mkdtemp(prefix="iolab-mount-bench-", dir=args.dir)
@@ -147,11 +159,12 @@ def main():
                     os.remove(image)
         print(f"images of {args.size} in {work} (buffered, the host's page cache beneath); {args.rounds} rounds, "
               "medians (min-max); x: how many times slower than ext4 in the same run")
-        units = {"tar": "s", "dbench": "MB/s", "sync-file": "ops/s"}
+        units = {"tar": "s", "dbench": "MB/s", "sync-file": "ops/s", "fsync4": "IOPS"}
         for w in workloads:
             what = {"tar": f"GNU tar xf {args.archive or '/usr/share/doc'} (from /dev/shm) to the unmount's end",
                     "dbench": f"dbench -t {args.secs} 4",
-                    "sync-file": f"stress-ng --sync-file 1 --sync-file-bytes {args.sync_file_bytes} -t {args.secs}s"}[w]
+                    "sync-file": f"stress-ng --sync-file 1 --sync-file-bytes {args.sync_file_bytes} -t {args.secs}s",
+                    "fsync4": f"fio --rw=randwrite --bs=4k --size=32m --numjobs=4 --fsync=1 --runtime={args.secs}"}[w]
             print(f"{w}: {what}")
             base = statistics.median(got[(w, "ext4")])
             for a in arms:
