@@ -365,6 +365,15 @@ fn under_softdep_an_fsync_flushes_with_the_lock_let_go_and_a_call_meanwhile_fini
     assert!(read_at(&after, f.ino, 0, data.len()) == data, "the bytes fsync'd");
 }
 
+/// A new file system under `softdep` on a device whose flush a test can
+/// hold (`HeldFlush`).
+fn softdep_behind_a_held_flush() -> (Ffs, Arc<HeldFlush>, Gate) {
+    let mem: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
+    mkfs(&mem, &MkfsOptions::default()).unwrap();
+    let (dev, gate) = held_flush(mem);
+    (mount_roomy(Arc::clone(&dev) as Arc<dyn Device>, Policy::Softdep), dev, gate)
+}
+
 /// Under `softdep`, fsyncs that write while another's flush is in
 /// flight wait for it with the mount's lock let go (a call meanwhile goes
 /// on), issue no flush beside it, and then share one: the first to take
@@ -372,10 +381,7 @@ fn under_softdep_an_fsync_flushes_with_the_lock_let_go_and_a_call_meanwhile_fini
 #[test]
 fn under_softdep_fsyncs_during_anothers_flush_wait_without_the_lock_and_share_the_next() {
     use std::sync::atomic::Ordering::SeqCst;
-    let mem: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
-    mkfs(&mem, &MkfsOptions::default()).unwrap();
-    let (gate, Gate { entered, wrote, release }) = held_flush(mem);
-    let fs = mount_roomy(Arc::clone(&gate) as Arc<dyn Device>, Policy::Softdep);
+    let (fs, gate, Gate { entered, wrote, release }) = softdep_behind_a_held_flush();
     let files: Vec<u64> = ["a", "b", "c"]
         .iter()
         .map(|name| fs.create(ROOT, OsStr::new(name), Owner::root(0o644)).unwrap().ino)
@@ -423,10 +429,7 @@ fn under_softdep_fsyncs_during_anothers_flush_wait_without_the_lock_and_share_th
 #[test]
 fn under_softdep_an_fsync_waiting_for_anothers_failed_flush_fails() {
     use std::sync::atomic::Ordering::SeqCst;
-    let mem: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
-    mkfs(&mem, &MkfsOptions::default()).unwrap();
-    let (gate, Gate { entered, wrote, release }) = held_flush(mem);
-    let fs = mount_roomy(Arc::clone(&gate) as Arc<dyn Device>, Policy::Softdep);
+    let (fs, gate, Gate { entered, wrote, release }) = softdep_behind_a_held_flush();
     let a = fs.create(ROOT, OsStr::new("a"), Owner::root(0o644)).unwrap().ino;
     let b = fs.create(ROOT, OsStr::new("b"), Owner::root(0o644)).unwrap().ino;
     fs.sync().unwrap();
