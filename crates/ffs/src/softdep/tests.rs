@@ -652,3 +652,36 @@ fn an_fsync_leaves_the_bitmaps_of_a_group_its_file_is_not_in() {
     assert_eq!(dirty(b_start), [true, true], "b's group's bitmaps left for later");
     assert_eq!(dirty(a_start), [false, false], "a's group's bitmaps written");
 }
+
+/// A caller's flush returning late, after its writes were made durable
+/// by a flush another call issued and a newer caller's flush is in
+/// flight, changes nothing: the newer flush's writes still wait for it
+/// (the first fsync to take the lock after a flush runs what waited on
+/// it, and the flush's own issuer comes after).
+#[test]
+fn a_callers_flush_returning_late_leaves_the_newer_one_in_flight() {
+    use crate::policy::CallerFlush;
+    let fs = fresh_softdep();
+    let f = fs.create(ROOT, OsStr::new("f"), Owner::root(0o644)).unwrap().ino;
+    fs.sync().unwrap();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
+    let (first, _) = core.order.seal_for_caller(&mut core.cache).unwrap();
+    core.order.caller_flushed(&mut core.cache, first);
+    drop(guard);
+    fs.write(f, 0, &[7; 4096]).unwrap();
+    let mut guard = fs.lock();
+    let core = &mut *guard;
+    let inode_block = core.sb.inode_place(f as u32).0;
+    core.cache.write_listed(&mut core.order, &[inode_block]).unwrap();
+    let need = core.order.next_seal();
+    let (newer, _) = core.order.seal_for_caller(&mut core.cache).unwrap();
+    assert_eq!(newer, need, "the newer seal covers the writes");
+    core.order.caller_flushed(&mut core.cache, first);
+    assert!(
+        matches!(core.order.caller_flush(need), CallerFlush::InFlight(s, _) if s == newer),
+        "the late return of the first flush ran what waits on the newer one"
+    );
+    core.order.caller_flushed(&mut core.cache, newer);
+    assert!(matches!(core.order.caller_flush(need), CallerFlush::Done));
+}

@@ -326,7 +326,6 @@ impl device::Backend for HeldFlush {
 /// leaves only leaks; one at the end keeps the file with its bytes.
 #[test]
 fn under_softdep_an_fsync_flushes_with_the_lock_let_go_and_a_call_meanwhile_finishes_its_seal() {
-    use device::Event;
     use std::sync::atomic::Ordering::SeqCst;
     let (recorded, initial, recording) = recorded_new();
     let (gate, Gate { entered, release, .. }) = held_flush(recorded);
@@ -347,20 +346,7 @@ fn under_softdep_an_fsync_flushes_with_the_lock_let_go_and_a_call_meanwhile_fini
     let stats = fs.softdep_stats().unwrap();
     assert_eq!((stats.file_fsyncs, stats.whole_fsyncs), (1, 0), "the file alone, no fallback");
 
-    let events = recording.events();
-    let mut replayer = Replayer::new(events.clone(), vec![initial]);
-    let flushes = events.iter().enumerate().filter(|(_, e)| matches!(e, Event::Flush { .. }));
-    for (k, (at, _)) in flushes.enumerate() {
-        for seed in 0..32 {
-            let point =
-                CrashPoint { after_events: at, policy: CrashPolicy::KeepSubset, seed: 32 * k as u64 + seed };
-            let image: Arc<dyn Device> = Arc::new(replayer.images_at(point).unwrap().remove(0));
-            crate::files::only_leaks(&image);
-        }
-    }
-    let point = CrashPoint { after_events: events.len(), policy: CrashPolicy::DropUnflushed, seed: 0 };
-    let image: Arc<dyn Device> = Arc::new(replayer.images_at(point).unwrap().remove(0));
-    let after = Ffs::mount(image, &MountOptions::default()).unwrap();
+    let after = only_leaks_at_each_flush_then_mounted(&recording, initial, 32);
     let f = after.lookup(ROOT, OsStr::new("a")).unwrap();
     assert!(read_at(&after, f.ino, 0, data.len()) == data, "the bytes fsync'd");
 }
@@ -370,33 +356,45 @@ fn under_softdep_an_fsync_flushes_with_the_lock_let_go_and_a_call_meanwhile_fini
 fn softdep_behind_a_held_flush() -> (Ffs, Arc<HeldFlush>, Gate) {
     let mem: Arc<dyn Device> = Arc::new(MemDevice::new(64 << 20).unwrap());
     mkfs(&mem, &MkfsOptions::default()).unwrap();
-    let (dev, gate) = held_flush(mem);
+    softdep_on_a_held_flush(mem)
+}
+
+fn softdep_on_a_held_flush(made: Arc<dyn Device>) -> (Ffs, Arc<HeldFlush>, Gate) {
+    let (dev, gate) = held_flush(made);
     (mount_roomy(Arc::clone(&dev) as Arc<dyn Device>, Policy::Softdep), dev, gate)
 }
 
-/// Under `softdep`, fsyncs that write while another's flush is in
-/// flight wait for it with the mount's lock let go (a call meanwhile goes
-/// on), issue no flush beside it, and then share one: the first to take
-/// the lock seals the writes of both.
-#[test]
-fn under_softdep_fsyncs_during_anothers_flush_wait_without_the_lock_and_share_the_next() {
+/// The crash states of `recording` (from `initial`) at each flush, each
+/// keeping `kept` different subsets of the writes since the last, checked
+/// to hold only leaks; then the image after every flush, mounted.
+fn only_leaks_at_each_flush_then_mounted(recording: &Recording, initial: MemDevice, kept: u64) -> Ffs {
+    use device::Event;
+    let events = recording.events();
+    let mut replayer = Replayer::new(events.clone(), vec![initial]);
+    let flushes = events.iter().enumerate().filter(|(_, e)| matches!(e, Event::Flush { .. }));
+    for (k, (at, _)) in flushes.enumerate() {
+        for seed in 0..kept {
+            let point = CrashPoint {
+                after_events: at,
+                policy: CrashPolicy::KeepSubset,
+                seed: kept * k as u64 + seed,
+            };
+            let image: Arc<dyn Device> = Arc::new(replayer.images_at(point).unwrap().remove(0));
+            crate::files::only_leaks(&image);
+        }
+    }
+    let point = CrashPoint { after_events: events.len(), policy: CrashPolicy::DropUnflushed, seed: 0 };
+    let image: Arc<dyn Device> = Arc::new(replayer.images_at(point).unwrap().remove(0));
+    Ffs::mount(image, &MountOptions::default()).unwrap()
+}
+
+/// An fsync of each of `files`, the first one's flush held in flight
+/// while each of the others writes and a call that needs the mount's
+/// lock goes on; then let through. Each fsync returns without error.
+fn fsyncs_behind_a_held_flush(fs: &Ffs, gate: &HeldFlush, channels: Gate, files: &[u64]) {
     use std::sync::atomic::Ordering::SeqCst;
-    let (fs, gate, Gate { entered, wrote, release }) = softdep_behind_a_held_flush();
-    let files: Vec<u64> = ["a", "b", "c"]
-        .iter()
-        .map(|name| fs.create(ROOT, OsStr::new(name), Owner::root(0o644)).unwrap().ino)
-        .collect();
-    for (k, &f) in files.iter().enumerate() {
-        fs.write(f, 0, &pattern(4096, k as u8)).unwrap();
-    }
-    fs.sync().unwrap();
-    // Each rewritten in place: one pass of the file's own blocks.
-    for (k, &f) in files.iter().enumerate() {
-        fs.write(f, 0, &pattern(4096, 10 + k as u8)).unwrap();
-    }
-    let before = gate.flushes.load(SeqCst);
+    let Gate { entered, wrote, release } = channels;
     gate.armed.store(true, SeqCst);
-    let fs = &fs;
     std::thread::scope(|s| {
         let first = s.spawn(|| fs.fsync(files[0], false));
         entered.recv().unwrap();
@@ -415,11 +413,60 @@ fn under_softdep_fsyncs_during_anothers_flush_wait_without_the_lock_and_share_th
         }
     });
     assert!(!gate.gave_up.load(SeqCst), "the held flush was never let through");
+}
+
+/// Under `softdep`, fsyncs that write while another's flush is in
+/// flight wait for it with the mount's lock let go (a call meanwhile goes
+/// on), issue no flush beside it, and then share one: the first to take
+/// the lock seals the writes of both.
+#[test]
+fn under_softdep_fsyncs_during_anothers_flush_wait_without_the_lock_and_share_the_next() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (fs, gate, channels) = softdep_behind_a_held_flush();
+    let files: Vec<u64> = ["a", "b", "c"]
+        .iter()
+        .map(|name| fs.create(ROOT, OsStr::new(name), Owner::root(0o644)).unwrap().ino)
+        .collect();
+    for (k, &f) in files.iter().enumerate() {
+        fs.write(f, 0, &pattern(4096, k as u8)).unwrap();
+    }
+    fs.sync().unwrap();
+    // Each rewritten in place: one pass of the file's own blocks.
+    for (k, &f) in files.iter().enumerate() {
+        fs.write(f, 0, &pattern(4096, 10 + k as u8)).unwrap();
+    }
+    let before = gate.flushes.load(SeqCst);
+    fsyncs_behind_a_held_flush(&fs, &gate, channels, &files);
     assert!(!gate.overlapped.load(SeqCst), "a flush was issued beside the one in flight");
     let flushes = gate.flushes.load(SeqCst) - before;
     assert_eq!(flushes, 2, "the held flush, and one for the two fsyncs that waited for it");
     let stats = fs.softdep_stats().unwrap();
     assert_eq!((stats.file_fsyncs, stats.whole_fsyncs), (3, 0), "each file alone, no fallback");
+}
+
+/// Under `softdep`, new files fsync'd at once, the first one's flush
+/// held while the others write (so that they share flushes): a crash at
+/// any flush, keeping any part of the writes since the last, leaves only
+/// leaks, and one at the end keeps every file with its bytes.
+#[test]
+fn under_softdep_fsyncs_sharing_flushes_leave_only_leaks_and_each_file_whole() {
+    let (recorded, initial, recording) = recorded_new();
+    let (fs, gate, channels) = softdep_on_a_held_flush(recorded);
+    let names = ["a", "b", "c"];
+    let data: Vec<Vec<u8>> = (0..names.len()).map(|k| pattern(9_000, 20 + k as u8)).collect();
+    let mut files = Vec::new();
+    for (name, bytes) in names.iter().zip(&data) {
+        let f = fs.create(ROOT, OsStr::new(name), Owner::root(0o644)).unwrap().ino;
+        fs.write(f, 0, bytes).unwrap();
+        files.push(f);
+    }
+    fsyncs_behind_a_held_flush(&fs, &gate, channels, &files);
+
+    let after = only_leaks_at_each_flush_then_mounted(&recording, initial, 16);
+    for (name, bytes) in names.iter().zip(&data) {
+        let f = after.lookup(ROOT, OsStr::new(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(read_at(&after, f.ino, 0, bytes.len()) == *bytes, "{name}: the bytes fsync'd");
+    }
 }
 
 /// Under `softdep`, an fsync waiting for another's flush in flight
