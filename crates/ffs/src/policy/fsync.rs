@@ -88,8 +88,9 @@ impl Core {
     /// so nothing is ever written out of order; what a pass could not
     /// write complete goes in the next, after the flush its dependencies
     /// needed. Each pass's flush goes with the mount's lock let go
-    /// ([`Ffs::fsync_file`]): the other calls go on meanwhile, and one
-    /// that needs the flush done first flushes again itself. If the file
+    /// ([`Ffs::flushed_through`]): the other calls go on meanwhile,
+    /// another fsync waits for it and shares the next, and a sync that
+    /// needs it done first flushes again itself. If the file
     /// is not on the disk after `PASSES_MAX` passes (a wait on a block
     /// outside these, such as a removal elsewhere), the whole cache is
     /// synced, as before: always right, only slower.
